@@ -1,0 +1,47 @@
+# tailscope — the two quickstart commands are `make demo` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check lint fmt typecheck unit integration bench setup clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## demo: set up and run a bench against the built-in simulated engine
+demo: $(STAMP)
+	$(BIN)/tailscope bench --requests 200 --concurrency 16 --input-tokens uniform:100:900 --output-tokens 128 \
+		--json .tailscope/demo.json
+	$(BIN)/tailscope runs list
+
+## test: set up and run the whole suite (lint, types, unit, integration)
+test: $(STAMP)
+	$(MAKE) check
+
+check: lint typecheck
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+fmt: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+clean:
+	rm -rf $(VENV) .tailscope .pytest_cache .mypy_cache .ruff_cache

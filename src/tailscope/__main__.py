@@ -1,0 +1,3 @@
+from tailscope.cli.main import main
+
+main()

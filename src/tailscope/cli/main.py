@@ -1,0 +1,83 @@
+"""The ``tailscope`` command: a thin typer app.
+
+Each command lives in its own module under ``tailscope.cli`` and registers itself on :data:`app`. Command modules
+import only typer and the standard library at the top; the library (numpy, aiohttp, duckdb, …) is imported inside
+the command functions so that ``tailscope --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+app = typer.Typer(
+    name="tailscope",
+    help=(
+        "Performance engineering for LLM and agent systems: measure → locate → plan → verify.\n\n"
+        "Example: tailscope bench --requests 200 --concurrency 8   (no --url: runs against the built-in engine)"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+#: Command modules, each with a ``register(app)`` function. Order = order in ``--help``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "tailscope.cli.bench",
+    "tailscope.cli.runs",
+)
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        module.register(app)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+) -> None:
+    if debug:
+        os.environ["TAILSCOPE_DEBUG"] = "1"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app, turning a TailscopeError into one line and its exit code."""
+    from tailscope.errors import TailscopeError
+
+    _register_all()
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:]) or os.environ.get("TAILSCOPE_DEBUG") == "1"
+    try:
+        app(args=argv, standalone_mode=False, prog_name="tailscope")
+    except TailscopeError as exc:
+        if debug:
+            raise
+        print(f"tailscope: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("tailscope: aborted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print("tailscope: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and others
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        raise
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

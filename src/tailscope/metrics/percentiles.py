@@ -1,0 +1,116 @@
+"""Percentiles from raw samples.
+
+Interpolation is numpy's default ``linear`` method (Hyndman & Fan type 7): for sorted samples ``x[0..n-1]`` the
+q-quantile is ``x[h] + (h - floor h)(x[ceil h] - x[floor h])`` with ``h = (n - 1) q``. No sketches, no bucketing:
+every statistic comes from the raw samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The reported percentiles, as (name, fraction).
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 0.50),
+    ("p90", 0.90),
+    ("p95", 0.95),
+    ("p99", 0.99),
+    ("p999", 0.999),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Distribution summary of one metric; all values ``None`` when there are no samples."""
+
+    count: int
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    min: float | None = None
+
+    def get(self, name: str) -> float | None:
+        """Value by name (``p99``, ``mean``, ``max``, ``p99.9`` is accepted for ``p999``)."""
+        key = normalize_percentile_name(name)
+        if key not in _STAT_NAMES:
+            raise KeyError(name)
+        value: float | None = getattr(self, key)
+        return value
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        """JSON form: {mean, p50, p90, p95, p99, p999, max, min, count}."""
+        return {
+            "mean": self.mean,
+            "p50": self.p50,
+            "p90": self.p90,
+            "p95": self.p95,
+            "p99": self.p99,
+            "p999": self.p999,
+            "max": self.max,
+            "min": self.min,
+            "count": self.count,
+        }
+
+
+_STAT_NAMES = {"mean", "p50", "p90", "p95", "p99", "p999", "max", "min", "count"}
+
+
+def normalize_percentile_name(name: str) -> str:
+    """``p99.9`` → ``p999``, ``P95`` → ``p95``, ``median`` → ``p50``, ``avg`` → ``mean``."""
+    n = name.strip().lower()
+    aliases = {"median": "p50", "avg": "mean", "average": "mean", "p99.9": "p999", "p100": "max"}
+    return aliases.get(n, n)
+
+
+def percentile_fraction(name: str) -> float:
+    """Fraction for a percentile name: ``p99`` → 0.99, ``p99.9``/``p999`` → 0.999, ``max`` → 1.0."""
+    n = normalize_percentile_name(name)
+    if n == "max":
+        return 1.0
+    if n == "p999":
+        return 0.999
+    if n.startswith("p"):
+        try:
+            value = float(n[1:])
+        except ValueError:
+            value = -1.0
+        if 0 < value <= 100:
+            return value / 100.0
+    raise ValueError(f"unknown percentile {name!r}: use p50, p90, p95, p99, p99.9, mean or max")
+
+
+def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float | None:
+    """The q-quantile (0 ≤ q ≤ 1) by linear interpolation; ``None`` for no samples."""
+    arr = np.asarray(samples, dtype=np.float64)
+    if arr.size == 0:
+        return None
+    return float(np.quantile(arr, q))
+
+
+def compute_stats(samples: Iterable[float] | np.ndarray) -> Stats:
+    """Mean, p50…p99.9, min and max of raw samples (infinities allowed; NaN is not)."""
+    arr = samples if isinstance(samples, np.ndarray) else np.fromiter(samples, dtype=np.float64)
+    arr = arr.astype(np.float64, copy=False)
+    if arr.size == 0:
+        return Stats(count=0)
+    qs = np.quantile(arr, [f for _, f in PERCENTILES])
+    finite = arr[np.isfinite(arr)]
+    mean = float(finite.mean()) if finite.size == arr.size else float("inf")
+    return Stats(
+        count=int(arr.size),
+        mean=mean,
+        p50=float(qs[0]),
+        p90=float(qs[1]),
+        p95=float(qs[2]),
+        p99=float(qs[3]),
+        p999=float(qs[4]),
+        max=float(arr.max()),
+        min=float(arr.min()),
+    )

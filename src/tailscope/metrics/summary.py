@@ -1,0 +1,359 @@
+"""Run summaries: the numbers users see, computed from raw records (never stored as the only copy)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tailscope.metrics import request as rq
+from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
+from tailscope.metrics.slo import Slo
+from tailscope.records import RequestRecord, Status
+
+#: send lag p99 above this means the client could not keep its schedule (ms).
+SEND_LAG_WARN_MS = 5.0
+#: event-loop lag p99 above this means the client's loop was saturated (ms).
+LOOP_LAG_WARN_MS = 5.0
+#: achieved send rate below this fraction of the requested rate means the client fell behind.
+RATE_WARN_FRACTION = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """How many requests ended which way. ``total`` excludes warmup requests; ``warmup`` counts them."""
+
+    total: int
+    completed: int
+    failed: int
+    incomplete: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "completed": self.completed,
+            "failed": self.failed,
+            "incomplete": self.incomplete,
+            "warmup": self.warmup,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SloResult:
+    """An SLO checked over the run: the observed percentile and the verdict."""
+
+    slo: Slo
+    observed_ms: float | None
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slo": self.slo.key,
+            "threshold_ms": self.slo.threshold_ms,
+            "observed_ms": self.observed_ms,
+            "passed": self.passed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """Everything a user reads about a run. Latencies in ms, rates per second over the measurement window."""
+
+    requests: RequestCounts
+    duration_s: float
+    ttft_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    e2e_ms: Stats
+    send_lag_ms: Stats
+    icl_ms: Stats
+    max_stall_ms: Stats
+    ttft_from_sent_ms: Stats
+    e2e_from_sent_ms: Stats
+    input_tokens: Stats
+    output_tokens: Stats
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    goodput_rps: float
+    error_adjusted_ms: dict[str, float | None]
+    errors: dict[str, int]
+    slo: tuple[SloResult, ...] = ()
+    warnings: tuple[str, ...] = ()
+    classes: dict[str, RunSummary] = field(default_factory=dict)
+    achieved_rate_rps: float | None = None
+    requested_rate_rps: float | None = None
+
+    def metric(self, name: str) -> Stats:
+        """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
+        key = name if name.endswith("_ms") else f"{name}_ms"
+        value = getattr(self, key, None)
+        if not isinstance(value, Stats):
+            raise KeyError(name)
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON ``summary`` object (key names are a stable interface)."""
+        return {
+            "requests": self.requests.to_dict(),
+            "duration_s": self.duration_s,
+            "ttft_ms": self.ttft_ms.to_dict(),
+            "tpot_ms": self.tpot_ms.to_dict(),
+            "itl_ms": self.itl_ms.to_dict(),
+            "e2e_ms": self.e2e_ms.to_dict(),
+            "send_lag_ms": self.send_lag_ms.to_dict(),
+            "icl_ms": self.icl_ms.to_dict(),
+            "max_stall_ms": self.max_stall_ms.to_dict(),
+            "ttft_from_sent_ms": self.ttft_from_sent_ms.to_dict(),
+            "e2e_from_sent_ms": self.e2e_from_sent_ms.to_dict(),
+            "input_tokens": self.input_tokens.to_dict(),
+            "output_tokens": self.output_tokens.to_dict(),
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "total_tokens_per_s": self.total_tokens_per_s,
+            "requests_per_s": self.requests_per_s,
+            "goodput_rps": self.goodput_rps,
+            "error_adjusted_ms": dict(self.error_adjusted_ms),
+            "errors": dict(self.errors),
+            "slo": [s.to_dict() for s in self.slo],
+            "warnings": list(self.warnings),
+            "achieved_rate_rps": self.achieved_rate_rps,
+            "requested_rate_rps": self.requested_rate_rps,
+            "classes": {k: v.to_dict() for k, v in self.classes.items()},
+        }
+
+
+def _request_value_ms(r: RequestRecord, metric: str) -> float | None:
+    if metric == "ttft":
+        return rq.ttft_ms(r)
+    if metric == "tpot":
+        return rq.tpot_ms(r)
+    if metric == "e2e":
+        return rq.e2e_ms(r)
+    if metric == "itl":
+        return rq.max_stall_ms(r) if len(r.chunk_times_ns) > 1 else 0.0
+    raise KeyError(metric)
+
+
+def meets_slos(r: RequestRecord, slos: Sequence[Slo]) -> bool:
+    """Whether a successful request meets every SLO on its own values (the goodput test)."""
+    if not r.ok:
+        return False
+    for s in slos:
+        v = _request_value_ms(r, s.metric)
+        if v is not None and v > s.threshold_ms:
+            return False
+    return True
+
+
+def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+    ttft: list[float] = []
+    ttft_sent: list[float] = []
+    tpot: list[float] = []
+    e2e: list[float] = []
+    e2e_sent: list[float] = []
+    lag: list[float] = []
+    stall: list[float] = []
+    itl: list[float] = []
+    icl: list[float] = []
+    for r in records:
+        v = rq.send_lag_ms(r)
+        if v is not None:
+            lag.append(v)
+        if not r.ok:
+            continue
+        for dst, val in (
+            (ttft, rq.ttft_ms(r)),
+            (ttft_sent, rq.ttft_ms(r, from_sent=True)),
+            (tpot, rq.tpot_ms(r)),
+            (e2e, rq.e2e_ms(r)),
+            (e2e_sent, rq.e2e_ms(r, from_sent=True)),
+            (stall, rq.max_stall_ms(r)),
+        ):
+            if val is not None:
+                dst.append(val)
+        itl.extend(rq.itl_samples_ms(r))
+        icl.extend(rq.icl_samples_ms(r))
+    return {
+        "ttft": np.asarray(ttft),
+        "ttft_sent": np.asarray(ttft_sent),
+        "tpot": np.asarray(tpot),
+        "e2e": np.asarray(e2e),
+        "e2e_sent": np.asarray(e2e_sent),
+        "lag": np.asarray(lag),
+        "stall": np.asarray(stall),
+        "itl": np.asarray(itl),
+        "icl": np.asarray(icl),
+    }
+
+
+def _error_adjusted_p99(ok_values: np.ndarray, n_failed: int) -> float | None:
+    """p99 with every failed request counted as +∞ (so failures cannot make the tail look better)."""
+    if ok_values.size + n_failed == 0:
+        return None
+    arr = np.concatenate([ok_values, np.full(n_failed, np.inf)])
+    # linear interpolation toward +inf would give inf for any neighbour; use the 'higher' rule here
+    return float(np.quantile(arr, 0.99, method="higher"))
+
+
+def summarize(
+    records: Iterable[RequestRecord],
+    *,
+    slos: Sequence[Slo] = (),
+    requested_rate_rps: float | None = None,
+    loop_lag_ms: Stats | None = None,
+    by_class: bool = True,
+) -> RunSummary:
+    """Summarize a run's records.
+
+    Warmup records are excluded from every statistic and counted in ``requests.warmup``. Latency percentiles cover
+    successful requests; ``error_adjusted_ms`` gives TTFT and E2E p99 with failures counted as +∞. Rates are over the
+    measurement window: first scheduled non-warmup request → last completion.
+
+    Args:
+        records: the run's request records (any order).
+        slos: objectives for the per-run verdicts and the goodput test.
+        requested_rate_rps: the open-loop rate asked for, to detect a client that fell behind.
+        loop_lag_ms: the client's event-loop lag samples, to detect a saturated client.
+        by_class: also summarize each request class separately.
+    """
+    all_records = list(records)
+    measured = [r for r in all_records if not r.warmup]
+    warmup = len(all_records) - len(measured)
+    ok = [r for r in measured if r.status is Status.OK]
+    failed = [r for r in measured if r.status is Status.ERROR]
+    incomplete = [r for r in measured if r.status is Status.INCOMPLETE]
+    counts = RequestCounts(
+        total=len(measured), completed=len(ok), failed=len(failed), incomplete=len(incomplete), warmup=warmup
+    )
+
+    window_s = _window_s(measured)
+    out_tokens = sum(rq.output_token_count(r) for r in ok)
+    in_tokens = sum(r.input_tokens or 0 for r in ok)
+    good = sum(1 for r in ok if meets_slos(r, slos))
+    s = _samples(measured)
+
+    errors = Counter((r.error.value if r.error else "unknown") for r in failed)
+    slo_results = tuple(_check_slo(slo, s) for slo in slos)
+
+    achieved = _achieved_rate(measured)
+    lag_stats = compute_stats(s["lag"])
+    warnings = _warnings(counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok)
+
+    classes: dict[str, RunSummary] = {}
+    if by_class:
+        names = sorted({r.request_class for r in all_records})
+        if len(names) > 1:
+            for name in names:
+                classes[name] = summarize(
+                    [r for r in all_records if r.request_class == name], slos=slos, by_class=False
+                )
+
+    def rate(x: float) -> float:
+        return x / window_s if window_s > 0 else 0.0
+
+    return RunSummary(
+        requests=counts,
+        duration_s=window_s,
+        ttft_ms=compute_stats(s["ttft"]),
+        tpot_ms=compute_stats(s["tpot"]),
+        itl_ms=compute_stats(s["itl"]),
+        e2e_ms=compute_stats(s["e2e"]),
+        send_lag_ms=lag_stats,
+        icl_ms=compute_stats(s["icl"]),
+        max_stall_ms=compute_stats(s["stall"]),
+        ttft_from_sent_ms=compute_stats(s["ttft_sent"]),
+        e2e_from_sent_ms=compute_stats(s["e2e_sent"]),
+        input_tokens=compute_stats([float(r.input_tokens) for r in ok if r.input_tokens is not None]),
+        output_tokens=compute_stats([float(rq.output_token_count(r)) for r in ok]),
+        output_tokens_per_s=rate(out_tokens),
+        total_tokens_per_s=rate(out_tokens + in_tokens),
+        requests_per_s=rate(len(ok)),
+        goodput_rps=rate(good),
+        error_adjusted_ms={
+            "ttft_p99": _error_adjusted_p99(s["ttft"], len(failed)),
+            "e2e_p99": _error_adjusted_p99(s["e2e"], len(failed)),
+        },
+        errors=dict(sorted(errors.items())),
+        slo=slo_results,
+        warnings=warnings,
+        classes=classes,
+        achieved_rate_rps=achieved,
+        requested_rate_rps=requested_rate_rps,
+    )
+
+
+def _window_s(measured: Sequence[RequestRecord]) -> float:
+    if not measured:
+        return 0.0
+    start = min(r.scheduled_ns for r in measured)
+    ends = [r.end_ns for r in measured if r.end_ns is not None]
+    if not ends:
+        return 0.0
+    return max(0.0, (max(ends) - start) / 1e9)
+
+
+def _achieved_rate(measured: Sequence[RequestRecord]) -> float | None:
+    """Requests actually sent per second between the first and the last send (``None`` under 2 sends)."""
+    sent = sorted(r.sent_ns for r in measured if r.sent_ns is not None)
+    if len(sent) < 2 or sent[-1] == sent[0]:
+        return None
+    return (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+
+
+def _scheduled_rate(measured: Sequence[RequestRecord]) -> float | None:
+    sched = sorted(r.scheduled_ns for r in measured)
+    if len(sched) < 2 or sched[-1] == sched[0]:
+        return None
+    return (len(sched) - 1) / ((sched[-1] - sched[0]) / 1e9)
+
+
+def _check_slo(slo: Slo, s: dict[str, np.ndarray]) -> SloResult:
+    samples = s[slo.metric]
+    if slo.percentile == "mean":
+        observed = float(samples.mean()) if samples.size else None
+    else:
+        observed = quantile(samples, percentile_fraction(slo.percentile))
+    return SloResult(slo=slo, observed_ms=observed, passed=observed is not None and observed <= slo.threshold_ms)
+
+
+def _warnings(
+    counts: RequestCounts,
+    errors: Counter[str],
+    lag: Stats,
+    loop_lag: Stats | None,
+    requested_rate: float | None,
+    achieved: float | None,
+    ok: Sequence[RequestRecord],
+) -> tuple[str, ...]:
+    out: list[str] = []
+    if lag.p99 is not None and lag.p99 > SEND_LAG_WARN_MS:
+        out.append(
+            f"CLIENT BOTTLENECK: send lag p99 is {lag.p99:.1f} ms (> {SEND_LAG_WARN_MS:g} ms); the client could not "
+            "send on schedule. Latencies are still measured from the intended send time, but lower the load per "
+            "process or use --workers."
+        )
+    if loop_lag is not None and loop_lag.p99 is not None and loop_lag.p99 > LOOP_LAG_WARN_MS:
+        out.append(
+            f"CLIENT BOTTLENECK: the client's event loop lagged {loop_lag.p99:.1f} ms at p99 (> "
+            f"{LOOP_LAG_WARN_MS:g} ms); token timings carry that much client delay. Use --workers or fewer streams."
+        )
+    if requested_rate and achieved is not None and achieved < RATE_WARN_FRACTION * requested_rate:
+        out.append(
+            f"CLIENT BOTTLENECK: achieved send rate {achieved:.2f} req/s is below 95 % of the requested "
+            f"{requested_rate:.2f} req/s."
+        )
+    if counts.failed:
+        detail = ", ".join(f"{k}={v}" for k, v in sorted(errors.items()))
+        out.append(f"{counts.failed} of {counts.total} requests failed ({detail}).")
+    if counts.incomplete:
+        out.append(f"{counts.incomplete} requests were still in flight when the run stopped (counted as incomplete).")
+    if ok and all(r.tokens_source.value == "chunks" for r in ok):
+        out.append(
+            "Output tokens were counted as one per streamed chunk (the server sent no usage); pass --tokenizer "
+            "for exact counts."
+        )
+    return tuple(out)

@@ -1,0 +1,1 @@
+"""The embedded DuckDB store: runs, request records, server samples, spans; exports."""

@@ -1,0 +1,199 @@
+"""The DuckDB store: connection handling that is safe with several processes.
+
+DuckDB lets one process at a time open a database file for writing. tailscope therefore never holds the database
+open: every read or write opens a connection, does one short transaction and closes it, retrying with jittered backoff
+while another process holds the lock. Bench runs do not write to the database directly from the hot path; they append
+batch files that are folded in (see :mod:`tailscope.store.writer`), so a busy database never stalls a run and a crash
+never leaves a half-written database.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tailscope.errors import StoreError
+
+DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
+SCHEMA_VERSION = 1
+
+#: The columns of the requests table, with their DuckDB types (batch files use the same names).
+REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"),
+    ("id", "BIGINT"),
+    ("request_class", "VARCHAR"),
+    ("session_id", "VARCHAR"),
+    ("turn", "INTEGER"),
+    ("scheduled_ns", "BIGINT"),
+    ("sent_ns", "BIGINT"),
+    ("first_token_ns", "BIGINT"),
+    ("end_ns", "BIGINT"),
+    ("stream_end_ns", "BIGINT"),
+    ("first_event_ns", "BIGINT"),
+    ("status", "VARCHAR"),
+    ("error", "VARCHAR"),
+    ("error_detail", "VARCHAR"),
+    ("http_status", "INTEGER"),
+    ("input_tokens", "INTEGER"),
+    ("output_tokens", "INTEGER"),
+    ("requested_output_tokens", "INTEGER"),
+    ("tokens_source", "VARCHAR"),
+    ("server_request_id", "VARCHAR"),
+    ("chunk_times_ns", "BIGINT[]"),
+    ("chunk_tokens", "INTEGER[]"),
+    ("warmup", "BOOLEAN"),
+    ("shared_prefix", "BOOLEAN"),
+    ("worker", "INTEGER"),
+)
+
+SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"),
+    ("t_ns", "BIGINT"),
+    ("name", "VARCHAR"),
+    ("labels", "VARCHAR"),
+    ("value", "DOUBLE"),
+)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS runs (
+    id VARCHAR PRIMARY KEY,
+    kind VARCHAR NOT NULL,
+    tool_version VARCHAR,
+    started_at VARCHAR,
+    finished_at VARCHAR,
+    target_url VARCHAR,
+    target_model VARCHAR,
+    target_json VARCHAR,
+    seed BIGINT,
+    settings_json VARCHAR,
+    profile VARCHAR,
+    status VARCHAR,
+    sweep_id VARCHAR,
+    host_json VARCHAR,
+    summary_json VARCHAR,
+    extra_json VARCHAR
+);
+CREATE TABLE IF NOT EXISTS requests ({", ".join(f"{n} {t}" for n, t in REQUEST_COLUMNS)});
+CREATE TABLE IF NOT EXISTS server_samples ({", ".join(f"{n} {t}" for n, t in SAMPLE_COLUMNS)});
+CREATE TABLE IF NOT EXISTS tags (run_id VARCHAR, tag VARCHAR, created_at VARCHAR);
+"""
+
+
+def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
+    """The store path: explicit ``path`` > ``$TAILSCOPE_DB`` > ``./.tailscope/tailscope.duckdb``."""
+    if path:
+        return Path(path)
+    env = os.environ.get("TAILSCOPE_DB")
+    if env:
+        return Path(env)
+    return DEFAULT_DB
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text or "being used by another process" in text
+
+
+class Database:
+    """A DuckDB file opened per operation, with retry while another process holds it.
+
+    Args:
+        path: the database file; created (with its folder) on first write.
+        lock_timeout_s: how long to keep retrying a locked database before raising :class:`StoreError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout_s: float = 30.0) -> None:
+        self.path = resolve_db_path(path)
+        self.lock_timeout_s = lock_timeout_s
+        self._schema_ready = False
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def _open(self, read_only: bool) -> Any:
+        import duckdb
+
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error as exc:
+                if not _is_lock_error(exc) or time.monotonic() > deadline:
+                    raise StoreError(
+                        f"cannot open the store {self.path}: {str(exc).splitlines()[0]}"
+                        + (
+                            " — another process kept it locked; retry when it finishes"
+                            if _is_lock_error(exc)
+                            else " — check the path (--db / TAILSCOPE_DB) and its permissions"
+                        )
+                    ) from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.2)
+
+    def ensure_schema(self) -> None:
+        """Create the folder, the file and the tables when missing."""
+        if self._schema_ready:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store folder {self.path.parent}: {exc.strerror}") from None
+        if not os.access(self.path.parent, os.W_OK):
+            raise StoreError(f"the store folder {self.path.parent} is not writable; choose another with --db")
+        with self.write() as con:
+            con.execute(_SCHEMA)
+            con.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                [str(SCHEMA_VERSION)],
+            )
+        self._schema_ready = True
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        """A read-write connection inside one transaction; committed on success, rolled back on error."""
+        con = self._open(read_only=False)
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        except StoreError:
+            raise
+        except Exception as exc:
+            import duckdb
+
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
+            raise
+        finally:
+            con.close()
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        """A read-only connection (the store must exist)."""
+        if not self.path.exists():
+            raise StoreError(
+                f"no store at {self.path} yet: run `tailscope bench` first, or point --db / TAILSCOPE_DB at one"
+            )
+        con = self._open(read_only=True)
+        try:
+            yield con
+        except Exception as exc:
+            import duckdb
+
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
+            raise
+        finally:
+            con.close()
