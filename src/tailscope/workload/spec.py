@@ -1,0 +1,40 @@
+"""What one request of a workload asks for: the contract between workload/, runner/ and sim/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request to send (bench) or simulate (sim).
+
+    Attributes:
+        id: unique within the run, in schedule order.
+        request_class: the workload class name (``default`` without a profile).
+        input_tokens: prompt tokens to synthesize. For a session turn > 0 this is the *new* user text only; the
+            conversation history (previous prompts and responses) is carried in front of it.
+        output_tokens: ``max_tokens`` asked for (with ``ignore_eos`` the server should produce exactly this many).
+        at_ns: open-loop intended send time in ns since run start; ``None`` in closed loop (sent when a slot frees).
+            For session turns > 0 it is ``None``: the turn is due ``think_time_ns`` after the previous response.
+        prefix_id: which shared-prefix variant starts the prompt (``None`` = no shared prefix).
+        prefix_tokens: length of that shared prefix in tokens (included in ``input_tokens``).
+        session_id: conversation id for multi-turn sessions, else ``None``.
+        turn: 0-based turn number within the session.
+        think_time_ns: user think time before this turn (turn > 0).
+        warmup: excluded from statistics (still sent and stored).
+        seed: per-request seed for prompt synthesis (prompts differ per request).
+    """
+
+    id: int
+    input_tokens: int
+    output_tokens: int
+    at_ns: int | None = None
+    request_class: str = "default"
+    prefix_id: int | None = None
+    prefix_tokens: int = 0
+    session_id: str | None = None
+    turn: int | None = None
+    think_time_ns: int = 0
+    warmup: bool = False
+    seed: int = 0
