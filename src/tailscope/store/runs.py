@@ -133,7 +133,8 @@ class RunStore:
         """Most recent runs first."""
         if not self.db.exists:
             return []
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if kind:
             where.append("kind = ?")
             params.append(kind)

@@ -1,0 +1,119 @@
+"""Prompt synthesis to a requested token length.
+
+With a tokenizer (a ``tokenizer.json`` loaded by the ``tokenizers`` library) prompts are exact: text is built, encoded,
+cut or extended to the requested count and decoded. Without one, prompts are approximate: one common English word per
+token (short lowercase words are single tokens in typical BPE vocabularies); the achieved prompt length is taken from
+the server's usage either way. Each request gets its own words (seeded per request), so prompts differ unless a shared
+prefix is asked for; a shared prefix variant is the same text for every request that uses it.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from tailscope.errors import ConfigError
+
+_WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which but have an they "
+    "you were her she there one all we their has been would when who will more no if out so said what up its about "
+    "into than them can only other new some time could these two may then do first any my now such like our over "
+    "man me even most made after also did many before must through back years where much your way well down should "
+    "because each just those people how too little state good very make world still own see men work long get here "
+    "between both life being under never day same another know while last might us great old year off come since "
+    "against go came right used take three"
+).split()
+
+
+class PromptSynthesizer:
+    """Builds prompts of a given token length.
+
+    Args:
+        tokenizer_path: path to a ``tokenizer.json``; ``None`` for the approximate word-per-token mode.
+    """
+
+    def __init__(self, tokenizer_path: str | Path | None = None) -> None:
+        self._tok: Any = None
+        self.exact = False
+        if tokenizer_path is not None:
+            self._tok = load_tokenizer(tokenizer_path)
+            self.exact = True
+        self._prefix_cache: dict[tuple[int, int], str] = {}
+
+    def count(self, text: str) -> int | None:
+        """Tokens in ``text`` with the tokenizer, or ``None`` without one."""
+        if self._tok is None:
+            return None
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def _words(self, n: int, rng: random.Random) -> str:
+        return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+    def _fit(self, text: str, n: int, rng: random.Random) -> str:
+        """Cut or extend ``text`` to exactly ``n`` tokens with the tokenizer."""
+        ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
+        while len(ids) < n:
+            text = text + " " + self._words(n - len(ids), rng)
+            ids = self._tok.encode(text, add_special_tokens=False).ids
+        out: str = self._tok.decode(ids[:n])
+        # decoding then re-encoding may merge differently; trim until the count is exact
+        for _ in range(8):
+            got = len(self._tok.encode(out, add_special_tokens=False).ids)
+            if got == n:
+                break
+            if got > n:
+                ids = ids[: max(1, len(ids) - (got - n))]
+                out = self._tok.decode(ids[:n])
+            else:
+                out = out + " " + self._words(n - got, rng)
+        return out
+
+    def prefix(self, prefix_id: int, n_tokens: int) -> str:
+        """The shared-prefix text of variant ``prefix_id`` (same text every time)."""
+        key = (prefix_id, n_tokens)
+        if key not in self._prefix_cache:
+            rng = random.Random(1_000_003 * (prefix_id + 1) + n_tokens)
+            head = f"System prompt variant {prefix_id}. "
+            body = self._words(max(1, n_tokens - 4), rng)
+            text = head + body
+            self._prefix_cache[key] = self._fit(text, n_tokens, rng) if self.exact else _approx(text, n_tokens)
+        return self._prefix_cache[key]
+
+    def make(self, n_tokens: int, seed: int, *, prefix_id: int | None = None, prefix_tokens: int = 0) -> str:
+        """A prompt of ``n_tokens`` tokens (exact with a tokenizer), starting with the shared prefix if given."""
+        rng = random.Random(seed)
+        if prefix_id is not None and prefix_tokens > 0:
+            pre = self.prefix(prefix_id, min(prefix_tokens, n_tokens))
+            rest = max(0, n_tokens - prefix_tokens)
+            if rest == 0:
+                return pre
+            tail = self._fit(self._words(rest, rng), rest, rng) if self.exact else self._words(rest, rng)
+            return pre + " " + tail
+        # a per-request number first makes every prompt distinct even for tiny lengths
+        text = f"{seed} " + self._words(max(0, n_tokens - 1), rng)
+        return self._fit(text, n_tokens, rng) if self.exact else _approx(text, n_tokens)
+
+
+def _approx(text: str, n_tokens: int) -> str:
+    words = text.split()
+    return " ".join(words[:n_tokens])
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """Load a ``tokenizer.json`` (or a folder holding one) with the ``tokenizers`` library.
+
+    Raises:
+        ConfigError: naming the path when it is missing or unreadable.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise ConfigError(f"--tokenizer {path}: no tokenizer.json there; pass the file or its folder")
+    try:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(p))
+    except Exception as exc:
+        raise ConfigError(f"--tokenizer {p}: cannot load it ({exc})") from None

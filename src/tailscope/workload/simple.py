@@ -1,0 +1,101 @@
+"""Workloads built from command-line flags (no profile file): one class, one arrival process."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tailscope.errors import ConfigError
+from tailscope.workload.arrivals import arrival_offsets_ns
+from tailscope.workload.lengths import LengthDist
+from tailscope.workload.spec import RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LoadShape:
+    """How load is offered and when it stops.
+
+    Attributes:
+        concurrency: closed loop with this many in-flight requests (exclusive with ``rate``).
+        rate: open loop at this many requests/s.
+        arrival: constant | poisson | gamma (open loop).
+        burstiness: gamma shape (open loop).
+        requests: stop after this many requests (warmup included).
+        duration_s: stop scheduling after this many seconds.
+        warmup: the first N requests are warmup (stored, excluded from statistics).
+    """
+
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 0
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` for an unbounded or contradictory shape."""
+        if self.requests is None and self.duration_s is None:
+            raise ConfigError("give --requests N or --duration SECONDS: every run is bounded")
+        if self.requests is not None and self.requests < 1:
+            raise ConfigError(f"--requests must be ≥ 1 (got {self.requests})")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ConfigError(f"--duration must be > 0 seconds (got {self.duration_s})")
+        if self.concurrency is not None and self.rate is not None:
+            raise ConfigError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ConfigError(f"--concurrency must be ≥ 1 (got {self.concurrency})")
+        if self.rate is not None and not self.rate > 0:
+            raise ConfigError(f"--rate must be > 0 requests/s (got {self.rate})")
+        if self.warmup < 0:
+            raise ConfigError(f"--warmup must be ≥ 0 (got {self.warmup})")
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+
+def simple_requests(
+    shape: LoadShape,
+    input_tokens: LengthDist,
+    output_tokens: LengthDist,
+    *,
+    seed: int,
+    request_class: str = "default",
+) -> Iterator[RequestSpec]:
+    """The request stream for a flag-only run.
+
+    Open loop: precomputed absolute send times. Closed loop: ``at_ns=None`` and the stream is endless when only a
+    duration bounds the run (the runner stops pulling). Same seed and shape → the same requests.
+    """
+    shape.validate()
+    rng_len = random.Random(seed)
+    rng_arr = random.Random(seed ^ 0x5EED_A77)
+    offsets: list[int] | None = None
+    if shape.open_loop:
+        assert shape.rate is not None
+        offsets = arrival_offsets_ns(
+            shape.arrival,
+            shape.rate,
+            rng_arr,
+            count=shape.requests,
+            duration_s=shape.duration_s,
+            burstiness=shape.burstiness,
+        )
+    i = 0
+    while True:
+        if shape.requests is not None and i >= shape.requests:
+            return
+        if offsets is not None and i >= len(offsets):
+            return
+        yield RequestSpec(
+            id=i,
+            input_tokens=input_tokens.sample(rng_len),
+            output_tokens=output_tokens.sample(rng_len),
+            at_ns=offsets[i] if offsets is not None else None,
+            request_class=request_class,
+            warmup=i < shape.warmup,
+            seed=seed * 1_000_003 + i,
+        )
+        i += 1
