@@ -141,7 +141,7 @@ class RunStore:
         if tag:
             where.append("id IN (SELECT run_id FROM tags WHERE tag = ?)")
             params.append(tag)
-        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608 (fixed clauses)
         sql += " ORDER BY started_at DESC, id DESC LIMIT ?"
         params.append(limit)
         with self.db.read() as con:
