@@ -12,7 +12,7 @@ import numpy as np
 from tailscope.metrics import request as rq
 from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
 from tailscope.metrics.slo import Slo
-from tailscope.records import RequestRecord, Status
+from tailscope.records import RequestRecord, Status, TokensSource
 
 #: send lag p99 above this means the client could not keep its schedule (ms).
 SEND_LAG_WARN_MS = 5.0
@@ -351,9 +351,16 @@ def _warnings(
         out.append(f"{counts.failed} of {counts.total} requests failed ({detail}).")
     if counts.incomplete:
         out.append(f"{counts.incomplete} requests were still in flight when the run stopped (counted as incomplete).")
-    if ok and all(r.tokens_source.value == "chunks" for r in ok):
+    uneven = sum(
+        1
+        for r in ok
+        if r.tokens_source.value == "chunks"
+        and r.output_tokens is not None
+        and r.output_tokens != len(r.chunk_times_ns)
+    )
+    if uneven:
         out.append(
-            "Output tokens were counted as one per streamed chunk (the server sent no usage); pass --tokenizer "
-            "for exact counts."
+            f"{uneven} requests streamed chunks holding several tokens but the server gave no per-chunk counts; ITL "
+            "assumes one token per chunk there. Pass --tokenizer for per-chunk counts."
         )
     return tuple(out)

@@ -1,0 +1,337 @@
+"""The OpenAI-compatible streaming client: one request in, one :class:`RequestRecord` out.
+
+Timing: every body chunk is stamped with ``clock.now_ns()`` the moment the event loop hands it over; all events parsed
+from that chunk share the stamp (they arrived together). A token-bearing event is one whose first choice carries
+non-empty ``delta.content`` / ``delta.reasoning_content`` / ``delta.reasoning`` (chat) or ``text`` (completions); a
+role-only delta is not a token. Failures never raise: they become records with an error class and partial timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailscope.client.sse import SSEParser
+from tailscope.client.transport import Transport
+from tailscope.clock import Clock
+from tailscope.errors import SSEError
+from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-request limits in seconds (connect is enforced by the transport)."""
+
+    connect_s: float = 10.0
+    first_token_s: float = 120.0
+    total_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """How requests are shaped.
+
+    Attributes:
+        endpoint: ``chat`` (/v1/chat/completions) or ``completions`` (/v1/completions).
+        model: the model name sent in every request.
+        ignore_eos: send vLLM/SGLang's ``ignore_eos`` so outputs run to ``max_tokens``.
+        continuous_usage: ask vLLM for usage on every chunk (``stream_options.continuous_usage_stats``).
+        extra_body: extra JSON fields merged into every request body.
+    """
+
+    endpoint: str = "chat"
+    model: str = ""
+    ignore_eos: bool = True
+    continuous_usage: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A finished request: the record plus the generated text (for multi-turn sessions)."""
+
+    record: RequestRecord
+    text: str
+
+
+def build_body(opts: ClientOptions, prompt: str | list[dict[str, str]], max_tokens: int) -> bytes:
+    """The JSON request body for a streaming request."""
+    body: dict[str, Any] = {"model": opts.model, "max_tokens": max_tokens, "stream": True}
+    if opts.endpoint == "chat":
+        body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+    stream_options: dict[str, Any] = {"include_usage": True}
+    if opts.continuous_usage:
+        stream_options["continuous_usage_stats"] = True
+    body["stream_options"] = stream_options
+    if opts.ignore_eos:
+        body["ignore_eos"] = True
+    if opts.extra_body:
+        body.update(opts.extra_body)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def classify_status(status: int) -> ErrorClass:
+    """Error class for a non-200 HTTP status."""
+    if status == 429:
+        return ErrorClass.HTTP_429
+    if status == 401:
+        return ErrorClass.HTTP_401
+    if 400 <= status < 500:
+        return ErrorClass.HTTP_4XX
+    if status >= 500:
+        return ErrorClass.HTTP_5XX
+    return ErrorClass.OTHER
+
+
+def _classify_exception(exc: BaseException) -> ErrorClass:
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ServerTimeoutError):
+        return ErrorClass.TIMEOUT_CONNECT
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+        return ErrorClass.CONNECT
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | ConnectionResetError):
+        return ErrorClass.STREAM_BROKEN
+    if isinstance(exc, aiohttp.ClientOSError | OSError):
+        return ErrorClass.CONNECT
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return ErrorClass.STREAM_BROKEN
+    return ErrorClass.OTHER
+
+
+class _State:
+    """Mutable per-request accumulator (kept out of the record until the end)."""
+
+    __slots__ = (
+        "chunk_times",
+        "chunk_tokens",
+        "completion_tokens",
+        "done",
+        "first_event",
+        "input_tokens",
+        "last_usage_completion",
+        "request_id",
+        "stream_end",
+        "texts",
+        "usage_per_chunk",
+    )
+
+    def __init__(self) -> None:
+        self.chunk_times: list[int] = []
+        self.chunk_tokens: list[int] = []
+        self.texts: list[str] = []
+        self.first_event: int | None = None
+        self.stream_end: int | None = None
+        self.input_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.last_usage_completion = 0
+        self.usage_per_chunk = False
+        self.request_id: str | None = None
+        self.done = False
+
+
+async def execute(
+    transport: Transport,
+    opts: ClientOptions,
+    *,
+    request_id: int,
+    prompt: str | list[dict[str, str]],
+    max_tokens: int,
+    scheduled_ns: int,
+    t0_ns: int,
+    clock: Clock,
+    timeouts: Timeouts,
+    count_tokens: Callable[[str], int] | None = None,
+    request_class: str = "default",
+    session_id: str | None = None,
+    turn: int | None = None,
+    warmup: bool = False,
+    shared_prefix: bool = False,
+    input_tokens_hint: int | None = None,
+    worker: int = 0,
+) -> Outcome:
+    """Send one streaming request and measure it.
+
+    Args:
+        scheduled_ns: intended send time, ns since run start (``t0_ns``).
+        count_tokens: a local tokenizer's counter, used when the server does not report usage per chunk.
+        input_tokens_hint: the synthesized prompt length, kept when the server reports no usage.
+
+    Returns:
+        The record (never raises for server or network faults; cancellation yields an ``incomplete`` record).
+    """
+    body = build_body(opts, prompt, max_tokens)
+    st = _State()
+    sent_ns = clock.now_ns() - t0_ns
+    status = Status.OK
+    error: ErrorClass | None = None
+    detail: str | None = None
+    http_status: int | None = None
+    loop = asyncio.get_running_loop()
+    deadline_first = loop.time() + timeouts.first_token_s
+    deadline_total = loop.time() + timeouts.total_s
+    try:
+        async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
+            async with transport.post(opts.path, body, {"Content-Type": "application/json"}) as resp:
+                http_status = resp.status
+                st.request_id = resp.headers.get("x-request-id")
+                if resp.status != 200:
+                    error = classify_status(resp.status)
+                    text = await resp.read_text()
+                    detail = _error_detail(resp.status, resp.headers, text)
+                    status = Status.ERROR
+                else:
+                    parser = SSEParser()
+                    async for chunk in resp.iter_chunks():
+                        now = clock.now_ns() - t0_ns
+                        had_token = bool(st.chunk_times)
+                        _consume(parser.feed(chunk), now, st, count_tokens)
+                        if not had_token and st.chunk_times:
+                            cm.reschedule(deadline_total)
+                        if st.done:
+                            break
+                    else:
+                        _consume(parser.close(), clock.now_ns() - t0_ns, st, count_tokens)
+                    st.stream_end = clock.now_ns() - t0_ns
+                    if not st.done:
+                        status, error, detail = Status.ERROR, ErrorClass.STREAM_BROKEN, "stream ended without [DONE]"
+                    elif not st.chunk_times:
+                        status, error, detail = Status.ERROR, ErrorClass.EMPTY_RESPONSE, "no token in the stream"
+    except TimeoutError:
+        status = Status.ERROR
+        if st.chunk_times:
+            error, detail = ErrorClass.TIMEOUT_TOTAL, f"no completion within {timeouts.total_s:g} s"
+        else:
+            error, detail = ErrorClass.TIMEOUT_FIRST_TOKEN, f"no first token within {timeouts.first_token_s:g} s"
+    except _ServerErrorEvent as exc:
+        status, error, detail = Status.ERROR, ErrorClass.SERVER_ERROR_EVENT, str(exc)[:500]
+    except (SSEError, _MalformedEvent) as exc:
+        status, error, detail = Status.ERROR, ErrorClass.MALFORMED_SSE, str(exc)[:500]
+    except asyncio.CancelledError:
+        status, error, detail = (
+            Status.INCOMPLETE,
+            ErrorClass.CANCELLED,
+            "the run stopped while the request was in flight",
+        )
+    except Exception as exc:
+        status, error = Status.ERROR, _classify_exception(exc)
+        detail = f"{type(exc).__name__}: {exc}"[:500]
+    end_ns: int | None
+    if status is Status.OK:
+        end_ns = st.chunk_times[-1]
+    else:
+        end_ns = clock.now_ns() - t0_ns
+    # tokens_source names where the per-chunk counts came from; N prefers the server's final usage.
+    if st.usage_per_chunk:
+        source = TokensSource.USAGE
+    elif count_tokens is not None:
+        source = TokensSource.TOKENIZER
+    else:
+        source = TokensSource.CHUNKS
+    n_out = st.completion_tokens if st.completion_tokens is not None else (sum(st.chunk_tokens) or None)
+    record = RequestRecord(
+        id=request_id,
+        scheduled_ns=scheduled_ns,
+        sent_ns=sent_ns,
+        first_token_ns=st.chunk_times[0] if st.chunk_times else None,
+        end_ns=end_ns,
+        status=status,
+        request_class=request_class,
+        session_id=session_id,
+        turn=turn,
+        input_tokens=st.input_tokens if st.input_tokens is not None else input_tokens_hint,
+        output_tokens=n_out,
+        requested_output_tokens=max_tokens,
+        tokens_source=source,
+        error=error,
+        error_detail=detail,
+        http_status=http_status,
+        server_request_id=st.request_id,
+        chunk_times_ns=tuple(st.chunk_times),
+        chunk_tokens=tuple(st.chunk_tokens),
+        warmup=warmup,
+        shared_prefix=shared_prefix,
+        stream_end_ns=st.stream_end,
+        first_event_ns=st.first_event,
+        worker=worker,
+    )
+    return Outcome(record=record, text="".join(st.texts))
+
+
+class _MalformedEvent(Exception):
+    pass
+
+
+class _ServerErrorEvent(Exception):
+    pass
+
+
+def _consume(events: list[Any], now: int, st: _State, count_tokens: Callable[[str], int] | None) -> None:
+    for ev in events:
+        data = ev.data
+        if st.first_event is None:
+            st.first_event = now
+        if data == "[DONE]":
+            st.done = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise _MalformedEvent(f"data line is not JSON: {data[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise _MalformedEvent(f"data line is not a JSON object: {data[:120]!r}")
+        if "error" in obj and not obj.get("choices"):
+            err = obj["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            raise _ServerErrorEvent(f"server sent an error event: {msg}")
+        if st.request_id is None:
+            rid = obj.get("id")
+            if isinstance(rid, str):
+                st.request_id = rid
+        usage = obj.get("usage")
+        choices = obj.get("choices")
+        text = ""
+        if choices:
+            c0 = choices[0]
+            delta = c0.get("delta")
+            if delta is not None:
+                text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+            else:
+                text = c0.get("text") or ""
+        if isinstance(usage, dict):
+            ct = usage.get("completion_tokens")
+            pt = usage.get("prompt_tokens")
+            if isinstance(pt, int):
+                st.input_tokens = pt
+            if isinstance(ct, int):
+                st.completion_tokens = ct
+        if text:
+            st.chunk_times.append(now)
+            st.texts.append(text)
+            if choices and isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                st.usage_per_chunk = True
+                k = usage["completion_tokens"] - st.last_usage_completion
+                st.last_usage_completion = usage["completion_tokens"]
+                st.chunk_tokens.append(max(k, 1))
+            elif count_tokens is not None:
+                st.chunk_tokens.append(max(count_tokens(text), 1))
+            else:
+                st.chunk_tokens.append(1)
+
+
+def _error_detail(status: int, headers: Any, text: str) -> str:
+    snippet = " ".join(text.split())[:300]
+    if snippet.lstrip().lower().startswith(("<!doctype", "<html")):
+        snippet = "HTML page: " + snippet[:120]
+    retry = headers.get("Retry-After") if hasattr(headers, "get") else None
+    extra = f" (Retry-After: {retry})" if retry else ""
+    return f"HTTP {status}{extra}: {snippet}"
