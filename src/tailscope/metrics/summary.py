@@ -12,7 +12,7 @@ import numpy as np
 from tailscope.metrics import request as rq
 from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
 from tailscope.metrics.slo import Slo
-from tailscope.records import RequestRecord, Status, TokensSource
+from tailscope.records import RequestRecord, Status
 
 #: send lag p99 above this means the client could not keep its schedule (ms).
 SEND_LAG_WARN_MS = 5.0
