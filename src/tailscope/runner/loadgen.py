@@ -1,0 +1,296 @@
+"""The load generator: request stream → dispatch (open or closed loop) → records.
+
+Open loop: each request is sent at its precomputed absolute target time ``t0 + at_ns``; the dispatcher never waits
+for responses, and a late send is recorded as send lag (``sent − scheduled``) while latencies stay measured from the
+schedule. Closed loop: ``concurrency`` workers each send their next request as soon as their previous one ends; that
+moment is the request's ``scheduled`` time. Multi-turn sessions: the turns of a session follow its turn 0 directly in
+the request stream; each later turn is due ``think_time`` after the previous turn's last token and carries the whole
+conversation so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tailscope.client.openai import ClientOptions, Outcome, Timeouts, execute
+from tailscope.client.transport import Transport
+from tailscope.clock import Clock
+from tailscope.metrics.percentiles import Stats, compute_stats
+from tailscope.records import RequestRecord
+from tailscope.runner.progress import Progress
+from tailscope.workload.prompts import PromptSynthesizer
+from tailscope.workload.spec import RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchConfig:
+    """How the generator dispatches and when it stops.
+
+    Attributes:
+        concurrency: closed-loop slots; ``None`` = open loop (every spec must carry ``at_ns``).
+        duration_s: stop starting requests after this many seconds (``None`` = when the stream ends).
+        drain_timeout_s: after the stop, how long in-flight requests may take to finish before they are cancelled
+            (and recorded as incomplete).
+        grace_s: the same limit when the run is interrupted (SIGINT/SIGTERM).
+    """
+
+    concurrency: int | None = None
+    duration_s: float | None = None
+    drain_timeout_s: float = 600.0
+    grace_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """What the dispatcher observed about itself."""
+
+    interrupted: bool
+    signal_name: str | None
+    loop_lag_ms: Stats
+    t0_ns: int
+
+
+@dataclass(slots=True)
+class _Prepared:
+    spec: RequestSpec
+    prompt: str
+    followups: list[RequestSpec]
+
+
+class LoadGenerator:
+    """Drives one run.
+
+    Args:
+        transport: the HTTP transport (shared pool).
+        options: request shaping (endpoint, model, extensions).
+        timeouts: per-request limits.
+        synth: prompt synthesizer.
+        sink: called with every finished record (from the event loop thread).
+        clock: monotonic clock.
+        count_tokens: local tokenizer counter for per-chunk counts, if configured.
+        progress: live counters for the display.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        options: ClientOptions,
+        timeouts: Timeouts,
+        synth: PromptSynthesizer,
+        sink: Callable[[RequestRecord], None],
+        clock: Clock,
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.transport = transport
+        self.options = options
+        self.timeouts = timeouts
+        self.synth = synth
+        self.sink = sink
+        self.clock = clock
+        self.count_tokens = count_tokens
+        self.progress = progress or Progress()
+        self._stop = asyncio.Event()
+        self._interrupt = asyncio.Event()
+        self._signal: str | None = None
+        self._lookahead: RequestSpec | None = None
+        self._t0 = 0
+
+    # -- control -----------------------------------------------------------------------------------------------
+    def interrupt(self, signal_name: str = "SIGINT") -> None:
+        """Stop scheduling now; in-flight requests get the grace period (safe from signal handlers)."""
+        self._signal = signal_name
+        self._interrupt.set()
+        self._stop.set()
+
+    def stop(self) -> None:
+        """Stop scheduling new requests (in-flight ones drain)."""
+        self._stop.set()
+
+    # -- stream handling -----------------------------------------------------------------------------------------
+    def _next(self, specs: Iterator[RequestSpec]) -> _Prepared | None:
+        """Next spec to dispatch, with the later turns of its session gathered (they follow it in the stream)."""
+        spec: RequestSpec | None
+        if self._lookahead is not None:
+            spec, self._lookahead = self._lookahead, None
+        else:
+            spec = next(specs, None)
+        if spec is None:
+            return None
+        followups: list[RequestSpec] = []
+        if spec.session_id is not None:
+            for nxt in specs:
+                if nxt.session_id == spec.session_id and (nxt.turn or 0) > 0:
+                    followups.append(nxt)
+                else:
+                    self._lookahead = nxt
+                    break
+        prompt = self.synth.make(
+            spec.input_tokens, spec.seed, prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens
+        )
+        return _Prepared(spec=spec, prompt=prompt, followups=followups)
+
+    def _now_rel(self) -> int:
+        return self.clock.now_ns() - self._t0
+
+    async def _sleep_until(self, target_rel_ns: int) -> bool:
+        """Sleep until ``t0 + target``; False when the run was stopped meanwhile."""
+        delay = (target_rel_ns - self._now_rel()) / 1e9
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+        return not self._stop.is_set()
+
+    # -- sending ----------------------------------------------------------------------------------------------------
+    async def _send(
+        self, spec: RequestSpec, prompt: str | list[dict[str, str]], scheduled: int, input_hint: int
+    ) -> Outcome:
+        p = self.progress
+        p.sent += 1
+        p.in_flight += 1
+        try:
+            out = await execute(
+                self.transport,
+                self.options,
+                request_id=spec.id,
+                prompt=prompt,
+                max_tokens=spec.output_tokens,
+                scheduled_ns=scheduled,
+                t0_ns=self._t0,
+                clock=self.clock,
+                timeouts=self.timeouts,
+                count_tokens=self.count_tokens,
+                request_class=spec.request_class,
+                session_id=spec.session_id,
+                turn=spec.turn,
+                warmup=spec.warmup,
+                shared_prefix=spec.prefix_id is not None,
+                input_tokens_hint=input_hint,
+            )
+        finally:
+            p.in_flight -= 1
+        r = out.record
+        p.done += 1
+        if not r.ok:
+            p.failed += 1
+            key = r.error.value if r.error else "unknown"
+            p.errors[key] = p.errors.get(key, 0) + 1
+        p.output_tokens += sum(r.chunk_tokens)
+        p.note_tokens(self._now_rel() / 1e9)
+        self.sink(r)
+        return out
+
+    async def _run_prepared(self, prep: _Prepared, scheduled: int) -> None:
+        """Send a request, then (for a session) its later turns with think time and growing history."""
+        spec = prep.spec
+        if spec.session_id is None:
+            await self._send(spec, prep.prompt, scheduled, spec.input_tokens)
+            return
+        history: list[dict[str, str]] = [{"role": "user", "content": prep.prompt}]
+        out = await self._send(spec, list(history), scheduled, spec.input_tokens)
+        for turn in prep.followups:
+            if not out.record.ok or self._stop.is_set():
+                return
+            history.append({"role": "assistant", "content": out.text})
+            history.append({"role": "user", "content": self.synth.make(turn.input_tokens, turn.seed)})
+            prev_end = out.record.end_ns if out.record.end_ns is not None else self._now_rel()
+            due = prev_end + turn.think_time_ns
+            if not await self._sleep_until(due):
+                return
+            out = await self._send(turn, list(history), due, turn.input_tokens)
+
+    # -- loops -----------------------------------------------------------------------------------------------------
+    async def run(self, specs: Iterator[RequestSpec], cfg: DispatchConfig) -> DispatchResult:
+        """Dispatch the whole stream; returns when every request finished, drained or was cancelled."""
+        self._t0 = self.clock.now_ns()
+        lag: list[float] = []
+        monitor = asyncio.create_task(self._monitor_loop(lag))
+        tasks: set[asyncio.Task[None]] = set()
+        stopper = None
+        if cfg.duration_s is not None:
+            stopper = asyncio.get_running_loop().call_later(cfg.duration_s, self._stop.set)
+        try:
+            if cfg.concurrency is None:
+                await self._open_loop(specs, tasks)
+            else:
+                workers = [asyncio.create_task(self._worker(specs)) for _ in range(cfg.concurrency)]
+                tasks.update(workers)
+            await self._drain(tasks, cfg)
+        finally:
+            if stopper is not None:
+                stopper.cancel()
+            monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await monitor
+        return DispatchResult(
+            interrupted=self._interrupt.is_set(),
+            signal_name=self._signal,
+            loop_lag_ms=compute_stats(lag),
+            t0_ns=self._t0,
+        )
+
+    async def _open_loop(self, specs: Iterator[RequestSpec], tasks: set[asyncio.Task[None]]) -> None:
+        while not self._stop.is_set():
+            prep = self._next(specs)
+            if prep is None:
+                return
+            at = prep.spec.at_ns if prep.spec.at_ns is not None else self._now_rel()
+            if not await self._sleep_until(at):
+                return
+            task = asyncio.create_task(self._run_prepared(prep, at))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _worker(self, specs: Iterator[RequestSpec]) -> None:
+        while not self._stop.is_set():
+            prep = self._next(specs)
+            if prep is None:
+                return
+            await self._run_prepared(prep, self._now_rel())
+
+    async def _drain(self, tasks: set[asyncio.Task[None]], cfg: DispatchConfig) -> None:
+        """Wait for in-flight work; cancel what outlives the drain (or, after an interrupt, the grace) period."""
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        if not pending:
+            return
+        deadline = time.monotonic() + cfg.drain_timeout_s
+        interrupted_at: float | None = time.monotonic() if self._interrupt.is_set() else None
+        interrupt_wait = asyncio.ensure_future(self._interrupt.wait())
+        try:
+            while pending:
+                limit = deadline if interrupted_at is None else min(deadline, interrupted_at + cfg.grace_s)
+                timeout = limit - time.monotonic()
+                if timeout <= 0:
+                    for t in pending:
+                        t.cancel()
+                    await asyncio.gather(*pending, return_exceptions=True)
+                    return
+                waitset = set(pending)
+                if not interrupt_wait.done():
+                    waitset.add(interrupt_wait)
+                done, _ = await asyncio.wait(waitset, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if interrupt_wait in done and interrupted_at is None:
+                    interrupted_at = time.monotonic()
+                done.discard(interrupt_wait)
+                pending -= done
+                for t in done:
+                    exc = None if t.cancelled() else t.exception()
+                    if exc is not None:
+                        raise exc
+        finally:
+            interrupt_wait.cancel()
+
+    async def _monitor_loop(self, lag: list[float]) -> None:
+        """Event-loop lag: how late a 10 ms sleep wakes up (ms), sampled all run long."""
+        interval = 0.01
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(interval)
+            lag.append(max(0.0, (time.perf_counter() - t - interval) * 1000.0))
+            self.progress.elapsed_s = self._now_rel() / 1e9
