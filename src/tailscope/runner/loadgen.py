@@ -206,9 +206,15 @@ class LoadGenerator:
             out = await self._send(turn, list(history), due, turn.input_tokens)
 
     # -- loops -----------------------------------------------------------------------------------------------------
-    async def run(self, specs: Iterator[RequestSpec], cfg: DispatchConfig) -> DispatchResult:
-        """Dispatch the whole stream; returns when every request finished, drained or was cancelled."""
-        self._t0 = self.clock.now_ns()
+    async def run(
+        self, specs: Iterator[RequestSpec], cfg: DispatchConfig, *, t0_ns: int | None = None
+    ) -> DispatchResult:
+        """Dispatch the whole stream; returns when every request finished, drained or was cancelled.
+
+        Args:
+            t0_ns: the run's start on ``clock`` (default: now); schedules are relative to it.
+        """
+        self._t0 = self.clock.now_ns() if t0_ns is None else t0_ns
         lag: list[float] = []
         monitor = asyncio.create_task(self._monitor_loop(lag))
         tasks: set[asyncio.Task[None]] = set()

@@ -10,6 +10,7 @@ prefix is asked for; a shared prefix variant is the same text for every request 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,17 @@ class PromptSynthesizer:
         if self._tok is None:
             return None
         return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def counter(self) -> Callable[[str], int] | None:
+        """A token counter for streamed text when a tokenizer is loaded, else ``None``."""
+        tok = self._tok
+        if tok is None:
+            return None
+
+        def count(text: str) -> int:
+            return len(tok.encode(text, add_special_tokens=False).ids)
+
+        return count
 
     def _words(self, n: int, rng: random.Random) -> str:
         return " ".join(rng.choice(_WORDS) for _ in range(n))

@@ -1,0 +1,122 @@
+"""Console rendering of run summaries with rich (consumes summary dicts only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tailscope.units import format_ms
+
+_LATENCY_ROWS = (
+    ("TTFT", "ttft_ms"),
+    ("TPOT", "tpot_ms"),
+    ("ITL", "itl_ms"),
+    ("E2E", "e2e_ms"),
+    ("max stall", "max_stall_ms"),
+    ("send lag", "send_lag_ms"),
+)
+_COLS = ("mean", "p50", "p90", "p95", "p99", "p999", "max", "count")
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "—"
+    if v != v:
+        return "—"
+    if v == float("inf"):
+        return "∞"
+    return f"{v:,.0f}" if abs(v) >= 10_000 else f"{v:.1f}"
+
+
+def latency_table(summary: dict[str, Any], title: str = "Latency in ms, from the intended send time") -> Table:
+    """TTFT/TPOT/ITL/E2E percentiles table (milliseconds)."""
+    t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    t.add_column("metric")
+    for c in _COLS:
+        t.add_column("p99.9" if c == "p999" else c, justify="right")
+    for label, key in _LATENCY_ROWS:
+        st = summary.get(key) or {}
+        cells = [_num(st.get(c)) if c != "count" else str(st.get("count", 0)) for c in _COLS]
+        t.add_row(label, *cells)
+    return t
+
+
+def _fmt_rate(x: float | None, unit: str) -> str:
+    return "—" if x is None else f"{x:,.2f} {unit}"
+
+
+def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
+    """Everything ``bench`` and ``runs show`` print for one run."""
+    parts: list[Any] = []
+    req = summary.get("requests", {})
+    target = run.get("target", {})
+    head = Text()
+    head.append(f"run {run.get('id')}", style="bold")
+    head.append(f"  {run.get('kind', 'bench')}  {run.get('status', '')}\n")
+    head.append(f"target {target.get('url')}  model {target.get('model')}")
+    if target.get("builtin"):
+        head.append(f"\nbuilt-in simulated engine: {target.get('description')}", style="cyan")
+    parts.append(head)
+    warnings = summary.get("warnings") or []
+    if warnings:
+        parts.append(Panel("\n".join(f"⚠ {w}" for w in warnings), title="warnings", border_style="yellow"))
+    parts.append(latency_table(summary))
+    rates = Table(show_header=False, show_edge=False, box=None)
+    rates.add_column(style="bold")
+    rates.add_column(justify="right")
+    rates.add_row(
+        "requests",
+        f"{req.get('completed', 0)} ok / {req.get('failed', 0)} failed / {req.get('incomplete', 0)} incomplete"
+        f" (+{req.get('warmup', 0)} warmup)",
+    )
+    rates.add_row("duration", f"{summary.get('duration_s', 0):.2f} s")
+    rates.add_row("output tokens/s", _fmt_rate(summary.get("output_tokens_per_s"), "tok/s"))
+    rates.add_row("total tokens/s", _fmt_rate(summary.get("total_tokens_per_s"), "tok/s"))
+    rates.add_row("requests/s", _fmt_rate(summary.get("requests_per_s"), "req/s"))
+    rates.add_row("goodput", _fmt_rate(summary.get("goodput_rps"), "req/s"))
+    adj = summary.get("error_adjusted_ms") or {}
+    if req.get("failed"):
+        rates.add_row(
+            "error-adjusted p99", f"TTFT {format_ms(adj.get('ttft_p99'))}, E2E {format_ms(adj.get('e2e_p99'))}"
+        )
+    errors = summary.get("errors") or {}
+    if errors:
+        rates.add_row("errors", ", ".join(f"{k}={v}" for k, v in errors.items()))
+    for s in summary.get("slo") or []:
+        verdict = "[green]pass[/]" if s["passed"] else "[red]FAIL[/]"
+        rates.add_row(f"SLO {s['slo']}", f"{format_ms(s['observed_ms'])} ≤ {format_ms(s['threshold_ms'])}  {verdict}")
+    server = summary.get("server") or {}
+    for key, label in (("queue_depth", "server queue"), ("running", "server running"), ("kv_usage", "KV usage")):
+        if key in server:
+            v = server[key]
+            rates.add_row(label, f"mean {v['mean']:.2f}, max {v['max']:.2f}")
+    if server.get("prefix_cache_hit_rate") is not None:
+        rates.add_row("prefix-cache hit rate", f"{server['prefix_cache_hit_rate']:.1%}")
+    parts.append(rates)
+    classes = summary.get("classes") or {}
+    if classes:
+        ct = Table(title="Per class", title_justify="left", show_edge=False, header_style="bold")
+        for c in ("class", "ok", "failed", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p99"):
+            ct.add_column(c, justify="left" if c == "class" else "right")
+        for name, cs in classes.items():
+            ct.add_row(
+                name,
+                str(cs["requests"]["completed"]),
+                str(cs["requests"]["failed"]),
+                format_ms(cs["ttft_ms"]["p50"]),
+                format_ms(cs["ttft_ms"]["p99"]),
+                format_ms(cs["tpot_ms"]["p50"]),
+                format_ms(cs["tpot_ms"]["p99"]),
+                format_ms(cs["e2e_ms"]["p99"]),
+            )
+        parts.append(ct)
+    return Group(*parts)
+
+
+def print_summary(run: dict[str, Any], summary: dict[str, Any], console: Console | None = None) -> None:
+    """Print a run's summary."""
+    (console or Console()).print(summary_renderable(run, summary))

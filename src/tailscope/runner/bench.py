@@ -1,0 +1,266 @@
+"""One bench run end to end: target → preflight → load → records in the store → summary.
+
+This is the library behind ``tailscope bench``; the CLI only resolves flags into a :class:`BenchConfig` and renders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import secrets
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tailscope import __version__
+from tailscope.client.openai import ClientOptions, Timeouts
+from tailscope.client.transport import AioHttpTransport
+from tailscope.clock import Clock, MonotonicClock, utc_now_iso
+from tailscope.errors import ConfigError
+from tailscope.metrics.server import summarize_server
+from tailscope.metrics.slo import Slo
+from tailscope.metrics.summary import RunSummary, summarize
+from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
+from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
+from tailscope.runner.preflight import preflight
+from tailscope.runner.progress import Progress
+from tailscope.runner.telemetry import Scraper, probe_metrics
+from tailscope.store.runs import RunStore
+from tailscope.store.writer import RecordWriter
+from tailscope.workload.prompts import PromptSynthesizer
+from tailscope.workload.spec import RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """Everything a bench run needs, resolved (CLI > file > env > defaults) before the run starts.
+
+    Attributes:
+        url: target API root; ``None`` = start the built-in simulated engine.
+        metrics_url: ``"auto"`` (probe ``<url>/metrics``), an explicit URL, or ``None`` (off).
+        settings: the user-facing settings, stored with the run (never secrets).
+    """
+
+    url: str | None
+    model: str | None
+    endpoint: str = "chat"
+    api_key_env: str = "OPENAI_API_KEY"
+    ignore_eos: bool = True
+    continuous_usage: bool = True
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    dispatch: DispatchConfig = field(default_factory=DispatchConfig)
+    requested_rate: float | None = None
+    seed: int = 0
+    slos: tuple[Slo, ...] = ()
+    tokenizer: str | None = None
+    metrics_url: str | None = "auto"
+    scrape_interval_s: float = 1.0
+    db: str | None = None
+    flush_interval_s: float = 1.0
+    settings: dict[str, Any] = field(default_factory=dict)
+    profile_name: str | None = None
+    builtin_model: str = "llama-3.1-8b"
+    builtin_gpu: str = "h100-sxm"
+    sweep_id: str | None = None
+    handle_signals: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class BenchResult:
+    """A finished (or interrupted) run."""
+
+    run: Run
+    status: RunStatus
+    summary: RunSummary
+    server: dict[str, Any]
+    records: list[RequestRecord]
+    signal_name: str | None
+    store_path: str
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 130 (SIGINT) / 143 (SIGTERM) for an interrupted run."""
+        if self.signal_name == "SIGTERM":
+            return 143
+        if self.signal_name:
+            return 130
+        return 0
+
+
+def new_run_id() -> str:
+    """Sortable, unique run id: ``YYYYmmdd-HHMMSS-xxxxxx``."""
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def _normalize_url(url: str) -> str:
+    u = url.strip().rstrip("/")
+    if not u.startswith(("http://", "https://")):
+        raise ConfigError(f"--url {url!r}: expected http://HOST:PORT or https://…")
+    if u.endswith("/v1"):
+        u = u[:-3]
+    return u
+
+
+def host_facts() -> dict[str, Any]:
+    """Facts about the load-generating machine, stored with the run (no hostnames, no secrets)."""
+    return {
+        "os": platform.system(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+
+
+def _auth_header(env_name: str) -> str | None:
+    key = os.environ.get(env_name)
+    return f"Bearer {key}" if key else None
+
+
+async def run_bench(
+    cfg: BenchConfig,
+    specs: Iterator[RequestSpec],
+    *,
+    progress: Progress | None = None,
+    on_target: Callable[[Target], None] | None = None,
+    clock: Clock | None = None,
+) -> BenchResult:
+    """Run one bench: preflight, dispatch, persist incrementally, summarize, finish the run in the store.
+
+    Args:
+        specs: the request stream (from flags or a profile).
+        progress: counters for a live display.
+        on_target: called once the target is known (e.g. to print that it is the built-in engine).
+    """
+    clock = clock or MonotonicClock()
+    progress = progress or Progress()
+    store = RunStore(cfg.db)
+    store.db.ensure_schema()  # a bad store path fails here, before any load
+    async with AsyncExitStack() as stack:
+        builtin = cfg.url is None
+        description = ""
+        if builtin:
+            from tailscope.serve.embedded import start_embedded_server
+
+            embedded = await stack.enter_async_context(
+                start_embedded_server(model=cfg.builtin_model, gpu=cfg.builtin_gpu)
+            )
+            base_url, description = embedded.base_url, embedded.description
+        else:
+            assert cfg.url is not None
+            base_url = _normalize_url(cfg.url)
+        max_conn = cfg.dispatch.concurrency or 0
+        transport = AioHttpTransport(
+            base_url,
+            max_connections=max_conn,
+            connect_timeout_s=cfg.timeouts.connect_s,
+            auth_header=_auth_header(cfg.api_key_env),
+        )
+        stack.push_async_callback(transport.close)
+        info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
+        target = Target(url=base_url, model=info.model, endpoint=cfg.endpoint, builtin=builtin, description=description)
+        if on_target is not None:
+            on_target(target)
+        metrics_url = cfg.metrics_url
+        if metrics_url == "auto":
+            metrics_url = base_url + "/metrics" if await probe_metrics(transport, base_url + "/metrics") else None
+
+        run = Run(
+            id=new_run_id(),
+            kind=RunKind.BENCH,
+            tool_version=__version__,
+            started_at=utc_now_iso(),
+            target=target,
+            seed=cfg.seed,
+            settings={**cfg.settings, "metrics_url": metrics_url},
+            profile=cfg.profile_name,
+            sweep_id=cfg.sweep_id,
+            host=host_facts(),
+        )
+        store.create_run(run)
+        writer = RecordWriter(store.db, run.id, flush_interval_s=cfg.flush_interval_s)
+        writer.start()
+        records: list[RequestRecord] = []
+        samples: list[ServerSample] = []
+
+        def sink(r: RequestRecord) -> None:
+            records.append(r)
+            writer.add(r)
+
+        def sample_sink(batch: list[ServerSample]) -> None:
+            samples.extend(batch)
+            writer.add_samples(batch)
+
+        synth = PromptSynthesizer(cfg.tokenizer)
+        count_tokens = synth.counter()
+        opts = ClientOptions(
+            endpoint=cfg.endpoint,
+            model=info.model,
+            ignore_eos=cfg.ignore_eos,
+            continuous_usage=cfg.continuous_usage,
+        )
+        gen = LoadGenerator(
+            transport,
+            opts,
+            cfg.timeouts,
+            synth,
+            sink,
+            clock,
+            count_tokens=count_tokens,
+            progress=progress,
+        )
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if cfg.handle_signals:
+            for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+                try:
+                    loop.add_signal_handler(sig, gen.interrupt, name)
+                    installed.append(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+        scraper: Scraper | None = None
+        t0 = clock.now_ns()
+        try:
+            if metrics_url:
+                scraper = Scraper(transport, metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s)
+                scraper.start()
+            dispatch = await gen.run(specs, cfg.dispatch, t0_ns=t0)
+        finally:
+            if scraper is not None:
+                await scraper.stop()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            writer.close()
+        status = RunStatus.INCOMPLETE if dispatch.interrupted else RunStatus.COMPLETE
+        summary = summarize(
+            records, slos=cfg.slos, requested_rate_rps=cfg.requested_rate, loop_lag_ms=dispatch.loop_lag_ms
+        )
+        server = summarize_server(samples)
+        summary_dict = summary.to_dict()
+        summary_dict["server"] = server
+        summary_dict["loop_lag_ms"] = dispatch.loop_lag_ms.to_dict()
+        store.finish_run(run.id, status, summary_dict)
+        return BenchResult(
+            run=Run(
+                id=run.id,
+                kind=run.kind,
+                tool_version=run.tool_version,
+                started_at=run.started_at,
+                target=run.target,
+                seed=run.seed,
+                settings=run.settings,
+                profile=run.profile,
+                status=status,
+                sweep_id=run.sweep_id,
+                host=run.host,
+            ),
+            status=status,
+            summary=summary,
+            server=server,
+            records=records,
+            signal_name=dispatch.signal_name,
+            store_path=str(store.db.path),
+        )

@@ -1,0 +1,270 @@
+"""A scripted OpenAI-compatible streaming server whose token send times are known (ground truth for tests/benchmarks).
+
+Every request streams ``max_tokens`` tokens: the first ``ttft_ms`` after the request arrived, then one every
+``itl_ms`` on absolute deadlines. The server logs the true send time (``time.perf_counter_ns``, the same monotonic
+clock the client uses on Linux) of every token event, so a test can compare what the client measured with the truth.
+A stall window pauses all token emission between two instants. Run it in a thread (:class:`ScriptedServer`) or as a
+process: ``python -m tailscope.testing.scripted_server --port 8011 --ttft-ms 50 --itl-ms 10``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(slots=True)
+class ScriptedConfig:
+    """Behaviour of the scripted server.
+
+    Attributes:
+        ttft_ms: delay from request arrival to the first token.
+        itl_ms: gap between tokens.
+        tokens_per_chunk: tokens carried by each content event.
+        stall_start_s / stall_s: all emission pauses from ``stall_start_s`` (seconds after server start) for
+            ``stall_s`` seconds.
+        capacity: when set, at most this many requests stream at once; others queue (a server with a known capacity).
+        mode: normal | html | unauthorized | error500 (for bad-target tests).
+        continuous_usage: send per-chunk usage when the client asks for it.
+        model: the model name served.
+    """
+
+    ttft_ms: float = 50.0
+    itl_ms: float = 10.0
+    tokens_per_chunk: int = 1
+    stall_start_s: float | None = None
+    stall_s: float = 0.0
+    capacity: int | None = None
+    mode: str = "normal"
+    continuous_usage: bool = True
+    model: str = "scripted"
+    log: bool = True
+
+
+@dataclass(slots=True)
+class TruthLog:
+    """Ground truth: per request id, arrival time and the send time of each token event (perf_counter_ns)."""
+
+    arrived_ns: dict[str, int] = field(default_factory=dict)
+    token_ns: dict[str, list[int]] = field(default_factory=dict)
+    completed: int = 0
+
+
+class _App:
+    def __init__(self, cfg: ScriptedConfig) -> None:
+        self.cfg = cfg
+        self.truth = TruthLog()
+        self.t_start_ns = time.perf_counter_ns()
+        self._ids = itertools.count()
+        self._sem = asyncio.Semaphore(cfg.capacity) if cfg.capacity else None
+
+    async def _sleep_until(self, deadline_ns: int) -> int:
+        """Sleep until ``deadline_ns``, then (if inside the stall window) until it ends; returns the new deadline."""
+        cfg = self.cfg
+        if cfg.stall_start_s is not None and cfg.stall_s > 0:
+            s0 = self.t_start_ns + int(cfg.stall_start_s * 1e9)
+            s1 = s0 + int(cfg.stall_s * 1e9)
+            if s0 <= deadline_ns < s1:
+                deadline_ns = s1
+        delay = (deadline_ns - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return deadline_ns
+
+    async def models(self, request: web.Request) -> web.Response:
+        if self.cfg.mode == "html":
+            return web.Response(
+                text="<!DOCTYPE html><html><body>Welcome to nginx!</body></html>", content_type="text/html"
+            )
+        if self.cfg.mode == "unauthorized":
+            return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+        return web.json_response({"object": "list", "data": [{"id": self.cfg.model, "object": "model"}]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        text = (
+            "# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{model_name="{self.cfg.model}"}} {self.truth.completed}\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.perf_counter_ns()
+        cfg = self.cfg
+        if cfg.mode == "error500":
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>", status=502, content_type="text/html")
+        if cfg.mode == "unauthorized":
+            return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+        body: dict[str, Any] = await request.json()
+        rid = f"cmpl-{next(self._ids)}"
+        chat = request.path.endswith("/chat/completions")
+        n = int(body.get("max_tokens") or 16)
+        per_chunk_usage = cfg.continuous_usage and bool(
+            (body.get("stream_options") or {}).get("continuous_usage_stats")
+        )
+        prompt_tokens = _count_prompt(body)
+        if self._sem is not None:
+            await self._sem.acquire()
+        try:
+            return await self._stream(request, rid, chat, n, per_chunk_usage, prompt_tokens, arrived)
+        finally:
+            if self._sem is not None:
+                self._sem.release()
+
+    async def _stream(
+        self,
+        request: web.Request,
+        rid: str,
+        chat: bool,
+        n: int,
+        per_chunk_usage: bool,
+        prompt_tokens: int,
+        arrived: int,
+    ) -> web.StreamResponse:
+        cfg = self.cfg
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
+        await resp.prepare(request)
+        times: list[int] = []
+        if cfg.log:
+            self.truth.arrived_ns[rid] = arrived
+            self.truth.token_ns[rid] = times
+        if chat:
+            await resp.write(_event(rid, chat, {"role": "assistant", "content": ""}, None))
+        deadline = arrived + int(cfg.ttft_ms * 1e6)
+        sent = 0
+        while sent < n:
+            k = min(cfg.tokens_per_chunk, n - sent)
+            deadline = await self._sleep_until(deadline)
+            sent += k
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if per_chunk_usage else None
+            payload = _event(rid, chat, "tok " * k, usage)
+            times.append(time.perf_counter_ns())
+            await resp.write(payload)
+            deadline += int(cfg.itl_ms * 1e6)
+        usage_final = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        tail = json.dumps({"id": rid, "object": "chat.completion.chunk", "choices": [], "usage": usage_final})
+        await resp.write(f"data: {tail}\n\ndata: [DONE]\n\n".encode())
+        self.truth.completed += 1
+        await resp.write_eof()
+        return resp
+
+
+def _count_prompt(body: dict[str, Any]) -> int:
+    if "messages" in body:
+        return sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+    return len(str(body.get("prompt", "")).split())
+
+
+def _event(rid: str, chat: bool, content: Any, usage: dict[str, int] | None) -> bytes:
+    if chat:
+        delta = content if isinstance(content, dict) else {"content": content}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+    else:
+        choice = {"index": 0, "text": content, "finish_reason": None}
+    obj: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "choices": [choice]}
+    if usage is not None:
+        obj["usage"] = usage
+    return f"data: {json.dumps(obj)}\n\n".encode()
+
+
+def build_app(cfg: ScriptedConfig) -> tuple[web.Application, _App]:
+    """The aiohttp application and its state (truth log)."""
+    state = _App(cfg)
+    app = web.Application()
+    app.router.add_get("/v1/models", state.models)
+    app.router.add_get("/metrics", state.metrics)
+    app.router.add_post("/v1/chat/completions", state.completions)
+    app.router.add_post("/v1/completions", state.completions)
+    return app, state
+
+
+class ScriptedServer:
+    """The scripted server in a background thread with its own event loop, on 127.0.0.1 and a free port.
+
+    Use as a context manager; ``url`` is the API root and ``truth`` the ground-truth log.
+    """
+
+    def __init__(self, cfg: ScriptedConfig | None = None) -> None:
+        self.cfg = cfg or ScriptedConfig()
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self.state: _App | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def truth(self) -> TruthLog:
+        assert self.state is not None
+        return self.state.truth
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread = threading.Thread(target=self._run, name="scripted-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the scripted server did not start within 10 s")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        app, self.state = build_app(self.cfg)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = runner.addresses[0][1]
+        self._ready.set()
+        await self._stop.wait()
+        await runner.cleanup()
+
+
+def main() -> None:
+    """Run the scripted server as a process (for benchmarks)."""
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--port", type=int, default=8011)
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--truth-out", default=None, help="write the truth log as JSON here on SIGTERM/SIGINT")
+    a = p.parse_args()
+    cfg = ScriptedConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms)
+    app, state = build_app(cfg)
+
+    async def dump(_: web.Application) -> None:
+        if a.truth_out:
+            doc = {"arrived_ns": state.truth.arrived_ns, "token_ns": state.truth.token_ns}
+            Path(a.truth_out).write_text(json.dumps(doc))  # noqa: ASYNC240 (shutdown hook, nothing else runs)
+
+    app.on_shutdown.append(dump)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    web.run_app(app, host="127.0.0.1", port=a.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()
