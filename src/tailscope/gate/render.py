@@ -1,0 +1,144 @@
+"""Renderers of a gate result: console text, JUnit XML, a markdown summary and GitHub annotation lines.
+
+All return strings; the CLI decides where they go (stdout, a file, ``$GITHUB_STEP_SUMMARY``).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from tailscope.gate.evaluate import CheckResult, GateResult, Verdict
+
+_MARK = {Verdict.PASS: "PASS", Verdict.FAIL: "FAIL", Verdict.INCONCLUSIVE: "INCONCLUSIVE", Verdict.MISSING: "MISSING"}
+_EMOJI = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️", Verdict.MISSING: "❔"}
+
+
+def _observed(c: CheckResult) -> str:
+    if c.observed is None:
+        return "—"
+    if c.unit == "%":
+        return f"{c.observed * 100:+.1f}%"
+    if c.unit == "ms":
+        return f"{c.observed:.1f} ms"
+    if c.unit == "fraction":
+        return f"{c.observed:.4g}"
+    return f"{c.observed:.4g} {c.unit}"
+
+
+def _ci(c: CheckResult) -> str:
+    if c.ci is None:
+        return ""
+    if c.unit == "%" and c.ci.rel_low is not None and c.ci.rel_high is not None:
+        return f"[{c.ci.rel_low * 100:+.1f}%, {c.ci.rel_high * 100:+.1f}%]"
+    return f"[{c.ci.diff_low:+.4g}, {c.ci.diff_high:+.4g}]"
+
+
+def _headline(result: GateResult) -> str:
+    counts = ", ".join(f"{result.count(v)} {v.value}" for v in Verdict if result.count(v))
+    base = f" vs baseline {result.baseline_id}" if result.baseline_id else ""
+    return f"gate {result.contract!r} on run {result.run_id}{base}: {result.verdict.upper()} ({counts or 'no checks'})"
+
+
+def render_text(result: GateResult) -> str:
+    """Plain-text table: check, observed, limit, interval, verdict — then one line per non-passing check."""
+    rows = [("check", "observed", "limit", "CI", "verdict")]
+    rows += [(c.name, _observed(c), c.limit, _ci(c), _MARK[c.verdict]) for c in result.checks]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for c in result.checks:
+        if c.verdict is not Verdict.PASS:
+            lines.append(f"{_MARK[c.verdict]}: {c.name}: {c.detail}")
+    lines.extend(f"note: {n}" for n in result.notes)
+    if result.strict and result.count(Verdict.INCONCLUSIVE):
+        lines.append("--strict: inconclusive checks fail the gate")
+    lines.append(_headline(result))
+    return "\n".join(lines) + "\n"
+
+
+def render_junit(result: GateResult) -> str:
+    """JUnit XML: one ``<testsuite>`` for the contract, one ``<testcase>`` per check.
+
+    ``fail`` → ``<failure>``; ``missing`` → ``<error>``; ``inconclusive`` → ``<skipped>`` (``<failure>`` when strict).
+    """
+    fails = result.count(Verdict.FAIL) + (result.count(Verdict.INCONCLUSIVE) if result.strict else 0)
+    skipped = 0 if result.strict else result.count(Verdict.INCONCLUSIVE)
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": f"tailscope gate: {result.contract}",
+            "tests": str(len(result.checks)),
+            "failures": str(fails),
+            "errors": str(result.count(Verdict.MISSING)),
+            "skipped": str(skipped),
+        },
+    )
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", {"name": "run", "value": result.run_id})
+    if result.baseline_id:
+        ET.SubElement(props, "property", {"name": "baseline", "value": result.baseline_id})
+    for c in result.checks:
+        case = ET.SubElement(suite, "testcase", {"classname": f"tailscope.gate.{c.kind}", "name": c.name})
+        message = f"observed {_observed(c)}, limit {c.limit}"
+        if c.verdict is Verdict.FAIL or (c.verdict is Verdict.INCONCLUSIVE and result.strict):
+            el = ET.SubElement(case, "failure", {"message": message, "type": c.verdict.value})
+            el.text = c.detail
+        elif c.verdict is Verdict.MISSING:
+            el = ET.SubElement(case, "error", {"message": c.detail, "type": "missing"})
+        elif c.verdict is Verdict.INCONCLUSIVE:
+            ET.SubElement(case, "skipped", {"message": c.detail})
+        out = ET.SubElement(case, "system-out")
+        out.text = c.detail
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(result: GateResult) -> str:
+    """A markdown summary for CI pages (e.g. appended to ``$GITHUB_STEP_SUMMARY``)."""
+    lines = [f"### {_EMOJI[_overall(result)]} {_md_cell(_headline(result))}", ""]
+    lines.append("| | check | observed | limit | CI | detail |")
+    lines.append("|---|---|---|---|---|---|")
+    for c in result.checks:
+        lines.append(
+            f"| {_EMOJI[c.verdict]} | `{_md_cell(c.name)}` | {_md_cell(_observed(c))} | {_md_cell(c.limit)} | "
+            f"{_md_cell(_ci(c))} | {_md_cell(c.detail)} |"
+        )
+    for n in result.notes:
+        lines.append(f"\n> note: {_md_cell(n)}")
+    return "\n".join(lines) + "\n"
+
+
+def _overall(result: GateResult) -> Verdict:
+    return {0: Verdict.PASS, 1: Verdict.FAIL, 2: Verdict.MISSING}[result.exit_code]
+
+
+def _gh_escape(text: str, *, prop: bool = False) -> str:
+    out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        out = out.replace(":", "%3A").replace(",", "%2C")
+    return out
+
+
+def render_github(result: GateResult, *, contract_path: str | None = None) -> str:
+    """GitHub Actions workflow commands: ``::error`` per failing check, ``::warning`` per inconclusive or missing one.
+
+    With ``contract_path`` the annotations point at the contract line that declared the check.
+    """
+    lines: list[str] = []
+    for c in result.checks:
+        if c.verdict is Verdict.PASS:
+            continue
+        level = (
+            "error" if c.verdict is Verdict.FAIL or (result.strict and c.verdict is Verdict.INCONCLUSIVE) else "warning"
+        )
+        props = [f"title={_gh_escape(f'{c.name} {c.verdict.value}', prop=True)}"]
+        if contract_path and c.line:
+            props = [f"file={_gh_escape(contract_path, prop=True)}", f"line={c.line}", *props]
+        lines.append(f"::{level} {','.join(props)}::{_gh_escape(c.detail)}")
+    if result.exit_code == 0:
+        lines.append(f"::notice title=tailscope gate passed::{_gh_escape(_headline(result))}")
+    return "\n".join(lines) + "\n"
