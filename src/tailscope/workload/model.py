@@ -1,0 +1,207 @@
+"""The pure workload-profile model: frozen dataclasses built from a validated profile file (or from code).
+
+:mod:`tailscope.workload.profile` reads YAML with pydantic at the file boundary and converts to these;
+:mod:`tailscope.workload.plan` turns them into :class:`~tailscope.workload.spec.RequestSpec` streams. Nothing here
+does IO. Command-line overrides are applied with :func:`apply_overrides` (CLI > file > defaults).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from tailscope.metrics.slo import Slo
+from tailscope.workload.dists import FloatDist
+from tailscope.workload.lengths import LengthDist
+
+
+@dataclass(frozen=True, slots=True)
+class SessionShape:
+    """Multi-turn conversations: how many turns and how long the user thinks between them.
+
+    Attributes:
+        turns: turns per session (≥ 1).
+        think_time_s: pause after a response before the next turn is sent, in seconds.
+    """
+
+    turns: LengthDist
+    think_time_s: FloatDist
+
+
+@dataclass(frozen=True, slots=True)
+class RequestClass:
+    """One class of the business mix.
+
+    Attributes:
+        name: class name (appears in records and per-class summaries).
+        weight: relative share of arrivals (weights are normalised over classes).
+        input_tokens: new prompt tokens per request (per turn for sessions; history is carried on top).
+        output_tokens: ``max_tokens`` per request.
+        session: multi-turn shape, or None for single requests.
+    """
+
+    name: str
+    weight: float
+    input_tokens: LengthDist
+    output_tokens: LengthDist
+    session: SessionShape | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPrefix:
+    """System prompts shared across requests: ``variants`` prefixes of ``tokens`` tokens used by ``share`` of them."""
+
+    tokens: int
+    variants: int = 1
+    share: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One piece of the open-loop rate curve.
+
+    Attributes:
+        kind: ``rate`` (constant rate), ``ramp`` (linear from the previous rate, or ``ramp_from``, to ``rate``) or
+            ``burst`` (``count`` requests at once at ``at_s``; bursts do not take time in the sequence).
+        rate: requests/s (the target rate for a ramp).
+        duration_s: length of a rate/ramp stage; None = until the run stops (last stage only).
+        ramp_from: start rate of a ramp; None = the rate the previous stage ended at (0 for a first stage).
+        count: burst size.
+        at_s: burst time, seconds from the run start.
+    """
+
+    kind: str
+    rate: float = 0.0
+    duration_s: float | None = None
+    ramp_from: float | None = None
+    count: int = 0
+    at_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """How load is offered.
+
+    Attributes:
+        mode: ``open`` (send at scheduled times) or ``closed`` (keep ``concurrency`` requests in flight).
+        process: inter-arrival process for open loop: constant | poisson | gamma.
+        burstiness: gamma shape (< 1 burstier than Poisson, 1 = Poisson, > 1 smoother).
+        stages: the rate curve (open loop).
+        concurrency: in-flight requests (closed loop).
+    """
+
+    mode: str = "open"
+    process: str = "poisson"
+    burstiness: float = 1.0
+    stages: tuple[Stage, ...] = ()
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Warmup:
+    """Requests excluded from statistics (still sent and stored): the first ``requests`` ones, and every
+    session/request that starts before ``duration_s``."""
+
+    requests: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """When a run stops: after ``requests`` requests (warmup included) and/or ``duration_s`` seconds."""
+
+    requests: int | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MixedTarget:
+    """Plain HTTP traffic sent beside the LLM load at its own rate (requests/s)."""
+
+    name: str
+    url: str
+    rate: float
+    method: str = "GET"
+    body: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A complete, validated workload profile."""
+
+    name: str
+    classes: tuple[RequestClass, ...]
+    arrival: Arrival
+    stop: Stop = field(default_factory=Stop)
+    warmup: Warmup = field(default_factory=Warmup)
+    shared_prefix: SharedPrefix | None = None
+    slos: tuple[Slo, ...] = ()
+    mixed_traffic: tuple[MixedTarget, ...] = ()
+    endpoint: str = "chat"
+    model: str | None = None
+    url: str | None = None
+    seed: int | None = None
+    description: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Command-line values that replace profile fields (``None`` = keep the file's value).
+
+    ``rate`` replaces the whole rate curve with one constant-rate stage (bursts included) and switches to open
+    loop; ``concurrency`` switches to closed loop. ``input_tokens``/``output_tokens`` replace every class's lengths.
+    ``duration_s``/``requests`` replace the matching ``stop`` field only.
+    """
+
+    rate: float | None = None
+    concurrency: int | None = None
+    process: str | None = None
+    burstiness: float | None = None
+    duration_s: float | None = None
+    requests: int | None = None
+    warmup: int | None = None
+    input_tokens: LengthDist | None = None
+    output_tokens: LengthDist | None = None
+    model: str | None = None
+    url: str | None = None
+    seed: int | None = None
+    slos: tuple[Slo, ...] | None = None
+
+
+def apply_overrides(profile: Profile, ov: Overrides | None) -> Profile:
+    """The profile with command-line values applied (CLI > file > defaults)."""
+    if ov is None:
+        return profile
+    arrival = profile.arrival
+    if ov.rate is not None:
+        arrival = replace(arrival, mode="open", stages=(Stage("rate", ov.rate),), concurrency=None)
+    if ov.concurrency is not None:
+        arrival = replace(arrival, mode="closed", stages=(), concurrency=ov.concurrency)
+    if ov.process is not None:
+        arrival = replace(arrival, process=ov.process)
+    if ov.burstiness is not None:
+        arrival = replace(arrival, burstiness=ov.burstiness)
+    stop = profile.stop
+    if ov.duration_s is not None:
+        stop = replace(stop, duration_s=ov.duration_s)
+    if ov.requests is not None:
+        stop = replace(stop, requests=ov.requests)
+    warmup = profile.warmup if ov.warmup is None else replace(profile.warmup, requests=ov.warmup)
+    classes = profile.classes
+    if ov.input_tokens is not None:
+        classes = tuple(replace(c, input_tokens=ov.input_tokens) for c in classes)
+    if ov.output_tokens is not None:
+        classes = tuple(replace(c, output_tokens=ov.output_tokens) for c in classes)
+    return replace(
+        profile,
+        arrival=arrival,
+        stop=stop,
+        warmup=warmup,
+        classes=classes,
+        model=ov.model if ov.model is not None else profile.model,
+        url=ov.url if ov.url is not None else profile.url,
+        seed=ov.seed if ov.seed is not None else profile.seed,
+        slos=ov.slos if ov.slos is not None else profile.slos,
+    )

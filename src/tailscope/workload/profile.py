@@ -1,0 +1,586 @@
+"""Workload profile files (YAML): pydantic at the file boundary, converted to the pure model in
+:mod:`tailscope.workload.model`.
+
+Every problem becomes one :class:`~tailscope.errors.ProfileError` that names the file, the line, the field path and
+what is allowed, e.g. ``profile.yaml:14: classes[1].input_tokens.min must be ≤ max (got 3000 > 1000)``. Unknown keys
+are errors. Line numbers come from the YAML node tree (``yaml.compose``), walked along pydantic's error location.
+The format is documented in ``docs/workload.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tailscope.errors import ConfigError, ProfileError
+from tailscope.metrics.slo import parse_slo
+from tailscope.units import parse_duration_s
+from tailscope.workload import model as m
+from tailscope.workload.dists import FloatDist
+from tailscope.workload.lengths import LengthDist, parse_length_spec
+
+_PARAMS = {
+    "fixed": ("value",),
+    "uniform": ("min", "max"),
+    "normal": ("mean", "std"),
+    "lognormal": ("median", "sigma"),
+    "exponential": ("mean",),
+    "empirical": ("file",),
+}
+_ALL_PARAMS = ("value", "mean", "std", "median", "sigma", "file", "column")
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DistM(_M):
+    """A distribution: ``{dist: KIND, ...parameters, min?, max?}`` (min/max clamp every sample)."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal", "exponential", "empirical"]
+    value: float | None = None
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    median: float | None = None
+    sigma: float | None = None
+    file: str | None = None
+    column: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> DistM:
+        need = _PARAMS[self.dist]
+        for p in need:
+            if getattr(self, p) is None:
+                raise ValueError(f"@{p}: is required for dist {self.dist} (it takes {', '.join(need)})")
+        for p in _ALL_PARAMS:
+            if p == "column" and self.dist == "empirical":
+                continue
+            if p not in need and getattr(self, p) is not None:
+                raise ValueError(f"@{p}: is not a parameter of dist {self.dist} (it takes {', '.join(need)})")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"@min: must be ≤ max (got {self.min:g} > {self.max:g})")
+        for p in ("min", "max", "value", "mean", "median"):
+            v = getattr(self, p)
+            if v is not None and v < 0:
+                raise ValueError(f"@{p}: must be ≥ 0 (got {v:g})")
+        if self.dist in ("exponential", "lognormal") and (self.mean or self.median or 0) <= 0:
+            key = "mean" if self.dist == "exponential" else "median"
+            raise ValueError(f"@{key}: must be > 0 (got {getattr(self, key):g})")
+        for p in ("std", "sigma"):
+            v = getattr(self, p)
+            if v is not None and v < 0:
+                raise ValueError(f"@{p}: must be ≥ 0 (got {v:g})")
+        return self
+
+
+def _length_shorthand(v: Any) -> Any:
+    """``80`` → fixed; ``"uniform:1:10"`` → the matching distribution; dicts pass through."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return {"dist": "fixed", "value": v}
+    if isinstance(v, str):
+        try:
+            d = parse_length_spec(v, what="length")
+        except ProfileError as exc:
+            raise ValueError(str(exc).removeprefix("length: ")) from None
+        return _dist_to_dict(d)
+    return v
+
+
+def _time_shorthand(v: Any) -> Any:
+    """``3`` or ``"1.5s"`` → fixed seconds; dicts pass through."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return {"dist": "fixed", "value": float(v)}
+    if isinstance(v, str):
+        try:
+            return {"dist": "fixed", "value": parse_duration_s(v, what="time")}
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("time: ")) from None
+    return v
+
+
+def _dist_to_dict(d: LengthDist) -> dict[str, Any]:
+    names = {"fixed": ("value",), "uniform": ("min", "max"), "normal": ("mean", "std")}
+    names |= {"lognormal": ("median", "sigma"), "exponential": ("mean",)}
+    out: dict[str, Any] = {"dist": d.kind}
+    for key, val in zip(names[d.kind], (d.a, d.b), strict=False):
+        out[key] = val
+    if d.kind != "uniform":
+        if d.lo > 1:
+            out["min"] = d.lo
+        if d.hi is not None:
+            out["max"] = d.hi
+    return out
+
+
+LengthField = Annotated[DistM, BeforeValidator(_length_shorthand)]
+TimeField = Annotated[DistM, BeforeValidator(_time_shorthand)]
+
+
+class SessionM(_M):
+    turns: LengthField
+    think_time_s: TimeField = Field(default_factory=lambda: DistM(dist="fixed", value=0.0))
+
+
+class ClassM(_M):
+    name: str = Field(min_length=1)
+    weight: float = Field(default=1.0, gt=0)
+    input_tokens: LengthField
+    output_tokens: LengthField
+    session: SessionM | None = None
+
+
+class SharedPrefixM(_M):
+    tokens: int = Field(ge=1)
+    variants: int = Field(default=1, ge=1)
+    share: float = Field(default=1.0, ge=0, le=1)
+
+
+class StageM(_M):
+    rate: float | None = Field(default=None, ge=0)
+    ramp_to: float | None = Field(default=None, ge=0)
+    ramp_from: float | None = Field(default=None, ge=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    at_s: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> StageM:
+        kinds = [k for k in ("rate", "ramp_to", "burst") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                "must have exactly one of rate, ramp_to or burst "
+                f"(got {', '.join(kinds) or 'none'}; e.g. {{rate: 2, duration_s: 30}})"
+            )
+        if self.burst is not None:
+            if self.at_s is None:
+                raise ValueError("@at_s: is required for a burst (seconds from the run start)")
+            if self.duration_s is not None:
+                raise ValueError("@duration_s: a burst takes no time; give at_s only")
+        elif self.at_s is not None:
+            raise ValueError("@at_s: only a burst stage takes at_s")
+        if self.ramp_from is not None and self.ramp_to is None:
+            raise ValueError("@ramp_from: only a ramp stage (ramp_to) takes ramp_from")
+        return self
+
+
+class ArrivalM(_M):
+    mode: Literal["open", "closed"] = "open"
+    process: Literal["poisson", "constant", "gamma"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0)
+    rate: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    stages: list[StageM] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ArrivalM:
+        if self.mode == "closed":
+            if self.concurrency is None:
+                raise ValueError("@concurrency: is required in closed mode (requests kept in flight)")
+            if self.rate is not None or self.stages is not None:
+                key = "rate" if self.rate is not None else "stages"
+                raise ValueError(f"@{key}: closed mode takes arrival.concurrency only; rates shape open loop")
+        else:
+            if self.concurrency is not None:
+                raise ValueError("@concurrency: open mode takes rate or stages; use mode: closed for concurrency")
+            if (self.rate is None) == (self.stages is None):
+                raise ValueError("open mode needs exactly one of rate or stages (e.g. rate: 5)")
+            if self.stages is not None and not self.stages:
+                raise ValueError("@stages: must list at least one stage")
+        return self
+
+
+class WarmupM(_M):
+    requests: int = Field(default=0, ge=0)
+    duration_s: float = Field(default=0.0, ge=0)
+
+
+class StopM(_M):
+    requests: int | None = Field(default=None, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+
+
+class MixedM(_M):
+    name: str = Field(min_length=1)
+    url: str
+    rate: float = Field(gt=0)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
+    body: str | dict[str, Any] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https:// (got {v!r})")
+        return v
+
+
+class ProfileM(_M):
+    name: str = Field(min_length=1)
+    description: str = ""
+    endpoint: Literal["chat", "completions"] = "chat"
+    model: str | None = None
+    url: str | None = None
+    seed: int | None = None
+    classes: list[ClassM] = Field(min_length=1)
+    shared_prefix: SharedPrefixM | None = None
+    arrival: ArrivalM
+    warmup: WarmupM = Field(default_factory=WarmupM)
+    stop: StopM = Field(default_factory=StopM)
+    slo: dict[str, str | float] = Field(default_factory=dict)
+    mixed_traffic: list[MixedM] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_profile(path: str | Path) -> m.Profile:
+    """Read, validate and convert a profile file.
+
+    Raises:
+        ProfileError: ``file:line: field.path message (got …)`` for any problem.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc})") from None
+    return parse_profile(text, source=str(path), base_dir=p.parent)
+
+
+def parse_profile(text: str, *, source: str = "<profile>", base_dir: Path | None = None) -> m.Profile:
+    """Validate profile YAML text. ``base_dir`` resolves relative ``empirical`` files (default: current folder)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileError(f"{source}:{line}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise ProfileError(
+            f"{source}:1: a profile is a YAML mapping with name, classes, arrival, … (see docs/workload.md)"
+        )
+    try:
+        pm = ProfileM.model_validate(data)
+    except ValidationError as exc:
+        raise _to_profile_error(exc, root, source) from None
+    return _Converter(pm, root, source, base_dir or Path.cwd()).profile()
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "profile"
+
+
+def line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
+    """1-based line of the deepest YAML node that exists along ``loc`` (a key's line for mapping entries)."""
+    if root is None:
+        return 1
+    node: yaml.Node = root
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    line = key.start_mark.line + 1
+                    node = value
+                    break
+            else:
+                break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _unwrap_model(tp: Any) -> type[BaseModel] | None:
+    origin = typing.get_origin(tp)
+    if origin is None:
+        return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+    if origin in (list, typing.Union, types.UnionType, Annotated):
+        for arg in typing.get_args(tp):
+            found = _unwrap_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    cls: type[BaseModel] | None = ProfileM
+    for part in loc:
+        if isinstance(part, int) or cls is None:
+            continue
+        f = cls.model_fields.get(part)
+        if f is None:
+            return None
+        cls = _unwrap_model(f.annotation)
+    return cls
+
+
+def _to_profile_error(exc: ValidationError, root: yaml.Node | None, source: str) -> ProfileError:
+    msgs = [_format_error(e, root, source) for e in exc.errors(include_url=False)]
+    text = msgs[0]
+    if len(msgs) > 1:
+        text += f" (and {len(msgs) - 1} more problem{'s' if len(msgs) > 2 else ''}; fix this one first)"
+    err = ProfileError(text)
+    err.args = (text,)
+    return err
+
+
+def _format_error(e: Any, root: yaml.Node | None, source: str) -> str:
+    loc: tuple[int | str, ...] = tuple(e["loc"])
+    msg: str = e["msg"]
+    kind: str = e["type"]
+    inp = e.get("input")
+    if msg.startswith("Value error, "):
+        msg = msg.removeprefix("Value error, ")
+    if msg.startswith("@"):
+        field, _, rest = msg[1:].partition(": ")
+        loc, msg = (*loc, field), rest
+    elif kind == "missing":
+        msg = "is required"
+    elif kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent is not None else "see docs/workload.md"
+        msg = f"is not a known field (allowed: {allowed})"
+    elif msg.startswith("Input should be"):
+        msg = msg.replace("Input should be", "must be", 1)
+    elif msg.startswith("Value should"):
+        msg = msg.replace("Value should", "must", 1)
+    got = ""
+    if kind not in ("missing", "extra_forbidden") and "(got" not in msg and not isinstance(inp, dict | list):
+        got = f" (got {inp!r})"
+    return f"{source}:{line_of(root, loc)}: {_loc_path(loc)} {msg}{got}"
+
+
+class _Converter:
+    """Validated pydantic tree → pure dataclasses, with checks that span fields (file:line on each)."""
+
+    def __init__(self, pm: ProfileM, root: yaml.Node | None, source: str, base_dir: Path) -> None:
+        self.pm, self.root, self.source, self.base_dir = pm, root, source, base_dir
+
+    def fail(self, loc: tuple[int | str, ...], msg: str) -> ProfileError:
+        return ProfileError(f"{self.source}:{line_of(self.root, loc)}: {_loc_path(loc)} {msg}")
+
+    def profile(self) -> m.Profile:
+        pm = self.pm
+        names = [c.name for c in pm.classes]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise self.fail(("classes", i, "name"), f"must be unique (got {name!r} twice)")
+        slos = []
+        for key, value in pm.slo.items():
+            try:
+                slos.append(parse_slo(f"{key}={value}"))
+            except ConfigError as exc:
+                raise self.fail(("slo", key), str(exc).split(": ", 1)[-1]) from None
+        return m.Profile(
+            name=pm.name,
+            description=pm.description,
+            endpoint=pm.endpoint,
+            model=pm.model,
+            url=pm.url,
+            seed=pm.seed,
+            classes=tuple(self.request_class(i, c) for i, c in enumerate(pm.classes)),
+            shared_prefix=(
+                m.SharedPrefix(pm.shared_prefix.tokens, pm.shared_prefix.variants, pm.shared_prefix.share)
+                if pm.shared_prefix
+                else None
+            ),
+            arrival=self.arrival(pm.arrival),
+            warmup=m.Warmup(pm.warmup.requests, pm.warmup.duration_s),
+            stop=m.Stop(pm.stop.requests, pm.stop.duration_s),
+            slos=tuple(slos),
+            mixed_traffic=tuple(self.mixed(t) for t in pm.mixed_traffic),
+            source=self.source,
+        )
+
+    def request_class(self, i: int, c: ClassM) -> m.RequestClass:
+        loc: tuple[int | str, ...] = ("classes", i)
+        session = None
+        if c.session is not None:
+            session = m.SessionShape(
+                turns=self.length(c.session.turns, (*loc, "session", "turns")),
+                think_time_s=self.time(c.session.think_time_s, (*loc, "session", "think_time_s")),
+            )
+        return m.RequestClass(
+            name=c.name,
+            weight=c.weight,
+            input_tokens=self.length(c.input_tokens, (*loc, "input_tokens")),
+            output_tokens=self.length(c.output_tokens, (*loc, "output_tokens")),
+            session=session,
+        )
+
+    def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:
+        lo = max(1, int(d.min)) if d.min is not None else 1
+        hi = int(d.max) if d.max is not None else None
+        if d.dist == "fixed":
+            assert d.value is not None
+            if d.value < 1:
+                raise self.fail((*loc, "value"), f"must be ≥ 1 token (got {d.value:g})")
+            return LengthDist("fixed", float(round(d.value)), lo=lo, hi=hi)
+        if d.dist == "uniform":
+            assert d.min is not None
+            assert d.max is not None
+            if d.min < 1:
+                raise self.fail((*loc, "min"), f"must be ≥ 1 token (got {d.min:g})")
+            return LengthDist("uniform", float(int(d.min)), float(int(d.max)), lo=lo, hi=hi)
+        if d.dist == "empirical":
+            values = self.empirical(d, loc)
+            return LengthDist("empirical", lo=lo, hi=hi, values=values)
+        a = d.mean if d.dist in ("normal", "exponential") else d.median
+        b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
+        assert a is not None
+        assert b is not None
+        if d.dist == "normal" and a <= 0:
+            raise self.fail((*loc, "mean"), f"must be > 0 (got {a:g})")
+        return LengthDist(d.dist, float(a), float(b), lo=lo, hi=hi)
+
+    def time(self, d: DistM, loc: tuple[int | str, ...]) -> FloatDist:
+        if d.dist == "empirical":
+            raise self.fail((*loc, "dist"), "must be fixed, uniform, normal, lognormal or exponential for a time")
+        lo = d.min or 0.0
+        if d.dist == "fixed":
+            return FloatDist("fixed", d.value or 0.0, lo=lo, hi=d.max)
+        if d.dist == "uniform":
+            assert d.min is not None
+            assert d.max is not None
+            return FloatDist("uniform", d.min, d.max, lo=lo, hi=d.max)
+        a = d.mean if d.dist in ("normal", "exponential") else d.median
+        b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
+        assert a is not None
+        assert b is not None
+        return FloatDist(d.dist, a, b, lo=lo, hi=d.max)
+
+    def empirical(self, d: DistM, loc: tuple[int | str, ...]) -> tuple[int, ...]:
+        assert d.file is not None
+        path = Path(d.file)
+        if not path.is_absolute():
+            path = self.base_dir / path
+        if not path.is_file():
+            raise self.fail(
+                (*loc, "file"), f"no such file {d.file!r} (looked at {path}; paths are relative to the profile)"
+            )
+        try:
+            values = read_lengths(path, column=d.column)
+        except ProfileError as exc:
+            raise self.fail((*loc, "file"), f"is unusable: {exc}") from None
+        return values
+
+    def arrival(self, a: ArrivalM) -> m.Arrival:
+        if a.mode == "closed":
+            return m.Arrival(mode="closed", process=a.process, burstiness=a.burstiness, concurrency=a.concurrency)
+        stages: list[m.Stage] = []
+        if a.rate is not None:
+            stages.append(m.Stage("rate", a.rate))
+        for i, s in enumerate(a.stages or []):
+            if s.burst is not None:
+                stages.append(m.Stage("burst", count=s.burst, at_s=s.at_s or 0.0))
+            elif s.ramp_to is not None:
+                stages.append(m.Stage("ramp", s.ramp_to, s.duration_s, ramp_from=s.ramp_from))
+            else:
+                assert s.rate is not None
+                stages.append(m.Stage("rate", s.rate, s.duration_s))
+            timed = [j for j, st in enumerate(a.stages or []) if st.burst is None]
+            if s.burst is None and s.duration_s is None and i != timed[-1]:
+                raise self.fail(("arrival", "stages", i), "needs duration_s (only the last timed stage may omit it)")
+        return m.Arrival(mode="open", process=a.process, burstiness=a.burstiness, stages=tuple(stages))
+
+    def mixed(self, t: MixedM) -> m.MixedTarget:
+        body = json.dumps(t.body) if isinstance(t.body, dict) else t.body
+        return m.MixedTarget(
+            name=t.name,
+            url=t.url,
+            rate=t.rate,
+            method=t.method,
+            body=body,
+            headers=tuple(sorted(t.headers.items())),
+            timeout_s=t.timeout_s,
+        )
+
+
+def read_lengths(path: Path, *, column: str | None = None) -> tuple[int, ...]:
+    """Observed lengths from a CSV (one column, or ``column`` by header name) or JSONL (numbers, or objects with
+    ``column``) file.
+
+    Raises:
+        ProfileError: ``file:line: …`` for a bad row, or when the file holds no lengths.
+    """
+    out: list[int] = []
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ProfileError(f"{path}:{n}: not JSON ({exc.msg})") from None
+            if isinstance(obj, dict):
+                if column is None or column not in obj:
+                    raise ProfileError(
+                        f"{path}:{n}: an object row needs the key named by column (got column={column!r})"
+                    )
+                obj = obj[column]
+            out.append(_length_value(obj, path, n))
+    else:
+        rows = list(csv.reader(text.splitlines()))
+        idx = 0
+        start = 0
+        if rows and not all(_is_number(c) for c in rows[0] if c.strip()):
+            header = [c.strip() for c in rows[0]]
+            if column is not None:
+                if column not in header:
+                    raise ProfileError(f"{path}:1: no column {column!r} (columns: {', '.join(header)})")
+                idx = header.index(column)
+            elif len(header) != 1:
+                raise ProfileError(f"{path}:1: several columns ({', '.join(header)}); name one with column:")
+            start = 1
+        for n, row in enumerate(rows[start:], start + 1):
+            if not row or not any(c.strip() for c in row):
+                continue
+            if idx >= len(row):
+                raise ProfileError(f"{path}:{n}: row has no column {idx + 1}")
+            out.append(_length_value(row[idx].strip(), path, n))
+    if not out:
+        raise ProfileError(f"{path}: holds no lengths")
+    return tuple(out)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _length_value(v: Any, path: Path, n: int) -> int:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ProfileError(f"{path}:{n}: a length must be a number (got {v!r})") from None
+    if x < 0 or x != x:
+        raise ProfileError(f"{path}:{n}: a length must be ≥ 0 (got {v!r})")
+    return round(x)
