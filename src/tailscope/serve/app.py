@@ -1,0 +1,388 @@
+"""The aiohttp application of ``tailscope serve``: OpenAI-compatible routes driven by an :class:`EngineLoop`.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``, ``GET /health``,
+``POST /tokenize``, ``GET /metrics``. Run it with :func:`make_runner` (handler cancellation on, so a client that
+goes away aborts its request in the engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from tailscope.clock import Clock
+from tailscope.engine.api import ReplicaEngine
+from tailscope.serve.faults import FaultInjector, FaultPlan
+from tailscope.serve.loop import EngineLoop, LiveRequest
+from tailscope.serve.metrics import ServeMetrics
+from tailscope.serve.options import ServeOptions
+from tailscope.serve.protocol import (
+    ApiError,
+    CompletionRequest,
+    parse_chat,
+    parse_completion,
+    parse_json_body,
+    parse_tokenize,
+)
+from tailscope.serve.sse import DONE, ChunkFactory, frame
+from tailscope.serve.tokenizer import block_hashes, filler_text, filler_token, stable_key
+
+#: The body of a malformed-line fault: a ``data:`` line that is not JSON.
+MALFORMED_LINE = b'data: {"id": "malformed", "choices": [{"delta": {"content": \n\n'
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ServeState:
+    """Everything the handlers share: options, the engine loop, metrics, faults and id generation."""
+
+    def __init__(self, engine: ReplicaEngine, options: ServeOptions, *, clock: Clock | None = None) -> None:
+        options.validate()
+        self.options = options
+        self.metrics = ServeMetrics(options.model_name, max_model_len=options.max_model_len, cache=options.cache)
+        self.loop = EngineLoop(engine, self.metrics, clock=clock, speed=options.speed)
+        self.faults = FaultInjector(options.faults)
+        self._ids = random.Random(options.seed)
+        self._seq = 0
+        self.created = int(time.time())
+
+    def next_seq(self) -> int:
+        """Sequence number of the next completion request (the key of its fault decisions)."""
+        self._seq += 1
+        return self._seq
+
+    def new_request_id(self) -> str:
+        """A fresh 32-hex-digit request id (seeded, so repeatable per server)."""
+        return f"{self._ids.getrandbits(128):032x}"
+
+    def output_length(self, req: CompletionRequest) -> tuple[int, str]:
+        """Tokens to generate and the finish reason to report for ``req``.
+
+        With ``ignore_eos`` exactly ``max_tokens`` (``"length"``); otherwise the simulated model stops after a
+        natural length drawn from the prompt (``"stop"``) unless ``max_tokens`` comes first (``"length"``). Without
+        ``max_tokens`` the limit is the rest of the context window, as in vLLM.
+        """
+        limit = req.max_tokens if req.max_tokens is not None else self.options.max_model_len - len(req.prompt_ids)
+        if req.ignore_eos:
+            return limit, "length"
+        lo, hi = self.options.natural_tokens
+        natural = lo + (stable_key(req.prompt_ids) ^ self.options.seed) % (hi - lo + 1)
+        return (natural, "stop") if natural < limit else (limit, "length")
+
+
+STATE: web.AppKey[ServeState] = web.AppKey("tailscope_serve_state", ServeState)
+
+
+def _json(payload: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status,
+        body=json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8"),
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def error_response(err: ApiError, *, request_id: str | None = None, retry_after: int | None = None) -> web.Response:
+    """An OpenAI error JSON response for ``err``."""
+    headers: dict[str, str] = {}
+    if request_id:
+        headers["x-request-id"] = request_id
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return _json(err.body(), status=err.status, headers=headers)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return error_response(err)
+    except web.HTTPException:
+        raise
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as exc:  # a bug in the server: answer it as a 500 instead of dropping the connection
+        return error_response(ApiError(500, f"internal error in the built-in server: {exc!r}"))
+
+
+def _check_model(state: ServeState, model: str | None) -> None:
+    if model is not None and model != state.options.model_name:
+        raise ApiError(404, f"The model `{model}` does not exist.", param="model")
+
+
+def _check_length(state: ServeState, prompt_len: int, max_tokens: int | None) -> None:
+    limit = state.options.max_model_len
+    if prompt_len >= limit:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, your request has {prompt_len} "
+            "input tokens. Please reduce the length of the input messages.",
+            param="messages",
+        )
+    if max_tokens is not None and prompt_len + max_tokens > limit:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_len + max_tokens} tokens ({prompt_len} in the messages, {max_tokens} in the completion). "
+            "Please reduce the length of the messages or completion.",
+            param="max_tokens",
+        )
+
+
+async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
+    state = request.app[STATE]
+    base_id = request.headers.get("X-Request-Id") or state.new_request_id()
+    try:
+        body = parse_json_body(await request.read())
+        req = parse_chat(body) if kind == "chat" else parse_completion(body)
+        _check_model(state, req.model)
+        prompt_len = len(req.prompt_ids)
+        _check_length(state, prompt_len, req.max_tokens)
+        output_tokens, finish_reason = state.output_length(req)
+        plan = state.faults.plan(state.next_seq(), output_tokens)
+        if plan.status == 429:
+            err = ApiError(429, "Rate limit reached (injected by tailscope serve --rate-limit-rate); retry later.")
+            return error_response(err, request_id=base_id, retry_after=state.options.faults.retry_after_s)
+        if plan.status is not None:
+            err = ApiError(plan.status, "Internal server error (injected by tailscope serve --fail-rate).")
+            return error_response(err, request_id=base_id)
+        try:
+            live = state.loop.submit(
+                prompt_tokens=prompt_len,
+                output_tokens=output_tokens,
+                block_hashes=block_hashes(req.prompt_ids, state.options.block_size),
+                finish_reason=finish_reason,
+                max_tokens_param=req.max_tokens,
+            )
+        except ValueError as exc:
+            raise ApiError(400, f"the request cannot be served by the simulated engine: {exc}") from None
+    except ApiError as err:
+        return error_response(err, request_id=base_id)
+    factory = ChunkFactory(
+        kind=kind,
+        response_id=("chatcmpl-" if kind == "chat" else "cmpl-") + base_id,
+        created=int(time.time()),
+        model=state.options.model_name,
+        prompt_tokens=prompt_len,
+        continuous_usage=req.continuous_usage,
+    )
+    key = stable_key(req.prompt_ids)
+    try:
+        if req.stream:
+            return await _stream(request, state, req, live, plan, factory, key, base_id)
+        return await _full(request, state, req, live, plan, factory, key, base_id)
+    finally:
+        state.loop.abort(live)  # no-op when it finished; frees the engine when the client went away
+
+
+def _cut(request: web.Request) -> None:
+    """Drop the connection at once (the disconnect fault)."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+async def _stream(
+    request: web.Request,
+    state: ServeState,
+    req: CompletionRequest,
+    live: LiveRequest,
+    plan: FaultPlan,
+    factory: ChunkFactory,
+    key: int,
+    base_id: str,
+) -> web.StreamResponse:
+    resp = web.StreamResponse(
+        status=200,
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "x-request-id": base_id,
+        },
+    )
+    await resp.prepare(request)
+    # vLLM sends the role chunk with the first engine output, i.e. right before the first token, not at once
+    role_pending = req.kind == "chat"
+    sent = 0
+    finish_sent = False
+    while True:
+        await live.wait_beyond(sent)
+        if live.aborted:  # the server is shutting down
+            return resp
+        # one write per release: the tokens of one step leave together, each in its own SSE event
+        buf = bytearray()
+        if role_pending and (live.released > 0 or live.done):
+            buf += frame(factory.role_chunk())
+            role_pending = False
+        while sent < live.released:
+            finish = live.finish_reason if live.done and sent + 1 == live.released else None
+            buf += frame(factory.token_chunk(filler_token(key, sent), sent + 1, finish))
+            sent += 1
+            finish_sent = finish is not None
+            if plan.malformed_after == sent:
+                buf += MALFORMED_LINE
+            if plan.disconnect_after == sent:
+                await resp.write(bytes(buf))
+                state.loop.abort(live)
+                _cut(request)
+                return resp
+            if plan.stall_after == sent:
+                await resp.write(bytes(buf))
+                buf.clear()
+                await asyncio.sleep(plan.stall_s)
+        done = live.done and sent >= live.released
+        if done:
+            if not finish_sent:  # the engine reported the finish after the last token: an empty delta says so
+                buf += frame(factory.token_chunk("", sent, live.finish_reason))
+            if req.include_usage:
+                buf += frame(factory.usage_chunk(sent))
+            buf += DONE
+        if buf:
+            await resp.write(bytes(buf))
+        if done:
+            break
+    await resp.write_eof()
+    return resp
+
+
+async def _full(
+    request: web.Request,
+    state: ServeState,
+    req: CompletionRequest,
+    live: LiveRequest,
+    plan: FaultPlan,
+    factory: ChunkFactory,
+    key: int,
+    base_id: str,
+) -> web.StreamResponse:
+    seen = 0
+    while not live.done:
+        await live.wait_beyond(seen)
+        if live.aborted:
+            raise ApiError(503, "the built-in server is shutting down")
+        seen = live.released
+        if plan.disconnect_after is not None and seen >= plan.disconnect_after:
+            state.loop.abort(live)
+            _cut(request)
+            return web.Response(status=200)
+    if plan.stall_after is not None:
+        await asyncio.sleep(plan.stall_s)
+    text = filler_text(key, live.released)
+    if req.echo:
+        text = req.prompt_text + text
+    payload = factory.full_response(text, live.released, live.finish_reason)
+    headers = {"x-request-id": base_id}
+    if plan.malformed_after is not None:
+        body = json.dumps(payload).encode("utf-8")
+        return web.Response(body=body[: len(body) // 2], content_type="application/json", headers=headers)
+    return _json(payload, headers=headers)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    """``POST /v1/chat/completions``."""
+    return await _completions(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    """``POST /v1/completions``."""
+    return await _completions(request, "completion")
+
+
+async def models(request: web.Request) -> web.StreamResponse:
+    """``GET /v1/models``: the one served model, shaped like vLLM's answer."""
+    state = request.app[STATE]
+    name = state.options.model_name
+    card = {
+        "id": name,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "tailscope",
+        "root": name,
+        "parent": None,
+        "max_model_len": state.options.max_model_len,
+        "permission": [
+            {
+                "id": f"modelperm-{name}",
+                "object": "model_permission",
+                "created": state.created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
+    return _json({"object": "list", "data": [card]})
+
+
+async def health(request: web.Request) -> web.StreamResponse:
+    """``GET /health``: 200 with an empty body while the engine loop runs."""
+    return web.Response(status=200)
+
+
+async def tokenize(request: web.Request) -> web.StreamResponse:
+    """``POST /tokenize`` (vLLM's): ``{"count", "max_model_len", "tokens", "token_strs"}``."""
+    state = request.app[STATE]
+    model, ids = parse_tokenize(parse_json_body(await request.read()))
+    _check_model(state, model)
+    return _json({"count": len(ids), "max_model_len": state.options.max_model_len, "tokens": ids, "token_strs": None})
+
+
+async def metrics(request: web.Request) -> web.StreamResponse:
+    """``GET /metrics``: Prometheus text exposition with vLLM's metric names."""
+    state = request.app[STATE]
+    text = state.metrics.render(state.loop.engine.stats())
+    return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Version": "0.0.4"})
+
+
+def build_app(engine: ReplicaEngine, options: ServeOptions, *, clock: Clock | None = None) -> web.Application:
+    """The aiohttp application serving ``engine`` under ``options``.
+
+    The engine loop starts with the application and stops (aborting live requests) when it shuts down.
+    """
+    app = web.Application(middlewares=[_errors], client_max_size=256 * 1024 * 1024)
+    state = ServeState(engine, options, clock=clock)
+    app[STATE] = state
+
+    async def _start(_: web.Application) -> None:
+        state.loop.start()
+
+    async def _stop(_: web.Application) -> None:
+        await state.loop.stop()
+
+    app.on_startup.append(_start)
+    app.on_shutdown.append(_stop)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def make_runner(app: web.Application) -> web.AppRunner:
+    """An :class:`~aiohttp.web.AppRunner` for ``app`` with handler cancellation (client gone → abort)."""
+    return web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
+
+
+async def serve_site(runner: web.AppRunner, host: str, port: int) -> int:
+    """Start ``runner`` (already set up) on ``host:port``; returns the bound port (useful with ``port=0``)."""
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return port

@@ -1,0 +1,155 @@
+"""Building the replica engine that ``tailscope serve`` and the embedded bench target drive.
+
+One place turns (model id, GPU id, engine flags) into a :class:`~tailscope.engine.replica.Replica` plus the
+:class:`ServeOptions` the HTTP layer needs (served name, context length, cache facts, a one-line description).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tailscope.engine.api import ReplicaEngine
+from tailscope.errors import ConfigError
+from tailscope.serve.faults import FaultConfig
+from tailscope.serve.metrics import CacheInfo
+from tailscope.serve.options import ServeOptions
+
+#: Context length used when the model's config does not state one.
+DEFAULT_MAX_MODEL_LEN = 131_072
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFlags:
+    """Engine settings with vLLM's flag names; ``None`` = the engine's (vLLM's) default for the GPU.
+
+    Attributes:
+        tp: tensor-parallel degree.
+        weights_dtype / kv_dtype: precisions (bf16, fp8, int8, int4 / bf16, fp8).
+        max_num_seqs / max_num_batched_tokens: scheduler limits.
+        gpu_memory_utilization: fraction of GPU memory for weights + KV + activations.
+        enable_prefix_caching: reuse cached KV blocks across requests.
+        max_model_len: context length; default = the model's, capped by the KV cache capacity.
+        calibration: calibration YAML overriding the efficiency defaults.
+        gpu_file: YAML with extra GPUs.
+    """
+
+    tp: int = 1
+    weights_dtype: str | None = None
+    kv_dtype: str = "bf16"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
+    max_model_len: int | None = None
+    calibration: Path | None = None
+    gpu_file: Path | None = None
+
+
+def _model_max_len(model: str) -> int:
+    from tailscope.engine.model_catalog import get_model_entry
+
+    try:
+        cfg = get_model_entry(model).config
+    except ConfigError:
+        return DEFAULT_MAX_MODEL_LEN  # a config.json path: the engine's loader does not keep the context length
+    value = cfg.get("max_position_embeddings")
+    return int(value) if isinstance(value, int) and value > 0 else DEFAULT_MAX_MODEL_LEN
+
+
+def build_replica(
+    model: str = "llama-3.1-8b",
+    gpu: str = "h100-sxm",
+    *,
+    flags: EngineFlags | None = None,
+    options: ServeOptions | None = None,
+    served_model_name: str | None = None,
+    speed: float = 1.0,
+    seed: int = 0,
+    faults: FaultConfig | None = None,
+    **engine_flags: Any,
+) -> tuple[ReplicaEngine, ServeOptions]:
+    """The engine for ``model`` on ``gpu`` and the serving options that describe it.
+
+    Args:
+        model: catalog model id or a path to a Hugging Face ``config.json``.
+        gpu: catalog GPU id.
+        flags: engine settings (or give them as keyword arguments named like :class:`EngineFlags` fields).
+        options: serving options to start from (their model facts are filled in here).
+        served_model_name: the name clients use (default: ``model``).
+        speed: engine seconds per wall second.
+        seed: seed of response ids and natural output lengths.
+        faults: fault injection settings.
+
+    Raises:
+        ConfigError / CatalogError: an unknown model or GPU or an invalid flag, naming it.
+        PlanError: the model does not fit on the GPU.
+    """
+    from tailscope.engine.calibration import load_calibration
+    from tailscope.engine.gpus import load_gpu_file, resolve_gpu
+    from tailscope.engine.model_catalog import resolve_model
+    from tailscope.engine.perf import StepTimeModel
+    from tailscope.engine.replica import EngineConfig, Replica, vllm_default_limits
+
+    if engine_flags:
+        unknown = set(engine_flags) - set(EngineFlags.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown engine option(s) {', '.join(sorted(unknown))}")
+        flags = replace(flags or EngineFlags(), **engine_flags)
+    flags = flags or EngineFlags()
+    arch = resolve_model(model)
+    extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else ()
+    gpu_spec = resolve_gpu(gpu, extra)
+    calibration = load_calibration(flags.calibration)
+    perf = StepTimeModel(
+        arch,
+        gpu_spec,
+        tp=flags.tp,
+        weights_dtype=flags.weights_dtype,
+        kv_dtype=flags.kv_dtype,
+        efficiency=calibration.efficiency(gpu_spec.id, arch.name),
+    )
+    default_seqs, default_tokens = vllm_default_limits(gpu_spec)
+    config = EngineConfig(
+        max_num_seqs=flags.max_num_seqs or default_seqs,
+        max_num_batched_tokens=flags.max_num_batched_tokens or default_tokens,
+        gpu_memory_utilization=flags.gpu_memory_utilization,
+        enable_prefix_caching=flags.enable_prefix_caching,
+    )
+    engine = Replica(perf, config)
+    blocks = engine.stats().kv_blocks_total
+    capacity = blocks * config.block_size
+    max_len = flags.max_model_len or min(_model_max_len(model), capacity)
+    if flags.max_model_len is not None and flags.max_model_len > capacity:
+        raise ConfigError(
+            f"--max-model-len {flags.max_model_len} exceeds the KV cache of {capacity} tokens on {gpu_spec.id} "
+            f"(tp={flags.tp}); lower it or raise --gpu-memory-utilization / --tp"
+        )
+    name = served_model_name or model
+    tp_text = f" ×{flags.tp}" if flags.tp > 1 else ""
+    description = (
+        f"built-in simulated engine: {arch.name} on {gpu_spec.id}{tp_text} "
+        f"(weights {perf.weights_dtype}, KV {flags.kv_dtype}, {capacity:,} KV tokens, "
+        f"max_num_seqs {config.max_num_seqs}, speed {speed:g}×)"
+    )
+    base = options or ServeOptions(model_name=name)
+    opts = replace(
+        base,
+        model_name=served_model_name or base.model_name or name,
+        max_model_len=max_len,
+        block_size=config.block_size,
+        speed=speed if options is None else base.speed,
+        seed=seed if options is None else base.seed,
+        faults=faults if faults is not None else base.faults,
+        cache=CacheInfo(
+            block_size=config.block_size,
+            num_gpu_blocks=blocks,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            cache_dtype="auto" if flags.kv_dtype == "bf16" else flags.kv_dtype,
+            enable_prefix_caching=config.enable_prefix_caching,
+        ),
+        description=description,
+    )
+    opts.validate()
+    return engine, opts

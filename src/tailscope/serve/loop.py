@@ -1,0 +1,272 @@
+"""The wall-clock engine loop: one asyncio task steps a :class:`ReplicaEngine` and releases its tokens on time.
+
+Engine time is wall time since the loop started, multiplied by ``speed``. While the engine has work the loop
+repeatedly calls ``step(start)``, sleeps until the step's absolute end (``start + duration`` mapped to the wall
+clock) and then releases the tokens the step produced to each request's :class:`LiveRequest`. Back-to-back steps
+start exactly where the previous one ended in engine time, so a late wake-up never shifts later steps (no drift);
+only when the loop falls more than ``max_catchup_s`` behind (the host is overloaded) does it restart the engine
+timeline at "now" and count the step as late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+
+from tailscope.clock import Clock, MonotonicClock
+from tailscope.engine.api import EngineRequest, ReplicaEngine, StepResult
+from tailscope.serve.metrics import ServeMetrics
+
+_LATE_NS = 5_000_000  # a release more than 5 ms after its scheduled end counts as late
+
+
+@dataclass(eq=False, slots=True)
+class LiveRequest:
+    """A request being served: the handler reads tokens from it as the loop releases them.
+
+    Attributes:
+        id: engine request id.
+        prompt_tokens: prompt length in tokens.
+        output_tokens: tokens the engine will produce for it.
+        finish_reason: reason reported when all tokens are out (``"length"`` or ``"stop"``).
+        max_tokens_param: the client's ``max_tokens`` (``None`` when not given).
+        arrival_ns: clock time it was submitted.
+        released: tokens released so far.
+        first_token_ns / last_token_ns: clock times of the first and latest release.
+        done: all tokens released.
+        aborted: dropped before finishing (client gone or server stopping).
+    """
+
+    id: int
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str
+    max_tokens_param: int | None
+    arrival_ns: int
+    released: int = 0
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    done: bool = False
+    aborted: bool = False
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def wait_beyond(self, seen: int) -> None:
+        """Return once more than ``seen`` tokens are released, or the request is done or aborted."""
+        while self.released <= seen and not self.done and not self.aborted:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One executed step on the wall clock (for tests and debugging).
+
+    Attributes:
+        due_ns: clock time the step's tokens were due (its end on the engine timeline).
+        released_ns: clock time they were actually released.
+        result: the engine's step result.
+    """
+
+    due_ns: int
+    released_ns: int
+    result: StepResult
+
+
+class EngineLoop:
+    """Drives one engine on the wall clock.
+
+    Args:
+        engine: the replica engine (only this loop touches it, from the event loop's thread).
+        metrics: where request histograms and loop lag are recorded.
+        clock: monotonic nanosecond clock (must match the event loop's clock for sleeping).
+        speed: engine seconds per wall second (2.0 = twice as fast as the modelled hardware).
+        max_catchup_s: how far behind schedule (wall seconds) the loop may run before it gives up catching up.
+        step_log: how many recent :class:`StepRecord` to keep.
+    """
+
+    def __init__(
+        self,
+        engine: ReplicaEngine,
+        metrics: ServeMetrics,
+        *,
+        clock: Clock | None = None,
+        speed: float = 1.0,
+        max_catchup_s: float = 0.25,
+        step_log: int = 4096,
+    ) -> None:
+        if not speed > 0:
+            raise ValueError(f"speed must be > 0 (got {speed!r})")
+        self.engine = engine
+        self.metrics = metrics
+        self.clock: Clock = clock or MonotonicClock()
+        self.speed = speed
+        self._max_catchup_ns = int(max_catchup_s * 1e9)
+        self._origin_ns = self.clock.now_ns()
+        self._live: dict[int, LiveRequest] = {}
+        self._next_id = 1
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.steps: deque[StepRecord] = deque(maxlen=step_log)
+
+    # -- time mapping ---------------------------------------------------------------------------------------------
+
+    def engine_now(self) -> int:
+        """Current engine time in ns."""
+        return round((self.clock.now_ns() - self._origin_ns) * self.speed)
+
+    def to_wall(self, engine_ns: int) -> int:
+        """Clock time (ns) at which engine time ``engine_ns`` is reached."""
+        return self._origin_ns + round(engine_ns / self.speed)
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the loop task on the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="tailscope-engine-loop")
+
+    async def stop(self) -> None:
+        """Stop the loop and abort every live request (their handlers see ``aborted``)."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for live in list(self._live.values()):
+            self.abort(live)
+
+    @property
+    def live_count(self) -> int:
+        """Requests submitted and not yet finished or aborted."""
+        return len(self._live)
+
+    # -- requests -------------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        *,
+        prompt_tokens: int,
+        output_tokens: int,
+        block_hashes: tuple[int, ...] = (),
+        finish_reason: str = "length",
+        max_tokens_param: int | None = None,
+    ) -> LiveRequest:
+        """Queue a request on the engine.
+
+        Raises:
+            ValueError: from the engine when the prompt can never fit its KV cache.
+        """
+        rid = self._next_id
+        self._next_id += 1
+        live = LiveRequest(
+            id=rid,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            finish_reason=finish_reason,
+            max_tokens_param=max_tokens_param,
+            arrival_ns=self.clock.now_ns(),
+        )
+        self.engine.add_request(
+            EngineRequest(
+                id=rid,
+                prompt_tokens=prompt_tokens,
+                max_tokens=output_tokens,
+                arrival_ns=self.engine_now(),
+                block_hashes=block_hashes,
+            )
+        )
+        self._live[rid] = live
+        self._wake.set()
+        return live
+
+    def abort(self, live: LiveRequest) -> None:
+        """Drop ``live`` from the engine (no-op once it finished); counts it as ``finished_reason="abort"``."""
+        if self._live.pop(live.id, None) is None:
+            return
+        self.engine.abort(live.id)
+        live.aborted = True
+        now = self.clock.now_ns()
+        self.metrics.observe_finished(
+            reason="abort",
+            e2e_s=(now - live.arrival_ns) / 1e9,
+            prompt_tokens=live.prompt_tokens,
+            generation_tokens=live.released,
+            max_tokens=live.max_tokens_param,
+        )
+        live._notify()
+
+    # -- the loop -------------------------------------------------------------------------------------------------
+
+    async def _sleep_until(self, due_ns: int) -> None:
+        delay = (due_ns - self.clock.now_ns()) / 1e9
+        # sleep(0) still yields, so handlers write the previous step's tokens even when we are behind
+        await asyncio.sleep(delay if delay > 0 else 0)
+
+    async def _run(self) -> None:
+        prev_end: int | None = None
+        while not self._stopping:
+            if not self.engine.has_work():
+                prev_end = None
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = self.engine_now()
+            if prev_end is not None and now - prev_end <= self._max_catchup_ns * self.speed:
+                start = prev_end  # continue the engine timeline exactly where the last step ended
+            else:
+                start = now
+            result = self.engine.step(start)
+            if result is None:  # work exists but nothing can be scheduled right now
+                prev_end = None
+                await asyncio.sleep(0.001)
+                continue
+            end = result.start_ns + result.duration_ns
+            due = self.to_wall(end)
+            await self._sleep_until(due)
+            released = self.clock.now_ns()
+            lag = released - due
+            if lag > _LATE_NS:
+                self.metrics.loop_late_steps += 1
+            self.metrics.loop_lag_max_s = max(self.metrics.loop_lag_max_s, lag / 1e9)
+            self._release(result, released)
+            self.steps.append(StepRecord(due_ns=due, released_ns=released, result=result))
+            prev_end = end
+
+    def _release(self, result: StepResult, now: int) -> None:
+        work = result.prefill_tokens + result.decode_tokens
+        if work > 0:
+            self.metrics.iteration_tokens.observe(work)
+        finished = set(result.finished)
+        for rid, n in result.emitted:
+            live = self._live.get(rid)
+            if live is None or n <= 0:
+                continue
+            if live.last_token_ns is None:
+                live.first_token_ns = now
+                self.metrics.ttft.observe((now - live.arrival_ns) / 1e9)
+            else:
+                self.metrics.itl.observe((now - live.last_token_ns) / 1e9)
+            live.last_token_ns = now
+            live.released += n
+            live._notify()
+        for rid in finished:
+            live = self._live.pop(rid, None)
+            if live is None:
+                continue
+            live.done = True
+            self.metrics.observe_finished(
+                reason=live.finish_reason,
+                e2e_s=(now - live.arrival_ns) / 1e9,
+                prompt_tokens=live.prompt_tokens,
+                generation_tokens=live.released,
+                max_tokens=live.max_tokens_param,
+            )
+            live._notify()

@@ -1,0 +1,71 @@
+"""Running the built-in server in the foreground (``tailscope serve``) until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import signal
+from collections.abc import Callable
+
+from tailscope.engine.api import ReplicaEngine
+from tailscope.errors import TargetError
+from tailscope.serve.app import build_app, make_runner, serve_site
+from tailscope.serve.options import ServeOptions
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` only accepts connections from this machine (``127.0.0.1``, ``::1``, ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve_forever(
+    engine: ReplicaEngine,
+    options: ServeOptions,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    on_ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve ``engine`` on ``host:port`` until ``stop`` is set or SIGINT/SIGTERM arrives.
+
+    Args:
+        engine: the replica engine to drive.
+        options: serving options.
+        host: interface to bind.
+        port: port to bind (``0`` = a free one).
+        on_ready: called with the base URL once the server listens.
+        stop: an event that ends serving when set (a new one when omitted).
+
+    Raises:
+        TargetError: when the address cannot be bound.
+    """
+    app = build_app(engine, options)
+    runner = make_runner(app)
+    await runner.setup()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    try:
+        try:
+            bound = await serve_site(runner, host, port)
+        except OSError as exc:
+            raise TargetError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port") from None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+        if on_ready is not None:
+            shown = f"[{host}]" if ":" in host else host
+            on_ready(f"http://{shown}:{bound}")
+        await stop.wait()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()

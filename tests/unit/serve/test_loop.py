@@ -1,0 +1,122 @@
+"""The wall-clock engine loop: back-to-back steps on absolute deadlines, releases, aborts, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+from fake_engine import FakeEngine
+
+from tailscope.serve.loop import EngineLoop
+from tailscope.serve.metrics import ServeMetrics
+
+
+def _metrics() -> ServeMetrics:
+    return ServeMetrics("m", max_model_len=4096)
+
+
+async def _drain(loop: EngineLoop, lives: list, timeout: float = 5.0) -> None:
+    async def one(live) -> None:  # type: ignore[no-untyped-def]
+        seen = 0
+        while not (live.done or live.aborted):
+            await live.wait_beyond(seen)
+            seen = live.released
+
+    await asyncio.wait_for(asyncio.gather(*(one(x) for x in lives)), timeout)
+
+
+def test_steps_are_back_to_back_and_tokens_complete() -> None:
+    async def main() -> tuple[EngineLoop, list]:
+        engine = FakeEngine(base_ms=2.0)
+        loop = EngineLoop(engine, _metrics())
+        loop.start()
+        lives = [loop.submit(prompt_tokens=32, output_tokens=20) for _ in range(4)]
+        await _drain(loop, lives)
+        await loop.stop()
+        return loop, lives
+
+    loop, lives = asyncio.run(main())
+    assert all(x.done and x.released == 20 for x in lives)
+    steps = list(loop.steps)
+    assert len(steps) == 20
+    for prev, nxt in itertools.pairwise(steps):
+        # the engine timeline has no gaps: each step starts where the previous ended
+        assert nxt.result.start_ns == prev.result.start_ns + prev.result.duration_ns
+    for rec in steps:
+        assert rec.released_ns >= rec.due_ns
+    lags = sorted(rec.released_ns - rec.due_ns for rec in steps)
+    assert lags[len(lags) // 2] < 3_000_000  # median release within 3 ms of the schedule on a busy CI box
+    m = loop.metrics
+    assert m.ttft.count == 4
+    assert m.itl.count == 4 * 19
+    assert m.success["length"] == 4
+    assert m.e2e.count == 4
+
+
+def test_speed_scales_wall_time() -> None:
+    async def main(speed: float) -> float:
+        loop = EngineLoop(FakeEngine(base_ms=4.0, decode_ms_per_seq=0.0, prefill_ms_per_token=0.0), _metrics(),
+                          speed=speed)  # fmt: skip
+        loop.start()
+        t0 = asyncio.get_running_loop().time()
+        live = loop.submit(prompt_tokens=8, output_tokens=25)
+        await _drain(loop, [live])
+        elapsed = asyncio.get_running_loop().time() - t0
+        await loop.stop()
+        return elapsed
+
+    slow = asyncio.run(main(1.0))
+    fast = asyncio.run(main(4.0))
+    assert slow == pytest.approx(0.100, abs=0.03)
+    assert fast == pytest.approx(0.025, abs=0.015)
+
+
+def test_abort_frees_engine_and_counts() -> None:
+    async def main() -> tuple[EngineLoop, FakeEngine, object]:
+        engine = FakeEngine(base_ms=2.0)
+        loop = EngineLoop(engine, _metrics())
+        loop.start()
+        live = loop.submit(prompt_tokens=8, output_tokens=1000)
+        await live.wait_beyond(2)
+        loop.abort(live)
+        loop.abort(live)  # idempotent
+        await asyncio.sleep(0.01)
+        await loop.stop()
+        return loop, engine, live
+
+    loop, engine, live = asyncio.run(main())
+    assert live.aborted
+    assert not live.done
+    assert engine.aborted == [live.id]  # type: ignore[attr-defined]
+    assert not engine.has_work()
+    assert loop.metrics.success["abort"] == 1
+    assert loop.live_count == 0
+
+
+def test_engine_rejection_propagates() -> None:
+    async def main() -> None:
+        loop = EngineLoop(FakeEngine(max_prompt_tokens=10), _metrics())
+        with pytest.raises(ValueError, match="never fit"):
+            loop.submit(prompt_tokens=11, output_tokens=1)
+        assert loop.live_count == 0
+
+    asyncio.run(main())
+
+
+def test_stop_aborts_live_requests() -> None:
+    async def main() -> object:
+        loop = EngineLoop(FakeEngine(base_ms=50.0), _metrics())
+        loop.start()
+        live = loop.submit(prompt_tokens=8, output_tokens=100)
+        await asyncio.sleep(0.01)
+        await loop.stop()
+        return live
+
+    live = asyncio.run(main())
+    assert live.aborted  # type: ignore[attr-defined]
+
+
+def test_speed_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="speed"):
+        EngineLoop(FakeEngine(), _metrics(), speed=0)
