@@ -1,0 +1,249 @@
+"""Critical paths through a span tree, in exact integer nanoseconds.
+
+Two policies (``docs/trace.md`` states both precisely):
+
+``default``
+    Walk backwards from the end of a span. Among its blocking children that end at or before the cursor, take the one
+    that ends last (ties: the earlier start, then the earlier child in start order); the gap between that child's end
+    and the cursor is the parent's own time on the path; recurse into the child over its (clipped) interval; continue
+    from the child's start. When no child qualifies, the rest down to the span's start is the parent's own time.
+    Children are clipped to their parent's (clipped) interval; children that do not overlap it at all are ignored and
+    reported. Touching siblings (one ends exactly when the next starts) both stay on the path. Children linked by
+    follows-from, and CONSUMER children, are not blocking unless ``async_blocking``.
+
+``jaeger``
+    Jaeger UI's algorithm: non-blocking subtrees removed; children sanitised against their parent in tree order
+    (dropped when they start at/after the parent's end or end at/before its start, else truncated); then from each root
+    the last-finishing child is taken, and on the way back a sibling must end *strictly* before the returning child's
+    start. Sections of zero length are not emitted. One path per root, concatenated in root order.
+
+The path segments of the ``default`` policy never overlap and, when nothing is clipped, sum to the root's duration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tailscope.trace.tree import TraceTree
+
+POLICIES = ("default", "jaeger")
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One piece of the critical path: span ``span_id`` owns [start_ns, end_ns)."""
+
+    index: int
+    span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPath:
+    """The critical path of one trace.
+
+    Attributes:
+        trace_id: the trace.
+        policy: ``default`` or ``jaeger``.
+        segments: ordered by start time.
+        exclusive_ns: span id → nanoseconds that span owns on the path.
+        clipped: ids of children whose interval was clipped to their parent's.
+        ignored: ids of children ignored because they lie entirely outside their parent.
+    """
+
+    trace_id: str
+    policy: str
+    segments: tuple[Segment, ...]
+    exclusive_ns: dict[str, int] = field(default_factory=dict)
+    clipped: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def total_ns(self) -> int:
+        """Sum of segment lengths (ns)."""
+        return sum(s.end_ns - s.start_ns for s in self.segments)
+
+
+def raw_default_path(
+    tree: TraceTree, root: int, *, async_blocking: bool = False
+) -> tuple[list[tuple[int, int, int]], list[int], list[int]]:
+    """The default policy as raw ``(span index, start, end)`` triples in time order, plus clipped and ignored indices.
+
+    Iterative (no recursion limit on deep trees); cost O(n log n) in the number of spans under ``root``.
+    """
+    spans = tree.spans
+    children = tree.children
+    out: list[tuple[int, int, int]] = []
+    clipped: list[int] = []
+    ignored: list[int] = []
+
+    def prepare(i: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        kids: list[tuple[int, int, int]] = []
+        for c in children[i]:
+            if not async_blocking and not tree.is_blocking(c):
+                continue
+            s = spans[c]
+            cs, ce = s.start_ns, s.end_ns
+            if cs >= lo and ce <= hi:
+                if ce > cs:
+                    kids.append((-ce, cs, c))
+                continue
+            cs2, ce2 = max(cs, lo), min(ce, hi)
+            if ce2 <= cs2:
+                ignored.append(c)
+                continue
+            clipped.append(c)
+            kids.append((-ce2, cs2, c))
+        kids.sort()
+        return kids
+
+    r = spans[root]
+    # frame: [span index, lo, sorted kids, position, cursor]
+    stack: list[list[object]] = [[root, r.start_ns, prepare(root, r.start_ns, r.end_ns), 0, r.end_ns]]
+    while stack:
+        frame = stack[-1]
+        i: int = frame[0]  # type: ignore[assignment]
+        lo: int = frame[1]  # type: ignore[assignment]
+        kids: list[tuple[int, int, int]] = frame[2]  # type: ignore[assignment]
+        pos: int = frame[3]  # type: ignore[assignment]
+        cursor: int = frame[4]  # type: ignore[assignment]
+        descended = False
+        while pos < len(kids) and cursor > lo:
+            neg_end, cs, c = kids[pos]
+            pos += 1
+            ce = -neg_end
+            if ce > cursor:
+                continue  # overlaps a later sibling already on the path
+            if cursor > ce:
+                out.append((i, ce, cursor))
+            frame[3] = pos
+            frame[4] = cs
+            stack.append([c, cs, prepare(c, cs, ce), 0, ce])
+            descended = True
+            break
+        if descended:
+            continue
+        if cursor > lo:
+            out.append((i, lo, cursor))
+        stack.pop()
+    out.reverse()
+    return out, clipped, ignored
+
+
+def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """Jaeger UI's critical-path sections as raw ``(span index, start, end)`` triples, plus dropped child indices.
+
+    Sections come in Jaeger's emission order (backwards in time within a root), roots in start order.
+    """
+    spans = tree.spans
+    n = len(spans)
+    start = [s.start_ns for s in spans]
+    end = [s.end_ns for s in spans]
+    alive = [True] * n
+    kids: list[list[int]] = [list(k) for k in tree.children]
+    dropped: list[int] = []
+    sections: list[tuple[int, int, int]] = []
+    for root in tree.roots:
+        # Pre-order walk: a parent is sanitised before its children, so clipping cascades like Jaeger's map order.
+        order: list[int] = []
+        todo = [root]
+        while todo:
+            i = todo.pop()
+            order.append(i)
+            keep: list[int] = []
+            for c in kids[i]:
+                if not async_blocking and not tree.is_blocking(c):
+                    continue  # non-blocking subtree removed (never visited)
+                keep.append(c)
+            kids[i] = keep
+            todo.extend(reversed(keep))
+        for i in order:
+            p = tree.parent[i]
+            if p < 0:
+                continue
+            if not alive[p]:
+                alive[i] = False
+                continue
+            ps, pe = start[p], end[p]
+            if start[i] >= ps:
+                if start[i] >= pe:
+                    alive[i] = False
+                elif end[i] > pe:
+                    end[i] = pe
+            elif end[i] <= ps:
+                alive[i] = False
+            else:
+                start[i] = ps
+                end[i] = min(end[i], pe)
+            if not alive[i]:
+                dropped.append(i)
+                kids[p] = [c for c in kids[p] if c != i]
+        span = root
+        returning: int | None = None
+        while True:
+            lfc = -1
+            max_end = -1
+            for c in kids[span]:
+                if not alive[c]:
+                    continue
+                ce = end[c]
+                if returning:  # Jaeger tests truthiness: a start time of 0 counts as "not returning"
+                    if ce < returning and ce > max_end:
+                        max_end, lfc = ce, c
+                elif ce > max_end:
+                    max_end, lfc = ce, c
+            section_end = returning if returning else end[span]
+            if lfc >= 0:
+                if end[lfc] != section_end:
+                    sections.append((span, end[lfc], section_end))
+                span, returning = lfc, None
+            else:
+                if start[span] != section_end:
+                    sections.append((span, start[span], section_end))
+                p = tree.parent[span]
+                if p < 0 or span == root:
+                    break
+                returning = start[span]
+                span = p
+    return sections, dropped
+
+
+def critical_path(tree: TraceTree, *, policy: str = "default", async_blocking: bool = False) -> CriticalPath:
+    """The critical path of a trace under ``policy`` (``default`` or ``jaeger``).
+
+    The default policy runs from the primary root (see :class:`~tailscope.trace.tree.TraceTree`); other roots are
+    reported by the tree, not walked. The jaeger policy walks every root, like Jaeger UI.
+
+    Raises:
+        ValueError: for an unknown policy.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown critical-path policy {policy!r}: use one of {', '.join(POLICIES)}")
+    spans = tree.spans
+    if tree.primary < 0:
+        return CriticalPath(trace_id=tree.trace_id, policy=policy, segments=())
+    clipped: list[int] = []
+    ignored: list[int] = []
+    if policy == "default":
+        raw, clipped, ignored = raw_default_path(tree, tree.primary, async_blocking=async_blocking)
+    else:
+        raw, ignored = raw_jaeger_path(tree, async_blocking=async_blocking)
+        raw = sorted(raw, key=lambda t: (t[1], t[2]))
+    segments = tuple(Segment(i, spans[i].span_id, spans[i].name, s, e) for i, s, e in raw)
+    exclusive: dict[str, int] = {}
+    for seg in segments:
+        exclusive[seg.span_id] = exclusive.get(seg.span_id, 0) + seg.end_ns - seg.start_ns
+    return CriticalPath(
+        trace_id=tree.trace_id,
+        policy=policy,
+        segments=segments,
+        exclusive_ns=exclusive,
+        clipped=tuple(spans[i].span_id for i in clipped),
+        ignored=tuple(spans[i].span_id for i in ignored),
+    )

@@ -1,0 +1,286 @@
+"""Per-trace facts: everything the set analyses and the diff need, computed once per trace.
+
+A :class:`TraceFacts` is small (a few dicts keyed by operation and layer), so a set of tens of thousands of traces is
+held as facts while the spans themselves stay in the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tailscope.trace.critical_path import raw_default_path, raw_jaeger_path
+from tailscope.trace.layers import refine_layer
+from tailscope.trace.tree import TraceTree
+from tailscope.trace.waterfall import WaterfallGroup, find_waterfalls
+
+
+@dataclass(slots=True)
+class OpFacts:
+    """Per-operation totals inside one trace (all ns).
+
+    Attributes:
+        count: spans of this operation.
+        duration_ns: summed span durations.
+        self_ns: summed time where the span runs but none of its children does.
+        gap_ns: ``self_ns`` of spans that have children (parent time where no child runs: queueing, pool waits).
+        gap_path_ns: the part of ``gap_ns`` that lies on the critical path.
+        fanout: the widest concurrency among one span's children.
+        children: the most children one span of this operation has.
+    """
+
+    count: int = 0
+    duration_ns: int = 0
+    self_ns: int = 0
+    gap_ns: int = 0
+    gap_path_ns: int = 0
+    fanout: int = 0
+    children: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Siblings repeating an operation: ``attempts`` spans, the failed ones costing ``cost_ns`` of critical path."""
+
+    op: str
+    attempts: int
+    cost_ns: int
+
+
+@dataclass(slots=True)
+class TraceFacts:
+    """What one trace contributes to the analyses.
+
+    Attributes:
+        trace_id: the trace.
+        root_op: the primary root's name.
+        duration_ns: the primary root's duration.
+        path_layer: layer → exclusive critical-path ns.
+        path_op: operation → exclusive critical-path ns.
+        incl_op: operation → inclusive critical-path ns (time on the path in that operation's subtrees; the root
+            operation excluded); an operation that appears nested in itself is counted once.
+        branch: operation → the root's child whose subtree it was found in (first seen).
+        ops: operation → :class:`OpFacts`.
+        retries: retry groups.
+        waterfalls: waterfall groups.
+        anomalies: counters (orphans, extra_roots, cycles, skew, overflow, ignored, clipped, duplicates).
+        spans: number of spans.
+    """
+
+    trace_id: str
+    root_op: str
+    duration_ns: int
+    path_layer: dict[str, int] = field(default_factory=dict)
+    path_op: dict[str, int] = field(default_factory=dict)
+    incl_op: dict[str, int] = field(default_factory=dict)
+    branch: dict[str, str] = field(default_factory=dict)
+    ops: dict[str, OpFacts] = field(default_factory=dict)
+    retries: list[Retry] = field(default_factory=list)
+    waterfalls: list[WaterfallGroup] = field(default_factory=list)
+    anomalies: dict[str, int] = field(default_factory=dict)
+    spans: int = 0
+
+
+def span_layers(tree: TraceTree) -> list[str]:
+    """Each span's layer, refined with the tree (a CLIENT call without a SERVER child is an external API)."""
+    spans = tree.spans
+    out: list[str] = []
+    for i, s in enumerate(spans):
+        layer = s.layer
+        if layer == "network" or layer == "gateway":
+            kinds = [spans[c].kind for c in tree.children[i]]
+            layer = refine_layer(layer, s.kind, kinds, is_root=tree.parent[i] < 0)
+        out.append(layer)
+    return out
+
+
+def _preorder(tree: TraceTree) -> tuple[list[int], list[int], list[int]]:
+    n = len(tree.spans)
+    tin = [0] * n
+    tout = [0] * n
+    order: list[int] = []
+    children = tree.children
+    for r in tree.roots:
+        stack = [(r, False)]
+        while stack:
+            i, done = stack.pop()
+            if done:
+                tout[i] = len(order)
+                continue
+            tin[i] = len(order)
+            order.append(i)
+            stack.append((i, True))
+            for c in reversed(children[i]):
+                stack.append((c, False))
+    return order, tin, tout
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            if e > merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def _overlap(a: list[tuple[int, int]], s: int, e: int) -> int:
+    total = 0
+    for x, y in a:
+        if y <= s or x >= e:
+            continue
+        total += min(y, e) - max(x, s)
+    return total
+
+
+def _fanout(intervals: list[tuple[int, int]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda t: (t[0], t[1]))
+    width = best = 0
+    for _, d in events:
+        width += d
+        best = max(best, width)
+    return best
+
+
+def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
+    """Compute the per-trace facts of one tree under a critical-path policy."""
+    spans = tree.spans
+    root = tree.root
+    facts = TraceFacts(
+        trace_id=tree.trace_id,
+        root_op=root.name if root is not None else "",
+        duration_ns=tree.duration_ns,
+        spans=len(spans),
+    )
+    anomalies = facts.anomalies
+    for key, value in (
+        ("orphans", len(tree.orphans)),
+        ("extra_roots", max(0, len(tree.roots) - 1)),
+        ("cycles", len(tree.cycles_broken)),
+        ("skew", sum(1 for o in tree.outside if o.skew)),
+        ("overflow", sum(1 for o in tree.outside if not o.skew)),
+        ("duplicates", tree.duplicates),
+    ):
+        if value:
+            anomalies[key] = value
+    if root is None:
+        return facts
+    if policy == "jaeger":
+        path, ignored = raw_jaeger_path(tree, async_blocking=async_blocking)
+        clipped: list[int] = []
+    else:
+        path, clipped, ignored = raw_default_path(tree, tree.primary, async_blocking=async_blocking)
+    if clipped:
+        anomalies["clipped"] = len(clipped)
+    if ignored:
+        anomalies["ignored"] = len(ignored)
+    layers = span_layers(tree)
+    order, tin, tout = _preorder(tree)
+    n = len(spans)
+    excl = [0] * n
+    own_segments: dict[int, list[tuple[int, int]]] = {}
+    path_layer = facts.path_layer
+    path_op = facts.path_op
+    for i, s, e in path:
+        d = e - s
+        excl[i] += d
+        name = spans[i].name
+        path_op[name] = path_op.get(name, 0) + d
+        layer = layers[i]
+        path_layer[layer] = path_layer.get(layer, 0) + d
+        if tree.children[i]:
+            own_segments.setdefault(i, []).append((s, e))
+    # Inclusive path per span (post-order), has-model per subtree, branch (child of the primary root) per span.
+    incl = excl[:]
+    has_model = [layer == "inference" for layer in layers]
+    for i in reversed(order):
+        p = tree.parent[i]
+        if p >= 0:
+            incl[p] += incl[i]
+            if has_model[i]:
+                has_model[p] = True
+    primary = tree.primary
+    branch_of: dict[int, int] = {}
+    for i in order:
+        p = tree.parent[i]
+        if p == primary:
+            branch_of[i] = i
+        elif p >= 0 and p in branch_of:
+            branch_of[i] = branch_of[p]
+    root_name = root.name
+    incl_op = facts.incl_op
+    branch = facts.branch
+    for i in order:
+        if incl[i] <= 0 or i == primary or i not in branch_of:
+            continue
+        name = spans[i].name
+        if name == root_name:
+            continue
+        # Count an operation nested in itself once: skip when an ancestor has the same name.
+        p = tree.parent[i]
+        nested = False
+        while p >= 0 and p != primary:
+            if spans[p].name == name:
+                nested = True
+                break
+            p = tree.parent[p]
+        if nested:
+            continue
+        incl_op[name] = incl_op.get(name, 0) + incl[i]
+        if name not in branch:
+            branch[name] = spans[branch_of[i]].name
+    # Per-operation self time, gaps, fan-out; retries.
+    ops = facts.ops
+    for i, sp in enumerate(spans):
+        op = ops.get(sp.name)
+        if op is None:
+            op = ops[sp.name] = OpFacts()
+        op.count += 1
+        dur = sp.end_ns - sp.start_ns
+        op.duration_ns += dur
+        kids = tree.children[i]
+        if not kids:
+            op.self_ns += dur
+            continue
+        clip = [
+            (max(spans[c].start_ns, sp.start_ns), min(spans[c].end_ns, sp.end_ns))
+            for c in kids
+            if spans[c].end_ns > sp.start_ns and spans[c].start_ns < sp.end_ns
+        ]
+        union = _union(clip)
+        busy = sum(e - b for b, e in union)
+        op.self_ns += dur - busy
+        op.gap_ns += dur - busy
+        for a, b in own_segments.get(i, ()):
+            op.gap_path_ns += (b - a) - _overlap(union, a, b)
+        op.children = max(op.children, len(kids))
+        if len(clip) > 1:
+            op.fanout = max(op.fanout, _fanout(clip))
+        elif clip:
+            op.fanout = max(op.fanout, 1)
+        _retries(tree, kids, incl, facts.retries)
+    facts.waterfalls = find_waterfalls(tree, layers, has_model, path, tin, tout, async_blocking=async_blocking)
+    return facts
+
+
+def _retries(tree: TraceTree, kids: tuple[int, ...], incl: list[int], out: list[Retry]) -> None:
+    """Runs of same-name siblings where each later one follows an error or carries ``http.request.resend_count``."""
+    spans = tree.spans
+    k = 0
+    while k < len(kids):
+        first = spans[kids[k]]
+        j = k + 1
+        cost = 0
+        while j < len(kids):
+            prev, cur = spans[kids[j - 1]], spans[kids[j]]
+            if cur.name != first.name:
+                break
+            resend = cur.attributes.get("http.request.resend_count") if cur.attributes else None
+            if prev.status != "ERROR" and not resend:
+                break
+            cost += incl[kids[j - 1]]
+            j += 1
+        if j - k > 1:
+            out.append(Retry(op=first.name, attempts=j - k, cost_ns=cost))
+        k = j

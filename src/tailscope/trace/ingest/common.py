@@ -1,0 +1,182 @@
+"""Shared pieces of the trace parsers: ids, int64 times, enums, problems with positions, span construction."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailscope.records import Span
+from tailscope.trace.layers import LayerRule, classify
+
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+_B64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
+
+KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+_KIND_BY_INT = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+_STATUS_BY_INT = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One piece of bad input: where (file and position) and what."""
+
+    source: str
+    position: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.position}: {self.message}" if self.position else f"{self.source}: {self.message}"
+
+
+@dataclass(slots=True)
+class ParseContext:
+    """Where the parser is and what it has found wrong so far; also the user's layer rules."""
+
+    source: str
+    rules: Sequence[LayerRule] = ()
+    problems: list[Problem] = field(default_factory=list)
+    max_problems: int = 1000
+    dropped: int = 0
+
+    def problem(self, position: str, message: str) -> None:
+        """Record a problem (the first ``max_problems`` are kept; the rest are only counted)."""
+        self.dropped += 1
+        if len(self.problems) < self.max_problems:
+            self.problems.append(Problem(self.source, position, message))
+
+
+def normalize_id(value: Any, *, width: int) -> str | None:
+    """A trace or span id as lowercase hex, from hex or base64 text (or raw bytes).
+
+    Hex is recognised by alphabet (``0-9a-f`` only) and padded on the left to ``width`` hex digits (16 for span ids,
+    32 for trace ids; 128-bit trace ids stay 32). Other text is decoded as base64 (standard or URL-safe, padding
+    optional) when it yields 8 or 16 bytes. Anything else is kept verbatim. Empty and all-zero ids are ``None``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        text = bytes(value).hex()
+    elif isinstance(value, int) and not isinstance(value, bool):
+        text = format(value, "x")
+    else:
+        text = str(value).strip()
+        if not text:
+            return None
+        if not _HEX.match(text) and _B64.match(text):
+            raw = text.replace("-", "+").replace("_", "/")
+            raw += "=" * (-len(raw) % 4)
+            try:
+                decoded = base64.b64decode(raw, validate=True)
+            except (binascii.Error, ValueError):
+                decoded = b""
+            if len(decoded) in (8, 16):
+                text = decoded.hex()
+    if _HEX.match(text):
+        text = text.lower()
+        if len(text) <= width:
+            text = text.rjust(width, "0")
+        elif len(text) < 32:
+            text = text.rjust(32, "0")
+        if not text.strip("0"):
+            return None
+    return text
+
+
+def parse_int(value: Any) -> int | None:
+    """An int64 from an int or a decimal string, never through float; integral floats are accepted as such."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def parse_kind(value: Any) -> str:
+    """Span kind from an int (OTLP enum) or a name (``SPAN_KIND_SERVER``, ``server``, ``SERVER``)."""
+    if value is None:
+        return "INTERNAL"
+    if isinstance(value, int):
+        return _KIND_BY_INT.get(value, "INTERNAL")
+    text = str(value).strip().upper()
+    if text.startswith("SPAN_KIND_"):
+        text = text[len("SPAN_KIND_") :]
+    if text.isdigit():
+        return _KIND_BY_INT.get(int(text), "INTERNAL")
+    return text if text in KINDS else "INTERNAL"
+
+
+def parse_status(value: Any) -> str:
+    """Status code from an int or a name (``STATUS_CODE_ERROR``, ``ERROR``, ``error``)."""
+    if value is None:
+        return "UNSET"
+    if isinstance(value, int):
+        return _STATUS_BY_INT.get(value, "UNSET")
+    text = str(value).strip().upper()
+    if text.startswith("STATUS_CODE_"):
+        text = text[len("STATUS_CODE_") :]
+    if text.isdigit():
+        return _STATUS_BY_INT.get(int(text), "UNSET")
+    return text if text in ("UNSET", "OK", "ERROR") else "UNSET"
+
+
+def make_span(
+    ctx: ParseContext,
+    position: str,
+    *,
+    trace_id: Any,
+    span_id: Any,
+    parent_id: Any,
+    name: Any,
+    start_ns: int | None,
+    end_ns: int | None,
+    service: str,
+    kind: str,
+    status: str,
+    attributes: Mapping[str, Any],
+    links: tuple[tuple[str, str], ...] = (),
+    follows_from: bool = False,
+) -> Span | None:
+    """Validate and build one span (layer classified); record a problem and return None when it is unusable."""
+    tid = normalize_id(trace_id, width=32)
+    if tid is None:
+        ctx.problem(position, "span without trace id, skipped")
+        return None
+    sid = normalize_id(span_id, width=16)
+    if sid is None:
+        ctx.problem(position, "span without span id, skipped")
+        return None
+    if start_ns is None or end_ns is None:
+        ctx.problem(position, f"span {sid}: start/end time missing or not an integer, skipped")
+        return None
+    if end_ns < start_ns:
+        ctx.problem(position, f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
+        end_ns = start_ns
+    name_s = str(name) if name is not None else ""
+    attrs = dict(attributes)
+    return Span(
+        trace_id=tid,
+        span_id=sid,
+        parent_id=normalize_id(parent_id, width=16),
+        name=name_s,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        service=service,
+        kind=kind,
+        status=status,
+        attributes=attrs,
+        links=links,
+        layer=classify(name_s, kind, attrs, service=service, rules=ctx.rules),
+        follows_from=follows_from,
+    )

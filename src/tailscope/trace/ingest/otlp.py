@@ -1,0 +1,156 @@
+"""OTLP traces: the JSON encoding (incl. the legacy ``instrumentationLibrarySpans``) and protobuf.
+
+JSON follows the OTLP/JSON mapping: ids are hex (base64 from generic protobuf-JSON encoders is accepted too), int64
+times are decimal strings or numbers, enums are ints or names. Protobuf needs the ``opentelemetry-proto`` package
+(``pip install 'tailscope[trace]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from tailscope.errors import TraceFormatError
+from tailscope.records import Span
+from tailscope.trace.ingest.common import ParseContext, make_span, parse_int, parse_kind, parse_status
+
+
+def any_value(v: Any) -> Any:
+    """An OTLP ``AnyValue`` JSON object as a plain Python value."""
+    if not isinstance(v, Mapping):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return parse_int(v["intValue"])
+    if "doubleValue" in v:
+        d = v["doubleValue"]
+        return float(d) if isinstance(d, int | float | str) else None
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "arrayValue" in v:
+        return [any_value(x) for x in (v["arrayValue"] or {}).get("values", []) or []]
+    if "kvlistValue" in v:
+        return attributes_of((v["kvlistValue"] or {}).get("values"))
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def attributes_of(items: Any) -> dict[str, Any]:
+    """OTLP ``[{key, value}]`` attributes as a dict (malformed entries skipped)."""
+    out: dict[str, Any] = {}
+    if not isinstance(items, list):
+        return out
+    for kv in items:
+        if isinstance(kv, Mapping) and "key" in kv:
+            out[str(kv["key"])] = any_value(kv.get("value"))
+    return out
+
+
+def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
+    """Spans of one ``ExportTraceServiceRequest`` JSON document (also ``{"result": {...}}`` from Jaeger api_v3)."""
+    if isinstance(doc, Mapping) and "result" in doc and "resourceSpans" not in doc:
+        doc = doc["result"]
+        where = f"{where}result." if where else "result."
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("resourceSpans", []), list):
+        ctx.problem(where.rstrip("."), "not an OTLP traces document (no resourceSpans list)")
+        return
+    for r, rs in enumerate(doc.get("resourceSpans") or []):
+        if not isinstance(rs, Mapping):
+            ctx.problem(f"{where}resourceSpans[{r}]", "not an object, skipped")
+            continue
+        resource = attributes_of((rs.get("resource") or {}).get("attributes"))
+        service = str(resource.get("service.name") or "")
+        scopes = rs.get("scopeSpans")
+        key = "scopeSpans"
+        if scopes is None:
+            scopes, key = rs.get("instrumentationLibrarySpans"), "instrumentationLibrarySpans"
+        for s_i, scope in enumerate(scopes or []):
+            spans = scope.get("spans") if isinstance(scope, Mapping) else None
+            if not isinstance(spans, list):
+                continue
+            for k, sp in enumerate(spans):
+                pos = f"{where}resourceSpans[{r}].{key}[{s_i}].spans[{k}]"
+                if not isinstance(sp, Mapping):
+                    ctx.problem(pos, "span is not an object, skipped")
+                    continue
+                links = tuple(
+                    (str(ln.get("traceId", "")), str(ln.get("spanId", "")))
+                    for ln in sp.get("links") or []
+                    if isinstance(ln, Mapping)
+                )
+                status = sp.get("status")
+                span = make_span(
+                    ctx,
+                    pos,
+                    trace_id=sp.get("traceId"),
+                    span_id=sp.get("spanId"),
+                    parent_id=sp.get("parentSpanId"),
+                    name=sp.get("name"),
+                    start_ns=parse_int(sp.get("startTimeUnixNano")),
+                    end_ns=parse_int(sp.get("endTimeUnixNano")),
+                    service=service,
+                    kind=parse_kind(sp.get("kind")),
+                    status=parse_status(status.get("code") if isinstance(status, Mapping) else None),
+                    attributes=attributes_of(sp.get("attributes")),
+                    links=links,
+                )
+                if span is not None:
+                    yield span
+
+
+def _pb_value(v: Any) -> Any:
+    which = v.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [_pb_value(x) for x in v.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _pb_value(kv.value) for kv in v.kvlist_value.values}
+    if which == "bytes_value":
+        return v.bytes_value.hex()
+    return getattr(v, which)
+
+
+def parse_otlp_proto(data: bytes, ctx: ParseContext) -> Iterator[Span]:
+    """Spans of one protobuf-encoded ``ExportTraceServiceRequest``.
+
+    Raises:
+        TraceFormatError: when ``opentelemetry-proto`` is not installed.
+    """
+    try:
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise TraceFormatError(
+            f"{ctx.source}: OTLP protobuf needs the opentelemetry-proto package: pip install 'tailscope[trace]'"
+        ) from None
+    try:
+        req = ExportTraceServiceRequest.FromString(data)
+    except (DecodeError, ValueError) as exc:
+        ctx.problem(f"byte 0..{len(data)}", f"not a protobuf ExportTraceServiceRequest ({exc})")
+        return
+    for r, rs in enumerate(req.resource_spans):
+        resource = {kv.key: _pb_value(kv.value) for kv in rs.resource.attributes}
+        service = str(resource.get("service.name") or "")
+        for s_i, scope in enumerate(rs.scope_spans):
+            for k, sp in enumerate(scope.spans):
+                attrs = {kv.key: _pb_value(kv.value) for kv in sp.attributes}
+                span = make_span(
+                    ctx,
+                    f"resource_spans[{r}].scope_spans[{s_i}].spans[{k}]",
+                    trace_id=sp.trace_id or None,
+                    span_id=sp.span_id or None,
+                    parent_id=sp.parent_span_id or None,
+                    name=sp.name,
+                    start_ns=int(sp.start_time_unix_nano),
+                    end_ns=int(sp.end_time_unix_nano),
+                    service=service,
+                    kind=parse_kind(int(sp.kind)),
+                    status=parse_status(int(sp.status.code)),
+                    attributes=attrs,
+                    links=tuple((ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links),
+                )
+                if span is not None:
+                    yield span

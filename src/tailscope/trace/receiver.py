@@ -1,0 +1,188 @@
+"""An OTLP/HTTP trace receiver (``POST /v1/traces``, JSON and protobuf) that hands spans to a sink.
+
+Binds to 127.0.0.1 by default. Bodies above ``max_body_bytes`` get 413, malformed bodies 400 (with the reason), a
+missing or wrong bearer token 401 when a token is set. ``Content-Encoding: gzip`` is accepted. Spans are buffered and
+handed to the sink (e.g. the store) from a worker thread every ``flush_interval_s`` and on stop, so a slow store never
+blocks exporters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import hmac
+import json
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from tailscope.errors import TraceFormatError
+from tailscope.records import Span
+from tailscope.trace.ingest.common import ParseContext
+from tailscope.trace.ingest.otlp import parse_otlp_json, parse_otlp_proto
+from tailscope.trace.layers import LayerRule
+
+Sink = Callable[[list[Span]], object]
+
+
+class OtlpReceiver:
+    """OTLP/HTTP receiver.
+
+    Args:
+        sink: called (in a worker thread) with each batch of received spans.
+        host: address to bind (127.0.0.1 unless you mean to expose it).
+        port: TCP port (0 picks a free one; see :attr:`port` after :meth:`start`).
+        token: when set, requests must carry ``Authorization: Bearer <token>``.
+        max_body_bytes: request bodies above this (after decompression too) are rejected with 413.
+        flush_interval_s: how often buffered spans go to the sink.
+        rules: user layer rules applied to received spans.
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        token: str | None = None,
+        max_body_bytes: int = 16 * 1024 * 1024,
+        flush_interval_s: float = 1.0,
+        rules: Sequence[LayerRule] = (),
+    ) -> None:
+        self.sink = sink
+        self.host = host
+        self.port = port
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+        self.flush_interval_s = flush_interval_s
+        self.rules = rules
+        self.received = 0
+        self.rejected = 0
+        self.requests = 0
+        self._buffer: list[Span] = []
+        self._lock = threading.Lock()
+        self._runner: web.AppRunner | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._sink_error: BaseException | None = None
+
+    def app(self) -> web.Application:
+        """The aiohttp application (exposed for tests)."""
+        app = web.Application(client_max_size=self.max_body_bytes)
+        app.router.add_post("/v1/traces", self._handle)
+        return app
+
+    async def start(self) -> None:
+        """Bind and start serving; :attr:`port` holds the bound port afterwards."""
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        addresses = self._runner.addresses  # the bound socket tells the real port when 0 was asked for
+        if addresses:
+            self.port = int(addresses[0][1])
+        self._flusher = asyncio.create_task(self._flush_loop())
+
+    async def stop(self) -> None:
+        """Stop serving and hand every buffered span to the sink."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await asyncio.to_thread(self.flush)
+        if self._sink_error is not None:
+            raise self._sink_error
+
+    def flush(self) -> int:
+        """Hand buffered spans to the sink now; return how many."""
+        with self._lock:
+            batch, self._buffer = self._buffer, []
+        if batch:
+            self.sink(batch)
+        return len(batch)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval_s)
+            try:
+                await asyncio.to_thread(self.flush)
+            except Exception as exc:  # keep receiving; stop() re-raises the last sink failure
+                self._sink_error = exc
+
+    def _authorized(self, request: web.Request) -> bool:
+        if not self.token:
+            return True
+        header = request.headers.get("Authorization", "")
+        expected = f"Bearer {self.token}"
+        return hmac.compare_digest(header.encode(), expected.encode())
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        if not self._authorized(request):
+            return web.json_response({"error": "missing or wrong bearer token"}, status=401)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return web.json_response({"error": f"body larger than {self.max_body_bytes} bytes"}, status=413)
+        encoding = request.headers.get("Content-Encoding", "").lower()
+        if encoding in ("gzip", "deflate"):
+            try:
+                body = _decompress(body, encoding, self.max_body_bytes)
+            except ValueError as exc:
+                return web.json_response({"error": str(exc)}, status=413 if "larger" in str(exc) else 400)
+        ctype = request.content_type.lower()
+        proto = "protobuf" in ctype
+        ctx = ParseContext(source="otlp/http", rules=self.rules, max_problems=20)
+        try:
+            if proto:
+                spans = list(parse_otlp_proto(body, ctx))
+            else:
+                try:
+                    doc = json.loads(body)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    return web.json_response({"error": f"malformed JSON: {exc}"}, status=400)
+                spans = list(parse_otlp_json(doc, ctx))
+        except TraceFormatError as exc:
+            return web.json_response({"error": str(exc)}, status=415)
+        if not spans and ctx.problems:
+            self.rejected += ctx.dropped
+            return web.json_response({"error": "; ".join(str(p) for p in ctx.problems[:5])}, status=400)
+        with self._lock:
+            self._buffer.extend(spans)
+        self.received += len(spans)
+        self.rejected += ctx.dropped
+        return _success(proto, ctx)
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    try:
+        if encoding == "gzip":
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        else:
+            d = zlib.decompressobj()
+        out = d.decompress(body, limit + 1)
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise ValueError(f"malformed {encoding} body: {exc}") from None
+    if len(out) > limit:
+        raise ValueError(f"body larger than {limit} bytes after decompression")
+    return out
+
+
+def _success(proto: bool, ctx: ParseContext) -> web.Response:
+    partial: dict[str, Any] = {}
+    if ctx.dropped:
+        partial = {"rejectedSpans": str(ctx.dropped), "errorMessage": "; ".join(str(p) for p in ctx.problems[:3])}
+    if proto:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        resp = ExportTraceServiceResponse()
+        if partial:
+            resp.partial_success.rejected_spans = ctx.dropped
+            resp.partial_success.error_message = partial["errorMessage"]
+        return web.Response(body=resp.SerializeToString(), content_type="application/x-protobuf")
+    return web.json_response({"partialSuccess": partial} if partial else {})

@@ -1,0 +1,136 @@
+"""Waterfalls: sibling calls that ran one after another although they plausibly do not depend on each other.
+
+A *waterfall group* is a maximal run of ≥ 2 siblings, in start order, such that
+
+* each member is a candidate: a tool, retrieval, HTTP or database call (layer agent, retrieval, network or
+  business) whose subtree contains no model call (no ``inference`` span);
+* each member starts at or after the end of every earlier member (no overlap);
+* no other sibling starts between them (a model call or any other work between two tool calls ends the run);
+* a member is not a retry of the previous one (same name after an error).
+
+If the group ran concurrently it would take as long as its longest member, so the local saving is
+``S = (last end − first start) − max(member duration)``. The trace only gets faster where the group is on the
+critical path: with ``C`` the path time inside the group's window owned by the parent or the members' subtrees, the
+projected trace duration is ``duration − min(S, C)``. This is a first-order projection: it assumes no other branch
+becomes critical once the group shrinks, so it is an upper bound on the saving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tailscope.trace.tree import TraceTree
+
+CANDIDATE_LAYERS = frozenset({"agent", "retrieval", "network", "business"})
+
+
+@dataclass(frozen=True, slots=True)
+class WaterfallGroup:
+    """One sequential group in one trace.
+
+    Attributes:
+        pattern: ``"parent → a, b, c"`` (member names in the order they ran).
+        parent_id: the parent span.
+        member_ids: the members, in start order.
+        window_ns: last end − first start.
+        local_saving_ns: window − longest member.
+        saving_ns: projected reduction of the trace duration (``min(local saving, path time in the window)``).
+    """
+
+    pattern: str
+    parent_id: str
+    member_ids: tuple[str, ...]
+    window_ns: int
+    local_saving_ns: int
+    saving_ns: int
+
+
+def find_waterfalls(
+    tree: TraceTree,
+    layers: Sequence[str],
+    has_model: Sequence[bool],
+    path: Sequence[tuple[int, int, int]],
+    tin: Sequence[int],
+    tout: Sequence[int],
+    *,
+    async_blocking: bool = False,
+) -> list[WaterfallGroup]:
+    """All waterfall groups of one trace.
+
+    Args:
+        tree: the trace.
+        layers: layer of each span (by index).
+        has_model: whether each span's subtree contains an inference span.
+        path: the raw critical path ``(span index, start, end)``.
+        tin: pre-order entry number of each span; ``tout``: one past the last number in its subtree.
+        async_blocking: treat async children as blocking.
+    """
+    spans = tree.spans
+    groups: list[WaterfallGroup] = []
+    for p, kids in enumerate(tree.children):
+        if len(kids) < 2:
+            continue
+        run: list[int] = []
+        runs: list[list[int]] = []
+        run_end = 0
+        for c in kids:
+            if not async_blocking and not tree.is_blocking(c):
+                continue
+            s = spans[c]
+            candidate = layers[c] in CANDIDATE_LAYERS and not has_model[c]
+            if not candidate:
+                if len(run) > 1:
+                    runs.append(run)
+                run = []
+                continue
+            prev = spans[run[-1]] if run else None
+            retry = prev is not None and prev.name == s.name and prev.status == "ERROR"
+            if run and s.start_ns >= run_end and not retry:
+                run.append(c)
+            else:
+                if len(run) > 1:
+                    runs.append(run)
+                run = [c]
+                run_end = s.end_ns
+                continue
+            run_end = max(run_end, s.end_ns)
+        if len(run) > 1:
+            runs.append(run)
+        for members in runs:
+            groups.append(_group(tree, p, members, path, tin, tout))
+    return groups
+
+
+def _group(
+    tree: TraceTree,
+    p: int,
+    members: list[int],
+    path: Sequence[tuple[int, int, int]],
+    tin: Sequence[int],
+    tout: Sequence[int],
+) -> WaterfallGroup:
+    spans = tree.spans
+    w0 = spans[members[0]].start_ns
+    w1 = max(spans[m].end_ns for m in members)
+    longest = max(spans[m].duration_ns for m in members)
+    local = max(0, (w1 - w0) - longest)
+    ranges = [(tin[m], tout[m]) for m in members]
+    on_path = 0
+    for i, s, e in path:
+        if e <= w0 or s >= w1:
+            continue
+        if i != p:
+            t = tin[i]
+            if not any(a <= t < b for a, b in ranges):
+                continue
+        on_path += min(e, w1) - max(s, w0)
+    parent = spans[p]
+    return WaterfallGroup(
+        pattern=f"{parent.name} → {', '.join(spans[m].name for m in members)}",
+        parent_id=parent.span_id,
+        member_ids=tuple(spans[m].span_id for m in members),
+        window_ns=w1 - w0,
+        local_saving_ns=local,
+        saving_ns=min(local, on_path),
+    )
