@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     _register_all()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:]) or os.environ.get("TAILSCOPE_DEBUG") == "1"
     try:
-        app(args=argv, standalone_mode=False, prog_name="tailscope")
+        code = app(args=argv, standalone_mode=False, prog_name="tailscope")
     except TailscopeError as exc:
         if debug:
             raise
@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(exc, click.exceptions.Exit):
             sys.exit(exc.exit_code)
         raise
-    sys.exit(0)
+    # with standalone_mode=False click returns the code of a typer.Exit instead of exiting
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ class BenchResult:
     records: list[RequestRecord]
     signal_name: str | None
     store_path: str
+    t0_ns: int = 0  # the run start on the monotonic clock (record times are relative to it)
 
     @property
     def exit_code(self) -> int:
@@ -263,4 +264,5 @@ async def run_bench(
             records=records,
             signal_name=dispatch.signal_name,
             store_path=str(store.db.path),
+            t0_ns=t0,
         )

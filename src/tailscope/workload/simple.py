@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tailscope.errors import ConfigError
-from tailscope.workload.arrivals import arrival_offsets_ns
+from tailscope.workload.arrivals import PROCESSES, arrival_offsets_ns
 from tailscope.workload.lengths import LengthDist
 from tailscope.workload.spec import RequestSpec
 
@@ -48,6 +48,10 @@ class LoadShape:
             raise ConfigError(f"--concurrency must be ≥ 1 (got {self.concurrency})")
         if self.rate is not None and not self.rate > 0:
             raise ConfigError(f"--rate must be > 0 requests/s (got {self.rate})")
+        if self.arrival not in PROCESSES:
+            raise ConfigError(f"--arrival {self.arrival!r}: use one of {', '.join(PROCESSES)}")
+        if not self.burstiness > 0:
+            raise ConfigError(f"--burstiness must be > 0 (got {self.burstiness})")
         if self.warmup < 0:
             raise ConfigError(f"--warmup must be ≥ 0 (got {self.warmup})")
 
