@@ -175,7 +175,7 @@ def test_sigint_keeps_completed_records_and_marks_incomplete(tmp_path: Path) -> 
         )
         time.sleep(10.0)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
         completed_on_server = srv.truth.completed
     assert proc.returncode == 130, err
     show = run_cli("runs", "show", "latest", "--json", "--db", str(db))
