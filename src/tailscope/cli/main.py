@@ -30,6 +30,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tailscope.cli.bench",
     "tailscope.cli.runs",
     "tailscope.cli.trace",
+    "tailscope.cli.gate",
+    "tailscope.cli.compare",
+    "tailscope.cli.diagnose",
+    "tailscope.cli.alerts",
 )
 
 
