@@ -211,3 +211,12 @@ def test_overrides_cli_beats_file() -> None:
     assert c.arrival.concurrency == 8
     assert c.arrival.stages == ()
     assert apply_overrides(p, None) is p
+
+
+def test_docs_example_block_loads_and_matches_the_example_file() -> None:
+    doc = (ROOT / "docs" / "workload.md").read_text()
+    block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    from_doc = parse_profile(block, source="docs/workload.md")
+    from_file = load_profile(EXAMPLE)
+    assert from_doc.classes == from_file.classes
+    assert from_doc.arrival == from_file.arrival
