@@ -36,6 +36,9 @@ from tailscope.serve.tokenizer import block_hashes, filler_text, filler_token, s
 #: The body of a malformed-line fault: a ``data:`` line that is not JSON.
 MALFORMED_LINE = b'data: {"id": "malformed", "choices": [{"delta": {"content": \n\n'
 
+#: Response header carrying the engine's id of the request (correlates a response with the engine's step log).
+ENGINE_ID_HEADER = "x-tailscope-engine-request-id"
+
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -205,6 +208,7 @@ async def _stream(
             "Content-Type": "text/event-stream; charset=utf-8",
             "Cache-Control": "no-cache",
             "x-request-id": base_id,
+            ENGINE_ID_HEADER: str(live.id),
         },
     )
     await resp.prepare(request)
@@ -223,7 +227,7 @@ async def _stream(
             role_pending = False
         while sent < live.released:
             finish = live.finish_reason if live.done and sent + 1 == live.released else None
-            buf += frame(factory.token_chunk(filler_token(key, sent), sent + 1, finish))
+            buf += factory.token_event(filler_token(key, sent), sent + 1, finish)
             sent += 1
             finish_sent = finish is not None
             if plan.malformed_after == sent:
@@ -278,7 +282,7 @@ async def _full(
     if req.echo:
         text = req.prompt_text + text
     payload = factory.full_response(text, live.released, live.finish_reason)
-    headers = {"x-request-id": base_id}
+    headers = {"x-request-id": base_id, ENGINE_ID_HEADER: str(live.id)}
     if plan.malformed_after is not None:
         body = json.dumps(payload).encode("utf-8")
         return web.Response(body=body[: len(body) // 2], content_type="application/json", headers=headers)

@@ -9,7 +9,7 @@ completions have no role chunk. Fields vLLM leaves unset are omitted, as vLLM's 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 DONE = b"data: [DONE]\n\n"
@@ -48,6 +48,24 @@ class ChunkFactory:
     model: str
     prompt_tokens: int
     continuous_usage: bool = False
+    _token_head: bytes = field(init=False, repr=False, compare=False, default=b"")
+    _token_tail: bytes = field(init=False, repr=False, compare=False, default=b"")
+
+    def __post_init__(self) -> None:
+        # the common token event differs only in its text: encode the envelope once and splice the text in
+        marker = "\ue000tailscope\ue000"
+        encoded = frame(self.token_chunk(marker, 0)) if not self.continuous_usage else b""
+        needle = json.dumps(marker, ensure_ascii=False).encode("utf-8")
+        if encoded.count(needle) == 1:
+            head, tail = encoded.split(needle)
+            object.__setattr__(self, "_token_head", head)
+            object.__setattr__(self, "_token_tail", tail)
+
+    def token_event(self, text: str, completion_tokens: int, finish_reason: str | None = None) -> bytes:
+        """``frame(token_chunk(...))``, byte for byte, with a fast path for the common mid-stream token."""
+        if finish_reason is None and self._token_head:
+            return self._token_head + json.dumps(text, ensure_ascii=False).encode("utf-8") + self._token_tail
+        return frame(self.token_chunk(text, completion_tokens, finish_reason))
 
     @property
     def _object(self) -> str:

@@ -3,7 +3,7 @@
 The simulated engine has no vocabulary, but token *counts* must be exact and repeatable because they drive the
 engine's prefill work, the ``usage`` block and the prefix cache. The rules (documented in ``docs/serve.md``):
 
-- A run of ASCII letters is one token per started 8 letters (``"the"`` → 1, ``"internationalization"`` → 3);
+- A run of ASCII letters is one token per started 10 letters (``"the"`` → 1, ``"internationalization"`` → 2);
   common English words are one token each, as in typical BPE vocabularies.
 - A run of digits is one token per started 3 digits (``"12345"`` → 2), like Llama-3's number splitting.
 - Every other non-space character (punctuation, symbols, each non-ASCII character) is one token.
@@ -41,7 +41,7 @@ CHAT_PER_MESSAGE_TOKENS = 5
 CHAT_GENERATION_PROMPT_TOKENS = 4
 
 _PIECE = re.compile(r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")
-_LETTERS_PER_TOKEN = 8
+_LETTERS_PER_TOKEN = 10
 _DIGITS_PER_TOKEN = 3
 _ORDINARY_IDS = VOCAB_SIZE - 256
 

@@ -67,3 +67,13 @@ def test_completion_chunks_and_full_responses() -> None:
     assert body["object"] == "chat.completion"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "ok", "tool_calls": []}
     assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_token_event_fast_path_is_byte_identical() -> None:
+    for kind in ("chat", "completion"):
+        for cont in (False, True):
+            f = ChunkFactory(
+                kind=kind, response_id="r-1", created=3, model='m"x', prompt_tokens=4, continuous_usage=cont
+            )
+            for text, n, finish in ((" the", 1, None), ('"quoted"\n', 2, None), ("é", 3, "length"), ("", 4, "stop")):
+                assert f.token_event(text, n, finish) == frame(f.token_chunk(text, n, finish))

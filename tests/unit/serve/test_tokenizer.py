@@ -24,7 +24,8 @@ from tailscope.serve.tokenizer import (
 
 def test_rules_words_digits_punctuation() -> None:
     assert tokenize_text("Hello, world!") == ["Hello", ",", "world", "!"]
-    assert tokenize_text("internationalization") == ["internat", "ionaliza", "tion"]
+    assert tokenize_text("internationalization") == ["internatio", "nalization"]
+    assert tokenize_text("something assistant") == ["something", "assistant"]
     assert tokenize_text("12345") == ["123", "45"]
     assert tokenize_text("  a\n\tb  ") == ["a", "b"]
     assert tokenize_text("") == []
