@@ -1,0 +1,100 @@
+"""A deployment: identical replicas of one model behind a router, optionally autoscaled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailscope.engine.autoscaler import AutoscalePolicy
+from tailscope.engine.calibration import BUILTIN, Calibration
+from tailscope.engine.gpus import GpuSpec
+from tailscope.engine.models import ModelArch
+from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.replica import EngineConfig, Replica, vllm_default_limits
+from tailscope.engine.router import ROUTERS
+from tailscope.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """What to simulate.
+
+    Attributes:
+        model / gpu / tp: one replica = ``model`` on ``tp`` GPUs of kind ``gpu``.
+        weights_dtype / kv_dtype: precisions (None = the checkpoint's own).
+        engine: scheduler limits; None = vLLM's defaults for the GPU.
+        replicas: replicas at start (the autoscaler's min/max bound it later).
+        router: round_robin | least_outstanding | prefix_affinity.
+        autoscale: None = fixed replica count.
+        calibration: efficiency overrides.
+    """
+
+    model: ModelArch
+    gpu: GpuSpec
+    tp: int = 1
+    weights_dtype: str | None = None
+    kv_dtype: str = "bf16"
+    engine: EngineConfig | None = None
+    replicas: int = 1
+    router: str = "least_outstanding"
+    autoscale: AutoscalePolicy | None = None
+    calibration: Calibration = field(default=BUILTIN)
+    model_id: str = ""
+
+    def validate(self) -> ClusterSpec:
+        if self.replicas < 1:
+            raise ConfigError(f"--replicas must be ≥ 1 (got {self.replicas})")
+        if self.router not in ROUTERS:
+            raise ConfigError(f"router {self.router!r}: use one of {', '.join(ROUTERS)}")
+        return self
+
+    def engine_config(self) -> EngineConfig:
+        if self.engine is not None:
+            return self.engine
+        seqs, tokens = vllm_default_limits(self.gpu)
+        return EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens)
+
+    def perf(self) -> StepTimeModel:
+        eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
+        return StepTimeModel(
+            self.model, self.gpu, tp=self.tp, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, efficiency=eff
+        )
+
+    def new_replica(self, perf: StepTimeModel | None = None) -> Replica:
+        return Replica(perf or self.perf(), self.engine_config())
+
+    def describe(self) -> dict[str, Any]:
+        """Settings as stored with a sim run."""
+        perf = self.perf()
+        cfg = self.engine_config()
+        return {
+            "model": self.model_id or self.model.name,
+            "gpu": self.gpu.id,
+            "tp": self.tp,
+            "weights_dtype": perf.weights_dtype,
+            "kv_dtype": perf.kv_dtype,
+            "replicas": self.replicas,
+            "router": self.router,
+            "max_num_seqs": cfg.max_num_seqs,
+            "max_num_batched_tokens": cfg.max_num_batched_tokens,
+            "gpu_memory_utilization": cfg.gpu_memory_utilization,
+            "block_size": cfg.block_size,
+            "kv_capacity_tokens": perf.kv_capacity_tokens(cfg.gpu_memory_utilization),
+            "calibration": self.calibration.source,
+            "efficiency": {
+                k: getattr(perf.eff, k)
+                for k in (
+                    "mfu",
+                    "mbu",
+                    "step_overhead_ms",
+                    "per_seq_overhead_us",
+                    "allreduce_latency_us",
+                    "allreduce_efficiency",
+                    "frontend_ms",
+                    "frontend_per_token_us",
+                )
+            },
+            "autoscale": None
+            if self.autoscale is None
+            else {k: getattr(self.autoscale, k) for k in self.autoscale.__dataclass_fields__},
+        }

@@ -1,0 +1,335 @@
+"""Model architectures: the shapes that decide FLOPs, weight bytes and KV-cache bytes.
+
+A :class:`ModelArch` comes from a Hugging Face ``config.json`` (:func:`arch_from_hf_config`) or from the built-in
+catalog (:mod:`tailscope.engine.model_catalog`, which stores the public ``config.json`` values of popular models with
+their source). Parameter counts are computed from the shapes, not copied, and the catalog tests check them against
+the published totals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailscope.errors import CatalogError
+
+#: Bytes per element of each supported weight / KV precision. ``mxfp4`` = 4-bit values + one 8-bit scale per 32.
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "mxfp4": 4.25 / 8,
+}
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
+KV_DTYPES = ("bf16", "fp16", "fp8")
+
+
+def dtype_bytes(dtype: str, *, what: str = "dtype") -> float:
+    """Bytes per element of ``dtype``.
+
+    Raises:
+        CatalogError: for an unknown precision (the message lists the known ones).
+    """
+    try:
+        return DTYPE_BYTES[dtype.lower()]
+    except KeyError:
+        raise CatalogError(f"{what} {dtype!r} is not known; use one of {', '.join(DTYPE_BYTES)}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelArch:
+    """A decoder-only transformer's shape.
+
+    Attributes:
+        name: catalog id or the path it was loaded from.
+        layers: decoder layers.
+        hidden: model (residual) width.
+        heads / kv_heads: query and key-value heads (kv_heads < heads = GQA).
+        head_dim: per-head width; explicit in configs where it differs from ``hidden // heads``.
+        intermediate: dense MLP width (also the width of the dense layers of an MoE model).
+        vocab: vocabulary size.
+        tied_embeddings: the LM head shares the input embedding matrix.
+        gated_mlp: SwiGLU/GeGLU (3 matrices) instead of a 2-matrix MLP (OPT).
+        attention_bias / mlp_bias: bias vectors (Qwen2 QKV bias, OPT everywhere).
+        sliding_window: window size of the sliding-window layers (None = full attention everywhere).
+        sliding_layers: how many layers use the sliding window (the rest attend to the full context).
+        experts / active_experts: routed experts per MoE layer and experts used per token (0 = dense).
+        shared_experts: always-on experts per MoE layer (DeepSeek).
+        moe_intermediate: width of one expert's MLP.
+        dense_layers: leading layers that keep a dense MLP in an MoE model (DeepSeek ``first_k_dense_replace``).
+        kv_lora_rank / qk_rope_head_dim / qk_nope_head_dim / v_head_dim: multi-head latent attention (MLA);
+            ``kv_lora_rank > 0`` means the KV cache stores one latent of ``kv_lora_rank + qk_rope_head_dim``
+            values per token and layer.
+        learned_positions: rows of a learned position-embedding table (OPT), 0 for RoPE models.
+        default_weights_dtype: precision the checkpoint ships in.
+        source: where the numbers come from.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool = False
+    gated_mlp: bool = True
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    sliding_window: int | None = None
+    sliding_layers: int = 0
+    experts: int = 0
+    active_experts: int = 0
+    shared_experts: int = 0
+    moe_intermediate: int = 0
+    dense_layers: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    learned_positions: int = 0
+    default_weights_dtype: str = "bf16"
+    source: str = ""
+
+    # ---- derived shapes -------------------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the concatenated query heads (``heads × head_dim``; MLA: ``heads × (nope + rope)``)."""
+        if self.is_mla:
+            return self.heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        return self.heads * self.head_dim
+
+    def _attention_params(self) -> int:
+        h = self.hidden
+        if self.is_mla:
+            q = h * self.q_dim
+            kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+            kv_b = self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + self.v_head_dim)
+            o = self.heads * self.v_head_dim * h
+            return q + kv_a + kv_b + o
+        kv = self.kv_heads * self.head_dim
+        n = h * self.q_dim + 2 * h * kv + self.q_dim * h
+        if self.attention_bias:
+            n += self.q_dim + 2 * kv
+        return n
+
+    def _mlp_params(self, width: int) -> int:
+        mats = 3 if self.gated_mlp else 2
+        n = mats * self.hidden * width
+        if self.mlp_bias:
+            n += width + self.hidden
+        return n
+
+    def _moe_layer_params(self, experts: int) -> int:
+        """MLP parameters of one MoE layer counting ``experts`` routed experts (+ shared experts and router)."""
+        n = (experts + self.shared_experts) * self._mlp_params(self.moe_intermediate)
+        return n + self.hidden * self.experts
+
+    def _layer_norm_params(self) -> int:
+        return 2 * self.hidden * (2 if self.mlp_bias else 1)  # OPT LayerNorm has a bias, RMSNorm not
+
+    def _mlp_total(self, experts_counted: int) -> int:
+        if not self.is_moe:
+            return self.layers * self._mlp_params(self.intermediate)
+        moe_layers = self.layers - self.dense_layers
+        dense = self.dense_layers * self._mlp_params(self.intermediate)
+        return dense + moe_layers * self._moe_layer_params(experts_counted)
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding table (+ learned positions)."""
+        return self.vocab * self.hidden + self.learned_positions * self.hidden
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
+
+    @property
+    def total_params(self) -> int:
+        """Every stored parameter (what the weights occupy)."""
+        per_layer = self._attention_params() + self._layer_norm_params()
+        return (
+            self.embedding_params
+            + self.lm_head_params
+            + self.layers * per_layer
+            + self._mlp_total(self.experts)
+            + self.hidden
+        )
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token multiplies through: all layers with only the active experts, plus the LM head.
+
+        The input embedding is a lookup, not a matmul, so it is excluded; the LM head (or the tied embedding used
+        as the head) is included.
+        """
+        per_layer = self._attention_params() + self._layer_norm_params()
+        head = self.vocab * self.hidden
+        return self.layers * per_layer + self._mlp_total(self.active_experts) + head
+
+    @property
+    def body_params(self) -> int:
+        """Active parameters excluding the LM head (the part every scheduled token runs through)."""
+        return self.active_params - self.vocab * self.hidden
+
+    @property
+    def expert_params_per_layer(self) -> int:
+        """Parameters of one routed expert (0 for dense models)."""
+        return self._mlp_params(self.moe_intermediate) if self.is_moe else 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    def weight_bytes(self, weights_dtype: str) -> float:
+        """Bytes of all weights at ``weights_dtype`` (embeddings and LM head kept at 16 bit, as quantizers do)."""
+        b = dtype_bytes(weights_dtype, what="weights dtype")
+        sixteen = self.embedding_params + self.lm_head_params
+        return (self.total_params - sixteen) * b + sixteen * 2.0
+
+    def kv_elements_per_token(self) -> int:
+        """KV-cache elements stored per token over all layers: ``2 × layers × kv_heads × head_dim`` (MLA: latent)."""
+        if self.is_mla:
+            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return 2 * self.layers * self.kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> int:
+        """KV-cache bytes per token, e.g. OPT-13B in fp16 → 819,200 (the PagedAttention paper's "800 KB")."""
+        return int(self.kv_elements_per_token() * dtype_bytes(kv_dtype, what="KV dtype"))
+
+    def attention_context(self, context: int, layer_sliding: bool) -> int:
+        """Tokens one query attends to at ``context`` on a sliding (True) or full layer."""
+        if layer_sliding and self.sliding_window is not None:
+            return min(context, self.sliding_window)
+        return context
+
+
+def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
+    for n in names:
+        if n in cfg and cfg[n] is not None:
+            return cfg[n]
+    return default
+
+
+def arch_from_hf_config(cfg: dict[str, Any], *, name: str, source: str = "") -> ModelArch:
+    """Build a :class:`ModelArch` from the keys of a Hugging Face ``config.json``.
+
+    Understands Llama/Mistral/Qwen2/Qwen3/Gemma2/Phi3 (``hidden_size``, ``num_key_value_heads``, ``head_dim``),
+    Mixtral/gpt-oss (``num_local_experts``, ``num_experts_per_tok``/``experts_per_token``), DeepSeek-V2
+    (MLA and ``n_routed_experts``), OPT (``ffn_dim``, ``word_embed_proj_dim``) and multimodal configs that nest the
+    language model under ``text_config``.
+
+    Raises:
+        CatalogError: when a required key is missing (names the key).
+    """
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = {**cfg, **cfg["text_config"]}
+    model_type = str(cfg.get("model_type", ""))
+    try:
+        hidden = int(_get(cfg, "hidden_size", "d_model", "n_embd"))
+        layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))
+        heads = int(_get(cfg, "num_attention_heads", "n_head"))
+        vocab = int(cfg["vocab_size"])
+    except (KeyError, TypeError):
+        raise CatalogError(
+            f"{name}: config.json lacks hidden_size, num_hidden_layers, num_attention_heads or vocab_size"
+        ) from None
+    kv_heads = int(_get(cfg, "num_key_value_heads", default=heads))
+    head_dim = int(_get(cfg, "head_dim", default=hidden // heads))
+    intermediate = int(_get(cfg, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden))
+    experts = int(_get(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=0))
+    active = int(_get(cfg, "num_experts_per_tok", "experts_per_token", default=0)) if experts else 0
+    moe_inter = int(_get(cfg, "moe_intermediate_size", default=intermediate)) if experts else 0
+    sliding = _get(cfg, "sliding_window")
+    use_sliding = cfg.get("use_sliding_window", True)
+    layer_types = cfg.get("layer_types")
+    sliding_layers = 0
+    if sliding is not None and use_sliding:
+        if isinstance(layer_types, list):
+            sliding_layers = sum(1 for t in layer_types if "sliding" in str(t))
+        elif model_type == "gemma2":
+            sliding_layers = layers // 2  # Gemma 2 alternates local (sliding) and global layers
+        else:
+            sliding_layers = layers
+    if sliding_layers == 0:
+        sliding = None
+    is_opt = model_type == "opt"
+    return ModelArch(
+        name=name,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
+        vocab=vocab,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", is_opt)),
+        gated_mlp=not is_opt,
+        attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe") or is_opt)),
+        mlp_bias=is_opt,
+        sliding_window=int(sliding) if sliding is not None else None,
+        sliding_layers=sliding_layers,
+        experts=experts,
+        active_experts=active,
+        shared_experts=int(_get(cfg, "n_shared_experts", default=0)) if experts else 0,
+        moe_intermediate=moe_inter,
+        dense_layers=int(_get(cfg, "first_k_dense_replace", default=0)) if experts else 0,
+        kv_lora_rank=int(_get(cfg, "kv_lora_rank", default=0)),
+        qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0)),
+        qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=0)),
+        v_head_dim=int(_get(cfg, "v_head_dim", default=0)),
+        learned_positions=int(cfg.get("max_position_embeddings", 0)) + 2 if is_opt else 0,
+        default_weights_dtype=_native_dtype(cfg),
+        source=source,
+    )
+
+
+def _native_dtype(cfg: dict[str, Any]) -> str:
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict):
+        method = str(quant.get("quant_method", "")).lower()
+        if method == "mxfp4":
+            return "mxfp4"
+        if method == "fp8":
+            return "fp8"
+    return "bf16"
+
+
+def load_hf_config(path: str | Path) -> ModelArch:
+    """Load a ``config.json`` file (or a directory holding one).
+
+    Raises:
+        CatalogError: when the file is missing or not JSON.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CatalogError(f"{p}: no such config.json; pass a catalog id or a Hugging Face config.json") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{p}: cannot read as JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise CatalogError(f"{p}: expected a JSON object")
+    return arch_from_hf_config(cfg, name=str(path), source=str(p))
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    """KV blocks that hold ``tokens`` tokens."""
+    return math.ceil(tokens / block_size) if tokens > 0 else 0

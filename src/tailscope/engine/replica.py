@@ -1,0 +1,504 @@
+"""One model replica: vLLM-v1-style continuous batching over a paged KV cache, timed by the step model.
+
+Scheduling of one step (mirrors vLLM v1's ``Scheduler.schedule``; differences are listed in docs/engine.md):
+
+1. Running decodes first: each takes one token of the budget and, every ``block_size`` tokens, one new block.
+   When blocks run out, the newest running request is preempted (recompute: its blocks are freed — full ones stay
+   in the prefix cache — and it goes back to the *front* of the waiting queue with prompt = prompt + output so far).
+2. Running requests still in (chunked) prefill get their next chunk, in admission order, up to the budget.
+3. Waiting requests are admitted FCFS while the token budget (``max_num_batched_tokens``), ``max_num_seqs`` and
+   free blocks allow; a prefix-cache lookup first skips the blocks already cached. A request that does not fit
+   blocks the queue (no skipping ahead).
+
+Decoding requests are kept in aggregate (their KV lengths grow by one per step), so a step costs O(prefill
+chunks + admissions + completions), not O(batch). That is what lets ``sim`` run far faster than real time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from tailscope.engine.api import EngineRequest, EngineStats, StepResult
+from tailscope.engine.gpus import GpuSpec
+from tailscope.engine.kv_cache import BlockPool, extend_hashes
+from tailscope.engine.perf import StepTimeModel
+from tailscope.errors import ConfigError
+
+_WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3
+
+
+def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
+    """vLLM's OpenAI-server defaults ``(max_num_seqs, max_num_batched_tokens)`` for ``gpu``.
+
+    vLLM (``EngineArgs.get_batch_defaults``) uses 1024 / 8192 on GPUs with ≥ 70 GiB that are not A100s and
+    256 / 2048 elsewhere.
+    """
+    if gpu.memory_gb * 1e9 >= 70 * 2**30 and not gpu.id.startswith("a100"):
+        return 1024, 8192
+    return 256, 2048
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Scheduler limits of one replica (vLLM engine arguments of the same names).
+
+    Attributes:
+        max_num_seqs: running requests at most.
+        max_num_batched_tokens: tokens per step at most (decodes + prefill chunks).
+        block_size: tokens per KV block.
+        gpu_memory_utilization: fraction of GPU memory vLLM may use (weights + KV + activations).
+        enable_prefix_caching: reuse cached blocks across requests.
+        num_blocks: force the KV capacity (tests, what-ifs); None = computed from memory.
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
+    num_blocks: int | None = None
+
+    def validate(self) -> EngineConfig:
+        if self.max_num_seqs < 1:
+            raise ConfigError(f"--max-num-seqs must be ≥ 1 (got {self.max_num_seqs})")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                f"--max-num-batched-tokens ({self.max_num_batched_tokens}) must be ≥ --max-num-seqs "
+                f"({self.max_num_seqs}), as vLLM requires"
+            )
+        if self.block_size < 1:
+            raise ConfigError(f"block size must be ≥ 1 (got {self.block_size})")
+        return self
+
+
+class _Req:
+    __slots__ = (
+        "arrival_ns",
+        "blocks",
+        "chain",
+        "computed",
+        "epoch",
+        "finish_step",
+        "first_step",
+        "hit_tokens",
+        "id",
+        "k",
+        "max_tokens",
+        "n_given",
+        "n_reg",
+        "num_tokens",
+        "out_base",
+        "outputs",
+        "preemptions",
+        "prompt",
+        "salt",
+        "seg_start",
+        "segments",
+        "state",
+    )
+
+    def __init__(self, r: EngineRequest, block_size: int) -> None:
+        self.id = r.id
+        self.arrival_ns = r.arrival_ns
+        self.prompt = r.prompt_tokens
+        self.max_tokens = r.max_tokens
+        self.num_tokens = r.prompt_tokens  # tokens that must be in the KV cache before the next sample
+        self.computed = 0
+        self.outputs = 0
+        self.out_base = 0
+        self.blocks = 0
+        self.n_reg = 0
+        self.chain = list(r.block_hashes)
+        self.n_given = len(self.chain)
+        full = r.prompt_tokens // block_size
+        # given hashes covering the whole prompt → continue that chain (sessions can predict it); else unique salt
+        self.salt = 0 if (self.chain and len(self.chain) >= full) else (hash(("req", r.id, r.arrival_ns)) | 1)
+        self.k = 0
+        self.finish_step = -1
+        self.first_step = -1
+        self.seg_start = -1
+        self.segments: list[tuple[int, int]] = []
+        self.epoch = 0
+        self.state = _WAITING
+        self.hit_tokens = 0
+        self.preemptions = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished request as the simulator needs it: step indices of its token emissions."""
+
+    id: int
+    segments: tuple[tuple[int, int], ...]  # inclusive (first step, last step) runs of one token per step
+    outputs: int
+    preemptions: int
+    hit_tokens: int
+
+
+class Replica:
+    """A :class:`~tailscope.engine.api.ReplicaEngine` for one replica of ``perf.model`` on ``perf.gpu``."""
+
+    def __init__(self, perf: StepTimeModel, config: EngineConfig | None = None) -> None:
+        self.perf = perf
+        self.config = (config or EngineConfig()).validate()
+        bs = self.config.block_size
+        self.block_size = bs
+        if self.config.num_blocks is not None:
+            blocks = self.config.num_blocks
+        else:
+            blocks = perf.kv_capacity_tokens(self.config.gpu_memory_utilization) // bs
+        self.pool = BlockPool(blocks, enable_caching=self.config.enable_prefix_caching)
+        self._waiting: deque[_Req] = deque()
+        self._running: dict[int, _Req] = {}  # insertion order = admission order (newest last)
+        self._prefilling: dict[int, _Req] = {}
+        self._decoding: dict[int, _Req] = {}
+        self._phase = [0] * bs  # decoding requests by the step residue at which they need a new block
+        self._dec_k = 0  # Σ k over decoding requests; their KV lengths before step T sum to _dec_k + n·T
+        self._alloc_step = -1
+        self._heap: list[tuple[int, int, int]] = []  # (finish step, id, epoch)
+        self._all: dict[int, _Req] = {}
+        self.steps = 0  # index of the next step
+        self.step_end_ns: list[int] = []  # end time of step i at index i − _times_base
+        self._times_base = 0
+        self.now_ns = 0
+        self._prefix_queries = 0
+        self._prefix_hits = 0
+        self._preemptions = 0
+        self._prompt_total = 0
+        self._gen_total = 0
+        self.completions: list[Completion] = []
+
+    # ---- protocol -------------------------------------------------------------------------------------------
+    @property
+    def capacity_tokens(self) -> int:
+        return self.pool.total * self.block_size
+
+    def add_request(self, request: EngineRequest) -> None:
+        """Queue ``request`` (FCFS). Raises ValueError when prompt + output can never fit the KV cache."""
+        if request.prompt_tokens < 1 or request.max_tokens < 1:
+            raise ValueError(f"request {request.id}: prompt_tokens and max_tokens must be ≥ 1")
+        if request.prompt_tokens + request.max_tokens > self.capacity_tokens:
+            raise ValueError(
+                f"request {request.id}: {request.prompt_tokens}+{request.max_tokens} tokens exceed the KV cache "
+                f"({self.capacity_tokens} tokens)"
+            )
+        if request.id in self._all:
+            raise ValueError(f"request {request.id} is already queued")
+        r = _Req(request, self.block_size)
+        self._all[r.id] = r
+        self._waiting.append(r)
+
+    def abort(self, request_id: int) -> None:
+        """Drop a request and free its blocks (no-op for unknown ids)."""
+        r = self._all.pop(request_id, None)
+        if r is None:
+            return
+        if r.state == _WAITING:
+            self._waiting.remove(r)
+        else:
+            self._remove_running(r)
+            self._free(r)
+        r.state = _DONE
+
+    def has_work(self) -> bool:
+        return bool(self._waiting or self._running)
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            running=len(self._running),
+            waiting=len(self._waiting),
+            kv_usage=self.pool.used / self.pool.total,
+            kv_blocks_total=self.pool.total,
+            prefix_queries_tokens=self._prefix_queries,
+            prefix_hits_tokens=self._prefix_hits,
+            preemptions=self._preemptions,
+            prompt_tokens_total=self._prompt_total,
+            generation_tokens_total=self._gen_total,
+            extra={"evictions": float(self.pool.evictions), "steps": float(self.steps)},
+        )
+
+    def step(self, now_ns: int) -> StepResult | None:
+        """Run one step from ``now_ns`` and report every token produced (O(batch): for ``serve``)."""
+        decoding = list(self._decoding)
+        res = self._step(now_ns)
+        if res is None:
+            return None
+        duration, first, finished, preempted, prefill_tokens, n_dec = res
+        emitted = [(i, 1) for i in decoding if i not in preempted] + [(r, 1) for r in first]
+        return StepResult(
+            start_ns=now_ns,
+            duration_ns=duration,
+            emitted=tuple(emitted),
+            finished=tuple(c.id for c in finished),
+            preempted=tuple(preempted),
+            prefill_tokens=prefill_tokens,
+            decode_tokens=n_dec,
+        )
+
+    def step_fast(self, now_ns: int, until_ns: int | None = None) -> tuple[int, list[Completion], list[int]] | None:
+        """Run one step without listing every emitted token: ``(duration_ns, completions, preempted ids)``.
+
+        With ``until_ns`` (the time of the next outside event that could change this replica's schedule), a
+        decode-only stretch continues with further steps as long as they start before ``until_ns`` and nobody
+        finishes or needs preempting — exactly what single steps would do, at a fraction of the cost. The
+        returned duration then covers all of them; token times come from :meth:`token_times` as usual.
+        """
+        res = self._step(now_ns)
+        if res is None:
+            return None
+        duration, _first, finished, preempted, _, _ = res
+        if until_ns is None or finished or preempted or self._waiting or self._prefilling or not self._decoding:
+            return duration, finished, preempted
+        end = now_ns + duration
+        heap = self._heap
+        pool = self.pool
+        phase = self._phase
+        bs = self.block_size
+        n = len(self._decoding)
+        k = self._dec_k
+        times = self.step_end_ns
+        step_ns = self.perf.decode_step_ns
+        T = self.steps
+        while end < until_ns and heap[0][0] > T:
+            need = phase[T % bs]
+            if need > pool.free:
+                break
+            pool.allocate(need)
+            end += step_ns(n, k + n * T)
+            times.append(end)
+            T += 1
+        self._gen_total += n * (T - self.steps)
+        self.steps = T
+        self._alloc_step = T - 1
+        self.now_ns = end
+        return end - now_ns, finished, preempted
+
+    def step_time_ns(self, index: int) -> int:
+        """End time of step ``index`` (valid for steps of live requests)."""
+        return self.step_end_ns[index - self._times_base]
+
+    def token_times(self, c: Completion) -> list[int]:
+        """Emission time of each output token of a completed request."""
+        base = self._times_base
+        t = self.step_end_ns
+        out: list[int] = []
+        for a, b in c.segments:
+            out.extend(t[a - base : b - base + 1])
+        return out
+
+    # ---- internals ------------------------------------------------------------------------------------------
+    def _hashes(self, r: _Req, n: int) -> list[int]:
+        if len(r.chain) < n:
+            extend_hashes(r.chain, n, r.salt)
+        return r.chain
+
+    def _free(self, r: _Req) -> None:
+        full = r.computed // self.block_size
+        pool = self.pool
+        if not pool.enable_caching:
+            pool.release(r.chain, 0, [], r.blocks)
+        elif r.salt == 0:  # shareable chain (sessions): cache every full block under its hash
+            chain = self._hashes(r, full)
+            private_full = chain[r.n_reg : full]
+            pool.release(chain, r.n_reg, private_full, r.blocks - r.n_reg - len(private_full))
+        else:  # unique content: one group entry, reusable by this request after a preemption
+            g = max(0, full - r.n_reg)
+            pool.release(r.chain, r.n_reg, [], r.blocks - r.n_reg - g, (r.salt, r.n_reg, g))
+        r.blocks = 0
+        r.n_reg = 0
+
+    def _remove_running(self, r: _Req) -> None:
+        del self._running[r.id]
+        if r.state == _DECODE:
+            self._sync_decode(r)
+            del self._decoding[r.id]
+            self._phase[(-r.k) % self.block_size] -= 1
+            self._dec_k -= r.k
+        elif r.state == _PREFILL:
+            del self._prefilling[r.id]
+        r.epoch += 1
+
+    def _sync_decode(self, r: _Req) -> None:
+        """Materialise a decoding request's counters at the current step boundary."""
+        done = self.steps  # steps completed so far
+        r.computed = r.k + done
+        # during step T after the decode allocation, the block for this step's token is already held
+        extra = 1 if self._alloc_step == done else 0
+        r.blocks = -(-(r.computed + extra) // self.block_size)
+        r.outputs = r.out_base + 1 + (done - 1 - r.seg_start)
+        r.num_tokens = r.computed + 1
+
+    def _preempt_newest(self, preempted: list[int]) -> _Req:
+        r = next(reversed(self._running.values()))
+        was_decoding = r.state == _DECODE
+        self._remove_running(r)
+        if was_decoding:
+            r.segments.append((r.seg_start, self.steps - 1))
+        r.seg_start = -1
+        self._free(r)
+        # recompute preemption: everything generated so far becomes prompt
+        r.num_tokens = r.prompt + r.outputs
+        r.computed = 0
+        r.state = _WAITING
+        r.preemptions += 1
+        self._preemptions += 1
+        self._waiting.appendleft(r)
+        preempted.append(r.id)
+        return r
+
+    def _step(self, now_ns: int) -> tuple[int, list[int], list[Completion], list[int], int, int] | None:
+        bs = self.block_size
+        pool = self.pool
+        T = self.steps
+        budget = self.config.max_num_batched_tokens
+        preempted: list[int] = []
+        # 1. decodes
+        need = self._phase[T % bs]
+        while need > pool.free_plain + pool.n_cached and self._running:
+            self._preempt_newest(preempted)
+            need = self._phase[T % bs]
+        n_dec = len(self._decoding)
+        if need:
+            pool.allocate(need)
+        self._alloc_step = T
+        budget -= n_dec
+        # 2. running prefills (chunked), admission order
+        chunks: list[tuple[_Req, int, int]] = []
+        for r in list(self._prefilling.values()) if self._prefilling else ():
+            if budget <= 0:
+                break
+            if r.state != _PREFILL:  # preempted by an earlier iteration
+                continue
+            c = min(r.num_tokens - r.computed, budget)
+            extra = -(-(r.computed + c) // bs) - r.blocks
+            while extra > pool.free and r.state == _PREFILL:
+                self._preempt_newest(preempted)
+            if r.state != _PREFILL:
+                continue
+            pool.allocate(extra)
+            r.blocks += extra
+            chunks.append((r, c, r.computed))
+            budget -= c
+        # decodes preempted during step 2 no longer run this step
+        n_dec = len(self._decoding)
+        # 3. waiting, FCFS
+        waiting = self._waiting
+        max_seqs = self.config.max_num_seqs
+        while waiting and budget > 0 and len(self._running) < max_seqs:
+            r = waiting[0]
+            hit = g = 0
+            if pool.enable_caching:
+                max_hit = (r.num_tokens - 1) // bs
+                if r.salt == 0:
+                    hit = pool.lookup(self._hashes(r, max_hit), max_hit)
+                else:
+                    hit = pool.lookup(r.chain, min(max_hit, r.n_given))
+                    g = pool.group_hit(r.salt, hit, max_hit - hit)
+            start = (hit + g) * bs
+            c = min(r.num_tokens - start, budget)
+            new_blocks = -(-(start + c) // bs) - hit - g
+            taken_from_free = g + (pool.cached_among(r.chain, hit) if hit else 0)
+            if new_blocks > pool.free - taken_from_free:
+                break
+            if hit:
+                pool.acquire(r.chain, hit)
+            pool.take_group(r.salt, g)
+            pool.allocate(new_blocks)
+            waiting.popleft()
+            r.n_reg = hit
+            r.blocks = hit + g + new_blocks
+            r.computed = start
+            if r.preemptions == 0:
+                self._prefix_queries += r.num_tokens
+                self._prefix_hits += start
+                r.hit_tokens = start
+            r.state = _PREFILL
+            self._running[r.id] = r
+            self._prefilling[r.id] = r
+            chunks.append((r, c, start))
+            budget -= c
+        if not chunks and n_dec == 0:
+            return None
+        # 4. time
+        if chunks:
+            acc = self.perf.accumulate_prefill([(c, p) for _, c, p in chunks])
+            completing = sum(1 for r, c, p in chunks if p + c == r.num_tokens)
+            duration = self.perf.step_ns_acc(n_dec, self._dec_k + n_dec * T, n_dec + completing, acc)
+        else:
+            duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
+        end = now_ns + duration
+        self.now_ns = end
+        self.step_end_ns.append(end)
+        self.steps = T + 1
+        # 5. apply
+        prefill_tokens = 0
+        first: list[int] = []
+        finished: list[Completion] = []
+        heap = self._heap
+        for r, c, p in chunks:
+            prefill_tokens += c
+            r.computed = p + c
+            self._prompt_total += c
+            if pool.enable_caching:
+                # publish newly full blocks so concurrent requests can share them (unique chains only
+                # matter after the request ends, when _free caches them)
+                full = r.computed // bs if r.salt == 0 else min(r.computed // bs, r.n_given)
+                if full > r.n_reg:
+                    chain = self._hashes(r, full)
+                    while r.n_reg < full and pool.register(chain[r.n_reg]):
+                        r.n_reg += 1
+            if r.computed < r.num_tokens:
+                continue
+            # prompt complete: sample a token
+            del self._prefilling[r.id]
+            r.outputs += 1
+            self._gen_total += 1
+            first.append(r.id)
+            if r.first_step < 0:
+                r.first_step = T
+            r.seg_start = T
+            if r.outputs >= r.max_tokens:
+                r.state = _DONE
+                del self._running[r.id]
+                finished.append(self._complete(r, T))
+                continue
+            r.state = _DECODE
+            r.out_base = r.outputs - 1
+            r.k = r.computed - T - 1
+            r.finish_step = T + (r.max_tokens - r.outputs)
+            self._decoding[r.id] = r
+            self._phase[(-r.k) % bs] += 1
+            self._dec_k += r.k
+            heapq.heappush(heap, (r.finish_step, r.id, r.epoch))
+        self._gen_total += n_dec
+        while heap and heap[0][0] <= T:
+            _, rid, epoch = heapq.heappop(heap)
+            r2 = self._all.get(rid)
+            if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
+                continue
+            self._remove_running(r2)
+            r2.state = _DONE
+            finished.append(self._complete(r2, T))
+        if T - self._times_base > 8192 and (T & 4095) == 0:
+            self._trim_times()
+        return duration, first, finished, preempted, prefill_tokens, n_dec
+
+    def _complete(self, r: _Req, T: int) -> Completion:
+        r.segments.append((r.seg_start, T))
+        r.seg_start = -1
+        self._free(r)
+        del self._all[r.id]
+        c = Completion(r.id, tuple(r.segments), r.max_tokens, r.preemptions, r.hit_tokens)
+        self.completions.append(c)
+        return c
+
+    def _trim_times(self) -> None:
+        live = [s for r in self._all.values() for s in ([r.seg_start] if r.seg_start >= 0 else [])]
+        live += [seg[0] for r in self._all.values() for seg in r.segments]
+        low = min(live, default=self.steps)
+        cut = low - self._times_base
+        if cut > 4096:
+            del self.step_end_ns[:cut]
+            self._times_base = low

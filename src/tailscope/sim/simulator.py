@@ -1,0 +1,483 @@
+"""Drive a simulated cluster in virtual time from a stream of :class:`RequestSpec` and yield RequestRecords.
+
+* Open loop: a request is due at ``spec.at_ns``.
+* Closed loop (``at_ns`` None): ``concurrency`` virtual clients each start their next request when the previous
+  one ends; a client runs a whole session (turn k+1 is due ``think_time_ns`` after turn k ends).
+* Sessions: turn k+1's prompt = history (all earlier prompts and outputs) + its new text; its block hashes extend
+  the session's chain, so the previous turn's KV blocks are prefix-cache hits if they were not evicted.
+* Shared prefixes: ``prefix_id``/``prefix_tokens`` become the same leading block hashes for every request of that
+  variant.
+
+A request reaches a replica after the API-server latency (``Efficiency.frontend_ms``); headline times are from
+``scheduled_ns`` as for bench. Records are yielded as requests finish (memory stays bounded by what is in flight).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailscope.engine.api import EngineRequest
+from tailscope.engine.autoscaler import Autoscaler
+from tailscope.engine.cluster import ClusterSpec
+from tailscope.engine.kv_cache import chain_hash, extend_hashes
+from tailscope.engine.replica import Completion, Replica
+from tailscope.engine.router import Router
+from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
+from tailscope.sim.events import ARRIVE, REPLICA_READY, SCRAPE, SPEC_DUE, STEP_END, TIMELINE, EventQueue
+from tailscope.workload.spec import RequestSpec
+
+_PREFIX_SEED = 0x7A11_5C0E
+_TIMELINE_NS = 10_000_000_000
+
+
+@dataclass(slots=True)
+class _Session:
+    chain: list[int]
+    history: int = 0  # tokens of earlier prompts + outputs
+    turns: deque[RequestSpec] = field(default_factory=deque)
+    client: int = -1
+
+
+@dataclass(slots=True)
+class _Live:
+    spec: RequestSpec
+    scheduled_ns: int
+    prompt: int
+    replica: int = -1
+    client: int = -1
+
+
+@dataclass(slots=True)
+class _Slot:
+    replica: Replica
+    state: str = "ready"  # pending | ready | draining | stopped
+    busy: bool = False
+    outstanding: int = 0
+    pending_done: list[Completion] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SimResult:
+    """What a finished simulation reports besides its records.
+
+    Attributes:
+        virtual_s: simulated seconds from the first event to the last.
+        wall_s: seconds the simulation took on this machine.
+        requests: records produced.
+        steps: engine steps run (all replicas).
+        prefix_queries_tokens / prefix_hits_tokens: prompt tokens looked up / found in prefix caches.
+        preemptions: recompute preemptions (all replicas).
+        timeline: one row per 10 s window (t_s, replicas_ready, replicas_pending, waiting, running, kv_usage,
+            ttft_p99_ms, completed).
+        scale_events: (t_s, change, reason) for every autoscaler decision that changed the replica count.
+    """
+
+    virtual_s: float = 0.0
+    wall_s: float = 0.0
+    requests: int = 0
+    steps: int = 0
+    prefix_queries_tokens: int = 0
+    prefix_hits_tokens: int = 0
+    preemptions: int = 0
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    scale_events: list[tuple[float, int, str]] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        """Virtual seconds per wall second."""
+        return self.virtual_s / self.wall_s if self.wall_s > 0 else math.inf
+
+    @property
+    def prefix_hit_rate(self) -> float | None:
+        return self.prefix_hits_tokens / self.prefix_queries_tokens if self.prefix_queries_tokens else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "virtual_s": self.virtual_s,
+            "wall_s": self.wall_s,
+            "speedup": self.speedup,
+            "requests": self.requests,
+            "steps": self.steps,
+            "prefix_hit_rate": self.prefix_hit_rate,
+            "prefix_queries_tokens": self.prefix_queries_tokens,
+            "prefix_hits_tokens": self.prefix_hits_tokens,
+            "preemptions": self.preemptions,
+            "timeline": self.timeline,
+            "scale_events": [list(e) for e in self.scale_events],
+        }
+
+
+class Simulation:
+    """One simulation run. Iterate :meth:`run` for records; read :attr:`result` afterwards.
+
+    Args:
+        cluster: the deployment.
+        specs: the workload (any iterable; consumed lazily).
+        concurrency: virtual clients for closed-loop specs (``at_ns`` None); ignored for open loop.
+        duration_s: stop starting new closed-loop requests after this many virtual seconds.
+        horizon_s: hard stop; requests still in flight become ``incomplete`` records.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        specs: Iterable[RequestSpec],
+        *,
+        concurrency: int | None = None,
+        duration_s: float | None = None,
+        horizon_s: float | None = None,
+    ) -> None:
+        self.cluster = cluster.validate()
+        self._specs = iter(specs)
+        self._peek: RequestSpec | None = None
+        self._exhausted = False
+        self.concurrency = concurrency
+        self._stop_ns = int(duration_s * 1e9) if duration_s is not None else None
+        self._horizon_ns = int(horizon_s * 1e9) if horizon_s is not None else None
+        self._perf = cluster.perf()
+        self._block = cluster.engine_config().block_size
+        self._router = Router(cluster.router)
+        self._scaler = Autoscaler(cluster.autoscale) if cluster.autoscale is not None else None
+        self._slots: list[_Slot] = [_Slot(cluster.new_replica(self._perf)) for _ in range(cluster.replicas)]
+        self._q = EventQueue()
+        self._live: dict[int, _Live] = {}
+        self._sessions: dict[str, _Session] = {}
+        self._prefix_chains: dict[int, list[int]] = {}
+        self._ttft_window: deque[tuple[int, float]] = deque()
+        self._win_ttfts: list[float] = []
+        self._win_completed = 0
+        self.result = SimResult()
+
+    # ---- workload intake -----------------------------------------------------------------------------------
+    def _next_unit(self) -> RequestSpec | None:
+        """Next turn-0/single spec; its later session turns are queued on the session."""
+        while True:
+            spec: RequestSpec | None = self._peek
+            self._peek = None
+            if spec is None:
+                spec = next(self._specs, None)
+                if spec is None:
+                    self._exhausted = True
+                    return None
+            if spec.session_id is not None and (spec.turn or 0) > 0:
+                ses = self._sessions.get(spec.session_id)
+                if ses is not None:
+                    ses.turns.append(spec)
+                continue  # a stray later turn (its turn 0 unseen) is dropped
+            if spec.session_id is not None:
+                ses = _Session(chain=[])
+                self._sessions[spec.session_id] = ses
+                nxt = next(self._specs, None)
+                while nxt is not None and nxt.session_id == spec.session_id and (nxt.turn or 0) > 0:
+                    ses.turns.append(nxt)
+                    nxt = next(self._specs, None)
+                self._peek = nxt
+                if nxt is None:
+                    self._exhausted = True
+            return spec
+
+    def _hashes(self, spec: RequestSpec, prompt: int) -> tuple[int, ...]:
+        bs = self._block
+        full = prompt // bs
+        if full == 0:
+            return ()
+        ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
+        if ses is not None and ses.chain:
+            extend_hashes(ses.chain, full, 0)
+            return tuple(ses.chain[:full])
+        if ses is None and spec.prefix_id is None:
+            return ()  # unique content: the engine tracks it without hashes
+        chain: list[int] = []
+        n_prefix = min(spec.prefix_tokens, prompt) // bs if spec.prefix_id is not None else 0
+        if n_prefix:
+            pc = self._prefix_chains.setdefault(spec.prefix_id or 0, [chain_hash(_PREFIX_SEED, spec.prefix_id or 0)])
+            extend_hashes(pc, n_prefix, 0)
+            chain = pc[:n_prefix]
+        if ses is None:
+            return tuple(chain)  # the shared prefix only; the rest is unique to the request
+        if full > len(chain):
+            key = zlib.crc32(spec.session_id.encode()) if spec.session_id is not None else spec.id
+            own = ((key << 20) ^ spec.seed ^ (1 << 62)) if spec.session_id is None else (key | (1 << 61))
+            chain.append(chain_hash(chain[-1] if chain else _PREFIX_SEED, own))
+            extend_hashes(chain, full, 0)
+        if ses is not None:
+            ses.chain = chain
+        return tuple(chain)
+
+    def _start(self, spec: RequestSpec, now: int, client: int) -> None:
+        """The request is due at ``now``: after the frontend latency it reaches a replica."""
+        prompt = spec.input_tokens
+        ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
+        if ses is not None:
+            prompt += ses.history
+            ses.client = client
+        live = _Live(spec, now, prompt, client=client)
+        self._live[spec.id] = live
+        self._q.push(now + self._perf.frontend_ns(prompt), ARRIVE, spec.id)
+
+    def _client_next(self, client: int, now: int) -> None:
+        """A closed-loop client is free at ``now``: start its next request (if the run goes on)."""
+        if self._stop_ns is not None and now >= self._stop_ns:
+            return
+        spec = self._next_unit()
+        if spec is not None:
+            self._start(spec, now, client)
+
+    # ---- engine side ---------------------------------------------------------------------------------------
+    def _ready_indices(self) -> list[int]:
+        return [i for i, s in enumerate(self._slots) if s.state == "ready"]
+
+    def _arrive(self, rid: int, now: int) -> RequestRecord | None:
+        live = self._live[rid]
+        ready = self._ready_indices()
+        if not ready:  # every replica is cold: the request waits at the gateway for the first one
+            self._q.push(now + 1_000_000, ARRIVE, rid)
+            return None
+        spec = live.spec
+        hashes = self._hashes(spec, live.prompt)
+        key = hashes[0] if hashes and spec.prefix_id is not None else (hashes[0] if hashes else None)
+        idx = self._router.choose(ready, [s.outstanding for s in self._slots], key)
+        slot = self._slots[idx]
+        try:
+            slot.replica.add_request(EngineRequest(rid, live.prompt, spec.output_tokens, now, hashes))
+        except ValueError as exc:
+            del self._live[rid]
+            rec = self._record_error(live, now, str(exc))
+            self._after_request(live, now)
+            return rec
+        live.replica = idx
+        slot.outstanding += 1
+        if not slot.busy:
+            self._run_step(idx, now)
+        return None
+
+    def _run_step(self, idx: int, now: int) -> None:
+        slot = self._slots[idx]
+        res = slot.replica.step_fast(now, self._q.peek_time())
+        if res is None:
+            slot.busy = False
+            if slot.state == "draining":
+                slot.state = "stopped"
+            return
+        duration, done, _ = res
+        slot.busy = True
+        slot.pending_done = done
+        self.result.steps += 1
+        self._q.push(now + duration, STEP_END, idx)
+
+    def _step_end(self, idx: int, now: int) -> list[RequestRecord]:
+        slot = self._slots[idx]
+        out: list[RequestRecord] = []
+        rep = slot.replica
+        for c in slot.pending_done:
+            live = self._live.pop(c.id)
+            slot.outstanding -= 1
+            times = rep.token_times(c)
+            out.append(self._record_ok(live, times))
+            ttft = (times[0] - live.scheduled_ns) / 1e6
+            self._win_ttfts.append(ttft)
+            self._win_completed += 1
+            if self._scaler is not None:
+                self._ttft_window.append((times[0], ttft))
+            self._after_request(live, now, output=len(times))
+        slot.pending_done = []
+        self._run_step(idx, now)
+        return out
+
+    def _after_request(self, live: _Live, now: int, output: int = 0) -> None:
+        """Session bookkeeping and the closed-loop client's next move."""
+        spec = live.spec
+        ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
+        if ses is not None:
+            ses.history = live.prompt + output
+            if ses.turns:
+                nxt = ses.turns.popleft()
+                self._q.push(now + nxt.think_time_ns, SPEC_DUE, (nxt, live.client))
+                return
+            del self._sessions[spec.session_id]  # type: ignore[arg-type]
+        if live.client >= 0:
+            self._client_next(live.client, now)
+
+    # ---- records -------------------------------------------------------------------------------------------
+    def _record_ok(self, live: _Live, times: list[int]) -> RequestRecord:
+        spec = live.spec
+        return RequestRecord(
+            id=spec.id,
+            scheduled_ns=live.scheduled_ns,
+            sent_ns=live.scheduled_ns,
+            first_token_ns=times[0],
+            end_ns=times[-1],
+            status=Status.OK,
+            request_class=spec.request_class,
+            session_id=spec.session_id,
+            turn=spec.turn,
+            input_tokens=live.prompt,
+            output_tokens=len(times),
+            requested_output_tokens=spec.output_tokens,
+            tokens_source=TokensSource.ENGINE,
+            chunk_times_ns=tuple(times),
+            chunk_tokens=(1,) * len(times),
+            warmup=spec.warmup,
+            shared_prefix=spec.prefix_id is not None,
+            stream_end_ns=times[-1],
+            first_event_ns=times[0],
+            worker=live.replica,
+        )
+
+    def _record_error(self, live: _Live, now: int, detail: str, *, incomplete: bool = False) -> RequestRecord:
+        spec = live.spec
+        return RequestRecord(
+            id=spec.id,
+            scheduled_ns=live.scheduled_ns,
+            sent_ns=live.scheduled_ns,
+            first_token_ns=None,
+            end_ns=now,
+            status=Status.INCOMPLETE if incomplete else Status.ERROR,
+            request_class=spec.request_class,
+            session_id=spec.session_id,
+            turn=spec.turn,
+            input_tokens=live.prompt,
+            output_tokens=0,
+            requested_output_tokens=spec.output_tokens,
+            tokens_source=TokensSource.ENGINE,
+            error=None if incomplete else ErrorClass.HTTP_4XX,
+            error_detail=detail,
+            http_status=None if incomplete else 400,
+            warmup=spec.warmup,
+            shared_prefix=spec.prefix_id is not None,
+            worker=max(live.replica, 0),
+        )
+
+    # ---- autoscaling and timeline --------------------------------------------------------------------------
+    def _observe(self, now: int) -> float:
+        assert self._scaler is not None
+        pol = self._scaler.policy
+        ready = [s for s in self._slots if s.state == "ready"]
+        n = max(len(ready), 1)
+        if pol.metric == "queue_depth":
+            return sum(len(s.replica._waiting) for s in ready) / n
+        if pol.metric == "running":
+            return sum(len(s.replica._running) for s in ready) / n
+        if pol.metric == "kv_usage":
+            return sum(s.replica.pool.used / s.replica.pool.total for s in ready) / n
+        lo = now - int(pol.window_s * 1e9)
+        win = self._ttft_window
+        while win and win[0][0] < lo:
+            win.popleft()
+        if not win:
+            return 0.0
+        vals = sorted(v for _, v in win)
+        return vals[min(len(vals) - 1, math.ceil(0.99 * len(vals)) - 1)]
+
+    def _scrape(self, now: int) -> None:
+        assert self._scaler is not None
+        pol = self._scaler.policy
+        ready = sum(1 for s in self._slots if s.state == "ready")
+        pending = sum(1 for s in self._slots if s.state == "pending")
+        observed = self._observe(now)
+        change = self._scaler.decide(now / 1e9, ready, pending, observed)
+        if change > 0:
+            cold = int(pol.cold_start_s(self._perf.weight_load_bytes_per_gpu()) * 1e9)
+            for _ in range(change):
+                self._slots.append(_Slot(self.cluster.new_replica(self._perf), state="pending"))
+                self._q.push(now + cold, REPLICA_READY, len(self._slots) - 1)
+            self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
+        elif change < 0:
+            for _ in range(-change):
+                cand = [i for i, s in enumerate(self._slots) if s.state == "ready"]
+                if len(cand) <= 1:
+                    break
+                victim = self._slots[cand[-1]]
+                victim.state = "draining" if victim.busy else "stopped"
+            self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
+        if self._live or not self._exhausted:
+            self._q.push(now + int(pol.scrape_interval_s * 1e9), SCRAPE, None)
+
+    def _timeline(self, now: int) -> None:
+        ready = [s for s in self._slots if s.state == "ready"]
+        t = sorted(self._win_ttfts)
+        p99 = t[min(len(t) - 1, math.ceil(0.99 * len(t)) - 1)] if t else None
+        self.result.timeline.append(
+            {
+                "t_s": now / 1e9,
+                "replicas_ready": len(ready),
+                "replicas_pending": sum(1 for s in self._slots if s.state == "pending"),
+                "waiting": sum(len(s.replica._waiting) for s in self._slots),
+                "running": sum(len(s.replica._running) for s in self._slots),
+                "kv_usage": (sum(s.replica.pool.used / s.replica.pool.total for s in ready) / len(ready))
+                if ready
+                else 0.0,
+                "ttft_p99_ms": p99,
+                "completed": self._win_completed,
+            }
+        )
+        self._win_ttfts = []
+        self._win_completed = 0
+        if self._live or not self._exhausted or any(s.busy for s in self._slots):
+            self._q.push(now + _TIMELINE_NS, TIMELINE, None)
+
+    # ---- main loop -----------------------------------------------------------------------------------------
+    def run(self) -> Iterator[RequestRecord]:
+        """Simulate to the end, yielding each request's record when it completes."""
+        wall0 = time.perf_counter()
+        q = self._q
+        first = self._next_unit()
+        if first is not None:
+            if first.at_ns is None:
+                n = self.concurrency or 1
+                self._start(first, 0, 0)
+                for c in range(1, n):
+                    self._client_next(c, 0)
+            else:
+                q.push(first.at_ns, SPEC_DUE, (first, -1))
+        if self._scaler is not None:
+            q.push(0, SCRAPE, None)
+        q.push(_TIMELINE_NS, TIMELINE, None)
+        now = 0
+        n_rec = 0
+        while len(q):
+            now, kind, payload = q.pop()
+            if self._horizon_ns is not None and now > self._horizon_ns:
+                now = self._horizon_ns
+                break
+            if kind == STEP_END:
+                for rec in self._step_end(payload, now):
+                    n_rec += 1
+                    yield rec
+            elif kind == ARRIVE:
+                err = self._arrive(payload, now)
+                if err is not None:
+                    n_rec += 1
+                    yield err
+            elif kind == SPEC_DUE:
+                spec, client = payload
+                self._start(spec, now, client)
+                if client < 0 and (spec.turn or 0) == 0:
+                    nxt = self._next_unit()
+                    if nxt is not None:
+                        q.push(max(nxt.at_ns or now, now), SPEC_DUE, (nxt, -1))
+            elif kind == SCRAPE:
+                self._scrape(now)
+            elif kind == TIMELINE:
+                self._timeline(now)
+            elif kind == REPLICA_READY and self._slots[payload].state == "pending":
+                self._slots[payload].state = "ready"
+        for live in list(self._live.values()):
+            n_rec += 1
+            yield self._record_error(live, now, "in flight at the simulation horizon", incomplete=True)
+        self._live.clear()
+        res = self.result
+        res.requests = n_rec
+        res.virtual_s = now / 1e9
+        res.wall_s = time.perf_counter() - wall0
+        for s in self._slots:
+            st = s.replica.stats()
+            res.prefix_queries_tokens += st.prefix_queries_tokens
+            res.prefix_hits_tokens += st.prefix_hits_tokens
+            res.preemptions += st.preemptions
