@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tailscope.errors import ConfigError
 from tailscope.workload.dists import FloatDist
@@ -205,3 +207,39 @@ def test_overrides_replace_rate_curve_and_stop() -> None:
     assert max(s.at_ns or 0 for s in firsts) < 10 * 10**9
     assert len(firsts) == pytest.approx(50, abs=25)
     assert not any(s.warmup for s in specs)
+
+
+def test_ramp_down_inverts_the_integrated_rate() -> None:
+    # 1 s at 10/s, then 10 → 0 over 10 s: Λ(t) = 10t − t²/2 after the first second
+    arr = Arrival(process="constant", stages=(Stage("rate", 10.0, 1.0), Stage("ramp", 0.0, 10.0)))
+    t = arrival_times_s(arr, random.Random(0))
+    expected = [k / 10 for k in range(10)] + [1 + 10 - (100 - 2 * k) ** 0.5 for k in range(50)]
+    assert t == pytest.approx(expected)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    stages=st.lists(
+        st.one_of(
+            st.tuples(st.just("rate"), st.floats(0, 50), st.floats(0.1, 20)),
+            st.tuples(st.just("ramp"), st.floats(0, 50), st.floats(0.1, 20)),
+            st.tuples(st.just("burst"), st.integers(1, 20), st.floats(0, 30)),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    process=st.sampled_from(["constant", "poisson", "gamma"]),
+    seed=st.integers(0, 1000),
+)
+def test_property_times_are_sorted_and_inside_the_curve(
+    stages: list[tuple[str, float, float]], process: str, seed: int
+) -> None:
+    built = tuple(
+        Stage("burst", count=int(a), at_s=b) if kind == "burst" else Stage(kind, a, b) for kind, a, b in stages
+    )
+    arr = Arrival(process=process, burstiness=0.5, stages=built)
+    t = arrival_times_s(arr, random.Random(seed), duration_s=40.0)
+    assert t == sorted(t)
+    assert all(0.0 <= x < 40.0 for x in t)
+    bursts = sum(s.count for s in built if s.kind == "burst" and s.at_s < 40.0)
+    assert len(t) >= bursts
