@@ -1,0 +1,234 @@
+"""The profile file schema: pydantic models at the file boundary (unknown keys forbidden).
+
+Cross-field checks that belong to one mapping live here as model validators; their messages start with ``@field:``
+when they are about one field of that mapping, so :mod:`tailscope.workload.profile` can point at that key's line.
+Checks that span the file (unique class names, empirical files, SLO grammar) happen during conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from tailscope.errors import ConfigError, ProfileError
+from tailscope.units import parse_duration_s
+from tailscope.workload.lengths import LengthDist, parse_length_spec
+
+_PARAMS = {
+    "fixed": ("value",),
+    "uniform": ("min", "max"),
+    "normal": ("mean", "std"),
+    "lognormal": ("median", "sigma"),
+    "exponential": ("mean",),
+    "empirical": ("file",),
+}
+_ALL_PARAMS = ("value", "mean", "std", "median", "sigma", "file", "column")
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DistM(_M):
+    """A distribution: ``{dist: KIND, ...parameters, min?, max?}`` (min/max clamp every sample)."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal", "exponential", "empirical"]
+    value: float | None = None
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    median: float | None = None
+    sigma: float | None = None
+    file: str | None = None
+    column: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> DistM:
+        need = _PARAMS[self.dist]
+        for p in need:
+            if getattr(self, p) is None:
+                raise ValueError(f"@{p}: is required for dist {self.dist} (it takes {', '.join(need)})")
+        for p in _ALL_PARAMS:
+            if p == "column" and self.dist == "empirical":
+                continue
+            if p not in need and getattr(self, p) is not None:
+                raise ValueError(f"@{p}: is not a parameter of dist {self.dist} (it takes {', '.join(need)})")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"@min: must be ≤ max (got {self.min:g} > {self.max:g})")
+        for p in ("min", "max", "value", "mean", "median"):
+            v = getattr(self, p)
+            if v is not None and v < 0:
+                raise ValueError(f"@{p}: must be ≥ 0 (got {v:g})")
+        if self.dist in ("exponential", "lognormal") and (self.mean or self.median or 0) <= 0:
+            key = "mean" if self.dist == "exponential" else "median"
+            raise ValueError(f"@{key}: must be > 0 (got {getattr(self, key):g})")
+        for p in ("std", "sigma"):
+            v = getattr(self, p)
+            if v is not None and v < 0:
+                raise ValueError(f"@{p}: must be ≥ 0 (got {v:g})")
+        return self
+
+
+def _length_shorthand(v: Any) -> Any:
+    """``80`` → fixed; ``"uniform:1:10"`` → the matching distribution; dicts pass through."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return {"dist": "fixed", "value": v}
+    if isinstance(v, str):
+        try:
+            d = parse_length_spec(v, what="length")
+        except ProfileError as exc:
+            raise ValueError(str(exc).removeprefix("length: ")) from None
+        return _dist_to_dict(d)
+    return v
+
+
+def _time_shorthand(v: Any) -> Any:
+    """``3`` or ``"1.5s"`` → fixed seconds; dicts pass through."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return {"dist": "fixed", "value": float(v)}
+    if isinstance(v, str):
+        try:
+            return {"dist": "fixed", "value": parse_duration_s(v, what="time")}
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("time: ")) from None
+    return v
+
+
+def _dist_to_dict(d: LengthDist) -> dict[str, Any]:
+    names = {"fixed": ("value",), "uniform": ("min", "max"), "normal": ("mean", "std")}
+    names |= {"lognormal": ("median", "sigma"), "exponential": ("mean",)}
+    out: dict[str, Any] = {"dist": d.kind}
+    for key, val in zip(names[d.kind], (d.a, d.b), strict=False):
+        out[key] = val
+    if d.kind != "uniform":
+        if d.lo > 1:
+            out["min"] = d.lo
+        if d.hi is not None:
+            out["max"] = d.hi
+    return out
+
+
+LengthField = Annotated[DistM, BeforeValidator(_length_shorthand)]
+TimeField = Annotated[DistM, BeforeValidator(_time_shorthand)]
+
+
+class SessionM(_M):
+    turns: LengthField
+    think_time_s: TimeField = Field(default_factory=lambda: DistM(dist="fixed", value=0.0))
+
+
+class ClassM(_M):
+    name: str = Field(min_length=1)
+    weight: float = Field(default=1.0, gt=0)
+    input_tokens: LengthField
+    output_tokens: LengthField
+    session: SessionM | None = None
+
+
+class SharedPrefixM(_M):
+    tokens: int = Field(ge=1)
+    variants: int = Field(default=1, ge=1)
+    share: float = Field(default=1.0, ge=0, le=1)
+
+
+class StageM(_M):
+    rate: float | None = Field(default=None, ge=0)
+    ramp_to: float | None = Field(default=None, ge=0)
+    ramp_from: float | None = Field(default=None, ge=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    at_s: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> StageM:
+        kinds = [k for k in ("rate", "ramp_to", "burst") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                "must have exactly one of rate, ramp_to or burst "
+                f"(got {', '.join(kinds) or 'none'}; e.g. {{rate: 2, duration_s: 30}})"
+            )
+        if self.burst is not None:
+            if self.at_s is None:
+                raise ValueError("@at_s: is required for a burst (seconds from the run start)")
+            if self.duration_s is not None:
+                raise ValueError("@duration_s: a burst takes no time; give at_s only")
+        elif self.at_s is not None:
+            raise ValueError("@at_s: only a burst stage takes at_s")
+        if self.ramp_from is not None and self.ramp_to is None:
+            raise ValueError("@ramp_from: only a ramp stage (ramp_to) takes ramp_from")
+        return self
+
+
+class ArrivalM(_M):
+    mode: Literal["open", "closed"] = "open"
+    process: Literal["poisson", "constant", "gamma"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0)
+    rate: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    stages: list[StageM] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ArrivalM:
+        if self.mode == "closed":
+            if self.concurrency is None:
+                raise ValueError("@concurrency: is required in closed mode (requests kept in flight)")
+            if self.rate is not None or self.stages is not None:
+                key = "rate" if self.rate is not None else "stages"
+                raise ValueError(f"@{key}: closed mode takes arrival.concurrency only; rates shape open loop")
+        else:
+            if self.concurrency is not None:
+                raise ValueError("@concurrency: open mode takes rate or stages; use mode: closed for concurrency")
+            if (self.rate is None) == (self.stages is None):
+                raise ValueError("open mode needs exactly one of rate or stages (e.g. rate: 5)")
+            if self.stages is not None and not self.stages:
+                raise ValueError("@stages: must list at least one stage")
+        return self
+
+
+class WarmupM(_M):
+    requests: int = Field(default=0, ge=0)
+    duration_s: float = Field(default=0.0, ge=0)
+
+
+class StopM(_M):
+    requests: int | None = Field(default=None, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+
+
+class MixedM(_M):
+    name: str = Field(min_length=1)
+    url: str
+    rate: float = Field(gt=0)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
+    body: str | dict[str, Any] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https:// (got {v!r})")
+        return v
+
+
+class ProfileM(_M):
+    name: str = Field(min_length=1)
+    description: str = ""
+    endpoint: Literal["chat", "completions"] = "chat"
+    model: str | None = None
+    url: str | None = None
+    seed: int | None = None
+    classes: list[ClassM] = Field(min_length=1)
+    shared_prefix: SharedPrefixM | None = None
+    arrival: ArrivalM
+    warmup: WarmupM = Field(default_factory=WarmupM)
+    stop: StopM = Field(default_factory=StopM)
+    slo: dict[str, str | float] = Field(default_factory=dict)
+    mixed_traffic: list[MixedM] = Field(default_factory=list)
