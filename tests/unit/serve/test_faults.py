@@ -73,3 +73,15 @@ def test_single_token_responses_are_never_cut() -> None:
 def test_invalid_settings_name_the_flag(kwargs: dict[str, float], flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
         FaultInjector(FaultConfig(**kwargs))  # type: ignore[arg-type]
+
+
+def test_loopback_detection() -> None:
+    from tailscope.serve.server import is_loopback
+
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("localhost")
+    assert is_loopback("::1")
+    assert is_loopback("127.0.0.2")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.168.1.5")
+    assert not is_loopback("example.com")

@@ -1,0 +1,101 @@
+"""``tailscope serve``: an OpenAI-compatible server whose tokens follow the simulated engine on the wall clock."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+_EXAMPLES = """
+Examples:
+
+  tailscope serve --model llama-3.1-8b --gpu h100-sxm --port 8000
+
+  tailscope serve --model qwen2.5-72b --gpu h100-sxm --tp 4 --speed 2 --max-num-seqs 128
+
+  tailscope serve --fail-rate 0.02 --rate-limit-rate 0.05 --stall-prob 0.1 --stall-ms 3000 --seed 7   # drills
+"""
+
+
+def serve(
+    model: str = typer.Option("llama-3.1-8b", "--model", help="Catalog model id or a path to a config.json."),
+    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id (see the engine docs for the list)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on (0 = a free one)."),
+    speed: float = typer.Option(1.0, "--speed", help="Engine seconds per wall second (2 = twice as fast)."),
+    served_model_name: str | None = typer.Option(
+        None, "--served-model-name", help="Name clients use (default: --model)."
+    ),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    weights_dtype: str | None = typer.Option(None, "--weights-dtype", help="bf16, fp8, int8 or int4 weights."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16 or fp8 KV cache."),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Running requests at most (vLLM default)."),
+    max_num_batched_tokens: int | None = typer.Option(
+        None, "--max-num-batched-tokens", help="Tokens per engine step at most (vLLM default)."
+    ),
+    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context length (default: the model's)."),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="GPU memory fraction."),
+    no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching", help="Disable the prefix cache."),
+    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML (efficiencies)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of response ids, output lengths and injected faults."),
+    fail_rate: float = typer.Option(0.0, "--fail-rate", help="Probability of answering 500 at once."),
+    rate_limit_rate: float = typer.Option(0.0, "--rate-limit-rate", help="Probability of answering 429."),
+    retry_after: int = typer.Option(1, "--retry-after", help="Retry-After seconds sent with injected 429s."),
+    stall_prob: float = typer.Option(0.0, "--stall-prob", help="Probability that a response pauses mid-stream."),
+    stall_ms: float = typer.Option(2000.0, "--stall-ms", help="Length of that pause in milliseconds."),
+    disconnect_prob: float = typer.Option(0.0, "--disconnect-prob", help="Probability of cutting a stream."),
+    malformed_rate: float = typer.Option(0.0, "--malformed-rate", help="Probability of one non-JSON data line."),
+) -> None:
+    """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
+    import asyncio
+    import contextlib
+
+    from tailscope.serve.engine_factory import EngineFlags, build_replica
+    from tailscope.serve.faults import FaultConfig
+    from tailscope.serve.server import is_loopback, serve_forever
+
+    faults = FaultConfig(
+        fail_rate=fail_rate,
+        rate_limit_rate=rate_limit_rate,
+        retry_after_s=retry_after,
+        stall_prob=stall_prob,
+        stall_ms=stall_ms,
+        disconnect_prob=disconnect_prob,
+        malformed_rate=malformed_rate,
+        seed=seed,
+    )
+    flags = EngineFlags(
+        tp=tp,
+        weights_dtype=weights_dtype,
+        kv_dtype=kv_dtype,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enable_prefix_caching=not no_prefix_caching,
+        max_model_len=max_model_len,
+        calibration=calibration,
+    )
+    engine, options = build_replica(
+        model, gpu, flags=flags, served_model_name=served_model_name, speed=speed, seed=seed, faults=faults
+    )
+    if not is_loopback(host):
+        print(
+            f"tailscope serve: warning: --host {host} accepts connections from other machines; the server has no "
+            "authentication. Use --host 127.0.0.1 unless you mean it.",
+            file=sys.stderr,
+        )
+
+    def ready(url: str) -> None:
+        print(options.description)
+        if faults.any:
+            print(f"fault injection on: {faults}")
+        print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
+        asyncio.run(serve_forever(engine, options, host=host, port=port, on_ready=ready))
+    print("tailscope serve: stopped", file=sys.stderr)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve", help=(serve.__doc__ or "") + "\n" + _EXAMPLES)(serve)
