@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint fmt typecheck unit integration bench setup clean
+# (vllm is phony too: scripts/setup_vllm.sh keeps its own stamp)
+.PHONY: vllm demo test check lint fmt typecheck unit integration bench setup clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,8 +23,12 @@ demo: $(STAMP)
 		--json .tailscope/demo.json
 	$(BIN)/tailscope runs list
 
+## vllm: install the real vLLM CPU server into .venv-vllm/ for the integration tests (once; quiet when done)
+vllm:
+	@PY=$(PY) scripts/setup_vllm.sh
+
 ## test: set up and run the whole suite (lint, types, unit, integration)
-test: $(STAMP)
+test: $(STAMP) vllm
 	$(MAKE) check
 
 check: lint typecheck

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import shutil
@@ -98,7 +99,9 @@ class TinyModelConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=4)
 def _train_tokenizer(vocab: int) -> Any:
+    """Train the byte-level BPE (cached per process: the result is only read and saved, never changed)."""
     import pydoc_data.topics
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
