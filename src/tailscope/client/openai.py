@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from tailscope.client.sse import SSEParser
 from tailscope.client.transport import Transport
 from tailscope.clock import Clock
@@ -194,13 +196,13 @@ async def execute(
                     async for chunk in resp.iter_chunks():
                         now = clock.now_ns() - t0_ns
                         had_token = bool(st.chunk_times)
-                        _consume(parser.feed(chunk), now, st, count_tokens)
+                        _consume(parser.feed_data(chunk), now, st, count_tokens)
                         if not had_token and st.chunk_times:
                             cm.reschedule(deadline_total)
                         if st.done:
                             break
                     else:
-                        _consume(parser.close(), clock.now_ns() - t0_ns, st, count_tokens)
+                        _consume(parser.close_data(), clock.now_ns() - t0_ns, st, count_tokens)
                     st.stream_end = clock.now_ns() - t0_ns
                     if not st.done:
                         status, error, detail = Status.ERROR, ErrorClass.STREAM_BROKEN, "stream ended without [DONE]"
@@ -275,21 +277,22 @@ class _ServerErrorEvent(Exception):
     pass
 
 
-def _consume(events: list[Any], now: int, st: _State, count_tokens: Callable[[str], int] | None) -> None:
-    for ev in events:
-        data = ev.data
+def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable[[str], int] | None) -> None:
+    """Account the data payloads that arrived together at ``now`` (the client's hot path: keep it lean)."""
+    for data in payloads:
         if st.first_event is None:
             st.first_event = now
-        if data == "[DONE]":
+        if data == b"[DONE]":
             st.done = True
             return
         try:
-            obj = json.loads(data)
-        except ValueError:
-            raise _MalformedEvent(f"data line is not JSON: {data[:120]!r}") from None
-        if not isinstance(obj, dict):
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise _MalformedEvent(f"data line is not JSON (or not UTF-8): {data[:120]!r}") from None
+        if type(obj) is not dict:
             raise _MalformedEvent(f"data line is not a JSON object: {data[:120]!r}")
-        if "error" in obj and not obj.get("choices"):
+        choices = obj.get("choices")
+        if not choices and "error" in obj:
             err = obj["error"]
             msg = err.get("message") if isinstance(err, dict) else err
             raise _ServerErrorEvent(f"server sent an error event: {msg}")
@@ -298,7 +301,6 @@ def _consume(events: list[Any], now: int, st: _State, count_tokens: Callable[[st
             if isinstance(rid, str):
                 st.request_id = rid
         usage = obj.get("usage")
-        choices = obj.get("choices")
         text = ""
         if choices:
             c0 = choices[0]
@@ -307,21 +309,23 @@ def _consume(events: list[Any], now: int, st: _State, count_tokens: Callable[[st
                 text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
             else:
                 text = c0.get("text") or ""
-        if isinstance(usage, dict):
+        ct = None
+        if usage:
             ct = usage.get("completion_tokens")
             pt = usage.get("prompt_tokens")
             if isinstance(pt, int):
                 st.input_tokens = pt
             if isinstance(ct, int):
                 st.completion_tokens = ct
+            else:
+                ct = None
         if text:
             st.chunk_times.append(now)
             st.texts.append(text)
-            if choices and isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            if ct is not None and choices:
                 st.usage_per_chunk = True
-                k = usage["completion_tokens"] - st.last_usage_completion
-                st.last_usage_completion = usage["completion_tokens"]
-                st.chunk_tokens.append(max(k, 1))
+                st.chunk_tokens.append(max(ct - st.last_usage_completion, 1))
+                st.last_usage_completion = ct
             elif count_tokens is not None:
                 st.chunk_tokens.append(max(count_tokens(text), 1))
             else:

@@ -62,6 +62,52 @@ class SSEParser:
             self._line(line, out)
         return out
 
+    def feed_data(self, chunk: bytes) -> list[bytes]:
+        """Fast path for LLM streams: like :meth:`feed` but returns only each event's raw ``data`` bytes.
+
+        Same line rules as :meth:`feed`; the bytes are not decoded (a JSON parser validates them). Use one of the
+        two methods per parser, not both.
+        """
+        data = self._buf + chunk if self._buf else chunk
+        hold = b""
+        if data.endswith(b"\r"):
+            data, hold = data[:-1], b"\r"
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        self._buf = lines.pop() + hold
+        if len(self._buf) > self.max_line_bytes:
+            size = len(self._buf)
+            self._buf = b""
+            raise SSEError(f"an SSE line exceeded {self.max_line_bytes} bytes without ending ({size} bytes so far)")
+        out: list[bytes] = []
+        pending = self._data
+        for line in lines:
+            if not line:
+                if pending:
+                    out.append(pending[0] if len(pending) == 1 else b"\n".join(pending))
+                    pending = []
+                self._event = None
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                pending.append(value[1:] if value[:1] == b" " else value)
+            elif line == b"data":  # a field name alone means an empty value
+                pending.append(b"")
+            elif line[0] != 0x3A:
+                name, _, value = line.partition(b":")
+                if name == b"event":
+                    self._event = value[1:] if value[:1] == b" " else value
+        self._data = pending
+        return out
+
+    def close_data(self) -> list[bytes]:
+        """End of stream for :meth:`feed_data`: a final event whose blank line never came."""
+        out = self.feed_data(b"\n") if self._buf else []
+        if self._data:
+            out.append(b"\n".join(self._data))
+            self._data = []
+        return out
+
     def close(self) -> list[SSEEvent]:
         """End of stream: dispatch a final event whose blank line never came (lenient)."""
         out: list[SSEEvent] = []

@@ -103,3 +103,28 @@ def test_endless_line_is_bounded() -> None:
     p = SSEParser(max_line_bytes=1000)
     with pytest.raises(SSEError, match="exceeded 1000 bytes"):
         p.feed(b"data: " + b"x" * 2000)
+
+
+def parse_data(chunks: list[bytes]) -> list[bytes]:
+    p = SSEParser()
+    out: list[bytes] = []
+    for c in chunks:
+        out.extend(p.feed_data(c))
+    out.extend(p.close_data())
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=30))
+def test_fast_path_matches_full_parser(cuts: list[int]) -> None:
+    assert parse_data(split_at(STREAM, cuts)) == [e.data.encode() for e in EXPECTED]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_fast_path_never_crashes_and_agrees_on_arbitrary_bytes(raw: bytes, cuts: list[int]) -> None:
+    try:
+        full = [e.data.encode() for e in parse_all(split_at(raw, cuts))]
+    except SSEError:
+        return  # invalid UTF-8: the fast path leaves validation to the JSON parser
+    assert parse_data(split_at(raw, cuts)) == full
