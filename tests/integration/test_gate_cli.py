@@ -1,0 +1,180 @@
+"""gate, compare and diagnose through the real CLI: a DuckDB store with tagged runs, export files, a real bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tailscope.metrics.summary import summarize
+from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target
+from tailscope.report.json_export import build_export
+from tailscope.store.runs import RunStore
+
+pytestmark = pytest.mark.integration
+MS = 1_000_000
+
+CONTRACT = """\
+name: chat-service
+slo:
+  - {metric: ttft_ms, percentile: p99, max: 5000}
+  - {metric: error_rate, max: 0.05}
+regression:
+  baseline: latest:main
+  max_increase: {ttft_ms.p50: 10%, ttft_ms.p99: 10%, output_tokens_per_s: -5%}
+  confidence: 0.95
+"""
+
+
+def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tailscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TAILSCOPE_DEBUG": ""},
+        check=False,
+    )
+
+
+def make_records(n: int, *, seed: int, ttft_median_ms: float, lag_ms: float = 0.2) -> list[RequestRecord]:
+    rng = np.random.default_rng(seed)
+    ttft = ttft_median_ms * np.exp(0.4 * rng.standard_normal(n))
+    out = []
+    for i in range(n):
+        sched = i * 50 * MS
+        first = sched + int(ttft[i] * MS)
+        times = tuple(first + k * 20 * MS for k in range(8))
+        out.append(
+            RequestRecord(
+                id=i, scheduled_ns=sched, sent_ns=sched + int(lag_ms * MS), first_token_ns=first, end_ns=times[-1],
+                status=Status.OK, input_tokens=128, output_tokens=8, chunk_times_ns=times, chunk_tokens=(1,) * 8,
+            )
+        )  # fmt: skip
+    return out
+
+
+def store_run(store: RunStore, run_id: str, records: list[RequestRecord], started: str) -> Run:
+    run = Run(
+        id=run_id, kind=RunKind.BENCH, tool_version="test", started_at=started,
+        target=Target(url="http://127.0.0.1:1", model="m"), seed=0,
+    )  # fmt: skip
+    store.create_run(run)
+    store.write_records(run_id, records)
+    store.finish_run(run_id, RunStatus.COMPLETE, summarize(records).to_dict())
+    return run
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, Path]:
+    db = tmp_path / "ts.duckdb"
+    rs = RunStore(db)
+    store_run(rs, "base0001", make_records(1500, seed=1, ttft_median_ms=200), "2026-01-01T00:00:00Z")
+    rs.tag("base0001", "main")
+    store_run(rs, "same0002", make_records(1500, seed=2, ttft_median_ms=200), "2026-01-02T00:00:00Z")
+    store_run(rs, "slow0003", make_records(1500, seed=3, ttft_median_ms=300, lag_ms=40), "2026-01-03T00:00:00Z")
+    contract = tmp_path / "contract.yaml"
+    contract.write_text(CONTRACT)
+    return db, contract
+
+
+def test_gate_fails_on_a_real_regression_with_reports(store: tuple[Path, Path], tmp_path: Path) -> None:
+    db, contract = store
+    junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
+    p = cli("gate", str(contract), "--run", "slow", "--db", str(db), "--junit", str(junit), "--markdown", str(md),
+            "--github")  # fmt: skip
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "regression ttft_ms.p50" in p.stdout
+    assert "vs baseline base0001: FAIL" in p.stdout
+    assert f"::error file={contract},line=7,title=regression ttft_ms.p50 fail::" in p.stdout
+    root = ET.fromstring(junit.read_text())  # noqa: S314 (our own output)
+    assert len(root.findall("testcase")) == 5
+    failed = {c.get("name") for c in root.findall("testcase") if c.find("failure") is not None}
+    assert failed == {"regression ttft_ms.p50", "regression ttft_ms.p99"}
+    assert md.read_text().startswith("### ❌")
+
+
+def test_gate_passes_on_noise_and_on_export_files(store: tuple[Path, Path], tmp_path: Path) -> None:
+    db, contract = store
+    p = cli("gate", str(contract), "--run", "same", "--db", str(db), "--json", "-")
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout[p.stdout.index("{") :])
+    assert doc["verdict"] == "pass"
+    assert {c["verdict"] for c in doc["checks"]} <= {"pass", "inconclusive"}
+    # the same run as a bench --json export, and the baseline as an export too
+    rs = RunStore(db)
+    for ref, name in (("same0002", "cand.json"), ("base0001", "base.json")):
+        stored = rs.get_run(ref)
+        (tmp_path / name).write_text(json.dumps(build_export(stored.run, stored.summary or {}, rs.load_records(ref))))
+    p = cli("gate", str(contract), "--run", str(tmp_path / "cand.json"), "--baseline", str(tmp_path / "base.json"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "on run same0002 vs baseline base0001: PASS" in p.stdout
+
+
+def test_gate_exit_2_on_bad_contract_or_missing_data(store: tuple[Path, Path], tmp_path: Path) -> None:
+    db, contract = store
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(CONTRACT.replace("max: 0.05}", "max: 0.05, maximum: 1}"))
+    p = cli("gate", str(bad), "--run", "same", "--db", str(db))
+    assert p.returncode == 2
+    assert p.stderr.strip() == (
+        f"tailscope: error: {bad}:4: slo[1].maximum: unknown key (allowed: metric, percentile, max, min, class)"
+    )
+    p = cli("gate", str(contract), "--run", "nope", "--db", str(db))
+    assert p.returncode == 2
+    assert "no run 'nope'" in p.stderr
+    p = cli("gate", str(contract), "--run", "same", "--baseline", "latest:release", "--db", str(db))
+    assert p.returncode == 2
+    assert "MISSING: regression ttft_ms.p50" in p.stdout
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    p = cli("gate", str(contract), "--run", str(broken))
+    assert p.returncode == 2
+    assert "invalid JSON" in p.stderr
+
+
+def test_compare_and_diagnose(store: tuple[Path, Path]) -> None:
+    db, _ = store
+    p = cli("compare", "base", "same", "slow", "--metrics", "ttft_ms,requests_per_s", "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    assert "* worse" in p.stdout
+    p = cli("compare", "base", "slow", "--metrics", "ttft", "--percentiles", "p50", "--json", "--db", str(db))
+    doc = json.loads(p.stdout)
+    row = doc["rows"][0]
+    assert row["metric"] == "ttft_ms"
+    assert row["diffs"][0]["direction"] == "worse"
+    assert row["diffs"][0]["rel"] == pytest.approx(0.5, abs=0.1)
+    p = cli("diagnose", "slow", "--json", "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    findings = json.loads(p.stdout)["findings"]
+    assert findings[0]["rule"] == "client_bottleneck"
+    p = cli("diagnose", "same", "--db", str(db))
+    assert "no findings" in p.stdout
+
+
+def test_bench_then_gate_end_to_end(tmp_path: Path) -> None:
+    """Real bench runs against the scripted server: tag a baseline, then a slower server fails the gate."""
+    from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+
+    db = str(tmp_path / "ts.duckdb")
+    contract = tmp_path / "contract.yaml"
+    contract.write_text(CONTRACT)
+    common = ("--requests", "120", "--concurrency", "8", "--output-tokens", "8", "--db", db, "--quiet")
+    with ScriptedServer(ScriptedConfig(ttft_ms=20, itl_ms=2, log=False)) as srv:
+        p = cli("bench", "--url", srv.url, *common)
+        assert p.returncode == 0, p.stderr
+    assert cli("runs", "tag", "latest", "main", "--db", db).returncode == 0
+    with ScriptedServer(ScriptedConfig(ttft_ms=60, itl_ms=2, log=False)) as srv:
+        p = cli("bench", "--url", srv.url, *common, "--json", str(tmp_path / "slow.json"))
+        assert p.returncode == 0, p.stderr
+    p = cli("gate", str(contract), "--run", "latest", "--db", db)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL" in p.stdout
+    p = cli("gate", str(contract), "--run", str(tmp_path / "slow.json"), "--db", db)
+    assert p.returncode == 1, p.stdout + p.stderr
