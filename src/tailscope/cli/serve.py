@@ -87,7 +87,7 @@ def serve(
         )
 
     def ready(url: str) -> None:
-        print(options.description)
+        print(f"tailscope serve: built-in simulated engine, {options.description}")
         if faults.any:
             print(f"fault injection on: {faults}")
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)

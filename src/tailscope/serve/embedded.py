@@ -4,7 +4,7 @@
 runs the load generator (the server's token timing and the client's measurements do not share a loop)::
 
     async with start_embedded_server(model="llama-3.1-8b", gpu="h100-sxm") as server:
-        print(server.description)   # "built-in simulated engine: llama-3.1-8b on h100-sxm (…)"
+        print(server.description)   # "llama-3.1-8b on h100-sxm (weights bf16, KV bf16, …)"
         await run_bench(url=server.base_url, ...)
 
 Tests use :class:`EmbeddedServer` directly (also a plain context manager) and may pass any ``ReplicaEngine``.
@@ -73,8 +73,8 @@ class EmbeddedServer:
 
     @property
     def description(self) -> str:
-        """One line saying what is being served, for bench output."""
-        return self.options.description or f"built-in simulated engine: {self.options.model_name}"
+        """One line naming the simulated model and hardware (bench prints it after "built-in simulated engine")."""
+        return self.options.description or self.options.model_name
 
     @property
     def state(self) -> ServeState:
@@ -195,7 +195,7 @@ async def start_embedded_server(
 
         engine, options = build_replica(model, gpu, options=options, **engine_options)
     elif options is None:
-        options = ServeOptions(model_name=model, description=f"built-in simulated engine: {model} on {gpu}")
+        options = ServeOptions(model_name=model, description=f"{model} on {gpu}")
     server = EmbeddedServer(engine, options)
     await asyncio.to_thread(server.start)
     try:

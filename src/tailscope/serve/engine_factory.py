@@ -129,7 +129,7 @@ def build_replica(
     name = served_model_name or model
     tp_text = f" ×{flags.tp}" if flags.tp > 1 else ""
     description = (
-        f"built-in simulated engine: {arch.name} on {gpu_spec.id}{tp_text} "
+        f"{arch.name} on {gpu_spec.id}{tp_text} "
         f"(weights {perf.weights_dtype}, KV {flags.kv_dtype}, {capacity:,} KV tokens, "
         f"max_num_seqs {config.max_num_seqs}, speed {speed:g}×)"
     )
