@@ -1,7 +1,144 @@
-"""tailscope: performance engineering for LLM and agent systems — measure, locate, plan, verify."""
+"""tailscope: performance engineering for LLM and agent systems — measure, locate, plan, verify.
+
+The public API is re-exported here and loaded lazily (PEP 562), so ``import tailscope`` and ``tailscope --help``
+stay fast; ``tailscope.X`` imports the module that defines ``X`` on first use.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: public name → defining module
+_EXPORTS: dict[str, str] = {
+    "BenchConfig": "tailscope.runner.bench",
+    "BenchResult": "tailscope.runner.bench",
+    "CatalogError": "tailscope.errors",
+    "ConfigError": "tailscope.errors",
+    "ContractError": "tailscope.errors",
+    "ErrorClass": "tailscope.records",
+    "Interrupted": "tailscope.errors",
+    "LengthDist": "tailscope.workload.lengths",
+    "LoadShape": "tailscope.workload.simple",
+    "NotFoundError": "tailscope.errors",
+    "PlanError": "tailscope.errors",
+    "ProfileError": "tailscope.errors",
+    "RequestRecord": "tailscope.records",
+    "RequestSpec": "tailscope.workload.spec",
+    "Run": "tailscope.records",
+    "RunKind": "tailscope.records",
+    "RunStatus": "tailscope.records",
+    "RunStore": "tailscope.store.runs",
+    "RunSummary": "tailscope.metrics.summary",
+    "SSEError": "tailscope.errors",
+    "ServerSample": "tailscope.records",
+    "Slo": "tailscope.metrics.slo",
+    "Span": "tailscope.records",
+    "Stats": "tailscope.metrics.percentiles",
+    "Status": "tailscope.records",
+    "StoreError": "tailscope.errors",
+    "TailscopeError": "tailscope.errors",
+    "Target": "tailscope.records",
+    "TargetError": "tailscope.errors",
+    "TokensSource": "tailscope.records",
+    "TraceFormatError": "tailscope.errors",
+    "compute_stats": "tailscope.metrics.percentiles",
+    "parse_length_spec": "tailscope.workload.lengths",
+    "parse_slo": "tailscope.metrics.slo",
+    "run_bench": "tailscope.runner.bench",
+    "simple_requests": "tailscope.workload.simple",
+    "summarize": "tailscope.metrics.summary",
+}
+
+__all__ = [
+    "BenchConfig",
+    "BenchResult",
+    "CatalogError",
+    "ConfigError",
+    "ContractError",
+    "ErrorClass",
+    "Interrupted",
+    "LengthDist",
+    "LoadShape",
+    "NotFoundError",
+    "PlanError",
+    "ProfileError",
+    "RequestRecord",
+    "RequestSpec",
+    "Run",
+    "RunKind",
+    "RunStatus",
+    "RunStore",
+    "RunSummary",
+    "SSEError",
+    "ServerSample",
+    "Slo",
+    "Span",
+    "Stats",
+    "Status",
+    "StoreError",
+    "TailscopeError",
+    "Target",
+    "TargetError",
+    "TokensSource",
+    "TraceFormatError",
+    "__version__",
+    "compute_stats",
+    "parse_length_spec",
+    "parse_slo",
+    "run_bench",
+    "simple_requests",
+    "summarize",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tailscope' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from tailscope.errors import (
+        CatalogError,
+        ConfigError,
+        ContractError,
+        Interrupted,
+        NotFoundError,
+        PlanError,
+        ProfileError,
+        SSEError,
+        StoreError,
+        TailscopeError,
+        TargetError,
+        TraceFormatError,
+    )
+    from tailscope.metrics.percentiles import Stats, compute_stats
+    from tailscope.metrics.slo import Slo, parse_slo
+    from tailscope.metrics.summary import RunSummary, summarize
+    from tailscope.records import (
+        ErrorClass,
+        RequestRecord,
+        Run,
+        RunKind,
+        RunStatus,
+        ServerSample,
+        Span,
+        Status,
+        Target,
+        TokensSource,
+    )
+    from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+    from tailscope.store.runs import RunStore
+    from tailscope.workload.lengths import LengthDist, parse_length_spec
+    from tailscope.workload.simple import LoadShape, simple_requests
+    from tailscope.workload.spec import RequestSpec

@@ -1,0 +1,39 @@
+"""The curated public API: sorted, complete for the core modules, and lazy."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import tailscope
+
+CORE_MODULES = ("tailscope.errors", "tailscope.records")
+
+
+def test_all_is_sorted_and_resolves() -> None:
+    names = [n for n in tailscope.__all__ if n != "__version__"]
+    assert names == sorted(names)
+    for name in tailscope.__all__:
+        assert getattr(tailscope, name) is not None
+
+
+def test_core_modules_are_fully_exported() -> None:
+    for mod_name in CORE_MODULES:
+        mod = importlib.import_module(mod_name)
+        public = {
+            n
+            for n, obj in vars(mod).items()
+            if not n.startswith("_")
+            and (inspect.isclass(obj) or inspect.isfunction(obj))
+            and obj.__module__ == mod_name
+        }
+        missing = public - set(tailscope.__all__)
+        assert not missing, f"{mod_name} defines public names not exported by tailscope: {sorted(missing)}"
+
+
+def test_import_is_lazy() -> None:
+    code = "import sys, tailscope; print(any(m in sys.modules for m in ('numpy', 'aiohttp', 'duckdb', 'rich')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
