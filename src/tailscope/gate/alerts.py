@@ -158,7 +158,18 @@ def _recordings(contract: Contract, opts: AlertOptions) -> list[dict[str, Any]]:
             "expr": f"sum(rate(vllm:num_preemptions_total{_sel(opts)}[{w}]))",
         },
     ]
+    for rule in rules:
+        rule["labels"] = {"contract": contract.name}
     return rules
+
+
+def series(record: str, contract: Contract) -> str:
+    """A recorded series of ``contract`` as a PromQL selector: ``tailscope:error_ratio{contract="chat"}``."""
+    return f'{record}{{contract="{_escape(contract.name)}"}}'
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _slo_alert(contract: Contract, s: SloCheck, opts: AlertOptions) -> dict[str, Any] | None:
@@ -170,7 +181,7 @@ def _slo_alert(contract: Contract, s: SloCheck, opts: AlertOptions) -> dict[str,
         limit_s = s.max / 1000.0
         return _alert(
             f"{base}{short.upper()}{percentile_label(stat).replace('.', '').upper()}SloBreach",
-            f"{quantile_record(s.metric, stat)} > {limit_s:g}",
+            f"{series(quantile_record(s.metric, stat), contract)} > {limit_s:g}",
             "critical",
             f"{short.upper()} {percentile_label(stat)} above {s.max:g} ms ({contract.name})",
             f"{short.upper()} {percentile_label(stat)} is {{{{ $value | humanizeDuration }}}} over the last "
@@ -182,7 +193,7 @@ def _slo_alert(contract: Contract, s: SloCheck, opts: AlertOptions) -> dict[str,
     if s.metric == "error_rate" and s.max is not None:
         return _alert(
             f"{base}ErrorRatioSloBreach",
-            f"tailscope:error_ratio > {s.max:g}",
+            f"{series('tailscope:error_ratio', contract)} > {s.max:g}",
             "critical",
             f"error ratio above {s.max:g} ({contract.name})",
             f"{{{{ $value | humanizePercentage }}}} of requests failed over the last {opts.window}; "
@@ -196,7 +207,7 @@ def _slo_alert(contract: Contract, s: SloCheck, opts: AlertOptions) -> dict[str,
         note = " (goodput is approximated by completed requests: engine metrics carry no per-request SLO verdict)"
         return _alert(
             f"{base}{_camel(s.metric)}Low",
-            f"{record} < {s.min:g}",
+            f"{series(record, contract)} < {s.min:g}",
             "warning",
             f"{s.metric} below {s.min:g}/s ({contract.name})",
             f"{s.metric} is {{{{ $value }}}}/s over the last {opts.window}; the contract wants ≥ {s.min:g}/s"
@@ -216,7 +227,7 @@ def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str,
     return [
         _alert(
             f"{base}RequestsQueueing",
-            f"avg_over_time(tailscope:requests_waiting[{w}]) > {opts.queue_limit:g}",
+            f"avg_over_time({series('tailscope:requests_waiting', contract)}[{w}]) > {opts.queue_limit:g}",
             "warning",
             f"requests wait in the engine queue ({contract.name})",
             f"on average {{{{ $value }}}} requests waited over the last {w}: the engine is saturated and TTFT grows.",
@@ -226,7 +237,7 @@ def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str,
         ),
         _alert(
             f"{base}KvCacheNearFull",
-            f"tailscope:kv_cache_usage > {opts.kv_limit:g}",
+            f"{series('tailscope:kv_cache_usage', contract)} > {opts.kv_limit:g}",
             "warning",
             f"KV cache above {opts.kv_limit:.0%} ({contract.name})",
             "KV-cache usage is {{ $value | humanizePercentage }}: expect preemptions and slower decoding.",
@@ -236,7 +247,7 @@ def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str,
         ),
         _alert(
             f"{base}Preemptions",
-            "tailscope:preemptions_per_s > 0",
+            f"{series('tailscope:preemptions_per_s', contract)} > 0",
             "warning",
             f"the engine preempts requests ({contract.name})",
             "{{ $value }} preemptions/s: requests are evicted from the KV cache and recomputed.",

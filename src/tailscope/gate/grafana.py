@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailscope.gate.alerts import GOLDEN_QUANTILES, HISTOGRAMS, quantile_record
+from tailscope.gate.alerts import GOLDEN_QUANTILES, HISTOGRAMS, quantile_record, series
 from tailscope.gate.contract import Contract, percentile_label
 
 _DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -63,14 +63,14 @@ def dashboard(contract: Contract) -> dict[str, Any]:
         if not stats:
             continue
         ordered = sorted(stats, key=lambda p: float(p[1:].replace("999", "99.9")))
-        targets = [(quantile_record(metric, p), f"{short} {percentile_label(p)}") for p in ordered]
+        targets = [(series(quantile_record(metric, p), contract), f"{short} {percentile_label(p)}") for p in ordered]
         limit = min((v / 1000.0 for (m, p), v in limits.items() if m == metric), default=None)
         panels.append(_panel(len(panels) + 1, f"{short.upper()} quantiles", targets, "s", limit))
     panels.append(
         _panel(
             len(panels) + 1,
             "Error ratio",
-            [("tailscope:error_ratio", "5xx / all")],
+            [(series("tailscope:error_ratio", contract), "5xx / all")],
             "percentunit",
             limits.get(("error_rate", None)),
         )
@@ -80,7 +80,7 @@ def dashboard(contract: Contract) -> dict[str, Any]:
         _panel(
             len(panels) + 1,
             "Throughput",
-            [("tailscope:requests_per_s", "requests/s")],
+            [(series("tailscope:requests_per_s", contract), "requests/s")],
             "reqps",
             rps_min,
             lower_is_bad=True,
@@ -90,7 +90,7 @@ def dashboard(contract: Contract) -> dict[str, Any]:
         _panel(
             len(panels) + 1,
             "Output tokens/s",
-            [("tailscope:output_tokens_per_s", "tokens/s")],
+            [(series("tailscope:output_tokens_per_s", contract), "tokens/s")],
             "short",
             mins.get("output_tokens_per_s"),
             lower_is_bad=True,
@@ -100,13 +100,22 @@ def dashboard(contract: Contract) -> dict[str, Any]:
         _panel(
             len(panels) + 1,
             "Saturation",
-            [("tailscope:requests_waiting", "waiting"), ("tailscope:preemptions_per_s", "preemptions/s")],
+            [
+                (series("tailscope:requests_waiting", contract), "waiting"),
+                (series("tailscope:preemptions_per_s", contract), "preemptions/s"),
+            ],
             "short",
             None,
         )
     )
     panels.append(
-        _panel(len(panels) + 1, "KV-cache usage", [("tailscope:kv_cache_usage", "kv usage")], "percentunit", 0.9)
+        _panel(
+            len(panels) + 1,
+            "KV-cache usage",
+            [(series("tailscope:kv_cache_usage", contract), "kv usage")],
+            "percentunit",
+            0.9,
+        )
     )
     return {
         "title": f"tailscope — {contract.name}",

@@ -42,11 +42,13 @@ def test_rule_file_shape_and_thresholds() -> None:
     assert 'status=~"5..|5xx",' not in recs["tailscope:error_ratio"]
     assert 'job="vllm",status=~"5..|5xx"' in recs["tailscope:error_ratio"]
     alerts = {r["alert"]: r for r in doc["groups"][1]["rules"]}
-    assert alerts["ChatServiceTTFTP99SloBreach"]["expr"] == "tailscope:ttft_seconds:p99 > 1.5"
-    assert alerts["ChatServiceTPOTP95SloBreach"]["expr"] == "tailscope:tpot_seconds:p95 > 0.05"
-    assert alerts["ChatServiceITLP999SloBreach"]["expr"] == "tailscope:itl_seconds:p999 > 0.2"
-    assert alerts["ChatServiceErrorRatioSloBreach"]["expr"] == "tailscope:error_ratio > 0.01"
-    assert alerts["ChatServiceGoodputRpsLow"]["expr"] == "tailscope:requests_per_s < 5"
+    sel = '{contract="chat-service"}'
+    assert alerts["ChatServiceTTFTP99SloBreach"]["expr"] == f"tailscope:ttft_seconds:p99{sel} > 1.5"
+    assert alerts["ChatServiceTPOTP95SloBreach"]["expr"] == f"tailscope:tpot_seconds:p95{sel} > 0.05"
+    assert alerts["ChatServiceITLP999SloBreach"]["expr"] == f"tailscope:itl_seconds:p999{sel} > 0.2"
+    assert alerts["ChatServiceErrorRatioSloBreach"]["expr"] == f"tailscope:error_ratio{sel} > 0.01"
+    assert alerts["ChatServiceGoodputRpsLow"]["expr"] == f"tailscope:requests_per_s{sel} < 5"
+    assert all(r["labels"] == {"contract": "chat-service"} for r in doc["groups"][0]["rules"])
     for name in ("RequestsQueueing", "KvCacheNearFull", "Preemptions", "EngineDown"):
         assert f"ChatService{name}" in alerts
     for rule in alerts.values():
@@ -68,9 +70,8 @@ def test_every_alert_uses_a_recorded_series_or_a_raw_metric() -> None:
     recorded = set(rules.record_names)
     for group in rules.document["groups"][1:]:
         for r in group["rules"]:
-            names = {
-                tok for tok in r["expr"].replace("(", " ").replace("[", " ").split() if tok.startswith("tailscope:")
-            }
+            expr = r["expr"].replace("(", " ").replace("[", " ").replace("{", " ")
+            names = {tok for tok in expr.split() if tok.startswith("tailscope:")}
             assert names <= recorded, r["alert"]
 
 
@@ -83,7 +84,9 @@ def test_grafana_dashboard() -> None:
     for panel in dash["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}"
         for t in panel["targets"]:
-            assert t["expr"] in recorded
+            record, _, sel = t["expr"].partition("{")
+            assert record in recorded
+            assert sel == 'contract="chat-service"}'
     ttft = dash["panels"][0]
     steps = ttft["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert steps[-1] == {"color": "red", "value": 1.5}
