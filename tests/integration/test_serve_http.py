@@ -229,15 +229,53 @@ def test_client_disconnect_aborts_in_engine() -> None:
         assert not srv.call(lambda st: st.loop.engine.has_work())
 
 
-def test_embedded_context_manager_runs_in_its_own_thread() -> None:
-    async def run() -> tuple[str, str, int]:
-        async with start_embedded_server(model=MODEL, gpu="l4", speed=10.0) as srv:
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+def test_start_embedded_server(isolation: str) -> None:
+    async def run() -> tuple[str, str, int, Any]:
+        async with start_embedded_server(model=MODEL, gpu="l4", speed=10.0, isolation=isolation, max_num_seqs=8) as srv:
             async with aiohttp.ClientSession() as s, s.get(srv.base_url + "/v1/models") as r:
                 models = await r.json()
-            return srv.base_url, srv.description, len(models["data"])
+            return srv.base_url, srv.description, len(models["data"]), srv
 
-    base_url, description, n = asyncio.run(asyncio.wait_for(run(), 60))
+    base_url, description, n, srv = asyncio.run(asyncio.wait_for(run(), 60))
     assert base_url.startswith("http://127.0.0.1:")
-    assert "llama-3.1-8b" in description
-    assert "l4" in description
+    assert description.startswith("llama-3.1-8b on l4 ")
+    assert "max_num_seqs 8" in description
     assert n == 1
+    if isolation == "process":
+        assert srv.pid is None  # the child was stopped and reaped
+
+
+def test_child_server_exits_when_its_parent_goes_away() -> None:
+    import subprocess
+
+    from tailscope.serve.child import ChildServer, serve_cli_args
+    from tailscope.serve.engine_factory import EngineFlags
+
+    child = ChildServer(serve_cli_args(MODEL, "h100-sxm", EngineFlags()), description="x", model_name=MODEL)
+    child.start()
+    try:
+        proc = child._proc
+        assert proc is not None
+        assert proc.stdin is not None
+        proc.stdin.close()  # what the OS does when the parent dies
+        proc.wait(20)
+        assert proc.returncode == 0
+    finally:
+        if child._proc is not None and child._proc.poll() is None:
+            child._proc.kill()
+        child.stop()
+    assert isinstance(proc, subprocess.Popen)
+
+
+def test_bad_options_fail_before_anything_starts() -> None:
+    from tailscope.errors import ConfigError
+
+    async def run(**kw: Any) -> None:
+        async with start_embedded_server(model=MODEL, gpu="h100-sxm", **kw):
+            pass
+
+    with pytest.raises(ConfigError, match="bogus"):
+        asyncio.run(run(bogus=1))
+    with pytest.raises(ConfigError, match="isolation"):
+        asyncio.run(run(isolation="fiber"))

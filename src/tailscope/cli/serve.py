@@ -46,6 +46,8 @@ def serve(
     stall_ms: float = typer.Option(2000.0, "--stall-ms", help="Length of that pause in milliseconds."),
     disconnect_prob: float = typer.Option(0.0, "--disconnect-prob", help="Probability of cutting a stream."),
     malformed_rate: float = typer.Option(0.0, "--malformed-rate", help="Probability of one non-JSON data line."),
+    gpu_file: Path | None = typer.Option(None, "--gpu-file", help="YAML file with extra GPUs."),
+    exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
     import asyncio
@@ -75,6 +77,7 @@ def serve(
         enable_prefix_caching=not no_prefix_caching,
         max_model_len=max_model_len,
         calibration=calibration,
+        gpu_file=gpu_file,
     )
     engine, options = build_replica(
         model, gpu, flags=flags, served_model_name=served_model_name, speed=speed, seed=seed, faults=faults
@@ -93,7 +96,9 @@ def serve(
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
-        asyncio.run(serve_forever(engine, options, host=host, port=port, on_ready=ready))
+        asyncio.run(
+            serve_forever(engine, options, host=host, port=port, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)
+        )
     print("tailscope serve: stopped", file=sys.stderr)
 
 

@@ -1,7 +1,9 @@
-"""The built-in server as a library: run it in a background thread with its own event loop.
+"""The built-in server as a library: the default target of ``tailscope bench`` without ``--url``.
 
-``tailscope bench`` without ``--url`` uses :func:`start_embedded_server` so that the bench's own event loop only
-runs the load generator (the server's token timing and the client's measurements do not share a loop)::
+:func:`start_embedded_server` runs it on a free 127.0.0.1 port for the body of an ``async with``: by default as a
+child process (``tailscope serve``), so that the bench's event loop and interpreter only run the load generator and
+the server's work never delays the client's timestamps; with ``isolation="thread"`` in a background thread with its
+own event loop (tests use that to read the server's state)::
 
     async with start_embedded_server(model="llama-3.1-8b", gpu="h100-sxm") as server:
         print(server.description)   # "llama-3.1-8b on h100-sxm (weights bf16, KV bf16, …)"
@@ -18,13 +20,15 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
 from tailscope.engine.api import ReplicaEngine
-from tailscope.errors import TargetError
+from tailscope.errors import ConfigError, TargetError
 from tailscope.serve.app import STATE, ServeState, build_app, make_runner, serve_site
+from tailscope.serve.child import ChildServer
+from tailscope.serve.faults import FaultConfig
 from tailscope.serve.options import ServeOptions
 
 T = TypeVar("T")
@@ -166,6 +170,20 @@ class EmbeddedServer:
             loop.close()
 
 
+class BuiltinServer(Protocol):
+    """What :func:`start_embedded_server` yields: a running built-in server (in a thread or a child process)."""
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (no ``/v1``)."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """The simulated model and hardware in one line."""
+        ...
+
+
 @asynccontextmanager
 async def start_embedded_server(
     model: str = "llama-3.1-8b",
@@ -173,8 +191,9 @@ async def start_embedded_server(
     *,
     engine: ReplicaEngine | None = None,
     options: ServeOptions | None = None,
+    isolation: str = "process",
     **engine_options: Any,
-) -> AsyncIterator[EmbeddedServer]:
+) -> AsyncIterator[BuiltinServer]:
     """Run the built-in server for ``model`` on ``gpu`` on a free 127.0.0.1 port for the ``async with`` body.
 
     Starting and stopping happen in a worker thread, so the caller's event loop is never blocked.
@@ -182,21 +201,51 @@ async def start_embedded_server(
     Args:
         model: catalog model id (or a ``config.json`` path, as the engine accepts).
         gpu: catalog GPU id.
-        engine: serve this engine instead of building one (``options`` then required).
-        options: serving options; built from the engine's facts when omitted.
-        **engine_options: passed to :func:`tailscope.serve.engine_factory.build_replica` (``max_num_seqs``, …) and
-            serving options it knows (``speed``, ``seed``, ``faults``).
+        engine: serve this engine (in a thread) instead of building one.
+        options: serving options for ``engine`` (thread isolation only).
+        isolation: ``"process"`` (default: ``tailscope serve`` as a child process, so the server's CPU work does
+            not disturb the caller's timing) or ``"thread"`` (same process, own event loop; tests use it).
+        **engine_options: :class:`~tailscope.serve.engine_factory.EngineFlags` fields (``max_num_seqs``, ``tp``, …)
+            and ``speed``, ``seed``, ``faults``, ``served_model_name``.
 
     Yields:
-        The running :class:`EmbeddedServer` (``base_url``, ``description``).
+        The running server (``base_url``, ``description``).
+
+    Raises:
+        ConfigError: an unknown option or an invalid value (checked before anything starts).
+        TargetError: the server could not start.
     """
-    if engine is None:
+    server: EmbeddedServer | ChildServer
+    if engine is not None or options is not None or isolation == "thread":
+        if engine is None:
+            from tailscope.serve.engine_factory import build_replica
+
+            engine, options = build_replica(model, gpu, options=options, **engine_options)
+        elif options is None:
+            options = ServeOptions(model_name=model, description=f"{model} on {gpu}")
+        server = EmbeddedServer(engine, options)
+    elif isolation == "process":
+        from tailscope.serve.child import flags_from, serve_cli_args
         from tailscope.serve.engine_factory import build_replica
 
-        engine, options = build_replica(model, gpu, options=options, **engine_options)
-    elif options is None:
-        options = ServeOptions(model_name=model, description=f"{model} on {gpu}")
-    server = EmbeddedServer(engine, options)
+        flags, rest = flags_from(engine_options)
+        speed = float(rest.pop("speed", 1.0))  # type: ignore[arg-type]
+        seed = int(rest.pop("seed", 0))  # type: ignore[call-overload]
+        faults = rest.pop("faults", None)
+        served = rest.pop("served_model_name", None)
+        if rest:
+            raise ConfigError(f"unknown built-in server option(s): {', '.join(sorted(rest))}")
+        if faults is not None and not isinstance(faults, FaultConfig):
+            raise ConfigError(f"faults must be a FaultConfig (got {type(faults).__name__})")
+        served_name = str(served) if served is not None else None
+        # built here too: flags are validated before a process starts, and the description comes from it
+        _, opts = build_replica(
+            model, gpu, flags=flags, served_model_name=served_name, speed=speed, seed=seed, faults=faults
+        )
+        args = serve_cli_args(model, gpu, flags, served_model_name=served_name, speed=speed, seed=seed, faults=faults)
+        server = ChildServer(args, description=opts.description, model_name=opts.model_name)
+    else:
+        raise ConfigError(f"isolation must be 'process' or 'thread' (got {isolation!r})")
     await asyncio.to_thread(server.start)
     try:
         yield server

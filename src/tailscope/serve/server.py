@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import ipaddress
 import signal
+import sys
+import threading
 from collections.abc import Callable
 
 from tailscope.engine.api import ReplicaEngine
@@ -32,6 +34,7 @@ async def serve_forever(
     port: int = 8000,
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    exit_on_stdin_eof: bool = False,
 ) -> None:
     """Serve ``engine`` on ``host:port`` until ``stop`` is set or SIGINT/SIGTERM arrives.
 
@@ -42,6 +45,8 @@ async def serve_forever(
         port: port to bind (``0`` = a free one).
         on_ready: called with the base URL once the server listens.
         stop: an event that ends serving when set (a new one when omitted).
+        exit_on_stdin_eof: also stop when standard input reaches end of file, so a server started as a child
+            process ends with its parent even when the parent is killed outright.
 
     Raises:
         TargetError: when the address cannot be bound.
@@ -61,6 +66,8 @@ async def serve_forever(
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop.set)
                 installed.append(sig)
+        if exit_on_stdin_eof:
+            _watch_stdin(loop, stop)
         if on_ready is not None:
             shown = f"[{host}]" if ":" in host else host
             on_ready(f"http://{shown}:{bound}")
@@ -69,3 +76,16 @@ async def serve_forever(
         for sig in installed:
             loop.remove_signal_handler(sig)
         await runner.cleanup()
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Set ``stop`` (from a daemon thread) once standard input is at end of file."""
+
+    def wait_for_eof() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while sys.stdin.buffer.read(4096):
+                pass
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=wait_for_eof, name="tailscope-serve-stdin", daemon=True).start()
