@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,8 +94,29 @@ def classify_status(status: int) -> ErrorClass:
     return ErrorClass.OTHER
 
 
+async def _timed(resp: Any, clock: Clock) -> AsyncIterator[tuple[int, bytes]]:
+    """Body chunks with their arrival stamps: the transport's own stamps when it takes them at the socket (the raw
+    transport, on ``perf_counter_ns``), else the clock read when the chunk is handed over."""
+    timed = getattr(resp, "iter_timed_chunks", None)
+    if timed is not None:
+        async for pair in timed():
+            yield pair
+        return
+    async for chunk in resp.iter_chunks():
+        yield clock.now_ns(), chunk
+
+
 def _classify_exception(exc: BaseException) -> ErrorClass:
     import aiohttp
+
+    from tailscope.client import rawhttp
+
+    if isinstance(exc, rawhttp.ConnectTimeout):
+        return ErrorClass.TIMEOUT_CONNECT
+    if isinstance(exc, rawhttp.ConnectFailed):
+        return ErrorClass.CONNECT
+    if isinstance(exc, rawhttp.StreamClosed | rawhttp.ProtocolViolation):
+        return ErrorClass.STREAM_BROKEN
 
     if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ServerTimeoutError):
         return ErrorClass.TIMEOUT_CONNECT
@@ -193,8 +214,8 @@ async def execute(
                     status = Status.ERROR
                 else:
                     parser = SSEParser()
-                    async for chunk in resp.iter_chunks():
-                        now = clock.now_ns() - t0_ns
+                    async for stamp, chunk in _timed(resp, clock):
+                        now = stamp - t0_ns
                         had_token = bool(st.chunk_times)
                         _consume(parser.feed_data(chunk), now, st, count_tokens)
                         if not had_token and st.chunk_times:
