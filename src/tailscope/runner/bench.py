@@ -12,25 +12,29 @@ import secrets
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from tailscope import __version__
 from tailscope.client.openai import ClientOptions, Timeouts
-from tailscope.client.transport import AioHttpTransport
+from tailscope.client.rawhttp import RawHttpTransport
+from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
 from tailscope.errors import ConfigError
+from tailscope.metrics.percentiles import Stats
 from tailscope.metrics.server import summarize_server
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
+from tailscope.runner.bench_extras import MixedTraffic, saturation_check
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.preflight import preflight
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
 from tailscope.store.runs import RunStore
 from tailscope.store.writer import RecordWriter
+from tailscope.workload.model import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
@@ -67,6 +71,11 @@ class BenchConfig:
     builtin_gpu: str = "h100-sxm"
     sweep_id: str | None = None
     handle_signals: bool = True
+    mixed_traffic: tuple[MixedTarget, ...] = ()  # plain HTTP sent beside the LLM load (profile mixed_traffic)
+    # steady stages (start_s, end_s) tested for over-saturation; None = one window when the run is open loop at one
+    # constant rate (requested_rate set), () = no test
+    saturation_windows: tuple[tuple[float, float], ...] | None = None
+    http_client: str = "raw"  # raw (lean asyncio HTTP/1.1, stamps at the socket) | aiohttp
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,7 @@ class BenchResult:
     signal_name: str | None
     store_path: str
     t0_ns: int = 0  # the run start on the monotonic clock (record times are relative to it)
+    extra: dict[str, Any] = field(default_factory=dict)  # summary keys beyond RunSummary (e.g. ``mixed``)
 
     @property
     def exit_code(self) -> int:
@@ -116,9 +126,123 @@ def host_facts() -> dict[str, Any]:
     }
 
 
+def make_transport(kind: str, base_url: str, **kw: Any) -> Transport:
+    """The HTTP transport by name: ``raw`` (default) or ``aiohttp``."""
+    if kind == "raw":
+        return RawHttpTransport(base_url, **kw)
+    if kind == "aiohttp":
+        return AioHttpTransport(base_url, **kw)
+    raise ConfigError(f"--http-client {kind!r}: use raw or aiohttp")
+
+
 def _auth_header(env_name: str) -> str | None:
     key = os.environ.get(env_name)
     return f"Bearer {key}" if key else None
+
+
+@dataclass(slots=True)
+class TargetSession:
+    """A reachable, preflighted target: what both the single-process and the distributed run start from."""
+
+    base_url: str
+    transport: AioHttpTransport
+    target: Target
+    metrics_url: str | None
+
+
+async def open_target(
+    cfg: BenchConfig, stack: AsyncExitStack, on_target: Callable[[Target], None] | None = None
+) -> TargetSession:
+    """Start the built-in engine (no ``cfg.url``) or normalize the URL; open a transport, preflight, probe /metrics.
+
+    Everything opened is closed by ``stack``.
+    """
+    builtin = cfg.url is None
+    description = ""
+    if builtin:
+        from tailscope.serve.embedded import start_embedded_server
+
+        embedded = await stack.enter_async_context(start_embedded_server(model=cfg.builtin_model, gpu=cfg.builtin_gpu))
+        base_url, description = embedded.base_url, embedded.description
+    else:
+        assert cfg.url is not None
+        base_url = _normalize_url(cfg.url)
+    max_conn = cfg.dispatch.concurrency or 0
+    transport = AioHttpTransport(
+        base_url,
+        max_connections=max_conn,
+        connect_timeout_s=cfg.timeouts.connect_s,
+        auth_header=_auth_header(cfg.api_key_env),
+    )
+    stack.push_async_callback(transport.close)
+    info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
+    target = Target(url=base_url, model=info.model, endpoint=cfg.endpoint, builtin=builtin, description=description)
+    if on_target is not None:
+        on_target(target)
+    metrics_url = cfg.metrics_url
+    if metrics_url == "auto":
+        metrics_url = base_url + "/metrics" if await probe_metrics(transport, base_url + "/metrics") else None
+    return TargetSession(base_url=base_url, transport=transport, target=target, metrics_url=metrics_url)
+
+
+def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
+    """The run row for a bench against ``ts`` (``settings`` are added to the stored settings)."""
+    return Run(
+        id=new_run_id(),
+        kind=RunKind.BENCH,
+        tool_version=__version__,
+        started_at=utc_now_iso(),
+        target=ts.target,
+        seed=cfg.seed,
+        settings={**cfg.settings, "metrics_url": ts.metrics_url, **settings},
+        profile=cfg.profile_name,
+        sweep_id=cfg.sweep_id,
+        host=host_facts(),
+    )
+
+
+def finish_bench(
+    cfg: BenchConfig,
+    store: RunStore,
+    run: Run,
+    *,
+    status: RunStatus,
+    records: list[RequestRecord],
+    samples: list[ServerSample],
+    loop_lag_ms: Stats,
+    signal_name: str | None,
+    t0_ns: int,
+    extra_warnings: tuple[str, ...] = (),
+    extra_summary: dict[str, Any] | None = None,
+) -> BenchResult:
+    """Summarize the records, finish the run in the store and build the result."""
+    summary = summarize(records, slos=cfg.slos, requested_rate_rps=cfg.requested_rate, loop_lag_ms=loop_lag_ms)
+    extra_warnings = extra_warnings + saturation_check(
+        records,
+        cfg.saturation_windows,
+        open_loop=cfg.dispatch.concurrency is None,
+        constant_rate=cfg.requested_rate is not None,
+    )
+    if extra_warnings:
+        summary = replace(summary, warnings=summary.warnings + extra_warnings)
+    server = summarize_server(samples)
+    summary_dict = summary.to_dict()
+    summary_dict["server"] = server
+    summary_dict["loop_lag_ms"] = loop_lag_ms.to_dict()
+    if extra_summary:
+        summary_dict.update(extra_summary)
+    store.finish_run(run.id, status, summary_dict)
+    return BenchResult(
+        run=replace(run, status=status),
+        status=status,
+        summary=summary,
+        server=server,
+        records=records,
+        signal_name=signal_name,
+        store_path=str(store.db.path),
+        t0_ns=t0_ns,
+        extra=dict(extra_summary or {}),
+    )
 
 
 async def run_bench(
@@ -141,46 +265,9 @@ async def run_bench(
     store = RunStore(cfg.db)
     store.db.ensure_schema()  # a bad store path fails here, before any load
     async with AsyncExitStack() as stack:
-        builtin = cfg.url is None
-        description = ""
-        if builtin:
-            from tailscope.serve.embedded import start_embedded_server
-
-            embedded = await stack.enter_async_context(
-                start_embedded_server(model=cfg.builtin_model, gpu=cfg.builtin_gpu)
-            )
-            base_url, description = embedded.base_url, embedded.description
-        else:
-            assert cfg.url is not None
-            base_url = _normalize_url(cfg.url)
-        max_conn = cfg.dispatch.concurrency or 0
-        transport = AioHttpTransport(
-            base_url,
-            max_connections=max_conn,
-            connect_timeout_s=cfg.timeouts.connect_s,
-            auth_header=_auth_header(cfg.api_key_env),
-        )
-        stack.push_async_callback(transport.close)
-        info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
-        target = Target(url=base_url, model=info.model, endpoint=cfg.endpoint, builtin=builtin, description=description)
-        if on_target is not None:
-            on_target(target)
-        metrics_url = cfg.metrics_url
-        if metrics_url == "auto":
-            metrics_url = base_url + "/metrics" if await probe_metrics(transport, base_url + "/metrics") else None
-
-        run = Run(
-            id=new_run_id(),
-            kind=RunKind.BENCH,
-            tool_version=__version__,
-            started_at=utc_now_iso(),
-            target=target,
-            seed=cfg.seed,
-            settings={**cfg.settings, "metrics_url": metrics_url},
-            profile=cfg.profile_name,
-            sweep_id=cfg.sweep_id,
-            host=host_facts(),
-        )
+        ts = await open_target(cfg, stack, on_target)
+        transport, metrics_url = ts.transport, ts.metrics_url
+        run = new_run(cfg, ts)
         store.create_run(run)
         writer = RecordWriter(store.db, run.id, flush_interval_s=cfg.flush_interval_s)
         writer.start()
@@ -199,7 +286,7 @@ async def run_bench(
         count_tokens = synth.counter()
         opts = ClientOptions(
             endpoint=cfg.endpoint,
-            model=info.model,
+            model=ts.target.model,
             ignore_eos=cfg.ignore_eos,
             continuous_usage=cfg.continuous_usage,
         )
@@ -224,11 +311,19 @@ async def run_bench(
                     pass
         scraper: Scraper | None = None
         t0 = clock.now_ns()
+        mixed = MixedTraffic(
+            cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
+        )
         try:
             if metrics_url:
                 scraper = Scraper(transport, metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s)
                 scraper.start()
-            dispatch = await gen.run(specs, cfg.dispatch, t0_ns=t0)
+            try:
+                dispatch = await gen.run(specs, cfg.dispatch, t0_ns=t0)
+            except BaseException:
+                await mixed.cancel()
+                raise
+            mixed_summary = await mixed.finish()
         finally:
             if scraper is not None:
                 await scraper.stop()
@@ -236,33 +331,15 @@ async def run_bench(
                 loop.remove_signal_handler(sig)
             writer.close()
         status = RunStatus.INCOMPLETE if dispatch.interrupted else RunStatus.COMPLETE
-        summary = summarize(
-            records, slos=cfg.slos, requested_rate_rps=cfg.requested_rate, loop_lag_ms=dispatch.loop_lag_ms
-        )
-        server = summarize_server(samples)
-        summary_dict = summary.to_dict()
-        summary_dict["server"] = server
-        summary_dict["loop_lag_ms"] = dispatch.loop_lag_ms.to_dict()
-        store.finish_run(run.id, status, summary_dict)
-        return BenchResult(
-            run=Run(
-                id=run.id,
-                kind=run.kind,
-                tool_version=run.tool_version,
-                started_at=run.started_at,
-                target=run.target,
-                seed=run.seed,
-                settings=run.settings,
-                profile=run.profile,
-                status=status,
-                sweep_id=run.sweep_id,
-                host=run.host,
-            ),
+        return finish_bench(
+            cfg,
+            store,
+            run,
             status=status,
-            summary=summary,
-            server=server,
             records=records,
+            samples=samples,
+            loop_lag_ms=dispatch.loop_lag_ms,
             signal_name=dispatch.signal_name,
-            store_path=str(store.db.path),
             t0_ns=t0,
+            extra_summary={"mixed": mixed_summary} if mixed_summary else None,
         )

@@ -1,0 +1,394 @@
+"""A bench run spread over several load-generator workers: local processes, or Ray actors across a cluster.
+
+The driver (this process) keeps everything that must happen once: the target's preflight, the whole schedule, the
+/metrics scraper, the store writer and the live progress. Workers only send requests and measure:
+
+1. The driver builds the schedule and splits it (:mod:`tailscope.runner.partition`): open-loop shares keep their
+   absolute target times, so the aggregate arrival process is exactly the requested one; closed-loop concurrency is
+   split and requests are fed on demand in whole sessions.
+2. It estimates each worker's clock offset with a few pings (offset = worker time − midpoint of the round trip,
+   uncertainty = half the best round trip) and starts every worker at one common instant ``T``, expressed on each
+   worker's own monotonic clock. Every record's times are relative to that instant.
+3. It polls the workers for record batches (msgpack), writes them to the store, and keeps the live counters.
+4. A worker that dies keeps the records it already delivered; the run is marked ``degraded`` with the lost share of
+   the schedule, and the others continue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import signal
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+from tailscope.clock import Clock, MonotonicClock
+from tailscope.errors import ConfigError, TailscopeError
+from tailscope.metrics.percentiles import Stats, compute_stats
+from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
+from tailscope.runner.bench import BenchConfig, BenchResult, _auth_header, finish_bench, new_run, open_target
+from tailscope.runner.partition import Feeder, partition_open, split_concurrency
+from tailscope.runner.progress import Progress
+from tailscope.runner.telemetry import Scraper
+from tailscope.runner.wire import record_from_wire, spec_to_wire
+from tailscope.runner.worker_pool import WorkerHandle, WorkerLost, start_process_workers
+from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows, worker_warnings
+from tailscope.store.runs import RunStore
+from tailscope.store.writer import RecordWriter
+from tailscope.workload.spec import RequestSpec
+
+#: pings per worker for the clock-offset estimate (the best round trip wins).
+PINGS = 7
+#: how far ahead of "now" the common start barrier is placed (s), at least.
+START_LEAD_S = 0.3
+#: a worker that does not answer a poll within this many seconds is considered lost.
+POLL_TIMEOUT_S = 30.0
+#: how long setup (process start / actor placement + imports) may take per worker (s).
+SETUP_TIMEOUT_S = 120.0
+
+
+async def _start_pool(n: int, ray_address: str | None, ray_num_cpus: float) -> list[WorkerHandle]:
+    if ray_address is None:
+        return list(await start_process_workers(n))
+    from tailscope.runner.workers_ray import start_ray_workers
+
+    return list(await start_ray_workers(n, ray_address, num_cpus=ray_num_cpus))
+
+
+async def _shutdown_all(handles: Sequence[WorkerHandle]) -> None:
+    await asyncio.gather(*(h.shutdown() for h in handles), return_exceptions=True)
+
+
+async def _estimate_offset(h: WorkerHandle, st: WorkerState, clock: Clock) -> int:
+    """Ping ``h`` a few times; store the offset of the best round trip; return that round trip (ns)."""
+    best: tuple[int, int] | None = None
+    for _ in range(PINGS):
+        t1 = clock.now_ns()
+        w = int(await h.call("ping", [], timeout_s=SETUP_TIMEOUT_S))
+        t2 = clock.now_ns()
+        rtt = t2 - t1
+        if best is None or rtt < best[0]:
+            best = (rtt, w - (t1 + t2) // 2)
+    assert best is not None
+    st.offset_uncertainty_ns = best[0] // 2
+    st.clock_offset_ns = best[1]
+    return best[0]
+
+
+def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: int | None) -> dict[str, Any]:
+    d = cfg.dispatch
+    return {
+        "index": index,
+        "base_url": base_url,
+        "model": model,
+        "endpoint": cfg.endpoint,
+        "ignore_eos": cfg.ignore_eos,
+        "continuous_usage": cfg.continuous_usage,
+        "timeouts": [cfg.timeouts.connect_s, cfg.timeouts.first_token_s, cfg.timeouts.total_s],
+        "tokenizer": cfg.tokenizer,
+        "auth_header": _auth_header(cfg.api_key_env),
+        "concurrency": slots,
+        "duration_s": d.duration_s,
+        "drain_timeout_s": d.drain_timeout_s,
+        "grace_s": d.grace_s,
+        "specs": None,
+    }
+
+
+class _Driver:
+    """The poll loop: collects batches, feeds closed-loop workers, tracks losses and live counters."""
+
+    def __init__(
+        self,
+        handles: Sequence[WorkerHandle],
+        states: list[WorkerState],
+        feeder: Feeder | None,
+        sink: Callable[[list[RequestRecord]], None],
+        progress: Progress,
+        clock: Clock,
+        poll_interval_s: float,
+        grace_s: float,
+    ) -> None:
+        self.handles = handles
+        self.states = states
+        self.feeder = feeder
+        self.sink = sink
+        self.progress = progress
+        self.clock = clock
+        self.poll_interval_s = poll_interval_s
+        self.grace_s = grace_s
+        self.signal_name: str | None = None
+        self._eof_sent: set[int] = set()
+        self._rate: dict[int, float] = {}
+        self._stop_sent = False
+        self._interrupted_at: float | None = None
+
+    def interrupt(self, name: str) -> None:
+        """Stop every worker (safe from a signal handler): in-flight requests get the grace period."""
+        if self.signal_name is None:
+            self.signal_name = name
+            self._interrupted_at = asyncio.get_running_loop().time()
+
+    def initial_feed(self, i: int) -> list[RequestSpec]:
+        assert self.feeder is not None
+        st = self.states[i]
+        specs = self.feeder.take(i, max(8, 2 * (st.slots or 1)))
+        st.assigned += len(specs)
+        return specs
+
+    async def _feed(self, i: int) -> None:
+        st, h = self.states[i], self.handles[i]
+        if self.feeder is None or st.finished or i in self._eof_sent:
+            return
+        if self.signal_name is not None:
+            return
+        target = max(8, 2 * (st.slots or 1), math.ceil(self._rate.get(i, 0.0) * 1.0))
+        specs: list[RequestSpec] = []
+        if st.buffered < target and not self.feeder.exhausted:
+            specs = self.feeder.take(i, target - st.buffered)
+            st.assigned += len(specs)
+        eof = self.feeder.exhausted
+        if specs or eof:
+            await h.call("feed", [[spec_to_wire(s) for s in specs], eof], timeout_s=POLL_TIMEOUT_S)
+            st.buffered += len(specs)
+            if eof:
+                self._eof_sent.add(i)
+
+    def _lose(self, i: int, why: str) -> None:
+        st = self.states[i]
+        if st.report is None and st.lost is None:
+            st.lost = why
+
+    async def _poll_one(self, i: int) -> None:
+        st, h = self.states[i], self.handles[i]
+        try:
+            res = await h.call("poll", [], timeout_s=POLL_TIMEOUT_S)
+            batch = [record_from_wire(row) for row in res["records"]]
+            if batch:
+                st.received += len(batch)
+                self._rate[i] = 0.7 * self._rate.get(i, 0.0) + 0.3 * len(batch) / self.poll_interval_s
+                self.sink(batch)
+            st.progress = res["progress"]
+            st.buffered = int(res["buffered"])
+            if res["report"] is not None:
+                st.report = res["report"]
+                if st.report.get("error"):
+                    st.lost = f"the worker failed: {st.report['error']}"
+                return
+            await self._feed(i)
+        except WorkerLost as exc:
+            self._lose(i, str(exc))
+
+    async def _stop_all(self) -> None:
+        self._stop_sent = True
+        live = [i for i, st in enumerate(self.states) if not st.finished]
+        calls = [self.handles[i].call("stop", [self.signal_name], timeout_s=POLL_TIMEOUT_S) for i in live]
+        for i, res in zip(live, await asyncio.gather(*calls, return_exceptions=True), strict=True):
+            if isinstance(res, WorkerLost):
+                self._lose(i, str(res))
+
+    def _update_progress(self, t0_ns: int) -> None:
+        p = self.progress
+        agg: dict[str, int] = {"sent": 0, "done": 0, "failed": 0, "in_flight": 0, "output_tokens": 0}
+        errors: dict[str, int] = {}
+        for st in self.states:
+            for k in agg:
+                agg[k] += int(st.progress.get(k, 0)) if not (k == "in_flight" and st.finished) else 0
+            for k, v in (st.progress.get("errors") or {}).items():
+                errors[k] = errors.get(k, 0) + int(v)
+        p.sent, p.done, p.failed = agg["sent"], agg["done"], agg["failed"]
+        p.in_flight, p.output_tokens, p.errors = agg["in_flight"], agg["output_tokens"], errors
+        p.elapsed_s = max(0.0, (self.clock.now_ns() - t0_ns) / 1e9)
+        p.note_tokens(p.elapsed_s)
+
+    async def run(self, t0_ns: int) -> None:
+        """Poll until every worker finished or was lost."""
+        loop = asyncio.get_running_loop()
+        while True:
+            live = [i for i, st in enumerate(self.states) if not st.finished]
+            if not live:
+                return
+            if self.signal_name is not None and not self._stop_sent:
+                await self._stop_all()
+            if self._interrupted_at is not None and loop.time() > self._interrupted_at + self.grace_s + 15.0:
+                for i in live:  # past the grace period and then some: give up on these workers
+                    self._lose(i, "did not stop after the interrupt")
+                return
+            await asyncio.gather(*(self._poll_one(i) for i in live))
+            self._update_progress(t0_ns)
+            if any(not st.finished for st in self.states):
+                await asyncio.sleep(self.poll_interval_s)
+
+
+def _worst_loop_lag(states: Iterable[WorkerState]) -> Stats:
+    worst: dict[str, Any] | None = None
+    for st in states:
+        lag = (st.report or {}).get("loop_lag_ms")
+        if lag and lag.get("p99") is not None and (worst is None or lag["p99"] > worst["p99"]):
+            worst = lag
+    if worst is None:
+        return compute_stats([])
+    vals = {k: worst.get(k) for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max", "min")}
+    return Stats(int(worst.get("count") or 0), **vals)
+
+
+async def run_bench_distributed(
+    cfg: BenchConfig,
+    specs: Iterable[RequestSpec],
+    *,
+    workers: int,
+    ray_address: str | None = None,
+    progress: Progress | None = None,
+    on_target: Callable[[Target], None] | None = None,
+    on_workers: Callable[[list[WorkerState]], None] | None = None,
+    clock: Clock | None = None,
+    ray_num_cpus: float = 1.0,
+    poll_interval_s: float = 0.2,
+) -> BenchResult:
+    """Run one bench with ``workers`` load-generator workers; same result model as :func:`run_bench`.
+
+    Args:
+        specs: the request stream; an open-loop stream is materialized and split up front, a closed-loop stream is
+            pulled on demand (it may be endless when a duration bounds the run).
+        workers: number of worker processes / actors (≥ 1; closed loop: ≤ concurrency).
+        ray_address: ``None`` = local processes; else ``auto``, ``local`` or a Ray cluster address.
+        on_workers: called once every worker is set up (worker pids and clock offsets are known).
+        ray_num_cpus: CPUs each Ray actor reserves (placement; a worker uses about one core when saturated).
+        poll_interval_s: how often record batches are collected from the workers.
+
+    Raises:
+        ConfigError: bad worker count, Ray missing or unreachable, the built-in engine with Ray.
+        TailscopeError: a worker could not be set up (nothing was sent then).
+    """
+    if workers < 1:
+        raise ConfigError(f"--workers must be ≥ 1 (got {workers})")
+    if ray_address is not None and cfg.url is None:
+        raise ConfigError("--ray needs --url: the built-in engine listens on this machine's loopback only")
+    clock = clock or MonotonicClock()
+    progress = progress or Progress()
+    conc = cfg.dispatch.concurrency
+    feeder: Feeder | None = None
+    shares: list[list[RequestSpec]] | None = None
+    if conc is not None:
+        slots: list[int | None] = list(split_concurrency(conc, workers))
+        feeder = Feeder(iter(specs))
+    else:
+        slots = [None] * workers
+        shares = partition_open(specs, workers)
+    total_scheduled = sum(len(s) for s in shares) if shares is not None else None
+    store = RunStore(cfg.db)
+    store.db.ensure_schema()
+    async with AsyncExitStack() as stack:
+        # spawning processes / placing actors takes a while: overlap it with the preflight
+        pool_task = asyncio.create_task(_start_pool(workers, ray_address, ray_num_cpus))
+        try:
+            ts = await open_target(cfg, stack, on_target)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await _shutdown_all(await pool_task)
+            raise
+        handles = await pool_task
+        stack.push_async_callback(_shutdown_all, handles)
+        states = [WorkerState(index=i, kind=h.kind, slots=slots[i]) for i, h in enumerate(handles)]
+
+        async def setup(i: int) -> int:
+            doc = _setup_doc(cfg, ts.base_url, ts.target.model, i, slots[i])
+            if shares is not None:
+                doc["specs"] = [spec_to_wire(s) for s in shares[i]]
+                states[i].assigned = len(shares[i])
+            info = await handles[i].call("setup", [doc], timeout_s=SETUP_TIMEOUT_S)
+            states[i].pid = info.get("pid")
+            return await _estimate_offset(handles[i], states[i], clock)
+
+        try:
+            rtts = await asyncio.gather(*(setup(i) for i in range(workers)))
+        except WorkerLost as exc:
+            raise TailscopeError(f"could not start the load-generator workers: {exc}") from None
+
+        records: list[RequestRecord] = []
+        samples: list[ServerSample] = []
+        run = new_run(cfg, ts, workers=workers, worker_kind=handles[0].kind)
+        store.create_run(run)
+        writer = RecordWriter(store.db, run.id, flush_interval_s=cfg.flush_interval_s)
+        writer.start()
+
+        def sink(batch: list[RequestRecord]) -> None:
+            records.extend(batch)
+            for r in batch:
+                writer.add(r)
+
+        def sample_sink(batch: list[ServerSample]) -> None:
+            samples.extend(batch)
+            writer.add_samples(batch)
+
+        driver = _Driver(handles, states, feeder, sink, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s)
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        scraper: Scraper | None = None
+        try:
+            if feeder is not None:
+                await asyncio.gather(
+                    *(
+                        handles[i].call("feed", [[spec_to_wire(s) for s in driver.initial_feed(i)], False])
+                        for i in range(workers)
+                    )
+                )
+            if on_workers is not None:
+                on_workers(states)
+            if cfg.handle_signals:
+                for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+                    try:
+                        loop.add_signal_handler(sig, driver.interrupt, name)
+                        installed.append(sig)
+                    except (NotImplementedError, RuntimeError, ValueError):
+                        pass
+            t0 = clock.now_ns() + max(int(START_LEAD_S * 1e9), 10 * max(rtts))
+            await asyncio.gather(
+                *(h.call("start", [t0 + st.clock_offset_ns]) for h, st in zip(handles, states, strict=True))
+            )
+            await asyncio.sleep(max(0.0, (t0 - clock.now_ns()) / 1e9))
+            if ts.metrics_url:
+                scraper = Scraper(
+                    ts.transport, ts.metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s
+                )
+                scraper.start()
+            await driver.run(t0)
+        finally:
+            if scraper is not None:
+                await scraper.stop()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            writer.close()
+        records.sort(key=lambda r: r.id)
+        rows = worker_rows(states, records)
+        lost = lost_share(states, total_scheduled, conc)
+        interrupted = driver.signal_name is not None
+        if interrupted:
+            status = RunStatus.INCOMPLETE
+        elif lost["workers"]:
+            status = RunStatus.DEGRADED
+        else:
+            status = RunStatus.COMPLETE
+        from tailscope.metrics.request import ttft_ms
+
+        ttft = compute_stats([v for r in records if r.ok and not r.warmup and (v := ttft_ms(r)) is not None])
+        warnings = worker_warnings(rows, ttft.p50, lost)
+        return finish_bench(
+            cfg,
+            store,
+            run,
+            status=status,
+            records=records,
+            samples=samples,
+            loop_lag_ms=_worst_loop_lag(states),
+            signal_name=driver.signal_name,
+            t0_ns=t0,
+            extra_warnings=tuple(warnings),
+            extra_summary={
+                "workers": rows,
+                "lost": lost,
+                "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
+            },
+        )

@@ -1,0 +1,99 @@
+"""Workers as Ray actors (``pip install 'tailscope[ray]'``); Ray is imported only when this is used.
+
+Each actor is an async actor holding a :class:`~tailscope.runner.worker_core.WorkerCore`; the driver sends it the same
+msgpack messages a local worker process gets, through one actor method. An actor that dies (node lost, process
+killed) raises ``RayActorError`` on its calls, which becomes :class:`WorkerLost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from tailscope.errors import ConfigError
+from tailscope.runner.wire import pack, unpack
+from tailscope.runner.worker_pool import WorkerLost
+
+
+class RayWorkerActor:
+    """The actor class (made remote at run time so that importing this module does not need Ray)."""
+
+    def __init__(self) -> None:
+        from tailscope.runner.worker_core import WorkerCore
+
+        self.core = WorkerCore()
+
+    async def call(self, payload: bytes) -> bytes:
+        method, args = unpack(payload)
+        return pack(await self.core.call(method, args))
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--ray needs Ray: pip install 'tailscope[ray]' (or drop --ray for local processes)") from None
+    return ray
+
+
+def connect_ray(address: str) -> Any:
+    """Connect to (or, with ``local``, start) a Ray instance; reuse one this process already initialized.
+
+    Args:
+        address: ``auto`` (the cluster started with ``ray start``), ``local`` (a private instance on this machine)
+            or a cluster address such as ``ray://head:10001`` or ``10.0.0.5:6379``.
+    """
+    ray = _import_ray()
+    if ray.is_initialized():
+        return ray
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        hint = "start one with `ray start --head`, or use --ray local" if address == "auto" else "check the address"
+        raise ConfigError(f"--ray {address}: cannot connect to a Ray cluster ({exc}); {hint}") from None
+    return ray
+
+
+class RayWorker:
+    """The driver's handle to one Ray actor."""
+
+    kind = "ray"
+
+    def __init__(self, ray: Any, actor_cls: Any, index: int) -> None:
+        self.index = index
+        self._ray = ray
+        self.actor = actor_cls.remote()
+        self._lost: str | None = None
+
+    async def call(self, method: str, args: list[Any], timeout_s: float | None = None) -> Any:
+        if self._lost is not None:
+            raise WorkerLost(f"worker {self.index}: {self._lost}")
+        ref = self.actor.call.remote(pack([method, args]))
+        try:
+            data = await asyncio.wait_for(ref, timeout_s)
+        except TimeoutError:
+            raise WorkerLost(f"worker {self.index}: no answer to {method!r} within {timeout_s:g} s") from None
+        except self._ray.exceptions.RayActorError as exc:
+            self._lost = f"the Ray actor died ({type(exc).__name__})"
+            raise WorkerLost(f"worker {self.index}: {self._lost}") from None
+        except self._ray.exceptions.RayTaskError as exc:
+            raise WorkerLost(f"worker {self.index}: {exc}") from None
+        return unpack(data)
+
+    async def shutdown(self) -> None:
+        if self._lost is None:
+            with contextlib.suppress(WorkerLost):
+                await self.call("close", [], timeout_s=15)
+        with contextlib.suppress(Exception):
+            self._ray.kill(self.actor)
+
+
+async def start_ray_workers(n: int, address: str, *, num_cpus: float = 1.0) -> list[RayWorker]:
+    """Create ``n`` worker actors (each reserving ``num_cpus`` CPUs; Ray spreads them over the cluster)."""
+    ray = await asyncio.to_thread(connect_ray, address)
+    actor_cls = ray.remote(num_cpus=num_cpus, max_restarts=0, scheduling_strategy="SPREAD")(RayWorkerActor)
+    return [RayWorker(ray, actor_cls, i) for i in range(n)]
