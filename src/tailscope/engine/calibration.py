@@ -37,19 +37,24 @@ class Efficiency:
         per_seq_overhead_us: extra step cost per scheduled sequence (bookkeeping, sampling, output processing), µs.
         allreduce_latency_us: fixed latency of one tensor-parallel all-reduce (two per layer), µs.
         allreduce_efficiency: achieved fraction of the interconnect bandwidth during all-reduce.
-        frontend_ms: API-server latency before the engine sees a request (HTTP parse, chat template,
-            tokenization); it delays the request's arrival at the engine, so it adds to TTFT and E2E, ms.
-        frontend_per_token_us: tokenization cost per prompt token added to ``frontend_ms``, µs.
+        frontend_ms: latency between the client and the engine that requests do not queue for (HTTP, chat
+            template, request setup in the API server, the measuring client's own overhead), ms. It delays the
+            request's arrival at the engine, so it adds to TTFT and E2E.
+        frontend_per_token_us: tokenization cost per prompt token; the API server tokenizes one request at a
+            time, so bursts of long prompts queue here, µs.
+        frontend_per_inflight_us: extra arrival delay per request already in flight on that replica (the API
+            server's event loop — and the measuring client's — also stream every running request), µs.
     """
 
-    mfu: float = 0.55
+    mfu: float = 0.50
     mbu: float = 0.80
-    step_overhead_ms: float = 2.0
-    per_seq_overhead_us: float = 20.0
+    step_overhead_ms: float = 2.5
+    per_seq_overhead_us: float = 50.0
     allreduce_latency_us: float = 10.0
     allreduce_efficiency: float = 0.7
-    frontend_ms: float = 5.0
+    frontend_ms: float = 45.0
     frontend_per_token_us: float = 1.0
+    frontend_per_inflight_us: float = 1500.0
 
     def validate(self, where: str = "efficiency") -> Efficiency:
         """Check ranges. Raises ConfigError naming ``where`` and the field."""

@@ -92,6 +92,7 @@ class ClusterSpec:
                     "allreduce_efficiency",
                     "frontend_ms",
                     "frontend_per_token_us",
+                    "frontend_per_inflight_us",
                 )
             },
             "autoscale": None

@@ -234,9 +234,18 @@ class StepTimeModel:
             t += self._ar_count * (self._ar_lat + self._ar_per_token * n_decode)
         return max(1, math.ceil(t * 1e9))
 
-    def frontend_ns(self, prompt_tokens: int) -> int:
-        """API-server latency before the engine sees a request of ``prompt_tokens`` (see Efficiency.frontend_ms)."""
-        return int((self.eff.frontend_ms / 1e3 + self.eff.frontend_per_token_us / 1e6 * prompt_tokens) * 1e9)
+    def tokenize_ns(self, prompt_tokens: int) -> int:
+        """API-server work on one request that is done one request at a time (tokenization), ns."""
+        return int(self.eff.frontend_per_token_us * 1e3 * prompt_tokens)
+
+    def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
+        """API-server latency that requests do not queue for: fixed part + per request in flight, ns.
+
+        ``u`` in [0, 1) spreads the fixed part uniformly over ``[0.5, 1.5] × frontend_ms`` (same mean): real
+        requests do not reach the engine at identical offsets, and that jitter is what keeps closed-loop clients
+        from marching in lock-step waves (u = 0.5 gives the mean).
+        """
+        return int(self.eff.frontend_ms * 1e6 * 2.0 * u + self.eff.frontend_per_inflight_us * 1e3 * in_flight)
 
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""

@@ -168,7 +168,11 @@ class Replica:
         self._preemptions = 0
         self._prompt_total = 0
         self._gen_total = 0
+        #: with ``keep_history`` (tests, small what-ifs) completions and first-admission order are kept;
+        #: off by default so memory stays bounded over millions of requests
+        self.keep_history = False
         self.completions: list[Completion] = []
+        self.admissions: list[int] = []
 
     # ---- protocol -------------------------------------------------------------------------------------------
     @property
@@ -411,6 +415,8 @@ class Replica:
             r.blocks = hit + g + new_blocks
             r.computed = start
             if r.preemptions == 0:
+                if self.keep_history:
+                    self.admissions.append(r.id)
                 self._prefix_queries += r.num_tokens
                 self._prefix_hits += start
                 r.hit_tokens = start
@@ -491,7 +497,8 @@ class Replica:
         self._free(r)
         del self._all[r.id]
         c = Completion(r.id, tuple(r.segments), r.max_tokens, r.preemptions, r.hit_tokens)
-        self.completions.append(c)
+        if self.keep_history:
+            self.completions.append(c)
         return c
 
     def _trim_times(self) -> None:

@@ -15,6 +15,8 @@ ARRIVE = 2
 SPEC_DUE = 3
 SCRAPE = 4
 TIMELINE = 5
+ROUTE = 6
+CLIENT_START = 7
 
 
 class EventQueue:

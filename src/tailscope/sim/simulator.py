@@ -29,7 +29,17 @@ from tailscope.engine.kv_cache import chain_hash, extend_hashes
 from tailscope.engine.replica import Completion, Replica
 from tailscope.engine.router import Router
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
-from tailscope.sim.events import ARRIVE, REPLICA_READY, SCRAPE, SPEC_DUE, STEP_END, TIMELINE, EventQueue
+from tailscope.sim.events import (
+    ARRIVE,
+    CLIENT_START,
+    REPLICA_READY,
+    ROUTE,
+    SCRAPE,
+    SPEC_DUE,
+    STEP_END,
+    TIMELINE,
+    EventQueue,
+)
 from tailscope.workload.spec import RequestSpec
 
 _PREFIX_SEED = 0x7A11_5C0E
@@ -51,6 +61,7 @@ class _Live:
     prompt: int
     replica: int = -1
     client: int = -1
+    hashes: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -59,6 +70,7 @@ class _Slot:
     state: str = "ready"  # pending | ready | draining | stopped
     busy: bool = False
     outstanding: int = 0
+    frontend_free_ns: int = 0
     pending_done: list[Completion] = field(default_factory=list)
 
 
@@ -122,6 +134,10 @@ class Simulation:
         concurrency: virtual clients for closed-loop specs (``at_ns`` None); ignored for open loop.
         duration_s: stop starting new closed-loop requests after this many virtual seconds.
         horizon_s: hard stop; requests still in flight become ``incomplete`` records.
+        ramp_s: closed loop only — client i starts at ``i / concurrency × ramp_s``. None = one estimated
+            request lifetime of the first request. Real clients desynchronise through jitter (network, tokenizer,
+            variable step times); a simulation with fixed lengths would otherwise march in lock-step waves that
+            no real server shows. 0 = every client at t=0.
     """
 
     def __init__(
@@ -132,6 +148,7 @@ class Simulation:
         concurrency: int | None = None,
         duration_s: float | None = None,
         horizon_s: float | None = None,
+        ramp_s: float | None = None,
     ) -> None:
         self.cluster = cluster.validate()
         self._specs = iter(specs)
@@ -140,6 +157,7 @@ class Simulation:
         self.concurrency = concurrency
         self._stop_ns = int(duration_s * 1e9) if duration_s is not None else None
         self._horizon_ns = int(horizon_s * 1e9) if horizon_s is not None else None
+        self._ramp_ns = int(ramp_s * 1e9) if ramp_s is not None else None
         self._perf = cluster.perf()
         self._block = cluster.engine_config().block_size
         self._router = Router(cluster.router)
@@ -211,15 +229,37 @@ class Simulation:
         return tuple(chain)
 
     def _start(self, spec: RequestSpec, now: int, client: int) -> None:
-        """The request is due at ``now``: after the frontend latency it reaches a replica."""
+        """The request is due at ``now``: route it, then it passes the replica's API server."""
         prompt = spec.input_tokens
         ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
         if ses is not None:
             prompt += ses.history
             ses.client = client
         live = _Live(spec, now, prompt, client=client)
+        live.hashes = self._hashes(spec, prompt)
         self._live[spec.id] = live
-        self._q.push(now + self._perf.frontend_ns(prompt), ARRIVE, spec.id)
+        self._route(spec.id, now)
+
+    def _route(self, rid: int, now: int) -> None:
+        live = self._live[rid]
+        ready = self._ready_indices()
+        if not ready:  # every replica is cold: the request waits at the gateway for the first one
+            self._q.push(now + 100_000_000, ROUTE, rid)
+            return
+        spec = live.spec
+        key = live.hashes[0] if live.hashes and (spec.prefix_id is not None or spec.session_id) else None
+        idx = self._router.choose(ready, [s.outstanding for s in self._slots], key)
+        slot = self._slots[idx]
+        live.replica = idx
+        slot.outstanding += 1
+        # the replica's API server handles requests one at a time (HTTP, chat template, tokenization), then
+        # the engine sees the request; busy servers add a per-request-in-flight delay
+        perf = self._perf
+        start = max(now, slot.frontend_free_ns)
+        done = start + perf.tokenize_ns(live.prompt)
+        slot.frontend_free_ns = done
+        u = (zlib.crc32(b"%d" % (spec.seed ^ rid)) & 0xFFFF) / 65536.0  # deterministic per-request jitter
+        self._q.push(done + perf.frontend_delay_ns(slot.outstanding, u), ARRIVE, rid)
 
     def _client_next(self, client: int, now: int) -> None:
         """A closed-loop client is free at ``now``: start its next request (if the run goes on)."""
@@ -235,24 +275,17 @@ class Simulation:
 
     def _arrive(self, rid: int, now: int) -> RequestRecord | None:
         live = self._live[rid]
-        ready = self._ready_indices()
-        if not ready:  # every replica is cold: the request waits at the gateway for the first one
-            self._q.push(now + 1_000_000, ARRIVE, rid)
-            return None
-        spec = live.spec
-        hashes = self._hashes(spec, live.prompt)
-        key = hashes[0] if hashes and spec.prefix_id is not None else (hashes[0] if hashes else None)
-        idx = self._router.choose(ready, [s.outstanding for s in self._slots], key)
+        idx = live.replica
         slot = self._slots[idx]
+        spec = live.spec
         try:
-            slot.replica.add_request(EngineRequest(rid, live.prompt, spec.output_tokens, now, hashes))
+            slot.replica.add_request(EngineRequest(rid, live.prompt, spec.output_tokens, now, live.hashes))
         except ValueError as exc:
             del self._live[rid]
+            slot.outstanding -= 1
             rec = self._record_error(live, now, str(exc))
             self._after_request(live, now)
             return rec
-        live.replica = idx
-        slot.outstanding += 1
         if not slot.busy:
             self._run_step(idx, now)
         return None
@@ -422,6 +455,17 @@ class Simulation:
         if self._live or not self._exhausted or any(s.busy for s in self._slots):
             self._q.push(now + _TIMELINE_NS, TIMELINE, None)
 
+    def _lifetime_ns(self, spec: RequestSpec, n: int) -> int:
+        """Rough lifetime of ``spec`` among ``n`` clients in steady state: each decode step also carries the
+        prefill of the requests that replace finished ones (``n × input / output`` tokens per step)."""
+        perf = self._perf
+        isl, osl = spec.input_tokens, max(spec.output_tokens, 1)
+        per_step = min(n * isl // osl, self.cluster.engine_config().max_num_batched_tokens)
+        ctx = n * (isl + osl // 2)
+        prefill = [(per_step, isl // 2)] if per_step else []
+        step = perf.step_ns(prefill, n, ctx)
+        return perf.tokenize_ns(isl) + perf.frontend_delay_ns(n) + perf.step_ns([(isl, 0)], 0, 0) + osl * step
+
     # ---- main loop -----------------------------------------------------------------------------------------
     def run(self) -> Iterator[RequestRecord]:
         """Simulate to the end, yielding each request's record when it completes."""
@@ -431,9 +475,10 @@ class Simulation:
         if first is not None:
             if first.at_ns is None:
                 n = self.concurrency or 1
+                ramp = self._ramp_ns if self._ramp_ns is not None else self._lifetime_ns(first, n)
                 self._start(first, 0, 0)
                 for c in range(1, n):
-                    self._client_next(c, 0)
+                    q.push(ramp * c // n, CLIENT_START, c)
             else:
                 q.push(first.at_ns, SPEC_DUE, (first, -1))
         if self._scaler is not None:
@@ -462,6 +507,10 @@ class Simulation:
                     nxt = self._next_unit()
                     if nxt is not None:
                         q.push(max(nxt.at_ns or now, now), SPEC_DUE, (nxt, -1))
+            elif kind == CLIENT_START:
+                self._client_next(payload, now)
+            elif kind == ROUTE:
+                self._route(payload, now)
             elif kind == SCRAPE:
                 self._scrape(now)
             elif kind == TIMELINE:
