@@ -178,3 +178,30 @@ def test_bench_then_gate_end_to_end(tmp_path: Path) -> None:
     assert "FAIL" in p.stdout
     p = cli("gate", str(contract), "--run", str(tmp_path / "slow.json"), "--db", db)
     assert p.returncode == 1, p.stdout + p.stderr
+
+
+def test_layer_contracts_and_trace_rules_on_a_stored_trace_set(tmp_path: Path) -> None:
+    db = str(tmp_path / "ts.duckdb")
+    assert cli("trace", "demo", "--out", str(tmp_path / "d"), "--traces", "300").returncode == 0
+    p = cli("trace", "ingest", str(tmp_path / "d" / "before.otlp.json"), "--set", "before", "--db", db)
+    assert p.returncode == 0, p.stderr
+    export = tmp_path / "empty.json"
+    export.write_text(json.dumps({"run": {"id": "x"}, "requests": []}))
+    contract = tmp_path / "layers.yaml"
+    contract.write_text(
+        "name: agent\nlayers:\n  - {layer: retrieval, percentile: p99, max_ms: 200}\n"
+        "  - {layer: gateway, percentile: p99, max_ms: 50}\n"
+    )
+    p = cli("gate", str(contract), "--run", str(export), "--traces", "before", "--db", db, "--json", "-")
+    assert p.returncode == 1, p.stdout + p.stderr
+    checks = {c["name"]: c for c in json.loads(p.stdout[p.stdout.index("{") :])["checks"]}
+    assert checks["layer retrieval.p99"]["verdict"] == "fail"
+    assert checks["layer gateway.p99"]["verdict"] == "pass"
+    assert checks["layer retrieval.p99"]["samples"] > 100
+    p = cli("gate", str(contract), "--run", str(export), "--traces", "missing", "--db", db)
+    assert p.returncode == 2
+    assert "no trace set 'missing'" in p.stderr
+    p = cli("diagnose", str(export), "--traces", "before", "--db", db, "--json")
+    assert p.returncode == 0, p.stderr
+    rules = {f["rule"] for f in json.loads(p.stdout)["findings"]}
+    assert "waterfalls" in rules

@@ -87,13 +87,13 @@ def load_run_data(ref: str, db: Path | None = None) -> RunData:
 
 
 def load_layer_samples(ref: str, db: Path | None = None) -> dict[str, Any]:
-    """Layer call durations (ms) from a spans JSON file or a stored trace set.
+    """Per layer, the critical-path ms each trace spends in it, from a spans JSON file or a stored trace set.
 
     Raises:
         ContractError: the file is malformed. NotFoundError: no such trace set.
     """
     from tailscope.errors import ContractError, NotFoundError
-    from tailscope.gate.layers import layer_samples_from_json, layer_samples_from_spans
+    from tailscope.gate.layers import layer_samples_from_facts, layer_samples_from_json
 
     if is_export_ref(ref):
         import json
@@ -104,13 +104,14 @@ def load_layer_samples(ref: str, db: Path | None = None) -> dict[str, Any]:
             raise ContractError(f"{ref}: cannot read spans JSON ({exc})") from None
         return layer_samples_from_json(doc, source=ref)
     from tailscope.store.spans import SpanStore
+    from tailscope.trace.ingest.sets import set_facts
 
     store = SpanStore(db)
     if not store.db.exists:
         raise NotFoundError(
             f"no store at {store.db.path}: ingest traces with `tailscope trace ingest FILES --set NAME`"
         )
-    return layer_samples_from_spans(span for trace in store.iter_traces(ref) for span in trace)
+    return layer_samples_from_facts(set_facts(store, ref))
 
 
 def _missing_data(exc: Exception) -> typer.Exit:

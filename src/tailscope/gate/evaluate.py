@@ -276,11 +276,11 @@ def check_layer(layer_samples: Mapping[str, Sequence[float] | np.ndarray] | None
             None,
             limit,
             "ms",
-            f"no spans of layer {check.layer!r} in the trace set (layers: {known})",
+            f"no trace spends time in layer {check.layer!r} (layers seen: {known})",
             line=check.line,
         )
     verdict = Verdict.PASS if observed <= check.max_ms else Verdict.FAIL
-    detail = f"{check.layer} {percentile_label(check.percentile)} {observed:.1f} ms over {samples.size} spans, {limit}"
+    detail = f"{check.layer} {percentile_label(check.percentile)} {observed:.1f} ms over {samples.size} traces, {limit}"
     return CheckResult(
         name, "layer", verdict, observed, limit, "ms", detail, samples=int(samples.size), line=check.line
     )

@@ -150,7 +150,7 @@ def test_layer_checks() -> None:
     assert bad.checks[0].samples == 500
     other = evaluate(contract, RunData(id="r"), layer_samples={"gateway": np.ones(3)})
     assert other.exit_code == 2
-    assert "layers: gateway" in other.checks[0].detail
+    assert "layers seen: gateway" in other.checks[0].detail
 
 
 def test_warmup_and_failed_records_are_excluded_from_latencies() -> None:
