@@ -9,6 +9,7 @@ role-only delta is not a token. Failures never raise: they become records with a
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -125,6 +126,9 @@ def _classify_exception(exc: BaseException) -> ErrorClass:
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | ConnectionResetError):
         return ErrorClass.STREAM_BROKEN
     if isinstance(exc, aiohttp.ClientOSError | OSError):
+        # a reset or broken pipe on an established connection cut the exchange; anything else is connecting
+        if getattr(exc, "errno", None) in (errno.ECONNRESET, errno.EPIPE):
+            return ErrorClass.STREAM_BROKEN
         return ErrorClass.CONNECT
     if isinstance(exc, aiohttp.ClientResponseError):
         return ErrorClass.STREAM_BROKEN

@@ -373,26 +373,24 @@ class RawHttpTransport:
         return head.encode("latin-1") + body
 
     async def _open(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> _Conn:
-        """Send the request and wait for the response head; retry once when a reused keep-alive connection turns
-        out to have been closed by the server before it answered (nothing was processed)."""
-        request = self._request(method, path, body, headers)
-        loop = asyncio.get_running_loop()
-        for attempt in range(2):
-            conn = await self._pool.acquire()
-            reused = conn.status != 0 or conn.complete
-            conn.start(request)
-            conn.head_waiter = loop.create_future()
-            try:
-                await conn.head_waiter
-                return conn
-            except StreamClosed:
-                conn.keep_alive = False
-                self._pool.release(conn)
-                if not reused or attempt == 1:
-                    raise
-            finally:
-                conn.head_waiter = None
-        raise StreamClosed("unreachable")  # pragma: no cover
+        """Send the request and wait for the response head.
+
+        No retry, even on a reused keep-alive connection: a POST the server may have received is never sent twice
+        (a load tester must count a reset as the fault it is). Idle connections already closed by the server are
+        skipped when acquiring.
+        """
+        conn = await self._pool.acquire()
+        conn.start(self._request(method, path, body, headers))
+        conn.head_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await conn.head_waiter
+        except BaseException:
+            conn.keep_alive = False
+            self._pool.release(conn)
+            raise
+        finally:
+            conn.head_waiter = None
+        return conn
 
     @asynccontextmanager
     async def _exchange(

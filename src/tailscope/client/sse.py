@@ -32,7 +32,7 @@ class SSEParser:
 
     __slots__ = ("_buf", "_data", "_event", "_id", "max_line_bytes")
 
-    def __init__(self, max_line_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_line_bytes: int = 1024 * 1024) -> None:
         self._buf = b""
         self._data: list[bytes] = []
         self._event: bytes | None = None

@@ -32,7 +32,9 @@ class ScriptedConfig:
         tokens_per_chunk: tokens carried by each content event.
         stall_start_s / stall_s: all emission pauses from ``stall_start_s`` (seconds after server start) for
             ``stall_s`` seconds.
-        capacity: when set, at most this many requests stream at once; others queue (a server with a known capacity).
+        capacity: when set, at most this many requests stream at once; others queue, and a request's TTFT counts
+            from when it got its slot, so the server completes at most ``capacity / (ttft + (n − 1)·itl)`` requests
+            per second (a known capacity).
         mode: normal | html | unauthorized | error500 (for bad-target tests).
         continuous_usage: send per-chunk usage when the client asks for it.
         model: the model name served.
@@ -111,10 +113,14 @@ class _App:
             (body.get("stream_options") or {}).get("continuous_usage_stats")
         )
         prompt_tokens = _count_prompt(body)
+        started = arrived
         if self._sem is not None:
             await self._sem.acquire()
+            # a queued request is served from when it got its slot (else it would catch up on its missed
+            # deadlines and the capacity would not be ``capacity / service time``)
+            started = time.perf_counter_ns()
         try:
-            return await self._stream(request, rid, chat, n, per_chunk_usage, prompt_tokens, arrived)
+            return await self._stream(request, rid, chat, n, per_chunk_usage, prompt_tokens, arrived, started)
         finally:
             if self._sem is not None:
                 self._sem.release()
@@ -128,6 +134,7 @@ class _App:
         per_chunk_usage: bool,
         prompt_tokens: int,
         arrived: int,
+        started: int,
     ) -> web.StreamResponse:
         cfg = self.cfg
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
@@ -138,7 +145,7 @@ class _App:
             self.truth.token_ns[rid] = times
         if chat:
             await resp.write(_event(rid, chat, {"role": "assistant", "content": ""}, None))
-        deadline = arrived + int(cfg.ttft_ms * 1e6)
+        deadline = started + int(cfg.ttft_ms * 1e6)
         sent = 0
         while sent < n:
             k = min(cfg.tokens_per_chunk, n - sent)
@@ -192,9 +199,9 @@ class ScriptedServer:
     Use as a context manager; ``url`` is the API root and ``truth`` the ground-truth log.
     """
 
-    def __init__(self, cfg: ScriptedConfig | None = None) -> None:
+    def __init__(self, cfg: ScriptedConfig | None = None, *, port: int = 0) -> None:
         self.cfg = cfg or ScriptedConfig()
-        self.port = 0
+        self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -232,7 +239,7 @@ class ScriptedServer:
         app, self.state = build_app(self.cfg)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
         await site.start()
         self.port = runner.addresses[0][1]
         self._ready.set()

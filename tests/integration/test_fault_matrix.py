@@ -1,0 +1,141 @@
+"""The fault matrix: bench keeps measuring through every server fault, classifies each, and loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tailscope.client.openai import Timeouts
+from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.loadgen import DispatchConfig
+from tailscope.testing.fault_server import FaultConfig, FaultServer
+from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+from tailscope.workload.lengths import fixed
+from tailscope.workload.simple import LoadShape, simple_requests
+
+pytestmark = pytest.mark.integration
+
+EXPECTED = {
+    "reset": "stream_broken",
+    "http500": "http_5xx",
+    "http502": "http_5xx",
+    "http503": "http_5xx",
+    "http429": "http_429",
+    "http429_bare": "http_429",
+    "http401": "http_401",
+    "http403": "http_4xx",
+    "cut": "stream_broken",
+    "stall": "timeout_total",
+    "hang": "timeout_first_token",
+    "slowloris": "timeout_first_token",
+    "notjson": "malformed_sse",
+    "badutf8": "malformed_sse",
+    "hugeline": "malformed_sse",
+    "error_event": "server_error_event",
+}
+
+
+def run(url: str, shape: LoadShape, db: Path, timeouts: Timeouts, http_client: str = "raw") -> BenchResult:
+    cfg = BenchConfig(
+        url=url,
+        model=None,
+        dispatch=DispatchConfig(concurrency=shape.concurrency, duration_s=shape.duration_s, drain_timeout_s=10),
+        requested_rate=shape.rate,
+        db=str(db),
+        timeouts=timeouts,
+        metrics_url=None,
+        handle_signals=False,
+        http_client=http_client,
+    )
+    return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(8), seed=0)))
+
+
+@pytest.mark.parametrize("http_client", ["raw", "aiohttp"])
+def test_every_fault_is_classified_and_ok_requests_are_untouched(tmp_path: Path, http_client: str) -> None:
+    faults: list[str] = []
+    for f in EXPECTED:
+        faults += ["ok", f]
+    faults.append("ok")
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with FaultServer(FaultConfig(faults=faults, ttft_ms=20, itl_ms=5, tokens=8, stall_ms=3000)) as srv:
+        res = run(
+            srv.url,
+            LoadShape(concurrency=1, requests=len(faults)),
+            tmp_path / "db.duckdb",
+            Timeouts(connect_s=2, first_token_s=1.0, total_s=2.0),
+            http_client,
+        )
+        log = srv.log
+    rss_growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+    records = sorted(res.records, key=lambda r: r.id)
+    assert len(records) == len(faults) == len(log.served)
+    for r, fault in zip(records, log.served, strict=True):
+        if fault == "ok":
+            assert r.ok, (r.id, r.error, r.error_detail)
+            assert r.output_tokens == 8
+            truth = log.token_ns[r.id]
+            # an ok request right after a fault is measured as precisely as any other
+            assert abs((res.t0_ns + (r.first_token_ns or 0)) - truth[0]) < 5_000_000
+        else:
+            assert r.error is not None, (fault, r)
+            assert r.error.value == EXPECTED[fault], (fault, r.error, r.error_detail)
+    s = res.summary
+    assert s.requests.completed == faults.count("ok")
+    assert s.requests.failed == len(EXPECTED)
+    assert sum(s.errors.values()) == len(EXPECTED)
+    http429 = next(r for r, f in zip(records, log.served, strict=True) if f == "http429")
+    assert "Retry-After: 1" in (http429.error_detail or "")
+    assert rss_growth_mb < 200  # the 10 MB line is refused at 1 MiB, not buffered without bound
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_connection_refused_then_server_restarted_mid_run(tmp_path: Path) -> None:
+    port = free_port()
+    first = ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=2), port=port).__enter__()
+    down_at: list[float] = []
+    up_at: list[float] = []
+    holder: dict[str, ScriptedServer] = {}
+
+    def chaos() -> None:
+        time.sleep(1.5)
+        first.__exit__(None, None, None)
+        down_at.append(time.perf_counter())
+        time.sleep(1.5)
+        holder["second"] = ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=2), port=port).__enter__()
+        up_at.append(time.perf_counter())
+
+    t = threading.Thread(target=chaos)
+    t.start()
+    try:
+        res = run(
+            f"http://127.0.0.1:{port}",
+            LoadShape(rate=10, arrival="constant", duration_s=5.0),
+            tmp_path / "db.duckdb",
+            Timeouts(connect_s=1, first_token_s=2, total_s=3),
+        )
+    finally:
+        t.join()
+        if "second" in holder:
+            holder["second"].__exit__(None, None, None)
+    records = res.records
+    assert len(records) == 50
+    errors = [r for r in records if not r.ok]
+    assert errors, "requests sent while the server was down must fail"
+    assert {r.error.value for r in errors if r.error} <= {"connect", "stream_broken"}
+    assert any(r.error and r.error.value == "connect" for r in errors)
+    # after the restart the run recovers: the last second of the schedule is all ok
+    tail = [r for r in records if r.scheduled_ns > 4.0e9]
+    assert tail
+    assert all(r.ok for r in tail)
+    assert res.summary.requests.completed + res.summary.requests.failed == 50
