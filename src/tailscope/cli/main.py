@@ -30,11 +30,15 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tailscope.cli.bench",
     "tailscope.cli.runs",
     "tailscope.cli.serve",
+    "tailscope.cli.sim",
+    "tailscope.cli.catalog",
     "tailscope.cli.trace",
     "tailscope.cli.gate",
     "tailscope.cli.compare",
     "tailscope.cli.diagnose",
     "tailscope.cli.alerts",
+    "tailscope.cli.report",
+    "tailscope.cli.ui",
 )
 
 

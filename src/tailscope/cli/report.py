@@ -1,0 +1,69 @@
+"""``tailscope report``: self-contained HTML reports of runs, comparisons, sweeps and trace sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+_HELP = """Write a self-contained HTML report (one file, works offline): one run, or a comparison of several (the first
+is the reference; significant differences are marked), sweep curves for runs of one sweep, or a trace set's analysis.
+
+Examples:
+
+  tailscope report latest --out report.html
+
+  tailscope report latest:main latest --out compare.html
+
+  tailscope report --sweep SWEEP_ID --out sweep.html
+
+  tailscope report --traces prod --out traces.html          (add a second --traces SET for a diff)
+"""
+
+
+def report(
+    runs: list[str] = typer.Argument(None, help="Run ids, prefixes, latest or latest:TAG (two or more: a comparison)."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
+    sweep: str | None = typer.Option(None, "--sweep", help="Compare every run of this sweep id, by load."),
+    traces: list[str] = typer.Option(None, "--traces", help="Trace set name (twice: diff of before and after)."),
+    resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples for comparison intervals."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
+) -> None:
+    from tailscope.errors import ConfigError
+    from tailscope.report.dashboard import load_report_run
+    from tailscope.report.html import render_compare_report, render_run_report, write_html
+    from tailscope.store.runs import RunStore
+
+    refs = list(runs or [])
+    sets = list(traces or [])
+    if sum(bool(x) for x in (refs, sweep, sets)) != 1:
+        raise ConfigError("report: give run ids, or --sweep SWEEP_ID, or --traces SET (one of them)")
+    if resamples < 100:
+        raise ConfigError(f"--resamples must be ≥ 100 (got {resamples})")
+    if sets:
+        from tailscope.report.html_traces import render_trace_report
+        from tailscope.store.db import Database
+
+        if len(sets) > 2:
+            raise ConfigError("--traces: give one set (analysis) or two (before, after) for a diff")
+        html = render_trace_report(Database(db), sets[0], sets[1] if len(sets) == 2 else None)
+    else:
+        store = RunStore(db)
+        if sweep:
+            ids = [s.run.id for s in store.list_runs(limit=10_000) if s.run.sweep_id == sweep]
+            if len(ids) < 2:
+                raise ConfigError(f"--sweep {sweep!r}: found {len(ids)} runs of that sweep; see `tailscope runs list`")
+            refs = list(reversed(ids))  # oldest first
+        items = [load_report_run(store, ref) for ref in refs]
+        if len(items) == 1:
+            html = render_run_report(items[0])
+        else:
+            html = render_compare_report(items, resamples=resamples, seed=seed)
+    path = write_html(out, html)
+    typer.echo(f"wrote {path} ({len(html.encode('utf-8')) / 1e6:.2f} MB)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` to the app."""
+    app.command("report", help=_HELP)(report)
