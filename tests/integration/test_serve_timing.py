@@ -113,3 +113,42 @@ def test_token_times_follow_engine_steps() -> None:
     if load > cpus:
         pytest.skip(f"host overloaded (load {load:.1f} on {cpus} CPUs): timing not judged (best p50 {best[0]:.1f} ms)")
     raise AssertionError(f"tokens late against the engine schedule: p50 {best[0]:.2f} ms, p95 {best[1]:.2f} ms")
+
+
+def test_lone_request_ttft_is_frontend_plus_prefill() -> None:
+    """TTFT seen by a client = the API-server latency sim models + the prefill step + HTTP overhead."""
+    import asyncio
+    import time
+
+    import aiohttp
+
+    from tailscope.serve.frontend import Frontend
+    from tailscope.serve.tokenizer import encode_text
+
+    engine, options = build_replica("llama-3.1-8b", "h100-sxm", speed=1.0, seed=5)
+    prompt = " ".join(["word"] * 2000)
+    body = {"prompt": prompt, "max_tokens": 4, "ignore_eos": True, "stream": True}
+    with EmbeddedServer(engine, options) as srv:
+
+        async def run() -> float:
+            async with aiohttp.ClientSession() as s:
+                await (await s.get(srv.base_url + "/health")).read()  # connection warm
+                t0 = time.perf_counter_ns()
+                async with s.post(srv.base_url + "/v1/completions", json=body) as r:
+                    async for line in r.content:
+                        if line.startswith(b"data: {"):
+                            return (time.perf_counter_ns() - t0) / 1e6
+            raise AssertionError("no token")
+
+        ttft_ms = asyncio.run(asyncio.wait_for(run(), 30))
+        steps: list[StepRecord] = srv.call(lambda st: list(st.loop.steps))
+    frontend_ms = Frontend(engine.perf, seed=5).delay_ns(0, len(encode_text(prompt)), 1, key=1) / 1e6  # type: ignore[attr-defined]
+    first_step_ms = steps[0].result.duration_ns / 1e6
+    expected = frontend_ms + first_step_ms
+    rest = ttft_ms - expected
+    print(f"\nTTFT {ttft_ms:.2f} ms = frontend {frontend_ms:.2f} + prefill step {first_step_ms:.2f} + {rest:.2f}")
+    assert frontend_ms > 0
+    assert ttft_ms >= expected - 0.5
+    load = os.getloadavg()[0]
+    if load <= (os.cpu_count() or 1):
+        assert ttft_ms - expected < 8.0

@@ -47,6 +47,11 @@ def serve(
     disconnect_prob: float = typer.Option(0.0, "--disconnect-prob", help="Probability of cutting a stream."),
     malformed_rate: float = typer.Option(0.0, "--malformed-rate", help="Probability of one non-JSON data line."),
     gpu_file: Path | None = typer.Option(None, "--gpu-file", help="YAML file with extra GPUs."),
+    frontend_latency: bool = typer.Option(
+        True,
+        "--frontend-latency/--no-frontend-latency",
+        help="Delay requests by the API-server latency the engine model prices (as sim does).",
+    ),
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
@@ -80,7 +85,14 @@ def serve(
         gpu_file=gpu_file,
     )
     engine, options = build_replica(
-        model, gpu, flags=flags, served_model_name=served_model_name, speed=speed, seed=seed, faults=faults
+        model,
+        gpu,
+        flags=flags,
+        served_model_name=served_model_name,
+        speed=speed,
+        seed=seed,
+        faults=faults,
+        frontend_latency=frontend_latency,
     )
     if not is_loopback(host):
         print(

@@ -19,6 +19,7 @@ from aiohttp import web
 from tailscope.clock import Clock
 from tailscope.engine.api import ReplicaEngine
 from tailscope.serve.faults import FaultInjector, FaultPlan
+from tailscope.serve.frontend import Frontend, FrontendModel
 from tailscope.serve.loop import EngineLoop, LiveRequest
 from tailscope.serve.metrics import ServeMetrics
 from tailscope.serve.options import ServeOptions
@@ -51,6 +52,9 @@ class ServeState:
         self.metrics = ServeMetrics(options.model_name, max_model_len=options.max_model_len, cache=options.cache)
         self.loop = EngineLoop(engine, self.metrics, clock=clock, speed=options.speed)
         self.faults = FaultInjector(options.faults)
+        perf = getattr(engine, "perf", None)
+        model = perf if options.frontend_latency and isinstance(perf, FrontendModel) else None
+        self.frontend = Frontend(model, seed=options.seed)
         self._ids = random.Random(options.seed)
         self._seq = 0
         self.created = int(time.time())
@@ -141,6 +145,8 @@ def _check_length(state: ServeState, prompt_len: int, max_tokens: int | None) ->
 
 async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
     state = request.app[STATE]
+    received_ns = state.loop.clock.now_ns()
+    received_engine_ns = state.loop.engine_now()
     base_id = request.headers.get("X-Request-Id") or state.new_request_id()
     try:
         body = parse_json_body(await request.read())
@@ -149,20 +155,35 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
         prompt_len = len(req.prompt_ids)
         _check_length(state, prompt_len, req.max_tokens)
         output_tokens, finish_reason = state.output_length(req)
-        plan = state.faults.plan(state.next_seq(), output_tokens)
+        seq = state.next_seq()
+        plan = state.faults.plan(seq, output_tokens)
         if plan.status == 429:
             err = ApiError(429, "Rate limit reached (injected by tailscope serve --rate-limit-rate); retry later.")
             return error_response(err, request_id=base_id, retry_after=state.options.faults.retry_after_s)
         if plan.status is not None:
             err = ApiError(plan.status, "Internal server error (injected by tailscope serve --fail-rate).")
             return error_response(err, request_id=base_id)
+        hashes = block_hashes(req.prompt_ids, state.options.block_size)
+        loop = state.loop
+        in_flight = loop.live_count + state.frontend.pending + 1
+        delay_ns = state.frontend.delay_ns(received_engine_ns, prompt_len, in_flight, seq)
+        if delay_ns > 0:
+            # the API server's latency as sim models it, counted from receipt: our own parsing and tokenizing time
+            # is part of it, not added to it (a client that leaves here never reached the engine)
+            state.frontend.pending += 1
+            try:
+                wait_ns = loop.to_wall(received_engine_ns + delay_ns) - loop.clock.now_ns()
+                await asyncio.sleep(max(0.0, wait_ns / 1e9))
+            finally:
+                state.frontend.pending -= 1
         try:
-            live = state.loop.submit(
+            live = loop.submit(
                 prompt_tokens=prompt_len,
                 output_tokens=output_tokens,
-                block_hashes=block_hashes(req.prompt_ids, state.options.block_size),
+                block_hashes=hashes,
                 finish_reason=finish_reason,
                 max_tokens_param=req.max_tokens,
+                received_ns=received_ns,
             )
         except ValueError as exc:
             raise ApiError(400, f"the request cannot be served by the simulated engine: {exc}") from None

@@ -39,6 +39,7 @@ def serve_cli_args(
     speed: float = 1.0,
     seed: int = 0,
     faults: FaultConfig | None = None,
+    frontend_latency: bool = True,
 ) -> list[str]:
     """``tailscope serve`` arguments that build the same server as :func:`build_replica` with these settings."""
     args = ["serve", "--model", model, "--gpu", gpu, "--port", "0", "--speed", repr(speed), "--seed", str(seed)]
@@ -59,6 +60,8 @@ def serve_cli_args(
             args += [flag, str(value)]
     if not flags.enable_prefix_caching:
         args.append("--no-prefix-caching")
+    if not frontend_latency:
+        args.append("--no-frontend-latency")
     f = faults or FaultConfig()
     defaults = FaultConfig()
     for name, flag in (

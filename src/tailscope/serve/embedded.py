@@ -206,7 +206,7 @@ async def start_embedded_server(
         isolation: ``"process"`` (default: ``tailscope serve`` as a child process, so the server's CPU work does
             not disturb the caller's timing) or ``"thread"`` (same process, own event loop; tests use it).
         **engine_options: :class:`~tailscope.serve.engine_factory.EngineFlags` fields (``max_num_seqs``, ``tp``, …)
-            and ``speed``, ``seed``, ``faults``, ``served_model_name``.
+            and ``speed``, ``seed``, ``faults``, ``served_model_name``, ``frontend_latency``.
 
     Yields:
         The running server (``base_url``, ``description``).
@@ -233,16 +233,22 @@ async def start_embedded_server(
         seed = int(rest.pop("seed", 0))  # type: ignore[call-overload]
         faults = rest.pop("faults", None)
         served = rest.pop("served_model_name", None)
+        frontend_latency = bool(rest.pop("frontend_latency", True))
         if rest:
             raise ConfigError(f"unknown built-in server option(s): {', '.join(sorted(rest))}")
         if faults is not None and not isinstance(faults, FaultConfig):
             raise ConfigError(f"faults must be a FaultConfig (got {type(faults).__name__})")
         served_name = str(served) if served is not None else None
         # built here too: flags are validated before a process starts, and the description comes from it
-        _, opts = build_replica(
-            model, gpu, flags=flags, served_model_name=served_name, speed=speed, seed=seed, faults=faults
-        )
-        args = serve_cli_args(model, gpu, flags, served_model_name=served_name, speed=speed, seed=seed, faults=faults)
+        settings: dict[str, Any] = {
+            "served_model_name": served_name,
+            "speed": speed,
+            "seed": seed,
+            "faults": faults,
+            "frontend_latency": frontend_latency,
+        }
+        _, opts = build_replica(model, gpu, flags=flags, **settings)
+        args = serve_cli_args(model, gpu, flags, **settings)
         server = ChildServer(args, description=opts.description, model_name=opts.model_name)
     else:
         raise ConfigError(f"isolation must be 'process' or 'thread' (got {isolation!r})")

@@ -68,6 +68,7 @@ def build_replica(
     speed: float = 1.0,
     seed: int = 0,
     faults: FaultConfig | None = None,
+    frontend_latency: bool = True,
     **engine_flags: Any,
 ) -> tuple[ReplicaEngine, ServeOptions]:
     """The engine for ``model`` on ``gpu`` and the serving options that describe it.
@@ -81,16 +82,17 @@ def build_replica(
         speed: engine seconds per wall second.
         seed: seed of response ids and natural output lengths.
         faults: fault injection settings.
+        frontend_latency: model the API server's latency before the engine (as ``sim`` does).
 
     Raises:
         ConfigError / CatalogError: an unknown model or GPU or an invalid flag, naming it.
         PlanError: the model does not fit on the GPU.
     """
     from tailscope.engine.calibration import load_calibration
+    from tailscope.engine.cluster import ClusterSpec
     from tailscope.engine.gpus import load_gpu_file, resolve_gpu
     from tailscope.engine.model_catalog import resolve_model
-    from tailscope.engine.perf import StepTimeModel
-    from tailscope.engine.replica import EngineConfig, Replica, vllm_default_limits
+    from tailscope.engine.replica import EngineConfig, vllm_default_limits
 
     if engine_flags:
         unknown = set(engine_flags) - set(EngineFlags.__dataclass_fields__)
@@ -101,15 +103,6 @@ def build_replica(
     arch = resolve_model(model)
     extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else ()
     gpu_spec = resolve_gpu(gpu, extra)
-    calibration = load_calibration(flags.calibration)
-    perf = StepTimeModel(
-        arch,
-        gpu_spec,
-        tp=flags.tp,
-        weights_dtype=flags.weights_dtype,
-        kv_dtype=flags.kv_dtype,
-        efficiency=calibration.efficiency(gpu_spec.id, arch.name),
-    )
     default_seqs, default_tokens = vllm_default_limits(gpu_spec)
     config = EngineConfig(
         max_num_seqs=flags.max_num_seqs or default_seqs,
@@ -117,7 +110,19 @@ def build_replica(
         gpu_memory_utilization=flags.gpu_memory_utilization,
         enable_prefix_caching=flags.enable_prefix_caching,
     )
-    engine = Replica(perf, config)
+    # the same construction as `tailscope sim` (one replica of a ClusterSpec), so both run the same engine model
+    spec = ClusterSpec(
+        model=arch,
+        gpu=gpu_spec,
+        tp=flags.tp,
+        weights_dtype=flags.weights_dtype,
+        kv_dtype=flags.kv_dtype,
+        engine=config,
+        calibration=load_calibration(flags.calibration),
+        model_id=model,
+    ).validate()
+    engine = spec.new_replica()
+    perf = engine.perf
     blocks = engine.stats().kv_blocks_total
     capacity = blocks * config.block_size
     max_len = flags.max_model_len or min(_model_max_len(model), capacity)
@@ -142,6 +147,7 @@ def build_replica(
         speed=speed if options is None else base.speed,
         seed=seed if options is None else base.seed,
         faults=faults if faults is not None else base.faults,
+        frontend_latency=frontend_latency if options is None else base.frontend_latency,
         cache=CacheInfo(
             block_size=config.block_size,
             num_gpu_blocks=blocks,

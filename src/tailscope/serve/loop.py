@@ -162,8 +162,9 @@ class EngineLoop:
         block_hashes: tuple[int, ...] = (),
         finish_reason: str = "length",
         max_tokens_param: int | None = None,
+        received_ns: int | None = None,
     ) -> LiveRequest:
-        """Queue a request on the engine.
+        """Queue a request on the engine; ``received_ns`` (clock ns, default now) starts its TTFT and E2E.
 
         Raises:
             ValueError: from the engine when the prompt can never fit its KV cache.
@@ -176,7 +177,7 @@ class EngineLoop:
             output_tokens=output_tokens,
             finish_reason=finish_reason,
             max_tokens_param=max_tokens_param,
-            arrival_ns=self.clock.now_ns(),
+            arrival_ns=self.clock.now_ns() if received_ns is None else received_ns,
         )
         self.engine.add_request(
             EngineRequest(

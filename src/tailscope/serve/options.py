@@ -25,6 +25,8 @@ class ServeOptions:
         seed: seed of response ids and natural output lengths.
         cache: labels of ``vllm:cache_config_info``.
         description: one line naming the model and hardware, shown by ``serve`` and ``bench``.
+        frontend_latency: delay each request by the API-server latency the engine model prices (as ``sim`` does)
+            before the engine sees it; ``False`` submits at once.
     """
 
     model_name: str
@@ -36,6 +38,7 @@ class ServeOptions:
     seed: int = 0
     cache: CacheInfo = field(default_factory=CacheInfo)
     description: str = ""
+    frontend_latency: bool = True
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the setting that is out of range."""
