@@ -13,11 +13,13 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -168,6 +170,19 @@ def _stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM it when the starting thread dies.
+
+    Without this, a test run killed by SIGTERM/SIGKILL (a CI timeout) would leave the server running; vLLM's
+    engine and worker processes exit on their own once the API server is gone.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: rely on the context manager's cleanup alone
+        pass
+
+
 def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for the server: offline, no telemetry, a 1 GiB KV cache, no leaks from our venv."""
     env = {k: v for k, v in (base or dict(os.environ)).items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -218,7 +233,7 @@ def start_vllm(
         t0 = time.monotonic()
         proc = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(),
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )  # fmt: skip
         try:
             while not (_answers(base + "/health") and _answers(base + "/v1/models")):
