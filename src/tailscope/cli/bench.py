@@ -16,6 +16,8 @@ Examples:
 
   tailscope bench --url http://127.0.0.1:8000 --rate 8 --arrival poisson --duration 120 --warmup 10 \\
       --slo ttft_p99=1.5s --slo tpot_p99=60ms
+
+  tailscope bench --url http://10.0.0.7:8000 --rate 400 --duration 300 --workers 4   # 4 local worker processes
 """
 
 
@@ -49,6 +51,12 @@ def bench(
     timeout_total: float = typer.Option(600.0, "--timeout-total", help="Whole-request timeout (s)."),
     metrics_url: str = typer.Option("auto", "--metrics-url", help="Prometheus URL to scrape: auto, off or a URL."),
     max_rate: float | None = typer.Option(None, "--max-rate", help="Refuse schedules faster than this (req/s)."),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Spread the load over N worker processes (Ray actors with --ray); docs/scale-out.md."
+    ),
+    ray: str | None = typer.Option(
+        None, "--ray", help="Run the --workers as Ray actors: auto (running cluster), local, or a cluster address."
+    ),
     builtin_model: str = typer.Option("llama-3.1-8b", "--builtin-model", help="Model of the built-in engine."),
     builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
@@ -84,6 +92,8 @@ def bench(
             timeout_total=timeout_total,
             metrics_url=metrics_url,
             max_rate=max_rate,
+            workers=workers,
+            ray=ray,
             builtin_model=builtin_model,
             builtin_gpu=builtin_gpu,
             db=db,

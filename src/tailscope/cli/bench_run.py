@@ -64,6 +64,8 @@ class BenchArgs:
     builtin_gpu: str
     db: Path | None
     quiet: bool
+    workers: int | None = None  # --workers: load-generator worker processes / actors
+    ray: str | None = None  # --ray: run the workers as Ray actors (auto, local or an address)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -162,7 +164,17 @@ def main_bench(args: BenchArgs) -> int:
             err.print(f"target: {t.url} model {t.model}")
 
     with live_progress(progress, quiet=args.quiet, console=err):
-        result: BenchResult = run_async(run_bench(cfg, specs, progress=progress, on_target=on_target))
+        if args.workers is not None or args.ray is not None:
+            from tailscope.runner.workers import check_worker_flags, run_bench_distributed
+
+            n = check_worker_flags(args.workers, args.ray)
+            result: BenchResult = run_async(
+                run_bench_distributed(
+                    cfg, specs, workers=n, ray_address=args.ray, progress=progress, on_target=on_target
+                )
+            )
+        else:
+            result = run_async(run_bench(cfg, specs, progress=progress, on_target=on_target))
     summary = result.summary.to_dict()
     summary["server"] = result.server
     from tailscope.report.json_export import run_to_json
