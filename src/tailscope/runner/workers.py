@@ -49,6 +49,41 @@ POLL_TIMEOUT_S = 30.0
 SETUP_TIMEOUT_S = 120.0
 
 
+def check_worker_flags(workers: int | None, ray_address: str | None) -> int:
+    """Validate ``--workers``/``--ray``; return the worker count.
+
+    Raises:
+        ConfigError: ``--ray`` without ``--workers``, or a count below 1.
+    """
+    if workers is None:
+        raise ConfigError("--ray needs --workers N: how many Ray actors send the load")
+    if workers < 1:
+        raise ConfigError(f"--workers must be ≥ 1 (got {workers})")
+    if ray_address is not None and not ray_address.strip():
+        raise ConfigError("--ray needs a value: auto, local or a cluster address")
+    return workers
+
+
+def describe_workers(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per worker for the console: requests, send lag, loop lag, CPU, clock offset, verdict."""
+    out: list[str] = []
+    for row in rows:
+        lag = row["send_lag_ms"].get("p99")
+        loop = (row["loop_lag_ms"] or {}).get("p99")
+        cpu = row["cpu_util"]
+        state = "LOST: " + str(row["lost"]) if row["lost"] else ("BOTTLENECK" if row["bottleneck"] else "ok")
+        out.append(
+            f"worker {row['worker']} ({row['kind']}): {row['requests']}/{row['assigned']} requests · "
+            f"send lag p99 {_ms(lag)} · loop lag p99 {_ms(loop)} · CPU {'-' if cpu is None else f'{cpu:.0%}'} · "
+            f"clock ±{row['offset_uncertainty_ms']:.3f} ms · {state}"
+        )
+    return out
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} ms"
+
+
 async def _start_pool(n: int, ray_address: str | None, ray_num_cpus: float) -> list[WorkerHandle]:
     if ray_address is None:
         return list(await start_process_workers(n))

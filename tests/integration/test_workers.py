@@ -1,0 +1,246 @@
+"""bench spread over worker processes (and Ray actors) against the scripted loopback server.
+
+The server has a fixed capacity, so at a moderate open-loop rate requests queue: TTFT spreads over hundreds of ms and
+is decided by the schedule, not by client jitter. The same seeded schedule sent by one process and by two workers must
+then give the same requests, the same class mix and statistically indistinguishable latency distributions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tailscope.client.openai import Timeouts
+from tailscope.metrics.request import e2e_ms, ttft_ms
+from tailscope.records import RunStatus
+from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.loadgen import DispatchConfig
+from tailscope.runner.worker_report import WorkerState
+from tailscope.runner.workers import run_bench_distributed
+from tailscope.store.runs import RunStore
+from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+from tailscope.workload.lengths import fixed
+from tailscope.workload.simple import LoadShape, simple_requests
+from tailscope.workload.spec import RequestSpec
+
+pytestmark = pytest.mark.integration
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def ks_statistic(a: list[float], b: list[float]) -> float:
+    """Two-sample Kolmogorov–Smirnov statistic D = max |F_a − F_b|."""
+    xa, xb = np.sort(a), np.sort(b)
+    grid = np.concatenate([xa, xb])
+    fa = np.searchsorted(xa, grid, side="right") / xa.size
+    fb = np.searchsorted(xb, grid, side="right") / xb.size
+    return float(np.max(np.abs(fa - fb)))
+
+
+def ks_critical(n: int, m: int, alpha: float = 0.001) -> float:
+    """Asymptotic two-sample KS critical value."""
+    c = np.sqrt(-0.5 * np.log(alpha / 2))
+    return float(c * np.sqrt((n + m) / (n * m)))
+
+
+def two_class_schedule(rate: float, duration_s: float) -> Iterator[RequestSpec]:
+    """Open-loop Poisson schedule with two classes (short chat, longer summarize), seeded."""
+    base = simple_requests(LoadShape(rate=rate, arrival="poisson", duration_s=duration_s), fixed(32), fixed(12), seed=7)
+    for s in base:
+        if s.id % 3 == 0:
+            yield replace(s, request_class="summarize", output_tokens=24)
+        else:
+            yield replace(s, request_class="chat")
+
+
+def config(srv: ScriptedServer, db: Path, *, rate: float | None, duration_s: float | None, conc: int | None = None):
+    return BenchConfig(
+        url=srv.url,
+        model=None,
+        dispatch=DispatchConfig(concurrency=conc, duration_s=duration_s, drain_timeout_s=30),
+        requested_rate=rate,
+        db=str(db),
+        timeouts=Timeouts(connect_s=5, first_token_s=30, total_s=60),
+        metrics_url="off",
+        handle_signals=False,
+    )
+
+
+SERVER = ScriptedConfig(ttft_ms=30, itl_ms=8, capacity=4)
+RATE, DURATION = 12.0, 6.0
+
+
+def check_same_as_single_process(single: BenchResult, multi: BenchResult, workers: int) -> None:
+    assert single.status is RunStatus.COMPLETE
+    assert multi.status is RunStatus.COMPLETE, multi.summary.warnings
+    assert len(multi.records) == len(single.records) >= 50
+    assert all(r.ok for r in multi.records), [r.error_detail for r in multi.records if not r.ok][:3]
+    # the same requests: ids, classes and target times are the one schedule
+    key = lambda r: (r.id, r.request_class, r.scheduled_ns, r.requested_output_tokens)  # noqa: E731
+    assert sorted(map(key, multi.records)) == sorted(map(key, single.records))
+    assert Counter(r.request_class for r in multi.records) == Counter(r.request_class for r in single.records)
+    assert set(multi.summary.classes) == {"chat", "summarize"}
+    for name, cls in single.summary.classes.items():
+        assert multi.summary.classes[name].requests.completed == cls.requests.completed
+    # every worker sent its share
+    per_worker = Counter(r.worker for r in multi.records)
+    assert set(per_worker) == set(range(workers))
+    assert min(per_worker.values()) >= len(multi.records) // workers - 2
+    for metric in (ttft_ms, e2e_ms):
+        a = [v for r in single.records if (v := metric(r)) is not None]
+        b = [v for r in multi.records if (v := metric(r)) is not None]
+        d = ks_statistic(a, b)
+        assert d < ks_critical(len(a), len(b)), (metric.__name__, d, np.median(a), np.median(b))
+        assert abs(np.median(a) - np.median(b)) < max(15.0, 0.15 * np.median(a))
+    rows = multi_workers_rows(multi)
+    assert len(rows) == workers
+    for row in rows:
+        assert row["cpu_util"] is not None
+        assert row["cpu_util"] > 0
+        assert row["offset_uncertainty_ms"] < 50
+        assert row["lost"] is None
+
+
+def multi_workers_rows(res: BenchResult) -> list[dict[str, object]]:
+    store = RunStore(res.store_path)
+    summary = store.get_run(res.run.id).summary
+    assert summary is not None
+    rows: list[dict[str, object]] = summary["workers"]
+    return rows
+
+
+def test_two_worker_processes_match_one_process(tmp_path: Path) -> None:
+    with ScriptedServer(SERVER) as srv:
+        cfg = config(srv, tmp_path / "db.duckdb", rate=RATE, duration_s=DURATION)
+        single = asyncio.run(run_bench(cfg, two_class_schedule(RATE, DURATION)))
+        multi = asyncio.run(run_bench_distributed(cfg, two_class_schedule(RATE, DURATION), workers=2))
+    check_same_as_single_process(single, multi, 2)
+    stored = RunStore(tmp_path / "db.duckdb").load_records(multi.run.id)
+    assert sorted(r.id for r in stored) == sorted(r.id for r in multi.records)
+    assert {r.worker for r in stored} == {0, 1}
+
+
+def test_closed_loop_sessions_stay_on_one_worker_and_concurrency_is_split(tmp_path: Path) -> None:
+    def sessions() -> Iterator[RequestSpec]:
+        i = 0
+        for s in range(12):
+            for turn in range(3):
+                yield RequestSpec(
+                    id=i, input_tokens=16, output_tokens=6, session_id=f"s{s}", turn=turn, think_time_ns=5_000_000
+                )
+                i += 1
+
+    with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=3)) as srv:
+        cfg = config(srv, tmp_path / "db.duckdb", rate=None, duration_s=None, conc=5)
+        res = asyncio.run(run_bench_distributed(cfg, sessions(), workers=2))
+    assert res.status is RunStatus.COMPLETE
+    assert len(res.records) == 36
+    assert all(r.ok for r in res.records)
+    by_session: dict[str | None, set[int]] = {}
+    for r in res.records:
+        by_session.setdefault(r.session_id, set()).add(r.worker)
+    assert all(len(w) == 1 for w in by_session.values())
+    rows = multi_workers_rows(res)
+    assert sorted(int(str(row["slots"])) for row in rows) == [2, 3]
+
+
+def kill_one_worker(states_box: list[list[WorkerState]], victim: int, after_s: float) -> threading.Thread:
+    def go() -> None:
+        for _ in range(600):
+            if states_box:
+                break
+            threading.Event().wait(0.1)
+        threading.Event().wait(after_s)
+        pid = states_box[0][victim].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def check_degraded(res: BenchResult, states: list[WorkerState], db: Path) -> None:
+    assert res.status is RunStatus.DEGRADED
+    survivor, victim = states[0], states[1]
+    assert victim.lost is not None
+    assert survivor.lost is None
+    mine = [r for r in res.records if r.worker == 0]
+    # the survivor's share is intact: every request it was given came back, and completed
+    assert len(mine) == survivor.assigned > 0
+    assert all(r.ok for r in mine)
+    theirs = [r for r in res.records if r.worker == 1]
+    assert 0 < len(theirs) < victim.assigned  # what it delivered before dying is kept
+    run = RunStore(db).get_run(res.run.id)
+    assert run.run.status is RunStatus.DEGRADED
+    assert run.summary is not None
+    lost = run.summary["lost"]
+    assert lost["workers"] == [1]
+    assert lost["requests"] == victim.assigned - len(theirs)
+    assert lost["share"] == pytest.approx(lost["requests"] / (survivor.assigned + victim.assigned))
+    assert any("lost worker" in w for w in run.summary["warnings"])
+    assert len(RunStore(db).load_records(res.run.id)) == len(res.records)
+
+
+def test_killing_a_worker_process_gives_a_degraded_run(tmp_path: Path) -> None:
+    box: list[list[WorkerState]] = []
+    with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=5)) as srv:
+        cfg = config(srv, tmp_path / "db.duckdb", rate=20, duration_s=None)
+        specs = simple_requests(LoadShape(rate=20, arrival="constant", requests=100), fixed(16), fixed(8), seed=1)
+        killer = kill_one_worker(box, victim=1, after_s=2.0)
+        res = asyncio.run(run_bench_distributed(cfg, specs, workers=2, on_workers=box.append))
+        killer.join(5)
+    check_degraded(res, box[0], tmp_path / "db.duckdb")
+
+
+# ---- Ray ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[object]:
+    try:
+        import ray
+    except ImportError as exc:
+        if in_ci():
+            pytest.fail(f"ray is in the test extra and CI is set, so the Ray tests must run: {exc}")
+        pytest.skip("ray is not installed (pip install 'tailscope[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_two_ray_actors_match_one_process_and_survive_a_killed_actor(local_ray: object, tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    with ScriptedServer(SERVER) as srv:
+        cfg = config(srv, db, rate=RATE, duration_s=DURATION)
+        single = asyncio.run(run_bench(cfg, two_class_schedule(RATE, DURATION)))
+        multi = asyncio.run(
+            run_bench_distributed(cfg, two_class_schedule(RATE, DURATION), workers=2, ray_address="auto")
+        )
+    check_same_as_single_process(single, multi, 2)
+    assert {row["kind"] for row in multi_workers_rows(multi)} == {"ray"}
+
+    box: list[list[WorkerState]] = []
+    with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=5)) as srv:
+        cfg = config(srv, db, rate=20, duration_s=None)
+        specs = simple_requests(LoadShape(rate=20, arrival="constant", requests=100), fixed(16), fixed(8), seed=1)
+        killer = kill_one_worker(box, victim=1, after_s=2.0)
+        res = asyncio.run(run_bench_distributed(cfg, specs, workers=2, ray_address="auto", on_workers=box.append))
+        killer.join(5)
+    check_degraded(res, box[0], db)
