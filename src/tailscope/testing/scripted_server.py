@@ -59,6 +59,7 @@ class TruthLog:
     arrived_ns: dict[str, int] = field(default_factory=dict)
     token_ns: dict[str, list[int]] = field(default_factory=dict)
     completed: int = 0
+    authorization: list[str] = field(default_factory=list)  # Authorization headers seen (tests of key handling)
 
 
 class _App:
@@ -106,6 +107,8 @@ class _App:
         if cfg.mode == "unauthorized":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         body: dict[str, Any] = await request.json()
+        if "Authorization" in request.headers:
+            self.truth.authorization.append(request.headers["Authorization"])
         rid = f"cmpl-{next(self._ids)}"
         chat = request.path.endswith("/chat/completions")
         n = int(body.get("max_tokens") or 16)

@@ -89,7 +89,8 @@ def test_bad_framing_is_a_protocol_violation(raw: bytes) -> None:
     assert isinstance(c.error, ProtocolViolation)
 
 
-def test_loopback_exchange_keepalive_and_errors() -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_loopback_exchange_keepalive_and_errors(loop: str) -> None:
     from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 
     async def go(url: str) -> None:
@@ -111,7 +112,13 @@ def test_loopback_exchange_keepalive_and_errors() -> None:
             await t.close()
 
     with ScriptedServer(ScriptedConfig(ttft_ms=1, itl_ms=1)) as srv:
-        asyncio.run(go(srv.url))
+        if loop == "uvloop":
+            import uvloop
+
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(go(srv.url))
+        else:
+            asyncio.run(go(srv.url))
 
 
 def test_connection_refused_is_connect_failed() -> None:
