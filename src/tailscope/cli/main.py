@@ -30,6 +30,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tailscope.cli.bench",
     "tailscope.cli.runs",
     "tailscope.cli.serve",
+    "tailscope.cli.sim",
+    "tailscope.cli.catalog",
     "tailscope.cli.trace",
     "tailscope.cli.gate",
     "tailscope.cli.compare",

@@ -198,6 +198,36 @@ class StepTimeModel:
         overhead = self._overhead_s + self._per_seq_s * (n_decode + n_prefill)
         return StepBreakdown(flops / self._peak, mem / self._bw, ar, overhead)
 
+    def mixed_step_ns(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int
+    ) -> int:
+        """:meth:`step_ns` without building a :class:`StepBreakdown` (the simulator's hot path)."""
+        tokens = n_decode
+        attn = kv = float(decode_ctx_sum)
+        w = self._window
+        a_sl = kv_sl = 0.0
+        for c, p in prefill:
+            tokens += c
+            mid = p + (c + 1) / 2.0
+            attn += c * mid
+            kv += p + c
+            if w:
+                a_sl += c * min(mid, w)
+                kv_sl += min(p + c, w)
+        full = self._full_layers * attn
+        kvl = self._full_layers * kv
+        if self._sliding_layers:
+            capped = min(decode_ctx_sum, n_decode * w)
+            full += self._sliding_layers * (capped + a_sl)
+            kvl += self._sliding_layers * (capped + kv_sl)
+        flops = self._body_flops_per_token * tokens + self._head_flops_per_token * n_logits
+        flops += self._attn_flops_coeff * full
+        mem = self._weights_touched(tokens) + self._kv_per_gpu_token_layer * (kvl + tokens * self.model.layers)
+        t = max(flops / self._peak, mem / self._bw) + self._overhead_s + self._per_seq_s * (n_decode + len(prefill))
+        if self._ar_count:
+            t += self._ar_count * (self._ar_lat + self._ar_per_token * tokens)
+        return max(1, math.ceil(t * 1e9))
+
     def step_ns_acc(
         self, n_decode: int, decode_ctx_sum: int, n_logits: int, acc: tuple[int, float, float, float, float, int]
     ) -> int:

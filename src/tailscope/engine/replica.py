@@ -203,7 +203,7 @@ class Replica:
             self._waiting.remove(r)
         else:
             self._remove_running(r)
-            self._free(r)
+            self._free(r, finished=True)
         r.state = _DONE
 
     def has_work(self) -> bool:
@@ -298,7 +298,7 @@ class Replica:
             extend_hashes(r.chain, n, r.salt)
         return r.chain
 
-    def _free(self, r: _Req) -> None:
+    def _free(self, r: _Req, *, finished: bool = False) -> None:
         full = r.computed // self.block_size
         pool = self.pool
         if not pool.enable_caching:
@@ -307,7 +307,9 @@ class Replica:
             chain = self._hashes(r, full)
             private_full = chain[r.n_reg : full]
             pool.release(chain, r.n_reg, private_full, r.blocks - r.n_reg - len(private_full))
-        else:  # unique content: one group entry, reusable by this request after a preemption
+        elif finished:  # unique content nobody can ask for again: the blocks are simply free
+            pool.release(r.chain, r.n_reg, [], r.blocks - r.n_reg)
+        else:  # preempted: one group entry, reusable by this request when it resumes
             g = max(0, full - r.n_reg)
             pool.release(r.chain, r.n_reg, [], r.blocks - r.n_reg - g, (r.salt, r.n_reg, g))
         r.blocks = 0
@@ -393,13 +395,15 @@ class Replica:
         while waiting and budget > 0 and len(self._running) < max_seqs:
             r = waiting[0]
             hit = g = 0
-            if pool.enable_caching:
+            if pool.enable_caching and (r.n_given or r.preemptions):
                 max_hit = (r.num_tokens - 1) // bs
                 if r.salt == 0:
                     hit = pool.lookup(self._hashes(r, max_hit), max_hit)
                 else:
-                    hit = pool.lookup(r.chain, min(max_hit, r.n_given))
-                    g = pool.group_hit(r.salt, hit, max_hit - hit)
+                    if r.n_given:
+                        hit = pool.lookup(r.chain, min(max_hit, r.n_given))
+                    if r.preemptions:  # only a preempted request can find its own blocks again
+                        g = pool.group_hit(r.salt, hit, max_hit - hit)
             start = (hit + g) * bs
             c = min(r.num_tokens - start, budget)
             new_blocks = -(-(start + c) // bs) - hit - g
@@ -408,7 +412,8 @@ class Replica:
                 break
             if hit:
                 pool.acquire(r.chain, hit)
-            pool.take_group(r.salt, g)
+            if g:
+                pool.take_group(r.salt, g)
             pool.allocate(new_blocks)
             waiting.popleft()
             r.n_reg = hit
@@ -429,9 +434,10 @@ class Replica:
             return None
         # 4. time
         if chunks:
-            acc = self.perf.accumulate_prefill([(c, p) for _, c, p in chunks])
             completing = sum(1 for r, c, p in chunks if p + c == r.num_tokens)
-            duration = self.perf.step_ns_acc(n_dec, self._dec_k + n_dec * T, n_dec + completing, acc)
+            duration = self.perf.mixed_step_ns(
+                [(c, p) for _, c, p in chunks], n_dec, self._dec_k + n_dec * T, n_dec + completing
+            )
         else:
             duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
         end = now_ns + duration
@@ -494,7 +500,7 @@ class Replica:
     def _complete(self, r: _Req, T: int) -> Completion:
         r.segments.append((r.seg_start, T))
         r.seg_start = -1
-        self._free(r)
+        self._free(r, finished=True)
         del self._all[r.id]
         c = Completion(r.id, tuple(r.segments), r.max_tokens, r.preemptions, r.hit_tokens)
         if self.keep_history:

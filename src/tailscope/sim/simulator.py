@@ -171,6 +171,7 @@ class Simulation:
         self._win_ttfts: list[float] = []
         self._win_completed = 0
         self.result = SimResult()
+        self._live_at_horizon = False
 
     # ---- workload intake -----------------------------------------------------------------------------------
     def _next_unit(self) -> RequestSpec | None:
@@ -201,6 +202,8 @@ class Simulation:
             return spec
 
     def _hashes(self, spec: RequestSpec, prompt: int) -> tuple[int, ...]:
+        if spec.session_id is None and spec.prefix_id is None:
+            return ()  # unique content: the engine tracks it without hashes
         bs = self._block
         full = prompt // bs
         if full == 0:
@@ -242,14 +245,18 @@ class Simulation:
 
     def _route(self, rid: int, now: int) -> None:
         live = self._live[rid]
-        ready = self._ready_indices()
-        if not ready:  # every replica is cold: the request waits at the gateway for the first one
-            self._q.push(now + 100_000_000, ROUTE, rid)
-            return
         spec = live.spec
-        key = live.hashes[0] if live.hashes and (spec.prefix_id is not None or spec.session_id) else None
-        idx = self._router.choose(ready, [s.outstanding for s in self._slots], key)
-        slot = self._slots[idx]
+        slots = self._slots
+        if len(slots) == 1 and slots[0].state == "ready":
+            idx = 0
+        else:
+            ready = self._ready_indices()
+            if not ready:  # every replica is cold: the request waits at the gateway for the first one
+                self._q.push(now + 100_000_000, ROUTE, rid)
+                return
+            key = live.hashes[0] if live.hashes and (spec.prefix_id is not None or spec.session_id) else None
+            idx = self._router.choose(ready, [s.outstanding for s in slots], key)
+        slot = slots[idx]
         live.replica = idx
         slot.outstanding += 1
         # the replica's API server handles requests one at a time (HTTP, chat template, tokenization), then
@@ -484,7 +491,7 @@ class Simulation:
         if self._scaler is not None:
             q.push(0, SCRAPE, None)
         q.push(_TIMELINE_NS, TIMELINE, None)
-        now = 0
+        now = last = 0
         n_rec = 0
         while len(q):
             now, kind, payload = q.pop()
@@ -494,6 +501,7 @@ class Simulation:
             if kind == STEP_END:
                 for rec in self._step_end(payload, now):
                     n_rec += 1
+                    last = now
                     yield rec
             elif kind == ARRIVE:
                 err = self._arrive(payload, now)
@@ -517,13 +525,15 @@ class Simulation:
                 self._timeline(now)
             elif kind == REPLICA_READY and self._slots[payload].state == "pending":
                 self._slots[payload].state = "ready"
+        self._live_at_horizon = bool(self._live)
         for live in list(self._live.values()):
             n_rec += 1
             yield self._record_error(live, now, "in flight at the simulation horizon", incomplete=True)
         self._live.clear()
         res = self.result
         res.requests = n_rec
-        res.virtual_s = now / 1e9
+        # simulated time: up to the last token (the timeline's trailing ticks do not count), or the horizon
+        res.virtual_s = (now if self._live_at_horizon else max(last, 1)) / 1e9
         res.wall_s = time.perf_counter() - wall0
         for s in self._slots:
             st = s.replica.stats()

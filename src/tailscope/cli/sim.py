@@ -1,0 +1,130 @@
+"""``tailscope sim``: predict latency distributions of a deployment for a workload, in virtual time (no GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+_EXAMPLES = """
+Examples:
+
+  tailscope sim --model llama-3.1-8b --gpu h100-sxm --rate 20 --requests 10000 --input-tokens uniform:200:1800
+
+  tailscope sim --profile support-chat.yaml --model llama-3.1-8b --gpu h100-sxm --replicas 2 --json sim.json
+
+  tailscope sim --profile p.yaml --model ./config.json --gpu l40s --tp 2 --autoscale policy.yaml --duration 3600
+
+  tailscope sim --model qwen3-32b --gpu h100-sxm --tp 4 --concurrency 64 --requests 2000 \\
+      --input-tokens 1024 --output-tokens 512 --calibration my-cluster.yaml
+"""
+
+
+def sim(
+    ctx: typer.Context,
+    model: str = typer.Option("llama-3.1-8b", "--model", help="Catalog model id or a path to a config.json."),
+    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id (tailscope catalog gpus)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica."),
+    replicas: int = typer.Option(1, "--replicas", help="Replicas behind the router (initial count with --autoscale)."),
+    router: str = typer.Option(
+        "least_outstanding", "--router", help="round_robin, least_outstanding or prefix_affinity."
+    ),
+    weights_dtype: str | None = typer.Option(
+        None, "--weights-dtype", help="bf16, fp8, int8, int4 (default: the checkpoint's own)."
+    ),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16 or fp8 KV cache."),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Running requests at most (vLLM default)."),
+    max_num_batched_tokens: int | None = typer.Option(
+        None, "--max-num-batched-tokens", help="Tokens per engine step (vLLM default)."
+    ),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="GPU memory fraction."),
+    no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching", help="Disable the prefix cache."),
+    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML (efficiencies)."),
+    gpu_file: Path | None = typer.Option(None, "--gpu-file", help="YAML file with extra GPUs."),
+    autoscale: Path | None = typer.Option(None, "--autoscale", help="Autoscaling policy YAML."),
+    profile: Path | None = typer.Option(None, "--profile", help="Workload profile YAML (flags override its fields)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Closed loop: requests kept in flight."),
+    rate: float | None = typer.Option(None, "--rate", "-r", help="Open loop: requests per second."),
+    arrival: str = typer.Option("poisson", "--arrival", help="Open-loop process: constant, poisson or gamma."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson)."),
+    requests: int | None = typer.Option(None, "--requests", "-n", help="Stop after N requests (warmup included)."),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Stop starting requests after this many (virtual) seconds."
+    ),
+    input_tokens: str = typer.Option("256", "--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG."),
+    output_tokens: str = typer.Option("128", "--output-tokens", help="Same forms as --input-tokens."),
+    warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
+    seed: int = typer.Option(0, "--seed", help="Seed for lengths and arrivals (same seed → same simulation)."),
+    slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write run, summary and every request to this file."),
+    db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
+    import sys
+
+    from rich.console import Console
+
+    from tailscope.report.console import print_summary
+    from tailscope.report.json_export import build_export, run_to_json, write_export
+    from tailscope.sim.run import SimArgs, run_sim
+
+    explicit = frozenset(
+        n for n in ctx.params if (s := ctx.get_parameter_source(n)) is not None and s.name not in ("DEFAULT",)
+    )
+    args = SimArgs(
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        replicas=replicas,
+        weights_dtype=weights_dtype,
+        kv_dtype=kv_dtype,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization,
+        prefix_caching=not no_prefix_caching,
+        router=router,
+        calibration=calibration,
+        gpu_file=gpu_file,
+        autoscale=autoscale,
+        profile=profile,
+        concurrency=concurrency,
+        rate=rate,
+        arrival=arrival,
+        burstiness=burstiness,
+        requests=requests,
+        duration=duration,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        warmup=warmup,
+        seed=seed,
+        slo=tuple(slo),
+        db=db,
+        explicit=explicit,
+    )
+    err = Console(stderr=True)
+
+    def progress(done: int, virtual_s: float) -> None:
+        if not quiet:
+            err.print(f"simulated {done:,} requests ({virtual_s:,.0f} s of virtual time)")
+
+    out = run_sim(args, on_progress=progress)
+    res = out.result
+    err.print(f"[cyan]target: {out.run.target.description}[/]")
+    print_summary(run_to_json(out.run), out.summary, Console(file=sys.stdout))
+    hit = res.prefix_hit_rate
+    print(
+        f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
+        f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
+        f"{'—' if hit is None else f'{hit:.1%}'}"
+    )
+    for t, change, why in res.scale_events:
+        print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
+    if json_out is not None:
+        write_export(json_out, build_export(out.run, out.summary, out.records))
+        err.print(f"wrote {json_out}")
+    err.print(f"run {out.run.id} stored (kind sim)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sim", help=(sim.__doc__ or "") + "\n" + _EXAMPLES)(sim)

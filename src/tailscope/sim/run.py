@@ -1,0 +1,269 @@
+"""``tailscope sim`` end to end: resolve the deployment and the workload, simulate, store, summarize.
+
+Used by the CLI (which only parses and renders) and by tests. The run is stored like a bench run (kind ``sim``),
+so ``runs show``, compare and gates work on it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tailscope import __version__
+from tailscope.clock import utc_now_iso
+from tailscope.engine.autoscaler import load_policy
+from tailscope.engine.calibration import load_calibration
+from tailscope.engine.cluster import ClusterSpec
+from tailscope.engine.gpus import load_gpu_file, resolve_gpu
+from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
+from tailscope.engine.replica import EngineConfig, vllm_default_limits
+from tailscope.errors import ConfigError
+from tailscope.metrics.slo import Slo, parse_slo
+from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Target
+from tailscope.sim.simulator import SimResult, Simulation
+from tailscope.workload.spec import RequestSpec
+
+#: records written to the store per batch (the simulation itself streams)
+_BATCH = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class SimArgs:
+    """Everything ``tailscope sim`` accepts (CLI > profile file > defaults is applied in :func:`resolve_specs`)."""
+
+    model: str = "llama-3.1-8b"
+    gpu: str = "h100-sxm"
+    tp: int = 1
+    replicas: int = 1
+    weights_dtype: str | None = None
+    kv_dtype: str = "bf16"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float = 0.9
+    prefix_caching: bool = True
+    router: str = "least_outstanding"
+    calibration: Path | None = None
+    gpu_file: Path | None = None
+    autoscale: Path | None = None
+    profile: Path | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    requests: int | None = None
+    duration: float | None = None
+    input_tokens: str = "256"
+    output_tokens: str = "128"
+    warmup: int = 0
+    seed: int = 0
+    slo: tuple[str, ...] = ()
+    db: Path | None = None
+    store: bool = True
+    explicit: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(slots=True)
+class SimOutcome:
+    """A finished simulation: the run row, its summary dict, records and simulator figures."""
+
+    run: Run
+    summary: dict[str, Any]
+    records: list[RequestRecord]
+    result: SimResult
+
+
+def build_cluster(a: SimArgs) -> ClusterSpec:
+    """The deployment from the flags. Raises ConfigError/CatalogError naming the flag."""
+    if a.weights_dtype is not None and a.weights_dtype.lower() not in WEIGHT_DTYPES:
+        raise ConfigError(f"--weights-dtype {a.weights_dtype!r}: use one of {', '.join(WEIGHT_DTYPES)}")
+    if a.kv_dtype.lower() not in KV_DTYPES:
+        raise ConfigError(f"--kv-dtype {a.kv_dtype!r}: use one of {', '.join(KV_DTYPES)}")
+    extra = load_gpu_file(a.gpu_file) if a.gpu_file is not None else ()
+    gpu = resolve_gpu(a.gpu, extra)
+    model = resolve_model(a.model)
+    seqs, tokens = vllm_default_limits(gpu)
+    engine = EngineConfig(
+        max_num_seqs=a.max_num_seqs or seqs,
+        max_num_batched_tokens=a.max_num_batched_tokens or max(tokens, a.max_num_seqs or 0),
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        enable_prefix_caching=a.prefix_caching,
+    ).validate()
+    cluster = ClusterSpec(
+        model=model,
+        gpu=gpu,
+        tp=a.tp,
+        weights_dtype=a.weights_dtype,
+        kv_dtype=a.kv_dtype,
+        engine=engine,
+        replicas=a.replicas,
+        router=a.router,
+        autoscale=load_policy(a.autoscale) if a.autoscale is not None else None,
+        calibration=load_calibration(a.calibration),
+        model_id=a.model,
+    ).validate()
+    cluster.perf().kv_capacity_tokens(a.gpu_memory_utilization)  # fail now when the model does not fit
+    return cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    specs: Iterator[RequestSpec]
+    concurrency: int | None
+    duration_s: float | None
+    slos: tuple[Slo, ...]
+    profile: str | None
+    settings: dict[str, Any]
+
+
+def resolve_specs(a: SimArgs) -> Workload:
+    """The request stream from ``--profile`` (flags typed on the command line override it) or from the flags."""
+    from tailscope.workload.lengths import parse_length_spec
+
+    slos = tuple(parse_slo(s) for s in a.slo)
+    if a.profile is not None:
+        from tailscope.workload.model import Overrides, apply_overrides
+        from tailscope.workload.plan import profile_requests
+        from tailscope.workload.profile import load_profile
+
+        def pick(name: str) -> Any:
+            return getattr(a, name) if name in a.explicit else None
+
+        in_spec, out_spec = pick("input_tokens"), pick("output_tokens")
+        ov = Overrides(
+            rate=pick("rate"),
+            concurrency=pick("concurrency"),
+            process=pick("arrival"),
+            burstiness=pick("burstiness"),
+            duration_s=pick("duration"),
+            requests=pick("requests"),
+            warmup=pick("warmup"),
+            input_tokens=parse_length_spec(in_spec, what="--input-tokens") if in_spec is not None else None,
+            output_tokens=parse_length_spec(out_spec, what="--output-tokens") if out_spec is not None else None,
+            seed=pick("seed"),
+            slos=slos or None,
+        )
+        base = load_profile(a.profile)
+        p = apply_overrides(base, ov)
+        seed = p.seed if p.seed is not None else a.seed
+        specs = profile_requests(base, seed=seed, overrides=ov)
+        closed = p.arrival.mode == "closed"
+        return Workload(
+            specs=specs,
+            concurrency=p.arrival.concurrency if closed else None,
+            duration_s=p.stop.duration_s,
+            slos=p.slos,
+            profile=p.name,
+            settings={"profile": p.name, "profile_file": str(a.profile), "mode": p.arrival.mode, "seed": seed},
+        )
+    from tailscope.workload.simple import LoadShape, simple_requests
+
+    concurrency = a.concurrency
+    if concurrency is None and a.rate is None:
+        concurrency = 16  # the same default shape as a quick bench
+    shape = LoadShape(
+        concurrency=concurrency,
+        rate=a.rate,
+        arrival=a.arrival,
+        burstiness=a.burstiness,
+        requests=a.requests,
+        duration_s=a.duration,
+        warmup=a.warmup,
+    )
+    shape.validate()
+    specs = simple_requests(
+        shape,
+        parse_length_spec(a.input_tokens, what="--input-tokens"),
+        parse_length_spec(a.output_tokens, what="--output-tokens"),
+        seed=a.seed,
+    )
+    return Workload(
+        specs=specs,
+        concurrency=concurrency if a.rate is None else None,
+        duration_s=a.duration,
+        slos=slos,
+        profile=None,
+        settings={
+            "mode": "open" if a.rate is not None else "closed",
+            "concurrency": concurrency if a.rate is None else None,
+            "rate": a.rate,
+            "arrival": a.arrival if a.rate is not None else None,
+            "requests": a.requests,
+            "duration_s": a.duration,
+            "input_tokens": a.input_tokens,
+            "output_tokens": a.output_tokens,
+            "warmup": a.warmup,
+        },
+    )
+
+
+def new_run_id() -> str:
+    """Sortable, unique run id: ``YYYYmmdd-HHMMSS-xxxxxx`` (the same form as bench runs)."""
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
+    """Simulate and (unless ``a.store`` is False) store the run; return what the CLI renders.
+
+    Args:
+        on_progress: optional callable ``(records_done, virtual_seconds)`` called every few thousand records.
+    """
+    from tailscope.metrics.summary import summarize
+
+    cluster = build_cluster(a)
+    wl = resolve_specs(a)
+    desc = cluster.describe()
+    target = Target(
+        url=f"sim://{desc['model']}@{desc['gpu']}x{cluster.tp}",
+        model=str(desc["model"]),
+        builtin=True,
+        description=(
+            f"{desc['model']} ({desc['weights_dtype']}), {cluster.replicas} replica(s) × TP{cluster.tp} on "
+            f"{cluster.gpu.name}"
+        ),
+    )
+    run = Run(
+        id=new_run_id(),
+        kind=RunKind.SIM,
+        tool_version=__version__,
+        started_at=utc_now_iso(),
+        target=target,
+        seed=a.seed,
+        settings={"engine": desc, "load": wl.settings, "slo": [f"{s.key}={s.threshold_ms:g}ms" for s in wl.slos]},
+        profile=wl.profile,
+    )
+    store = None
+    if a.store:
+        from tailscope.store.runs import RunStore
+
+        store = RunStore(a.db)
+        store.create_run(run)
+    sim = Simulation(cluster, wl.specs, concurrency=wl.concurrency, duration_s=wl.duration_s)
+    records: list[RequestRecord] = []
+    batch: list[RequestRecord] = []
+    status = RunStatus.INCOMPLETE
+    try:
+        for rec in sim.run():
+            records.append(rec)
+            batch.append(rec)
+            if len(batch) >= _BATCH:
+                if store is not None:
+                    store.write_records(run.id, batch)
+                batch = []
+                if on_progress is not None:
+                    on_progress(len(records), rec.end_ns / 1e9 if rec.end_ns else 0.0)
+        if store is not None and batch:
+            store.write_records(run.id, batch)
+        status = RunStatus.COMPLETE
+    finally:
+        summary = summarize(records, slos=wl.slos).to_dict() if records else {}
+        summary["sim"] = sim.result.to_dict()
+        if store is not None:
+            store.finish_run(run.id, status, summary)
+    from dataclasses import replace
+
+    return SimOutcome(replace(run, status=status), summary, records, sim.result)
