@@ -31,14 +31,9 @@ from tailscope.serve.protocol import (
     parse_json_body,
     parse_tokenize,
 )
-from tailscope.serve.sse import DONE, ChunkFactory, frame
-from tailscope.serve.tokenizer import block_hashes, filler_text, filler_token, stable_key
-
-#: The body of a malformed-line fault: a ``data:`` line that is not JSON.
-MALFORMED_LINE = b'data: {"id": "malformed", "choices": [{"delta": {"content": \n\n'
-
-#: Response header carrying the engine's id of the request (correlates a response with the engine's step log).
-ENGINE_ID_HEADER = "x-tailscope-engine-request-id"
+from tailscope.serve.sse import ChunkFactory
+from tailscope.serve.streaming import ENGINE_ID_HEADER, cut, stream_response
+from tailscope.serve.tokenizer import block_hashes, filler_text, stable_key
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -200,81 +195,10 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
     key = stable_key(req.prompt_ids)
     try:
         if req.stream:
-            return await _stream(request, state, req, live, plan, factory, key, base_id)
+            return await stream_response(request, state, req, live, plan, factory, key, base_id)
         return await _full(request, state, req, live, plan, factory, key, base_id)
     finally:
         state.loop.abort(live)  # no-op when it finished; frees the engine when the client went away
-
-
-def _cut(request: web.Request) -> None:
-    """Drop the connection at once (the disconnect fault)."""
-    transport = request.transport
-    if transport is not None:
-        transport.abort()
-
-
-async def _stream(
-    request: web.Request,
-    state: ServeState,
-    req: CompletionRequest,
-    live: LiveRequest,
-    plan: FaultPlan,
-    factory: ChunkFactory,
-    key: int,
-    base_id: str,
-) -> web.StreamResponse:
-    resp = web.StreamResponse(
-        status=200,
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache",
-            "x-request-id": base_id,
-            ENGINE_ID_HEADER: str(live.id),
-        },
-    )
-    await resp.prepare(request)
-    # vLLM sends the role chunk with the first engine output, i.e. right before the first token, not at once
-    role_pending = req.kind == "chat"
-    sent = 0
-    finish_sent = False
-    while True:
-        await live.wait_beyond(sent)
-        if live.aborted:  # the server is shutting down
-            return resp
-        # one write per release: the tokens of one step leave together, each in its own SSE event
-        buf = bytearray()
-        if role_pending and (live.released > 0 or live.done):
-            buf += frame(factory.role_chunk())
-            role_pending = False
-        while sent < live.released:
-            finish = live.finish_reason if live.done and sent + 1 == live.released else None
-            buf += factory.token_event(filler_token(key, sent), sent + 1, finish)
-            sent += 1
-            finish_sent = finish is not None
-            if plan.malformed_after == sent:
-                buf += MALFORMED_LINE
-            if plan.disconnect_after == sent:
-                await resp.write(bytes(buf))
-                state.loop.abort(live)
-                _cut(request)
-                return resp
-            if plan.stall_after == sent:
-                await resp.write(bytes(buf))
-                buf.clear()
-                await asyncio.sleep(plan.stall_s)
-        done = live.done and sent >= live.released
-        if done:
-            if not finish_sent:  # the engine reported the finish after the last token: an empty delta says so
-                buf += frame(factory.token_chunk("", sent, live.finish_reason))
-            if req.include_usage:
-                buf += frame(factory.usage_chunk(sent))
-            buf += DONE
-        if buf:
-            await resp.write(bytes(buf))
-        if done:
-            break
-    await resp.write_eof()
-    return resp
 
 
 async def _full(
@@ -295,7 +219,7 @@ async def _full(
         seen = live.released
         if plan.disconnect_after is not None and seen >= plan.disconnect_after:
             state.loop.abort(live)
-            _cut(request)
+            cut(request)
             return web.Response(status=200)
     if plan.stall_after is not None:
         await asyncio.sleep(plan.stall_s)

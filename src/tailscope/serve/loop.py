@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tailscope.clock import Clock, MonotonicClock
@@ -37,6 +38,8 @@ class LiveRequest:
         first_token_ns / last_token_ns: clock times of the first and latest release.
         done: all tokens released.
         aborted: dropped before finishing (client gone or server stopping).
+        sink: when set, called synchronously by the loop on every release instead of waking the handler (the
+            streaming fast path writes to the socket from there); the handler is then woken only at the end.
     """
 
     id: int
@@ -50,11 +53,18 @@ class LiveRequest:
     last_token_ns: int | None = None
     done: bool = False
     aborted: bool = False
+    sink: Callable[[LiveRequest], None] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def wait_beyond(self, seen: int) -> None:
         """Return once more than ``seen`` tokens are released, or the request is done or aborted."""
         while self.released <= seen and not self.done and not self.aborted:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def wait_finished(self) -> None:
+        """Return once the request is done or aborted."""
+        while not self.done and not self.aborted:
             self._changed.clear()
             await self._changed.wait()
 
@@ -264,7 +274,12 @@ class EngineLoop:
                 self.metrics.itl.observe((now - live.last_token_ns) / 1e9)
             live.last_token_ns = now
             live.released += n
-            live._notify()
+            if rid in finished:
+                live.done = True  # before the writer sees the tokens, so that the last one carries finish_reason
+            if live.sink is not None:
+                self._call_sink(live)
+            else:
+                live._notify()
         for rid in finished:
             live = self._live.pop(rid, None)
             if live is None:
@@ -277,4 +292,20 @@ class EngineLoop:
                 generation_tokens=live.released,
                 max_tokens=live.max_tokens_param,
             )
+            if live.sink is not None:
+                self._call_sink(live)  # idempotent: writes the end of the stream if the tokens did not
             live._notify()
+
+    def flush(self, live: LiveRequest) -> None:
+        """Call ``live``'s sink now (for what was released before the sink was set); no-op once aborted."""
+        if live.sink is not None and not live.aborted:
+            self._call_sink(live)
+
+    def _call_sink(self, live: LiveRequest) -> None:
+        sink = live.sink
+        assert sink is not None
+        try:
+            sink(live)
+        except Exception:  # a broken writer must not stop the engine loop: drop that one request
+            live.sink = None
+            self.abort(live)
