@@ -120,3 +120,27 @@ def test_stop_aborts_live_requests() -> None:
 def test_speed_must_be_positive() -> None:
     with pytest.raises(ValueError, match="speed"):
         EngineLoop(FakeEngine(), _metrics(), speed=0)
+
+
+def test_sink_gets_every_release_and_a_broken_sink_only_drops_its_request() -> None:
+    async def main() -> tuple[list[int], object, object]:
+        loop = EngineLoop(FakeEngine(base_ms=1.0), _metrics())
+        loop.start()
+        seen: list[int] = []
+        good = loop.submit(prompt_tokens=8, output_tokens=5)
+        good.sink = lambda live: seen.append(live.released)
+        bad = loop.submit(prompt_tokens=8, output_tokens=50)
+
+        def broken(live: object) -> None:
+            raise ConnectionResetError("gone")
+
+        bad.sink = broken
+        await asyncio.wait_for(good.wait_finished(), 5)
+        await asyncio.wait_for(bad.wait_finished(), 5)
+        await loop.stop()
+        return seen, good, bad
+
+    seen, good, bad = asyncio.run(main())
+    assert seen[:5] == [1, 2, 3, 4, 5]  # every release, the last one also after the finish
+    assert good.done  # type: ignore[attr-defined]
+    assert bad.aborted  # type: ignore[attr-defined]
