@@ -103,6 +103,8 @@ def plan_budget(
             findings.append(f"{name}: measured p99 {measured:.0f} ms exceeds its {ms:.0f} ms budget")
         out.append(LayerBudget(name, ms, ms / usable, measured, holds))
     over = allocated - usable
+    if over <= 1e-6 * usable:  # proportional splits add up to the usable budget up to float rounding
+        over = min(over, 0.0)
     if over > 0:
         findings.insert(
             0,

@@ -1,0 +1,142 @@
+"""Planning arithmetic: KV numbers, napkin capacity, cost, budgets, estimates (regimes and monotonicity)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.perf import StepTimeModel
+from tailscope.errors import PlanError
+from tailscope.plan.budget import budget_from_shares, plan_budget
+from tailscope.plan.estimate import estimate_request
+from tailscope.plan.kv import plan_kv
+from tailscope.plan.napkin import napkin_capacity, plan_cost
+
+
+@pytest.mark.parametrize(
+    ("model", "dtype", "expected"),
+    [
+        ("llama-2-7b", "bf16", 524_288),
+        ("llama-3.1-70b", "bf16", 327_680),
+        ("opt-13b", "bf16", 819_200),
+        ("llama-3.1-70b", "fp8", 163_840),
+        ("llama-3.1-8b", "bf16", 131_072),
+    ],
+)
+def test_kv_bytes_per_token(model: str, dtype: str, expected: int) -> None:
+    p = plan_kv(resolve_model(model), context=8192, kv_dtype=dtype)
+    assert p.bytes_per_token == expected
+    assert p.per_sequence_bytes == expected * 8192
+
+
+def test_kv_capacity_and_concurrency_on_a_gpu() -> None:
+    p = plan_kv(resolve_model("llama-3.1-70b"), context=8192, kv_dtype="fp8", gpu=resolve_gpu("h100-sxm"), tp=4)
+    assert p.kv_capacity_tokens is not None
+    assert p.max_sequences == p.kv_capacity_tokens // 8192
+    assert p.max_sequences > 10
+    assert any("KV capacity" in a for a in p.assumptions)
+
+
+def test_model_that_does_not_fit_is_explained() -> None:
+    with pytest.raises(PlanError, match="leaves no room for the KV cache"):
+        plan_kv(resolve_model("llama-3.1-70b"), context=4096, gpu=resolve_gpu("l4"), tp=1)
+
+
+def test_context_above_model_maximum_is_explained() -> None:
+    with pytest.raises(PlanError, match=r"above .* maximum context"):
+        plan_kv(resolve_model("llama-2-7b"), context=8192, max_context=4096)
+
+
+def test_napkin_example_from_the_issue() -> None:
+    n = napkin_capacity(100, 25, 1400, headroom=0.2)
+    assert n.required_tokens_s == 2500
+    assert n.gpus_without_headroom == 2
+    assert n.with_headroom_tokens_s == pytest.approx(3000)
+    assert n.gpus == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=10_000),
+    st.floats(min_value=0.1, max_value=100),
+    st.floats(min_value=10, max_value=50_000),
+    st.floats(min_value=0, max_value=2),
+    st.integers(min_value=1, max_value=1000),
+)
+def test_more_load_never_needs_fewer_gpus(users: int, tpu: float, gpu: float, headroom: float, extra: int) -> None:
+    assert napkin_capacity(users + extra, tpu, gpu, headroom).gpus >= napkin_capacity(users, tpu, gpu, headroom).gpus
+    assert napkin_capacity(users, tpu, gpu, headroom + 0.1).gpus >= napkin_capacity(users, tpu, gpu, headroom).gpus
+
+
+def test_cost_arithmetic_and_break_even() -> None:
+    c = plan_cost(
+        gpus=2,
+        gpu_price_per_hour=2.5,
+        output_tokens_per_s=2000,
+        requests_per_s=10,
+        mean_input_tokens=500,
+        mean_output_tokens=200,
+        source="test",
+        api_price_in=0.15,
+        api_price_out=0.60,
+        daily_requests=500_000,
+    )
+    # 2 GPUs × 2.5 $/h = 5 $/h = 1/720 $/s; / 2000 tok/s × 1e6
+    assert c.usd_per_million_output_tokens == pytest.approx(5 / 3600 / 2000 * 1e6)
+    assert c.usd_per_request == pytest.approx(5 / 3600 / 10)
+    assert c.api_usd_per_request == pytest.approx(500 * 0.15e-6 + 200 * 0.60e-6)
+    assert c.break_even_daily_requests == pytest.approx(120 / c.api_usd_per_request)
+    # 500k/day = 5.79 req/s ≤ 10 → one fleet
+    assert c.gpus_for_daily == 2
+    assert c.self_host_usd_per_day == pytest.approx(120)
+    assert c.api_usd_per_day == pytest.approx(500_000 * c.api_usd_per_request)
+
+
+def test_budget_arithmetic_and_contract() -> None:
+    b = plan_budget(300, [("gateway", 50), ("inference", 120), ("retrieval", 80), ("network", 50)], buffer=0.2)
+    assert b.usable_ms == pytest.approx(240)
+    assert b.allocated_ms == 300
+    assert b.over_by_ms == pytest.approx(60)
+    assert not b.ok
+    assert "60 ms over" in b.findings[0]
+    ok = plan_budget(300, [("gateway", 40), ("inference", 120), ("retrieval", 80)], buffer=0.2)
+    assert ok.ok
+    contract = ok.contract()
+    assert contract["slo"] == [{"metric": "e2e_ms", "percentile": "p99", "max": 300}]
+    assert {"layer": "retrieval", "percentile": "p99", "max_ms": 80} in contract["layers"]
+    measured = plan_budget(300, [("retrieval", 80)], measured_p99_ms={"retrieval": 95})
+    assert not measured.ok
+    assert "retrieval: measured p99 95 ms exceeds" in measured.findings[0]
+    with pytest.raises(PlanError, match="unknown layer"):
+        plan_budget(300, [("database", 10)])
+
+
+def test_budget_from_shares_is_proportional() -> None:
+    b = budget_from_shares(1000, {"inference": 0.6, "retrieval": 0.3, "gateway": 0.1}, buffer=0.1)
+    got = {lb.layer: lb.budget_ms for lb in b.layers}
+    assert got == pytest.approx({"inference": 540, "retrieval": 270, "gateway": 90})
+    assert b.ok
+
+
+def test_estimate_regimes_prefill_compute_decode_memory() -> None:
+    perf = StepTimeModel(resolve_model("llama-3.1-8b"), resolve_gpu("a100-80gb"))
+    e = estimate_request(perf, input_tokens=2000, output_tokens=300, concurrency=1)
+    assert e.prefill_bound == "compute"
+    assert e.decode_bound == "memory"
+    assert e.e2e_ms == pytest.approx(e.ttft_ms + 299 * e.tpot_ms)
+    # 16 GB of bf16 weights at ~2 TB/s × MBU: single-sequence decode is several ms per token
+    assert 5 < e.tpot_ms < 20
+
+
+def test_estimate_monotone_in_concurrency() -> None:
+    perf = StepTimeModel(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"))
+    prev = None
+    for c in (1, 4, 16, 64):
+        e = estimate_request(perf, input_tokens=500, output_tokens=200, concurrency=c)
+        if prev is not None:
+            assert e.tpot_ms >= prev.tpot_ms
+            assert e.output_tokens_per_s >= prev.output_tokens_per_s
+        prev = e
