@@ -211,16 +211,18 @@ async def _full(
     key: int,
     base_id: str,
 ) -> web.StreamResponse:
+    if plan.disconnect_after is None:
+        await live.wait_finished()  # one wake-up at the end, not one per step
     seen = 0
-    while not live.done:
+    while not live.done and not live.aborted:
         await live.wait_beyond(seen)
-        if live.aborted:
-            raise ApiError(503, "the built-in server is shutting down")
         seen = live.released
         if plan.disconnect_after is not None and seen >= plan.disconnect_after:
             state.loop.abort(live)
             cut(request)
             return web.Response(status=200)
+    if live.aborted:
+        raise ApiError(503, "the built-in server is shutting down")
     if plan.stall_after is not None:
         await asyncio.sleep(plan.stall_s)
     text = filler_text(key, live.released)
