@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 from tailscope.errors import ConfigError, TargetError
 from tailscope.serve.engine_factory import EngineFlags
@@ -206,9 +206,9 @@ class ChildServer:
         self.stop()
 
 
-def flags_from(options: dict[str, object]) -> tuple[EngineFlags, dict[str, object]]:
+def flags_from(options: dict[str, Any]) -> tuple[EngineFlags, dict[str, Any]]:
     """Split keyword options into :class:`EngineFlags` fields and the rest."""
     names = {f.name for f in dataclasses.fields(EngineFlags)}
     engine = {k: v for k, v in options.items() if k in names}
     rest = {k: v for k, v in options.items() if k not in names}
-    return EngineFlags(**engine), rest  # type: ignore[arg-type]
+    return EngineFlags(**engine), rest

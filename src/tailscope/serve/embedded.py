@@ -229,8 +229,11 @@ async def start_embedded_server(
         from tailscope.serve.engine_factory import build_replica
 
         flags, rest = flags_from(engine_options)
-        speed = float(rest.pop("speed", 1.0))  # type: ignore[arg-type]
-        seed = int(rest.pop("seed", 0))  # type: ignore[call-overload]
+        speed, seed = rest.pop("speed", 1.0), rest.pop("seed", 0)
+        if isinstance(speed, bool) or not isinstance(speed, int | float):
+            raise ConfigError(f"speed must be a number (got {speed!r})")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"seed must be an integer (got {seed!r})")
         faults = rest.pop("faults", None)
         served = rest.pop("served_model_name", None)
         frontend_latency = bool(rest.pop("frontend_latency", True))
@@ -242,7 +245,7 @@ async def start_embedded_server(
         # built here too: flags are validated before a process starts, and the description comes from it
         settings: dict[str, Any] = {
             "served_model_name": served_name,
-            "speed": speed,
+            "speed": float(speed),
             "seed": seed,
             "faults": faults,
             "frontend_latency": frontend_latency,
