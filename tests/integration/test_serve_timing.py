@@ -93,12 +93,14 @@ def test_token_times_follow_engine_steps() -> None:
         errors_ms, steps = _measure()
         # structure, whatever the host load: never early, and no drift of the engine timeline
         assert errors_ms[0] > -0.5  # never before the engine says the token exists
+        # while there was work each step started where the previous one ended; the only allowed gaps are idle
+        # restarts and the catch-up reset after a release more than 250 ms late (an overloaded host)
         gaps = [
             b.result.start_ns - (a.result.start_ns + a.result.duration_ns)
             for a, b in itertools.pairwise(steps)
-            if b.result.start_ns != a.result.start_ns + a.result.duration_ns
+            if b.result.start_ns != a.result.start_ns + a.result.duration_ns and a.released_ns - a.due_ns < 200_000_000
         ]
-        assert len(gaps) <= 3, gaps  # while there was work each step started where the previous one ended
+        assert len(gaps) <= 2, gaps
         p50, p95, p99 = (_quantile(errors_ms, q) for q in (0.5, 0.95, 0.99))
         print(
             f"\nchunk arrival − step end over {len(errors_ms)} tokens: p50 {p50:.2f}, p95 {p95:.2f}, p99 {p99:.2f} ms"
