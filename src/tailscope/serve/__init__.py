@@ -1,1 +1,9 @@
-"""tailscope.serve."""
+"""tailscope.serve: the built-in OpenAI-compatible server driven by the engine model on the wall clock.
+
+Modules: ``app`` (aiohttp routes and handlers), ``loop`` (the engine loop on absolute deadlines), ``streaming``
+(SSE writing, fast path and fault path), ``frontend`` (API-server latency as sim models it), ``protocol`` (request
+validation, OpenAI errors), ``sse`` (response bodies), ``tokenizer`` (deterministic tokens, chat template, block
+hashes, filler text), ``metrics`` (vLLM-named Prometheus text), ``faults`` (seeded fault injection),
+``engine_factory`` (model + GPU → replica), ``embedded`` and ``child`` (the bench's built-in target in a thread or a
+child process), ``server`` (foreground serving for the CLI). See ``docs/serve.md``.
+"""
