@@ -12,7 +12,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailscope.serve.tokenizer import FILLER_WORDS
+
 DONE = b"data: [DONE]\n\n"
+
+# JSON strings of every filler token text, encoded once (the hot path of streaming)
+_ENCODED: dict[str, bytes] = {
+    text: json.dumps(text, ensure_ascii=False).encode("utf-8") for w in FILLER_WORDS for text in (w, " " + w)
+}
 
 
 def frame(payload: dict[str, Any]) -> bytes:
@@ -64,7 +71,10 @@ class ChunkFactory:
     def token_event(self, text: str, completion_tokens: int, finish_reason: str | None = None) -> bytes:
         """``frame(token_chunk(...))``, byte for byte, with a fast path for the common mid-stream token."""
         if finish_reason is None and self._token_head:
-            return self._token_head + json.dumps(text, ensure_ascii=False).encode("utf-8") + self._token_tail
+            encoded = _ENCODED.get(text)
+            if encoded is None:
+                encoded = json.dumps(text, ensure_ascii=False).encode("utf-8")
+            return self._token_head + encoded + self._token_tail
         return frame(self.token_chunk(text, completion_tokens, finish_reason))
 
     @property
