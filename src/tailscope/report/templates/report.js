@@ -111,8 +111,9 @@
     add("in flight", runs.map(function (r) { return { x: r.series.t, y: r.series.in_flight, name: nm(r, "in flight") }; }));
     add("output tok/s", runs.map(function (r) { return { x: r.series.t, y: r.series.out_tok_s, name: nm(r, "output tok/s") }; }));
     add("TTFT ms", [].concat.apply([], runs.map(function (r) {
-      var s = [{ x: r.series.t, y: r.series.ttft_p99_ms, name: nm(r, "TTFT p99") }];
-      if (!multi) { s.push({ x: r.series.t, y: r.series.ttft_p50_ms, name: "TTFT p50", dash: "dot" }); }
+      // windows where no request was scheduled have no TTFT: join across them
+      var s = [{ x: r.series.t, y: r.series.ttft_p99_ms, name: nm(r, "TTFT p99"), gaps: true }];
+      if (!multi) { s.push({ x: r.series.t, y: r.series.ttft_p50_ms, name: "TTFT p50", dash: "dot", gaps: true }); }
       return s;
     })));
     add("per window", [].concat.apply([], runs.map(function (r) {
@@ -139,7 +140,7 @@
       row.series.forEach(function (s, j) {
         var runIndex = multi ? Math.floor(j / Math.max(1, row.series.length / runs.length)) : j;
         traces.push({ type: "scatter", mode: "lines", x: s.x, y: s.y, name: esc(s.name), xaxis: "x",
-                      yaxis: i === 0 ? "y" : "y" + (i + 1), connectgaps: false,
+                      yaxis: i === 0 ? "y" : "y" + (i + 1), connectgaps: !!s.gaps,
                       line: { shape: s.shape || "hv", dash: s.dash || "solid", color: s.color || COLORS[runIndex % COLORS.length], width: 1.5 } });
       });
     });

@@ -1,0 +1,207 @@
+"""The HTML report: the numbers are the export's numbers, user text is inert, the page is self-contained and small."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailscope.errors import ConfigError
+from tailscope.report.html import (
+    ReportRun,
+    fmt_num,
+    lookup,
+    render_compare_report,
+    render_run_report,
+    sweep_points,
+    write_html_report,
+)
+
+XSS = "<script>alert(1)</script>"
+
+
+class Cells(HTMLParser):
+    """Collects every element carrying data-key: (key, data-value, shown text, run index)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[dict[str, Any]] = []
+        self._open: dict[str, Any] | None = None
+        self.script_data: str = ""
+        self._in_data = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if "data-key" in a:
+            self._open = {"key": a["data-key"], "value": a.get("data-value"), "run": a.get("data-run"), "text": ""}
+        if tag == "script" and a.get("id") == "ts-data":
+            self._in_data = True
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._open["text"] += data
+        if self._in_data:
+            self.script_data += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open is not None and tag in ("td", "div"):
+            self.cells.append(self._open)
+            self._open = None
+        if tag == "script":
+            self._in_data = False
+
+
+def parse(html: str) -> Cells:
+    p = Cells()
+    p.feed(html)
+    return p
+
+
+def item(doc: dict[str, Any], tags: tuple[str, ...] = ()) -> ReportRun:
+    return ReportRun(doc["run"], doc["summary"], doc["records"], doc["samples"], tags)
+
+
+def test_every_number_shown_is_the_export_number(synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic()
+    export = json.loads(json.dumps(doc["summary"], allow_nan=False))  # what --json writes
+    cells = parse(render_run_report(item(doc))).cells
+    keyed = [c for c in cells if c["value"] is not None]
+    assert len(keyed) > 60
+    for c in keyed:
+        expected = lookup(export, c["key"])
+        if c["value"] == "null":
+            assert expected is None, c
+        else:
+            assert float(c["value"]) == pytest.approx(expected, rel=1e-12), c
+        assert c["text"].strip() == fmt_num(expected), c
+    shown = {c["key"] for c in keyed}
+    assert {"ttft_ms.p99", "e2e_ms.p999", "itl_ms.p50", "output_tokens_per_s", "requests.failed"} <= shown
+
+
+def test_embedded_chart_data_carries_the_same_summary(synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic()
+    data = json.loads(parse(render_run_report(item(doc))).script_data)
+    assert data["runs"][0]["summary"] == json.loads(json.dumps(doc["summary"]))
+    assert data["runs"][0]["charts"]["ttft_ms"]["n"] == doc["summary"]["ttft_ms"]["count"]
+    assert data["runs"][0]["charts"]["ttft_ms"]["cdf"]["x"][-1] == pytest.approx(doc["summary"]["ttft_ms"]["max"])
+
+
+def test_user_text_is_escaped_everywhere(synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic()
+    html = render_run_report(item(doc, (XSS,)))
+    assert XSS not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown as text (profile, model, class, tag)
+    data_block = html.split('id="ts-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data_block
+    assert json.loads(data_block)["runs"][0]["label"].endswith(f"({XSS})")
+
+
+def test_page_is_self_contained(synthetic: Callable[..., dict[str, Any]]) -> None:
+    html = render_run_report(item(synthetic(n=50)))
+    assert re.search(r"<(script|img|iframe)[^>]*\ssrc=", html) is None
+    assert "<link" not in html
+    assert "connect-src 'none'" in html
+    nonce = re.search(r"'nonce-([^']+)'", html)
+    assert nonce is not None
+    assert html.count(f'nonce="{nonce.group(1)}"') == 2  # plotly and the report script, nothing else runs
+    assert "window.Plotly" in html
+
+
+def test_ten_thousand_requests_stay_under_five_megabytes(synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic(n=10_000)
+    html = render_run_report(item(doc))
+    size = len(html.encode("utf-8"))
+    assert size < 5_000_000, size
+    data = json.loads(parse(html).script_data)
+    assert data["runs"][0]["gantt"]["total"] == 10_000
+    assert data["runs"][0]["gantt"]["shown"] <= 300
+    # statistics are never sampled: the table shows the full-population count
+    assert f'data-key="itl_ms.count" data-value="{doc["summary"]["itl_ms"]["count"]}"' in html
+
+
+def test_per_class_and_per_turn_breakdowns(synthetic: Callable[..., dict[str, Any]]) -> None:
+    html = render_run_report(item(synthetic()))
+    assert 'id="per-class"' in html
+    assert 'id="per-turn"' in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;</th>" in html  # the class name, escaped
+
+
+def test_comparison_marks_significant_differences(synthetic: Callable[..., dict[str, Any]]) -> None:
+    a = synthetic(run_id="run-a")
+    b = synthetic(run_id="run-b", slow=2.0)
+    html = render_compare_report([item(a), item(b)], resamples=200)
+    assert 'id="cmp"' in html
+    assert 'data-significant="true"' in html
+    assert "sig worse" in html  # b is twice as slow: TTFT got worse, significantly
+    cells = [c for c in parse(html).cells if c["run"] is not None]
+    for c in cells:
+        src = a if c["run"] == "0" else b
+        assert c["text"].strip() == fmt_num(lookup(src["summary"], c["key"])), c
+
+
+def test_comparison_without_records_says_so(synthetic: Callable[..., dict[str, Any]]) -> None:
+    a, b = synthetic(run_id="run-a"), synthetic(run_id="run-b")
+    html = render_compare_report([ReportRun(a["run"], a["summary"]), ReportRun(b["run"], b["summary"])])
+    assert 'id="no-significance"' in html
+
+
+def test_comparison_needs_two_runs(synthetic: Callable[..., dict[str, Any]]) -> None:
+    with pytest.raises(ConfigError, match="at least two"):
+        render_compare_report([item(synthetic())])
+
+
+def test_sweep_points_and_knee(synthetic: Callable[..., dict[str, Any]]) -> None:
+    items = []
+    for conc, tput, p99 in ((1, 100.0, 50.0), (2, 200.0, 52.0), (4, 390.0, 60.0), (8, 400.0, 200.0)):
+        doc = synthetic(n=20, run_id=f"r{conc}", concurrency=conc)
+        run = {**doc["run"], "sweep_id": "sw1"}
+        summary = {**doc["summary"], "output_tokens_per_s": tput, "ttft_ms": {**doc["summary"]["ttft_ms"], "p99": p99}}
+        items.append(ReportRun(run, summary, doc["records"]))
+    sw = sweep_points(list(reversed(items)))
+    assert sw is not None
+    assert sw["param"] == "concurrency"
+    assert [p["load"] for p in sw["points"]] == [1.0, 2.0, 4.0, 8.0]
+    assert sw["knee"] == 2  # 4 → 8 adds 2.6 % throughput for +233 % latency
+    assert sw["slo"][0]["threshold_ms"] == 200.0
+    html = render_compare_report(items, resamples=100)
+    assert 'id="sweep"' in html
+
+
+def test_no_sweep_without_a_shared_id(synthetic: Callable[..., dict[str, Any]]) -> None:
+    assert sweep_points([item(synthetic(run_id="a")), item(synthetic(run_id="b"))]) is None
+
+
+def test_write_html_report(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic(n=30)
+    out = write_html_report(tmp_path / "sub" / "r.html", doc["run"], doc["summary"], doc["records"], doc["samples"])
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_write_html_report_names_an_unwritable_path(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic(n=5)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot write"):
+        write_html_report(tmp_path / "file" / "r.html", doc["run"], doc["summary"], doc["records"])
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "—"),
+        (12345.6, "12,346"),
+        (123.45, "123.5"),
+        (1.234, "1.23"),
+        (0.01234, "0.012"),
+        (7, "7"),
+        (float("inf"), "∞"),
+        (float("nan"), "—"),
+        (True, "True"),
+    ],
+)
+def test_fmt_num(value: Any, shown: str) -> None:
+    assert fmt_num(value) == shown
