@@ -1,0 +1,249 @@
+"""SLO-backed capacity search: the cheapest (TP, replicas) that meets the SLOs at the target load (pure driver).
+
+Method, per tensor-parallel option:
+
+1. **Analytic first cut.** With :func:`~tailscope.plan.estimate.estimate_request`, find the largest steady
+   concurrency per replica whose TTFT/TPOT/E2E meet the SLO thresholds; one replica then serves
+   ``concurrency / E2E`` requests/s. Replicas = ⌈target × (1 + headroom) / that⌉.
+2. **Simulation.** The caller's ``simulate(tp, replicas)`` runs the discrete-event simulator at the target load
+   (queueing, batching, KV limits included) and says whether every SLO holds at its percentile. From the first
+   cut the search walks down while the SLO still holds, or doubles up until it holds and bisects back, so the answer
+   is the smallest replica count the *simulator* accepts (capped at ``max_replicas``).
+
+The cheapest configuration (GPU count × price) wins; the others are the runner-ups. TP options are tried from
+the smallest; a degree whose single replica already uses as many GPUs as the best answer so far is not simulated
+(it cannot be cheaper). The winner's simulation is the re-check the answer carries. The driver is pure:
+simulation is injected, so the planner needs no IO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailscope.engine.perf import StepTimeModel
+from tailscope.errors import PlanError
+from tailscope.metrics.slo import Slo
+from tailscope.plan.estimate import estimate_request
+
+
+@dataclass(frozen=True, slots=True)
+class SimCheck:
+    """One simulation at a configuration: did every SLO hold, and the observed values (ms) per SLO key."""
+
+    passed: bool
+    observed: dict[str, float | None]
+    requests: int = 0
+    goodput_rps: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResult:
+    """The smallest replica count the simulator accepted for one TP option (or why there is none)."""
+
+    tp: int
+    replicas: int | None
+    gpus: int | None
+    usd_per_hour: float | None
+    analytic_replicas: int | None
+    per_replica_rps: float | None
+    sims: int
+    check: SimCheck | None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tp": self.tp,
+            "replicas": self.replicas,
+            "gpus": self.gpus,
+            "usd_per_hour": self.usd_per_hour,
+            "analytic_replicas": self.analytic_replicas,
+            "per_replica_rps": self.per_replica_rps,
+            "simulations": self.sims,
+            "check": None
+            if self.check is None
+            else {"passed": self.check.passed, "observed_ms": self.check.observed, "requests": self.check.requests},
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityPlan:
+    """The answer of ``plan capacity`` with SLOs."""
+
+    best: ConfigResult | None
+    options: tuple[ConfigResult, ...]
+    target_rps: float
+    headroom: float
+    slos: tuple[Slo, ...]
+    assumptions: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "best": None if self.best is None else self.best.to_dict(),
+            "options": [o.to_dict() for o in self.options],
+            "target_rps": self.target_rps,
+            "headroom": self.headroom,
+            "load_rps": self.target_rps * (1 + self.headroom),
+            "slo": [f"{s.key}={s.threshold_ms:g}ms" for s in self.slos],
+            "assumptions": list(self.assumptions),
+        }
+
+
+def _meets(est: Any, slos: Sequence[Slo]) -> bool:
+    for s in slos:
+        value = {"ttft": est.ttft_ms, "tpot": est.tpot_ms, "itl": est.tpot_ms, "e2e": est.e2e_ms}[s.metric]
+        if value > s.threshold_ms:
+            return False
+    return True
+
+
+def analytic_replica_rps(
+    perf: StepTimeModel, *, input_tokens: int, output_tokens: int, slos: Sequence[Slo], max_num_seqs: int = 256
+) -> float | None:
+    """Requests/s one replica serves at the largest steady concurrency meeting the SLO thresholds (None: none)."""
+    best: float | None = None
+    lo, hi = 1, max_num_seqs
+    # concurrency → SLO is monotone (more concurrency, slower requests): bisect the largest passing value
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        try:
+            est = estimate_request(perf, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=mid)
+        except PlanError:  # KV capacity exceeded
+            hi = mid - 1
+            continue
+        if _meets(est, slos):
+            best = est.requests_per_s
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def search_capacity(
+    perf_for_tp: Callable[[int], StepTimeModel],
+    simulate: Callable[[int, int], SimCheck],
+    *,
+    tp_options: Sequence[int],
+    target_rps: float,
+    slos: Sequence[Slo],
+    input_tokens: int,
+    output_tokens: int,
+    headroom: float = 0.2,
+    gpu_price_per_hour: float | None = None,
+    max_replicas: int = 64,
+    max_num_seqs: int = 256,
+) -> CapacityPlan:
+    """Search every TP option; see the module doc.
+
+    Args:
+        perf_for_tp: the step-time model of one replica at a TP degree (raises PlanError when it does not fit).
+        simulate: ``(tp, replicas) → SimCheck`` at ``target_rps × (1 + headroom)``.
+        input_tokens / output_tokens: mean lengths of the workload (for the analytic cut).
+    """
+    if target_rps <= 0:
+        raise PlanError(f"--target-rps must be > 0 (got {target_rps})")
+    if not slos:
+        raise PlanError("plan capacity with a target needs at least one --slo (e.g. ttft_p99=1.5s)")
+    load = target_rps * (1 + headroom)
+    results: list[ConfigResult] = []
+    best_gpus: int | None = None
+    for tp in sorted(tp_options):
+        if best_gpus is not None and tp >= best_gpus:
+            # even one replica at this degree uses as many GPUs as the best answer so far: it cannot be cheaper
+            results.append(
+                ConfigResult(tp, None, None, None, None, None, 0, None, note=f"not simulated: ≥ {best_gpus} GPUs")
+            )
+            continue
+        try:
+            perf = perf_for_tp(tp)
+            perf.kv_capacity_tokens()
+        except PlanError as exc:
+            results.append(ConfigResult(tp, None, None, None, None, None, 0, None, note=str(exc)))
+            continue
+        rps = analytic_replica_rps(
+            perf, input_tokens=input_tokens, output_tokens=output_tokens, slos=slos, max_num_seqs=max_num_seqs
+        )
+        first = max_replicas if rps is None else min(max_replicas, max(1, math.ceil(load / rps)))
+        found = _search_tp(tp, first, rps, simulate, max_replicas, gpu_price_per_hour)
+        results.append(found)
+        if found.gpus is not None and (best_gpus is None or found.gpus < best_gpus):
+            best_gpus = found.gpus
+    feasible = [r for r in results if r.replicas is not None]
+    feasible.sort(key=lambda r: (r.usd_per_hour if r.usd_per_hour is not None else r.gpus or 0, r.gpus, r.tp))
+    others = [r for r in results if r.replicas is None]
+    return CapacityPlan(
+        best=feasible[0] if feasible else None,
+        options=tuple(feasible + others),
+        target_rps=target_rps,
+        headroom=headroom,
+        slos=tuple(slos),
+        assumptions=(
+            f"load simulated at target × (1 + headroom) = {load:g} requests/s",
+            f"analytic first cut at mean lengths {input_tokens} in / {output_tokens} out tokens",
+            "the answer is the smallest replica count whose simulation met every SLO at its percentile",
+        ),
+    )
+
+
+def _search_tp(
+    tp: int,
+    first: int,
+    rps: float | None,
+    simulate: Callable[[int, int], SimCheck],
+    max_replicas: int,
+    price: float | None,
+) -> ConfigResult:
+    cache: dict[int, SimCheck] = {}
+
+    def check(r: int) -> SimCheck:
+        if r not in cache:
+            cache[r] = simulate(tp, r)
+        return cache[r]
+
+    def smallest_passing(lo: int, hi: int) -> int:
+        """Smallest passing count in [lo, hi], given that ``hi`` passes (more replicas never hurt)."""
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if check(mid).passed:
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi
+
+    good: int | None = None
+    if check(first).passed:
+        # usually the analytic cut is close: one more simulation confirms that one replica fewer fails
+        good = first if first == 1 or not check(first - 1).passed else smallest_passing(1, first - 1)
+    else:
+        bad = first
+        while bad < max_replicas:
+            nxt = min(max_replicas, bad * 2)
+            if check(nxt).passed:
+                good = smallest_passing(bad + 1, nxt)
+                break
+            bad = nxt
+    if good is None:
+        return ConfigResult(
+            tp,
+            None,
+            None,
+            None,
+            first,
+            rps,
+            len(cache),
+            cache.get(max_replicas),
+            note=f"the SLO is not met even with {max_replicas} replicas",
+        )
+    return ConfigResult(
+        tp=tp,
+        replicas=good,
+        gpus=good * tp,
+        usd_per_hour=good * tp * price if price is not None else None,
+        analytic_replicas=first,
+        per_replica_rps=rps,
+        sims=len(cache),
+        check=check(good),
+    )

@@ -1,0 +1,121 @@
+"""The capacity search driver against a simulator stand-in with a known answer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.perf import StepTimeModel
+from tailscope.metrics.slo import parse_slo
+from tailscope.plan.capacity import SimCheck, search_capacity
+
+SLOS = (parse_slo("ttft_p99=1.5s"), parse_slo("tpot_p99=50ms"))
+
+
+def perf(tp: int) -> StepTimeModel:
+    return StepTimeModel(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), tp=tp)
+
+
+def fake_sim(per_gpu_rps: float, load: float, calls: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
+    def simulate(tp: int, replicas: int) -> SimCheck:
+        calls.append((tp, replicas))
+        capacity = replicas * tp * per_gpu_rps * (0.9 if tp > 1 else 1.0)  # TP scales sub-linearly
+        return SimCheck(passed=capacity >= load, observed={"ttft_p99": 100.0 if capacity >= load else 9e3})
+
+    return simulate
+
+
+@pytest.mark.parametrize("target", [3.0, 20.0, 75.0, 300.0])
+def test_finds_the_smallest_passing_fleet(target: float) -> None:
+    calls: list[tuple[int, int]] = []
+    load = target * 1.2
+    plan = search_capacity(
+        perf,
+        fake_sim(10.0, load, calls),
+        tp_options=(1, 2, 4),
+        target_rps=target,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+        headroom=0.2,
+        gpu_price_per_hour=2.0,
+    )
+    assert plan.best is not None
+    assert plan.best.tp == 1
+    assert plan.best.replicas == max(1, math.ceil(load / 10.0 - 1e-9))
+    assert plan.best.check is not None
+    assert plan.best.check.passed  # the answer was re-checked by simulation
+    assert plan.best.usd_per_hour == pytest.approx(plan.best.gpus * 2.0)
+    assert len(calls) <= 20
+
+
+def test_infeasible_is_reported() -> None:
+    calls: list[tuple[int, int]] = []
+    plan = search_capacity(
+        perf,
+        fake_sim(0.001, 1e9, calls),
+        tp_options=(1,),
+        target_rps=1e9 / 1.2,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+        max_replicas=8,
+    )
+    assert plan.best is None
+    assert "not met even with 8 replicas" in plan.options[0].note
+
+
+def test_model_that_does_not_fit_a_tp_degree_is_a_note() -> None:
+    def perf70(tp: int) -> StepTimeModel:
+        return StepTimeModel(resolve_model("llama-3.1-70b"), resolve_gpu("l40s"), tp=tp)
+
+    calls: list[tuple[int, int]] = []
+    plan = search_capacity(
+        perf70,
+        fake_sim(5.0, 12.0, calls),
+        tp_options=(1, 4),
+        target_rps=10,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+    )
+    notes = {o.tp: o.note for o in plan.options}
+    assert "no room for the KV cache" in notes[1]
+    assert plan.best is not None
+    assert plan.best.tp == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(min_value=1, max_value=200), st.floats(min_value=1.01, max_value=3))
+def test_more_load_never_needs_fewer_gpus(target: float, factor: float) -> None:
+    def gpus(t: float) -> int:
+        plan = search_capacity(
+            perf,
+            fake_sim(10.0, t * 1.2, []),
+            tp_options=(1, 2),
+            target_rps=t,
+            slos=SLOS,
+            input_tokens=512,
+            output_tokens=256,
+            max_replicas=64,
+        )
+        assert plan.best is not None
+        assert plan.best.gpus is not None
+        return plan.best.gpus
+
+    assert gpus(target * factor) >= gpus(target)
+
+
+def test_tighter_slo_never_needs_fewer_replicas_in_the_analytic_cut() -> None:
+    from tailscope.plan.capacity import analytic_replica_rps
+
+    loose = analytic_replica_rps(perf(1), input_tokens=512, output_tokens=256, slos=(parse_slo("tpot_p99=80ms"),))
+    tight = analytic_replica_rps(perf(1), input_tokens=512, output_tokens=256, slos=(parse_slo("tpot_p99=20ms"),))
+    assert loose is not None
+    assert tight is not None
+    assert tight <= loose
