@@ -29,6 +29,7 @@ app = typer.Typer(
 COMMAND_MODULES: tuple[str, ...] = (
     "tailscope.cli.bench",
     "tailscope.cli.runs",
+    "tailscope.cli.plan",
     "tailscope.cli.serve",
     "tailscope.cli.sim",
     "tailscope.cli.catalog",
