@@ -102,7 +102,6 @@ def check_same_as_single_process(single: BenchResult, multi: BenchResult, worker
         b = [v for r in multi.records if (v := metric(r)) is not None]
         d = ks_statistic(a, b)
         assert d < ks_critical(len(a), len(b)), (metric.__name__, d, np.median(a), np.median(b))
-        assert abs(np.median(a) - np.median(b)) < max(15.0, 0.15 * np.median(a))
     rows = multi_workers_rows(multi)
     assert len(rows) == workers
     for row in rows:

@@ -165,7 +165,7 @@ def main_bench(args: BenchArgs) -> int:
 
     with live_progress(progress, quiet=args.quiet, console=err):
         if args.workers is not None or args.ray is not None:
-            from tailscope.runner.workers import check_worker_flags, run_bench_distributed
+            from tailscope.runner.workers import check_worker_flags, describe_workers, run_bench_distributed
 
             n = check_worker_flags(args.workers, args.ray)
             result: BenchResult = run_async(
@@ -173,6 +173,8 @@ def main_bench(args: BenchArgs) -> int:
                     cfg, specs, workers=n, ray_address=args.ray, progress=progress, on_target=on_target
                 )
             )
+            for line in describe_workers(result.extra.get("workers", [])):
+                err.print(line)
         else:
             result = run_async(run_bench(cfg, specs, progress=progress, on_target=on_target))
     summary = result.summary.to_dict()

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from tailscope.client.openai import ClientOptions, Timeouts
-from tailscope.client.transport import AioHttpTransport
+from tailscope.client.transport import Transport
 from tailscope.clock import Clock, MonotonicClock
 from tailscope.records import RequestRecord
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
@@ -104,7 +104,7 @@ class WorkerCore:
         self.progress = Progress()
         self._out: list[list[Any]] = []
         self._gen: FedGenerator | None = None
-        self._transport: AioHttpTransport | None = None
+        self._transport: Transport | None = None
         self._dispatch = DispatchConfig()
         self._open_specs: list[RequestSpec] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -147,7 +147,10 @@ class WorkerCore:
         )
         t = s["timeouts"]
         timeouts = Timeouts(float(t[0]), float(t[1]), float(t[2]))
-        self._transport = AioHttpTransport(
+        from tailscope.runner.bench import make_transport
+
+        self._transport = make_transport(
+            s.get("http_client") or "aiohttp",
             s["base_url"],
             max_connections=conc or 0,
             connect_timeout_s=timeouts.connect_s,

@@ -119,6 +119,7 @@ def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: i
         "base_url": base_url,
         "model": model,
         "endpoint": cfg.endpoint,
+        "http_client": cfg.http_client,
         "ignore_eos": cfg.ignore_eos,
         "continuous_usage": cfg.continuous_usage,
         "timeouts": [cfg.timeouts.connect_s, cfg.timeouts.first_token_s, cfg.timeouts.total_s],
