@@ -1,0 +1,61 @@
+"""How long ``tailscope plan capacity`` takes: a search over 4 TP options and up to 64 replicas, each answer
+re-checked by simulation. Aim (shared/TARGETS.md): < 10 s.
+
+    .venv/bin/python benchmarks/plan_speed.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCENARIOS = [
+    ("llama-3.1-8b", "h100-sxm", 20, ["ttft_p99=1.5s", "tpot_p99=50ms"]),
+    ("llama-3.1-8b", "h100-sxm", 150, ["ttft_p99=1.5s", "tpot_p99=50ms"]),
+    ("llama-3.1-70b", "h100-sxm", 30, ["ttft_p99=2s", "tpot_p99=60ms"]),
+    ("qwen2.5-7b", "l40s", 40, ["ttft_p99=1s", "tpot_p99=40ms"]),
+]
+
+
+def main() -> None:
+    print(f"{'model':<16} {'gpu':<10} {'target':>7} {'answer':<22} {'sims':>5} {'search s':>9} {'wall s':>7}")
+    for model, gpu, rps, slos in SCENARIOS:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "cap.json"
+            args = [
+                sys.executable,
+                "-m",
+                "tailscope",
+                "plan",
+                "capacity",
+                "--model",
+                model,
+                "--gpu",
+                gpu,
+                "--target-rps",
+                str(rps),
+                "--tp",
+                "1,2,4,8",
+                "--max-replicas",
+                "64",
+                "--json",
+                str(out),
+            ]
+            for s in slos:
+                args += ["--slo", s]
+            t = time.perf_counter()
+            subprocess.run(args, check=True, capture_output=True)
+            wall = time.perf_counter() - t
+            doc = json.loads(out.read_text())
+        best = doc["best"]
+        answer = f"{best['replicas']} × TP{best['tp']} = {best['gpus']} GPUs" if best else "none"
+        sims = sum(o["simulations"] for o in doc["options"])
+        print(f"{model:<16} {gpu:<10} {rps:>7} {answer:<22} {sims:>5} {doc['search_seconds']:>9.2f} {wall:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
