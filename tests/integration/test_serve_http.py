@@ -279,3 +279,37 @@ def test_bad_options_fail_before_anything_starts() -> None:
         asyncio.run(run(bogus=1))
     with pytest.raises(ConfigError, match="isolation"):
         asyncio.run(run(isolation="fiber"))
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+def test_raw_http_versions(server: EmbeddedServer, version: str) -> None:
+    """HTTP/1.1 streams use chunked encoding; HTTP/1.0 clients get a plain body closed by the server."""
+    import socket
+
+    body = json.dumps({"prompt": "hi", "max_tokens": 3, "ignore_eos": True, "stream": True}).encode()
+    host, port = server.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(
+            f"POST /v1/completions HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        data = b""
+        while chunk := c.recv(65536):
+            data += chunk
+    head, _, payload = data.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/{version} 200".encode())
+    if version == "1.1":
+        assert b"Transfer-Encoding: chunked" in head
+        decoded = b""
+        while payload:
+            size_line, _, payload = payload.partition(b"\r\n")
+            size = int(size_line, 16)
+            if size == 0:
+                break
+            decoded += payload[:size]
+            payload = payload[size + 2 :]
+        payload = decoded
+    evs = events(payload)
+    assert evs[-1] == "[DONE]"
+    assert len(evs) == 4

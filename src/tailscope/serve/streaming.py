@@ -132,7 +132,9 @@ async def stream_response(
     encoder = StreamEncoder(factory, key, chat=req.kind == "chat", include_usage=req.include_usage)
     transport = request.transport
     faults = plan.stall_after is not None or plan.disconnect_after is not None or plan.malformed_after is not None
-    if callable(send_headers) and transport is not None and not faults and not resp.compression:
+    # the fast path frames HTTP/1.1 chunks itself: only when aiohttp chose chunked encoding without compression
+    chunked = bool(getattr(request.writer, "chunked", False)) and not resp.compression
+    if callable(send_headers) and transport is not None and chunked and not faults:
         sink = DirectSink(transport, encoder)
         live.sink = sink
         state.loop.flush(live)  # tokens released while the headers were prepared
