@@ -153,3 +153,51 @@ def test_wire_round_trip_of_records_and_specs() -> None:
     assert record_from_wire(unpack(pack(record_to_wire(ok)))) == ok
     for s in mixed_stream(5, 20):
         assert spec_from_wire(unpack(pack(spec_to_wire(s)))) == s
+
+
+def _rec(i: int, worker: int, lag_ms: float) -> RequestRecord:
+    return RequestRecord(
+        id=i,
+        scheduled_ns=i * 1_000_000,
+        sent_ns=i * 1_000_000 + int(lag_ms * 1e6),
+        first_token_ns=i * 1_000_000 + 50_000_000,
+        end_ns=i * 1_000_000 + 90_000_000,
+        status=Status.OK,
+        worker=worker,
+    )
+
+
+def test_worker_report_flags_the_bottleneck_and_the_lost_share() -> None:
+    from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows, worker_warnings
+
+    calm = {"cpu_util": 0.2, "cpu_s": 1.0, "wall_s": 5.0, "starved_s": 0.0, "loop_lag_ms": {"p99": 0.4}}
+    hot = {"cpu_util": 0.97, "cpu_s": 4.9, "wall_s": 5.0, "starved_s": 0.0, "loop_lag_ms": {"p99": 12.0}}
+    states = [
+        WorkerState(0, "process", assigned=50, received=50, report=calm, offset_uncertainty_ns=20_000),
+        WorkerState(1, "process", assigned=50, received=50, report=hot, offset_uncertainty_ns=20_000),
+        WorkerState(2, "ray", assigned=50, received=20, lost="the Ray actor died"),
+    ]
+    records = [_rec(i, 0, 0.1) for i in range(50)] + [_rec(100 + i, 1, 30.0) for i in range(50)]
+    records += [_rec(200 + i, 2, 0.1) for i in range(20)]
+    rows = worker_rows(states, records)
+    assert [r["bottleneck"] for r in rows] == [False, True, False]
+    assert any("CPU" in reason for reason in rows[1]["bottleneck_reasons"])
+    assert any("send lag" in reason for reason in rows[1]["bottleneck_reasons"])
+    lost = lost_share(states, total_scheduled=150, concurrency=None)
+    assert lost == {"workers": [2], "requests": 30, "share": pytest.approx(0.2)}
+    warnings = worker_warnings(rows, ttft_p50_ms=50.0, lost=lost)
+    assert any(w.startswith("worker 1 was a bottleneck") for w in warnings)
+    assert any("20.0% of the schedule" in w for w in warnings)
+    assert not any("clock offsets" in w for w in warnings)  # ±0.02 ms is nothing next to a 50 ms TTFT
+    far = [WorkerState(0, "ray", report=calm, offset_uncertainty_ns=8_000_000)]
+    assert any("clock offsets" in w for w in worker_warnings(worker_rows(far, []), 50.0, lost_share(far, 1, None)))
+
+
+def test_closed_loop_lost_share_is_the_lost_slots() -> None:
+    from tailscope.runner.worker_report import WorkerState, lost_share
+
+    states = [
+        WorkerState(0, "process", slots=3, assigned=40, received=35, buffered=5),
+        WorkerState(1, "process", slots=2, assigned=30, received=20, buffered=4, lost="exited"),
+    ]
+    assert lost_share(states, None, 5) == {"workers": [1], "requests": 6, "share": pytest.approx(0.4)}
