@@ -3,7 +3,8 @@
 Workload: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
 Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at high concurrency).
 Speed = simulated (virtual) seconds / CPU seconds of the simulation loop (process time, so other work on a shared
-machine does not count); wall-clock is printed too. Record building is included; summarizing is not.
+machine does not count; best of ``--repeat`` runs, as timeit reports); wall-clock is printed too. Generating the
+request specs and building the records are included; summarizing is not.
 
     python benchmarks/sim_speed.py [--requests 10000] [--load 0.9] [--model llama-3.1-8b] [--gpu h100-sxm]
 """
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="llama-3.1-8b")
     ap.add_argument("--gpu", default="h100-sxm")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3, help="runs; the fastest counts (as timeit does)")
     a = ap.parse_args(argv)
     cluster = ClusterSpec(resolve_model(a.model), resolve_gpu(a.gpu), model_id=a.model)
 
@@ -62,10 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     rate = a.load * max_rps
     print(f"saturation (closed loop, 512 clients): {max_rps:.2f} req/s, {s.output_tokens_per_s:,.0f} output tok/s")
 
-    sim = Simulation(cluster, poisson(a.requests, rate, a.seed))
-    c0, w0 = time.process_time(), time.perf_counter()
-    recs = list(sim.run())
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    best: tuple[float, float, Simulation, list] | None = None  # type: ignore[type-arg]
+    for _ in range(max(1, a.repeat)):
+        sim = Simulation(cluster, poisson(a.requests, rate, a.seed))
+        c0, w0 = time.process_time(), time.perf_counter()
+        recs = list(sim.run())
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        if best is None or cpu < best[0]:
+            best = (cpu, wall, sim, recs)
+    cpu, wall, sim, recs = best
     res = sim.result
     s = summarize(recs)
     print(

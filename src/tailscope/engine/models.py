@@ -197,10 +197,30 @@ class ModelArch:
         return self.layers - self.dense_layers if self.is_moe else 0
 
     def weight_bytes(self, weights_dtype: str) -> float:
-        """Bytes of all weights at ``weights_dtype`` (embeddings and LM head kept at 16 bit, as quantizers do)."""
+        """Bytes of all weights at ``weights_dtype``.
+
+        Embeddings and LM head stay at 16 bit, as quantizers keep them; ``mxfp4`` (gpt-oss) quantizes only the
+        routed experts and keeps attention, router and dense parts at 16 bit.
+        """
         b = dtype_bytes(weights_dtype, what="weights dtype")
         sixteen = self.embedding_params + self.lm_head_params
+        if weights_dtype.lower() == "mxfp4" and self.is_moe:
+            experts = self.moe_layers * self.experts * self.expert_params_per_layer
+            return experts * b + (self.total_params - experts) * 2.0
         return (self.total_params - sixteen) * b + sixteen * 2.0
+
+    def kv_bytes_per_token_resident(self, kv_dtype: str = "bf16", typical_context: int = 4096) -> float:
+        """KV bytes a token occupies in the cache on average, for capacity planning.
+
+        Sliding-window layers keep only the last ``window`` tokens of a sequence (vLLM's hybrid allocator frees
+        blocks that fall out of the window), so they are charged ``min(1, window / typical_context)`` of a token's
+        share; full-attention layers are charged in full. Equals :meth:`kv_bytes_per_token` without sliding layers.
+        """
+        full = self.kv_bytes_per_token(kv_dtype)
+        if not self.sliding_layers or self.sliding_window is None:
+            return float(full)
+        sliding_share = full * self.sliding_layers / self.layers
+        return full - sliding_share + sliding_share * min(1.0, self.sliding_window / typical_context)
 
     def kv_elements_per_token(self) -> int:
         """KV-cache elements stored per token over all layers: ``2 × layers × kv_heads × head_dim`` (MLA: latent)."""

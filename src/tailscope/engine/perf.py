@@ -118,7 +118,8 @@ class StepTimeModel:
         reserve = (reserve_gb * 1e9) if reserve_gb is not None else 1.5e9 + 0.04 * mem
         weights = self.weight_bytes_total / self.tp
         free = gpu_memory_utilization * mem - weights - reserve
-        per_token = self.kv_bytes_per_token / (1 if self.model.is_mla else max(1, min(self.tp, self.model.kv_heads)))
+        split = 1 if self.model.is_mla else max(1, min(self.tp, self.model.kv_heads))
+        per_token = self.model.kv_bytes_per_token_resident(self.kv_dtype) / split
         if free <= per_token * 16:
             raise PlanError(
                 f"{self.model.name} ({self.weights_dtype}) needs {weights / 1e9:.1f} GB of weights per GPU; "

@@ -241,19 +241,25 @@ class Replica:
             decode_tokens=n_dec,
         )
 
-    def step_fast(self, now_ns: int, until_ns: int | None = None) -> tuple[int, list[Completion], list[int]] | None:
+    def step_fast(
+        self, now_ns: int, until_ns: int | None = None, *, through_finishes: bool = False
+    ) -> tuple[int, list[Completion], list[int]] | None:
         """Run one step without listing every emitted token: ``(duration_ns, completions, preempted ids)``.
 
         With ``until_ns`` (the time of the next outside event that could change this replica's schedule), a
-        decode-only stretch continues with further steps as long as they start before ``until_ns`` and nobody
-        finishes or needs preempting — exactly what single steps would do, at a fraction of the cost. The
-        returned duration then covers all of them; token times come from :meth:`token_times` as usual.
+        decode-only stretch continues with further steps as long as they start before ``until_ns`` and no request
+        needs preempting or admitting — exactly what single steps would do, at a fraction of the cost. The
+        returned duration covers all of them; token times come from :meth:`token_times` as usual. Completions stop
+        the stretch unless ``through_finishes`` (for callers to whom a completion's exact time matters only
+        through its token times: open-loop traffic without sessions).
         """
         res = self._step(now_ns)
         if res is None:
             return None
         duration, _first, finished, preempted, _, _ = res
-        if until_ns is None or finished or preempted or self._waiting or self._prefilling or not self._decoding:
+        if until_ns is None or preempted or self._waiting or self._prefilling or not self._decoding:
+            return duration, finished, preempted
+        if finished and not through_finishes:
             return duration, finished, preempted
         end = now_ns + duration
         heap = self._heap
@@ -265,15 +271,39 @@ class Replica:
         times = self.step_end_ns
         step_ns = self.perf.decode_step_ns
         T = self.steps
-        while end < until_ns and heap[0][0] > T:
-            need = phase[T % bs]
-            if need > pool.free:
+        gen = 0
+        while end < until_ns:
+            top = heap[0][0]
+            if top <= T and not through_finishes:
                 break
-            pool.allocate(need)
-            end += step_ns(n, k + n * T)
+            need = phase[T % bs]
+            if need > pool.free_plain + pool.n_cached:
+                break
+            d = step_ns(n, k + n * T)
+            if finished and end + d > until_ns:
+                break  # deliver the completions before the outside event sees this replica's state
+            if need:
+                pool.allocate(need)
+            end += d
             times.append(end)
+            gen += n
             T += 1
-        self._gen_total += n * (T - self.steps)
+            if top < T:  # requests finished in the step just run
+                self.steps = T
+                self._alloc_step = T - 1
+                while heap and heap[0][0] < T:
+                    _, rid, epoch = heapq.heappop(heap)
+                    r2 = self._all.get(rid)
+                    if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
+                        continue
+                    self._remove_running(r2)
+                    r2.state = _DONE
+                    finished.append(self._complete(r2, T - 1))
+                n = len(self._decoding)
+                k = self._dec_k
+                if self._waiting or not n:
+                    break
+        self._gen_total += gen
         self.steps = T
         self._alloc_step = T - 1
         self.now_ns = end
@@ -283,14 +313,17 @@ class Replica:
         """End time of step ``index`` (valid for steps of live requests)."""
         return self.step_end_ns[index - self._times_base]
 
-    def token_times(self, c: Completion) -> list[int]:
+    def token_times(self, c: Completion) -> tuple[int, ...]:
         """Emission time of each output token of a completed request."""
         base = self._times_base
         t = self.step_end_ns
+        if len(c.segments) == 1:
+            a, b = c.segments[0]
+            return tuple(t[a - base : b - base + 1])
         out: list[int] = []
         for a, b in c.segments:
             out.extend(t[a - base : b - base + 1])
-        return out
+        return tuple(out)
 
     # ---- internals ------------------------------------------------------------------------------------------
     def _hashes(self, r: _Req, n: int) -> list[int]:

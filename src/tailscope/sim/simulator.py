@@ -299,7 +299,9 @@ class Simulation:
 
     def _run_step(self, idx: int, now: int) -> None:
         slot = self._slots[idx]
-        res = slot.replica.step_fast(now, self._q.peek_time())
+        # open-loop traffic without sessions: a completion's time matters only through its token times
+        through = self.concurrency is None and not self._sessions and self._scaler is None
+        res = slot.replica.step_fast(now, self._q.peek_time(), through_finishes=through)
         if res is None:
             slot.busy = False
             if slot.state == "draining":
@@ -345,7 +347,7 @@ class Simulation:
             self._client_next(live.client, now)
 
     # ---- records -------------------------------------------------------------------------------------------
-    def _record_ok(self, live: _Live, times: list[int]) -> RequestRecord:
+    def _record_ok(self, live: _Live, times: tuple[int, ...]) -> RequestRecord:
         spec = live.spec
         return RequestRecord(
             id=spec.id,
@@ -361,7 +363,7 @@ class Simulation:
             output_tokens=len(times),
             requested_output_tokens=spec.output_tokens,
             tokens_source=TokensSource.ENGINE,
-            chunk_times_ns=tuple(times),
+            chunk_times_ns=times,
             chunk_tokens=(1,) * len(times),
             warmup=spec.warmup,
             shared_prefix=spec.prefix_id is not None,

@@ -103,7 +103,7 @@ def test_scheduler_invariants(
     for c in rep.completions:
         assert len(rep.token_times(c)) == expected[c.id]
         times = rep.token_times(c)
-        assert times == sorted(times)
+        assert list(times) == sorted(times)
     # FCFS: requests are first admitted in arrival order
     assert rep.admissions == order
     assert rep.pool.used == 0  # everything freed

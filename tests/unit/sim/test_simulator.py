@@ -183,3 +183,23 @@ def test_autoscaler_scale_up_arrives_after_cold_start() -> None:
 def test_horizon_marks_in_flight_incomplete() -> None:
     recs = list(Simulation(_cluster(), _open(200, 100.0), horizon_s=1.0).run())
     assert any(r.status is Status.INCOMPLETE for r in recs)
+
+
+def test_kv_exhaustion_cliff() -> None:
+    """When concurrency × context outgrows the KV cache, requests queue and preempt: TTFT jumps by ×10 or more."""
+    cl = ClusterSpec(MODEL, resolve_gpu("l4"), model_id="llama-3.1-8b")
+    cap = cl.perf().kv_capacity_tokens(0.9)
+    assert 20_000 < cap < 30_000  # 24 GB − 16 GB of weights
+
+    def ttft(c: int) -> tuple[float, int]:
+        specs = (RequestSpec(i, 2000, 300, warmup=i < c, seed=i) for i in range(c * 4))
+        sim = Simulation(cl, specs, concurrency=c)
+        s = summarize(list(sim.run()))
+        assert s.ttft_ms.mean is not None
+        return s.ttft_ms.mean, sim.result.preemptions
+
+    fits, pre_fits = ttft(8)  # 8 × 2300 tokens fit
+    cliff, pre_cliff = ttft(16)  # 16 × 2300 do not
+    assert pre_fits == 0
+    assert pre_cliff > 0
+    assert cliff > 10 * fits
