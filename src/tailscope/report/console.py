@@ -114,7 +114,95 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
                 format_ms(cs["e2e_ms"]["p99"]),
             )
         parts.append(ct)
+    parts.extend(_group_tables(summary))
+    mixed = summary.get("mixed") or {}
+    if mixed:
+        parts.append(mixed_table(mixed))
     return Group(*parts)
+
+
+def _group_tables(summary: dict[str, Any]) -> list[Table]:
+    """TTFT/E2E by session turn and by shared vs unshared prefix (only when the run had them)."""
+    out: list[Table] = []
+    for key, title, label in (
+        ("turns", "By session turn (context grows turn by turn)", "turn"),
+        ("shared_prefix", "Shared vs unshared prefix", "prefix"),
+    ):
+        groups = summary.get(key) or {}
+        if not groups:
+            continue
+        t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+        for c in (label, "ok", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"):
+            t.add_column(c, justify="left" if c == label else "right")
+        for name, g in groups.items():
+            ttft, e2e = g.get("ttft_ms") or {}, g.get("e2e_ms") or {}
+            t.add_row(
+                str(name),
+                str(g.get("count", 0)),
+                format_ms(ttft.get("p50")),
+                format_ms(ttft.get("p99")),
+                format_ms(e2e.get("p50")),
+                format_ms(e2e.get("p99")),
+            )
+        out.append(t)
+    return out
+
+
+def mixed_table(mixed: dict[str, Any]) -> Table:
+    """Plain HTTP traffic sent beside the LLM load: one row per target (latency in ms from the scheduled time)."""
+    t = Table(title="Mixed traffic (plain HTTP)", title_justify="left", show_edge=False, header_style="bold")
+    for c in ("target", "ok", "failed", "req/s", "p50", "p99", "max", "errors"):
+        t.add_column(c, justify="left" if c in ("target", "errors") else "right")
+    for name, m in mixed.items():
+        lat = m.get("latency_ms") or {}
+        errors = m.get("errors") or {}
+        t.add_row(
+            name,
+            str(m.get("ok", 0)),
+            str(m.get("failed", 0)),
+            f"{m.get('requests_per_s', 0.0):.2f}",
+            format_ms(lat.get("p50")),
+            format_ms(lat.get("p99")),
+            format_ms(lat.get("max")),
+            ", ".join(f"{k}={v}" for k, v in errors.items()) or "—",
+        )
+    return t
+
+
+_DIALECT_COLS = ("mean", "median", "p90", "p99", "max", "count")  # p95 and std are in the JSON
+
+
+def dialect_renderable(d: dict[str, Any]) -> Group:
+    """A summary recomputed in another tool's dialect (``metrics.dialects.summarize_dialect`` output)."""
+    name = d.get("dialect", "?")
+    t = Table(
+        title=f"As {name} defines its metrics (ms unless named otherwise)",
+        title_justify="left",
+        show_edge=False,
+        header_style="bold",
+    )
+    t.add_column(f"{name} metric", min_width=18, ratio=1)
+    for c in _DIALECT_COLS:
+        t.add_column(c, justify="right", no_wrap=True)
+    names = d.get("names") or {}
+    for key, st in (d.get("metrics") or {}).items():
+        cells = [_num(st.get(c)) if c != "count" else str(st.get("count", 0)) for c in _DIALECT_COLS]
+        label = Text(str(names.get(key) or key))
+        if key in names:
+            label.append(f" {key}", style="dim")  # the key it is stored under in the JSON
+        t.add_row(label, *cells)
+    req = d.get("requests") or {}
+    rates = Table(show_header=False, show_edge=False, box=None)
+    rates.add_column(style="bold")
+    rates.add_column(justify="right")
+    rates.add_row("requests", f"{req.get('completed', 0)} completed / {req.get('failed', 0)} failed")
+    rates.add_row("duration", f"{d.get('duration_s') or 0:.2f} s")
+    rates.add_row("request throughput", _fmt_rate(d.get("request_throughput"), "req/s"))
+    rates.add_row("output throughput", _fmt_rate(d.get("output_throughput"), "tok/s"))
+    rates.add_row("total token throughput", _fmt_rate(d.get("total_token_throughput"), "tok/s"))
+    notes = Text("\n".join(f"· {n}" for n in d.get("notes") or []), style="dim")
+    src = Text(f"definitions: {d.get('source', '')}", style="dim")
+    return Group(t, rates, notes, src)
 
 
 def print_summary(run: dict[str, Any], summary: dict[str, Any], console: Console | None = None) -> None:

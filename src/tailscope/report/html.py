@@ -141,6 +141,8 @@ def _chart_run(item: ReportRun, *, gantt: bool) -> dict[str, Any]:
     }
     if gantt:
         out["gantt"] = hd.gantt_sample(item.records)
+    # a simulation's replica/autoscaler timeline joins the scraped server series on the same time axis
+    out["series"]["server"] = hd.sim_series(item.summary.get("sim")) + out["series"]["server"]
     return out
 
 

@@ -227,6 +227,47 @@ def server_series(samples: Sequence[ServerSample]) -> list[dict[str, Any]]:
     return out
 
 
+#: Simulation timeline columns drawn (summary ``sim.timeline``), each as its own row on the run's time axis.
+SIM_COLUMNS: tuple[str, ...] = ("replicas_ready", "replicas_pending", "waiting", "running", "kv_usage")
+
+
+def sim_series(sim: Any) -> list[dict[str, Any]]:
+    """A simulation's replica/autoscaler timeline (summary ``sim``) as series shaped like :func:`server_series`.
+
+    Scale events become one more series, ``sim:scale_events`` (the replica-count change at each decision).
+    """
+    if not isinstance(sim, dict):
+        return []
+    rows = [r for r in sim.get("timeline") or [] if isinstance(r, dict) and "t_s" in r]
+    out: list[dict[str, Any]] = []
+    for col in SIM_COLUMNS:
+        if any(col in r for r in rows):
+            pts = [(float(r["t_s"]), r.get(col)) for r in rows]
+            out.append(
+                {
+                    "name": f"sim:{col}",
+                    "labels": "",
+                    "t": [t for t, _ in pts],
+                    "v": [None if v is None else _finite(float(v)) for _, v in pts],
+                    "rate": False,
+                    "shape": "linear",  # snapshots at window ends, not values held over the next window
+                }
+            )
+    events = [e for e in sim.get("scale_events") or [] if isinstance(e, list | tuple) and len(e) >= 2]
+    if events:
+        out.append(
+            {
+                "name": "sim:scale_events",
+                "labels": "",
+                "t": [float(e[0]) for e in events],
+                "v": [float(e[1]) for e in events],
+                "rate": False,
+                "markers": True,
+            }
+        )
+    return out
+
+
 def gantt_sample(
     records: Sequence[RequestRecord], *, limit: int = GANTT_LIMIT, slowest: int = GANTT_SLOWEST
 ) -> dict[str, Any]:

@@ -205,3 +205,22 @@ def test_write_html_report_names_an_unwritable_path(tmp_path: Path, synthetic: C
 )
 def test_fmt_num(value: Any, shown: str) -> None:
     assert fmt_num(value) == shown
+
+
+def test_sim_runs_show_the_simulation_and_its_timeline(synthetic: Callable[..., dict[str, Any]]) -> None:
+    doc = synthetic(n=40)
+    sim = {
+        "virtual_s": 2.0,
+        "wall_s": 0.1,
+        "speedup": 20.0,
+        "steps": 99,
+        "preemptions": 0,
+        "prefix_hit_rate": None,
+        "timeline": [{"t_s": 1.0, "replicas_ready": 1}],
+        "scale_events": [[1.5, 1, f"why {XSS}"]],
+    }
+    html = render_run_report(ReportRun(doc["run"], {**doc["summary"], "sim": sim}, doc["records"]))
+    assert 'id="scale-events"' in html
+    assert XSS not in html
+    data = json.loads(parse(html).script_data)
+    assert data["runs"][0]["series"]["server"][0]["name"] == "sim:replicas_ready"

@@ -123,3 +123,26 @@ def test_latency_charts_use_the_summary_population() -> None:
     assert charts["ttft_ms"]["n"] == 1
     assert charts["ttft_ms"]["cdf"]["x"] == [pytest.approx(100.0)]
     assert charts["e2e_ms"]["n"] == 1
+
+
+def test_sim_series_from_the_simulation_summary() -> None:
+    sim = {
+        "timeline": [
+            {"t_s": 10.0, "replicas_ready": 1, "waiting": 3, "kv_usage": 0.5},
+            {"t_s": 20.0, "replicas_ready": 2, "waiting": 0, "kv_usage": 0.25},
+        ],
+        "scale_events": [[12.5, 1, "waiting=8"]],
+    }
+    series = {s["name"]: s for s in hd.sim_series(sim)}
+    assert series["sim:replicas_ready"]["v"] == [1.0, 2.0]
+    assert series["sim:waiting"]["t"] == [10.0, 20.0]
+    assert series["sim:scale_events"] == {
+        "name": "sim:scale_events",
+        "labels": "",
+        "t": [12.5],
+        "v": [1.0],
+        "rate": False,
+        "markers": True,
+    }
+    assert "sim:running" not in series
+    assert hd.sim_series(None) == []

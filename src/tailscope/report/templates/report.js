@@ -123,7 +123,8 @@
     if (!multi) {
       runs[0].series.server.forEach(function (s) {
         var title = s.name + (s.rate ? " /s" : "");
-        add(title, [{ x: s.t, y: s.v, name: s.name + (s.labels ? "{" + s.labels + "}" : "") + (s.rate ? " (rate)" : ""), shape: "linear" }]);
+        add(title, [{ x: s.t, y: s.v, name: s.name + (s.labels ? "{" + s.labels + "}" : "") + (s.rate ? " (rate)" : ""),
+                      shape: s.shape || (s.markers ? "linear" : "hv"), markers: !!s.markers }]);
       });
     }
     var n = rows.length;
@@ -139,7 +140,7 @@
       layout[key] = { domain: [Math.max(0, top - h), top], title: { text: esc(row.title), font: { size: 10 } }, rangemode: "tozero" };
       row.series.forEach(function (s, j) {
         var runIndex = multi ? Math.floor(j / Math.max(1, row.series.length / runs.length)) : j;
-        traces.push({ type: "scatter", mode: "lines", x: s.x, y: s.y, name: esc(s.name), xaxis: "x",
+        traces.push({ type: "scatter", mode: s.markers ? "markers" : "lines", x: s.x, y: s.y, name: esc(s.name), xaxis: "x",
                       yaxis: i === 0 ? "y" : "y" + (i + 1), connectgaps: !!s.gaps,
                       line: { shape: s.shape || "hv", dash: s.dash || "solid", color: s.color || COLORS[runIndex % COLORS.length], width: 1.5 } });
       });
