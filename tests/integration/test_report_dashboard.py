@@ -204,3 +204,49 @@ def test_report_cli_errors_are_one_line(report_store: dict[str, Any], capsys: py
         main(["report", "--out", "x.html", "--db", str(report_store["db"])])
     assert exc.value.code == 1
     assert "give run ids" in capsys.readouterr().err
+
+
+def test_trace_set_pages(report_store: dict[str, Any], tmp_path: Path) -> None:
+    from tailscope.store.db import Database
+    from tailscope.store.spans import SpanStore
+    from tailscope.trace.demo import demo_traces
+
+    store = SpanStore(Database(report_store["db"]))
+    for name, seed in (("dash-before", 1), ("dash-after", 2)):
+        if name not in {s.name for s in store.list_sets()}:
+            store.write(name, (s for t in demo_traces(40, seed=seed) for s in t), source=XSS)
+
+    async def go(c: TestClient) -> None:
+        r = await c.get("/")
+        text = await r.text()
+        assert 'href="/traces/dash-before"' in text
+        assert XSS not in text
+        r = await c.get("/traces/dash-before")
+        page = await r.text()
+        assert r.status == 200
+        assert 'id="layer-shares"' in page
+        assert 'data-key="traces.count" data-value="40"' in page
+        assert (await c.get("/traces/no-such-set")).status == 404
+        r = await c.get("/traces/dash-before", params={"after": "dash-after"})
+        assert 'id="diff"' in await r.text()
+
+    run_async(create_app(report_store["db"]), go)
+    from tailscope.cli.main import main
+
+    out = tmp_path / "diff.html"
+    with pytest.raises(SystemExit) as exc:
+        main(
+            [
+                "report",
+                "--traces",
+                "dash-before",
+                "--traces",
+                "dash-after",
+                "--out",
+                str(out),
+                "--db",
+                str(report_store["db"]),
+            ]
+        )
+    assert exc.value.code == 0
+    assert 'id="diff"' in out.read_text(encoding="utf-8")

@@ -175,7 +175,8 @@ class Dashboard:
         from tailscope.report.html_traces import render_trace_report
 
         name = request.match_info["name"]
-        html = await asyncio.to_thread(render_trace_report, self.store.db, name)
+        after = request.query.get("after") or None
+        html = await asyncio.to_thread(lambda: render_trace_report(self.store.db, name, after, nav=True))
         return _html(html)
 
 
