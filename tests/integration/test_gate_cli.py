@@ -32,7 +32,7 @@ regression:
 """
 
 
-def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tailscope", *args],
         capture_output=True,

@@ -25,7 +25,9 @@ def alerts(
     for_: str = typer.Option("5m", "--for", help="How long a condition must hold before an alert fires."),
     window: str = typer.Option("5m", "--window", help="Rate window of quantiles and ratios."),
     selector: str = typer.Option("", "--selector", help='Label matchers for engine metrics, e.g. job="vllm".'),
-    queue_limit: float = typer.Option(0.0, "--queue-limit", help="Mean waiting requests that count as a backlog."),
+    queue_limit: float = typer.Option(
+        0.0, "--queue-limit", help="Backlog alert: the queue stayed above this all window."
+    ),
     kv_limit: float = typer.Option(0.9, "--kv-limit", help="KV-cache usage (0-1) that counts as near full."),
 ) -> None:
     import json

@@ -48,7 +48,8 @@ class AlertOptions:
         for_: how long a condition must hold before the alert fires (Prometheus duration, e.g. ``5m``).
         window: the rate window of the quantiles and ratios (``5m``).
         selector: label matchers added to every engine metric, e.g. ``job="vllm",namespace="prod"``.
-        queue_limit: waiting requests (mean over the window) above which the backlog alert fires.
+        queue_limit: the backlog alert fires when the waiting queue stayed above this for the whole window (a queue
+            that never drained: saturation, not a momentary blip).
         kv_limit: KV-cache usage (0–1) above which the KV alert fires.
     """
 
@@ -227,10 +228,11 @@ def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str,
     return [
         _alert(
             f"{base}RequestsQueueing",
-            f"avg_over_time({series('tailscope:requests_waiting', contract)}[{w}]) > {opts.queue_limit:g}",
+            f"min_over_time({series('tailscope:requests_waiting', contract)}[{w}]) > {opts.queue_limit:g}",
             "warning",
             f"requests wait in the engine queue ({contract.name})",
-            f"on average {{{{ $value }}}} requests waited over the last {w}: the engine is saturated and TTFT grows.",
+            f"at least {{{{ $value }}}} requests waited at every moment of the last {w}: the engine is saturated "
+            "and TTFT grows.",
             "queue",
             opts,
             **labels,
