@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import ConfigError
+from tailscope.files import read_user_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ _SECTIONS = ("default", "gpus", "models", "pairs")
 
 
 def _apply(base: Efficiency, overrides: dict[str, Any], where: str) -> Efficiency:
-    unknown = set(overrides) - _FIELDS
+    unknown = {str(k) for k in overrides} - _FIELDS  # YAML keys can be numbers or null
     if unknown:
         raise ConfigError(
             f"{where}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_FIELDS))}"
@@ -149,10 +150,9 @@ def load_calibration(path: str | Path | None) -> Calibration:
     import yaml
 
     p = Path(path)
+    text = read_user_text(p, what="calibration file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: calibration file not found") from None
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: cannot read calibration YAML ({exc})") from None
     return calibration_from_mapping(data, source=str(p))

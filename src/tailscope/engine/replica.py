@@ -438,15 +438,19 @@ class Replica:
                     if r.preemptions:  # only a preempted request can find its own blocks again
                         g = pool.group_hit(r.salt, hit, max_hit - hit)
             start = (hit + g) * bs
-            c = min(r.num_tokens - start, budget)
+            c = r.num_tokens - start
+            if c > budget:
+                c = budget
             new_blocks = -(-(start + c) // bs) - hit - g
-            taken_from_free = g + (pool.cached_among(r.chain, hit) if hit else 0)
-            if new_blocks > pool.free - taken_from_free:
+            if hit or g:
+                if new_blocks > pool.free_plain + pool.n_cached - g - pool.cached_among(r.chain, hit):
+                    break
+                if hit:
+                    pool.acquire(r.chain, hit)
+                if g:
+                    pool.take_group(r.salt, g)
+            elif new_blocks > pool.free_plain + pool.n_cached:
                 break
-            if hit:
-                pool.acquire(r.chain, hit)
-            if g:
-                pool.take_group(r.salt, g)
             pool.allocate(new_blocks)
             waiting.popleft()
             r.n_reg = hit
@@ -486,7 +490,7 @@ class Replica:
             prefill_tokens += c
             r.computed = p + c
             self._prompt_total += c
-            if pool.enable_caching:
+            if (r.n_given or r.salt == 0) and pool.enable_caching:
                 # publish newly full blocks so concurrent requests can share them (unique chains only
                 # matter after the request ends, when _free caches them)
                 full = r.computed // bs if r.salt == 0 else min(r.computed // bs, r.n_given)
