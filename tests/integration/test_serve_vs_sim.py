@@ -1,0 +1,109 @@
+"""serve (wall clock, real sockets) and sim (virtual time) run the same engine model: same workload, same latencies.
+
+An open-loop schedule of token-id prompts (so prompt lengths are exact and no prefix is shared) is sent to the
+built-in server by a client in its own process, and simulated with ``tailscope.sim`` on the same deployment.
+Mean TTFT and mean TPOT must agree; they differ only by HTTP overhead, the per-request frontend jitter (seeded
+differently) and host noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from tailscope.engine.cluster import ClusterSpec
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import resolve_model
+from tailscope.serve.embedded import EmbeddedServer
+from tailscope.serve.engine_factory import build_replica
+from tailscope.sim.simulator import Simulation
+from tailscope.workload.spec import RequestSpec
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs one monotonic clock across processes"),
+]
+
+N, GAP_S, OUT = 30, 0.08, 64
+
+CLIENT = r"""
+import asyncio, json, sys, time
+import aiohttp
+
+URL, plan = sys.argv[1], json.loads(sys.stdin.read())
+
+async def one(session, t0, at, prompt, out):
+    await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
+    sent = time.perf_counter_ns()
+    body = {"prompt": prompt, "max_tokens": out, "ignore_eos": True, "stream": True}
+    times = []
+    async with session.post(URL + "/v1/completions", json=body) as r:
+        async for line in r.content:
+            if line.startswith(b"data: {"):
+                times.append(time.perf_counter_ns())
+    return sent, times
+
+async def main():
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        t0 = time.perf_counter() + 0.05
+        res = await asyncio.gather(*(one(session, t0, *p) for p in plan))
+    print(json.dumps(res))
+
+asyncio.run(main())
+"""
+
+
+def _stats(ttft_ms: list[float], tpot_ms: list[float]) -> tuple[float, float]:
+    return sum(ttft_ms) / len(ttft_ms), sum(tpot_ms) / len(tpot_ms)
+
+
+def test_serve_latencies_match_sim() -> None:
+    rng = random.Random(7)
+    lengths = [rng.randint(200, 1500) for _ in range(N)]
+    plan = [(i * GAP_S, [rng.randrange(1000, 100_000) for _ in range(n)], OUT) for i, n in enumerate(lengths)]
+
+    engine, options = build_replica("llama-3.1-8b", "h100-sxm")
+    with EmbeddedServer(engine, options) as srv:
+        proc = subprocess.run(
+            [sys.executable, "-c", CLIENT, srv.base_url],
+            input=json.dumps(plan),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr
+    serve_ttft, serve_tpot = [], []
+    for sent, times in json.loads(proc.stdout):
+        assert len(times) == OUT
+        serve_ttft.append((times[0] - sent) / 1e6)
+        serve_tpot.append((times[-1] - times[0]) / 1e6 / (OUT - 1))
+
+    cluster = ClusterSpec(model=resolve_model("llama-3.1-8b"), gpu=resolve_gpu("h100-sxm"), model_id="llama-3.1-8b")
+    specs = [
+        RequestSpec(id=i, input_tokens=n, output_tokens=OUT, at_ns=round(i * GAP_S * 1e9), seed=i)
+        for i, n in enumerate(lengths)
+    ]
+    sim_ttft, sim_tpot = [], []
+    for rec in Simulation(cluster, specs).run():
+        assert rec.first_token_ns is not None
+        assert rec.end_ns is not None
+        sim_ttft.append((rec.first_token_ns - rec.scheduled_ns) / 1e6)
+        sim_tpot.append((rec.end_ns - rec.first_token_ns) / 1e6 / (OUT - 1))
+
+    s_ttft, s_tpot = _stats(serve_ttft, serve_tpot)
+    m_ttft, m_tpot = _stats(sim_ttft, sim_tpot)
+    print(
+        f"\nmean TTFT serve {s_ttft:.1f} ms vs sim {m_ttft:.1f} ms; mean TPOT serve {s_tpot:.2f} vs sim {m_tpot:.2f} ms"
+    )
+    assert len(sim_ttft) == N
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    if load > cpus:
+        pytest.skip(f"host overloaded (load {load:.1f} on {cpus} CPUs): agreement not judged")
+    assert abs(s_tpot - m_tpot) <= 0.05 * m_tpot + 0.3
+    assert abs(s_ttft - m_ttft) <= 0.15 * m_ttft + 5.0
