@@ -98,7 +98,7 @@ class EngineLoop:
         max_catchup_s: how far behind schedule (wall seconds) the loop may run before it gives up catching up.
         spin_s: the last stretch before a step's end (seconds) is waited by yielding to the event loop in a loop
             rather than by a timer, whose wake-up is up to 1 ms late; costs a little CPU while steps run.
-        step_log: how many recent :class:`StepRecord` to keep.
+        step_log: how many recent :class:`StepRecord` to keep (each holds its step's emitted list: bounded memory).
     """
 
     def __init__(
@@ -109,7 +109,7 @@ class EngineLoop:
         clock: Clock | None = None,
         speed: float = 1.0,
         max_catchup_s: float = 0.25,
-        step_log: int = 4096,
+        step_log: int = 512,
         spin_s: float = 0.001,
     ) -> None:
         if not speed > 0:
