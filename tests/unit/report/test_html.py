@@ -224,3 +224,30 @@ def test_sim_runs_show_the_simulation_and_its_timeline(synthetic: Callable[..., 
     assert XSS not in html
     data = json.loads(parse(html).script_data)
     assert data["runs"][0]["series"]["server"][0]["name"] == "sim:replicas_ready"
+
+
+def test_runs_without_successes_still_render(synthetic: Callable[..., dict[str, Any]]) -> None:
+    from tailscope.metrics.summary import summarize
+    from tailscope.records import ErrorClass, RequestRecord, Status
+
+    doc = synthetic(n=5)
+    failed = [
+        RequestRecord(
+            id=i,
+            scheduled_ns=i * 10**7,
+            sent_ns=i * 10**7,
+            first_token_ns=None,
+            end_ns=i * 10**7 + 10**6,
+            status=Status.ERROR,
+            error=ErrorClass.CONNECT,
+        )
+        for i in range(20)
+    ]
+    empty = ReportRun(doc["run"], summarize([]).to_dict(), [])
+    all_failed = ReportRun(doc["run"], summarize(failed).to_dict(), failed)
+    for it in (empty, all_failed):
+        data = json.loads(parse(render_run_report(it)).script_data)
+        assert data["runs"][0]["charts"]["ttft_ms"]["n"] == 0
+    html = render_compare_report([empty, all_failed])
+    assert 'id="no-significance"' in html
+    assert "connect" in render_run_report(all_failed)
