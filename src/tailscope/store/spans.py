@@ -9,6 +9,7 @@ is never held in memory at once.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -34,8 +35,8 @@ SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("layer", "VARCHAR"),
     ("follows_from", "BOOLEAN"),
     ("resend", "INTEGER"),
-    ("attributes", "VARCHAR"),
-    ("links", "VARCHAR"),
+    ("attributes", "JSON"),
+    ("links", "JSON"),
 )
 
 _SCHEMA = f"""
@@ -61,6 +62,31 @@ class TraceSet:
     traces: int
 
 
+_SEQ = itertools.count()
+
+
+def write_batch_file(path: Path, spans: Iterator[Span], *, limit: int | None = None) -> int:
+    """Write up to ``limit`` spans from ``spans`` to a JSON-lines batch file; return how many were written.
+
+    Safe to call in worker processes: it touches only the file, never the database.
+    """
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        write = fh.write
+        for span in spans:
+            write(encode_span(span))
+            write("\n")
+            n += 1
+            if limit is not None and n >= limit:
+                break
+    return n
+
+
+def encode_span(span: Span) -> str:
+    """One span as a batch-file line (the store's column names)."""
+    return _encode(span)
+
+
 def _encode(span: Span) -> str:
     attrs = span.attributes
     resend = attrs.get("http.request.resend_count") if attrs else None
@@ -78,10 +104,11 @@ def _encode(span: Span) -> str:
             "layer": span.layer,
             "follows_from": span.follows_from,
             "resend": resend if isinstance(resend, int) else None,
-            "attributes": json.dumps(attrs, separators=(",", ":"), default=str) if attrs else None,
-            "links": json.dumps(span.links) if span.links else None,
+            "attributes": attrs or None,
+            "links": span.links or None,
         },
         separators=(",", ":"),
+        default=str,
     )
 
 
@@ -110,58 +137,57 @@ class SpanStore:
         self._ready = True
 
     # -- writing ---------------------------------------------------------------------------------------------
-    def write(self, set_name: str, spans: Iterable[Span], *, source: str = "") -> int:
-        """Append spans to a set (created when missing); return how many spans were read from ``spans``.
-
-        Spans are batched into JSON-lines files of :data:`BATCH_SPANS` and folded in one transaction each.
-        """
+    def batch_path(self, tag: str = "") -> Path:
+        """A fresh batch-file path in the store's ``pending`` folder (for :func:`write_batch_file` in workers)."""
         self.ensure_schema()
         folder = self.db.path.parent / "pending"
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {folder}: {exc.strerror}") from None
-        path = folder / f"spans-{os.getpid()}-{id(self):x}.ndjson"
-        total = 0
-        pending = 0
-        fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below, reopened per batch
-        try:
-            for span in spans:
-                fh.write(_encode(span))
-                fh.write("\n")
-                pending += 1
-                total += 1
-                if pending >= BATCH_SPANS:
-                    fh.close()
-                    self._fold(set_name, path, source)
-                    fh = open(path, "w", encoding="utf-8")  # noqa: SIM115
-                    pending = 0
-            fh.close()
-            if pending or total == 0:
-                self._fold(set_name, path, source)
-        finally:
-            fh.close()
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        return total
+        return folder / f"spans-{os.getpid()}-{id(self):x}-{tag}{next(_SEQ)}.ndjson"
 
-    def _fold(self, set_name: str, path: Path, source: str) -> None:
+    def write(self, set_name: str, spans: Iterable[Span], *, source: str = "") -> int:
+        """Append spans to a set (created when missing); return how many spans were read from ``spans``.
+
+        Spans are batched into JSON-lines files of :data:`BATCH_SPANS` and folded in one transaction each.
+        """
+        total = 0
+        it = iter(spans)
+        while True:
+            path = self.batch_path()
+            try:
+                n = write_batch_file(path, it, limit=BATCH_SPANS)
+                if n or total == 0:
+                    self.fold(set_name, [path], source=source)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            total += n
+            if n < BATCH_SPANS:
+                return total
+
+    def fold(self, set_name: str, paths: Iterable[Path], *, source: str = "") -> None:
+        """Load batch files into a set in one transaction (the files are left for the caller to delete)."""
+        self.ensure_schema()
         now = utc_now_iso()
-        quoted = str(path).replace("'", "''")
         with self.db.write() as con:
             existing = con.execute("SELECT count(*) FROM spans WHERE set_name = ?", [set_name]).fetchone()[0]
-            reader = f"read_json('{quoted}', format='newline_delimited', columns={_columns_sql()})"
-            if path.stat().st_size == 0:
-                pass
-            elif existing:
-                con.execute(
-                    f"INSERT INTO spans SELECT ? AS set_name, b.* FROM {reader} b ANTI JOIN "  # noqa: S608 - quoted path
-                    "(SELECT trace_id, span_id FROM spans WHERE set_name = ?) e "
-                    "ON b.trace_id = e.trace_id AND b.span_id = e.span_id",
-                    [set_name, set_name],
-                )
-            else:
-                con.execute(f"INSERT INTO spans SELECT ? AS set_name, * FROM {reader}", [set_name])  # noqa: S608
+            for path in paths:
+                if path.stat().st_size == 0:
+                    continue
+                quoted = str(path).replace("'", "''")
+                reader = f"read_json('{quoted}', format='newline_delimited', columns={_columns_sql()})"
+                if existing:
+                    con.execute(
+                        f"INSERT INTO spans SELECT ? AS set_name, b.* FROM {reader} b ANTI JOIN "  # noqa: S608
+                        "(SELECT trace_id, span_id FROM spans WHERE set_name = ?) e "
+                        "ON b.trace_id = e.trace_id AND b.span_id = e.span_id",
+                        [set_name, set_name],
+                    )
+                else:
+                    con.execute(f"INSERT INTO spans SELECT ? AS set_name, * FROM {reader}", [set_name])  # noqa: S608
+                    existing = 1
             n_spans, n_traces = con.execute(
                 "SELECT count(*), count(DISTINCT trace_id) FROM spans WHERE set_name = ?", [set_name]
             ).fetchone()
@@ -208,14 +234,27 @@ class SpanStore:
         known = ", ".join(s.name for s in sets) or "none yet — run `tailscope trace ingest FILES --set NAME`"
         raise NotFoundError(f"no trace set {set_name!r} in {self.db.path} (sets: {known})")
 
-    def iter_traces(self, set_name: str, *, chunk: int = 100_000) -> Iterator[list[Span]]:
-        """The set's traces one by one (spans without attributes except ``http.request.resend_count``)."""
+    def iter_traces(
+        self, set_name: str, *, chunk: int = 100_000, partition: tuple[int, int] | None = None
+    ) -> Iterator[list[Span]]:
+        """The set's traces one by one (spans without attributes except ``http.request.resend_count``).
+
+        Args:
+            set_name: the set.
+            chunk: rows fetched per round trip.
+            partition: ``(k, n)`` reads only traces with ``hash(trace_id) % n == k`` (for parallel readers).
+        """
         self.get_set(set_name)
+        where = "set_name = ?"
+        params: list[Any] = [set_name]
+        if partition is not None:
+            where += " AND hash(trace_id) % ? = ?"
+            params += [partition[1], partition[0]]
         with self.db.read() as con:
             cur = con.execute(
-                "SELECT trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, layer, "
-                "follows_from, resend FROM spans WHERE set_name = ? ORDER BY trace_id",
-                [set_name],
+                "SELECT trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, layer, "  # noqa: S608
+                f"follows_from, resend FROM spans WHERE {where} ORDER BY trace_id",
+                params,
             )
             current: list[Span] = []
             current_id: str | None = None

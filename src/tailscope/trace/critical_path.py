@@ -193,12 +193,14 @@ def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[l
                 if not alive[c]:
                     continue
                 ce = end[c]
-                if returning:  # Jaeger tests truthiness: a start time of 0 counts as "not returning"
+                # Jaeger tests ``returning`` for truthiness, which loops forever on a start time of exactly 0;
+                # epoch timestamps are never 0, so testing for None is the same everywhere it terminates.
+                if returning is not None:
                     if ce < returning and ce > max_end:
                         max_end, lfc = ce, c
                 elif ce > max_end:
                     max_end, lfc = ce, c
-            section_end = returning if returning else end[span]
+            section_end = returning if returning is not None else end[span]
             if lfc >= 0:
                 if end[lfc] != section_end:
                     sections.append((span, end[lfc], section_end))

@@ -93,30 +93,23 @@ def span_layers(tree: TraceTree) -> list[str]:
     return out
 
 
-def _preorder(tree: TraceTree) -> tuple[list[int], list[int], list[int]]:
-    n = len(tree.spans)
-    tin = [0] * n
-    tout = [0] * n
+def _preorder(tree: TraceTree) -> list[int]:
+    """Span indices with every parent before its children."""
     order: list[int] = []
     children = tree.children
-    for r in tree.roots:
-        stack = [(r, False)]
-        while stack:
-            i, done = stack.pop()
-            if done:
-                tout[i] = len(order)
-                continue
-            tin[i] = len(order)
-            order.append(i)
-            stack.append((i, True))
-            for c in reversed(children[i]):
-                stack.append((c, False))
-    return order, tin, tout
+    stack = list(reversed(tree.roots))
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        kids = children[i]
+        if kids:
+            stack.extend(reversed(kids))
+    return order
 
 
 def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     merged: list[tuple[int, int]] = []
-    for s, e in sorted(intervals):
+    for s, e in intervals:  # sorted by start (children are)
         if merged and s <= merged[-1][1]:
             if e > merged[-1][1]:
                 merged[-1] = (merged[-1][0], e)
@@ -135,6 +128,14 @@ def _overlap(a: list[tuple[int, int]], s: int, e: int) -> int:
 
 
 def _fanout(intervals: list[tuple[int, int]]) -> int:
+    """The most intervals running at once (intervals sorted by start)."""
+    end = intervals[0][1]
+    for s, e in intervals[1:]:
+        if s < end:
+            break
+        end = max(end, e)
+    else:
+        return 1  # no two overlap: the common sequential case, without sorting events
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda t: (t[0], t[1]))
     width = best = 0
     for _, d in events:
@@ -176,7 +177,7 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
     if ignored:
         anomalies["ignored"] = len(ignored)
     layers = span_layers(tree)
-    order, tin, tout = _preorder(tree)
+    order = _preorder(tree)
     n = len(spans)
     excl = [0] * n
     own_segments: dict[int, list[tuple[int, int]]] = {}
@@ -209,6 +210,9 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
         elif p >= 0 and p in branch_of:
             branch_of[i] = branch_of[p]
     root_name = root.name
+    name_count: dict[str, int] = {}
+    for sp in spans:
+        name_count[sp.name] = name_count.get(sp.name, 0) + 1
     incl_op = facts.incl_op
     branch = facts.branch
     for i in order:
@@ -220,7 +224,7 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
         # Count an operation nested in itself once: skip when an ancestor has the same name.
         p = tree.parent[i]
         nested = False
-        while p >= 0 and p != primary:
+        while name_count[name] > 1 and p >= 0 and p != primary:
             if spans[p].name == name:
                 nested = True
                 break
@@ -255,12 +259,10 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
         for a, b in own_segments.get(i, ()):
             op.gap_path_ns += (b - a) - _overlap(union, a, b)
         op.children = max(op.children, len(kids))
-        if len(clip) > 1:
+        if clip:
             op.fanout = max(op.fanout, _fanout(clip))
-        elif clip:
-            op.fanout = max(op.fanout, 1)
         _retries(tree, kids, incl, facts.retries)
-    facts.waterfalls = find_waterfalls(tree, layers, has_model, path, tin, tout, async_blocking=async_blocking)
+    facts.waterfalls = find_waterfalls(tree, layers, has_model, incl, own_segments, async_blocking=async_blocking)
     return facts
 
 

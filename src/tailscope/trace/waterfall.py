@@ -17,7 +17,7 @@ becomes critical once the group shrinks, so it is an upper bound on the saving.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tailscope.trace.tree import TraceTree
@@ -50,9 +50,8 @@ def find_waterfalls(
     tree: TraceTree,
     layers: Sequence[str],
     has_model: Sequence[bool],
-    path: Sequence[tuple[int, int, int]],
-    tin: Sequence[int],
-    tout: Sequence[int],
+    incl: Sequence[int],
+    own_segments: Mapping[int, Sequence[tuple[int, int]]],
     *,
     async_blocking: bool = False,
 ) -> list[WaterfallGroup]:
@@ -62,8 +61,8 @@ def find_waterfalls(
         tree: the trace.
         layers: layer of each span (by index).
         has_model: whether each span's subtree contains an inference span.
-        path: the raw critical path ``(span index, start, end)``.
-        tin: pre-order entry number of each span; ``tout``: one past the last number in its subtree.
+        incl: each span's inclusive critical-path time (its subtree's path segments), ns.
+        own_segments: for spans with children, their own critical-path segments ``(start, end)``.
         async_blocking: treat async children as blocking.
     """
     spans = tree.spans
@@ -74,31 +73,32 @@ def find_waterfalls(
         run: list[int] = []
         runs: list[list[int]] = []
         run_end = 0
+        prev_name = ""
+        prev_error = False
         for c in kids:
             if not async_blocking and not tree.is_blocking(c):
                 continue
             s = spans[c]
-            candidate = layers[c] in CANDIDATE_LAYERS and not has_model[c]
-            if not candidate:
+            if layers[c] not in CANDIDATE_LAYERS or has_model[c]:
                 if len(run) > 1:
                     runs.append(run)
                 run = []
                 continue
-            prev = spans[run[-1]] if run else None
-            retry = prev is not None and prev.name == s.name and prev.status == "ERROR"
+            retry = prev_error and prev_name == s.name
+            prev_name, prev_error = s.name, s.status == "ERROR"
             if run and s.start_ns >= run_end and not retry:
                 run.append(c)
-            else:
-                if len(run) > 1:
-                    runs.append(run)
-                run = [c]
-                run_end = s.end_ns
+                if s.end_ns > run_end:
+                    run_end = s.end_ns
                 continue
-            run_end = max(run_end, s.end_ns)
+            if len(run) > 1:
+                runs.append(run)
+            run = [c]
+            run_end = s.end_ns
         if len(run) > 1:
             runs.append(run)
         for members in runs:
-            groups.append(_group(tree, p, members, path, tin, tout))
+            groups.append(_group(tree, p, members, incl, own_segments.get(p, ())))
     return groups
 
 
@@ -106,25 +106,19 @@ def _group(
     tree: TraceTree,
     p: int,
     members: list[int],
-    path: Sequence[tuple[int, int, int]],
-    tin: Sequence[int],
-    tout: Sequence[int],
+    incl: Sequence[int],
+    parent_segments: Sequence[tuple[int, int]],
 ) -> WaterfallGroup:
     spans = tree.spans
     w0 = spans[members[0]].start_ns
     w1 = max(spans[m].end_ns for m in members)
     longest = max(spans[m].duration_ns for m in members)
     local = max(0, (w1 - w0) - longest)
-    ranges = [(tin[m], tout[m]) for m in members]
-    on_path = 0
-    for i, s, e in path:
-        if e <= w0 or s >= w1:
-            continue
-        if i != p:
-            t = tin[i]
-            if not any(a <= t < b for a, b in ranges):
-                continue
-        on_path += min(e, w1) - max(s, w0)
+    # Path time in the window owned by the members' subtrees (they lie inside it) or by the parent itself.
+    on_path = sum(incl[m] for m in members)
+    for s, e in parent_segments:
+        if e > w0 and s < w1:
+            on_path += min(e, w1) - max(s, w0)
     parent = spans[p]
     return WaterfallGroup(
         pattern=f"{parent.name} → {', '.join(spans[m].name for m in members)}",

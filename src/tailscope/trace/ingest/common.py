@@ -49,6 +49,9 @@ class ParseContext:
             self.problems.append(Problem(self.source, position, message))
 
 
+_ID_CACHE: dict[tuple[str, int], str | None] = {}
+
+
 def normalize_id(value: Any, *, width: int) -> str | None:
     """A trace or span id as lowercase hex, from hex or base64 text (or raw bytes).
 
@@ -58,6 +61,20 @@ def normalize_id(value: Any, *, width: int) -> str | None:
     """
     if value is None:
         return None
+    if type(value) is str:
+        key = (value, width)
+        hit = _ID_CACHE.get(key, "")
+        if hit != "":
+            return hit
+        if len(_ID_CACHE) > 200_000:
+            _ID_CACHE.clear()
+        out = _normalize_id(value, width)
+        _ID_CACHE[key] = out
+        return out
+    return _normalize_id(value, width)
+
+
+def _normalize_id(value: Any, width: int) -> str | None:
     if isinstance(value, bytes | bytearray):
         text = bytes(value).hex()
     elif isinstance(value, int) and not isinstance(value, bool):
@@ -163,8 +180,8 @@ def make_span(
     if end_ns < start_ns:
         ctx.problem(position, f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
         end_ns = start_ns
-    name_s = str(name) if name is not None else ""
-    attrs = dict(attributes)
+    name_s = name if type(name) is str else str(name) if name is not None else ""
+    attrs = attributes if type(attributes) is dict else dict(attributes)
     return Span(
         trace_id=tid,
         span_id=sid,

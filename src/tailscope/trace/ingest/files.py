@@ -73,7 +73,7 @@ def _line_col(text: str, pos: int) -> str:
 
 
 _SPANS_ARRAY = re.compile(r'"spans"\s*:\s*\[')
-_SERVICE = re.compile(r'"(?:service\.name"\s*,\s*"value"\s*:\s*\{\s*"stringValue"|serviceName)"\s*:\s*"([^"]*)"')
+_SERVICE = re.compile(r'"(?:service\.name"\s*,\s*"value"\s*:\s*\{\s*"stringValue|serviceName)"\s*:\s*"([^"]*)"')
 
 
 def _salvage(text: str, fmt: str, ctx: ParseContext) -> Iterator[Span]:
