@@ -44,6 +44,8 @@ def test_sim_writes_a_sim_run_and_json(tmp_path: Path) -> None:
     assert stored.run.status == "complete"
     assert stored.summary is not None
     assert stored.summary["requests"]["completed"] == 300
+    samples = store.load_samples(stored.run.id)
+    assert {"vllm:num_requests_running", "vllm:kv_cache_usage_perc"} <= {x.name for x in samples}
     recs = store.load_records(stored.run.id)
     assert len(recs) == 300
     assert all(r.tokens_source == "engine" for r in recs)

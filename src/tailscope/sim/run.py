@@ -24,7 +24,7 @@ from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.engine.replica import EngineConfig, vllm_default_limits
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import Slo, parse_slo
-from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Target
+from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.sim.simulator import SimResult, Simulation
 from tailscope.workload.spec import RequestSpec
 
@@ -201,6 +201,29 @@ def resolve_specs(a: SimArgs) -> Workload:
     )
 
 
+#: timeline column → the vLLM metric name it stands for (so dashboards treat sim runs like scraped ones)
+_TIMELINE_METRICS = (
+    ("running", "vllm:num_requests_running"),
+    ("waiting", "vllm:num_requests_waiting"),
+    ("kv_usage", "vllm:kv_cache_usage_perc"),
+    ("replicas_ready", "tailscope:replicas_ready"),
+    ("replicas_pending", "tailscope:replicas_pending"),
+    ("ttft_p99_ms", "tailscope:ttft_p99_ms"),
+)
+
+
+def timeline_samples(timeline: list[dict[str, Any]]) -> list[ServerSample]:
+    """The simulator's 10-second timeline as server samples (summed over replicas; KV usage is their mean)."""
+    out: list[ServerSample] = []
+    for row in timeline:
+        t_ns = int(row["t_s"] * 1e9)
+        for key, name in _TIMELINE_METRICS:
+            v = row.get(key)
+            if v is not None:
+                out.append(ServerSample(t_ns=t_ns, name=name, value=float(v)))
+    return out
+
+
 def new_run_id() -> str:
     """Sortable, unique run id: ``YYYYmmdd-HHMMSS-xxxxxx`` (the same form as bench runs)."""
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
@@ -258,6 +281,12 @@ def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
                     on_progress(len(records), rec.end_ns / 1e9 if rec.end_ns else 0.0)
         if store is not None and batch:
             store.write_records(run.id, batch)
+        if store is not None and sim.result.timeline:
+            from tailscope.store.writer import RecordWriter
+
+            writer = RecordWriter(store.db, run.id, flush_interval_s=3600)
+            writer.add_samples(timeline_samples(sim.result.timeline))
+            writer.close()
         status = RunStatus.COMPLETE
     finally:
         summary = summarize(records, slos=wl.slos).to_dict() if records else {}
