@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tailscope.errors import ConfigError
-from tailscope.report.console import print_summary
+from tailscope.report.console import dialect_renderable, print_summary
 from tailscope.report.json_export import build_export, run_to_json, write_export
 from tailscope.store.runs import RunStore, StoredRun
 from tailscope.units import format_ms
@@ -63,10 +63,10 @@ def _summary_for(store: RunStore, stored: StoredRun, dialect: str) -> dict[str, 
 
             return summarize(store.load_records(stored.run.id)).to_dict()
         return stored.summary
-    try:
-        from tailscope.metrics.dialects import summarize_dialect
-    except ImportError:
-        raise ConfigError(f"--dialect {dialect!r}: dialects are not available in this build") from None
+    from tailscope.metrics.dialects import DIALECTS, summarize_dialect
+
+    if dialect.strip().lower() not in DIALECTS:
+        raise ConfigError(f"--dialect {dialect!r}: use one of {', '.join(DIALECTS)}")
     result: dict[str, Any] = summarize_dialect(store.load_records(stored.run.id), dialect)
     return result
 
@@ -79,7 +79,11 @@ def show_run(*, db: Path | None, ref: str, dialect: str, as_json: bool) -> None:
         print(json.dumps({"run": run_to_json(stored.run), "summary": summary, "dialect": dialect}, indent=1))
         return
     if dialect != "tailscope":
-        Console().print_json(json.dumps(summary))
+        run = stored.run
+        con = Console(file=sys.stdout)
+        con.print(f"[bold]run {run.id}[/]  {run.kind.value}  {run.status.value}\ntarget {run.target.url}  model "
+                  f"{run.target.model}")  # fmt: skip
+        con.print(dialect_renderable(summary))
         return
     print_summary(run_to_json(stored.run), summary, Console(file=sys.stdout))
 

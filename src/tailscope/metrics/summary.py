@@ -60,6 +60,23 @@ class SloResult:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupLatency:
+    """TTFT and E2E of one group of successful requests (a session turn number, shared or unshared prefix).
+
+    Attributes:
+        count: successful non-warmup requests in the group.
+        ttft_ms, e2e_ms: their percentiles (ms, from the intended send time).
+    """
+
+    count: int
+    ttft_ms: Stats
+    e2e_ms: Stats
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ttft_ms": self.ttft_ms.to_dict(), "e2e_ms": self.e2e_ms.to_dict(), "count": self.count}
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """Everything a user reads about a run. Latencies in ms, rates per second over the measurement window."""
 
@@ -87,6 +104,8 @@ class RunSummary:
     classes: dict[str, RunSummary] = field(default_factory=dict)
     achieved_rate_rps: float | None = None
     requested_rate_rps: float | None = None
+    turns: dict[int, GroupLatency] = field(default_factory=dict)
+    shared_prefix: dict[str, GroupLatency] = field(default_factory=dict)
 
     def metric(self, name: str) -> Stats:
         """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
@@ -123,6 +142,8 @@ class RunSummary:
             "achieved_rate_rps": self.achieved_rate_rps,
             "requested_rate_rps": self.requested_rate_rps,
             "classes": {k: v.to_dict() for k, v in self.classes.items()},
+            "turns": {str(k): v.to_dict() for k, v in sorted(self.turns.items())},
+            "shared_prefix": {k: v.to_dict() for k, v in self.shared_prefix.items()},
         }
 
 
@@ -283,7 +304,32 @@ def summarize(
         classes=classes,
         achieved_rate_rps=achieved,
         requested_rate_rps=requested_rate_rps,
+        turns=_by_turn(ok),
+        shared_prefix=_by_prefix(ok),
     )
+
+
+def _group(records: Sequence[RequestRecord]) -> GroupLatency:
+    ttft = [v for r in records if (v := rq.ttft_ms(r)) is not None]
+    e2e = [v for r in records if (v := rq.e2e_ms(r)) is not None]
+    return GroupLatency(count=len(records), ttft_ms=compute_stats(ttft), e2e_ms=compute_stats(e2e))
+
+
+def _by_turn(ok: Sequence[RequestRecord]) -> dict[int, GroupLatency]:
+    """TTFT/E2E by session turn number (0-based), over successful session requests; empty without sessions."""
+    turns: dict[int, list[RequestRecord]] = {}
+    for r in ok:
+        if r.session_id is not None and r.turn is not None:
+            turns.setdefault(r.turn, []).append(r)
+    return {t: _group(turns[t]) for t in sorted(turns)}
+
+
+def _by_prefix(ok: Sequence[RequestRecord]) -> dict[str, GroupLatency]:
+    """TTFT/E2E of requests that start with a shared prefix vs those that do not; empty when none does."""
+    shared = [r for r in ok if r.shared_prefix]
+    if not shared:
+        return {}
+    return {"shared": _group(shared), "unshared": _group([r for r in ok if not r.shared_prefix])}
 
 
 def _window_s(measured: Sequence[RequestRecord]) -> float:

@@ -149,7 +149,13 @@ class LoadGenerator:
 
     # -- sending ----------------------------------------------------------------------------------------------------
     async def _send(
-        self, spec: RequestSpec, prompt: str | list[dict[str, str]], scheduled: int, input_hint: int
+        self,
+        spec: RequestSpec,
+        prompt: str | list[dict[str, str]],
+        scheduled: int,
+        input_hint: int,
+        *,
+        shared_prefix: bool | None = None,
     ) -> Outcome:
         p = self.progress
         p.sent += 1
@@ -170,7 +176,7 @@ class LoadGenerator:
                 session_id=spec.session_id,
                 turn=spec.turn,
                 warmup=spec.warmup,
-                shared_prefix=spec.prefix_id is not None,
+                shared_prefix=spec.prefix_id is not None if shared_prefix is None else shared_prefix,
                 input_tokens_hint=input_hint,
             )
         finally:
@@ -192,18 +198,23 @@ class LoadGenerator:
         if spec.session_id is None:
             await self._send(spec, prep.prompt, scheduled, spec.input_tokens)
             return
+        # Only turn 0 is built with the shared prefix (the workload contract); later turns carry it inside their
+        # history, so they still start with it and are marked shared, and the prefix is never sent twice.
+        shared = spec.prefix_id is not None
         history: list[dict[str, str]] = [{"role": "user", "content": prep.prompt}]
         out = await self._send(spec, list(history), scheduled, spec.input_tokens)
+        context = spec.input_tokens  # the conversation so far, in (synthesized) tokens
         for turn in prep.followups:
             if not out.record.ok or self._stop.is_set():
                 return
             history.append({"role": "assistant", "content": out.text})
             history.append({"role": "user", "content": self.synth.make(turn.input_tokens, turn.seed)})
+            context += (out.record.output_tokens or 0) + turn.input_tokens
             prev_end = out.record.end_ns if out.record.end_ns is not None else self._now_rel()
             due = prev_end + turn.think_time_ns
             if not await self._sleep_until(due):
                 return
-            out = await self._send(turn, list(history), due, turn.input_tokens)
+            out = await self._send(turn, list(history), due, context, shared_prefix=shared)
 
     # -- loops -----------------------------------------------------------------------------------------------------
     async def run(
