@@ -142,7 +142,9 @@ def _chart_run(item: ReportRun, *, gantt: bool) -> dict[str, Any]:
     if gantt:
         out["gantt"] = hd.gantt_sample(item.records)
     # a simulation's replica/autoscaler timeline joins the scraped server series on the same time axis
-    out["series"]["server"] = hd.sim_series(item.summary.get("sim")) + out["series"]["server"]
+    # (newer sims store that timeline as server samples too: then only the scale events are added)
+    sim_rows = hd.sim_series(item.summary.get("sim"), events_only=bool(item.samples))
+    out["series"]["server"] = sim_rows + out["series"]["server"]
     return out
 
 

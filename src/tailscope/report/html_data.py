@@ -29,6 +29,25 @@ MAX_WINDOWS = 200
 GANTT_LIMIT = 300
 #: Of those, the slowest (by E2E) always included.
 GANTT_SLOWEST = 20
+#: Server metrics drawn before any other (when more than ``MAX_SERVER_SERIES`` were scraped).
+PREFERRED_SERIES = frozenset(
+    {
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "vllm:prefix_cache_hits_total",
+        "vllm:prefix_cache_queries_total",
+        "sglang:num_queue_reqs",
+        "sglang:num_running_reqs",
+        "sglang:token_usage",
+        "sglang:cache_hit_rate",
+        "tgi_queue_size",
+        "tgi_batch_current_size",
+        "tailscope:replicas_ready",
+        "tailscope:replicas_pending",
+    }
+)
 #: Server series drawn at most, and points per series.
 MAX_SERVER_SERIES = 16
 MAX_SERVER_POINTS = 1000
@@ -206,7 +225,12 @@ def server_series(samples: Sequence[ServerSample]) -> list[dict[str, Any]]:
             continue
         groups.setdefault((s.name, s.labels), []).append((s.t_ns / 1e9, s.value))
     out: list[dict[str, Any]] = []
-    for (name, labels), pts in sorted(groups.items())[:MAX_SERVER_SERIES]:
+
+    def rank(key: tuple[str, str]) -> tuple[int, str, str]:
+        # queue depth, running, KV usage and the replica counts first: they explain latency most often
+        return (0 if key[0] in PREFERRED_SERIES else 1, key[0], key[1])
+
+    for (name, labels), pts in sorted(groups.items(), key=lambda kv: rank(kv[0]))[:MAX_SERVER_SERIES]:
         pts.sort()
         rate = name.endswith("_total")
         if rate:
@@ -231,14 +255,18 @@ def server_series(samples: Sequence[ServerSample]) -> list[dict[str, Any]]:
 SIM_COLUMNS: tuple[str, ...] = ("replicas_ready", "replicas_pending", "waiting", "running", "kv_usage")
 
 
-def sim_series(sim: Any) -> list[dict[str, Any]]:
+def sim_series(sim: Any, *, events_only: bool = False) -> list[dict[str, Any]]:
     """A simulation's replica/autoscaler timeline (summary ``sim``) as series shaped like :func:`server_series`.
 
     Scale events become one more series, ``sim:scale_events`` (the replica-count change at each decision).
+
+    Args:
+        sim: the summary's ``sim`` object (anything else gives no series).
+        events_only: only the scale events — for runs whose timeline is already stored as server samples.
     """
     if not isinstance(sim, dict):
         return []
-    rows = [r for r in sim.get("timeline") or [] if isinstance(r, dict) and "t_s" in r]
+    rows = [] if events_only else [r for r in sim.get("timeline") or [] if isinstance(r, dict) and "t_s" in r]
     out: list[dict[str, Any]] = []
     for col in SIM_COLUMNS:
         if any(col in r for r in rows):

@@ -146,3 +146,16 @@ def test_sim_series_from_the_simulation_summary() -> None:
     }
     assert "sim:running" not in series
     assert hd.sim_series(None) == []
+
+
+def test_sim_series_only_events_when_the_timeline_is_stored_as_samples() -> None:
+    sim = {"timeline": [{"t_s": 10.0, "waiting": 3}], "scale_events": [[1.0, -1, "x"]]}
+    assert [s["name"] for s in hd.sim_series(sim, events_only=True)] == ["sim:scale_events"]
+
+
+def test_server_series_prefers_queue_and_kv_gauges() -> None:
+    samples = [ServerSample(0, f"vllm:aaa_{k}", 1.0) for k in range(40)]
+    samples.append(ServerSample(0, "vllm:num_requests_waiting", 2.0))
+    names = [s["name"] for s in hd.server_series(samples)]
+    assert len(names) == hd.MAX_SERVER_SERIES
+    assert names[0] == "vllm:num_requests_waiting"
