@@ -122,7 +122,7 @@ def calibration_from_mapping(data: Any, *, source: str) -> Calibration:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a calibration file is a mapping with sections {', '.join(_SECTIONS)}")
-    extra = set(data) - set(_SECTIONS)
+    extra = {str(k) for k in data} - set(_SECTIONS)
     if extra:
         raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(extra))}; use {', '.join(_SECTIONS)}")
     default = data.get("default") or {}
