@@ -18,10 +18,19 @@ Examples:
       --slo ttft_p99=1.5s --slo tpot_p99=60ms
 
   tailscope bench --url http://10.0.0.7:8000 --rate 400 --duration 300 --workers 4   # 4 local worker processes
+
+  tailscope bench --url http://127.0.0.1:8000 --profile examples/support-chat.yaml --rate 5 --duration 60
+
+  tailscope bench --url http://127.0.0.1:8000 --replay trace.jsonl --time-scale 0.5 --dialect vllm
+
+  tailscope bench --url http://127.0.0.1:8000 --sweep concurrency=1,2,4,8,16 --requests 200
+
+  tailscope bench --url http://127.0.0.1:8000 --find-max --duration 30 --slo ttft_p99=1.5s --slo tpot_p99=60ms
 """
 
 
 def bench(
+    ctx: typer.Context,
     url: str | None = typer.Option(
         None, "--url", help="API root of the target (http://HOST:PORT). Omit to run the built-in simulated engine."
     ),
@@ -61,6 +70,21 @@ def bench(
     builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
+    replay: Path | None = typer.Option(
+        None, "--replay", help="Replay a trace (JSONL timestamp_s/input_tokens/output_tokens, Mooncake or Azure CSV)."
+    ),
+    replay_format: str = typer.Option("auto", "--replay-format", help="auto, tailscope, mooncake or azure."),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Multiply trace times (0.5 = replay twice as fast)."),
+    dialect: list[str] = typer.Option(
+        [], "--dialect", help="Also report as tailscope, vllm, aiperf, guidellm or sglang define metrics (repeatable)."
+    ),
+    sweep: str | None = typer.Option(
+        None, "--sweep", help="Run several points: concurrency=1,2,4,8 or rate=1:20:8 (START:STOP:POINTS)."
+    ),
+    find_max: bool = typer.Option(False, "--find-max", help="Search the highest rate that meets --slo (bounded runs)."),
+    find_max_tolerance: float = typer.Option(
+        0.05, "--find-max-tolerance", help="Stop the search when the bracket is within this fraction."
+    ),
 ) -> None:
     """Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput."""
     from tailscope.cli.bench_run import BenchArgs, main_bench
@@ -98,9 +122,28 @@ def bench(
             builtin_gpu=builtin_gpu,
             db=db,
             quiet=quiet,
+            replay=replay,
+            replay_format=replay_format,
+            time_scale=time_scale,
+            dialects=tuple(dialect),
+            sweep=sweep,
+            find_max=find_max,
+            find_max_tolerance=find_max_tolerance,
+            explicit=_explicit(ctx),
         )
     )
     raise typer.Exit(code)
+
+
+def _explicit(ctx: typer.Context) -> frozenset[str]:
+    """Names of the parameters typed on the command line (they override a profile's fields; defaults do not)."""
+    given: set[str] = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        # by name: typer may vendor its own click, whose ParameterSource is a different class
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given.add(name)
+    return frozenset(given)
 
 
 def register(app: typer.Typer) -> None:

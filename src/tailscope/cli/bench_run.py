@@ -66,6 +66,14 @@ class BenchArgs:
     quiet: bool
     workers: int | None = None  # --workers: load-generator worker processes / actors
     ray: str | None = None  # --ray: run the workers as Ray actors (auto, local or an address)
+    replay: Path | None = None
+    replay_format: str = "auto"
+    time_scale: float = 1.0
+    dialects: tuple[str, ...] = ()
+    sweep: str | None = None
+    find_max: bool = False
+    find_max_tolerance: float = 0.05
+    explicit: frozenset[str] | None = None  # flags typed on the command line; None = built in code (see bench_workload)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -82,8 +90,10 @@ def resolve(args: BenchArgs) -> tuple[BenchConfig, Iterator[RequestSpec], Progre
     """Turn flags into a validated config and request stream (raises ConfigError/ProfileError on bad input)."""
     if args.endpoint not in ("chat", "completions"):
         raise ConfigError(f"--endpoint {args.endpoint!r}: use chat or completions")
-    if args.profile is not None:
-        raise ConfigError("--profile is not available in this build yet; use the load flags")
+    if args.profile is not None or args.replay is not None:
+        from tailscope.cli.bench_workload import resolve_workload
+
+        return resolve_workload(args, resolve)
     slos = tuple(parse_slo(s) for s in args.slo)
     concurrency = args.concurrency
     if concurrency is None and args.rate is None:
@@ -152,8 +162,22 @@ def resolve(args: BenchArgs) -> tuple[BenchConfig, Iterator[RequestSpec], Progre
     return cfg, specs, progress
 
 
+def check_dialects(dialects: tuple[str, ...]) -> None:
+    """Refuse an unknown ``--dialect`` before any load is sent."""
+    from tailscope.metrics.dialects import DIALECTS
+
+    for d in dialects:
+        if d not in DIALECTS:
+            raise ConfigError(f"--dialect {d!r}: use one of {', '.join(DIALECTS)}")
+
+
 def main_bench(args: BenchArgs) -> int:
     """Run ``tailscope bench``; returns the exit code."""
+    if args.sweep is not None or args.find_max:
+        from tailscope.cli.bench_sweep import main_sweep
+
+        return main_sweep(args)
+    check_dialects(args.dialects)
     cfg, specs, progress = resolve(args)
     err = Console(stderr=True)
 
@@ -179,9 +203,18 @@ def main_bench(args: BenchArgs) -> int:
             result = run_async(run_bench(cfg, specs, progress=progress, on_target=on_target))
     summary = result.summary.to_dict()
     summary["server"] = result.server
+    summary.update(result.extra)
     from tailscope.report.json_export import run_to_json
 
-    print_summary(run_to_json(result.run), summary, Console(file=sys.stdout))
+    out = Console(file=sys.stdout)
+    print_summary(run_to_json(result.run), summary, out)
+    if args.dialects:
+        from tailscope.metrics.dialects import summarize_dialect
+        from tailscope.report.console import dialect_renderable
+
+        summary["dialects"] = {d: summarize_dialect(result.records, d) for d in args.dialects}
+        for d in args.dialects:
+            out.print(dialect_renderable(summary["dialects"][d]))
     if args.json_out is not None:
         write_export(args.json_out, build_export(result.run, summary, result.records))
         err.print(f"wrote {args.json_out}")
