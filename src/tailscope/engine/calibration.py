@@ -49,9 +49,9 @@ class Efficiency:
 
     mfu: float = 0.50
     mbu: float = 0.80
-    step_overhead_ms: float = 2.5
+    step_overhead_ms: float = 1.5
     per_seq_overhead_us: float = 50.0
-    allreduce_latency_us: float = 10.0
+    allreduce_latency_us: float = 18.0
     allreduce_efficiency: float = 0.7
     frontend_ms: float = 45.0
     frontend_per_token_us: float = 1.0
