@@ -104,8 +104,9 @@ def test_gate_passes_on_noise_and_on_export_files(store: tuple[Path, Path], tmp_
     db, contract = store
     p = cli("gate", str(contract), "--run", "same", "--db", str(db), "--json", "-")
     assert p.returncode == 0, p.stdout + p.stderr
-    doc = json.loads(p.stdout[p.stdout.index("{") :])
+    doc = json.loads(p.stdout)  # with --json - stdout holds only the JSON
     assert doc["verdict"] == "pass"
+    assert "gate 'chat-service'" in p.stderr
     assert {c["verdict"] for c in doc["checks"]} <= {"pass", "inconclusive"}
     # the same run as a bench --json export, and the baseline as an export too
     rs = RunStore(db)
@@ -131,7 +132,7 @@ def test_gate_exit_2_on_bad_contract_or_missing_data(store: tuple[Path, Path], t
     assert "no run 'nope'" in p.stderr
     p = cli("gate", str(contract), "--run", "same", "--baseline", "latest:release", "--db", str(db))
     assert p.returncode == 2
-    assert "MISSING: regression ttft_ms.p50" in p.stdout
+    assert "MISSING: regression ttft_ms.p50: baseline 'latest:release': no run tagged 'release'" in p.stdout
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     p = cli("gate", str(contract), "--run", str(broken))
@@ -194,7 +195,7 @@ def test_layer_contracts_and_trace_rules_on_a_stored_trace_set(tmp_path: Path) -
     )
     p = cli("gate", str(contract), "--run", str(export), "--traces", "before", "--db", db, "--json", "-")
     assert p.returncode == 1, p.stdout + p.stderr
-    checks = {c["name"]: c for c in json.loads(p.stdout[p.stdout.index("{") :])["checks"]}
+    checks = {c["name"]: c for c in json.loads(p.stdout)["checks"]}
     assert checks["layer retrieval.p99"]["verdict"] == "fail"
     assert checks["layer gateway.p99"]["verdict"] == "pass"
     assert checks["layer retrieval.p99"]["samples"] > 100

@@ -149,12 +149,12 @@ def gate(
         raise _missing_data(exc) from None
     base_data = None
     base_ref = baseline or (spec.regression.baseline if spec.regression else None)
-    notes: list[str] = []
+    baseline_missing = None
     if spec.regression is not None and spec.regression.limits and base_ref:
         try:
             base_data = load_run_data(base_ref, db)
         except NotFoundError as exc:
-            notes.append(f"baseline {base_ref!r} not found: {exc}")
+            baseline_missing = f"baseline {base_ref!r}: {exc}"
     layer_samples = None
     if traces is not None:
         try:
@@ -162,23 +162,41 @@ def gate(
         except TailscopeError as exc:
             raise _missing_data(exc) from None
     rng = np.random.default_rng(seed) if seed is not None else None
-    result = evaluate(spec, run_data, baseline=base_data, layer_samples=layer_samples, strict=strict, rng=rng)
-    for note in notes:
-        typer.echo(f"note: {note}", err=True)
-    typer.echo(render_text(result), nl=False)
+    result = evaluate(
+        spec,
+        run_data,
+        baseline=base_data,
+        baseline_missing=baseline_missing,
+        layer_samples=layer_samples,
+        strict=strict,
+        rng=rng,
+    )
+    json_stdout = json_out is not None and str(json_out) == "-"
+    # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr
+    typer.echo(render_text(result), nl=False, err=json_stdout)
     if junit is not None:
-        junit.write_text(render_junit(result), encoding="utf-8")
+        _write(junit, render_junit(result), "--junit")
     if markdown is not None:
-        markdown.write_text(render_markdown(result), encoding="utf-8")
+        _write(markdown, render_markdown(result), "--markdown")
     if github:
-        typer.echo(render_github(result, contract_path=str(contract)), nl=False)
+        typer.echo(render_github(result, contract_path=str(contract)), nl=False, err=json_stdout)
     if json_out is not None:
         text = json.dumps(result.to_dict(), indent=2)
-        if str(json_out) == "-":
+        if json_stdout:
             typer.echo(text)
         else:
-            json_out.write_text(text + "\n", encoding="utf-8")
+            _write(json_out, text + "\n", "--json")
     raise typer.Exit(result.exit_code)
+
+
+def _write(path: Path, text: str, flag: str) -> None:
+    from tailscope.errors import ConfigError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def register(app: typer.Typer) -> None:

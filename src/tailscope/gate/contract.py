@@ -104,8 +104,10 @@ class LayerCheck:
 class RegressionLimit:
     """How much worse ``metric`` (at ``percentile``) may get against the baseline.
 
-    ``relative`` limits are fractions (0.10 = +10 %); absolute ones are in the metric's unit. For higher-is-better
-    metrics the limit is the largest allowed *decrease* (``-5%`` and ``5%`` both mean "may drop by at most 5 %").
+    ``relative`` limits are fractions (0.10 = +10 %); absolute ones are in the metric's unit. ``error_rate`` limits
+    are always absolute: ``1%`` there means one percentage point (0.01), because the relative change of a rate that
+    is usually 0 is undefined. For higher-is-better metrics the limit is the largest allowed *decrease* (``-5%`` and
+    ``5%`` both mean "may drop by at most 5 %").
     """
 
     metric: str
@@ -377,6 +379,8 @@ def _to_contract(model: _ContractModel, root: yaml.Node | None, source: str) -> 
         for key, raw in r.max_increase.items():
             metric, pct = _parse_key(key)
             value, relative = _parse_limit(key, raw)
+            if metric == "error_rate":
+                relative = False  # "1%" of a fraction is one percentage point
             limits.append(
                 RegressionLimit(
                     metric=metric,
@@ -427,7 +431,7 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
         r = contract.regression
         limits: dict[str, str | float] = {}
         for lim in r.limits:
-            limits[lim.key] = f"{lim.limit * 100:g}%" if lim.relative else lim.limit
+            limits[lim.key] = f"{lim.limit * 100:g}%" if lim.relative or lim.metric == "error_rate" else lim.limit
         reg: dict[str, Any] = {"max_increase": limits, "confidence": r.confidence}
         if r.baseline is not None:
             reg = {"baseline": r.baseline, **reg}

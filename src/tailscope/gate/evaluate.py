@@ -291,6 +291,7 @@ def evaluate(
     run: RunData,
     *,
     baseline: RunData | None = None,
+    baseline_missing: str | None = None,
     layer_samples: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     strict: bool = False,
     rng: np.random.Generator | None = None,
@@ -301,6 +302,7 @@ def evaluate(
         contract: the validated contract.
         run: the run under test.
         baseline: the baseline run for regression checks (``None``: those checks report missing data).
+        baseline_missing: why there is no baseline (shown in those checks), e.g. the lookup error.
         layer_samples: span durations (ms) per layer from a trace set, for layer checks.
         strict: inconclusive regression checks fail the gate.
         rng: randomness for the bootstrap (default: seeded from the contract's ``regression.seed``).
@@ -320,7 +322,8 @@ def evaluate(
                         None,
                         lim.describe(),
                         "%",
-                        "no baseline run; tag one with `tailscope runs tag RUN_ID main` or pass --baseline",
+                        (baseline_missing or "no baseline run")
+                        + "; tag one with `tailscope runs tag RUN_ID main` or pass --baseline",
                         line=lim.line,
                     )
                 )

@@ -108,3 +108,13 @@ def test_absolute_limits_and_percentile_spellings() -> None:
         ("e2e_ms.mean", 250.0, False),
         ("error_rate", 0.005, False),
     ]
+
+
+def test_error_rate_percent_is_percentage_points() -> None:
+    c = parse_contract("name: x\nregression:\n  max_increase: {error_rate: 1%}\n", "c.yaml")
+    assert c.regression is not None
+    (lim,) = c.regression.limits
+    assert (lim.limit, lim.relative) == (pytest.approx(0.01), False)
+    again = parse_contract(dump_contract(c), "c.yaml")
+    assert again.regression is not None
+    assert again.regression.limits[0].limit == pytest.approx(0.01)
