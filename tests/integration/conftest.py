@@ -26,6 +26,11 @@ from tailscope.testing.vllm import VllmServer, VllmStartError, VllmUnavailable, 
 
 REPO = Path(__file__).resolve().parents[2]
 
+#: Arguments of the session's server beyond the defaults of ``start_vllm``. A KV cache of 128 blocks × 128 tokens
+#: (16,384 tokens, 8 full-length sequences) is small enough that a test or calibration burst can fill it and see
+#: queueing and preemption, and large enough that ordinary tests never wait for KV space.
+SERVER_ARGS = ("--num-gpu-blocks-override", "128")
+
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
@@ -66,7 +71,9 @@ def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterato
     timeout_s = float(os.environ.get("TAILSCOPE_VLLM_START_TIMEOUT", "240"))
     log_path = REPO / "test-artifacts" / "vllm-server.log"
     try:
-        with start_vllm(tiny_model_dir, python, log_path=log_path, timeout_s=timeout_s) as server:
+        with start_vllm(
+            tiny_model_dir, python, log_path=log_path, timeout_s=timeout_s, extra_args=SERVER_ARGS
+        ) as server:
             print(f"\nvLLM ready at {server.base_url} in {server.startup_s:.1f} s (log: {log_path})")
             yield server
     except VllmStartError as exc:

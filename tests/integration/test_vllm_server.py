@@ -46,7 +46,9 @@ def test_chat_stream_runs_to_max_tokens_with_final_usage(vllm_server: VllmServer
     # First event is role-only with empty content; it is not a token.
     assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     content = [e for e in events if e["choices"] and e["choices"][0]["delta"].get("content")]
-    assert len(content) == 24  # the tiny model's tokens all decode to text: one chunk per token
+    # Usually one chunk per token, but vLLM merges deltas when its API server falls behind the engine (a loaded
+    # CPU), so a chunk may carry several tokens: only the usage count is exact.
+    assert 1 <= len(content) <= 24
     assert content[-1]["choices"][0]["finish_reason"] == "length"
     final = events[-1]
     assert final["choices"] == []
@@ -67,7 +69,12 @@ def test_continuous_usage_stats_counts_tokens_per_chunk(vllm_server: VllmServer)
         },
     )
     with_content = [e for e in events if e["choices"] and e["choices"][0]["delta"].get("content")]
-    assert [e["usage"]["completion_tokens"] for e in with_content] == list(range(1, 11))
+    counts = [e["usage"]["completion_tokens"] for e in with_content]
+    # Cumulative per chunk: strictly increasing (by 1 per chunk unless vLLM merged deltas), ending at max_tokens.
+    assert counts == sorted(set(counts))
+    assert counts[0] >= 1
+    assert counts[-1] == 10
+    assert events[0]["usage"]["completion_tokens"] == 0  # the role-only event
 
 
 def test_completions_stream_runs_to_max_tokens(vllm_server: VllmServer) -> None:
@@ -82,7 +89,9 @@ def test_completions_stream_runs_to_max_tokens(vllm_server: VllmServer) -> None:
         },
     )
     texts = [e for e in events if e["choices"] and e["choices"][0]["text"]]
-    assert len(texts) == 16
+    assert 1 <= len(texts) <= 16  # merged deltas possible, see above
+    assert texts[-1]["choices"][0]["finish_reason"] == "length"
+    assert events[-1]["choices"] == []
     assert events[-1]["usage"]["completion_tokens"] == 16
 
 
