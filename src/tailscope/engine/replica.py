@@ -114,7 +114,7 @@ class _Req:
         self.n_given = len(self.chain)
         full = r.prompt_tokens // block_size
         # given hashes covering the whole prompt → continue that chain (sessions can predict it); else unique salt
-        self.salt = 0 if (self.chain and len(self.chain) >= full) else (hash(("req", r.id, r.arrival_ns)) | 1)
+        self.salt = 0 if (self.chain and len(self.chain) >= full) else (hash((0x5EED_0F_5A17, r.id, r.arrival_ns)) | 1)
         self.k = 0
         self.finish_step = -1
         self.first_step = -1
