@@ -41,9 +41,19 @@ def latency_samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray
     return np.asarray([v for v in vals if v is not None], dtype=np.float64)
 
 
+#: time bins of a run for the bootstrap of per-second rates: about one per 10 requests, within these bounds.
+MIN_RATE_BINS = 10
+MAX_RATE_BINS = 60
+
+
 @dataclass(frozen=True, slots=True)
 class RateData:
-    """A run-level rate as ``values.sum() * scale`` (``values``: one entry per measured request)."""
+    """A run-level rate as ``values.sum() * scale``.
+
+    For ``error_rate`` ``values`` holds one failure indicator per request (binomial variability). For per-second
+    rates it holds the totals of equal time bins of the measurement window (by completion time), so the bootstrap,
+    which resamples bins, sees the run's variability over time (bursts, stalls), not only between requests.
+    """
 
     values: np.ndarray
     scale: float
@@ -72,8 +82,19 @@ def goodput_slos(checks: Sequence[SloCheck], request_class: str) -> list[Slo]:
     return out
 
 
+def _time_bins(records: Sequence[RequestRecord], vals: np.ndarray, window: float) -> np.ndarray:
+    """Per-request contributions summed into equal bins of the window by end time."""
+    k = int(min(MAX_RATE_BINS, max(MIN_RATE_BINS, len(records) // 10)))
+    if window <= 0 or not records:
+        return np.zeros(k)
+    t0 = min(r.scheduled_ns for r in records)
+    ends = np.asarray([(r.end_ns if r.end_ns is not None else t0) - t0 for r in records], dtype=np.float64) / 1e9
+    idx = np.clip((ends / window * k).astype(np.int64), 0, k - 1)
+    return np.bincount(idx, weights=vals, minlength=k).astype(np.float64)
+
+
 def rate_data(records: Sequence[RequestRecord], metric: str, checks: Sequence[SloCheck] = ()) -> RateData:
-    """Per-request contributions and scale of a rate metric over (already filtered, non-warmup) records.
+    """Contributions and scale of a rate metric over (already filtered, non-warmup) records.
 
     ``goodput_rps`` counts successful requests that meet every latency ``max`` in ``checks``
     that applies to their class.
@@ -99,7 +120,7 @@ def rate_data(records: Sequence[RequestRecord], metric: str, checks: Sequence[Sl
         vals = np.asarray(flags)
     else:
         raise KeyError(metric)
-    return RateData(vals.astype(np.float64), scale)
+    return RateData(_time_bins(records, vals.astype(np.float64), window), scale)
 
 
 def stat_of(samples: np.ndarray, percentile: str) -> float | None:
