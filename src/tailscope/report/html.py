@@ -254,12 +254,21 @@ def render_compare_report(
         raise ConfigError("a comparison needs at least two runs")
     cmp = _compare(items, resamples, seed)
     sweep = sweep_points(items)
-    data = {"mode": "compare", "runs": [_chart_run(i, gantt=False) for i in items], "sweep": sweep}
+    runs = [_chart_run(i, gantt=False) for i in items]
+    labels = [_run_label(i.run, i.tags) for i in items]
+    if sweep is not None:  # in a sweep the swept value tells the runs apart better than their ids
+        loads = {p["run"]: p["load"] for p in sweep["points"]}
+        labels = [
+            f"{sweep['param']}={loads[i.run.get('id')]:g} · {label}" for i, label in zip(items, labels, strict=True)
+        ]
+    for r, label in zip(runs, labels, strict=True):
+        r["label"] = label
+    data = {"mode": "compare", "runs": runs, "sweep": sweep}
     ctx = {
         "mode": "compare",
         "title": "tailscope comparison of " + ", ".join(str(i.run.get("id")) for i in items),
         "items": list(items),
-        "labels": [_run_label(i.run, i.tags) for i in items],
+        "labels": labels,
         "cmp": cmp,
         "sweep": sweep,
     }

@@ -207,12 +207,15 @@
       { type: "scatter", mode: "lines+markers", name: "TTFT p50", x: x, y: col("ttft_p50") },
       { type: "scatter", mode: "lines+markers", name: "TTFT p99", x: x, y: col("ttft_p99") },
       { type: "scatter", mode: "lines+markers", name: "E2E p99", x: x, y: col("e2e_p99") }
-    ], { title: { text: "latency vs " + esc(sw.param) + " (knee: dashed, SLO: dotted)" }, shapes: shapes,
+    ], { title: { text: "latency vs " + esc(sw.param) + " (knee: dashed, SLO: dotted)" }, shapes: shapes, height: 320,
+         margin: { l: 60, r: 20, t: 36, b: 90 }, legend: { orientation: "h", y: -0.3, yanchor: "top" },
          xaxis: { title: { text: esc(sw.param) } }, yaxis: { title: { text: "ms" } } });
     thr.dataset.kind = "sweep";
     plot(thr, [{ type: "scatter", mode: "lines+markers+text", name: "TTFT p99", x: col("out_tok_s"), y: col("ttft_p99"),
-                 text: x.map(function (v) { return esc(sw.param) + "=" + v; }), textposition: "top left" }],
-         { title: { text: "throughput vs TTFT p99" }, xaxis: { title: { text: "output tok/s" } },
+                 text: x.map(function (v) { return esc(sw.param) + "=" + v; }), textposition: "top center",
+                 cliponaxis: false }],
+         { title: { text: "throughput vs TTFT p99" }, height: 320, margin: { l: 70, r: 40, t: 50, b: 60 },
+           xaxis: { title: { text: "output tok/s" } },
            yaxis: { title: { text: "TTFT p99 ms" } }, showlegend: false });
   }
 
