@@ -152,6 +152,10 @@ def test_run_page_compare_page_and_export(report_store: dict[str, Any]) -> None:
         assert 'id="sweep"' in page
         r = await c.get("/compare", params={"run": a})
         assert r.status == 400
+        r = await c.get("/sweeps/sweep-test")
+        assert r.status == 200
+        assert "concurrency=2 · " in await r.text()
+        assert (await c.get("/sweeps/none")).status == 404
         r = await c.get("/runs/nope-does-not-exist")
         assert r.status == 404
 

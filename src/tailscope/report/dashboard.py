@@ -171,6 +171,20 @@ class Dashboard:
 
         return _html(await asyncio.to_thread(build))
 
+    async def sweep(self, request: web.Request) -> web.Response:
+        sweep_id = request.match_info["sweep_id"]
+
+        def build() -> str:
+            from tailscope.errors import NotFoundError
+
+            ids = [s.run.id for s in self.store.list_runs(limit=10_000) if s.run.sweep_id == sweep_id]
+            if len(ids) < 2:
+                raise NotFoundError(f"sweep {sweep_id!r} has {len(ids)} run(s) in the store; a sweep page needs two")
+            items = [load_report_run(self.store, ref) for ref in reversed(ids)]
+            return render_compare_report(items, resamples=DASHBOARD_RESAMPLES, nav=True)
+
+        return _html(await asyncio.to_thread(build))
+
     async def trace_set(self, request: web.Request) -> web.Response:
         from tailscope.report.html_traces import render_trace_report
 
@@ -222,5 +236,6 @@ def create_app(
     app.router.add_get("/runs/{run_id}", dash.run_page)
     app.router.add_get("/runs/{run_id}/export.json", dash.run_export)
     app.router.add_get("/compare", dash.compare)
+    app.router.add_get("/sweeps/{sweep_id}", dash.sweep)
     app.router.add_get("/traces/{name}", dash.trace_set)
     return app
