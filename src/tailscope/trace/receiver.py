@@ -1,7 +1,8 @@
 """An OTLP/HTTP trace receiver (``POST /v1/traces``, JSON and protobuf) that hands spans to a sink.
 
 Binds to 127.0.0.1 by default. Bodies above ``max_body_bytes`` get 413, malformed bodies 400 (with the reason), a
-missing or wrong bearer token 401 when a token is set. ``Content-Encoding: gzip`` is accepted. Spans are buffered and
+missing or wrong bearer token 401 when a token is set. ``Content-Encoding: gzip`` is accepted (the size limit
+applies to the inflated body). Spans are buffered and
 handed to the sink (e.g. the store) from a worker thread every ``flush_interval_s`` and on stop, so a slow store never
 blocks exporters.
 """
@@ -130,7 +131,8 @@ class OtlpReceiver:
         except web.HTTPRequestEntityTooLarge:
             return web.json_response({"error": f"body larger than {self.max_body_bytes} bytes"}, status=413)
         encoding = request.headers.get("Content-Encoding", "").lower()
-        if encoding in ("gzip", "deflate"):
+        # aiohttp inflates compressed request bodies itself (within client_max_size); inflate here only if not.
+        if encoding == "gzip" and body[:2] == b"\x1f\x8b":
             try:
                 body = _decompress(body, encoding, self.max_body_bytes)
             except ValueError as exc:

@@ -4,7 +4,8 @@ A *waterfall group* is a maximal run of ≥ 2 siblings, in start order, such tha
 
 * each member is a candidate: a tool, retrieval, HTTP or database call (layer agent, retrieval, network or
   business) whose subtree contains no model call (no ``inference`` span);
-* each member starts at or after the end of every earlier member (no overlap);
+* each member starts at or after the end of every earlier member, and overlaps no other sibling (a member of a
+  concurrent batch ends the run);
 * no other sibling starts between them (a model call or any other work between two tool calls ends the run);
 * a member is not a retry of the previous one (same name after an error).
 
@@ -70,16 +71,25 @@ def find_waterfalls(
     for p, kids in enumerate(tree.children):
         if len(kids) < 2:
             continue
+        blocking = [c for c in kids if async_blocking or tree.is_blocking(c)]
+        # A member must have run alone: it overlaps no other sibling (a concurrent batch is not a waterfall).
+        # Siblings are sorted by start, so only the running max end before k and the next start matter.
+        n = len(blocking)
+        alone = [True] * n
+        max_end = -(2**63)
+        for k, c in enumerate(blocking):
+            s = spans[c]
+            if s.start_ns < max_end or (k + 1 < n and spans[blocking[k + 1]].start_ns < s.end_ns):
+                alone[k] = False
+            max_end = max(max_end, s.end_ns)
         run: list[int] = []
         runs: list[list[int]] = []
         run_end = 0
         prev_name = ""
         prev_error = False
-        for c in kids:
-            if not async_blocking and not tree.is_blocking(c):
-                continue
+        for k, c in enumerate(blocking):
             s = spans[c]
-            if layers[c] not in CANDIDATE_LAYERS or has_model[c]:
+            if layers[c] not in CANDIDATE_LAYERS or has_model[c] or not alone[k]:
                 if len(run) > 1:
                     runs.append(run)
                 run = []

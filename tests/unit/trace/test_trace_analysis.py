@@ -147,3 +147,15 @@ def test_root_op_filter_and_anomalies() -> None:
     out = analyze_facts([a, b], root_op="A")
     assert out["traces"]["count"] == 1
     assert out["anomalies"]["orphans"] == {"count": 1, "traces": 1}
+
+
+def test_concurrent_batch_after_a_sequential_run_is_not_absorbed() -> None:
+    spans = [
+        span("r", None, 0, 200, "root"),
+        span("a", "r", 0, 20, "tool_a", layer="agent"),
+        span("b", "r", 20, 40, "tool_b", layer="agent"),
+        span("c", "r", 40, 80, "tool_c", layer="agent"),
+        span("d", "r", 45, 90, "tool_d", layer="agent"),
+    ]
+    [g] = trace_facts(build_tree(spans)).waterfalls
+    assert g.member_ids == ("a", "b")
