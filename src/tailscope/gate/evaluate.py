@@ -179,9 +179,17 @@ def _regression_verdict(lim: RegressionLimit, low: float, high: float) -> Verdic
 
 
 def check_regression(
-    run: RunData, baseline: RunData, lim: RegressionLimit, reg: Regression, rng: np.random.Generator
+    run: RunData,
+    baseline: RunData,
+    lim: RegressionLimit,
+    reg: Regression,
+    rng: np.random.Generator,
+    slos: Sequence[SloCheck] = (),
 ) -> CheckResult:
-    """One regression check: bootstrap CI of the change of ``lim``'s statistic from ``baseline`` to ``run``."""
+    """One regression check: bootstrap CI of the change of ``lim``'s statistic from ``baseline`` to ``run``.
+
+    ``slos`` are the contract's SLOs (their latency limits define ``goodput_rps``).
+    """
     name = f"regression {lim.key}"
     limit = f"{'≥' if lim.higher_is_better else '≤'} {lim.describe()}"
     unit = "%" if lim.relative else _unit(lim.metric)
@@ -210,7 +218,7 @@ def check_regression(
                 b, c, lim.percentile or "p99", confidence=reg.confidence, resamples=reg.resamples, rng=rng
             )
         else:
-            rb, rc = rate_data(base, lim.metric), rate_data(cand, lim.metric)
+            rb, rc = rate_data(base, lim.metric, slos), rate_data(cand, lim.metric, slos)
             n = int(min(rb.values.size, rc.values.size))
             if n < 2:
                 raise ValueError
@@ -330,7 +338,7 @@ def evaluate(
         else:
             if baseline.id == run.id:
                 notes.append(f"the baseline is the run itself ({run.id}); regression checks compare it with itself")
-            checks.extend(check_regression(run, baseline, lim, reg, gen) for lim in reg.limits)
+            checks.extend(check_regression(run, baseline, lim, reg, gen, contract.slos) for lim in reg.limits)
     checks.extend(check_layer(layer_samples, lay) for lay in contract.layers)
     return GateResult(
         contract=contract.name,

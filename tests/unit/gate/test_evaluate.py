@@ -158,3 +158,18 @@ def test_warmup_and_failed_records_are_excluded_from_latencies() -> None:
     recs += [record(i, sched_ms=i, ttft_ms=100.0) for i in range(2, 20)]
     contract = parse_contract("name: s\nslo:\n  - {metric: ttft_ms, percentile: max, max: 100}\n")
     assert evaluate(contract, RunData(id="r", records=tuple(recs))).exit_code == 0
+
+
+def test_goodput_regression_uses_the_contract_slos() -> None:
+    base = RunData(id="b", records=tuple(record(i, sched_ms=i * 50.0, ttft_ms=100.0) for i in range(400)))
+    slow_half = tuple(record(i, sched_ms=i * 50.0, ttft_ms=100.0 if i % 2 else 900.0) for i in range(400))
+    contract = parse_contract(
+        "name: s\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 500}\n"
+        "regression:\n  max_increase: {goodput_rps: -5%, requests_per_s: -5%}\n"
+    )
+    result = evaluate(contract, RunData(id="c", records=slow_half), baseline=base)
+    v = _verdicts(result)
+    assert v["regression goodput_rps"] is Verdict.FAIL
+    assert v["regression requests_per_s"] in (Verdict.PASS, Verdict.INCONCLUSIVE)  # every request still completed
+    good = next(c for c in result.checks if c.name == "regression goodput_rps")
+    assert good.observed == pytest.approx(-0.5, abs=0.01)
