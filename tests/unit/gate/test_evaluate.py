@@ -172,4 +172,4 @@ def test_goodput_regression_uses_the_contract_slos() -> None:
     assert v["regression goodput_rps"] is Verdict.FAIL
     assert v["regression requests_per_s"] in (Verdict.PASS, Verdict.INCONCLUSIVE)  # every request still completed
     good = next(c for c in result.checks if c.name == "regression goodput_rps")
-    assert good.observed == pytest.approx(-0.5, abs=0.01)
+    assert good.observed == pytest.approx(-0.5, abs=0.03)  # half the requests, in a slightly longer window
