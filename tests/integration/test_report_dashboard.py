@@ -254,3 +254,20 @@ def test_trace_set_pages(report_store: dict[str, Any], tmp_path: Path) -> None:
         )
     assert exc.value.code == 0
     assert 'id="diff"' in out.read_text(encoding="utf-8")
+
+
+def test_report_from_an_export_file_needs_no_store(report_store: dict[str, Any], tmp_path: Path) -> None:
+    from tailscope.cli.main import main
+
+    a = report_store["bench"][0]
+    export, out = tmp_path / "a.json", tmp_path / "a.html"
+    with pytest.raises(SystemExit) as exc:
+        main(["runs", "export", a, "--out", str(export), "--db", str(report_store["db"])])
+    assert exc.value.code == 0
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(export), "--out", str(out), "--db", str(tmp_path / "no-store.duckdb")])
+    assert exc.value.code == 0
+    doc = json.loads(export.read_text())
+    page = out.read_text(encoding="utf-8")
+    assert f'data-key="e2e_ms.p99" data-value="{doc["summary"]["e2e_ms"]["p99"]}"' in page
+    assert a in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -15,14 +16,44 @@ Examples:
 
   tailscope report latest:main latest --out compare.html
 
+  tailscope report out.json --out report.html               (a `bench --json` export, no store needed)
+
   tailscope report --sweep SWEEP_ID --out sweep.html
 
   tailscope report --traces prod --out traces.html          (add a second --traces SET for a diff)
 """
 
 
+def _load(ref: str, store: Any) -> Any:
+    """A run from the store, or from a ``--json`` export file (``ref`` ending in .json or naming a file)."""
+    from tailscope.cli.gate import is_export_ref
+    from tailscope.report.dashboard import load_report_run
+
+    if not is_export_ref(ref):
+        return load_report_run(store, ref)
+    import json
+
+    from tailscope.errors import ConfigError
+    from tailscope.gate.rundata import run_from_export
+    from tailscope.metrics.summary import summarize
+    from tailscope.report.html import ReportRun
+
+    try:
+        doc = json.loads(Path(ref).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{ref}: cannot read the export ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{ref}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    data = run_from_export(doc, source=ref)
+    summary = dict(data.summary) if data.summary else summarize(data.records).to_dict()
+    run = dict(doc.get("run") or {"id": data.id, "kind": data.kind})
+    return ReportRun(run, summary, data.records, data.samples)
+
+
 def report(
-    runs: list[str] = typer.Argument(None, help="Run ids, prefixes, latest or latest:TAG (two or more: a comparison)."),
+    runs: list[str] = typer.Argument(
+        None, help="Run ids, prefixes, latest, latest:TAG or export.json files (two or more: a comparison)."
+    ),
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
     sweep: str | None = typer.Option(None, "--sweep", help="Compare every run of this sweep id, by load."),
     traces: list[str] = typer.Option(None, "--traces", help="Trace set name (twice: diff of before and after)."),
@@ -31,7 +62,6 @@ def report(
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
 ) -> None:
     from tailscope.errors import ConfigError
-    from tailscope.report.dashboard import load_report_run
     from tailscope.report.html import render_compare_report, render_run_report, write_html
     from tailscope.store.runs import RunStore
 
@@ -55,7 +85,7 @@ def report(
             if len(ids) < 2:
                 raise ConfigError(f"--sweep {sweep!r}: found {len(ids)} runs of that sweep; see `tailscope runs list`")
             refs = list(reversed(ids))  # oldest first
-        items = [load_report_run(store, ref) for ref in refs]
+        items = [_load(ref, store) for ref in refs]
         if len(items) == 1:
             html = render_run_report(items[0])
         else:
