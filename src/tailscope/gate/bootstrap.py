@@ -90,6 +90,27 @@ def sum_replicates(values: np.ndarray, resamples: int, rng: np.random.Generator)
     return out
 
 
+def poisson_sum_replicates(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Poisson-bootstrap replicates of ``values.sum()``: each value enters ``Poisson(1)`` times.
+
+    Unlike the classic bootstrap the number of items varies between replicates, which is right for totals over a
+    window (requests completed per second): a rerun would not complete exactly the same number of requests.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    n = v.size
+    if n == 0:
+        raise ValueError("no values to resample")
+    if n * resamples > EXACT_LIMIT:
+        z = rng.standard_normal(resamples)
+        return np.asarray(float(v.sum()) + z * float(np.sqrt((v * v).sum())), dtype=np.float64)
+    out = np.empty(resamples, dtype=np.float64)
+    rows = max(1, _CHUNK_ELEMS // n)
+    for start in range(0, resamples, rows):
+        b = min(rows, resamples - start)
+        out[start : start + b] = rng.poisson(1.0, size=(b, n)) @ v
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class DiffCI:
     """Point estimates and the confidence interval of ``candidate − baseline``.
@@ -184,8 +205,13 @@ def bootstrap_rate_diff(
     confidence: float = 0.95,
     resamples: int = 2000,
     rng: np.random.Generator,
+    poisson: bool = False,
 ) -> DiffCI:
-    """CI of the difference of a rate ``sum(values) × scale`` between two runs (windows held fixed)."""
-    b = sum_replicates(base_values, resamples, rng) * base_scale
-    c = sum_replicates(cand_values, resamples, rng) * cand_scale
+    """CI of the difference of a rate ``sum(values) × scale`` between two runs (windows held fixed).
+
+    ``poisson``: use the Poisson bootstrap (the number of requests varies), for per-second rates.
+    """
+    draw = poisson_sum_replicates if poisson else sum_replicates
+    b = draw(base_values, resamples, rng) * base_scale
+    c = draw(cand_values, resamples, rng) * cand_scale
     return diff_ci(float(base_values.sum() * base_scale), float(cand_values.sum() * cand_scale), b, c, confidence)

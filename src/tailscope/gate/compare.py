@@ -131,7 +131,14 @@ def compare_runs(
                     continue
                 rate_diffs.append(
                     bootstrap_rate_diff(
-                        base.values, base.scale, d.values, d.scale, confidence=confidence, resamples=resamples, rng=gen
+                        base.values,
+                        base.scale,
+                        d.values,
+                        d.scale,
+                        confidence=confidence,
+                        resamples=resamples,
+                        rng=gen,
+                        poisson=base.poisson,
                     )
                 )
             rows.append(CompareRow(metric, None, values, tuple(rate_diffs)))
@@ -157,7 +164,7 @@ def _fmt_diff(metric: str, d: DiffCI | None, direction: str) -> str:
 
 def render_compare_text(cmp: Comparison) -> str:
     """One table: metric, each run's value, and each later run's change vs the first with its CI and a mark."""
-    short = [rid[:12] for rid in cmp.run_ids]
+    short = [rid if len(rid) <= 24 else rid[:23] + "…" for rid in cmp.run_ids]
     header = ["metric", *short] + [f"Δ {s} vs {short[0]}" for s in short[1:]]
     rows = [header]
     for r in cmp.rows:

@@ -223,7 +223,14 @@ def check_regression(
             if n < 2:
                 raise ValueError
             ci = bootstrap_rate_diff(
-                rb.values, rb.scale, rc.values, rc.scale, confidence=reg.confidence, resamples=reg.resamples, rng=rng
+                rb.values,
+                rb.scale,
+                rc.values,
+                rc.scale,
+                confidence=reg.confidence,
+                resamples=reg.resamples,
+                rng=rng,
+                poisson=rb.poisson,
             )
     except ValueError:
         return CheckResult(

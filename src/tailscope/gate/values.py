@@ -41,22 +41,18 @@ def latency_samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray
     return np.asarray([v for v in vals if v is not None], dtype=np.float64)
 
 
-#: time bins of a run for the bootstrap of per-second rates: about one per 10 requests, within these bounds.
-MIN_RATE_BINS = 10
-MAX_RATE_BINS = 60
-
-
 @dataclass(frozen=True, slots=True)
 class RateData:
-    """A run-level rate as ``values.sum() * scale``.
+    """A run-level rate as ``values.sum() * scale`` (``values``: one contribution per measured request).
 
-    For ``error_rate`` ``values`` holds one failure indicator per request (binomial variability). For per-second
-    rates it holds the totals of equal time bins of the measurement window (by completion time), so the bootstrap,
-    which resamples bins, sees the run's variability over time (bursts, stalls), not only between requests.
+    ``poisson`` says how the bootstrap treats the number of requests: fixed for ``error_rate`` (a fraction of the
+    requests sent), random for per-second rates (how many requests complete in the window is itself uncertain — the
+    Poisson bootstrap).
     """
 
     values: np.ndarray
     scale: float
+    poisson: bool = False
 
     @property
     def value(self) -> float:
@@ -80,17 +76,6 @@ def goodput_slos(checks: Sequence[SloCheck], request_class: str) -> list[Slo]:
         if c.metric in LATENCY_METRICS and c.max is not None and c.request_class in (None, request_class):
             out.append(Slo(metric=c.metric.removesuffix("_ms"), percentile=c.percentile or "p99", threshold_ms=c.max))
     return out
-
-
-def _time_bins(records: Sequence[RequestRecord], vals: np.ndarray, window: float) -> np.ndarray:
-    """Per-request contributions summed into equal bins of the window by end time."""
-    k = int(min(MAX_RATE_BINS, max(MIN_RATE_BINS, len(records) // 10)))
-    if window <= 0 or not records:
-        return np.zeros(k)
-    t0 = min(r.scheduled_ns for r in records)
-    ends = np.asarray([(r.end_ns if r.end_ns is not None else t0) - t0 for r in records], dtype=np.float64) / 1e9
-    idx = np.clip((ends / window * k).astype(np.int64), 0, k - 1)
-    return np.bincount(idx, weights=vals, minlength=k).astype(np.float64)
 
 
 def rate_data(records: Sequence[RequestRecord], metric: str, checks: Sequence[SloCheck] = ()) -> RateData:
@@ -120,7 +105,7 @@ def rate_data(records: Sequence[RequestRecord], metric: str, checks: Sequence[Sl
         vals = np.asarray(flags)
     else:
         raise KeyError(metric)
-    return RateData(_time_bins(records, vals.astype(np.float64), window), scale)
+    return RateData(vals.astype(np.float64), scale, poisson=True)
 
 
 def stat_of(samples: np.ndarray, percentile: str) -> float | None:

@@ -83,3 +83,12 @@ def test_two_runs_of_10k_with_2000_resamples_is_fast() -> None:
     bs.bootstrap_stat_diff(a, b, "p99", resamples=2000, rng=np.random.default_rng(0))
     elapsed = time.perf_counter() - t0
     assert elapsed < 5.0, f"bootstrap of 2×10k records × 2000 resamples took {elapsed:.2f} s"
+
+
+def test_poisson_bootstrap_varies_the_count() -> None:
+    ones = np.ones(2500)
+    classic = bs.sum_replicates(ones, 500, np.random.default_rng(0))
+    assert np.ptp(classic) == 0  # identical requests: the classic bootstrap sees no uncertainty
+    poisson = bs.poisson_sum_replicates(ones, 2000, np.random.default_rng(0))
+    assert np.mean(poisson) == pytest.approx(2500, rel=0.01)
+    assert np.std(poisson) == pytest.approx(50, rel=0.1)  # sqrt(n)
