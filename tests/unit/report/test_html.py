@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tailscope.errors import ConfigError
 from tailscope.report.html import (
@@ -251,3 +253,54 @@ def test_runs_without_successes_still_render(synthetic: Callable[..., dict[str, 
     html = render_compare_report([empty, all_failed])
     assert 'id="no-significance"' in html
     assert "connect" in render_run_report(all_failed)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.text(min_size=1, max_size=40))
+def test_any_user_text_round_trips_as_text(text: str) -> None:
+    from tailscope.metrics.summary import summarize
+    from tailscope.records import RequestRecord, Status
+
+    recs = [
+        RequestRecord(
+            id=i,
+            scheduled_ns=i * 10**6,
+            sent_ns=i * 10**6,
+            first_token_ns=i * 10**6 + 5 * 10**6,
+            end_ns=i * 10**6 + 9 * 10**6,
+            status=Status.OK,
+            request_class=text,
+            chunk_times_ns=(i * 10**6 + 5 * 10**6, i * 10**6 + 9 * 10**6),
+            chunk_tokens=(1, 1),
+        )
+        for i in range(3)
+    ]
+    run = {"id": "r", "kind": "bench", "status": "complete", "profile": text, "target": {"url": text, "model": text}}
+    html = render_run_report(ReportRun(run, summarize(recs).to_dict(), recs))
+
+    class Profile(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.inside = False
+            self.value = ""
+            self.scripts = 0
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.scripts += tag == "script"
+            self.inside = dict(attrs).get("data-field") == "run.profile"
+
+        def handle_data(self, data: str) -> None:
+            if self.inside:
+                self.value += data
+
+        def handle_endtag(self, tag: str) -> None:
+            self.inside = False
+
+    p = Profile()
+    body, _, tail = html.partition('<script type="application/json"')
+    p.feed(body)  # the page up to the data block: no script may have been opened there
+    assert p.scripts == 0
+    assert len(re.findall(r"<script[\s>]", tail)) == 2  # plotly and the report's own, after the data block
+    assert p.value == text.replace("\r\n", "\n").replace("\r", "\n") or p.value.strip() == text.strip()
+    data = json.loads(html.split('id="ts-data">', 1)[1].split("</script>", 1)[0])
+    assert data["runs"][0]["summary"]["requests"]["completed"] == 3
