@@ -271,6 +271,7 @@ class Simulation:
     def _client_next(self, client: int, now: int) -> None:
         """A closed-loop client is free at ``now``: start its next request (if the run goes on)."""
         if self._stop_ns is not None and now >= self._stop_ns:
+            self._exhausted = True  # an endless closed-loop stream stops here
             return
         spec = self._next_unit()
         if spec is not None:

@@ -203,3 +203,17 @@ def test_kv_exhaustion_cliff() -> None:
     assert pre_fits == 0
     assert pre_cliff > 0
     assert cliff > 10 * fits
+
+
+def test_closed_loop_endless_stream_stops_at_duration() -> None:
+    def endless() -> Iterator[RequestSpec]:
+        i = 0
+        while True:
+            yield RequestSpec(i, 300, 30, seed=i)
+            i += 1
+
+    sim = Simulation(_cluster(), endless(), concurrency=4, duration_s=5.0)
+    recs = list(sim.run())
+    assert recs
+    assert max(r.scheduled_ns for r in recs) < 5_000_000_000
+    assert all(r.ok for r in recs)
