@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -206,3 +207,25 @@ def test_layer_contracts_and_trace_rules_on_a_stored_trace_set(tmp_path: Path) -
     assert p.returncode == 0, p.stderr
     rules = {f["rule"] for f in json.loads(p.stdout)["findings"]}
     assert "waterfalls" in rules
+
+
+def test_compare_and_diagnose_simulated_runs(tmp_path: Path) -> None:
+    """Simulations land in the same store: compare works across kinds, diagnose sees the simulated queue."""
+    db = str(tmp_path / "ts.duckdb")
+    common = ("--requests", "400", "--input-tokens", "uniform:200:1800", "--db", db)
+    ids = []
+    for rate in ("5", "30"):
+        p = cli("sim", "--rate", rate, *common)
+        assert p.returncode == 0, p.stderr
+        ids.append(re.search(r"run (\S+) stored", p.stdout + p.stderr).group(1))  # type: ignore[union-attr]
+    rs = RunStore(Path(db))
+    store_run(rs, "bench0001", make_records(400, seed=1, ttft_median_ms=200), "2000-01-01T00:00:00Z")
+    p = cli("compare", ids[0], ids[1], "bench0001", "--metrics", "ttft_ms,requests_per_s", "--json", "--db", db)
+    assert p.returncode == 0, p.stderr
+    rows = {(r["metric"], r["stat"]): r for r in json.loads(p.stdout)["rows"]}
+    assert rows[("ttft_ms", "p99")]["diffs"][0]["direction"] == "worse"  # 30 req/s queues
+    assert rows[("requests_per_s", None)]["diffs"][0]["direction"] == "better"
+    light = {f["rule"] for f in json.loads(cli("diagnose", ids[0], "--json", "--db", db).stdout)["findings"]}
+    heavy = {f["rule"] for f in json.loads(cli("diagnose", ids[1], "--json", "--db", db).stdout)["findings"]}
+    assert "saturation" in heavy
+    assert "saturation" not in light
