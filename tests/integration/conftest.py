@@ -9,7 +9,7 @@ Environment knobs:
 * ``TAILSCOPE_VLLM_VENV``: the venv holding vLLM (default ``<repo>/.venv-vllm``).
 * ``TAILSCOPE_VLLM_URL``: use an already running server at this base URL instead of starting one (for fast
   iteration; the model name is read from its ``/v1/models``).
-* ``TAILSCOPE_VLLM_START_TIMEOUT``: seconds to wait for the server to answer ``/health`` (default 240).
+* ``TAILSCOPE_VLLM_START_TIMEOUT``: seconds to wait for the server to answer ``/health`` (default 360).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterato
         yield VllmServer(probe.base_url, model)
         return
     python: Path = request.getfixturevalue("vllm_python")
-    timeout_s = float(os.environ.get("TAILSCOPE_VLLM_START_TIMEOUT", "240"))
+    timeout_s = float(os.environ.get("TAILSCOPE_VLLM_START_TIMEOUT", "360"))
     log_path = REPO / "test-artifacts" / "vllm-server.log"
     try:
         with start_vllm(

@@ -18,7 +18,8 @@ import pytest
 
 from tailscope.testing.vllm import VllmServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]
+# The first test here may start the session's vLLM server (2-3 min on a loaded 2-core machine): allow for it.
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(480)]
 
 REQUESTS = 20
 OUTPUT_TOKENS = 32

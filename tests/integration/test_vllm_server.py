@@ -14,7 +14,8 @@ import pytest
 
 from tailscope.testing.vllm import VllmServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+# The first test here may start the session's vLLM server (2-3 min on a loaded 2-core machine): allow for it.
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(480)]
 
 
 def _stream(server: VllmServer, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:

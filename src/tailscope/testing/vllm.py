@@ -13,13 +13,11 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -170,17 +168,18 @@ def _stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGTERM it when the starting thread dies.
-
-    Without this, a test run killed by SIGTERM/SIGKILL (a CI timeout) would leave the server running; vLLM's
-    engine and worker processes exit on their own once the API server is gone.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: rely on the context manager's cleanup alone
-        pass
+#: Run in the server's own interpreter before it becomes the server: ask Linux to SIGTERM it when the thread that
+#: started it dies (PR_SET_PDEATHSIG survives exec), then exec the real command. Without this, a test run killed by
+#: SIGKILL or a CI timeout would leave the server running; vLLM's engine and worker exit once the API server is gone.
+#: (A launcher instead of ``preexec_fn``, which is unsafe in a multi-threaded parent.)
+_LAUNCHER = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass  # not Linux: the context manager's cleanup still stops it
+os.execv(sys.argv[1], sys.argv[1:])
+"""
 
 
 def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -223,6 +222,7 @@ def start_vllm(
     base = f"http://127.0.0.1:{port}"
     # The `vllm` console script fails under the CPU package's name; the module entry point works.
     argv = [
+        str(python), "-c", _LAUNCHER,
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir), "--served-model-name", served_name,
         "--host", "127.0.0.1", "--port", str(port),
@@ -233,7 +233,7 @@ def start_vllm(
         t0 = time.monotonic()
         proc = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(),
-            start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            start_new_session=True,
         )  # fmt: skip
         try:
             while not (_answers(base + "/health") and _answers(base + "/v1/models")):
