@@ -74,22 +74,26 @@ class Series:
         return float(self.values[-1] - self.values[0]) if self.values.size >= 2 else 0.0
 
 
-def series(samples: Sequence[ServerSample], name: str) -> Series | None:
-    """One metric's series, or ``None`` when the server did not expose it."""
+def series(samples: Sequence[ServerSample], name: str, *, agg: str = "sum") -> Series | None:
+    """One metric's series (label sets combined per scrape by ``sum`` or ``max``), or ``None`` when not exposed."""
     acc: dict[int, float] = {}
     for s in samples:
         if s.name == name:
-            acc[s.t_ns] = acc.get(s.t_ns, 0.0) + s.value
+            prev = acc.get(s.t_ns)
+            if prev is None:
+                acc[s.t_ns] = s.value
+            else:
+                acc[s.t_ns] = max(prev, s.value) if agg == "max" else prev + s.value
     if not acc:
         return None
     t = np.asarray(sorted(acc), dtype=np.float64)
     return Series(name, t / MS, np.asarray([acc[int(k)] for k in t], dtype=np.float64))
 
 
-def first_series(samples: Sequence[ServerSample], names: Sequence[str]) -> Series | None:
+def first_series(samples: Sequence[ServerSample], names: Sequence[str], *, agg: str = "sum") -> Series | None:
     """The first of ``names`` the server exposed."""
     for n in names:
-        s = series(samples, n)
+        s = series(samples, n, agg=agg)
         if s is not None:
             return s
     return None
@@ -129,8 +133,11 @@ class RunView:
         return len(self.records)
 
     def gauge(self, key: str) -> Series | None:
-        """A semantic gauge: ``queue_depth``, ``running`` or ``kv_usage`` (vLLM, SGLang or TGI names)."""
-        return first_series(self.samples, GAUGES[key])
+        """A semantic gauge: ``queue_depth``, ``running`` or ``kv_usage`` (vLLM, SGLang or TGI names).
+
+        Queues and running counts add up over engines (label sets); KV usage is a fraction: the fullest engine counts.
+        """
+        return first_series(self.samples, GAUGES[key], agg="max" if key == "kv_usage" else "sum")
 
     def counter(self, name: str) -> Series | None:
         return series(self.samples, name)

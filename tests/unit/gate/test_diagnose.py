@@ -224,3 +224,12 @@ def test_findings_are_ordered_by_impact_and_render() -> None:
     assert text.index("Client bottleneck") < text.index("Cold start")
     assert "action:" in text
     assert set(RULES) >= {f.rule for f in findings}
+
+
+def test_kv_usage_of_several_engines_is_the_fullest_not_the_sum() -> None:
+    two_engines = [
+        ServerSample(t_ns=k * 1_000_000_000, name="vllm:kv_cache_usage_perc", value=0.6, labels=f'engine="{e}"')
+        for k in range(25)
+        for e in (0, 1)
+    ]
+    assert "kv_pressure" not in rules_fired(healthy_records(), two_engines)
