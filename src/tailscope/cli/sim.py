@@ -116,7 +116,7 @@ def sim(
     print(
         f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
         f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
-        f"{'—' if hit is None else f'{hit:.1%}'}"
+        f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
     )
     for t, change, why in res.scale_events:
         print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")

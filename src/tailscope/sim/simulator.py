@@ -71,6 +71,8 @@ class _Slot:
     busy: bool = False
     outstanding: int = 0
     frontend_free_ns: int = 0
+    created_ns: int = 0  # when the replica was requested (GPUs are paid from then on)
+    stopped_ns: int | None = None
     pending_done: list[Completion] = field(default_factory=list)
 
 
@@ -88,6 +90,8 @@ class SimResult:
         timeline: one row per 10 s window (t_s, replicas_ready, replicas_pending, waiting, running, kv_usage,
             ttft_p99_ms, completed).
         scale_events: (t_s, change, reason) for every autoscaler decision that changed the replica count.
+        gpu_seconds: GPU time paid for: every replica × TP from when it was requested (cold starts included) until
+            it stopped or the simulation ended — multiply by a $/GPU-hour price for cost.
     """
 
     virtual_s: float = 0.0
@@ -99,6 +103,7 @@ class SimResult:
     preemptions: int = 0
     timeline: list[dict[str, Any]] = field(default_factory=list)
     scale_events: list[tuple[float, int, str]] = field(default_factory=list)
+    gpu_seconds: float = 0.0
 
     @property
     def speedup(self) -> float:
@@ -120,6 +125,8 @@ class SimResult:
             "prefix_queries_tokens": self.prefix_queries_tokens,
             "prefix_hits_tokens": self.prefix_hits_tokens,
             "preemptions": self.preemptions,
+            "gpu_seconds": self.gpu_seconds,
+            "gpu_hours": self.gpu_seconds / 3600.0,
             "timeline": self.timeline,
             "scale_events": [list(e) for e in self.scale_events],
         }
@@ -307,6 +314,7 @@ class Simulation:
             slot.busy = False
             if slot.state == "draining":
                 slot.state = "stopped"
+                slot.stopped_ns = now
             return
         duration, done, _ = res
         slot.busy = True
@@ -428,7 +436,7 @@ class Simulation:
         if change > 0:
             cold = int(pol.cold_start_s(self._perf.weight_load_bytes_per_gpu()) * 1e9)
             for _ in range(change):
-                self._slots.append(_Slot(self.cluster.new_replica(self._perf), state="pending"))
+                self._slots.append(_Slot(self.cluster.new_replica(self._perf), state="pending", created_ns=now))
                 self._q.push(now + cold, REPLICA_READY, len(self._slots) - 1)
             self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
         elif change < 0:
@@ -438,6 +446,8 @@ class Simulation:
                     break
                 victim = self._slots[cand[-1]]
                 victim.state = "draining" if victim.busy else "stopped"
+                if victim.state == "stopped":
+                    victim.stopped_ns = now
             self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
         if self._live or not self._exhausted:
             self._q.push(now + int(pol.scrape_interval_s * 1e9), SCRAPE, None)
@@ -538,7 +548,11 @@ class Simulation:
         # simulated time: up to the last token (the timeline's trailing ticks do not count), or the horizon
         res.virtual_s = (now if self._live_at_horizon else max(last, 1)) / 1e9
         res.wall_s = time.perf_counter() - wall0
+        end_ns = int(res.virtual_s * 1e9)
+        tp = self.cluster.tp
         for s in self._slots:
+            stop = s.stopped_ns if s.stopped_ns is not None else end_ns
+            res.gpu_seconds += max(0, stop - s.created_ns) / 1e9 * tp
             st = s.replica.stats()
             res.prefix_queries_tokens += st.prefix_queries_tokens
             res.prefix_hits_tokens += st.prefix_hits_tokens

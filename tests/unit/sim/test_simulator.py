@@ -217,3 +217,10 @@ def test_closed_loop_endless_stream_stops_at_duration() -> None:
     assert recs
     assert max(r.scheduled_ns for r in recs) < 5_000_000_000
     assert all(r.ok for r in recs)
+
+
+def test_gpu_seconds_count_every_replica_and_gpu() -> None:
+    specs = (RequestSpec(i, 200, 20, at_ns=i * 50_000_000, seed=i) for i in range(100))
+    sim = Simulation(_cluster(replicas=2, tp=2), specs)
+    list(sim.run())
+    assert sim.result.gpu_seconds == pytest.approx(sim.result.virtual_s * 2 * 2)
