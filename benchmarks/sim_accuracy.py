@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     cal = load_calibration(args.calibration)
+    if not Path(args.csv).is_file():
+        print(f"no calibration points at {args.csv}; pass the CSV path as the first argument", file=sys.stderr)
+        return 2
     with open(args.csv, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     results = [simulate_point(r, cal) for r in rows]
