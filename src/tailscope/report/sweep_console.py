@@ -26,7 +26,17 @@ def points_table(rows: list[dict[str, Any]], *, title: str, knee: int | None = N
     """
     param = rows[0]["param"] if rows else "load"
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    cols = [param, "ok/fail", "req/s", "tok/s", "goodput", "TTFT p50", "TTFT p99", "TPOT p99", "E2E p99"]
+    cols = [
+        "conc." if param == "concurrency" else param,
+        "ok/fail",
+        "req/s",
+        "tok/s",
+        "goodput",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p99",
+        "E2E p99",
+    ]
     cols.append("verdict" if verdicts else "note")
     for c in cols:
         t.add_column(c, justify="left" if c in ("note", "verdict") else "right")
