@@ -33,7 +33,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: runs the list shows at most.
 LIST_LIMIT = 500
 #: bootstrap resamples for the dashboard's compare page (the CLI defaults to more).
-DASHBOARD_RESAMPLES = 500
+DASHBOARD_RESAMPLES = 300
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

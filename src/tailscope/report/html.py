@@ -131,6 +131,17 @@ def _per_turn(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
     return {str(t): summarize([r for r in records if r.turn == t], by_class=False).to_dict() for t in turns}
 
 
+def _findings(item: ReportRun) -> list[dict[str, Any]]:
+    """The diagnosis rules' findings for the run (``tailscope diagnose``), highest impact first."""
+    try:
+        from tailscope.gate.diagnose import diagnose
+    except ImportError:  # the gate is optional for reports
+        return []
+    if not item.records:
+        return []
+    return [f.to_dict() for f in diagnose(item.records, item.samples, settings=item.run.get("settings") or {})]
+
+
 def _chart_run(item: ReportRun, *, gantt: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": item.run.get("id"),
@@ -173,6 +184,7 @@ def render_run_report(item: ReportRun, *, nav: bool = False) -> str:
         "title": f"tailscope run {item.run.get('id', '')}",
         "item": item,
         "per_turn": _per_turn(item.records),
+        "findings": _findings(item),
         "classes": dict(item.summary.get("classes") or {}),
     }
     return _page("report.html.j2", ctx, data, nav=nav)

@@ -304,3 +304,9 @@ def test_any_user_text_round_trips_as_text(text: str) -> None:
     assert p.value == text.replace("\r\n", "\n").replace("\r", "\n") or p.value.strip() == text.strip()
     data = json.loads(html.split('id="ts-data">', 1)[1].split("</script>", 1)[0])
     assert data["runs"][0]["summary"]["requests"]["completed"] == 3
+
+
+def test_run_report_shows_the_diagnosis(synthetic: Callable[..., dict[str, Any]]) -> None:
+    html = render_run_report(item(synthetic()))  # TTFT climbs while the server queue is non-empty
+    assert 'id="findings"' in html
+    assert "Saturation" in html
