@@ -86,7 +86,8 @@ def test_serve_latencies_match_sim() -> None:
 
     cluster = ClusterSpec(model=resolve_model("llama-3.1-8b"), gpu=resolve_gpu("h100-sxm"), model_id="llama-3.1-8b")
     specs = [
-        RequestSpec(id=i, input_tokens=n, output_tokens=OUT, at_ns=round(i * GAP_S * 1e9), seed=i)
+        # random seeds: sim draws each request's API-server jitter from (seed ^ id), serve from its own sequence
+        RequestSpec(id=i, input_tokens=n, output_tokens=OUT, at_ns=round(i * GAP_S * 1e9), seed=rng.randrange(2**31))
         for i, n in enumerate(lengths)
     ]
     sim_ttft, sim_tpot = [], []
