@@ -29,8 +29,10 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import shutil
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,8 +277,18 @@ def build_tiny_model(out: Path, cfg: TinyModelConfig | None = None) -> Path:
     return out
 
 
+def _is_built(out: Path, cfg: TinyModelConfig) -> bool:
+    try:
+        return bool(json.loads((out / MANIFEST).read_text())["key"] == cfg.key())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def ensure_tiny_model(out: Path, cfg: TinyModelConfig | None = None) -> Path:
     """Return ``out`` holding the tiny model for ``cfg``, building it only when missing or stale.
+
+    Safe when several processes call it at once (e.g. two test sessions): each builds into its own temporary
+    directory and renames it into place; a loser of the race keeps the winner's identical result.
 
     Args:
         out: Cache directory, e.g. ``.cache/tiny-model``.
@@ -286,18 +298,18 @@ def ensure_tiny_model(out: Path, cfg: TinyModelConfig | None = None) -> Path:
         ``out``.
     """
     cfg = cfg or TinyModelConfig()
-    manifest = out / MANIFEST
-    try:
-        if json.loads(manifest.read_text())["key"] == cfg.key():
-            return out
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    # Build next to the target and rename, so a concurrent reader never sees a half-written directory.
-    tmp = out.with_name(f"{out.name}.tmp-{cfg.key()}")
+    if _is_built(out, cfg):
+        return out
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
     build_tiny_model(tmp, cfg)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    if out.exists() and not _is_built(out, cfg):
+        shutil.rmtree(out, ignore_errors=True)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process put a directory there first
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _is_built(out, cfg):
+            raise
     return out
 
 
