@@ -58,8 +58,8 @@ def vllm_python() -> Path:
 def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterator[VllmServer]:
     """One real vLLM CPU server per test session, serving the tiny model as ``tiny`` on a free 127.0.0.1 port.
 
-    The server's output goes to ``test-artifacts/vllm-server.log``; failing tests that use it get the log's tail
-    in their report. The whole process group is stopped at the end of the session.
+    The server's output goes to ``test-artifacts/vllm-server-PID.log`` (deleted when no test failed); failing
+    tests that use it get the log's tail in their report. The whole process group is stopped at session end.
     """
     external = os.environ.get("TAILSCOPE_VLLM_URL")
     if external:
@@ -69,7 +69,8 @@ def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterato
         return
     python: Path = request.getfixturevalue("vllm_python")
     timeout_s = float(os.environ.get("TAILSCOPE_VLLM_START_TIMEOUT", "360"))
-    log_path = REPO / "test-artifacts" / "vllm-server.log"
+    # One log per session (several sessions may share the working tree); kept only when something failed.
+    log_path = REPO / "test-artifacts" / f"vllm-server-{os.getpid()}.log"
     try:
         with start_vllm(
             tiny_model_dir, python, log_path=log_path, timeout_s=timeout_s, extra_args=SERVER_ARGS
@@ -78,6 +79,8 @@ def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterato
             yield server
     except VllmStartError as exc:
         pytest.fail(str(exc))
+    if request.session.testsfailed == 0:
+        log_path.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(wrapper=True)
