@@ -20,9 +20,11 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+import tailscope
 from tailscope.errors import ConfigError, TargetError
 from tailscope.serve.engine_factory import EngineFlags
 from tailscope.serve.faults import FaultConfig
@@ -129,7 +131,10 @@ class ChildServer:
         if self._proc is not None:
             return self.base_url
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 (closed in stop())
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # the child imports the same tailscope as this process, installed or not
+        package_root = str(Path(tailscope.__file__).resolve().parent.parent)
+        python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tailscope", *self.serve_args],
             stdin=subprocess.PIPE,
