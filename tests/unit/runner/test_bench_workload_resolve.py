@@ -1,0 +1,250 @@
+"""Resolving ``bench --profile/--replay`` flags into a config (no target is contacted), and sweeps/search driven by a
+fake executor."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tailscope.cli import bench as bench_cli
+from tailscope.cli import bench_run
+from tailscope.cli.bench_run import BenchArgs, resolve
+from tailscope.cli.bench_sweep import point_args
+from tailscope.cli.bench_workload import sessions_follow_turn0
+from tailscope.errors import ConfigError
+from tailscope.metrics.slo import parse_slo
+from tailscope.metrics.summary import summarize
+from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target
+from tailscope.runner.bench import BenchConfig, BenchResult
+from tailscope.runner.sweep_run import probe_passed, run_find_max, run_sweep
+from tailscope.workload.spec import RequestSpec
+from tailscope.workload.sweep import parse_sweep
+
+PROFILE = """
+name: mix
+model: tiny
+seed: 5
+classes:
+  - {name: a, weight: 3, input_tokens: 20, output_tokens: 10}
+  - name: chat
+    weight: 1
+    session: {turns: 3, think_time_s: 0.5}
+    input_tokens: 8
+    output_tokens: 4
+arrival:
+  mode: open
+  process: gamma
+  burstiness: 0.5
+  stages:
+    - {rate: 4, duration_s: 5}
+    - {ramp_to: 8, duration_s: 5}
+    - {rate: 8, duration_s: 5}
+    - {burst: 6, at_s: 12}
+stop: {duration_s: 14}
+slo: {ttft_p99: 2s}
+mixed_traffic:
+  - {name: api, url: "http://127.0.0.1:1/x", rate: 3}
+"""
+
+
+def base_args(tmp_path: Path, **kw: Any) -> BenchArgs:
+    prof = tmp_path / "p.yaml"
+    prof.write_text(textwrap.dedent(PROFILE))
+    fields: dict[str, Any] = {
+        "url": "http://127.0.0.1:9",
+        "model": None,
+        "endpoint": "chat",
+        "profile": prof,
+        "concurrency": None,
+        "rate": None,
+        "arrival": "poisson",
+        "burstiness": 1.0,
+        "requests": None,
+        "duration": None,
+        "warmup": 0,
+        "input_tokens": "256",
+        "output_tokens": "128",
+        "seed": 0,
+        "slo": (),
+        "json_out": None,
+        "tokenizer": None,
+        "api_key_env": "OPENAI_API_KEY",
+        "ignore_eos": True,
+        "continuous_usage": True,
+        "timeout_connect": 5.0,
+        "timeout_first_token": 30.0,
+        "timeout_total": 60.0,
+        "metrics_url": "off",
+        "max_rate": None,
+        "builtin_model": "llama-3.1-8b",
+        "builtin_gpu": "h100-sxm",
+        "db": tmp_path / "db",
+        "quiet": True,
+    }
+    typed = frozenset({"url", "profile", *kw})
+    return BenchArgs(**{**fields, **kw, "explicit": typed})
+
+
+def test_profile_fields_feed_the_config(tmp_path: Path) -> None:
+    cfg, specs, _ = resolve(base_args(tmp_path))
+    assert cfg.model == "tiny"
+    assert cfg.profile_name == "mix"
+    assert cfg.seed == 5
+    assert cfg.dispatch.concurrency is None  # open loop
+    assert cfg.dispatch.duration_s == 14
+    assert cfg.requested_rate is None  # a curve, not one rate: no "achieved below requested" check
+    assert [s.key for s in cfg.slos] == ["ttft_p99"]
+    assert [t.name for t in cfg.mixed_traffic] == ["api"]
+    assert cfg.saturation_windows == ((0.0, 5.0), (10.0, 14.0))  # the constant-rate stages, cut by the stop
+    assert cfg.settings["arrival"] == "gamma"  # --arrival was not typed: the file's process stands
+    assert cfg.settings["profile"] == "mix"
+    spec_list = list(specs)
+    assert {s.request_class for s in spec_list} == {"a", "chat"}
+    assert sum(1 for s in spec_list if s.at_ns == 12_000_000_000) >= 6  # the burst
+
+
+def test_typed_flags_override_the_file(tmp_path: Path) -> None:
+    args = base_args(tmp_path, rate=3.0, duration=2.0, model="m", slo=("ttft_p50=1s",), arrival="constant")
+    cfg, specs, _ = resolve(args)
+    assert cfg.model == "m"
+    assert cfg.requested_rate == 3.0
+    assert cfg.dispatch.duration_s == 2.0
+    assert cfg.saturation_windows == ((0.0, 2.0),)
+    assert [s.key for s in cfg.slos] == ["ttft_p50"]
+    firsts = [s.at_ns for s in specs if s.at_ns is not None]
+    assert firsts == [round(i / 3.0 * 1e9) for i in range(6)]  # constant 3/s for 2 s, the burst is gone
+
+
+def test_concurrency_switches_to_closed_loop_without_saturation_test(tmp_path: Path) -> None:
+    cfg, specs, _ = resolve(base_args(tmp_path, concurrency=4, requests=10))
+    assert cfg.dispatch.concurrency == 4
+    assert cfg.saturation_windows == ()
+    spec_list = list(specs)
+    assert len(spec_list) == 10
+    assert all(s.at_ns is None for s in spec_list)
+
+
+def test_conflicting_and_bad_flags(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="exclude each other"):
+        resolve(base_args(tmp_path, rate=2.0, concurrency=2))
+    with pytest.raises(ConfigError, match="--max-rate"):
+        resolve(base_args(tmp_path, max_rate=5.0))  # the curve peaks at 8/s
+
+
+def test_cli_marks_only_typed_flags_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[BenchArgs] = []
+
+    def fake(args: BenchArgs) -> int:
+        seen.append(args)
+        return 0
+
+    monkeypatch.setattr(bench_run, "main_bench", fake)
+    app = typer.Typer()
+    bench_cli.register(app)  # a one-command app: its options are the bench command's
+
+    res = CliRunner().invoke(app, ["--profile", "x.yaml", "--rate", "3", "--dialect", "vllm"])
+    assert res.exit_code == 0, res.output
+    explicit = seen[0].explicit
+    assert explicit is not None
+    assert {"profile", "rate", "dialect"} <= explicit
+    assert "arrival" not in explicit
+    assert "warmup" not in explicit
+    assert seen[0].dialects == ("vllm",)
+
+
+def test_point_args_type_the_swept_flag(tmp_path: Path) -> None:
+    a = base_args(tmp_path, concurrency=2, requests=5)
+    p = point_args(a, "rate", 7.0)
+    assert (p.rate, p.concurrency) == (7.0, None)
+    assert p.explicit is not None
+    assert "rate" in p.explicit
+    assert "concurrency" not in p.explicit
+    q = point_args(a, "concurrency", 8.0)
+    assert (q.rate, q.concurrency) == (None, 8)
+
+
+def test_sessions_follow_their_turn_zero() -> None:
+    s = [
+        RequestSpec(0, 5, 5, at_ns=0, session_id="u1", turn=0),
+        RequestSpec(1, 5, 5, at_ns=10, session_id="u2", turn=0),
+        RequestSpec(2, 5, 5, at_ns=None, session_id="u1", turn=1),
+        RequestSpec(3, 5, 5, at_ns=20),
+        RequestSpec(4, 5, 5, at_ns=None, session_id="u2", turn=1),
+        RequestSpec(5, 5, 5, at_ns=None, session_id="u1", turn=2),
+    ]
+    assert [x.id for x in sessions_follow_turn0(s)] == [0, 2, 5, 1, 4, 3]
+
+
+# -- sweeps and search with a fake executor (a server whose capacity is 10 req/s) -------------------------------
+
+
+def fake_result(cfg: BenchConfig, *, load: float, capacity: float = 10.0) -> BenchResult:
+    """Twenty requests whose TTFT grows once the offered load passes the capacity."""
+    over = max(0.0, load - capacity)
+    recs = []
+    for i in range(20):
+        ttft = 100 + over * 40 * i  # ms: a queue growing through the run when overloaded
+        sched = i * 100_000_000
+        first = sched + int(ttft * 1e6)
+        recs.append(
+            RequestRecord(
+                id=i,
+                scheduled_ns=sched,
+                sent_ns=sched,
+                first_token_ns=first,
+                end_ns=first + 50_000_000,
+                status=Status.OK,
+                chunk_times_ns=(first, first + 50_000_000),
+                chunk_tokens=(1, 1),
+                output_tokens=2,
+            )
+        )
+    summary = summarize(recs, slos=cfg.slos)
+    run = Run("r", RunKind.BENCH, "0", "now", Target("u", "m"), 0, sweep_id=cfg.sweep_id, status=RunStatus.COMPLETE)
+    return BenchResult(run, RunStatus.COMPLETE, summary, {}, recs, None, "db")
+
+
+def test_find_max_with_a_fake_server(tmp_path: Path) -> None:
+    base = BenchConfig(url="http://x", model=None, slos=(parse_slo("ttft_p99=500ms"),))
+    sweep_ids = set()
+
+    def build(param: str, value: float) -> Any:
+        assert param == "rate"
+        return replace(base, requested_rate=value), iter(()), None
+
+    def execute(cfg: BenchConfig, specs: Any, progress: Any) -> BenchResult:
+        sweep_ids.add(cfg.sweep_id)
+        assert cfg.requested_rate is not None
+        return fake_result(cfg, load=cfg.requested_rate)
+
+    out = run_find_max(build, execute, start=2.0, rel_tol=0.05)
+    assert out.result is not None
+    assert out.result.rate is not None
+    assert 10.0 <= out.result.rate <= 10.6
+    assert len(sweep_ids) == 1
+    assert out.probes[0].passed
+    assert out.to_dict()["probes"][0]["phase"] == "bracket"
+    assert all(p.passed == probe_passed(p.result) for p in out.probes)
+
+
+def test_sweep_knee_with_a_fake_server() -> None:
+    base = BenchConfig(url="http://x", model=None)
+
+    def build(param: str, value: float) -> Any:
+        return replace(base, requested_rate=value), iter(()), None
+
+    def execute(cfg: BenchConfig, specs: Any, progress: Any) -> BenchResult:
+        assert cfg.requested_rate is not None
+        return fake_result(cfg, load=cfg.requested_rate)
+
+    out = run_sweep(parse_sweep("rate=4,8,12,16"), build, execute)
+    assert [p.load for p in out.points] == [4, 8, 12, 16]
+    # throughput is the same (the fake's 20 requests) while TTFT, and with it E2E, grows past 10/s
+    assert out.knee == 1
+    assert out.to_dict()["knee"] == {"index": 1, "load": 8.0}
