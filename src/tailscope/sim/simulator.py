@@ -20,7 +20,6 @@ import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from tailscope.engine.api import EngineRequest
 from tailscope.engine.autoscaler import Autoscaler
@@ -28,7 +27,7 @@ from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.kv_cache import chain_hash, extend_hashes
 from tailscope.engine.replica import Completion, Replica
 from tailscope.engine.router import Router
-from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
+from tailscope.records import RequestRecord
 from tailscope.sim.events import (
     ARRIVE,
     CLIENT_START,
@@ -40,7 +39,11 @@ from tailscope.sim.events import (
     TIMELINE,
     EventQueue,
 )
+from tailscope.sim.records import record_error, record_ok
+from tailscope.sim.result import SimResult
 from tailscope.workload.spec import RequestSpec
+
+__all__ = ["SimResult", "Simulation"]
 
 _PREFIX_SEED = 0x7A11_5C0E
 _TIMELINE_NS = 10_000_000_000
@@ -74,62 +77,6 @@ class _Slot:
     created_ns: int = 0  # when the replica was requested (GPUs are paid from then on)
     stopped_ns: int | None = None
     pending_done: list[Completion] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class SimResult:
-    """What a finished simulation reports besides its records.
-
-    Attributes:
-        virtual_s: simulated seconds from the first event to the last.
-        wall_s: seconds the simulation took on this machine.
-        requests: records produced.
-        steps: engine steps run (all replicas).
-        prefix_queries_tokens / prefix_hits_tokens: prompt tokens looked up / found in prefix caches.
-        preemptions: recompute preemptions (all replicas).
-        timeline: one row per 10 s window (t_s, replicas_ready, replicas_pending, waiting, running, kv_usage,
-            ttft_p99_ms, completed).
-        scale_events: (t_s, change, reason) for every autoscaler decision that changed the replica count.
-        gpu_seconds: GPU time paid for: every replica × TP from when it was requested (cold starts included) until
-            it stopped or the simulation ended — multiply by a $/GPU-hour price for cost.
-    """
-
-    virtual_s: float = 0.0
-    wall_s: float = 0.0
-    requests: int = 0
-    steps: int = 0
-    prefix_queries_tokens: int = 0
-    prefix_hits_tokens: int = 0
-    preemptions: int = 0
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    scale_events: list[tuple[float, int, str]] = field(default_factory=list)
-    gpu_seconds: float = 0.0
-
-    @property
-    def speedup(self) -> float:
-        """Virtual seconds per wall second."""
-        return self.virtual_s / self.wall_s if self.wall_s > 0 else math.inf
-
-    @property
-    def prefix_hit_rate(self) -> float | None:
-        return self.prefix_hits_tokens / self.prefix_queries_tokens if self.prefix_queries_tokens else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "virtual_s": self.virtual_s,
-            "wall_s": self.wall_s,
-            "speedup": self.speedup,
-            "requests": self.requests,
-            "steps": self.steps,
-            "prefix_hit_rate": self.prefix_hit_rate,
-            "prefix_queries_tokens": self.prefix_queries_tokens,
-            "prefix_hits_tokens": self.prefix_hits_tokens,
-            "preemptions": self.preemptions,
-            "gpu_seconds": self.gpu_seconds,
-            "gpu_hours": self.gpu_seconds / 3600.0,
-            "timeline": self.timeline,
-            "scale_events": [list(e) for e in self.scale_events],
-        }
 
 
 class Simulation:
@@ -298,7 +245,7 @@ class Simulation:
         except ValueError as exc:
             del self._live[rid]
             slot.outstanding -= 1
-            rec = self._record_error(live, now, str(exc))
+            rec = record_error(live.spec, live.scheduled_ns, live.prompt, live.replica, now, str(exc))
             self._after_request(live, now)
             return rec
         if not slot.busy:
@@ -330,7 +277,7 @@ class Simulation:
             live = self._live.pop(c.id)
             slot.outstanding -= 1
             times = rep.token_times(c)
-            out.append(self._record_ok(live, times))
+            out.append(record_ok(live.spec, live.scheduled_ns, live.prompt, live.replica, times))
             ttft = (times[0] - live.scheduled_ns) / 1e6
             self._win_ttfts.append(ttft)
             self._win_completed += 1
@@ -356,55 +303,6 @@ class Simulation:
             self._client_next(live.client, now)
 
     # ---- records -------------------------------------------------------------------------------------------
-    def _record_ok(self, live: _Live, times: tuple[int, ...]) -> RequestRecord:
-        spec = live.spec
-        return RequestRecord(
-            id=spec.id,
-            scheduled_ns=live.scheduled_ns,
-            sent_ns=live.scheduled_ns,
-            first_token_ns=times[0],
-            end_ns=times[-1],
-            status=Status.OK,
-            request_class=spec.request_class,
-            session_id=spec.session_id,
-            turn=spec.turn,
-            input_tokens=live.prompt,
-            output_tokens=len(times),
-            requested_output_tokens=spec.output_tokens,
-            tokens_source=TokensSource.ENGINE,
-            chunk_times_ns=times,
-            chunk_tokens=(1,) * len(times),
-            warmup=spec.warmup,
-            shared_prefix=spec.prefix_id is not None,
-            stream_end_ns=times[-1],
-            first_event_ns=times[0],
-            worker=live.replica,
-        )
-
-    def _record_error(self, live: _Live, now: int, detail: str, *, incomplete: bool = False) -> RequestRecord:
-        spec = live.spec
-        return RequestRecord(
-            id=spec.id,
-            scheduled_ns=live.scheduled_ns,
-            sent_ns=live.scheduled_ns,
-            first_token_ns=None,
-            end_ns=now,
-            status=Status.INCOMPLETE if incomplete else Status.ERROR,
-            request_class=spec.request_class,
-            session_id=spec.session_id,
-            turn=spec.turn,
-            input_tokens=live.prompt,
-            output_tokens=0,
-            requested_output_tokens=spec.output_tokens,
-            tokens_source=TokensSource.ENGINE,
-            error=None if incomplete else ErrorClass.HTTP_4XX,
-            error_detail=detail,
-            http_status=None if incomplete else 400,
-            warmup=spec.warmup,
-            shared_prefix=spec.prefix_id is not None,
-            worker=max(live.replica, 0),
-        )
-
     # ---- autoscaling and timeline --------------------------------------------------------------------------
     def _observe(self, now: int) -> float:
         assert self._scaler is not None
@@ -541,7 +439,15 @@ class Simulation:
         self._live_at_horizon = bool(self._live)
         for live in list(self._live.values()):
             n_rec += 1
-            yield self._record_error(live, now, "in flight at the simulation horizon", incomplete=True)
+            yield record_error(
+                live.spec,
+                live.scheduled_ns,
+                live.prompt,
+                live.replica,
+                now,
+                "in flight at the simulation horizon",
+                incomplete=True,
+            )
         self._live.clear()
         res = self.result
         res.requests = n_rec
