@@ -16,6 +16,7 @@ from rich.console import Console
 from tailscope.cli.bench_run import BenchArgs, resolve, run_async
 from tailscope.errors import ConfigError
 from tailscope.records import Target
+from tailscope.report.json_export import _clean as clean_json
 from tailscope.report.json_export import run_to_json, write_export
 from tailscope.report.live import live_progress
 from tailscope.report.sweep_console import find_max_renderable, sweep_renderable
@@ -95,7 +96,7 @@ def main_sweep(args: BenchArgs) -> int:
         interrupted = found.interrupted
         key = "find_max"
     if args.json_out is not None:
-        write_export(args.json_out, {key: doc, "runs": [_run_doc(p) for p in points]})
+        write_export(args.json_out, clean_json({key: doc, "runs": [_run_doc(p) for p in points]}))
         err.print(f"wrote {args.json_out}")
     last = points[-1].result if points else None
     if interrupted and last is not None:

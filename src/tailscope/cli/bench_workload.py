@@ -110,6 +110,11 @@ def _profile(args: BenchArgs, resolve_flags: FlagResolver) -> Resolved:
     if not given(args, "endpoint") and p.endpoint not in ("chat", "completions"):
         raise ConfigError(f"{args.profile}: endpoint {p.endpoint!r}: use chat or completions")
     endpoint = args.endpoint if given(args, "endpoint") else p.endpoint
+    if p.mixed_traffic and (args.workers is not None or args.ray is not None):
+        raise ConfigError(
+            f"{args.profile}: mixed_traffic is sent by the single-process runner only; drop --workers/--ray or "
+            "remove mixed_traffic from the profile"
+        )
     specs_iter = profile_requests(base, seed=seed, overrides=ov)
     open_loop = arr.mode == "open"
     windows: tuple[tuple[float, float], ...] = ()
@@ -180,7 +185,7 @@ def _profile(args: BenchArgs, resolve_flags: FlagResolver) -> Resolved:
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
     )
-    return cfg, specs, Progress(total=stop.requests, duration_s=stop.duration_s)
+    return cfg, specs, Progress(total=stop.requests, duration_s=bound_s)
 
 
 def _stage_dict(s: Any) -> dict[str, Any]:
