@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -120,10 +121,35 @@ def sim(
     )
     for t, change, why in res.scale_events:
         print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
+    if args.autoscale is not None and res.timeline:
+        Console(file=sys.stdout).print(_timeline_table(res.timeline))
     if json_out is not None:
         write_export(json_out, build_export(out.run, out.summary, out.records))
         err.print(f"wrote {json_out}")
     err.print(f"run {out.run.id} stored (kind sim)")
+
+
+def _timeline_table(timeline: list[dict[str, Any]], max_rows: int = 24) -> Any:
+    """Every k-th 10-second window of the timeline (at most ``max_rows`` rows) as a rich table."""
+    from rich.table import Table
+
+    step = max(1, -(-len(timeline) // max_rows))
+    t = Table(title="Timeline (10 s windows)", title_justify="left", show_edge=False, header_style="bold")
+    for col in ("t (s)", "replicas", "cold", "waiting", "running", "KV use", "TTFT p99 ms", "done"):
+        t.add_column(col, justify="right")
+    for row in timeline[::step]:
+        p99 = row.get("ttft_p99_ms")
+        t.add_row(
+            f"{row['t_s']:,.0f}",
+            str(row["replicas_ready"]),
+            str(row["replicas_pending"]),
+            str(row["waiting"]),
+            str(row["running"]),
+            f"{row['kv_usage']:.0%}",
+            "—" if p99 is None else f"{p99:,.0f}",
+            str(row["completed"]),
+        )
+    return t
 
 
 def register(app: typer.Typer) -> None:

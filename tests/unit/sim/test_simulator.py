@@ -224,3 +224,21 @@ def test_gpu_seconds_count_every_replica_and_gpu() -> None:
     sim = Simulation(_cluster(replicas=2, tp=2), specs)
     list(sim.run())
     assert sim.result.gpu_seconds == pytest.approx(sim.result.virtual_s * 2 * 2)
+
+
+def test_prefix_affinity_keeps_prefixes_on_one_replica() -> None:
+    def specs() -> Iterator[RequestSpec]:
+        rng = random.Random(5)
+        for i in range(240):
+            yield RequestSpec(
+                i, 1200, 10, at_ns=i * 40_000_000, prefix_id=rng.randrange(16), prefix_tokens=1024, seed=i
+            )
+
+    rates = {}
+    for router in ("round_robin", "prefix_affinity"):
+        # a small cache per replica, so where a prefix lands decides whether it is still cached
+        cl = _cluster(replicas=4, router=router, engine=EngineConfig(max_num_seqs=64, num_blocks=500))
+        sim = Simulation(cl, specs())
+        list(sim.run())
+        rates[router] = sim.result.prefix_hit_rate or 0.0
+    assert rates["prefix_affinity"] > rates["round_robin"] + 0.1, rates
