@@ -166,8 +166,6 @@ class Simulation:
         if ses is not None and ses.chain:
             extend_hashes(ses.chain, full, 0)
             return tuple(ses.chain[:full])
-        if ses is None and spec.prefix_id is None:
-            return ()  # unique content: the engine tracks it without hashes
         chain: list[int] = []
         n_prefix = min(spec.prefix_tokens, prompt) // bs if spec.prefix_id is not None else 0
         if n_prefix:
@@ -302,19 +300,19 @@ class Simulation:
         if live.client >= 0:
             self._client_next(live.client, now)
 
-    # ---- records -------------------------------------------------------------------------------------------
     # ---- autoscaling and timeline --------------------------------------------------------------------------
     def _observe(self, now: int) -> float:
         assert self._scaler is not None
         pol = self._scaler.policy
         ready = [s for s in self._slots if s.state == "ready"]
         n = max(len(ready), 1)
-        if pol.metric == "queue_depth":
-            return sum(len(s.replica._waiting) for s in ready) / n
-        if pol.metric == "running":
-            return sum(len(s.replica._running) for s in ready) / n
-        if pol.metric == "kv_usage":
-            return sum(s.replica.pool.used / s.replica.pool.total for s in ready) / n
+        if pol.metric in ("queue_depth", "running", "kv_usage"):
+            stats = [s.replica.stats() for s in ready]
+            if pol.metric == "queue_depth":
+                return sum(x.waiting for x in stats) / n
+            if pol.metric == "running":
+                return sum(x.running for x in stats) / n
+            return sum(x.kv_usage for x in stats) / n
         lo = now - int(pol.window_s * 1e9)
         win = self._ttft_window
         while win and win[0][0] < lo:
@@ -352,6 +350,7 @@ class Simulation:
 
     def _timeline(self, now: int) -> None:
         ready = [s for s in self._slots if s.state == "ready"]
+        stats = [s.replica.stats() for s in self._slots]
         t = sorted(self._win_ttfts)
         p99 = t[min(len(t) - 1, math.ceil(0.99 * len(t)) - 1)] if t else None
         self.result.timeline.append(
@@ -359,8 +358,8 @@ class Simulation:
                 "t_s": now / 1e9,
                 "replicas_ready": len(ready),
                 "replicas_pending": sum(1 for s in self._slots if s.state == "pending"),
-                "waiting": sum(len(s.replica._waiting) for s in self._slots),
-                "running": sum(len(s.replica._running) for s in self._slots),
+                "waiting": sum(st.waiting for st in stats),
+                "running": sum(st.running for st in stats),
                 "kv_usage": (sum(s.replica.pool.used / s.replica.pool.total for s in ready) / len(ready))
                 if ready
                 else 0.0,
