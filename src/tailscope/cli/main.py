@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tailscope.cli.bench",
     "tailscope.cli.runs",
     "tailscope.cli.plan",
+    "tailscope.cli.calibrate",
     "tailscope.cli.serve",
     "tailscope.cli.sim",
     "tailscope.cli.catalog",

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
+
+if TYPE_CHECKING:
+    from tailscope.engine.twin import TwinModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,7 @@ class Calibration:
     models: dict[str, dict[str, float]]
     pairs: dict[str, dict[str, float]]
     source: str = "built-in defaults"
+    twin: TwinModel | None = None  # a digital twin fitted on a real server replaces the roofline entirely
 
     def efficiency(self, gpu_id: str, model_id: str = "") -> Efficiency:
         """The coefficients for ``model_id`` on ``gpu_id``."""
@@ -155,4 +159,8 @@ def load_calibration(path: str | Path | None) -> Calibration:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: cannot read calibration YAML ({exc})") from None
+    if isinstance(data, dict) and "coefficients_us" in data:
+        from tailscope.engine.twin import twin_from_mapping
+
+        return replace(BUILTIN, source=str(p), twin=twin_from_mapping(data, source=str(p)))
     return calibration_from_mapping(data, source=str(p))

@@ -9,7 +9,7 @@ from tailscope.engine.autoscaler import AutoscalePolicy
 from tailscope.engine.calibration import BUILTIN, Calibration
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch
-from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.perf import StepModel, StepTimeModel
 from tailscope.engine.replica import EngineConfig, Replica, vllm_default_limits
 from tailscope.engine.router import ROUTERS
 from tailscope.errors import ConfigError
@@ -51,16 +51,30 @@ class ClusterSpec:
     def engine_config(self) -> EngineConfig:
         if self.engine is not None:
             return self.engine
+        twin = self.calibration.twin
+        if twin is not None:
+            f = twin.facts
+            return EngineConfig(
+                max_num_seqs=f.max_num_seqs,
+                max_num_batched_tokens=max(f.max_num_batched_tokens, f.max_num_seqs),
+                block_size=f.block_size,
+                num_blocks=f.num_blocks,
+                enable_prefix_caching=f.enable_prefix_caching,
+            )
         seqs, tokens = vllm_default_limits(self.gpu)
         return EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
-    def perf(self) -> StepTimeModel:
+    def perf(self) -> StepModel:
+        if self.calibration.twin is not None:
+            from tailscope.engine.twin import TwinStepModel
+
+            return TwinStepModel(self.calibration.twin)
         eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
         return StepTimeModel(
             self.model, self.gpu, tp=self.tp, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, efficiency=eff
         )
 
-    def new_replica(self, perf: StepTimeModel | None = None) -> Replica:
+    def new_replica(self, perf: StepModel | None = None) -> Replica:
         return Replica(perf or self.perf(), self.engine_config())
 
     def describe(self) -> dict[str, Any]:

@@ -21,11 +21,39 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tailscope.engine.calibration import Efficiency
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch, dtype_bytes
 from tailscope.errors import ConfigError, PlanError
+
+
+class StepModel(Protocol):
+    """What the scheduler and the simulator need of a step-time model: :class:`StepTimeModel` (roofline) or a
+    fitted digital twin (:class:`~tailscope.engine.twin.TwinStepModel`)."""
+
+    weights_dtype: str
+    kv_dtype: str
+    eff: Efficiency
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, reserve_gb: float | None = None) -> int: ...
+
+    def mixed_step_ns(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int
+    ) -> int: ...
+
+    def decode_step_ns(self, n_decode: int, decode_ctx_sum: int) -> int: ...
+
+    def step_ns(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
+    ) -> int: ...
+
+    def tokenize_ns(self, prompt_tokens: int) -> int: ...
+
+    def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int: ...
+
+    def weight_load_bytes_per_gpu(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)

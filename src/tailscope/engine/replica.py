@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tailscope.engine.api import EngineRequest, EngineStats, StepResult
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.kv_cache import BlockPool, extend_hashes
-from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.perf import StepModel
 from tailscope.errors import ConfigError
 
 _WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3
@@ -140,7 +140,7 @@ class Completion:
 class Replica:
     """A :class:`~tailscope.engine.api.ReplicaEngine` for one replica of ``perf.model`` on ``perf.gpu``."""
 
-    def __init__(self, perf: StepTimeModel, config: EngineConfig | None = None) -> None:
+    def __init__(self, perf: StepModel, config: EngineConfig | None = None) -> None:
         self.perf = perf
         self.config = (config or EngineConfig()).validate()
         bs = self.config.block_size

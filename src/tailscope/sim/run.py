@@ -86,6 +86,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
     extra = load_gpu_file(a.gpu_file) if a.gpu_file is not None else ()
     gpu = resolve_gpu(a.gpu, extra)
     model = resolve_model(a.model)
+    calibration = load_calibration(a.calibration)
     seqs, tokens = vllm_default_limits(gpu)
     engine = EngineConfig(
         max_num_seqs=a.max_num_seqs or seqs,
@@ -93,6 +94,17 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         gpu_memory_utilization=a.gpu_memory_utilization,
         enable_prefix_caching=a.prefix_caching,
     ).validate()
+    if calibration.twin is not None:
+        # a twin carries the server's own scheduler limits and KV blocks; flags given explicitly still win
+        f = calibration.twin.facts
+        seqs_t = a.max_num_seqs or f.max_num_seqs
+        engine = EngineConfig(
+            max_num_seqs=seqs_t,
+            max_num_batched_tokens=a.max_num_batched_tokens or max(f.max_num_batched_tokens, seqs_t),
+            block_size=f.block_size,
+            num_blocks=f.num_blocks,
+            enable_prefix_caching=f.enable_prefix_caching and a.prefix_caching,
+        ).validate()
     cluster = ClusterSpec(
         model=model,
         gpu=gpu,
@@ -103,7 +115,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         replicas=a.replicas,
         router=a.router,
         autoscale=load_policy(a.autoscale) if a.autoscale is not None else None,
-        calibration=load_calibration(a.calibration),
+        calibration=calibration,
         model_id=a.model,
     ).validate()
     cluster.perf().kv_capacity_tokens(a.gpu_memory_utilization)  # fail now when the model does not fit

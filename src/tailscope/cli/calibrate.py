@@ -1,0 +1,105 @@
+"""``tailscope calibrate`` and ``tailscope twin check``: fit a digital twin of a real deployment and prove it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+twin_app = typer.Typer(
+    help=(
+        "The calibrated digital twin.\n\n"
+        "Example: tailscope twin check --calibration twin.yaml --url http://127.0.0.1:8000 --rate 2 --requests 60"
+    ),
+    no_args_is_help=True,
+)
+
+
+def calibrate(
+    url: str | None = typer.Option(None, "--url", help="The server to probe (an OpenAI-compatible vLLM)."),
+    model: str | None = typer.Option(None, "--model", help="Model name (default: the first listed)."),
+    out: Path = typer.Option(Path("twin.yaml"), "--out", help="Where to write the twin."),
+    from_runs: list[str] = typer.Option([], "--from-runs", help="Fit from stored runs instead of probing."),
+    budget: float = typer.Option(180.0, "--budget", help="Probe time limit in seconds."),
+    concurrencies: str = typer.Option("1,2,4,8", "--concurrencies", help="Decode probe concurrencies."),
+    burst: bool = typer.Option(True, "--burst/--no-burst", help="Finish with a burst that fills the KV cache."),
+    max_num_seqs: int = typer.Option(256, "--max-num-seqs", help="The server's --max-num-seqs."),
+    max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens", help="The server's token budget."),
+    block_size: int | None = typer.Option(None, "--block-size", help="KV block size when /metrics lacks it."),
+    num_blocks: int | None = typer.Option(None, "--num-blocks", help="KV blocks when /metrics lacks them."),
+    seed: int = typer.Option(0, "--seed"),
+    db: Path | None = typer.Option(None, "--db"),
+) -> None:
+    """Probe a server (bounded) and fit its digital twin; or fit one from stored runs.
+
+    Examples:
+
+      tailscope calibrate --url http://127.0.0.1:8000 --model tiny --out twin.yaml
+
+      tailscope calibrate --from-runs RUN_A --from-runs RUN_B --url http://127.0.0.1:8000 --out twin.yaml
+    """
+    from tailscope.cli.calibrate_impl import cmd_calibrate
+
+    cmd_calibrate(
+        url,
+        model,
+        out,
+        tuple(from_runs),
+        budget,
+        concurrencies,
+        burst,
+        max_num_seqs,
+        max_num_batched_tokens,
+        block_size,
+        num_blocks,
+        seed,
+        db,
+    )
+
+
+@twin_app.command("check")
+def check(
+    calibration: Path = typer.Option(..., "--calibration", help="The twin file."),
+    url: str = typer.Option(..., "--url", help="The real server to measure."),
+    model: str | None = typer.Option(None, "--model"),
+    profile: Path | None = typer.Option(None, "--profile", help="Workload profile to predict and measure."),
+    rate: float | None = typer.Option(None, "--rate"),
+    concurrency: int | None = typer.Option(None, "--concurrency"),
+    arrival: str = typer.Option("poisson", "--arrival"),
+    requests: int | None = typer.Option(None, "--requests"),
+    duration: float | None = typer.Option(None, "--duration"),
+    input_tokens: str = typer.Option("256", "--input-tokens"),
+    output_tokens: str = typer.Option("64", "--output-tokens"),
+    seed: int = typer.Option(0, "--seed"),
+    tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
+    json_out: Path | None = typer.Option(None, "--json"),
+    db: Path | None = typer.Option(None, "--db"),
+) -> None:
+    """Predict a workload with the twin, measure it on the server, compare; exit 1 beyond --tolerance.
+
+    Example: tailscope twin check --calibration twin.yaml --url http://127.0.0.1:8000 --rate 3 --requests 60
+    """
+    from tailscope.cli.calibrate_impl import cmd_twin_check
+
+    cmd_twin_check(
+        calibration,
+        url,
+        model,
+        profile,
+        rate,
+        concurrency,
+        arrival,
+        requests,
+        duration,
+        input_tokens,
+        output_tokens,
+        seed,
+        tolerance,
+        json_out,
+        db,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)
+    app.add_typer(twin_app, name="twin")

@@ -1,0 +1,236 @@
+"""The work behind ``tailscope calibrate`` and ``tailscope twin check`` (imported lazily)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from tailscope.cli.bench_run import run_async
+from tailscope.engine.twin import ServerFacts, TwinModel
+from tailscope.errors import ConfigError, TailscopeError
+from tailscope.records import RequestRecord
+
+
+def _write_yaml(path: Path, doc: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--out {path}: cannot write it ({exc.strerror})") from None
+
+
+def _render_twin(con: Console, twin: TwinModel, path: Path, extra: dict[str, Any]) -> None:
+    t = Table(title=f"digital twin of {twin.facts.url or twin.facts.model}", title_justify="left", show_edge=False)
+    t.add_column("coefficient")
+    t.add_column("fitted", justify="right")
+    t.add_column("± stderr", justify="right")
+    c, s = twin.coefficients.to_dict(), twin.stderr.to_dict()
+    for k, v in c.items():
+        t.add_row(k, f"{v:,.2f} µs", f"{s[k]:,.2f}")
+    con.print(t)
+    f = twin.facts
+    con.print(
+        f"server: KV {f.num_blocks:,} blocks × {f.block_size} = {f.kv_capacity_tokens:,} tokens, max_num_seqs "
+        f"{f.max_num_seqs}, max_model_len {f.max_model_len}, prefix caching {f.enable_prefix_caching}"
+    )
+    r = twin.residuals
+    con.print(
+        f"fit residuals: decode median |err| {r.get('decode_rel_mad', 0):.1%}, "
+        f"prefill {r.get('prefill_rel_mad', 0):.1%}"
+        f" ({twin.fitted_on.get('decode_observations')} decode, {twin.fitted_on.get('prefill_observations')} prefill"
+        f", {twin.fitted_on.get('loaded_ttft_observations')} loaded-TTFT observations)"
+    )
+    for k, v in extra.items():
+        con.print(f"{k}: {v}")
+    con.print(f"wrote {path}")
+
+
+def cmd_calibrate(
+    url: str | None,
+    model: str | None,
+    out: Path,
+    from_runs: tuple[str, ...],
+    budget: float,
+    concurrencies: str,
+    burst: bool,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    block_size: int | None,
+    num_blocks: int | None,
+    seed: int,
+    db: Path | None,
+) -> None:
+    from tailscope.runner.calibrate import ProbePlan, fit_from_runs, run_probe, server_facts
+    from tailscope.store.runs import RunStore
+
+    err = Console(stderr=True)
+    store = RunStore(db)
+    records: list[list[RequestRecord]] = []
+    extra: dict[str, Any] = {}
+    if from_runs:
+        runs = [store.get_run(r) for r in from_runs]
+        for sr in runs:
+            records.append(store.load_records(sr.run.id))
+        url = url or runs[0].run.target.url
+    if url is None:
+        raise ConfigError("give --url (the server to probe, or whose facts to read) or --from-runs RUN")
+    facts: ServerFacts
+    if block_size is not None and num_blocks is not None:
+        facts = ServerFacts(block_size, num_blocks, max_num_seqs, max_num_batched_tokens, url=url, model=model or "")
+    else:
+        facts = run_async(
+            server_facts(
+                url,
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                block_size=block_size,
+                num_blocks=num_blocks,
+            )
+        )
+    if not from_runs:
+        try:
+            conc = tuple(int(x) for x in concurrencies.split(","))
+        except ValueError:
+            raise ConfigError(f"--concurrencies {concurrencies!r}: expected numbers like 1,2,4,8") from None
+        plan = ProbePlan(concurrencies=conc, burst=burst, time_budget_s=budget)
+        results, burst_info = run_async(
+            run_probe(
+                url,
+                model,
+                facts,
+                plan,
+                db=str(db) if db else None,
+                seed=seed,
+                on_phase=lambda name: err.print(f"probe: {name}"),
+            )
+        )
+        for res in results:
+            if res.run.settings.get("probe") != "burst":
+                records.append(res.records)
+        extra["probe runs"] = ", ".join(r.run.id for r in results)
+        if burst_info:
+            extra["burst"] = json.dumps(burst_info)
+    twin = fit_from_runs(records, facts, seed=seed)
+    doc = twin.to_mapping()
+    if extra.get("burst"):
+        doc["fitted_on"]["burst"] = json.loads(extra["burst"])
+    doc["fitted_on"]["runs"] = list(from_runs) or extra.get("probe runs", "").split(", ")
+    _write_yaml(out, doc)
+    _render_twin(Console(file=sys.stdout), twin, out, extra)
+
+
+def cmd_twin_check(
+    calibration: Path,
+    url: str,
+    model: str | None,
+    profile: Path | None,
+    rate: float | None,
+    concurrency: int | None,
+    arrival: str,
+    requests: int | None,
+    duration: float | None,
+    input_tokens: str,
+    output_tokens: str,
+    seed: int,
+    tolerance: float,
+    json_out: Path | None,
+    db: Path | None,
+) -> None:
+    from tailscope.client.openai import Timeouts
+    from tailscope.runner.bench import BenchConfig, run_bench
+    from tailscope.runner.loadgen import DispatchConfig
+    from tailscope.runner.twin_check import compare, predict
+    from tailscope.sim.run import SimArgs, resolve_specs
+
+    if requests is None and duration is None:
+        raise ConfigError("give --requests N or --duration SECONDS: the check is a bounded run")
+    explicit = {
+        name
+        for name, value in (
+            ("rate", rate),
+            ("concurrency", concurrency),
+            ("requests", requests),
+            ("duration", duration),
+        )
+        if value is not None
+    }
+    args = SimArgs(
+        calibration=calibration,
+        profile=profile,
+        rate=rate,
+        concurrency=concurrency,
+        arrival=arrival,
+        requests=requests,
+        duration=duration,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        seed=seed,
+        db=db,
+        explicit=frozenset(explicit | {"arrival", "input_tokens", "output_tokens"}),
+    )
+    err = Console(stderr=True)
+    err.print("predicting with the twin (fit, −1σ, +1σ) …")
+    pred = predict(args)
+    err.print(f"measuring {url} …")
+    wl = resolve_specs(args)
+    cfg = BenchConfig(
+        url=url,
+        model=model,
+        seed=seed,
+        db=str(db) if db else None,
+        dispatch=DispatchConfig(concurrency=wl.concurrency, duration_s=wl.duration_s, drain_timeout_s=300),
+        requested_rate=rate,
+        timeouts=Timeouts(first_token_s=300, total_s=600),
+        settings={"twin_check": str(calibration), **wl.settings},
+        profile_name=wl.profile,
+        handle_signals=False,
+    )
+    measured = run_async(run_bench(cfg, wl.specs))
+    msum = measured.summary.to_dict()
+    result = compare(pred, msum, tolerance)
+    result["prediction_run"] = pred.outcome.run.id
+    result["measured_run"] = measured.run.id
+    _render_check(Console(file=sys.stdout), result)
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--json {json_out}: cannot write it ({exc.strerror})") from None
+    if not result["passed"]:
+        raise _CheckFailed(f"the twin missed by more than {tolerance:.0%} on {', '.join(result['failed'])}")
+
+
+class _CheckFailed(TailscopeError):
+    exit_code = 1
+
+
+def _render_check(con: Console, result: dict[str, Any]) -> None:
+    t = Table(title="twin check: predicted vs measured", title_justify="left", show_edge=False, header_style="bold")
+    for c in ("metric", "pct", "predicted", "interval (±1σ)", "measured", "error", ""):
+        t.add_column(c, justify="left" if c in ("metric", "pct", "") else "right")
+
+    def f(v: float | None) -> str:
+        return "—" if v is None else f"{v:,.1f}"
+
+    for r in result["rows"]:
+        err = r["error"]
+        mark = "" if not r["gated"] else ("[green]ok[/]" if r["within"] else "[red]MISS[/]")
+        interval = "" if r["low"] is None else f"{f(r['low'])}–{f(r['high'])}"
+        t.add_row(
+            r["metric"],
+            r["percentile"],
+            f(r["predicted"]),
+            interval,
+            f(r["measured"]),
+            "—" if err is None else f"{err:+.1%}",
+            mark,
+        )
+    con.print(t)
+    verdict = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"
+    con.print(f"{verdict} (tolerance {result['tolerance']:.0%} on TTFT and TPOT p50/p90)")

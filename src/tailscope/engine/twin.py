@@ -1,0 +1,353 @@
+"""The digital twin: a step-time model fitted to one real deployment, and the fit itself (pure).
+
+A twin replaces the roofline's datasheet efficiencies with coefficients measured on the server::
+
+    step(prefill chunks (c, p), n decodes, KV tokens read D)
+        = overhead + prefill_per_token · Σc + prefill_attn · Σ c·(p + c/2) + per_seq · (n + chunks) + per_kv_token · D
+    TTFT = frontend + tokenize + the prefill step (+ queueing, which the scheduler simulates)
+
+and carries the server's own facts (KV blocks, block size, scheduler limits, max model length), so the simulated
+KV capacity is the server's, not an estimate. Every coefficient has a bootstrap standard error; the fit's residuals
+are kept. :class:`TwinStepModel` offers the methods the replica scheduler and the simulator call on a
+:class:`~tailscope.engine.perf.StepTimeModel`, so a twin drops into ``sim`` unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from tailscope.engine.calibration import Efficiency
+from tailscope.engine.perf import StepBreakdown
+from tailscope.errors import ConfigError
+
+TWIN_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TwinCoefficients:
+    """Fitted costs, all in microseconds (per unit named)."""
+
+    step_overhead_us: float = 0.0
+    per_seq_us: float = 0.0
+    per_kv_token_us: float = 0.0
+    prefill_per_token_us: float = 0.0
+    prefill_attn_us: float = 0.0  # per (prompt token × context token)
+    frontend_us: float = 0.0
+    frontend_per_inflight_us: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    """What the server said about itself (``/metrics`` ``vllm:cache_config_info``, ``/v1/models``)."""
+
+    block_size: int
+    num_blocks: int
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    max_model_len: int | None = None
+    enable_prefix_caching: bool = True
+    engine: str = "vllm"
+    model: str = ""
+    url: str = ""
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.block_size * self.num_blocks
+
+
+@dataclass(frozen=True, slots=True)
+class TwinModel:
+    """A fitted twin: coefficients, their standard errors, residual figures and the server facts."""
+
+    coefficients: TwinCoefficients
+    stderr: TwinCoefficients
+    facts: ServerFacts
+    residuals: dict[str, float] = field(default_factory=dict)
+    fitted_on: dict[str, Any] = field(default_factory=dict)
+
+    def shifted(self, sigmas: float) -> TwinModel:
+        """The twin with every cost moved by ``sigmas`` standard errors (for prediction intervals)."""
+        c, s = self.coefficients, self.stderr
+        moved = {f.name: max(0.0, getattr(c, f.name) + sigmas * getattr(s, f.name)) for f in fields(c)}
+        return replace(self, coefficients=TwinCoefficients(**moved))
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The ``twin.yaml`` document."""
+        f = self.facts
+        return {
+            "twin_version": TWIN_VERSION,
+            "server": {
+                "url": f.url,
+                "model": f.model,
+                "engine": f.engine,
+                "block_size": f.block_size,
+                "num_blocks": f.num_blocks,
+                "kv_capacity_tokens": f.kv_capacity_tokens,
+                "max_num_seqs": f.max_num_seqs,
+                "max_num_batched_tokens": f.max_num_batched_tokens,
+                "max_model_len": f.max_model_len,
+                "enable_prefix_caching": f.enable_prefix_caching,
+            },
+            "coefficients_us": self.coefficients.to_dict(),
+            "stderr_us": self.stderr.to_dict(),
+            "residuals": dict(self.residuals),
+            "fitted_on": dict(self.fitted_on),
+        }
+
+
+def twin_from_mapping(data: Any, *, source: str) -> TwinModel:
+    """Validate a parsed ``twin.yaml``.
+
+    Raises:
+        ConfigError: naming ``source`` and the section or field that is wrong.
+    """
+    if not isinstance(data, dict) or "coefficients_us" not in data or "server" not in data:
+        raise ConfigError(f"{source}: not a twin file (expected sections server and coefficients_us)")
+    srv = data["server"]
+    if not isinstance(srv, dict):
+        raise ConfigError(f"{source}: server must be a mapping")
+
+    def coeffs(sec: str) -> TwinCoefficients:
+        raw = data.get(sec) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: {sec} must be a mapping of name: microseconds")
+        known = {f.name for f in fields(TwinCoefficients)}
+        unknown = {str(k) for k in raw} - known
+        if unknown:
+            raise ConfigError(f"{source}: {sec}: unknown field(s) {', '.join(sorted(unknown))}")
+        try:
+            values = {str(k): float(v) for k, v in raw.items()}
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source}: {sec}: every value must be a number") from None
+        if any(v < 0 or not math.isfinite(v) for v in values.values()):
+            raise ConfigError(f"{source}: {sec}: costs must be finite and ≥ 0")
+        return TwinCoefficients(**values)
+
+    try:
+        facts = ServerFacts(
+            block_size=int(srv["block_size"]),
+            num_blocks=int(srv["num_blocks"]),
+            max_num_seqs=int(srv.get("max_num_seqs") or 256),
+            max_num_batched_tokens=int(srv.get("max_num_batched_tokens") or 2048),
+            max_model_len=int(srv["max_model_len"]) if srv.get("max_model_len") else None,
+            enable_prefix_caching=bool(srv.get("enable_prefix_caching", True)),
+            engine=str(srv.get("engine") or "vllm"),
+            model=str(srv.get("model") or ""),
+            url=str(srv.get("url") or ""),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: server needs integer block_size and num_blocks ({exc})") from None
+    if facts.block_size < 1 or facts.num_blocks < 1:
+        raise ConfigError(f"{source}: server.block_size and server.num_blocks must be ≥ 1")
+    residuals = data.get("residuals") or {}
+    fitted_on = data.get("fitted_on") or {}
+    return TwinModel(
+        coefficients=coeffs("coefficients_us"),
+        stderr=coeffs("stderr_us"),
+        facts=facts,
+        residuals={str(k): float(v) for k, v in residuals.items()} if isinstance(residuals, dict) else {},
+        fitted_on=dict(fitted_on) if isinstance(fitted_on, dict) else {},
+    )
+
+
+class TwinStepModel:
+    """The twin as a step-time model (the methods the replica scheduler and the simulator use)."""
+
+    def __init__(self, twin: TwinModel) -> None:
+        c = twin.coefficients
+        self.twin = twin
+        self.model_name = twin.facts.model
+        self.weights_dtype = "as served"
+        self.kv_dtype = "as served"
+        self.tp = 1
+        self._o = c.step_overhead_us * 1e3
+        self._seq = c.per_seq_us * 1e3
+        self._kv = c.per_kv_token_us * 1e3
+        self._p = c.prefill_per_token_us * 1e3
+        self._pa = c.prefill_attn_us * 1e3
+        self.eff = Efficiency(
+            frontend_ms=c.frontend_us / 1e3,
+            frontend_per_token_us=0.0,
+            frontend_per_inflight_us=c.frontend_per_inflight_us,
+            step_overhead_ms=c.step_overhead_us / 1e3,
+            per_seq_overhead_us=c.per_seq_us,
+        )
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, reserve_gb: float | None = None) -> int:
+        return self.twin.facts.kv_capacity_tokens
+
+    def mixed_step_ns(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
+    ) -> int:
+        tokens = sum(c for c, _ in prefill)
+        attn = sum(c * (p + c / 2.0) for c, p in prefill)
+        t = self._o + self._p * tokens + self._pa * attn + self._seq * (n_decode + len(prefill))
+        return max(1, math.ceil(t + self._kv * decode_ctx_sum))
+
+    def step_ns(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
+    ) -> int:
+        return self.mixed_step_ns(prefill, n_decode, decode_ctx_sum, n_logits)
+
+    def step_s(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
+    ) -> float:
+        return self.mixed_step_ns(prefill, n_decode, decode_ctx_sum) / 1e9
+
+    def decode_step_ns(self, n_decode: int, decode_ctx_sum: int) -> int:
+        return max(1, math.ceil(self._o + self._seq * n_decode + self._kv * decode_ctx_sum))
+
+    def breakdown(
+        self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
+    ) -> StepBreakdown:
+        total = self.mixed_step_ns(prefill, n_decode, decode_ctx_sum) / 1e9
+        return StepBreakdown(
+            compute_s=max(0.0, total - self._o / 1e9), memory_s=0.0, allreduce_s=0.0, overhead_s=self._o / 1e9
+        )
+
+    def tokenize_ns(self, prompt_tokens: int) -> int:
+        return 0
+
+    def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
+        return int(self.eff.frontend_ms * 1e6 * 2.0 * u + self.eff.frontend_per_inflight_us * 1e3 * in_flight)
+
+    def weight_load_bytes_per_gpu(self) -> float:
+        return 0.0
+
+
+# ---- fitting ------------------------------------------------------------------------------------------------
+def huber_fit(x: np.ndarray, y: np.ndarray, *, delta: float = 1.345, iters: int = 50) -> np.ndarray:
+    """Robust linear regression (Huber loss by iteratively reweighted least squares), coefficients ≥ 0.
+
+    ``x`` is the design matrix (n × k), ``y`` the targets. The scale is the MAD of the residuals.
+    """
+    w = np.ones(len(y))
+    beta = np.zeros(x.shape[1])
+    for _ in range(iters):
+        sw = np.sqrt(w)
+        beta_new, *_ = np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None)
+        beta_new = np.maximum(beta_new, 0.0)  # costs are never negative
+        r = y - x @ beta_new
+        scale = 1.4826 * float(np.median(np.abs(r - np.median(r)))) or 1e-9
+        u = np.abs(r) / (delta * scale)
+        w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
+        if np.allclose(beta_new, beta, rtol=1e-6, atol=1e-9):
+            beta = beta_new
+            break
+        beta = beta_new
+    return beta
+
+
+def bootstrap_stderr(x: np.ndarray, y: np.ndarray, *, rounds: int = 200, seed: int = 0) -> np.ndarray:
+    """Standard errors of :func:`huber_fit`'s coefficients by resampling observations."""
+    rng = np.random.default_rng(seed)
+    n = len(y)
+    draws = []
+    for _ in range(rounds):
+        idx = rng.integers(0, n, n)
+        draws.append(huber_fit(x[idx], y[idx], iters=20))
+    out: np.ndarray = np.asarray(draws).std(axis=0)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillObservation:
+    """One request alone on the server: its prompt length and TTFT measured from send (µs)."""
+
+    prompt_tokens: int
+    ttft_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeObservation:
+    """Steady decode: ``concurrency`` sequences of average context ``context`` tokens; one request's TPOT (µs)."""
+
+    concurrency: float
+    context: float
+    tpot_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTtftObservation:
+    """TTFT (µs) of a request sent while ``in_flight`` others were streaming, and its prompt length."""
+
+    in_flight: float
+    prompt_tokens: int
+    ttft_us: float
+
+
+def fit_twin(
+    prefill: Sequence[PrefillObservation],
+    decode: Sequence[DecodeObservation],
+    facts: ServerFacts,
+    *,
+    loaded_ttft: Sequence[LoadedTtftObservation] = (),
+    seed: int = 0,
+) -> TwinModel:
+    """Fit the twin's coefficients by robust regression.
+
+    1. Decode: ``TPOT = overhead + per_seq · c + per_kv_token · c · context`` (one step per token).
+    2. Prefill at concurrency 1: ``TTFT = a + prefill_per_token · P + prefill_attn · P²/2`` with
+       ``a = frontend + overhead + per_seq`` (one prefill step plus the front end).
+    3. Under load: the TTFT excess over the alone-on-the-server prediction, per request already in flight (half a
+       decode step of waiting for the running step to end is accounted first).
+
+    Raises:
+        ConfigError: when there are too few observations to fit.
+    """
+    if len(decode) < 3 or len(prefill) < 3:
+        raise ConfigError(
+            f"calibration needs ≥ 3 prefill and ≥ 3 decode observations (got {len(prefill)} and {len(decode)}); "
+            "run a longer probe"
+        )
+    xd = np.array([[1.0, o.concurrency, o.concurrency * o.context] for o in decode])
+    yd = np.array([o.tpot_us for o in decode])
+    bd = huber_fit(xd, yd)
+    sd = bootstrap_stderr(xd, yd, seed=seed)
+    overhead, per_seq, per_kv = (float(v) for v in bd)
+    xp = np.array([[1.0, o.prompt_tokens, o.prompt_tokens**2 / 2.0] for o in prefill])
+    yp = np.array([o.ttft_us for o in prefill])
+    bp = huber_fit(xp, yp)
+    sp = bootstrap_stderr(xp, yp, seed=seed + 1)
+    intercept, per_token, attn = (float(v) for v in bp)
+    frontend = max(0.0, intercept - overhead - per_seq)
+    per_inflight = 0.0
+    if loaded_ttft:
+        alone = np.array([intercept + per_token * o.prompt_tokens + attn * o.prompt_tokens**2 / 2 for o in loaded_ttft])
+        wait = np.array([0.5 * (overhead + per_seq * o.in_flight) for o in loaded_ttft])
+        excess = np.array([o.ttft_us for o in loaded_ttft]) - alone - wait
+        n = np.array([o.in_flight for o in loaded_ttft])
+        mask = n > 0
+        if mask.sum() >= 3:
+            per_inflight = float(huber_fit(n[mask][:, None], excess[mask])[0])
+    res_d = yd - xd @ bd
+    res_p = yp - xp @ bp
+    coeffs = TwinCoefficients(overhead, per_seq, per_kv, per_token, attn, frontend, per_inflight)
+    stderr = TwinCoefficients(float(sd[0]), float(sd[1]), float(sd[2]), float(sp[1]), float(sp[2]), float(sp[0]), 0.0)
+    return TwinModel(
+        coefficients=coeffs,
+        stderr=stderr,
+        facts=facts,
+        residuals={
+            "decode_mad_us": float(np.median(np.abs(res_d))),
+            "decode_rel_mad": float(np.median(np.abs(res_d) / np.maximum(yd, 1e-9))),
+            "prefill_mad_us": float(np.median(np.abs(res_p))),
+            "prefill_rel_mad": float(np.median(np.abs(res_p) / np.maximum(yp, 1e-9))),
+        },
+        fitted_on={
+            "prefill_observations": len(prefill),
+            "decode_observations": len(decode),
+            "loaded_ttft_observations": len(loaded_ttft),
+            "prompt_tokens_range": [min(o.prompt_tokens for o in prefill), max(o.prompt_tokens for o in prefill)],
+            "concurrency_range": [min(o.concurrency for o in decode), max(o.concurrency for o in decode)],
+            "context_range": [min(o.context for o in decode), max(o.context for o in decode)],
+        },
+    )

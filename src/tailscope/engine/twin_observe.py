@@ -1,0 +1,78 @@
+"""From request records to the twin's fitting observations (pure).
+
+Works on any stored run — a calibration probe or an ordinary bench run — because concurrency is measured from the
+records themselves: a request's *in-flight* count is how many other requests were between sent and end when it was
+sent, and its *decode concurrency* is the average number of requests streaming during its own decode phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tailscope.engine.twin import DecodeObservation, LoadedTtftObservation, PrefillObservation
+from tailscope.metrics.request import output_token_count
+from tailscope.records import RequestRecord
+
+
+def _overlap_counts(records: Sequence[RequestRecord]) -> tuple[list[int], list[float]]:
+    """(other requests in flight at any time between this request's send and its first token, mean concurrency
+    over this request's decode phase).
+
+    Requests sent at the same instant count as in flight for each other: a closed-loop probe that starts N
+    requests together is not N requests alone on the server.
+    """
+    spans = [(r.sent_ns or 0, r.end_ns or 0) for r in records]
+    inflight: list[int] = []
+    decode_conc: list[float] = []
+    for i, r in enumerate(records):
+        s, _ = spans[i]
+        f = r.first_token_ns or s
+        inflight.append(sum(1 for j, (s2, e2) in enumerate(spans) if j != i and s2 <= f and e2 > s))
+        a, b = f, r.end_ns or s
+        if b <= a:
+            decode_conc.append(1.0)
+            continue
+        total = 0.0
+        for s2, e2 in spans:
+            lo, hi = max(a, s2), min(b, e2)
+            if hi > lo:
+                total += hi - lo
+        decode_conc.append(total / (b - a))
+    return inflight, decode_conc
+
+
+def observations(
+    records: Sequence[RequestRecord], *, min_output: int = 8
+) -> tuple[list[PrefillObservation], list[DecodeObservation], list[LoadedTtftObservation]]:
+    """Observations from successful, non-warmup records with known prompt lengths.
+
+    - a request sent with nothing else in flight → a prefill observation (TTFT from send);
+    - sent while others streamed → a loaded-TTFT observation;
+    - at least ``min_output`` tokens → a decode observation: its TPOT, at its measured decode concurrency and
+      average context (prompt + half the output).
+    """
+    ok = [
+        r
+        for r in records
+        if r.ok and not r.warmup and r.input_tokens and r.sent_ns is not None and r.first_token_ns is not None
+    ]
+    if not ok:
+        return [], [], []
+    inflight, conc = _overlap_counts(ok)
+    pre: list[PrefillObservation] = []
+    dec: list[DecodeObservation] = []
+    loaded: list[LoadedTtftObservation] = []
+    for r, n_in, c in zip(ok, inflight, conc, strict=True):
+        prompt = r.input_tokens or 0  # filtered above: known for every record here
+        ttft_us = ((r.first_token_ns or 0) - (r.sent_ns or 0)) / 1e3
+        if n_in == 0:
+            pre.append(PrefillObservation(prompt, ttft_us))
+        else:
+            loaded.append(LoadedTtftObservation(float(n_in), prompt, ttft_us))
+        n = output_token_count(r)
+        if n >= min_output and r.end_ns is not None and r.end_ns > (r.first_token_ns or 0):
+            # TPOT, not the median gap: events that reach the client in one read share a stamp (gap 0), so
+            # per-gap statistics undercount; the mean over the decode phase does not
+            tpot_us = (r.end_ns - (r.first_token_ns or 0)) / (n - 1) / 1e3
+            dec.append(DecodeObservation(c, prompt + n / 2.0, tpot_us))
+    return pre, dec, loaded

@@ -1,0 +1,176 @@
+"""``tailscope calibrate``: a bounded probe sweep against a real server, then the twin fit.
+
+The probe is three small bench runs (each stored, tagged by its sweep id, so ``--from-runs`` can refit later):
+
+1. **prefill** — one request at a time over a ladder of prompt lengths, 2 output tokens: TTFT vs prompt length;
+2. **decode** — closed loop at concurrency 1, 2, 4, 8 (by default) with short and long prompts, 48 output tokens:
+   per-token gaps vs batch size and context;
+3. **burst** — many long requests at once to reach the KV-cache limit: queueing and preemption, read from the
+   server's own counters.
+
+The server's facts come from ``/metrics`` (``vllm:cache_config_info``: block size, KV blocks, prefix caching) and
+``/v1/models`` (``max_model_len``), so the twin's KV capacity is the server's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tailscope.client.openai import Timeouts
+from tailscope.client.prometheus import parse_prometheus_text
+from tailscope.client.rawhttp import RawHttpTransport
+from tailscope.engine.twin import ServerFacts, TwinModel, fit_twin
+from tailscope.engine.twin_observe import observations
+from tailscope.errors import ConfigError, TargetError
+from tailscope.records import RequestRecord
+from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_bench
+from tailscope.runner.loadgen import DispatchConfig
+from tailscope.workload.spec import RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ProbePlan:
+    """What the probe sends. Lengths are capped by the server's ``max_model_len``."""
+
+    prompt_ladder: tuple[int, ...] = (16, 64, 192, 384, 768, 1280)
+    repeats: int = 3
+    concurrencies: tuple[int, ...] = (1, 2, 4, 8)
+    decode_prompts: tuple[int, ...] = (32, 512)
+    decode_output: int = 48
+    burst: bool = True
+    burst_requests: int = 24
+    burst_prompt: int = 900
+    burst_output: int = 32
+    time_budget_s: float = 180.0
+
+
+async def server_facts(
+    url: str, *, max_num_seqs: int, max_num_batched_tokens: int, block_size: int | None, num_blocks: int | None
+) -> ServerFacts:
+    """Block size and KV blocks from ``vllm:cache_config_info`` (flags override), ``max_model_len`` from /v1/models.
+
+    Raises:
+        TargetError: when the server does not expose its KV capacity and no flags give it.
+    """
+    t = RawHttpTransport(url)
+    try:
+        status, _, body = await t.get("/metrics", 10)
+        labels: dict[str, str] = {}
+        if status == 200:
+            for s in parse_prometheus_text(body.decode("utf-8", "replace"), source=url + "/metrics"):
+                if s.name == "vllm:cache_config_info":
+                    labels = s.label_dict()
+                    break
+        status, _, body = await t.get("/v1/models", 10)
+        model, max_len = "", None
+        if status == 200:
+            data = json.loads(body).get("data") or [{}]
+            model = str(data[0].get("id", ""))
+            max_len = data[0].get("max_model_len")
+    except (OSError, ValueError, TimeoutError) as exc:
+        raise TargetError(f"cannot read the server facts from {url}: {exc}") from None
+    finally:
+        await t.close()
+    bs = block_size or (int(labels["block_size"]) if "block_size" in labels else None)
+    nb = num_blocks or (int(labels["num_gpu_blocks"]) if labels.get("num_gpu_blocks", "None") != "None" else None)
+    if bs is None or nb is None:
+        raise TargetError(
+            f"{url}/metrics does not expose vllm:cache_config_info (block size, KV blocks); pass --block-size and "
+            "--num-blocks to calibrate against this server"
+        )
+    return ServerFacts(
+        block_size=bs,
+        num_blocks=nb,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_model_len=int(max_len) if max_len else None,
+        enable_prefix_caching=labels.get("enable_prefix_caching", "True") == "True",
+        model=model,
+        url=url,
+    )
+
+
+def _specs(lengths: list[tuple[int, int]], seed: int) -> Iterator[RequestSpec]:
+    for i, (p, n) in enumerate(lengths):
+        yield RequestSpec(id=i, input_tokens=p, output_tokens=n, seed=seed * 1_000_003 + i)
+
+
+async def run_probe(
+    url: str,
+    model: str | None,
+    facts: ServerFacts,
+    plan: ProbePlan,
+    *,
+    db: str | None = None,
+    seed: int = 0,
+    on_phase: Callable[[str], None] | None = None,
+) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Run the probe phases (each a stored bench run in one sweep); return them and what the burst showed."""
+    cap = (facts.max_model_len or 2048) - 64
+    base = BenchConfig(
+        url=url,
+        model=model,
+        db=db,
+        seed=seed,
+        timeouts=Timeouts(connect_s=10, first_token_s=120, total_s=300),
+        handle_signals=False,
+        sweep_id="calibrate-" + new_run_id(),
+    )
+    results: list[BenchResult] = []
+    started = time.monotonic()
+
+    async def phase(name: str, lengths: list[tuple[int, int]], concurrency: int) -> BenchResult:
+        if on_phase:
+            on_phase(name)
+        cfg = replace(
+            base,
+            dispatch=DispatchConfig(concurrency=concurrency, drain_timeout_s=120),
+            settings={"probe": name, "concurrency": concurrency, "mode": "closed"},
+        )
+        res = await run_bench(cfg, _specs(lengths, seed + len(results)))
+        results.append(res)
+        if time.monotonic() - started > plan.time_budget_s:
+            raise ConfigError(f"the calibration probe exceeded its {plan.time_budget_s:g} s budget in phase {name}")
+        return res
+
+    ladder = sorted({min(p, cap) for p in plan.prompt_ladder})
+    await phase("prefill", [(p, 2) for p in ladder for _ in range(plan.repeats)], 1)
+    for c in plan.concurrencies:
+        prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
+        await phase(f"decode-c{c}", [(p, plan.decode_output) for p in prompts for _ in range(max(2, c))], c)
+    burst: dict[str, Any] = {}
+    if plan.burst:
+        p = min(plan.burst_prompt, cap - plan.burst_output)
+        res = await phase("burst", [(p, plan.burst_output)] * plan.burst_requests, plan.burst_requests)
+        server = res.server or {}
+        burst = {
+            "requests": plan.burst_requests,
+            "prompt_tokens": p,
+            "kv_tokens_asked": plan.burst_requests * (p + plan.burst_output),
+            "kv_capacity_tokens": facts.kv_capacity_tokens,
+            "max_queue_depth": (server.get("queue_depth") or {}).get("max"),
+            "max_kv_usage": (server.get("kv_usage") or {}).get("max"),
+            "preemptions": (server.get("counter_deltas") or {}).get("vllm:num_preemptions_total"),
+        }
+    return results, burst
+
+
+def fit_from_runs(runs: list[list[RequestRecord]], facts: ServerFacts, *, seed: int = 0) -> TwinModel:
+    """Fit a twin from the records of several runs (probe runs, or ordinary bench runs).
+
+    Observations are taken per run: record times are relative to each run's own start, so concurrency can only be
+    measured within one run.
+    """
+    pre: list[Any] = []
+    dec: list[Any] = []
+    loaded: list[Any] = []
+    for records in runs:
+        p, d, lt = observations(records)
+        pre += p
+        dec += d
+        loaded += lt
+    return fit_twin(pre, dec, facts, loaded_ttft=loaded, seed=seed)
