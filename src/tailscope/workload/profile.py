@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tailscope.errors import ConfigError, ProfileError
+from tailscope.files import read_user_text
 from tailscope.metrics.slo import parse_slo
 from tailscope.workload import model as m
 from tailscope.workload.dists import FloatDist
@@ -34,10 +35,7 @@ def load_profile(path: str | Path) -> m.Profile:
         ProfileError: ``file:line: field.path message (got …)`` for any problem.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc})") from None
+    text = read_user_text(p, what="profile", error=ProfileError)
     return parse_profile(text, source=str(path), base_dir=p.parent)
 
 
@@ -306,7 +304,7 @@ def read_lengths(path: Path, *, column: str | None = None) -> tuple[int, ...]:
         ProfileError: ``file:line: …`` for a bad row, or when the file holds no lengths.
     """
     out: list[int] = []
-    text = path.read_text(encoding="utf-8")
+    text = read_user_text(path, what="lengths file", error=ProfileError)
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():

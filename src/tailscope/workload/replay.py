@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import ProfileError
+from tailscope.files import read_user_text
 from tailscope.workload.spec import RequestSpec
 
 FORMATS = ("auto", "tailscope", "mooncake", "azure")
@@ -55,10 +56,7 @@ def read_replay(path: str | Path, *, fmt: str = "auto") -> list[ReplayRow]:
     p = Path(path)
     if fmt not in FORMATS:
         raise ProfileError(f"--replay-format {fmt!r}: use one of {', '.join(FORMATS)}")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+    text = read_user_text(p, what="trace", error=ProfileError)
     if fmt == "auto":
         fmt = _detect(p, text)
     rows = _parse_azure(p, text) if fmt == "azure" else _parse_jsonl(p, text, fmt)
