@@ -29,6 +29,8 @@ from tailscope.gate.contract import (
     SloCheck,
     percentile_label,
 )
+from tailscope.gate.findings import build_view
+from tailscope.gate.rules_client import client_bottleneck
 from tailscope.gate.rundata import RunData
 from tailscope.gate.values import latency_samples, measured, rate_data, stat_of, value_from_records, value_from_summary
 
@@ -324,6 +326,13 @@ def evaluate(
     """
     checks: list[CheckResult] = [check_slo(run, s, contract.slos) for s in contract.slos]
     notes: list[str] = []
+    if run.records:
+        lagging = client_bottleneck(build_view(run.records, settings=run.settings))
+        if lagging is not None:
+            notes.append(
+                f"the load generator fell behind ({lagging.evidence[0]}): the offered load was lower than intended "
+                "and latencies are a lower bound; rerun with more client processes"
+            )
     reg = contract.regression
     if reg is not None and reg.limits:
         gen = rng if rng is not None else np.random.default_rng(reg.seed)

@@ -173,3 +173,14 @@ def test_goodput_regression_uses_the_contract_slos() -> None:
     assert v["regression requests_per_s"] in (Verdict.PASS, Verdict.INCONCLUSIVE)  # every request still completed
     good = next(c for c in result.checks if c.name == "regression goodput_rps")
     assert good.observed == pytest.approx(-0.5, abs=0.03)  # half the requests, in a slightly longer window
+
+
+def test_a_lagging_client_is_noted() -> None:
+    recs = tuple(record(i, sched_ms=i * 10.0, ttft_ms=50.0, lag_ms=30.0) for i in range(100))
+    result = evaluate(
+        parse_contract("name: s\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 100}\n"),
+        RunData(id="r", records=recs),
+    )
+    assert result.exit_code == 0
+    assert len(result.notes) == 1
+    assert result.notes[0].startswith("the load generator fell behind (send lag")
