@@ -4,8 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# (vllm is phony too: scripts/setup_vllm.sh keeps its own stamp)
-.PHONY: vllm demo test check lint fmt typecheck unit integration bench setup clean
+# (vllm, browser and prometheus are phony too: their scripts keep their own stamps and return at once when done)
+.PHONY: vllm browser prometheus demo test check lint fmt typecheck unit integration bench setup clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,8 +27,16 @@ demo: $(STAMP)
 vllm:
 	@PY=$(PY) scripts/setup_vllm.sh
 
+## browser: Debian's chromium + playwright (never a downloaded browser) for the HTML report tests
+browser: $(STAMP)
+	@VENV=$(VENV) scripts/setup_browser.sh
+
+## prometheus: Debian's prometheus + promtool for the alert-rule tests
+prometheus:
+	@scripts/setup_prometheus.sh
+
 ## test: set up and run the whole suite (lint, types, unit, integration)
-test: $(STAMP) vllm
+test: $(STAMP) vllm browser prometheus
 	$(MAKE) check
 
 check: lint typecheck
