@@ -5,7 +5,7 @@ accelerators in a YAML file (:func:`load_gpu_file`)::
 
     gpus:
       - id: my-gpu
-        memory_gb: 96
+        memory_gb: 96            # decimal GB as CUDA reports them (or memory_gib: 90 for binary GiB)
         hbm_gbps: 4000
         bf16_tflops: 800
         fp8_tflops: 1600        # optional; omitted = no FP8 tensor cores
@@ -37,6 +37,9 @@ class GpuSpec:
         fp8_tflops: dense FP8 tensor throughput, TFLOP/s; None = no FP8 tensor cores (FP8 weights are upcast).
         interconnect_gbps: per-direction GPU-to-GPU bandwidth used by tensor-parallel all-reduce, GB/s.
         source: where the numbers come from.
+        memory_binary: ``memory_gb`` is really GiB (2³⁰ bytes), as for HBM parts: an "80 GB" H100 reports
+            81,559 MiB to CUDA, and vLLM sizes the KV cache from what CUDA reports. GDDR cards (L4, L40S, A10G)
+            report decimal GB.
     """
 
     id: str
@@ -47,10 +50,12 @@ class GpuSpec:
     fp8_tflops: float | None
     interconnect_gbps: float
     source: str
+    memory_binary: bool = True
 
     @property
     def memory_bytes(self) -> float:
-        return self.memory_gb * GB
+        """Device memory as CUDA reports it (what ``gpu_memory_utilization`` multiplies), bytes."""
+        return self.memory_gb * (2**30 if self.memory_binary else GB)
 
     def peak_flops(self, compute_dtype: str) -> float:
         """Dense FLOP/s for matmuls in ``compute_dtype`` (fp8 falls back to bf16 without FP8 units)."""
@@ -137,6 +142,7 @@ GPUS: tuple[GpuSpec, ...] = (
         32,
         "NVIDIA L4 datasheet (nvidia.com/en-us/data-center/l4): 300 GB/s, BF16 242 TF sparse = 121 dense, FP8 "
         "485 sparse = 242.5 dense, PCIe Gen4 x16 64 GB/s bidirectional",
+        memory_binary=False,
     ),
     GpuSpec(
         "l40s",
@@ -148,6 +154,7 @@ GPUS: tuple[GpuSpec, ...] = (
         32,
         "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): 864 GB/s, BF16 733 TF sparse = 362 dense, "
         "FP8 1,466 sparse = 733 dense, PCIe Gen4 x16",
+        memory_binary=False,
     ),
     GpuSpec(
         "a10g",
@@ -159,6 +166,7 @@ GPUS: tuple[GpuSpec, ...] = (
         32,
         "AWS EC2 G5 / NVIDIA A10G: 24 GB GDDR6, 600 GB/s, ~70 TF dense FP16/BF16 tensor (A10G runs at lower "
         "clocks than the A10's 125 TF); PCIe Gen4",
+        memory_binary=False,
     ),
     GpuSpec(
         "mi300x",
@@ -200,15 +208,17 @@ def _spec_from_mapping(item: Any, where: str) -> GpuSpec:
     try:
         gid = str(item["id"]).lower()
         fp8 = item.get("fp8_tflops")
+        binary = "memory_gib" in item
         spec = GpuSpec(
             id=gid,
             name=str(item.get("name", gid)),
-            memory_gb=float(item["memory_gb"]),
+            memory_gb=float(item["memory_gib"] if binary else item["memory_gb"]),
             hbm_gbps=float(item["hbm_gbps"]),
             bf16_tflops=float(item["bf16_tflops"]),
             fp8_tflops=float(fp8) if fp8 is not None else None,
             interconnect_gbps=float(item.get("interconnect_gbps", 32)),
             source=str(item.get("source", where)),
+            memory_binary=binary,
         )
     except KeyError as exc:
         raise CatalogError(

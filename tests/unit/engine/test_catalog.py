@@ -117,6 +117,9 @@ def test_bad_config_and_unknown_ids_say_what_to_do(tmp_path: Path) -> None:
 
 def test_gpu_numbers_are_dense_and_cited() -> None:
     h100 = resolve_gpu("h100-sxm")
+    # HBM sizes are binary (CUDA reports 81,559 MiB on an "80 GB" H100); GDDR cards report decimal GB
+    assert h100.memory_bytes == pytest.approx(85.5e9, rel=0.01)
+    assert resolve_gpu("l4").memory_bytes == pytest.approx(24.15e9, rel=0.01)
     assert h100.bf16_tflops == pytest.approx(989.4)
     assert h100.fp8_tflops == pytest.approx(1978.9)
     assert h100.peak_flops("fp8") == pytest.approx(2 * h100.peak_flops("bf16"), rel=1e-3)
