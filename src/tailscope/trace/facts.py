@@ -236,32 +236,59 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
             branch[name] = spans[branch_of[i]].name
     # Per-operation self time, gaps, fan-out; retries.
     ops = facts.ops
+    children = tree.children
     for i, sp in enumerate(spans):
         op = ops.get(sp.name)
         if op is None:
             op = ops[sp.name] = OpFacts()
         op.count += 1
-        dur = sp.end_ns - sp.start_ns
+        s0, e0 = sp.start_ns, sp.end_ns
+        dur = e0 - s0
         op.duration_ns += dur
-        kids = tree.children[i]
+        kids = children[i]
         if not kids:
             op.self_ns += dur
             continue
-        clip = [
-            (max(spans[c].start_ns, sp.start_ns), min(spans[c].end_ns, sp.end_ns))
-            for c in kids
-            if spans[c].end_ns > sp.start_ns and spans[c].start_ns < sp.end_ns
-        ]
-        union = _union(clip)
-        busy = sum(e - b for b, e in union)
+        # One pass over the children (sorted by start): clipped union, and whether any two overlap.
+        union: list[tuple[int, int]] = []
+        clip: list[tuple[int, int]] = []
+        overlap = False
+        reach = s0
+        for c in kids:
+            k = spans[c]
+            x, y = k.start_ns, k.end_ns
+            if y <= s0 or x >= e0:
+                continue
+            if x < s0:
+                x = s0
+            if y > e0:
+                y = e0
+            clip.append((x, y))
+            if union and x < reach:
+                overlap = True
+            if union and x <= union[-1][1]:
+                if y > union[-1][1]:
+                    union[-1] = (union[-1][0], y)
+            else:
+                union.append((x, y))
+            if y > reach:
+                reach = y
+        busy = 0
+        for x, y in union:
+            busy += y - x
         op.self_ns += dur - busy
         op.gap_ns += dur - busy
-        for a, b in own_segments.get(i, ()):
-            op.gap_path_ns += (b - a) - _overlap(union, a, b)
-        op.children = max(op.children, len(kids))
-        if clip:
-            op.fanout = max(op.fanout, _fanout(clip))
-        _retries(tree, kids, incl, facts.retries)
+        segs = own_segments.get(i)
+        if segs:
+            for x, y in segs:
+                op.gap_path_ns += (y - x) - _overlap(union, x, y)
+        if len(kids) > op.children:
+            op.children = len(kids)
+        width = (_fanout(clip) if overlap else 1) if clip else 0
+        if width > op.fanout:
+            op.fanout = width
+        if len(kids) > 1:
+            _retries(tree, kids, incl, facts.retries)
     facts.waterfalls = find_waterfalls(tree, layers, has_model, incl, own_segments, async_blocking=async_blocking)
     return facts
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from tailscope.trace.tree import TraceTree
 
 CANDIDATE_LAYERS = frozenset({"agent", "retrieval", "network", "business"})
+_PATTERNS: dict[tuple[str, tuple[str, ...]], str] = {}  # interned pattern strings (many traces share one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,12 @@ def find_waterfalls(
     groups: list[WaterfallGroup] = []
     for p, kids in enumerate(tree.children):
         if len(kids) < 2:
+            continue
+        candidates = 0
+        for c in kids:
+            if layers[c] in CANDIDATE_LAYERS and not has_model[c]:
+                candidates += 1
+        if candidates < 2:
             continue
         blocking = [c for c in kids if async_blocking or tree.is_blocking(c)]
         # A member must have run alone: it overlaps no other sibling (a concurrent batch is not a waterfall).
@@ -121,17 +128,30 @@ def _group(
 ) -> WaterfallGroup:
     spans = tree.spans
     w0 = spans[members[0]].start_ns
-    w1 = max(spans[m].end_ns for m in members)
-    longest = max(spans[m].duration_ns for m in members)
-    local = max(0, (w1 - w0) - longest)
+    w1 = longest = 0
+    for m in members:
+        sm = spans[m]
+        if sm.end_ns > w1:
+            w1 = sm.end_ns
+        if sm.end_ns - sm.start_ns > longest:
+            longest = sm.end_ns - sm.start_ns
+    local = (w1 - w0) - longest
+    if local < 0:
+        local = 0
     # Path time in the window owned by the members' subtrees (they lie inside it) or by the parent itself.
     on_path = sum(incl[m] for m in members)
     for s, e in parent_segments:
         if e > w0 and s < w1:
             on_path += min(e, w1) - max(s, w0)
     parent = spans[p]
+    names = tuple(spans[m].name for m in members)
+    pattern = _PATTERNS.get((parent.name, names))
+    if pattern is None:
+        if len(_PATTERNS) > 10_000:
+            _PATTERNS.clear()
+        pattern = _PATTERNS[(parent.name, names)] = f"{parent.name} → {', '.join(names)}"
     return WaterfallGroup(
-        pattern=f"{parent.name} → {', '.join(spans[m].name for m in members)}",
+        pattern=pattern,
         parent_id=parent.span_id,
         member_ids=tuple(spans[m].span_id for m in members),
         window_ns=w1 - w0,

@@ -149,7 +149,7 @@ def trees(draw: st.DrawFn) -> list[Span]:
     return spans
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(trees())
 def test_default_path_segments_never_overlap_and_sum_to_the_root(spans: list[Span]) -> None:
     cp = critical_path(build_tree(spans))
