@@ -54,18 +54,30 @@ def make_records(n: int, *, seed: int, ttft_median_ms: float, lag_ms: float = 0.
         times = tuple(first + k * 20 * MS for k in range(8))
         out.append(
             RequestRecord(
-                id=i, scheduled_ns=sched, sent_ns=sched + int(lag_ms * MS), first_token_ns=first, end_ns=times[-1],
-                status=Status.OK, input_tokens=128, output_tokens=8, chunk_times_ns=times, chunk_tokens=(1,) * 8,
+                id=i,
+                scheduled_ns=sched,
+                sent_ns=sched + int(lag_ms * MS),
+                first_token_ns=first,
+                end_ns=times[-1],
+                status=Status.OK,
+                input_tokens=128,
+                output_tokens=8,
+                chunk_times_ns=times,
+                chunk_tokens=(1,) * 8,
             )
-        )  # fmt: skip
+        )
     return out
 
 
 def store_run(store: RunStore, run_id: str, records: list[RequestRecord], started: str) -> Run:
     run = Run(
-        id=run_id, kind=RunKind.BENCH, tool_version="test", started_at=started,
-        target=Target(url="http://127.0.0.1:1", model="m"), seed=0,
-    )  # fmt: skip
+        id=run_id,
+        kind=RunKind.BENCH,
+        tool_version="test",
+        started_at=started,
+        target=Target(url="http://127.0.0.1:1", model="m"),
+        seed=0,
+    )
     store.create_run(run)
     store.write_records(run_id, records)
     store.finish_run(run_id, RunStatus.COMPLETE, summarize(records).to_dict())
@@ -88,8 +100,19 @@ def store(tmp_path: Path) -> tuple[Path, Path]:
 def test_gate_fails_on_a_real_regression_with_reports(store: tuple[Path, Path], tmp_path: Path) -> None:
     db, contract = store
     junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
-    p = cli("gate", str(contract), "--run", "slow", "--db", str(db), "--junit", str(junit), "--markdown", str(md),
-            "--github")  # fmt: skip
+    p = cli(
+        "gate",
+        str(contract),
+        "--run",
+        "slow",
+        "--db",
+        str(db),
+        "--junit",
+        str(junit),
+        "--markdown",
+        str(md),
+        "--github",
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "regression ttft_ms.p50" in p.stdout
     assert "vs baseline base0001: FAIL" in p.stdout
@@ -207,6 +230,24 @@ def test_layer_contracts_and_trace_rules_on_a_stored_trace_set(tmp_path: Path) -
     assert p.returncode == 0, p.stderr
     rules = {f["rule"] for f in json.loads(p.stdout)["findings"]}
     assert "waterfalls" in rules
+    # a contract written by `plan budget` is read by the gate as is
+    budget = tmp_path / "budget.yaml"
+    p = cli(
+        "plan",
+        "budget",
+        "--target",
+        "3s",
+        "--layer",
+        "gateway=50ms",
+        "--layer",
+        "retrieval=100ms",
+        "--out",
+        str(budget),
+    )
+    assert p.returncode == 0, p.stderr
+    p = cli("gate", str(budget), "--run", str(export), "--traces", "before", "--db", db, "--json", "-")
+    names = [c["name"] for c in json.loads(p.stdout)["checks"]]
+    assert names == ["slo e2e_ms.p99", "layer gateway.p99", "layer retrieval.p99"]
 
 
 def test_compare_and_diagnose_simulated_runs(tmp_path: Path) -> None:
