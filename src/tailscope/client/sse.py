@@ -39,15 +39,11 @@ class SSEParser:
         self._id: bytes | None = None
         self.max_line_bytes = max_line_bytes
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """Parse ``chunk`` (any boundaries) and return the events it completed.
-
-        Raises:
-            SSEError: on invalid UTF-8 in a field, or a line over ``max_line_bytes``.
-        """
+    def _lines(self, chunk: bytes) -> list[bytes]:
+        """Complete lines of ``buffer + chunk`` (any line ending); the unfinished rest stays buffered."""
         data = self._buf + chunk if self._buf else chunk
         hold = b""
-        if data.endswith(b"\r"):
+        if data.endswith(b"\r"):  # may pair with an LF at the start of the next chunk
             data, hold = data[:-1], b"\r"
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -57,6 +53,15 @@ class SSEParser:
             size = len(self._buf)
             self._buf = b""
             raise SSEError(f"an SSE line exceeded {self.max_line_bytes} bytes without ending ({size} bytes so far)")
+        return lines
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Parse ``chunk`` (any boundaries) and return the events it completed.
+
+        Raises:
+            SSEError: on invalid UTF-8 in a field, or a line over ``max_line_bytes``.
+        """
+        lines = self._lines(chunk)
         out: list[SSEEvent] = []
         for line in lines:
             self._line(line, out)
@@ -68,18 +73,7 @@ class SSEParser:
         Same line rules as :meth:`feed`; the bytes are not decoded (a JSON parser validates them). Use one of the
         two methods per parser, not both.
         """
-        data = self._buf + chunk if self._buf else chunk
-        hold = b""
-        if data.endswith(b"\r"):
-            data, hold = data[:-1], b"\r"
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = data.split(b"\n")
-        self._buf = lines.pop() + hold
-        if len(self._buf) > self.max_line_bytes:
-            size = len(self._buf)
-            self._buf = b""
-            raise SSEError(f"an SSE line exceeded {self.max_line_bytes} bytes without ending ({size} bytes so far)")
+        lines = self._lines(chunk)
         out: list[bytes] = []
         pending = self._data
         for line in lines:
