@@ -405,6 +405,8 @@ class Replica:
         budget -= n_dec
         # 2. running prefills (chunked), admission order
         chunks: list[tuple[_Req, int, int]] = []
+        prefill: list[tuple[int, int]] = []
+        completing = 0
         for r in list(self._prefilling.values()) if self._prefilling else ():
             if budget <= 0:
                 break
@@ -419,16 +421,21 @@ class Replica:
             pool.allocate(extra)
             r.blocks += extra
             chunks.append((r, c, r.computed))
+            prefill.append((c, r.computed))
+            if r.computed + c == r.num_tokens:
+                completing += 1
             budget -= c
         # decodes preempted during step 2 no longer run this step
         n_dec = len(self._decoding)
         # 3. waiting, FCFS
         waiting = self._waiting
         max_seqs = self.config.max_num_seqs
-        while waiting and budget > 0 and len(self._running) < max_seqs:
+        caching = pool.enable_caching
+        running = self._running
+        while waiting and budget > 0 and len(running) < max_seqs:
             r = waiting[0]
             hit = g = 0
-            if pool.enable_caching and (r.n_given or r.preemptions):
+            if caching and (r.n_given or r.preemptions):
                 max_hit = (r.num_tokens - 1) // bs
                 if r.salt == 0:
                     hit = pool.lookup(self._hashes(r, max_hit), max_hit)
@@ -466,15 +473,15 @@ class Replica:
             self._running[r.id] = r
             self._prefilling[r.id] = r
             chunks.append((r, c, start))
+            prefill.append((c, start))
+            if start + c == r.num_tokens:
+                completing += 1
             budget -= c
         if not chunks and n_dec == 0:
             return None
         # 4. time
         if chunks:
-            completing = sum(1 for r, c, p in chunks if p + c == r.num_tokens)
-            duration = self.perf.mixed_step_ns(
-                [(c, p) for _, c, p in chunks], n_dec, self._dec_k + n_dec * T, n_dec + completing
-            )
+            duration = self.perf.mixed_step_ns(prefill, n_dec, self._dec_k + n_dec * T, n_dec + completing)
         else:
             duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
         end = now_ns + duration
