@@ -256,9 +256,10 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8011)
     p.add_argument("--ttft-ms", type=float, default=50.0)
     p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--capacity", type=int, default=None, help="serve at most this many requests at once")
     p.add_argument("--truth-out", default=None, help="write the truth log as JSON here on SIGTERM/SIGINT")
     a = p.parse_args()
-    cfg = ScriptedConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms)
+    cfg = ScriptedConfig(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, capacity=a.capacity)
     app, state = build_app(cfg)
 
     async def dump(_: web.Application) -> None:
