@@ -93,6 +93,12 @@ def test_bench_counts_match_the_server(vllm_server: VllmServer, tmp_path: Path) 
 
     assert summary["ttft_ms"]["count"] == REQUESTS
     assert summary["output_tokens_per_s"] > 0
+    # Our own telemetry found vLLM's gauges under their real names.
+    server = summary["server"]
+    assert server["queue_depth"]["metric"] == "vllm:num_requests_waiting"
+    assert server["running"]["metric"] == "vllm:num_requests_running"
+    assert server["kv_usage"]["metric"] == "vllm:kv_cache_usage_perc"
+    assert server["queue_depth"]["samples"] >= 1
 
 
 def test_bench_with_tokenizer_sends_exact_prompt_lengths(
@@ -106,3 +112,29 @@ def test_bench_with_tokenizer_sends_exact_prompt_lengths(
     template = Tokenizer.from_file(str(tokenizer_path)).encode("<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n")
     assert {r["input_tokens"] for r in doc["requests"]} == {64 + len(template.ids)}
     assert {r["output_tokens"] for r in doc["requests"]} == {OUTPUT_TOKENS}
+
+
+def test_bench_sees_the_queue_when_the_kv_cache_is_full(
+    vllm_server: VllmServer, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    info = dict(next(iter(vllm_server.metrics()["vllm:cache_config_info"])))
+    kv_tokens = int(info["kv_cache_size_tokens"])
+    per_request = 1000 + 12 + OUTPUT_TOKENS  # prompt + chat template + output
+    n = -(-2 * kv_tokens // per_request)  # twice what fits: about half the requests must wait for KV space
+    if n > 64:
+        pytest.skip(f"this server's KV cache ({kv_tokens} tokens) is too large to fill quickly")
+    before = _finished_by_reason(vllm_server)
+    doc = _bench(
+        vllm_server,
+        tmp_path,
+        "--tokenizer", str(tiny_model_dir / "tokenizer.json"),
+        "--input-tokens", "1000",
+        "--requests", str(n),
+        "--concurrency", str(n),
+    )  # fmt: skip
+    assert doc["summary"]["requests"]["completed"] == n
+    assert {r["output_tokens"] for r in doc["requests"]} == {OUTPUT_TOKENS}
+    server = doc["summary"]["server"]
+    assert server["queue_depth"]["max"] >= 1, server
+    assert server["kv_usage"]["max"] > 0.5, server
+    assert sum(_server_delta(vllm_server, before, n).values()) == n
