@@ -162,6 +162,7 @@ class Replica:
         self.steps = 0  # index of the next step
         self.step_end_ns: list[int] = []  # end time of step i at index i − _times_base
         self._times_base = 0
+        self._next_trim = 8192
         self.now_ns = 0
         self._prefix_queries = 0
         self._prefix_hits = 0
@@ -537,8 +538,10 @@ class Replica:
             self._remove_running(r2)
             r2.state = _DONE
             finished.append(self._complete(r2, T))
-        if T - self._times_base > 8192 and (T & 4095) == 0:
-            self._trim_times()
+        if self._next_trim <= T:  # fast-forwarded stretches can skip any particular step number
+            self._next_trim = T + 4096
+            if T - self._times_base > 8192:
+                self._trim_times()
         return duration, first, finished, preempted, prefill_tokens, n_dec
 
     def _complete(self, r: _Req, T: int) -> Completion:

@@ -193,3 +193,18 @@ def test_abort_frees_blocks_and_limits_validate() -> None:
         EngineConfig(max_num_seqs=64, max_num_batched_tokens=32).validate()
     assert vllm_default_limits(resolve_gpu("h100-sxm")) == (1024, 8192)
     assert vllm_default_limits(resolve_gpu("a100-80gb")) == (256, 2048)
+
+
+def test_step_times_stay_bounded_over_long_runs() -> None:
+    """Old step end times are dropped once no live request needs them (memory stays bounded)."""
+    rep = Replica(PERF, EngineConfig(max_num_seqs=8, max_num_batched_tokens=512))
+    now = 0
+    for i in range(400):
+        rep.add_request(EngineRequest(i, 64, 100, now))
+        for _ in range(60):
+            res = rep.step_fast(now, now + 10**12)
+            if res is None:
+                break
+            now += res[0]
+    assert rep.steps > 20_000
+    assert len(rep.step_end_ns) < 16_384
