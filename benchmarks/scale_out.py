@@ -136,7 +136,7 @@ def run_point(mode: str, workers: int, streams: int, args: argparse.Namespace, f
             dispatch=DispatchConfig(concurrency=streams, duration_s=args.duration, drain_timeout_s=30),
             db=str(db),
             timeouts=Timeouts(connect_s=10, first_token_s=60, total_s=120),
-            metrics_url="off",
+            metrics_url=None,
             handle_signals=False,
         )
         shape = LoadShape(concurrency=streams, duration_s=args.duration)

@@ -72,13 +72,13 @@ def config(srv: ScriptedServer, db: Path, *, rate: float | None, duration_s: flo
         requested_rate=rate,
         db=str(db),
         timeouts=Timeouts(connect_s=5, first_token_s=30, total_s=60),
-        metrics_url="off",
+        metrics_url=None,
         handle_signals=False,
     )
 
 
 SERVER = ScriptedConfig(ttft_ms=30, itl_ms=8, capacity=4)
-RATE, DURATION = 12.0, 6.0
+RATE, DURATION = 18.0, 6.0
 
 
 def check_same_as_single_process(single: BenchResult, multi: BenchResult, workers: int) -> None:

@@ -33,7 +33,8 @@ class WorkerState:
     Attributes:
         index: worker number (``RequestRecord.worker``).
         kind: ``process`` or ``ray``.
-        pid: the worker's process id (``None`` until it answered ``setup``).
+        pid: the worker's process id (``None`` until it answered ``setup``); for Ray, the actor's.
+        nice: the worker's scheduling niceness when known (Ray starts workers at 15).
         slots: closed-loop concurrency of this worker (``None`` in open loop).
         assigned: requests handed to the worker.
         received: records received from it.
@@ -46,6 +47,7 @@ class WorkerState:
     index: int
     kind: str
     pid: int | None = None
+    nice: int | None = None
     slots: int | None = None
     assigned: int = 0
     received: int = 0
@@ -85,6 +87,7 @@ def worker_rows(states: Sequence[WorkerState], records: Sequence[RequestRecord])
                 "worker": s.index,
                 "kind": s.kind,
                 "slots": s.slots,
+                "nice": s.nice,
                 "assigned": s.assigned,
                 "requests": len(recs),
                 "send_lag_ms": lag.to_dict(),
@@ -135,6 +138,12 @@ def worker_warnings(rows: Sequence[dict[str, Any]], ttft_p50_ms: float | None, l
                 f"worker {row['worker']} waited {row['starved_s']:.1f} s for requests from the driver: "
                 "the offered concurrency was lower than asked"
             )
+    niced = [str(row["worker"]) for row in rows if (row.get("nice") or 0) > 0]
+    if niced:
+        out.append(
+            f"worker(s) {', '.join(niced)} ran at a lowered CPU priority (Ray's worker niceness): on a busy node "
+            "their timings suffer; start Ray with RAY_worker_niceness=0 (see docs/scale-out.md)"
+        )
     unc = max((row["offset_uncertainty_ms"] for row in rows if row["lost"] is None), default=0.0)
     if ttft_p50_ms is not None and ttft_p50_ms > 0 and unc > OFFSET_WARN_FRACTION * ttft_p50_ms:
         out.append(

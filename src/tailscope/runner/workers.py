@@ -335,7 +335,8 @@ async def run_bench_distributed(
                 doc["specs"] = [spec_to_wire(s) for s in shares[i]]
                 states[i].assigned = len(shares[i])
             info = await handles[i].call("setup", [doc], timeout_s=SETUP_TIMEOUT_S)
-            states[i].pid = info.get("pid")
+            states[i].pid = info.get("actor_pid") or info.get("pid")  # a Ray worker: the actor process
+            states[i].nice = info.get("nice")
             return await _estimate_offset(handles[i], states[i], clock)
 
         try:

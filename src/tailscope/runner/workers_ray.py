@@ -9,24 +9,49 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from typing import Any
 
 from tailscope.errors import ConfigError
 from tailscope.runner.wire import pack, unpack
-from tailscope.runner.worker_pool import WorkerLost
+from tailscope.runner.worker_pool import ProcessWorker, WorkerLost
 
 
 class RayWorkerActor:
-    """The actor class (made remote at run time so that importing this module does not need Ray)."""
+    """The actor class (made remote at run time so that importing this module does not need Ray).
+
+    Ray places and supervises the actor; the load itself runs in a child process the actor spawns (the same worker
+    process as without Ray), on a clean event loop. Run inside the actor process, the load generator's event loop
+    lagged more at p99 than a plain process at the same load. The child exits when the actor dies (its pipe closes).
+    """
 
     def __init__(self) -> None:
-        from tailscope.runner.worker_core import WorkerCore
+        import threading
 
-        self.core = WorkerCore()
+        # Ray starts workers at nice 15 (RAY_worker_niceness); on a busy node that starves the load generator. Undo
+        # it when allowed (root / CAP_SYS_NICE); the nice value is reported either way and warned about.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        self.nice = os.getpriority(os.PRIO_PROCESS, 0)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tailscope-actor-loop", daemon=True)
+        self._thread.start()
+        self._proc: ProcessWorker = asyncio.run_coroutine_threadsafe(self._spawn(), self._loop).result()
 
-    async def call(self, payload: bytes) -> bytes:
-        method, args = unpack(payload)
-        return pack(await self.core.call(method, args))
+    async def _spawn(self) -> ProcessWorker:
+        return ProcessWorker(0)
+
+    def call(self, payload: bytes) -> bytes:
+        method, args, timeout_s = unpack(payload)
+        fut = asyncio.run_coroutine_threadsafe(self._proc.call(method, args, timeout_s), self._loop)
+        value = fut.result()
+        if method == "setup" and isinstance(value, dict):
+            value["actor_pid"] = os.getpid()
+            value["nice"] = self.nice
+        return pack(value)
+
+    def shutdown(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._proc.shutdown(), self._loop).result(30)
 
 
 def _import_ray() -> Any:
@@ -72,7 +97,7 @@ class RayWorker:
     async def call(self, method: str, args: list[Any], timeout_s: float | None = None) -> Any:
         if self._lost is not None:
             raise WorkerLost(f"worker {self.index}: {self._lost}")
-        ref = self.actor.call.remote(pack([method, args]))
+        ref = self.actor.call.remote(pack([method, args, timeout_s]))
         try:
             data = await asyncio.wait_for(ref, timeout_s)
         except TimeoutError:
@@ -88,6 +113,8 @@ class RayWorker:
         if self._lost is None:
             with contextlib.suppress(WorkerLost):
                 await self.call("close", [], timeout_s=15)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.actor.shutdown.remote(), 30)
         with contextlib.suppress(Exception):
             self._ray.kill(self.actor)
 
@@ -95,5 +122,7 @@ class RayWorker:
 async def start_ray_workers(n: int, address: str, *, num_cpus: float = 1.0) -> list[RayWorker]:
     """Create ``n`` worker actors (each reserving ``num_cpus`` CPUs; Ray spreads them over the cluster)."""
     ray = await asyncio.to_thread(connect_ray, address)
-    actor_cls = ray.remote(num_cpus=num_cpus, max_restarts=0, scheduling_strategy="SPREAD")(RayWorkerActor)
+    actor_cls = ray.remote(num_cpus=num_cpus, max_restarts=0, max_concurrency=4, scheduling_strategy="SPREAD")(
+        RayWorkerActor
+    )
     return [RayWorker(ray, actor_cls, i) for i in range(n)]
