@@ -15,7 +15,7 @@ import numpy as np
 from tailscope.gate.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
 from tailscope.gate.contract import HIGHER_IS_BETTER, LATENCY_METRICS, METRICS, percentile_label
 from tailscope.gate.rundata import RunData
-from tailscope.gate.values import latency_samples, measured, rate_data, stat_of
+from tailscope.gate.values import latency_groups, latency_samples, measured, rate_data, stat_of
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "ttft_ms",
@@ -109,15 +109,25 @@ def compare_runs(
     for metric in metrics:
         if metric in LATENCY_METRICS:
             samples = [latency_samples(rs, metric) for rs in recs]
+            groups = [latency_groups(rs, metric) for rs in recs]
             for stat in stats:
                 values = tuple(stat_of(s, stat) for s in samples)
                 diffs: list[DiffCI | None] = []
-                for s in samples[1:]:
+                for s, g in zip(samples[1:], groups[1:], strict=True):
                     if samples[0].size < 2 or s.size < 2:
                         diffs.append(None)
                         continue
                     diffs.append(
-                        bootstrap_stat_diff(samples[0], s, stat, confidence=confidence, resamples=resamples, rng=gen)
+                        bootstrap_stat_diff(
+                            samples[0],
+                            s,
+                            stat,
+                            confidence=confidence,
+                            resamples=resamples,
+                            rng=gen,
+                            baseline_groups=groups[0],
+                            candidate_groups=g,
+                        )
                     )
                 rows.append(CompareRow(metric, stat, values, tuple(diffs)))
         else:

@@ -32,7 +32,15 @@ from tailscope.gate.contract import (
 from tailscope.gate.findings import build_view
 from tailscope.gate.rules_client import client_bottleneck
 from tailscope.gate.rundata import RunData
-from tailscope.gate.values import latency_samples, measured, rate_data, stat_of, value_from_records, value_from_summary
+from tailscope.gate.values import (
+    latency_groups,
+    latency_samples,
+    measured,
+    rate_data,
+    stat_of,
+    value_from_records,
+    value_from_summary,
+)
 
 
 class Verdict(StrEnum):
@@ -217,7 +225,14 @@ def check_regression(
             if n < 2:
                 raise ValueError
             ci = bootstrap_stat_diff(
-                b, c, lim.percentile or "p99", confidence=reg.confidence, resamples=reg.resamples, rng=rng
+                b,
+                c,
+                lim.percentile or "p99",
+                confidence=reg.confidence,
+                resamples=reg.resamples,
+                rng=rng,
+                baseline_groups=latency_groups(base, lim.metric),
+                candidate_groups=latency_groups(cand, lim.metric),
             )
         else:
             rb, rc = rate_data(base, lim.metric, slos), rate_data(cand, lim.metric, slos)

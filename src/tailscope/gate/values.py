@@ -41,6 +41,17 @@ def latency_samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray
     return np.asarray([v for v in vals if v is not None], dtype=np.float64)
 
 
+def latency_groups(records: Sequence[RequestRecord], metric: str) -> np.ndarray | None:
+    """For ``itl_ms``, the index of the request each sample of :func:`latency_samples` came from (else ``None``):
+    gaps of one stream are correlated, so the bootstrap treats requests as clusters."""
+    if metric != "itl_ms":
+        return None
+    out: list[int] = []
+    for i, r in enumerate(x for x in records if x.status is Status.OK):
+        out.extend([i] * len(rq.itl_samples_ms(r)))
+    return np.asarray(out, dtype=np.int64)
+
+
 @dataclass(frozen=True, slots=True)
 class RateData:
     """A run-level rate as ``values.sum() * scale`` (``values``: one contribution per measured request).

@@ -92,3 +92,37 @@ def test_poisson_bootstrap_varies_the_count() -> None:
     poisson = bs.poisson_sum_replicates(ones, 2000, np.random.default_rng(0))
     assert np.mean(poisson) == pytest.approx(2500, rel=0.01)
     assert np.std(poisson) == pytest.approx(50, rel=0.1)  # sqrt(n)
+
+
+def _cluster_data(k: int, per: int, seed: int, *, correlated: bool) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(k), per)
+    if correlated:  # each stream has its own speed: gaps within a request are alike
+        level = rng.lognormal(3, 0.5, k)
+        x = level[groups] * rng.lognormal(0, 0.05, k * per)
+    else:
+        x = rng.lognormal(3, 0.5, k * per)
+    return x, groups
+
+
+@pytest.mark.parametrize("stat", ["p50", "p90", "mean"])
+def test_clustered_replicates_match_a_brute_force_cluster_bootstrap(stat: str) -> None:
+    x, groups = _cluster_data(300, 20, seed=4, correlated=True)
+    rng = np.random.default_rng(0)
+    by_group = [x[groups == i] for i in range(300)]
+    brute = []
+    for _ in range(400):  # resample whole requests
+        pick = rng.integers(0, 300, 300)
+        sample = np.concatenate([by_group[i] for i in pick])
+        brute.append(sample.mean() if stat == "mean" else np.quantile(sample, {"p50": 0.5, "p90": 0.9}[stat]))
+    fast = bs.clustered_replicates(x, groups, stat, 2000, np.random.default_rng(1))
+    assert np.std(fast) == pytest.approx(np.std(brute), rel=0.3)
+    naive = bs.percentile_replicates(x, stat, 400, np.random.default_rng(1))
+    assert np.std(naive) < 0.5 * np.std(brute)  # treating gaps as independent would be far too confident
+
+
+def test_clustered_equals_iid_for_independent_samples() -> None:
+    x, groups = _cluster_data(2000, 1, seed=5, correlated=False)
+    fast = bs.clustered_replicates(x, groups, "p90", 2000, np.random.default_rng(1))
+    iid = bs.percentile_replicates(x, "p90", 2000, np.random.default_rng(1))
+    assert np.std(fast) == pytest.approx(np.std(iid), rel=0.2)
