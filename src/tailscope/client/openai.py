@@ -304,9 +304,9 @@ class _ServerErrorEvent(Exception):
 
 def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable[[str], int] | None) -> None:
     """Account the data payloads that arrived together at ``now`` (the client's hot path: keep it lean)."""
+    if st.first_event is None and payloads:
+        st.first_event = now
     for data in payloads:
-        if st.first_event is None:
-            st.first_event = now
         if data == b"[DONE]":
             st.done = True
             return
@@ -317,44 +317,46 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
         if type(obj) is not dict:
             raise _MalformedEvent(f"data line is not a JSON object: {data[:120]!r}")
         choices = obj.get("choices")
-        if not choices and "error" in obj:
-            err = obj["error"]
-            msg = err.get("message") if isinstance(err, dict) else err
-            raise _ServerErrorEvent(f"server sent an error event: {msg}")
+        usage = obj.get("usage")
         if st.request_id is None:
             rid = obj.get("id")
             if isinstance(rid, str):
                 st.request_id = rid
-        usage = obj.get("usage")
-        text = ""
-        if choices:
-            c0 = choices[0]
-            delta = c0.get("delta")
-            if delta is not None:
-                text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-            else:
-                text = c0.get("text") or ""
         ct = None
         if usage:
             ct = usage.get("completion_tokens")
             pt = usage.get("prompt_tokens")
-            if isinstance(pt, int):
+            if type(pt) is int:
                 st.input_tokens = pt
-            if isinstance(ct, int):
+            if type(ct) is int:
                 st.completion_tokens = ct
             else:
                 ct = None
-        if text:
-            st.chunk_times.append(now)
-            st.texts.append(text)
-            if ct is not None and choices:
-                st.usage_per_chunk = True
-                st.chunk_tokens.append(max(ct - st.last_usage_completion, 1))
-                st.last_usage_completion = ct
-            elif count_tokens is not None:
-                st.chunk_tokens.append(max(count_tokens(text), 1))
-            else:
-                st.chunk_tokens.append(1)
+        if not choices:
+            if "error" in obj:
+                err = obj["error"]
+                msg = err.get("message") if isinstance(err, dict) else err
+                raise _ServerErrorEvent(f"server sent an error event: {msg}")
+            continue
+        c0 = choices[0]
+        delta = c0.get("delta")
+        if delta is not None:
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        else:
+            text = c0.get("text")
+        if not text:
+            continue
+        st.chunk_times.append(now)
+        st.texts.append(text)
+        if ct is not None:
+            st.usage_per_chunk = True
+            k = ct - st.last_usage_completion
+            st.chunk_tokens.append(k if k > 1 else 1)
+            st.last_usage_completion = ct
+        elif count_tokens is not None:
+            st.chunk_tokens.append(max(count_tokens(text), 1))
+        else:
+            st.chunk_tokens.append(1)
 
 
 def _error_detail(status: int, headers: Any, text: str) -> str:

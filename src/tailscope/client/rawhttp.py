@@ -157,6 +157,20 @@ class _Conn(asyncio.Protocol):
         i, n = 0, len(data)
         while i < n:
             st = self._chunk_state
+            if st == 0 and not self._line:
+                # fast path: a whole "SIZE\r\nDATA\r\n" chunk in this read (the common case for SSE streams)
+                j = data.find(b"\r\n", i)
+                if j > i:
+                    try:
+                        size = int(data[i:j], 16)
+                    except ValueError:
+                        size = -1  # extensions or junk: the general path below decides
+                    if size > 0:
+                        end = j + 2 + size
+                        if end + 2 <= n and data[end : end + 2] == b"\r\n":
+                            out.append(data[j + 2 : end])
+                            i = end + 2
+                            continue
             if st == 1:
                 take = min(self._chunk_left, n - i)
                 out.append(data[i : i + take])
