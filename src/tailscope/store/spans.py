@@ -63,6 +63,7 @@ class TraceSet:
 
 
 _SEQ = itertools.count()
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 def write_batch_file(path: Path, spans: Iterator[Span], *, limit: int | None = None) -> int:
@@ -90,7 +91,7 @@ def encode_span(span: Span) -> str:
 def _encode(span: Span) -> str:
     attrs = span.attributes
     resend = attrs.get("http.request.resend_count") if attrs else None
-    return json.dumps(
+    return _ENCODER.encode(
         {
             "trace_id": span.trace_id,
             "span_id": span.span_id,
@@ -106,9 +107,7 @@ def _encode(span: Span) -> str:
             "resend": resend if isinstance(resend, int) else None,
             "attributes": attrs or None,
             "links": span.links or None,
-        },
-        separators=(",", ":"),
-        default=str,
+        }
     )
 
 

@@ -105,6 +105,14 @@ def _normalize_id(value: Any, width: int) -> str | None:
 
 def parse_int(value: Any) -> int | None:
     """An int64 from an int or a decimal string, never through float; integral floats are accepted as such."""
+    t = type(value)
+    if t is int:
+        return value  # type: ignore[no-any-return]
+    if t is str:
+        try:
+            return int(value)
+        except ValueError:
+            pass
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -148,9 +156,13 @@ def parse_status(value: Any) -> str:
     return text if text in ("UNSET", "OK", "ERROR") else "UNSET"
 
 
+def _pos(position: str | tuple[str, int]) -> str:
+    return f"{position[0]}[{position[1]}]" if isinstance(position, tuple) else position
+
+
 def make_span(
     ctx: ParseContext,
-    position: str,
+    position: str | tuple[str, int],
     *,
     trace_id: Any,
     span_id: Any,
@@ -165,20 +177,23 @@ def make_span(
     links: tuple[tuple[str, str], ...] = (),
     follows_from: bool = False,
 ) -> Span | None:
-    """Validate and build one span (layer classified); record a problem and return None when it is unusable."""
+    """Validate and build one span (layer classified); record a problem and return None when it is unusable.
+
+    ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded.
+    """
     tid = normalize_id(trace_id, width=32)
     if tid is None:
-        ctx.problem(position, "span without trace id, skipped")
+        ctx.problem(_pos(position), "span without trace id, skipped")
         return None
     sid = normalize_id(span_id, width=16)
     if sid is None:
-        ctx.problem(position, "span without span id, skipped")
+        ctx.problem(_pos(position), "span without span id, skipped")
         return None
     if start_ns is None or end_ns is None:
-        ctx.problem(position, f"span {sid}: start/end time missing or not an integer, skipped")
+        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
         return None
     if end_ns < start_ns:
-        ctx.problem(position, f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
+        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
         end_ns = start_ns
     name_s = name if type(name) is str else str(name) if name is not None else ""
     attrs = attributes if type(attributes) is dict else dict(attributes)

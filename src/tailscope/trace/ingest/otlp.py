@@ -40,11 +40,13 @@ def any_value(v: Any) -> Any:
 def attributes_of(items: Any) -> dict[str, Any]:
     """OTLP ``[{key, value}]`` attributes as a dict (malformed entries skipped)."""
     out: dict[str, Any] = {}
-    if not isinstance(items, list):
+    if type(items) is not list:
         return out
     for kv in items:
-        if isinstance(kv, Mapping) and "key" in kv:
-            out[str(kv["key"])] = any_value(kv.get("value"))
+        if type(kv) is dict and "key" in kv:
+            v = kv.get("value")
+            # fast path for the common case; any_value handles the rest
+            out[str(kv["key"])] = v["stringValue"] if type(v) is dict and "stringValue" in v else any_value(v)
     return out
 
 
@@ -70,20 +72,25 @@ def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator
             spans = scope.get("spans") if isinstance(scope, Mapping) else None
             if not isinstance(spans, list):
                 continue
+            prefix = f"{where}resourceSpans[{r}].{key}[{s_i}].spans"
             for k, sp in enumerate(spans):
-                pos = f"{where}resourceSpans[{r}].{key}[{s_i}].spans[{k}]"
-                if not isinstance(sp, Mapping):
-                    ctx.problem(pos, "span is not an object, skipped")
+                if type(sp) is not dict:
+                    ctx.problem(f"{prefix}[{k}]", "span is not an object, skipped")
                     continue
-                links = tuple(
-                    (str(ln.get("traceId", "")), str(ln.get("spanId", "")))
-                    for ln in sp.get("links") or []
-                    if isinstance(ln, Mapping)
+                raw_links = sp.get("links")
+                links = (
+                    tuple(
+                        (str(ln.get("traceId", "")), str(ln.get("spanId", "")))
+                        for ln in raw_links
+                        if isinstance(ln, Mapping)
+                    )
+                    if raw_links
+                    else ()
                 )
                 status = sp.get("status")
                 span = make_span(
                     ctx,
-                    pos,
+                    (prefix, k),
                     trace_id=sp.get("traceId"),
                     span_id=sp.get("spanId"),
                     parent_id=sp.get("parentSpanId"),
@@ -92,7 +99,7 @@ def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator
                     end_ns=parse_int(sp.get("endTimeUnixNano")),
                     service=service,
                     kind=parse_kind(sp.get("kind")),
-                    status=parse_status(status.get("code") if isinstance(status, Mapping) else None),
+                    status=parse_status(status.get("code") if type(status) is dict else None),
                     attributes=attributes_of(sp.get("attributes")),
                     links=links,
                 )
