@@ -183,7 +183,7 @@ def main_bench(args: BenchArgs) -> int:
 
     def on_target(t: Target) -> None:
         if t.builtin:
-            err.print(f"[cyan]target: the built-in simulated engine ({t.description}) at {t.url}[/]")
+            err.print(f"[cyan]target: {t.description} at {t.url}[/]")
         else:
             err.print(f"target: {t.url} model {t.model}")
 

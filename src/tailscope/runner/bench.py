@@ -145,7 +145,7 @@ class TargetSession:
     """A reachable, preflighted target: what both the single-process and the distributed run start from."""
 
     base_url: str
-    transport: AioHttpTransport
+    transport: Transport
     target: Target
     metrics_url: str | None
 
@@ -168,7 +168,8 @@ async def open_target(
         assert cfg.url is not None
         base_url = _normalize_url(cfg.url)
     max_conn = cfg.dispatch.concurrency or 0
-    transport = AioHttpTransport(
+    transport = make_transport(
+        cfg.http_client,
         base_url,
         max_connections=max_conn,
         connect_timeout_s=cfg.timeouts.connect_s,
