@@ -73,6 +73,7 @@ class BenchArgs:
     sweep: str | None = None
     find_max: bool = False
     find_max_tolerance: float = 0.05
+    html_out: Path | None = None
     explicit: frozenset[str] | None = None  # flags typed on the command line; None = built in code (see bench_workload)
 
 
@@ -218,6 +219,11 @@ def main_bench(args: BenchArgs) -> int:
     if args.json_out is not None:
         write_export(args.json_out, build_export(result.run, summary, result.records))
         err.print(f"wrote {args.json_out}")
+    if args.html_out is not None:
+        from tailscope.report.html import write_html_report
+
+        write_html_report(args.html_out, run_to_json(result.run), summary, result.records, result.samples)
+        err.print(f"wrote {args.html_out}")
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
     return result.exit_code

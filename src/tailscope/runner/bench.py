@@ -91,6 +91,7 @@ class BenchResult:
     store_path: str
     t0_ns: int = 0  # the run start on the monotonic clock (record times are relative to it)
     extra: dict[str, Any] = field(default_factory=dict)  # summary keys beyond RunSummary (e.g. ``mixed``)
+    samples: list[ServerSample] = field(default_factory=list)  # the scraped server telemetry
 
     @property
     def exit_code(self) -> int:
@@ -243,6 +244,7 @@ def finish_bench(
         store_path=str(store.db.path),
         t0_ns=t0_ns,
         extra=dict(extra_summary or {}),
+        samples=samples,
     )
 
 
