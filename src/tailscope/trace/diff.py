@@ -28,6 +28,8 @@ from tailscope.trace.facts import TraceFacts
 MIN_TAIL_TRACES = 20
 #: An operation is "off the path" when its tail path time is below this fraction of the tail's mean duration.
 OFF_PATH_FRACTION = 0.05
+#: Operations holding at least this fraction of the tail's path before and after wrap the whole request (skipped).
+WRAPPER_FRACTION = 0.95
 
 
 def _ms(ns: float) -> float:
@@ -111,6 +113,8 @@ def explain(before: Sequence[TraceFacts], after: Sequence[TraceFacts], root_op: 
         if op == root_op:
             continue
         pb, pa = incl_b.get(op, 0.0), incl_a.get(op, 0.0)
+        if pb >= WRAPPER_FRACTION * tail_mean_b and pa >= WRAPPER_FRACTION * tail_mean_a:
+            continue  # a wrapper around (almost) the whole path: its change is the total, not an explanation
         dp = pa - pb
         mb = means_b.get(op, {}).get("mean_ns", 0.0)
         ma = means_a.get(op, {}).get("mean_ns", 0.0)
