@@ -58,6 +58,7 @@ def sim(
     seed: int = typer.Option(0, "--seed", help="Seed for lengths and arrivals (same seed → same simulation)."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
     json_out: Path | None = typer.Option(None, "--json", help="Write run, summary and every request to this file."),
+    html_out: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to this file."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -109,7 +110,22 @@ def sim(
         if not quiet:
             err.print(f"simulated {done:,} requests ({virtual_s:,.0f} s of virtual time)")
 
-    out = run_sim(args, on_progress=progress)
+    from tailscope.engine.calibration import load_calibration
+
+    interval: dict[str, Any] | None = None
+    if load_calibration(calibration).twin is not None:
+        # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
+        from tailscope.runner.twin_check import interval_of, predict
+
+        pred = predict(args)
+        out = pred.outcome
+        interval = interval_of(pred)
+        out.summary["prediction_interval"] = interval
+        from tailscope.store.runs import RunStore
+
+        RunStore(db).finish_run(out.run.id, out.run.status, out.summary)
+    else:
+        out = run_sim(args, on_progress=progress)
     res = out.result
     err.print(f"[cyan]target: {out.run.target.description}[/]")
     print_summary(run_to_json(out.run), out.summary, Console(file=sys.stdout))
@@ -123,9 +139,19 @@ def sim(
         print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
     if args.autoscale is not None and res.timeline:
         Console(file=sys.stdout).print(_timeline_table(res.timeline))
+    if interval is not None:
+        rows = ", ".join(
+            f"{m} {p} {lo:,.1f}–{hi:,.1f} ms" for m, pcts in interval.items() for p, (lo, hi) in pcts.items()
+        )
+        print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
     if json_out is not None:
         write_export(json_out, build_export(out.run, out.summary, out.records))
         err.print(f"wrote {json_out}")
+    if html_out is not None:
+        from tailscope.report.html import write_html_report
+
+        write_html_report(html_out, run_to_json(out.run), out.summary, out.records)
+        err.print(f"wrote {html_out}")
     err.print(f"run {out.run.id} stored (kind sim)")
 
 

@@ -62,6 +62,16 @@ def predict(args: SimArgs) -> Prediction:
     return Prediction(fit, bounds[0], bounds[1])
 
 
+def interval_of(pred: Prediction) -> dict[str, dict[str, tuple[float, float]]]:
+    """{metric: {percentile: (low, high)}} over the three simulations, for TTFT/TPOT/E2E p50/p90/p99."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for key, pct in COMPARED:
+        values = [v for v in (_get(s, key, pct) for s in (pred.outcome.summary, pred.low, pred.high)) if v is not None]
+        if values:
+            out.setdefault(key, {})[pct] = (min(values), max(values))
+    return out
+
+
 def _get(summary: dict[str, Any], key: str, pct: str) -> float | None:
     v = (summary.get(key) or {}).get(pct)
     return float(v) if v is not None else None
