@@ -6,7 +6,6 @@ Imported lazily by :mod:`tailscope.cli.bench` so that ``--help`` stays fast.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from tailscope.client.openai import Timeouts
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import parse_slo
 from tailscope.records import Target
-from tailscope.report.console import print_summary
+from tailscope.report.console import print_summary, stdout_console
 from tailscope.report.json_export import build_export, write_export
 from tailscope.report.live import live_progress
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
@@ -207,7 +206,7 @@ def main_bench(args: BenchArgs) -> int:
     summary.update(result.extra)
     from tailscope.report.json_export import run_to_json
 
-    out = Console(file=sys.stdout)
+    out = stdout_console()
     print_summary(run_to_json(result.run), summary, out)
     if args.dialects:
         from tailscope.metrics.dialects import summarize_dialect

@@ -6,7 +6,6 @@ line (so it overrides a profile's arrival), runs with live progress, and is stor
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -16,6 +15,7 @@ from rich.console import Console
 from tailscope.cli.bench_run import BenchArgs, resolve, run_async
 from tailscope.errors import ConfigError
 from tailscope.records import Target
+from tailscope.report.console import stdout_console
 from tailscope.report.json_export import _clean as clean_json
 from tailscope.report.json_export import run_to_json, write_export
 from tailscope.report.live import live_progress
@@ -68,7 +68,7 @@ def main_sweep(args: BenchArgs) -> int:
             result: BenchResult = run_async(run_bench(cfg, specs, progress=progress, on_target=on_target))
         return result
 
-    out = Console(file=sys.stdout)
+    out = stdout_console()
     doc: dict[str, Any]
     if args.sweep is not None:
         spec = parse_sweep(args.sweep)

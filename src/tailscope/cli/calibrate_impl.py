@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from tailscope.cli.bench_run import run_async
 from tailscope.engine.twin import ServerFacts, TwinModel
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.records import RequestRecord
+from tailscope.report.console import stdout_console
 
 
 def _write_yaml(path: Path, doc: dict[str, Any]) -> None:
@@ -122,7 +122,7 @@ def cmd_calibrate(
         doc["fitted_on"]["burst"] = json.loads(extra["burst"])
     doc["fitted_on"]["runs"] = list(from_runs) or extra.get("probe runs", "").split(", ")
     _write_yaml(out, doc)
-    _render_twin(Console(file=sys.stdout), twin, out, extra)
+    _render_twin(stdout_console(), twin, out, extra)
 
 
 def cmd_twin_check(
@@ -196,7 +196,7 @@ def cmd_twin_check(
     result = compare(pred, msum, tolerance)
     result["prediction_run"] = pred.outcome.run.id
     result["measured_run"] = measured.run.id
-    _render_check(Console(file=sys.stdout), result)
+    _render_check(stdout_console(), result)
     if json_out is not None:
         try:
             json_out.write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from tailscope.plan.capacity import CapacityPlan, SimCheck, search_capacity
 from tailscope.plan.estimate import estimate_request
 from tailscope.plan.kv import plan_kv
 from tailscope.plan.napkin import napkin_capacity, plan_cost
+from tailscope.report.console import stdout_console
 from tailscope.units import parse_duration_s
 
 GB = 1e9
@@ -34,7 +34,7 @@ def _emit(doc: dict[str, Any], json_out: Path | None, render: Any) -> None:
     if json_out is not None and str(json_out) == "-":
         print(text)
         return
-    render(Console(file=sys.stdout))
+    render(stdout_console())
     if json_out is not None:
         try:
             json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tailscope.errors import ConfigError
-from tailscope.report.console import dialect_renderable, print_summary
+from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 from tailscope.report.json_export import build_export, run_to_json, write_export
 from tailscope.store.runs import RunStore, StoredRun
 from tailscope.units import format_ms
@@ -49,7 +48,7 @@ def list_runs(*, db: Path | None, limit: int, kind: str | None, tag: str | None,
             f"{s['output_tokens_per_s']:,.0f}" if "output_tokens_per_s" in s else "—",
             ",".join(r.tags),
         )
-    con = Console()
+    con = stdout_console()
     if not runs:
         con.print(f"no runs in {store.db.path} yet — try `tailscope bench --requests 50`")
         return
@@ -80,12 +79,12 @@ def show_run(*, db: Path | None, ref: str, dialect: str, as_json: bool) -> None:
         return
     if dialect != "tailscope":
         run = stored.run
-        con = Console(file=sys.stdout)
+        con = stdout_console()
         con.print(f"[bold]run {run.id}[/]  {run.kind.value}  {run.status.value}\ntarget {run.target.url}  model "
                   f"{run.target.model}")  # fmt: skip
         con.print(dialect_renderable(summary))
         return
-    print_summary(run_to_json(stored.run), summary, Console(file=sys.stdout))
+    print_summary(run_to_json(stored.run), summary, stdout_console())
 
 
 def export_run(*, db: Path | None, ref: str, fmt: str, out: Path) -> None:

@@ -63,7 +63,6 @@ def sim(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
-    import sys
 
     from rich.console import Console
 
@@ -128,7 +127,7 @@ def sim(
         out = run_sim(args, on_progress=progress)
     res = out.result
     err.print(f"[cyan]target: {out.run.target.description}[/]")
-    print_summary(run_to_json(out.run), out.summary, Console(file=sys.stdout))
+    print_summary(run_to_json(out.run), out.summary, _stdout())
     hit = res.prefix_hit_rate
     print(
         f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
@@ -138,7 +137,7 @@ def sim(
     for t, change, why in res.scale_events:
         print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
     if args.autoscale is not None and res.timeline:
-        Console(file=sys.stdout).print(_timeline_table(res.timeline))
+        _stdout().print(_timeline_table(res.timeline))
     if interval is not None:
         rows = ", ".join(
             f"{m} {p} {lo:,.1f}–{hi:,.1f} ms" for m, pcts in interval.items() for p, (lo, hi) in pcts.items()
@@ -180,3 +179,9 @@ def _timeline_table(timeline: list[dict[str, Any]], max_rows: int = 24) -> Any:
 
 def register(app: typer.Typer) -> None:
     app.command("sim", help=(sim.__doc__ or "") + "\n" + _EXAMPLES)(sim)
+
+
+def _stdout() -> Any:
+    from tailscope.report.console import stdout_console
+
+    return stdout_console()

@@ -205,6 +205,14 @@ def dialect_renderable(d: dict[str, Any]) -> Group:
     return Group(t, rates, notes, src)
 
 
+def stdout_console() -> Console:
+    """The console for command output: the terminal's width on a terminal, 120 columns when piped (tables of
+    percentiles are wider than 80 and should not wrap in logs and CI output)."""
+    import sys
+
+    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 120)
+
+
 def print_summary(run: dict[str, Any], summary: dict[str, Any], console: Console | None = None) -> None:
     """Print a run's summary."""
-    (console or Console()).print(summary_renderable(run, summary))
+    (console or stdout_console()).print(summary_renderable(run, summary))
