@@ -31,7 +31,7 @@ def list_runs(*, db: Path | None, limit: int, kind: str | None, tag: str | None,
         return
     t = Table(show_edge=False, header_style="bold")
     for c in ("id", "kind", "status", "started", "target", "ok/fail", "TTFT p99", "TPOT p99", "out tok/s", "tags"):
-        t.add_column(c)
+        t.add_column(c, no_wrap=c != "tags", overflow="ellipsis", max_width=30 if c == "target" else None)
     for r in runs:
         s = r.summary or {}
         req = s.get("requests") or {}
@@ -40,7 +40,7 @@ def list_runs(*, db: Path | None, limit: int, kind: str | None, tag: str | None,
             r.run.id,
             r.run.kind.value,
             r.run.status.value,
-            r.run.started_at[:19].replace("T", " "),
+            r.run.started_at[5:16].replace("T", " "),
             ("built-in " if target.builtin else "") + (target.model or target.url),
             f"{req.get('completed', '—')}/{req.get('failed', '—')}",
             _headline(s, "ttft_ms"),
