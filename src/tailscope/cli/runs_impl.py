@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -29,9 +30,9 @@ def list_runs(*, db: Path | None, limit: int, kind: str | None, tag: str | None,
     if as_json:
         print(json.dumps([{"run": run_to_json(r.run), "summary": r.summary, "tags": list(r.tags)} for r in runs]))
         return
-    t = Table(show_edge=False, header_style="bold")
+    t = Table(show_edge=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for c in ("id", "kind", "status", "started", "target", "ok/fail", "TTFT p99", "TPOT p99", "out tok/s", "tags"):
-        t.add_column(c, no_wrap=c != "tags", overflow="ellipsis", max_width=30 if c == "target" else None)
+        t.add_column(c, no_wrap=c in ("id", "started"), max_width=28 if c == "target" else None)
     for r in runs:
         s = r.summary or {}
         req = s.get("requests") or {}
