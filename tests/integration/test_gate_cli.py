@@ -270,3 +270,46 @@ def test_compare_and_diagnose_simulated_runs(tmp_path: Path) -> None:
     heavy = {f["rule"] for f in json.loads(cli("diagnose", ids[1], "--json", "--db", db).stdout)["findings"]}
     assert "saturation" in heavy
     assert "saturation" not in light
+
+
+def test_diagnose_finds_injected_stalls_of_a_real_server(tmp_path: Path) -> None:
+    """`tailscope serve --stall-prob` pauses some streams mid-answer; diagnose reports them with the injected length.
+
+    On a clean server the rule stays silent unless the host itself pauses the processes (a loaded CI machine can
+    stall streams for a few hundred ms — which diagnose rightly reports); the injected pause is longer than that.
+    """
+    from test_alerts_serve import _start_serve, _stop
+
+    found = {}
+    for name, extra in (("stalling", ("--stall-prob", "0.25", "--stall-ms", "1500")), ("clean", ())):
+        proc, url = _start_serve(tmp_path / f"serve-{name}.log", "--seed", "3", *extra)
+        try:
+            db = str(tmp_path / f"{name}.duckdb")
+            p = cli(
+                "bench",
+                "--url",
+                url,
+                "--requests",
+                "80",
+                "--concurrency",
+                "8",
+                "--output-tokens",
+                "32",
+                "--db",
+                db,
+                "--quiet",
+            )
+            assert p.returncode == 0, p.stderr
+        finally:
+            _stop(proc)
+        p = cli("diagnose", "latest", "--json", "--db", db)
+        assert p.returncode == 0, p.stderr
+        found[name] = {f["rule"]: f for f in json.loads(p.stdout)["findings"]}
+    stall = found["stalling"]["stalls"]
+    stalled, total = (int(x) for x in re.match(r"(\d+) of (\d+) streams", stall["evidence"][0]).groups())  # type: ignore[union-attr]
+    assert stalled >= 0.1 * total
+    longest = float(re.search(r"longest pause (\d+) ms", stall["evidence"][1]).group(1))  # type: ignore[union-attr]
+    assert longest >= 1490
+    clean = found["clean"].get("stalls")
+    if clean is not None:  # only host-level pauses, far shorter than the injected ones
+        assert float(re.search(r"longest pause (\d+) ms", clean["evidence"][1]).group(1)) < 1490  # type: ignore[union-attr]

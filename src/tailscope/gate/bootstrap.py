@@ -8,7 +8,7 @@ same size as the original), the statistic is computed on every replicate, and th
 Speed: percentiles are computed without sorting each replicate. The samples are sorted once; a replicate is a matrix of
 random indices into the sorted array, and the k-th order statistic of the replicate is the sorted value at the k-th
 smallest index (``np.partition`` on integers). Replicates are processed in chunks to bound memory (about 20 MB).
-When ``n × B`` exceeds :data:`EXACT_LIMIT` (e.g. millions of per-token ITL gaps) the replicate percentile is drawn from
+When ``n × B`` exceeds :data:`EXACT_LIMIT` (e.g. 10⁵ samples or more) the replicate percentile is drawn from
 its asymptotic distribution instead: the empirical quantile at ``q + Z·sqrt(q(1−q)/n)``, ``Z ~ N(0, 1)`` (and the mean
 from ``N(mean, sd²/n)``), which is what the exact bootstrap converges to.
 """
