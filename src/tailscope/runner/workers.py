@@ -329,7 +329,7 @@ async def run_bench_distributed(
         stack.push_async_callback(_shutdown_all, handles)
         states = [WorkerState(index=i, kind=h.kind, slots=slots[i]) for i, h in enumerate(handles)]
 
-        async def setup(i: int) -> int:
+        async def setup(i: int) -> None:
             doc = _setup_doc(cfg, ts.base_url, ts.target.model, i, slots[i])
             if shares is not None:
                 doc["specs"] = [spec_to_wire(s) for s in shares[i]]
@@ -337,10 +337,12 @@ async def run_bench_distributed(
             info = await handles[i].call("setup", [doc], timeout_s=SETUP_TIMEOUT_S)
             states[i].pid = info.get("actor_pid") or info.get("pid")  # a Ray worker: the actor process
             states[i].nice = info.get("nice")
-            return await _estimate_offset(handles[i], states[i], clock)
 
         try:
-            rtts = await asyncio.gather(*(setup(i) for i in range(workers)))
+            await asyncio.gather(*(setup(i) for i in range(workers)))
+            # one worker at a time, once all are idle: concurrent pings (or a neighbour still importing) inflate the
+            # round trips and so the offset uncertainty
+            rtts = [await _estimate_offset(h, st, clock) for h, st in zip(handles, states, strict=True)]
         except WorkerLost as exc:
             raise TailscopeError(f"could not start the load-generator workers: {exc}") from None
 
