@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -243,3 +245,30 @@ def test_two_ray_actors_match_one_process_and_survive_a_killed_actor(local_ray: 
         res = asyncio.run(run_bench_distributed(cfg, specs, workers=2, ray_address="auto", on_workers=box.append))
         killer.join(5)
     check_degraded(res, box[0], db)
+
+
+def tailscope_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tailscope", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_cli_workers_flag_runs_worker_processes(tmp_path: Path) -> None:
+    db = str(tmp_path / "db.duckdb")
+    with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=3)) as srv:
+        p = tailscope_cli(
+            *("bench", "--url", srv.url, "--concurrency", "4", "--requests", "30", "--output-tokens", "8"),
+            *("--workers", "2", "--db", db, "--quiet", "--metrics-url", "off"),
+        )
+    assert p.returncode == 0, p.stderr
+    assert "worker 0 (process)" in p.stderr
+    assert "worker 1 (process)" in p.stderr
+    run = RunStore(db).get_run("latest")
+    assert run.run.status is RunStatus.COMPLETE
+    assert run.run.settings["workers"] == 2
+    assert {r.worker for r in RunStore(db).load_records(run.run.id)} == {0, 1}
+    bad = tailscope_cli("bench", "--url", "http://127.0.0.1:9", "--requests", "3", "--ray", "auto", "--db", db, "-q")
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1, bad.stderr
+    assert "--ray needs --workers" in lines[0]
