@@ -83,6 +83,7 @@ def load_run_data(ref: str, db: Path | None = None) -> RunData:
         samples=tuple(store.load_samples(run_id)),
         summary=stored.summary,
         settings=stored.run.settings,
+        status=stored.run.status.value,
     )
 
 

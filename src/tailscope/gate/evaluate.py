@@ -341,6 +341,9 @@ def evaluate(
     """
     checks: list[CheckResult] = [check_slo(run, s, contract.slos) for s in contract.slos]
     notes: list[str] = []
+    for r, role in ((run, "run"), (baseline, "baseline")):
+        if r is not None and r.status != "complete":
+            notes.append(f"the {role} {r.id} is {r.status}, not complete: its numbers may not be final")
     if run.records:
         lagging = client_bottleneck(build_view(run.records, settings=run.settings))
         if lagging is not None:

@@ -26,6 +26,7 @@ class RunData:
         samples: scraped server metric samples (may be empty).
         summary: the stored JSON summary when one exists (used only when records are absent).
         settings: the run's settings (requested rate, concurrency, …) when known.
+        status: the run's lifecycle status (``complete``, ``running``, ``incomplete``, ``degraded``).
     """
 
     id: str
@@ -34,6 +35,7 @@ class RunData:
     samples: tuple[ServerSample, ...] = ()
     summary: Mapping[str, Any] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    status: str = "complete"
 
 
 def _opt_ns(value: Any) -> int | None:
@@ -129,4 +131,5 @@ def run_from_export(doc: Any, *, source: str = "<export>") -> RunData:
         samples=tuple(samples),
         summary=summary if isinstance(summary, Mapping) else None,
         settings=run.get("settings") or {},
+        status=str(run.get("status") or "complete"),
     )

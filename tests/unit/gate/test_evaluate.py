@@ -206,3 +206,9 @@ def test_itl_regressions_treat_streams_as_clusters() -> None:
     assert all(c.verdict is not Verdict.FAIL for c in noise), [c.detail for c in noise]
     slower = evaluate(contract, _streams("c", 7, scale=1.6), baseline=base).checks[0]
     assert slower.verdict is Verdict.FAIL
+
+
+def test_an_unfinished_run_is_noted() -> None:
+    run = dataclasses.replace(lognormal_run("r", 50, seed=1), status="incomplete")
+    result = evaluate(parse_contract("name: s\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 100000}\n"), run)
+    assert result.notes == ("the run r is incomplete, not complete: its numbers may not be final",)
