@@ -218,15 +218,28 @@ async def execute(
                     status = Status.ERROR
                 else:
                     parser = SSEParser()
-                    async for stamp, chunk in _timed(resp, clock):
-                        now = stamp - t0_ns
-                        had_token = bool(st.chunk_times)
-                        _consume(parser.feed_data(chunk), now, st, count_tokens)
-                        if not had_token and st.chunk_times:
-                            cm.reschedule(deadline_total)
-                        if st.done:
-                            break
+                    push = getattr(resp, "consume", None)
+                    if push is not None:
+                        # the raw transport calls us from its protocol: no task switch per network read
+
+                        def on_data(stamp: int, chunk: bytes) -> bool:
+                            had_token = bool(st.chunk_times)
+                            _consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
+                            if not had_token and st.chunk_times:
+                                cm.reschedule(deadline_total)
+                            return st.done
+
+                        await push(on_data)
                     else:
+                        async for stamp, chunk in _timed(resp, clock):
+                            now = stamp - t0_ns
+                            had_token = bool(st.chunk_times)
+                            _consume(parser.feed_data(chunk), now, st, count_tokens)
+                            if not had_token and st.chunk_times:
+                                cm.reschedule(deadline_total)
+                            if st.done:
+                                break
+                    if not st.done:
                         _consume(parser.close_data(), clock.now_ns() - t0_ns, st, count_tokens)
                     st.stream_end = clock.now_ns() - t0_ns
                     if not st.done:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -66,6 +66,10 @@ class _Conn(asyncio.Protocol):
         self.head_waiter: asyncio.Future[None] | None = None
         self.error: BaseException | None = None
         self.draining = False
+        # push mode (see _RawResponse.consume): body pieces go straight to a handler from data_received
+        self.handler: Callable[[int, bytes], bool] | None = None
+        self.handler_done = False
+        self.done_waiter: asyncio.Future[None] | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -77,7 +81,7 @@ class _Conn(asyncio.Protocol):
         if not self.complete:
             if self._in_body and self._remaining is None and not self._chunked:
                 self._finish()  # close-delimited body ends here
-            else:
+            elif self.error is None:  # keep the first cause (e.g. the handler's malformed event)
                 self.error = StreamClosed("the server closed the connection mid-response")
         self._wake()
         self.pool.discard(self)
@@ -104,12 +108,25 @@ class _Conn(asyncio.Protocol):
                 self._feed_chunked(data, now)
             else:
                 self._feed_plain(data, now)
-        except ProtocolViolation as exc:
+            if self.handler is not None and self.pieces:
+                self._push()
+        except Exception as exc:  # framing errors, and whatever the handler raised (a malformed event, …)
             self.error = exc
             self.keep_alive = False
+            self.handler = None
             if self.transport is not None:
                 self.transport.close()
         self._wake()
+
+    def _push(self) -> None:
+        pieces, self.pieces = self.pieces, []
+        handler = self.handler
+        assert handler is not None
+        for stamp, piece in pieces:
+            if handler(stamp, piece):
+                self.handler = None
+                self.handler_done = True
+                return
 
     # -- parsing -----------------------------------------------------------------------------------------------
     def _parse_head(self, head: bytes) -> None:
@@ -219,6 +236,9 @@ class _Conn(asyncio.Protocol):
         w = self.waiter
         if w is not None and not w.done():
             w.set_result(None)
+        dw = self.done_waiter
+        if dw is not None and not dw.done() and (self.handler_done or self.error or self.complete or self.closed):
+            dw.set_result(None)
         hw = self.head_waiter
         if hw is not None and not hw.done():
             if self.error is not None:
@@ -264,6 +284,30 @@ class _RawResponse:
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         async for _, data in self.iter_timed_chunks():
             yield data
+
+    async def consume(self, handler: Callable[[int, bytes], bool]) -> None:
+        """Push mode: call ``handler(arrival_ns, body_bytes)`` from the protocol itself as bytes arrive — no task
+        wake-up per network read — until it returns True, the body ends, or an error (re-raised here, including
+        the handler's own exceptions)."""
+        c = self._conn
+        pieces, c.pieces = c.pieces, []
+        for stamp, piece in pieces:
+            if handler(stamp, piece):
+                return
+        if c.error is not None:
+            raise c.error
+        if c.complete or c.closed:
+            return
+        c.handler = handler
+        c.handler_done = False
+        c.done_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await c.done_waiter
+        finally:
+            c.handler = None
+            c.done_waiter = None
+        if c.error is not None:
+            raise c.error
 
     async def read_text(self, limit: int = 4096) -> str:
         buf = bytearray()

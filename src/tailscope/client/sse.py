@@ -73,6 +73,15 @@ class SSEParser:
         Same line rules as :meth:`feed`; the bytes are not decoded (a JSON parser validates them). Use one of the
         two methods per parser, not both.
         """
+        if (
+            not self._buf
+            and not self._data
+            and chunk[:6] == b"data: "
+            and chunk[-2:] == b"\n\n"
+            and chunk.count(b"\n") == 2
+            and b"\r" not in chunk
+        ):
+            return [chunk[6:-2]]  # one whole event in one read: the common case, no line splitting needed
         lines = self._lines(chunk)
         out: list[bytes] = []
         pending = self._data
