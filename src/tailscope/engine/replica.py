@@ -99,22 +99,24 @@ class _Req:
         "state",
     )
 
-    def __init__(self, r: EngineRequest, block_size: int) -> None:
-        self.id = r.id
-        self.arrival_ns = r.arrival_ns
-        self.prompt = r.prompt_tokens
-        self.max_tokens = r.max_tokens
-        self.num_tokens = r.prompt_tokens  # tokens that must be in the KV cache before the next sample
+    def __init__(
+        self, rid: int, prompt: int, max_tokens: int, arrival_ns: int, block_hashes: tuple[int, ...], block_size: int
+    ) -> None:
+        self.id = rid
+        self.arrival_ns = arrival_ns
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.num_tokens = prompt  # tokens that must be in the KV cache before the next sample
         self.computed = 0
         self.outputs = 0
         self.out_base = 0
         self.blocks = 0
         self.n_reg = 0
-        self.chain = list(r.block_hashes)
+        self.chain = list(block_hashes)
         self.n_given = len(self.chain)
-        full = r.prompt_tokens // block_size
+        full = prompt // block_size
         # given hashes covering the whole prompt → continue that chain (sessions can predict it); else unique salt
-        self.salt = 0 if (self.chain and len(self.chain) >= full) else (hash((0x5EED_0F_5A17, r.id, r.arrival_ns)) | 1)
+        self.salt = 0 if (self.chain and len(self.chain) >= full) else (hash((0x5EED_0F_5A17, rid, arrival_ns)) | 1)
         self.k = 0
         self.finish_step = -1
         self.first_step = -1
@@ -182,17 +184,23 @@ class Replica:
 
     def add_request(self, request: EngineRequest) -> None:
         """Queue ``request`` (FCFS). Raises ValueError when prompt + output can never fit the KV cache."""
-        if request.prompt_tokens < 1 or request.max_tokens < 1:
-            raise ValueError(f"request {request.id}: prompt_tokens and max_tokens must be ≥ 1")
-        if request.prompt_tokens + request.max_tokens > self.capacity_tokens:
+        self.add(request.id, request.prompt_tokens, request.max_tokens, request.arrival_ns, request.block_hashes)
+
+    def add(
+        self, rid: int, prompt_tokens: int, max_tokens: int, arrival_ns: int = 0, block_hashes: tuple[int, ...] = ()
+    ) -> None:
+        """:meth:`add_request` without building an :class:`EngineRequest` (the simulator's hot path)."""
+        if prompt_tokens < 1 or max_tokens < 1:
+            raise ValueError(f"request {rid}: prompt_tokens and max_tokens must be ≥ 1")
+        if prompt_tokens + max_tokens > self.pool.total * self.block_size:
             raise ValueError(
-                f"request {request.id}: {request.prompt_tokens}+{request.max_tokens} tokens exceed the KV cache "
+                f"request {rid}: {prompt_tokens}+{max_tokens} tokens exceed the KV cache "
                 f"({self.capacity_tokens} tokens)"
             )
-        if request.id in self._all:
-            raise ValueError(f"request {request.id} is already queued")
-        r = _Req(request, self.block_size)
-        self._all[r.id] = r
+        if rid in self._all:
+            raise ValueError(f"request {rid} is already queued")
+        r = _Req(rid, prompt_tokens, max_tokens, arrival_ns, block_hashes, self.block_size)
+        self._all[rid] = r
         self._waiting.append(r)
 
     def abort(self, request_id: int) -> None:

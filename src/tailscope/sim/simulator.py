@@ -14,14 +14,16 @@ A request reaches a replica after the API-server latency (``Efficiency.frontend_
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import time
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from tailscope.engine.api import EngineRequest
 from tailscope.engine.autoscaler import Autoscaler
 from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.kv_cache import chain_hash, extend_hashes
@@ -37,7 +39,6 @@ from tailscope.sim.events import (
     SPEC_DUE,
     STEP_END,
     TIMELINE,
-    EventQueue,
 )
 from tailscope.sim.records import record_error, record_ok
 from tailscope.sim.result import SimResult
@@ -117,7 +118,10 @@ class Simulation:
         self._router = Router(cluster.router)
         self._scaler = Autoscaler(cluster.autoscale) if cluster.autoscale is not None else None
         self._slots: list[_Slot] = [_Slot(cluster.new_replica(self._perf)) for _ in range(cluster.replicas)]
-        self._q = EventQueue()
+        # the event heap of ``(time_ns, priority, seq, payload)`` (see :mod:`tailscope.sim.events`), kept inline:
+        # pushing and popping are the simulator's most frequent operations
+        self._heap: list[tuple[int, int, int, Any]] = []
+        self._seq = itertools.count(1)
         self._live: dict[int, _Live] = {}
         self._sessions: dict[str, _Session] = {}
         self._prefix_chains: dict[int, list[int]] = {}
@@ -126,6 +130,11 @@ class Simulation:
         self._win_completed = 0
         self.result = SimResult()
         self._live_at_horizon = False
+        # open-loop traffic without autoscaling (and, checked per step, without live sessions)
+        self._open_plain = concurrency is None and self._scaler is None
+
+    def _push(self, time_ns: int, priority: int, payload: Any) -> None:
+        heapq.heappush(self._heap, (time_ns, priority, next(self._seq), payload))
 
     # ---- workload intake -----------------------------------------------------------------------------------
     def _next_unit(self) -> RequestSpec | None:
@@ -204,7 +213,7 @@ class Simulation:
         else:
             ready = self._ready_indices()
             if not ready:  # every replica is cold: the request waits at the gateway for the first one
-                self._q.push(now + 100_000_000, ROUTE, rid)
+                self._push(now + 100_000_000, ROUTE, rid)
                 return
             key = live.hashes[0] if live.hashes and (spec.prefix_id is not None or spec.session_id) else None
             idx = self._router.choose(ready, [s.outstanding for s in slots], key)
@@ -214,11 +223,11 @@ class Simulation:
         # the replica's API server handles requests one at a time (HTTP, chat template, tokenization), then
         # the engine sees the request; busy servers add a per-request-in-flight delay
         perf = self._perf
-        start = max(now, slot.frontend_free_ns)
+        start = now if now > slot.frontend_free_ns else slot.frontend_free_ns
         done = start + perf.tokenize_ns(live.prompt)
         slot.frontend_free_ns = done
         u = (zlib.crc32(b"%d" % (spec.seed ^ rid)) & 0xFFFF) / 65536.0  # deterministic per-request jitter
-        self._q.push(done + perf.frontend_delay_ns(slot.outstanding, u), ARRIVE, rid)
+        heapq.heappush(self._heap, (done + perf.frontend_delay_ns(slot.outstanding, u), ARRIVE, next(self._seq), rid))
 
     def _client_next(self, client: int, now: int) -> None:
         """A closed-loop client is free at ``now``: start its next request (if the run goes on)."""
@@ -239,7 +248,7 @@ class Simulation:
         slot = self._slots[idx]
         spec = live.spec
         try:
-            slot.replica.add_request(EngineRequest(rid, live.prompt, spec.output_tokens, now, live.hashes))
+            slot.replica.add(rid, live.prompt, spec.output_tokens, now, live.hashes)
         except ValueError as exc:
             del self._live[rid]
             slot.outstanding -= 1
@@ -253,8 +262,9 @@ class Simulation:
     def _run_step(self, idx: int, now: int) -> None:
         slot = self._slots[idx]
         # open-loop traffic without sessions: a completion's time matters only through its token times
-        through = self.concurrency is None and not self._sessions and self._scaler is None
-        res = slot.replica.step_fast(now, self._q.peek_time(), through_finishes=through)
+        through = self._open_plain and not self._sessions
+        heap = self._heap
+        res = slot.replica.step_fast(now, heap[0][0] if heap else None, through_finishes=through)
         if res is None:
             slot.busy = False
             if slot.state == "draining":
@@ -265,24 +275,34 @@ class Simulation:
         slot.busy = True
         slot.pending_done = done
         self.result.steps += 1
-        self._q.push(now + duration, STEP_END, idx)
+        heapq.heappush(heap, (now + duration, STEP_END, next(self._seq), idx))
 
     def _step_end(self, idx: int, now: int) -> list[RequestRecord]:
         slot = self._slots[idx]
+        done = slot.pending_done
+        if not done:
+            self._run_step(idx, now)
+            return []
+        slot.pending_done = []
         out: list[RequestRecord] = []
         rep = slot.replica
-        for c in slot.pending_done:
-            live = self._live.pop(c.id)
+        live_map = self._live
+        win = self._win_ttfts
+        scaled = self._scaler is not None
+        for c in done:
+            live = live_map.pop(c.id)
             slot.outstanding -= 1
             times = rep.token_times(c)
-            out.append(record_ok(live.spec, live.scheduled_ns, live.prompt, live.replica, times))
-            ttft = (times[0] - live.scheduled_ns) / 1e6
-            self._win_ttfts.append(ttft)
-            self._win_completed += 1
-            if self._scaler is not None:
-                self._ttft_window.append((times[0], ttft))
-            self._after_request(live, now, output=len(times))
-        slot.pending_done = []
+            spec = live.spec
+            out.append(record_ok(spec, live.scheduled_ns, live.prompt, live.replica, times))
+            t0 = times[0]
+            ttft = (t0 - live.scheduled_ns) / 1e6
+            win.append(ttft)
+            if scaled:
+                self._ttft_window.append((t0, ttft))
+            if live.client >= 0 or spec.session_id is not None:
+                self._after_request(live, now, output=len(times))
+        self._win_completed += len(done)
         self._run_step(idx, now)
         return out
 
@@ -294,7 +314,7 @@ class Simulation:
             ses.history = live.prompt + output
             if ses.turns:
                 nxt = ses.turns.popleft()
-                self._q.push(now + nxt.think_time_ns, SPEC_DUE, (nxt, live.client))
+                self._push(now + nxt.think_time_ns, SPEC_DUE, (nxt, live.client))
                 return
             del self._sessions[spec.session_id]  # type: ignore[arg-type]
         if live.client >= 0:
@@ -333,7 +353,7 @@ class Simulation:
             cold = int(pol.cold_start_s(self._perf.weight_load_bytes_per_gpu()) * 1e9)
             for _ in range(change):
                 self._slots.append(_Slot(self.cluster.new_replica(self._perf), state="pending", created_ns=now))
-                self._q.push(now + cold, REPLICA_READY, len(self._slots) - 1)
+                self._push(now + cold, REPLICA_READY, len(self._slots) - 1)
             self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
         elif change < 0:
             for _ in range(-change):
@@ -346,7 +366,7 @@ class Simulation:
                     victim.stopped_ns = now
             self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
         if self._live or not self._exhausted:
-            self._q.push(now + int(pol.scrape_interval_s * 1e9), SCRAPE, None)
+            self._push(now + int(pol.scrape_interval_s * 1e9), SCRAPE, None)
 
     def _timeline(self, now: int) -> None:
         ready = [s for s in self._slots if s.state == "ready"]
@@ -370,7 +390,7 @@ class Simulation:
         self._win_ttfts = []
         self._win_completed = 0
         if self._live or not self._exhausted or any(s.busy for s in self._slots):
-            self._q.push(now + _TIMELINE_NS, TIMELINE, None)
+            self._push(now + _TIMELINE_NS, TIMELINE, None)
 
     def _lifetime_ns(self, spec: RequestSpec, n: int) -> int:
         """Rough lifetime of ``spec`` among ``n`` clients in steady state: each decode step also carries the
@@ -387,7 +407,7 @@ class Simulation:
     def run(self) -> Iterator[RequestRecord]:
         """Simulate to the end, yielding each request's record when it completes."""
         wall0 = time.perf_counter()
-        q = self._q
+        push = self._push
         first = self._next_unit()
         if first is not None:
             if first.at_ns is None:
@@ -395,18 +415,21 @@ class Simulation:
                 ramp = self._ramp_ns if self._ramp_ns is not None else self._lifetime_ns(first, n)
                 self._start(first, 0, 0)
                 for c in range(1, n):
-                    q.push(ramp * c // n, CLIENT_START, c)
+                    push(ramp * c // n, CLIENT_START, c)
             else:
-                q.push(first.at_ns, SPEC_DUE, (first, -1))
+                push(first.at_ns, SPEC_DUE, (first, -1))
         if self._scaler is not None:
-            q.push(0, SCRAPE, None)
-        q.push(_TIMELINE_NS, TIMELINE, None)
+            push(0, SCRAPE, None)
+        push(_TIMELINE_NS, TIMELINE, None)
         now = last = 0
         n_rec = 0
-        while len(q):
-            now, kind, payload = q.pop()
-            if self._horizon_ns is not None and now > self._horizon_ns:
-                now = self._horizon_ns
+        heap = self._heap
+        pop = heapq.heappop
+        horizon = self._horizon_ns
+        while heap:
+            now, kind, _, payload = pop(heap)
+            if horizon is not None and now > horizon:
+                now = horizon
                 break
             if kind == STEP_END:
                 for rec in self._step_end(payload, now):
@@ -424,7 +447,7 @@ class Simulation:
                 if client < 0 and (spec.turn or 0) == 0:
                     nxt = self._next_unit()
                     if nxt is not None:
-                        q.push(max(nxt.at_ns or now, now), SPEC_DUE, (nxt, -1))
+                        push(max(nxt.at_ns or now, now), SPEC_DUE, (nxt, -1))
             elif kind == CLIENT_START:
                 self._client_next(payload, now)
             elif kind == ROUTE:
