@@ -336,3 +336,57 @@ def test_alerts_fire_on_a_stalling_engine_and_stay_silent_on_a_healthy_one(
         assert tpot["annotations"]["runbook"].startswith("1. Preemptions or KV usage")
     finally:
         prom.stop()
+
+
+def test_promtool_rule_unit_tests(tmp_path: Path) -> None:
+    """promtool's rule unit tests on synthetic series: a sustained queue and a slow TTFT histogram fire their alerts
+    with the right labels; a one-scrape queue blip and a fast histogram fire nothing."""
+    promtool = _binary("promtool")
+    contract = parse_contract("name: chat\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1500}\n", "c.yaml")
+    doc = alert_rules(contract, AlertOptions(for_="1m", window="2m", selector='job="vllm"')).document
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)  # templated with $value; the expressions are what is under test
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    ttft = 'vllm:time_to_first_token_seconds_bucket{job="vllm",le="%s"}'
+    queue = 'vllm:num_requests_waiting{job="vllm"}'
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": [
+                    {"series": queue, "values": "3x40"},
+                    {"series": ttft % "1", "values": "0+1x40"},  # 90 % of first tokens between 1 and 2.5 s
+                    {"series": ttft % "2.5", "values": "0+10x40"},
+                    {"series": ttft % "+Inf", "values": "0+10x40"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "5m", "alertname": "ChatRequestsQueueing",
+                     "exp_alerts": [{"exp_labels": {"severity": "warning", "contract": "chat"}}]},
+                    {"eval_time": "5m", "alertname": "ChatTTFTP99SloBreach",
+                     "exp_alerts": [{"exp_labels": {"severity": "critical", "contract": "chat",
+                                                    "slo": "ttft_ms.p99"}}]},
+                ],
+            },
+            {
+                "interval": "15s",
+                "input_series": [
+                    {"series": queue, "values": "0x11 2 0x11"},  # one scrape saw a waiting request
+                    {"series": ttft % "0.1", "values": "0+10x40"},
+                    {"series": ttft % "+Inf", "values": "0+10x40"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": "ChatRequestsQueueing", "exp_alerts": []},
+                    {"eval_time": "4m", "alertname": "ChatTTFTP99SloBreach", "exp_alerts": []},
+                ],
+            },
+        ],
+    }  # fmt: skip
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    p = subprocess.run(
+        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SUCCESS" in p.stdout
