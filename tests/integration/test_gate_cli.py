@@ -313,3 +313,20 @@ def test_diagnose_finds_injected_stalls_of_a_real_server(tmp_path: Path) -> None
     clean = found["clean"].get("stalls")
     if clean is not None:  # only host-level pauses, far shorter than the injected ones
         assert float(re.search(r"longest pause (\d+) ms", clean["evidence"][1]).group(1)) < 1490  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--selector", "job=vllm"], "--selector 'job=vllm': expected label matchers"),
+        (["--for", "5 minutes"], "--for '5 minutes': expected a Prometheus duration"),
+        (["--kv-limit", "90"], "--kv-limit must be in (0, 1]"),
+    ],
+)
+def test_alerts_bad_flags_give_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    contract = tmp_path / "c.yaml"
+    contract.write_text(CONTRACT)
+    p = cli("alerts", str(contract), "--out", str(tmp_path / "rules.yaml"), *args)
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [f"tailscope: error: {needle}" + p.stderr.strip().partition(needle)[2]]
+    assert not (tmp_path / "rules.yaml").exists()

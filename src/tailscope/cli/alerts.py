@@ -42,6 +42,9 @@ def alerts(
     for flag, value in (("--for", for_), ("--window", window)):
         if not duration.match(value):
             raise ConfigError(f"{flag} {value!r}: expected a Prometheus duration like 30s, 5m or 1h")
+    matcher = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
+    if selector.strip() and not re.fullmatch(f"{matcher}(,{matcher})*,?", selector):
+        raise ConfigError(f'--selector {selector!r}: expected label matchers like job="vllm",namespace=~"prod.*"')
     if not 0 < kv_limit <= 1:
         raise ConfigError(f"--kv-limit must be in (0, 1] (got {kv_limit})")
     spec = load_contract_file(contract)

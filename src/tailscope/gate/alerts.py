@@ -101,7 +101,7 @@ def _camel(text: str) -> str:
 
 
 def _sel(opts: AlertOptions, extra: str = "") -> str:
-    parts = [p for p in (opts.selector.strip(), extra) if p]
+    parts = [p for p in (opts.selector.strip().rstrip(","), extra) if p]
     return "{" + ",".join(parts) + "}" if parts else ""
 
 
