@@ -99,7 +99,7 @@ def cmd_calibrate(
         except ValueError:
             raise ConfigError(f"--concurrencies {concurrencies!r}: expected numbers like 1,2,4,8") from None
         plan = ProbePlan(concurrencies=conc, burst=burst, time_budget_s=budget)
-        results, burst_info = run_async(
+        results, burst_info, facts = run_async(
             run_probe(
                 url,
                 model,

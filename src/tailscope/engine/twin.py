@@ -57,10 +57,16 @@ class ServerFacts:
     engine: str = "vllm"
     model: str = ""
     url: str = ""
+    prompt_scale: float = 1.0  # server prompt tokens per requested (synthesized) prompt token
+    prompt_offset: float = 0.0  # server prompt tokens added to every request (chat template, BOS)
 
     @property
     def kv_capacity_tokens(self) -> int:
         return self.block_size * self.num_blocks
+
+    def server_prompt_tokens(self, requested: int) -> int:
+        """How many prompt tokens the server will count for a synthesized prompt of ``requested`` tokens."""
+        return max(1, round(self.prompt_offset + self.prompt_scale * requested))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,8 @@ class TwinModel:
                 "max_num_batched_tokens": f.max_num_batched_tokens,
                 "max_model_len": f.max_model_len,
                 "enable_prefix_caching": f.enable_prefix_caching,
+                "prompt_scale": f.prompt_scale,
+                "prompt_offset": f.prompt_offset,
             },
             "coefficients_us": self.coefficients.to_dict(),
             "stderr_us": self.stderr.to_dict(),
@@ -142,11 +150,15 @@ def twin_from_mapping(data: Any, *, source: str) -> TwinModel:
             engine=str(srv.get("engine") or "vllm"),
             model=str(srv.get("model") or ""),
             url=str(srv.get("url") or ""),
+            prompt_scale=float(srv.get("prompt_scale", 1.0)),
+            prompt_offset=float(srv.get("prompt_offset", 0.0)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: server needs integer block_size and num_blocks ({exc})") from None
     if facts.block_size < 1 or facts.num_blocks < 1:
         raise ConfigError(f"{source}: server.block_size and server.num_blocks must be ≥ 1")
+    if not (0 < facts.prompt_scale < 100 and 0 <= facts.prompt_offset < 1e6):
+        raise ConfigError(f"{source}: server.prompt_scale must be in (0, 100) and prompt_offset ≥ 0")
     residuals = data.get("residuals") or {}
     fitted_on = data.get("fitted_on") or {}
     return TwinModel(
@@ -291,14 +303,16 @@ def fit_twin(
     *,
     loaded_ttft: Sequence[LoadedTtftObservation] = (),
     seed: int = 0,
+    fit_inflight: bool = False,
 ) -> TwinModel:
     """Fit the twin's coefficients by robust regression.
 
     1. Decode: ``TPOT = overhead + per_seq · c + per_kv_token · c · context`` (one step per token).
     2. Prefill at concurrency 1: ``TTFT = a + prefill_per_token · P + prefill_attn · P²/2`` with
        ``a = frontend + overhead + per_seq`` (one prefill step plus the front end).
-    3. Under load: the TTFT excess over the alone-on-the-server prediction, per request already in flight (half a
-       decode step of waiting for the running step to end is accounted first).
+    3. Optionally (``fit_inflight``), the TTFT excess under load per request already in flight. Off by default:
+       most of that excess is batching and queueing that the simulated scheduler reproduces itself, so fitting it
+       as a front-end cost counts it twice (measured on vLLM CPU: +300 % TTFT error with it, see docs/engine.md).
 
     Raises:
         ConfigError: when there are too few observations to fit.
@@ -320,7 +334,7 @@ def fit_twin(
     intercept, per_token, attn = (float(v) for v in bp)
     frontend = max(0.0, intercept - overhead - per_seq)
     per_inflight = 0.0
-    if loaded_ttft:
+    if loaded_ttft and fit_inflight:
         alone = np.array([intercept + per_token * o.prompt_tokens + attn * o.prompt_tokens**2 / 2 for o in loaded_ttft])
         wait = np.array([0.5 * (overhead + per_seq * o.in_flight) for o in loaded_ttft])
         excess = np.array([o.ttft_us for o in loaded_ttft]) - alone - wait

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from tailscope.client.openai import Timeouts
 from tailscope.client.prometheus import parse_prometheus_text
 from tailscope.client.rawhttp import RawHttpTransport
@@ -108,8 +110,12 @@ async def run_probe(
     db: str | None = None,
     seed: int = 0,
     on_phase: Callable[[str], None] | None = None,
-) -> tuple[list[BenchResult], dict[str, Any]]:
-    """Run the probe phases (each a stored bench run in one sweep); return them and what the burst showed."""
+) -> tuple[list[BenchResult], dict[str, Any], ServerFacts]:
+    """Run the probe phases (each a stored bench run in one sweep).
+
+    Returns the runs, what the burst showed, and the facts with the server's prompt-token scale fitted (how many
+    tokens the server counts for a synthesized prompt of N tokens: tokenizers and chat templates differ).
+    """
     cap = (facts.max_model_len or 2048) - 64
     base = BenchConfig(
         url=url,
@@ -121,6 +127,7 @@ async def run_probe(
         sweep_id="calibrate-" + new_run_id(),
     )
     results: list[BenchResult] = []
+    requested: list[tuple[int, int]] = []  # (requested prompt tokens, server's prompt tokens)
     started = time.monotonic()
 
     async def phase(name: str, lengths: list[tuple[int, int]], concurrency: int) -> BenchResult:
@@ -133,6 +140,9 @@ async def run_probe(
         )
         res = await run_bench(cfg, _specs(lengths, seed + len(results)))
         results.append(res)
+        for r in res.records:
+            if r.ok and r.input_tokens and r.id < len(lengths):
+                requested.append((lengths[r.id][0], r.input_tokens))
         if time.monotonic() - started > plan.time_budget_s:
             raise ConfigError(f"the calibration probe exceeded its {plan.time_budget_s:g} s budget in phase {name}")
         return res
@@ -156,7 +166,18 @@ async def run_probe(
             "max_kv_usage": (server.get("kv_usage") or {}).get("max"),
             "preemptions": (server.get("counter_deltas") or {}).get("vllm:num_preemptions_total"),
         }
-    return results, burst
+    return results, burst, with_prompt_scale(facts, requested)
+
+
+def with_prompt_scale(facts: ServerFacts, pairs: list[tuple[int, int]]) -> ServerFacts:
+    """``facts`` with ``server tokens ≈ offset + scale × requested`` fitted by least squares (unchanged under 3
+    pairs or without spread in the requested lengths)."""
+    if len(pairs) < 3 or len({x for x, _ in pairs}) < 2:
+        return facts
+    x = np.array([p[0] for p in pairs], dtype=np.float64)
+    y = np.array([p[1] for p in pairs], dtype=np.float64)
+    scale, offset = np.polyfit(x, y, 1)
+    return replace(facts, prompt_scale=max(float(scale), 1e-3), prompt_offset=max(float(offset), 0.0))
 
 
 def fit_from_runs(runs: list[list[RequestRecord]], facts: ServerFacts, *, seed: int = 0) -> TwinModel:

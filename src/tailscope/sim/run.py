@@ -7,7 +7,7 @@ so ``runs show``, compare and gates work on it.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -277,7 +277,11 @@ def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
 
         store = RunStore(a.db)
         store.create_run(run)
-    sim = Simulation(cluster, wl.specs, concurrency=wl.concurrency, duration_s=wl.duration_s)
+    specs = wl.specs
+    twin = cluster.calibration.twin
+    if twin is not None and (twin.facts.prompt_scale != 1.0 or twin.facts.prompt_offset != 0.0):
+        specs = _server_prompts(specs, twin.facts.server_prompt_tokens)
+    sim = Simulation(cluster, specs, concurrency=wl.concurrency, duration_s=wl.duration_s)
     records: list[RequestRecord] = []
     batch: list[RequestRecord] = []
     status = RunStatus.INCOMPLETE
@@ -308,3 +312,13 @@ def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
     from dataclasses import replace
 
     return SimOutcome(replace(run, status=status), summary, records, sim.result)
+
+
+def _server_prompts(specs: Iterator[RequestSpec], count: Callable[[int], int]) -> Iterator[RequestSpec]:
+    """The request stream with prompt lengths as the twin's server counts them (its tokenizer and chat template
+    turn N synthesized tokens into ``count(N)``); shared prefixes scale the same way."""
+    from dataclasses import replace as _replace
+
+    for s in specs:
+        prefix = count(s.prefix_tokens) if s.prefix_tokens else 0
+        yield _replace(s, input_tokens=max(count(s.input_tokens), prefix), prefix_tokens=prefix)
