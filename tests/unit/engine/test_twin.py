@@ -1,0 +1,125 @@
+"""The digital twin's pure parts: fitting recovers known costs, the file round-trips, observations are right."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+
+from tailscope.engine.twin import (
+    DecodeObservation,
+    PrefillObservation,
+    ServerFacts,
+    TwinStepModel,
+    fit_twin,
+    twin_from_mapping,
+)
+from tailscope.engine.twin_observe import observations
+from tailscope.errors import ConfigError
+from tailscope.records import RequestRecord, Status, TokensSource
+
+FACTS = ServerFacts(block_size=128, num_blocks=128, max_num_seqs=64, max_num_batched_tokens=2048, max_model_len=2048)
+
+
+def synthetic(noise: float, seed: int = 0) -> tuple[list[PrefillObservation], list[DecodeObservation]]:
+    rng = random.Random(seed)
+    # truth: overhead 4000 µs, per_seq 300 µs, per_kv 0.5 µs; prefill 20 µs/token, attn 0.01 µs, frontend 10 ms
+    pre = []
+    for p in (16, 64, 192, 384, 768, 1280) * 4:
+        ttft = 10_000 + 4000 + 300 + 20 * p + 0.01 * p * p / 2
+        pre.append(PrefillObservation(p, ttft * (1 + rng.gauss(0, noise))))
+    dec = []
+    for c in (1, 2, 4, 8):
+        for ctx in (60, 540):
+            for _ in range(4):
+                tpot = 4000 + 300 * c + 0.5 * c * ctx
+                dec.append(DecodeObservation(float(c), float(ctx), tpot * (1 + rng.gauss(0, noise))))
+    return pre, dec
+
+
+def test_fit_recovers_known_costs_without_noise() -> None:
+    pre, dec = synthetic(0.0)
+    t = fit_twin(pre, dec, FACTS).coefficients
+    assert t.step_overhead_us == pytest.approx(4000, rel=1e-3)
+    assert t.per_seq_us == pytest.approx(300, rel=1e-3)
+    assert t.per_kv_token_us == pytest.approx(0.5, rel=1e-3)
+    assert t.prefill_per_token_us == pytest.approx(20, rel=1e-3)
+    assert t.frontend_us == pytest.approx(10_000, rel=1e-2)
+
+
+def test_fit_is_robust_to_noise_and_outliers() -> None:
+    pre, dec = synthetic(0.03, seed=3)
+    dec[0] = DecodeObservation(1.0, 60.0, 400_000.0)  # one request hit by a GC pause
+    twin = fit_twin(pre, dec, FACTS)
+    t, s = twin.coefficients, twin.stderr
+    assert t.step_overhead_us == pytest.approx(4000, rel=0.15)
+    assert t.per_seq_us == pytest.approx(300, rel=0.3)
+    assert s.step_overhead_us > 0  # bootstrap errors are reported
+    assert twin.residuals["decode_rel_mad"] < 0.05
+
+
+def test_too_few_observations_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="run a longer probe"):
+        fit_twin([PrefillObservation(10, 1.0)], [], FACTS)
+
+
+def test_twin_file_round_trip_and_step_model() -> None:
+    pre, dec = synthetic(0.0)
+    twin = fit_twin(pre, dec, FACTS)
+    again = twin_from_mapping(yaml.safe_load(yaml.safe_dump(twin.to_mapping())), source="t.yaml")
+    assert again.facts == twin.facts
+    assert again.coefficients.to_dict() == pytest.approx(twin.coefficients.to_dict())
+    m = TwinStepModel(again)
+    assert m.kv_capacity_tokens() == 128 * 128
+    # a decode step of 8 sequences with 4,000 KV tokens read: 4000 + 8·300 + 0.5·4000 µs
+    assert m.decode_step_ns(8, 4000) == pytest.approx((4000 + 2400 + 2000) * 1e3, rel=1e-3)
+    # prefill 100 tokens alone
+    assert m.mixed_step_ns([(100, 0)], 0, 0, 1) == pytest.approx((4000 + 300 + 2000 + 0.01 * 100 * 50) * 1e3, rel=1e-3)
+    lo, hi = again.shifted(-1.0), again.shifted(1.0)
+    assert lo.coefficients.step_overhead_us <= again.coefficients.step_overhead_us <= hi.coefficients.step_overhead_us
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"server": {"block_size": 16}},
+        {"server": {"block_size": 0, "num_blocks": 4}, "coefficients_us": {}},
+        {"server": {"block_size": 16, "num_blocks": 4}, "coefficients_us": {"nope": 1}},
+        {"server": {"block_size": 16, "num_blocks": 4}, "coefficients_us": {"per_seq_us": -1}},
+        {"server": {"block_size": 16, "num_blocks": 4, "prompt_scale": 0}, "coefficients_us": {}},
+    ],
+)
+def test_bad_twin_files_are_clear_errors(doc: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match=r"t\.yaml"):
+        twin_from_mapping(doc, source="t.yaml")
+
+
+def rec(i: int, sent_ms: float, first_ms: float, end_ms: float, prompt: int, n: int) -> RequestRecord:
+    ms = 1_000_000
+    return RequestRecord(
+        id=i,
+        scheduled_ns=int(sent_ms * ms),
+        sent_ns=int(sent_ms * ms),
+        first_token_ns=int(first_ms * ms),
+        end_ns=int(end_ms * ms),
+        status=Status.OK,
+        input_tokens=prompt,
+        output_tokens=n,
+        tokens_source=TokensSource.USAGE,
+        chunk_times_ns=tuple(int((first_ms + k * (end_ms - first_ms) / (n - 1)) * ms) for k in range(n)),
+        chunk_tokens=(1,) * n,
+    )
+
+
+def test_observations_measure_concurrency_from_the_records() -> None:
+    alone = rec(0, 0, 50, 170, 100, 11)  # nothing else in flight
+    a = rec(1, 200, 240, 440, 50, 21)  # two requests sent together: neither is "alone"
+    b = rec(2, 200, 250, 450, 60, 21)
+    pre, dec, loaded = observations([alone, a, b])
+    assert [o.prompt_tokens for o in pre] == [100]
+    assert pre[0].ttft_us == pytest.approx(50_000)
+    assert sorted(o.in_flight for o in loaded) == [1.0, 1.0]
+    d = {round(o.tpot_us): o for o in dec}
+    assert d[12_000].concurrency == pytest.approx(1.0)  # (170 − 50) ms / 10 tokens, alone
+    assert d[10_000].concurrency > 1.9  # a and b decoded side by side
