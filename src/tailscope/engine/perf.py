@@ -119,6 +119,9 @@ class StepTimeModel:
         self._window = model.sliding_window or 0
         self._overhead_s = self.eff.step_overhead_ms / 1e3
         self._per_seq_s = self.eff.per_seq_overhead_us / 1e6
+        # hot-path constants (the same values the general formulas compute, so step times are bit-identical)
+        self._decode_flops_per_token = self._body_flops_per_token + self._head_flops_per_token
+        self._layers = model.layers
         if tp > 1:
             link = gpu.interconnect_gbps * 1e9 * self.eff.allreduce_efficiency
             self._ar_count = 2 * model.layers
@@ -251,11 +254,15 @@ class StepTimeModel:
             kvl += self._sliding_layers * (capped + kv_sl)
         flops = self._body_flops_per_token * tokens + self._head_flops_per_token * n_logits
         flops += self._attn_flops_coeff * full
-        mem = self._weights_touched(tokens) + self._kv_per_gpu_token_layer * (kvl + tokens * self.model.layers)
-        t = max(flops / self._peak, mem / self._bw) + self._overhead_s + self._per_seq_s * (n_decode + len(prefill))
+        weights = self._weights_touched(tokens) if self._moe_layers else self._static_weight_bytes
+        mem = weights + self._kv_per_gpu_token_layer * (kvl + tokens * self._layers)
+        cs = flops / self._peak
+        ms = mem / self._bw
+        t = (cs if cs >= ms else ms) + self._overhead_s + self._per_seq_s * (n_decode + len(prefill))
         if self._ar_count:
             t += self._ar_count * (self._ar_lat + self._ar_per_token * tokens)
-        return max(1, math.ceil(t * 1e9))
+        ns = math.ceil(t * 1e9)
+        return ns if ns > 1 else 1
 
     def step_ns_acc(
         self, n_decode: int, decode_ctx_sum: int, n_logits: int, acc: tuple[int, float, float, float, float, int]
@@ -278,20 +285,25 @@ class StepTimeModel:
         return max(1, math.ceil(self.step_s(prefill, n_decode, decode_ctx_sum, n_logits) * 1e9))
 
     def decode_step_ns(self, n_decode: int, decode_ctx_sum: int) -> int:
-        """:meth:`step_ns` for a decode-only step, with the terms specialised (the simulator's hot path)."""
-        flops = (self._body_flops_per_token + self._head_flops_per_token) * n_decode
-        attn = self._full_layers * decode_ctx_sum
-        kv = self._full_layers * decode_ctx_sum
+        """:meth:`step_ns` for a decode-only step, with the terms specialised (the simulator's hot path).
+
+        The operations (and so the float rounding) are those of the general formula; only lookups are saved.
+        """
+        flops = self._decode_flops_per_token * n_decode
+        attn = self._full_layers * decode_ctx_sum  # = the KV tokens read, for decodes
         if self._sliding_layers:
             capped = min(decode_ctx_sum, n_decode * self._window)
             attn += self._sliding_layers * capped
-            kv += self._sliding_layers * capped
         flops += self._attn_flops_coeff * attn
-        mem = self._weights_touched(n_decode) + self._kv_per_gpu_token_layer * (kv + n_decode * self.model.layers)
-        t = max(flops / self._peak, mem / self._bw) + self._overhead_s + self._per_seq_s * n_decode
+        weights = self._weights_touched(n_decode) if self._moe_layers else self._static_weight_bytes
+        mem = weights + self._kv_per_gpu_token_layer * (attn + n_decode * self._layers)
+        c = flops / self._peak
+        m = mem / self._bw
+        t = (c if c >= m else m) + self._overhead_s + self._per_seq_s * n_decode
         if self._ar_count:
             t += self._ar_count * (self._ar_lat + self._ar_per_token * n_decode)
-        return max(1, math.ceil(t * 1e9))
+        ns = math.ceil(t * 1e9)
+        return ns if ns > 1 else 1
 
     def tokenize_ns(self, prompt_tokens: int) -> int:
         """API-server work on one request that is done one request at a time (tokenization), ns."""

@@ -271,6 +271,8 @@ class Replica:
         if finished and not through_finishes:
             return duration, finished, preempted
         end = now_ns + duration
+        if end >= until_ns:  # no room for a further step (the state after _step is already final)
+            return duration, finished, preempted
         heap = self._heap
         pool = self.pool
         phase = self._phase
@@ -292,7 +294,10 @@ class Replica:
             if finished and end + d > until_ns:
                 break  # deliver the completions before the outside event sees this replica's state
             if need:
-                pool.allocate(need)
+                if need <= pool.free_plain:  # BlockPool.allocate's common case, inline
+                    pool.free_plain -= need
+                else:
+                    pool.allocate(need)
             end += d
             times.append(end)
             gen += n
@@ -409,7 +414,10 @@ class Replica:
             need = self._phase[T % bs]
         n_dec = len(self._decoding)
         if need:
-            pool.allocate(need)
+            if need <= pool.free_plain:  # BlockPool.allocate's common case, inline
+                pool.free_plain -= need
+            else:
+                pool.allocate(need)
         self._alloc_step = T
         budget -= n_dec
         # 2. running prefills (chunked), admission order
@@ -467,7 +475,10 @@ class Replica:
                     pool.take_group(r.salt, g)
             elif new_blocks > pool.free_plain + pool.n_cached:
                 break
-            pool.allocate(new_blocks)
+            if 0 < new_blocks <= pool.free_plain:
+                pool.free_plain -= new_blocks
+            else:
+                pool.allocate(new_blocks)
             waiting.popleft()
             r.n_reg = hit
             r.blocks = hit + g + new_blocks

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from typing import Any
 
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
 from tailscope.workload.spec import RequestSpec
 
 # A simulation builds one RequestRecord per request, and the frozen dataclass's generated ``__init__`` (one
-# ``object.__setattr__`` per field) was a tenth of the whole simulation's CPU time. ``record_ok`` fills the
-# slots directly instead: the slot descriptors' setters, in field order, over a template of the field defaults —
-# the same object ``RequestRecord(...)`` builds (tests compare the two), at about half the cost.
+# ``object.__setattr__`` per field, looked up each time) is a good part of the per-request cost. ``record_ok``
+# fills the slots directly through the slot descriptors' setters: the same object ``RequestRecord(...)`` builds
+# (a test compares the two) at about half the cost. Should RequestRecord gain a field, the constructor is used.
 _FIELDS = tuple(f.name for f in fields(RequestRecord))
-_SETTERS = tuple(getattr(RequestRecord, name).__set__ for name in _FIELDS)
-_TEMPLATE: list[Any] = [f.default for f in fields(RequestRecord)]
-_I = {name: i for i, name in enumerate(_FIELDS)}
-_OK_FIELDS = (
+_EXPECTED = (
     "id",
     "scheduled_ns",
     "sent_ns",
@@ -30,6 +27,10 @@ _OK_FIELDS = (
     "output_tokens",
     "requested_output_tokens",
     "tokens_source",
+    "error",
+    "error_detail",
+    "http_status",
+    "server_request_id",
     "chunk_times_ns",
     "chunk_tokens",
     "warmup",
@@ -38,12 +39,40 @@ _OK_FIELDS = (
     "first_event_ns",
     "worker",
 )
-_OK_INDEX = tuple(_I[name] for name in _OK_FIELDS)
-#: every field record_ok leaves out has a plain default (else it falls back to the constructor)
-_FAST = all(f.name in _OK_FIELDS or f.default is not MISSING for f in fields(RequestRecord))
-_OK_SETTERS = tuple(_SETTERS[i] for i in _OK_INDEX)
-_REST = tuple((_SETTERS[i], _TEMPLATE[i]) for i in range(len(_FIELDS)) if i not in _OK_INDEX)
+_FAST = set(_FIELDS) == set(_EXPECTED)
+
+
+def _setter(name: str) -> Any:
+    return getattr(RequestRecord, name).__set__ if _FAST else None
+
+
 _NEW = object.__new__
+_S_ID = _setter("id")
+_S_SCHEDULED = _setter("scheduled_ns")
+_S_SENT = _setter("sent_ns")
+_S_FIRST = _setter("first_token_ns")
+_S_END = _setter("end_ns")
+_S_STATUS = _setter("status")
+_S_CLASS = _setter("request_class")
+_S_SESSION = _setter("session_id")
+_S_TURN = _setter("turn")
+_S_INPUT = _setter("input_tokens")
+_S_OUTPUT = _setter("output_tokens")
+_S_REQUESTED = _setter("requested_output_tokens")
+_S_SOURCE = _setter("tokens_source")
+_S_ERROR = _setter("error")
+_S_DETAIL = _setter("error_detail")
+_S_HTTP = _setter("http_status")
+_S_SERVER_ID = _setter("server_request_id")
+_S_TIMES = _setter("chunk_times_ns")
+_S_TOKENS = _setter("chunk_tokens")
+_S_WARMUP = _setter("warmup")
+_S_SHARED = _setter("shared_prefix")
+_S_STREAM_END = _setter("stream_end_ns")
+_S_FIRST_EVENT = _setter("first_event_ns")
+_S_WORKER = _setter("worker")
+_OK = Status.OK
+_ENGINE = TokensSource.ENGINE
 
 #: ``(1,) * n`` shared per length: every simulated chunk carries one token (bounded by the longest output)
 _ONES: dict[int, tuple[int, ...]] = {}
@@ -60,7 +89,8 @@ def ones(n: int) -> tuple[int, ...]:
 def record_ok(spec: RequestSpec, scheduled_ns: int, prompt: int, replica: int, times: tuple[int, ...]) -> RequestRecord:
     """A successful request: one chunk per emitted token at its step's end time."""
     first, last, n = times[0], times[-1], len(times)
-    if not _FAST:  # a field without a plain default was added: use the constructor
+    toks = _ONES.get(n) or ones(n)
+    if not _FAST:
         return RequestRecord(
             id=spec.id,
             scheduled_ns=scheduled_ns,
@@ -76,7 +106,7 @@ def record_ok(spec: RequestSpec, scheduled_ns: int, prompt: int, replica: int, t
             requested_output_tokens=spec.output_tokens,
             tokens_source=TokensSource.ENGINE,
             chunk_times_ns=times,
-            chunk_tokens=ones(n),
+            chunk_tokens=toks,
             warmup=spec.warmup,
             shared_prefix=spec.prefix_id is not None,
             stream_end_ns=last,
@@ -84,35 +114,30 @@ def record_ok(spec: RequestSpec, scheduled_ns: int, prompt: int, replica: int, t
             worker=replica,
         )
     r = _NEW(RequestRecord)
-    for setter, value in zip(
-        _OK_SETTERS,
-        (
-            spec.id,
-            scheduled_ns,
-            scheduled_ns,
-            first,
-            last,
-            Status.OK,
-            spec.request_class,
-            spec.session_id,
-            spec.turn,
-            prompt,
-            n,
-            spec.output_tokens,
-            TokensSource.ENGINE,
-            times,
-            ones(n),
-            spec.warmup,
-            spec.prefix_id is not None,
-            last,
-            first,
-            replica,
-        ),
-        strict=True,
-    ):
-        setter(r, value)
-    for setter, value in _REST:
-        setter(r, value)
+    _S_ID(r, spec.id)
+    _S_SCHEDULED(r, scheduled_ns)
+    _S_SENT(r, scheduled_ns)
+    _S_FIRST(r, first)
+    _S_END(r, last)
+    _S_STATUS(r, _OK)
+    _S_CLASS(r, spec.request_class)
+    _S_SESSION(r, spec.session_id)
+    _S_TURN(r, spec.turn)
+    _S_INPUT(r, prompt)
+    _S_OUTPUT(r, n)
+    _S_REQUESTED(r, spec.output_tokens)
+    _S_SOURCE(r, _ENGINE)
+    _S_ERROR(r, None)
+    _S_DETAIL(r, None)
+    _S_HTTP(r, None)
+    _S_SERVER_ID(r, None)
+    _S_TIMES(r, times)
+    _S_TOKENS(r, toks)
+    _S_WARMUP(r, spec.warmup)
+    _S_SHARED(r, spec.prefix_id is not None)
+    _S_STREAM_END(r, last)
+    _S_FIRST_EVENT(r, first)
+    _S_WORKER(r, replica)
     return r
 
 
