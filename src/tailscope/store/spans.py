@@ -149,8 +149,11 @@ class SpanStore:
     def write(self, set_name: str, spans: Iterable[Span], *, source: str = "") -> int:
         """Append spans to a set (created when missing); return how many spans were read from ``spans``.
 
-        Spans are batched into JSON-lines files of :data:`BATCH_SPANS` and folded in one transaction each.
+        Spans are batched into JSON-lines files of :data:`BATCH_SPANS` and folded in one transaction each. Spans
+        already in the set before this call are skipped (re-ingesting a file is a no-op); duplicates within one call
+        are kept and counted by the tree builder.
         """
+        dedupe = self.span_count(set_name) > 0
         total = 0
         it = iter(spans)
         while True:
@@ -158,7 +161,7 @@ class SpanStore:
             try:
                 n = write_batch_file(path, it, limit=BATCH_SPANS)
                 if n or total == 0:
-                    self.fold(set_name, [path], source=source)
+                    self.fold(set_name, [path], source=source, dedupe=dedupe)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
@@ -166,18 +169,34 @@ class SpanStore:
             if n < BATCH_SPANS:
                 return total
 
-    def fold(self, set_name: str, paths: Iterable[Path], *, source: str = "") -> None:
-        """Load batch files into a set in one transaction (the files are left for the caller to delete)."""
+    def span_count(self, set_name: str) -> int:
+        """Spans in a set (0 when it does not exist)."""
+        for s in self.list_sets():
+            if s.name == set_name:
+                return s.spans
+        return 0
+
+    def fold(self, set_name: str, paths: Iterable[Path], *, source: str = "", dedupe: bool | None = None) -> None:
+        """Load batch files into a set in one statement and transaction (the caller deletes the files).
+
+        Args:
+            set_name: the set.
+            paths: JSON-lines batch files written by :func:`write_batch_file`.
+            source: a description of where the spans came from.
+            dedupe: skip spans whose (trace, span) id is already in the set; default: when the set has rows.
+        """
         self.ensure_schema()
         now = utc_now_iso()
+        files = [str(p).replace("'", "''") for p in paths if p.stat().st_size > 0]
         with self.db.write() as con:
-            existing = con.execute("SELECT count(*) FROM spans WHERE set_name = ?", [set_name]).fetchone()[0]
-            for path in paths:
-                if path.stat().st_size == 0:
-                    continue
-                quoted = str(path).replace("'", "''")
-                reader = f"read_json('{quoted}', format='newline_delimited', columns={_columns_sql()})"
-                if existing:
+            if files:
+                if dedupe is None:
+                    dedupe = bool(
+                        con.execute("SELECT count(*) FROM spans WHERE set_name = ?", [set_name]).fetchone()[0]
+                    )
+                listed = "[" + ", ".join(f"'{f}'" for f in files) + "]"
+                reader = f"read_json({listed}, format='newline_delimited', columns={_columns_sql()})"
+                if dedupe:
                     con.execute(
                         f"INSERT INTO spans SELECT ? AS set_name, b.* FROM {reader} b ANTI JOIN "  # noqa: S608
                         "(SELECT trace_id, span_id FROM spans WHERE set_name = ?) e "
@@ -186,7 +205,6 @@ class SpanStore:
                     )
                 else:
                     con.execute(f"INSERT INTO spans SELECT ? AS set_name, * FROM {reader}", [set_name])  # noqa: S608
-                    existing = 1
             n_spans, n_traces = con.execute(
                 "SELECT count(*), count(DISTINCT trace_id) FROM spans WHERE set_name = ?", [set_name]
             ).fetchone()
