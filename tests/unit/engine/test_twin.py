@@ -123,3 +123,23 @@ def test_observations_measure_concurrency_from_the_records() -> None:
     d = {round(o.tpot_us): o for o in dec}
     assert d[12_000].concurrency == pytest.approx(1.0)  # (170 − 50) ms / 10 tokens, alone
     assert d[10_000].concurrency > 1.9  # a and b decoded side by side
+
+
+def test_sim_with_a_twin_uses_the_servers_kv_and_prompt_scale(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from tailscope.sim.run import SimArgs, build_cluster, run_sim
+
+    pre, dec = synthetic(0.0)
+    twin = fit_twin(pre, dec, replace(FACTS, prompt_scale=1.5, prompt_offset=12))
+    path = tmp_path / "twin.yaml"
+    path.write_text(yaml.safe_dump(twin.to_mapping()))
+    args = SimArgs(calibration=path, rate=4, requests=60, input_tokens="200", output_tokens="20", store=False)
+    cluster = build_cluster(args)
+    assert cluster.describe()["kv_capacity_tokens"] == 128 * 128
+    a, b = run_sim(args), run_sim(args)
+    assert a.summary["ttft_ms"] == b.summary["ttft_ms"]  # deterministic for a seed
+    # the server counts 200 synthesized tokens as 1.5 × 200 + 12 = 312: the simulated prefill is that long
+    assert {r.input_tokens for r in a.records} == {312}
+    # decode at low load ≈ overhead + per_seq + KV reads: between 4.3 and 6 ms
+    assert 4.3 < a.summary["tpot_ms"]["p50"] < 6.0
