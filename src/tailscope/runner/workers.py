@@ -316,6 +316,11 @@ async def run_bench_distributed(
     total_scheduled = sum(len(s) for s in shares) if shares is not None else None
     store = RunStore(cfg.db)
     store.db.ensure_schema()
+    if ray_address is not None:
+        from tailscope.runner.workers_ray import connect_ray
+
+        # before anything else runs on the loop: ray.init blocks for seconds, and it wants the main thread
+        connect_ray(ray_address)
     async with AsyncExitStack() as stack:
         # spawning processes / placing actors takes a while: overlap it with the preflight
         pool_task = asyncio.create_task(_start_pool(workers, ray_address, ray_num_cpus))

@@ -121,7 +121,7 @@ class RayWorker:
 
 async def start_ray_workers(n: int, address: str, *, num_cpus: float = 1.0) -> list[RayWorker]:
     """Create ``n`` worker actors (each reserving ``num_cpus`` CPUs; Ray spreads them over the cluster)."""
-    ray = await asyncio.to_thread(connect_ray, address)
+    ray = connect_ray(address)  # already connected by run_bench_distributed, in the main thread
     actor_cls = ray.remote(num_cpus=num_cpus, max_restarts=0, max_concurrency=4, scheduling_strategy="SPREAD")(
         RayWorkerActor
     )
