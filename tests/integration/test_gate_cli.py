@@ -122,6 +122,11 @@ def test_gate_fails_on_a_real_regression_with_reports(store: tuple[Path, Path], 
     failed = {c.get("name") for c in root.findall("testcase") if c.find("failure") is not None}
     assert failed == {"regression ttft_ms.p50", "regression ttft_ms.p99"}
     assert md.read_text().startswith("### ❌")
+    # --diagnose adds the findings of the failing run to the outputs
+    p = cli("gate", str(contract), "--run", "slow", "--db", str(db), "--markdown", str(md), "--diagnose")
+    assert p.returncode == 1
+    assert "Client bottleneck: results not trustworthy  [client_bottleneck" in p.stdout
+    assert "#### Diagnosis of run `slow0003`" in md.read_text()
 
 
 def test_gate_passes_on_noise_and_on_export_files(store: tuple[Path, Path], tmp_path: Path) -> None:
@@ -169,6 +174,13 @@ def test_compare_and_diagnose(store: tuple[Path, Path]) -> None:
     p = cli("compare", "base", "same", "slow", "--metrics", "ttft_ms,requests_per_s", "--db", str(db))
     assert p.returncode == 0, p.stderr
     assert "* worse" in p.stdout
+    md = store[1].parent / "compare.md"
+    p = cli(
+        "compare", "base", "slow", "--metrics", "ttft", "--percentiles", "p50", "--markdown", str(md), "--db", str(db)
+    )
+    assert p.returncode == 0, p.stderr
+    assert "| `ttft_ms.p50` | 198.0 | 305.2 | **+54.1% [" in md.read_text()
+    assert "* worse**" in md.read_text()
     p = cli("compare", "base", "slow", "--metrics", "ttft", "--percentiles", "p50", "--json", "--db", str(db))
     doc = json.loads(p.stdout)
     row = doc["rows"][0]

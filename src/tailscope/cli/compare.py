@@ -27,6 +27,7 @@ def compare(
     resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table as markdown here."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
 ) -> None:
     import json
@@ -35,7 +36,7 @@ def compare(
 
     from tailscope.cli.gate import load_run_data
     from tailscope.errors import ConfigError
-    from tailscope.gate.compare import compare_runs, parse_metrics, render_compare_text
+    from tailscope.gate.compare import compare_runs, parse_metrics, render_compare_markdown, render_compare_text
     from tailscope.gate.contract import canonical_percentile
 
     if len(runs) < 2:
@@ -62,6 +63,12 @@ def compare(
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
         typer.echo(render_compare_text(result), nl=False)
+    if markdown is not None:
+        try:
+            markdown.parent.mkdir(parents=True, exist_ok=True)
+            markdown.write_text(render_compare_markdown(result), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--markdown {markdown}: cannot write it ({exc.strerror or exc})") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -131,6 +131,9 @@ def gate(
     markdown: Path | None = typer.Option(None, "--markdown", help="Write a markdown summary here."),
     github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations (::error …)."),
     strict: bool = typer.Option(False, "--strict", help="Inconclusive regression checks fail the gate."),
+    diagnose: bool = typer.Option(
+        False, "--diagnose", help="When the gate does not pass, add `tailscope diagnose` findings to the outputs."
+    ),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here ('-' = stdout)."),
     seed: int | None = typer.Option(None, "--seed", help="Bootstrap seed (default: the contract's, else 0)."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
@@ -173,16 +176,28 @@ def gate(
         rng=rng,
     )
     json_stdout = json_out is not None and str(json_out) == "-"
+    findings_text = findings_md = ""
+    findings: list[Any] = []
+    if diagnose and result.exit_code != 0 and run_data.records:
+        from tailscope.gate.diagnose import diagnose as run_rules
+        from tailscope.gate.diagnose import render_findings_markdown, render_findings_text
+
+        findings = run_rules(run_data.records, run_data.samples, settings=run_data.settings)
+        findings_text = "\n" + render_findings_text(findings, run_data.id)
+        findings_md = "\n" + render_findings_markdown(findings, run_data.id)
     # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr
-    typer.echo(render_text(result), nl=False, err=json_stdout)
+    typer.echo(render_text(result) + findings_text, nl=False, err=json_stdout)
     if junit is not None:
         _write(junit, render_junit(result), "--junit")
     if markdown is not None:
-        _write(markdown, render_markdown(result), "--markdown")
+        _write(markdown, render_markdown(result) + findings_md, "--markdown")
     if github:
         typer.echo(render_github(result, contract_path=str(contract)), nl=False, err=json_stdout)
     if json_out is not None:
-        text = json.dumps(result.to_dict(), indent=2)
+        doc = result.to_dict()
+        if findings:
+            doc["findings"] = [f.to_dict() for f in findings]
+        text = json.dumps(doc, indent=2)
         if json_stdout:
             typer.echo(text)
         else:

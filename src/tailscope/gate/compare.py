@@ -189,3 +189,21 @@ def render_compare_text(cmp: Comparison) -> str:
         f"({cmp.resamples} resamples); * = significant (CI excludes 0)"
     )
     return "\n".join(lines) + "\n"
+
+
+def render_compare_markdown(cmp: Comparison) -> str:
+    """The comparison table as markdown (e.g. for a pull-request comment)."""
+    header = ["metric", *[f"`{r}`" for r in cmp.run_ids]] + [f"Δ `{r}`" for r in cmp.run_ids[1:]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in cmp.rows:
+        cells = [f"`{r.label}`"] + [_fmt_value(r.metric, v) for v in r.values]
+        for i, d in enumerate(r.diffs):
+            text = _fmt_diff(r.metric, d, r.direction(i))
+            cells.append(f"**{text}**" if r.direction(i) == "worse" else text)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(
+        f"Latencies in ms; Δ = relative change vs `{cmp.run_ids[0]}` with its {cmp.confidence * 100:g}% bootstrap "
+        "interval; * = significant (the interval excludes 0)."
+    )
+    return "\n".join(lines) + "\n"

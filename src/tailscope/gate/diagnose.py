@@ -122,3 +122,20 @@ def render_findings_text(findings: Sequence[Finding], run_id: str) -> str:
             lines.append(f"   action:   {a}")
         lines.append("")
     return "\n".join(lines)
+
+
+def render_findings_markdown(findings: Sequence[Finding], run_id: str) -> str:
+    """Findings as markdown (for CI summaries next to the gate's table)."""
+    if not findings:
+        return f"#### Diagnosis of run `{run_id}`: no findings\n"
+    lines = [f"#### Diagnosis of run `{run_id}`: {len(findings)} finding{'s' if len(findings) != 1 else ''}", ""]
+    for f in findings:
+        lines.append(f"**{f.title}** (impact {f.impact:.2f}) — {f.symptom}")
+        lines.append("")
+        lines.extend(f"- {e}" for e in f.evidence)
+        lines.append(f"- *likely cause:* {f.cause}")
+        lines.append("")
+        lines.append("Next:")
+        lines.extend(f"1. {a}" for a in f.actions)
+        lines.append("")
+    return "\n".join(lines)

@@ -86,3 +86,16 @@ def test_export_errors_name_the_request() -> None:
         run_from_export([1, 2], source="out.json")
     with pytest.raises(ContractError, match=r"requests\[0\]\.status"):
         run_from_export({"requests": [{"scheduled_s": 0, "status": "weird"}]}, source="out.json")
+
+
+def test_compare_markdown() -> None:
+    from tailscope.gate.compare import render_compare_markdown
+
+    a = lognormal_run("aaaa", 800, seed=1)
+    c = lognormal_run("cccc", 800, seed=3, ttft_median_ms=400.0)
+    md = render_compare_markdown(compare_runs([a, c], metrics=("ttft_ms",), stats=("p50",)))
+    lines = md.splitlines()
+    assert lines[0] == "| metric | `aaaa` | `cccc` | Δ `cccc` |"
+    assert lines[1] == "|---|---|---|---|"
+    assert lines[2].startswith("| `ttft_ms.p50` | ")
+    assert lines[2].endswith("* worse** |")

@@ -233,3 +233,13 @@ def test_kv_usage_of_several_engines_is_the_fullest_not_the_sum() -> None:
         for e in (0, 1)
     ]
     assert "kv_pressure" not in rules_fired(healthy_records(), two_engines)
+
+
+def test_findings_markdown() -> None:
+    from tailscope.gate.diagnose import render_findings_markdown
+
+    md = render_findings_markdown(diagnose(healthy_records(lag_ms=50.0)), "r1")
+    assert md.startswith("#### Diagnosis of run `r1`: 1 finding")
+    assert "**Client bottleneck: results not trustworthy** (impact 1.00)" in md
+    assert "\n1. rerun with more client processes" in md
+    assert render_findings_markdown([], "r1") == "#### Diagnosis of run `r1`: no findings\n"
