@@ -122,6 +122,9 @@ class StepTimeModel:
         # hot-path constants (the same values the general formulas compute, so step times are bit-identical)
         self._decode_flops_per_token = self._body_flops_per_token + self._head_flops_per_token
         self._layers = model.layers
+        self._tokenize_ns_per_token = self.eff.frontend_per_token_us * 1e3
+        self._frontend_jitter_ns = self.eff.frontend_ms * 1e6 * 2.0
+        self._frontend_inflight_ns = self.eff.frontend_per_inflight_us * 1e3
         if tp > 1:
             link = gpu.interconnect_gbps * 1e9 * self.eff.allreduce_efficiency
             self._ar_count = 2 * model.layers
@@ -307,7 +310,7 @@ class StepTimeModel:
 
     def tokenize_ns(self, prompt_tokens: int) -> int:
         """API-server work on one request that is done one request at a time (tokenization), ns."""
-        return int(self.eff.frontend_per_token_us * 1e3 * prompt_tokens)
+        return int(self._tokenize_ns_per_token * prompt_tokens)
 
     def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
         """API-server latency that requests do not queue for: fixed part + per request in flight, ns.
@@ -316,7 +319,7 @@ class StepTimeModel:
         requests do not reach the engine at identical offsets, and that jitter is what keeps closed-loop clients
         from marching in lock-step waves (u = 0.5 gives the mean).
         """
-        return int(self.eff.frontend_ms * 1e6 * 2.0 * u + self.eff.frontend_per_inflight_us * 1e3 * in_flight)
+        return int(self._frontend_jitter_ns * u + self._frontend_inflight_ns * in_flight)
 
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""

@@ -310,9 +310,7 @@ class Replica:
                     r2 = self._all.get(rid)
                     if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
                         continue
-                    self._remove_running(r2)
-                    r2.state = _DONE
-                    finished.append(self._complete(r2, T - 1))
+                    finished.append(self._finish_decode(r2, T - 1))
                 n = len(self._decoding)
                 k = self._dec_k
                 if self._waiting or not n:
@@ -419,6 +417,8 @@ class Replica:
             else:
                 pool.allocate(need)
         self._alloc_step = T
+        if not self._prefilling and not self._waiting:
+            return self._decode_only_step(now_ns, T, n_dec, preempted)
         budget -= n_dec
         # 2. running prefills (chunked), admission order
         chunks: list[tuple[_Req, int, int]] = []
@@ -554,19 +554,58 @@ class Replica:
             r2 = self._all.get(rid)
             if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
                 continue
-            self._remove_running(r2)
-            r2.state = _DONE
-            finished.append(self._complete(r2, T))
+            finished.append(self._finish_decode(r2, T))
         if self._next_trim <= T:  # fast-forwarded stretches can skip any particular step number
             self._next_trim = T + 4096
             if T - self._times_base > 8192:
                 self._trim_times()
         return duration, first, finished, preempted, prefill_tokens, n_dec
 
+    def _decode_only_step(
+        self, now_ns: int, T: int, n_dec: int, preempted: list[int]
+    ) -> tuple[int, list[int], list[Completion], list[int], int, int] | None:
+        """Steps 4–5 of :meth:`_step` when nothing is waiting or prefilling (half the steps of a busy replica)."""
+        if n_dec == 0:
+            return None
+        duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
+        end = now_ns + duration
+        self.now_ns = end
+        self.step_end_ns.append(end)
+        self.steps = T + 1
+        self._gen_total += n_dec
+        finished: list[Completion] = []
+        heap = self._heap
+        while heap and heap[0][0] <= T:
+            _, rid, epoch = heapq.heappop(heap)
+            r2 = self._all.get(rid)
+            if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
+                continue
+            finished.append(self._finish_decode(r2, T))
+        if self._next_trim <= T:
+            self._next_trim = T + 4096
+            if T - self._times_base > 8192:
+                self._trim_times()
+        return duration, [], finished, preempted, 0, n_dec
+
+    def _finish_decode(self, r: _Req, T: int) -> Completion:
+        """A decoding request produced its last token in step ``T``: :meth:`_remove_running` + :meth:`_complete`."""
+        del self._running[r.id]
+        self._sync_decode(r)
+        del self._decoding[r.id]
+        self._phase[(-r.k) % self.block_size] -= 1
+        self._dec_k -= r.k
+        r.epoch += 1
+        r.state = _DONE
+        return self._complete(r, T)
+
     def _complete(self, r: _Req, T: int) -> Completion:
         r.segments.append((r.seg_start, T))
         r.seg_start = -1
-        self._free(r, finished=True)
+        if r.salt and not r.n_reg:  # unique content, nothing shared: every block simply becomes free
+            self.pool.free_plain += r.blocks
+            r.blocks = 0
+        else:
+            self._free(r, finished=True)
         del self._all[r.id]
         c = Completion(r.id, tuple(r.segments), r.max_tokens, r.preemptions, r.hit_tokens)
         if self.keep_history:

@@ -200,13 +200,17 @@ class Simulation:
             prompt += ses.history
             ses.client = client
         live = _Live(spec, now, prompt, client=client)
-        live.hashes = self._hashes(spec, prompt)
+        if spec.session_id is not None or spec.prefix_id is not None:
+            live.hashes = self._hashes(spec, prompt)
         self._live[spec.id] = live
-        self._route(spec.id, now)
+        self._route_live(live, now)
 
     def _route(self, rid: int, now: int) -> None:
-        live = self._live[rid]
+        self._route_live(self._live[rid], now)
+
+    def _route_live(self, live: _Live, now: int) -> None:
         spec = live.spec
+        rid = spec.id
         slots = self._slots
         if len(slots) == 1 and slots[0].state == "ready":
             idx = 0
