@@ -241,8 +241,8 @@ def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, n
         stall = np.maximum.reduceat(gaps_ns, gap_starts).astype(np.float64) / _MS
     else:
         stall = np.asarray([], dtype=np.float64)
-    if all(_unit_tokens(r) for r in ok):
-        return stall, icl.copy(), icl
+    if _all_unit_tokens(ok):
+        return stall, icl, icl  # one token per chunk: ITL = ICL (the same array; callers only read it)
     ks = np.fromiter(chain.from_iterable(_chunk_ks(r) for r in ok), dtype=np.int64, count=total)[keep]
     split = ks > 1
     values = np.where(split, icl / np.where(split, ks, 1), icl)
@@ -250,9 +250,19 @@ def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, n
     return stall, itl, icl
 
 
-def _unit_tokens(r: RequestRecord) -> bool:
-    toks = r.chunk_tokens
-    return not toks or max(toks) <= 1
+def _all_unit_tokens(ok: Sequence[RequestRecord]) -> bool:
+    """Whether no chunk of ``ok`` carries more than one token. Each distinct ``chunk_tokens`` object is checked
+    once (simulated records share one tuple per length; the records keep every object alive meanwhile)."""
+    seen: set[int] = set()
+    for r in ok:
+        toks = r.chunk_tokens
+        key = id(toks)
+        if key in seen:
+            continue
+        if toks and max(toks) > 1:
+            return False
+        seen.add(key)
+    return True
 
 
 def _chunk_ks(r: RequestRecord) -> list[int]:
@@ -340,15 +350,17 @@ def summarize(
     def rate(x: float) -> float:
         return x / window_s if window_s > 0 else 0.0
 
+    itl_stats = compute_stats(s["itl"])
+
     return RunSummary(
         requests=counts,
         duration_s=window_s,
         ttft_ms=compute_stats(s["ttft"]),
         tpot_ms=compute_stats(s["tpot"]),
-        itl_ms=compute_stats(s["itl"]),
+        itl_ms=itl_stats,
         e2e_ms=compute_stats(s["e2e"]),
         send_lag_ms=lag_stats,
-        icl_ms=compute_stats(s["icl"]),
+        icl_ms=itl_stats if s["icl"] is s["itl"] else compute_stats(s["icl"]),
         max_stall_ms=compute_stats(s["stall"]),
         ttft_from_sent_ms=compute_stats(s["ttft_sent"]),
         e2e_from_sent_ms=compute_stats(s["e2e_sent"]),
