@@ -147,6 +147,8 @@ class Replica:
         self.config = (config or EngineConfig()).validate()
         bs = self.config.block_size
         self.block_size = bs
+        self._max_batched = self.config.max_num_batched_tokens
+        self._max_seqs = self.config.max_num_seqs
         if self.config.num_blocks is not None:
             blocks = self.config.num_blocks
         else:
@@ -403,7 +405,7 @@ class Replica:
         bs = self.block_size
         pool = self.pool
         T = self.steps
-        budget = self.config.max_num_batched_tokens
+        budget = self._max_batched
         preempted: list[int] = []
         # 1. decodes
         need = self._phase[T % bs]
@@ -446,7 +448,7 @@ class Replica:
         n_dec = len(self._decoding)
         # 3. waiting, FCFS
         waiting = self._waiting
-        max_seqs = self.config.max_num_seqs
+        max_seqs = self._max_seqs
         caching = pool.enable_caching
         running = self._running
         while waiting and budget > 0 and len(running) < max_seqs:
