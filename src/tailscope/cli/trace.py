@@ -181,7 +181,6 @@ def show(
 
 
 def _render_tree(tree: Any, cp: Any, layers: list[str]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from tailscope.units import format_ms
@@ -205,7 +204,7 @@ def _render_tree(tree: Any, cp: Any, layers: list[str]) -> None:
             s.service,
         )
         todo.extend((c, depth + 1) for c in reversed(tree.children[i]))
-    con = Console()
+    con = _stdout()
     con.print(table)
     notes = []
     if tree.orphans:
@@ -250,12 +249,11 @@ def analyze(
 
 
 def _render_analysis(r: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from tailscope.units import format_ms
 
-    con = Console()
+    con = _stdout()
     con.print(f"[bold]{r['traces']['count']} traces, {r['traces']['spans']} spans[/bold] (set {r.get('set')})")
     t = Table(title="latency per root operation", show_edge=False, header_style="bold")
     for col in ("root operation", "traces", "p50", "p95", "p99", "max"):
@@ -321,7 +319,6 @@ def diff(
     db: Path | None = _DB,
 ) -> None:
     """Why latency moved between two sets. Example: tailscope trace diff --before before --after after"""
-    from rich.console import Console
     from rich.markup import escape
 
     from tailscope.errors import NotFoundError
@@ -341,7 +338,7 @@ def diff(
         json_path.write_text(json.dumps(result, indent=2), encoding="utf-8")
     if not result["root_ops"]:
         raise NotFoundError(f"sets {before!r} and {after!r} share no root operation; nothing to compare")
-    con = Console()
+    con = _stdout()
     for op, d in result["root_ops"].items():
         b, a = d["before"], d["after"]
         con.print(
@@ -403,3 +400,9 @@ def demo(
 def register(app: typer.Typer) -> None:
     """Add ``tailscope trace`` to the main app."""
     app.add_typer(trace_app, name="trace")
+
+
+def _stdout() -> Any:
+    from tailscope.report.console import stdout_console
+
+    return stdout_console()

@@ -3,7 +3,7 @@
 The rules read vLLM's metric names (the built-in ``tailscope serve`` exposes the same names):
 
 * latency quantiles from the engine's histograms — ``histogram_quantile(q, sum by (le) (rate(X_bucket[w])))`` over
-  ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``, ``vllm:time_per_output_token_seconds``
+  ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``, ``vllm:request_time_per_output_token_seconds``
   and ``vllm:inter_token_latency_seconds``;
 * the error ratio from the HTTP layer's ``http_requests_total{status}`` (5xx over all);
 * throughput from ``vllm:request_success_total`` and ``vllm:generation_tokens_total``;
@@ -32,7 +32,7 @@ from tailscope.metrics.percentiles import percentile_fraction
 HISTOGRAMS: dict[str, tuple[str, str, str]] = {
     "ttft_ms": ("vllm:time_to_first_token_seconds", "ttft", "ttft"),
     "e2e_ms": ("vllm:e2e_request_latency_seconds", "e2e", "e2e"),
-    "tpot_ms": ("vllm:time_per_output_token_seconds", "tpot", "tpot"),
+    "tpot_ms": ("vllm:request_time_per_output_token_seconds", "tpot", "tpot"),
     "itl_ms": ("vllm:inter_token_latency_seconds", "itl", "tpot"),
 }
 #: golden-signal quantiles always recorded, per histogram.

@@ -291,6 +291,7 @@ class EngineLoop:
                 prompt_tokens=live.prompt_tokens,
                 generation_tokens=live.released,
                 max_tokens=live.max_tokens_param,
+                decode_s=(now - live.first_token_ns) / 1e9 if live.first_token_ns is not None else None,
             )
             if live.sink is not None:
                 self._call_sink(live)  # idempotent: writes the end of the stream if the tokens did not

@@ -135,6 +135,7 @@ class ServeMetrics:
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.tpot = Histogram(ITL_BUCKETS)  # per request: (last token − first token) / (tokens − 1)
         self.prompt_tokens = Histogram(token_buckets)
         self.generation_tokens = Histogram(token_buckets)
         self.max_tokens_param = Histogram(token_buckets)
@@ -144,11 +145,21 @@ class ServeMetrics:
         self.loop_late_steps = 0
 
     def observe_finished(
-        self, *, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int, max_tokens: int | None
+        self,
+        *,
+        reason: str,
+        e2e_s: float,
+        prompt_tokens: int,
+        generation_tokens: int,
+        max_tokens: int | None,
+        decode_s: float | None = None,
     ) -> None:
-        """Record one finished request (``reason`` in :data:`FINISH_REASONS`)."""
+        """Record one finished request (``reason`` in :data:`FINISH_REASONS`); ``decode_s`` is the time from its
+        first to its last token (for vLLM's per-request TPOT histogram)."""
         self.success[reason] = self.success.get(reason, 0) + 1
         self.e2e.observe(e2e_s)
+        if decode_s is not None and generation_tokens > 1:
+            self.tpot.observe(decode_s / (generation_tokens - 1))
         self.prompt_tokens.observe(prompt_tokens)
         self.generation_tokens.observe(generation_tokens)
         if max_tokens:
@@ -195,9 +206,8 @@ class ServeMetrics:
              self.max_tokens_param),
             ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft),
             ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl),
-            ("vllm:time_per_output_token_seconds",
-             "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds "
-             "instead.", self.itl),
+            ("vllm:request_time_per_output_token_seconds",
+             "Histogram of time_per_output_token_seconds per request.", self.tpot),
             ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e),
         )  # fmt: skip
         for name, text, hist in histograms:

@@ -101,7 +101,7 @@ def test_render_names_labels_and_values() -> None:
     m.ttft.observe(0.05)
     m.itl.observe(0.02)
     m.itl.observe(0.03)
-    m.observe_finished(reason="length", e2e_s=0.4, prompt_tokens=100, generation_tokens=3, max_tokens=3)
+    m.observe_finished(reason="length", e2e_s=0.4, prompt_tokens=100, generation_tokens=3, max_tokens=3, decode_s=0.05)
     m.observe_finished(reason="abort", e2e_s=0.1, prompt_tokens=10, generation_tokens=1, max_tokens=None)
     stats = EngineStats(
         running=3, waiting=2, kv_usage=0.25, kv_blocks_total=1000, prefix_queries_tokens=640,
@@ -127,7 +127,7 @@ def test_render_names_labels_and_values() -> None:
     assert samples['vllm:time_to_first_token_seconds_bucket{model_name="llama-3.1-8b",engine="0",le="0.06"}'] == 1
     assert samples["vllm:inter_token_latency_seconds_count" + lab] == 2
     assert samples["vllm:inter_token_latency_seconds_sum" + lab] == pytest.approx(0.05)
-    assert samples["vllm:time_per_output_token_seconds_count" + lab] == 2
+    assert samples["vllm:request_time_per_output_token_seconds_count" + lab] == 1  # the finished one, not the abort
     assert samples["vllm:e2e_request_latency_seconds_count" + lab] == 2
     assert samples["vllm:request_params_max_tokens_count" + lab] == 1
     info = [k for k in samples if k.startswith("vllm:cache_config_info")]
