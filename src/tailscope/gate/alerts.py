@@ -3,8 +3,8 @@
 The rules read vLLM's metric names (the built-in ``tailscope serve`` exposes the same names):
 
 * latency quantiles from the engine's histograms — ``histogram_quantile(q, sum by (le) (rate(X_bucket[w])))`` over
-  ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``, ``vllm:request_time_per_output_token_seconds``
-  and ``vllm:inter_token_latency_seconds``;
+  ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``,
+  ``vllm:request_time_per_output_token_seconds`` and ``vllm:inter_token_latency_seconds``;
 * the error ratio from the HTTP layer's ``http_requests_total{status}`` (5xx over all);
 * throughput from ``vllm:request_success_total`` and ``vllm:generation_tokens_total``;
 * saturation: ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``, ``vllm:num_preemptions_total``;
