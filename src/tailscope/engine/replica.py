@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from tailscope.engine.api import EngineRequest, EngineStats, StepResult
 from tailscope.engine.gpus import GpuSpec
@@ -137,6 +137,12 @@ class Completion:
     outputs: int
     preemptions: int
     hit_tokens: int
+
+
+_C_NEW = object.__new__
+_C_ID, _C_SEGMENTS, _C_OUTPUTS, _C_PREEMPTIONS, _C_HITS = (
+    getattr(Completion, f.name).__set__ for f in fields(Completion)
+)
 
 
 class Replica:
@@ -515,42 +521,44 @@ class Replica:
         first: list[int] = []
         finished: list[Completion] = []
         heap = self._heap
+        caching = pool.enable_caching
+        prefilling = self._prefilling
         for r, c, p in chunks:
             prefill_tokens += c
-            r.computed = p + c
-            self._prompt_total += c
-            if (r.n_given or r.salt == 0) and pool.enable_caching:
+            computed = r.computed = p + c
+            if caching and (r.n_given or r.salt == 0):
                 # publish newly full blocks so concurrent requests can share them (unique chains only
                 # matter after the request ends, when _free caches them)
-                full = r.computed // bs if r.salt == 0 else min(r.computed // bs, r.n_given)
+                full = computed // bs if r.salt == 0 else min(computed // bs, r.n_given)
                 if full > r.n_reg:
                     chain = self._hashes(r, full)
                     while r.n_reg < full and pool.register(chain[r.n_reg]):
                         r.n_reg += 1
-            if r.computed < r.num_tokens:
+            if computed < r.num_tokens:
                 continue
             # prompt complete: sample a token
-            del self._prefilling[r.id]
-            r.outputs += 1
-            self._gen_total += 1
-            first.append(r.id)
+            rid = r.id
+            del prefilling[rid]
+            outputs = r.outputs = r.outputs + 1
+            first.append(rid)
             if r.first_step < 0:
                 r.first_step = T
             r.seg_start = T
-            if r.outputs >= r.max_tokens:
+            if outputs >= r.max_tokens:
                 r.state = _DONE
-                del self._running[r.id]
+                del self._running[rid]
                 finished.append(self._complete(r, T))
                 continue
             r.state = _DECODE
-            r.out_base = r.outputs - 1
-            r.k = r.computed - T - 1
-            r.finish_step = T + (r.max_tokens - r.outputs)
-            self._decoding[r.id] = r
-            self._phase[(-r.k) % bs] += 1
-            self._dec_k += r.k
-            heapq.heappush(heap, (r.finish_step, r.id, r.epoch))
-        self._gen_total += n_dec
+            r.out_base = outputs - 1
+            k = r.k = computed - T - 1
+            r.finish_step = T + (r.max_tokens - outputs)
+            self._decoding[rid] = r
+            self._phase[(-k) % bs] += 1
+            self._dec_k += k
+            heapq.heappush(heap, (r.finish_step, rid, r.epoch))
+        self._prompt_total += prefill_tokens
+        self._gen_total += n_dec + len(first)
         while heap and heap[0][0] <= T:
             _, rid, epoch = heapq.heappop(heap)
             r2 = self._all.get(rid)
@@ -609,7 +617,12 @@ class Replica:
         else:
             self._free(r, finished=True)
         del self._all[r.id]
-        c = Completion(r.id, tuple(r.segments), r.max_tokens, r.preemptions, r.hit_tokens)
+        c = _C_NEW(Completion)  # Completion(...) without the frozen dataclass's per-field object.__setattr__
+        _C_ID(c, r.id)
+        _C_SEGMENTS(c, tuple(r.segments))
+        _C_OUTPUTS(c, r.max_tokens)
+        _C_PREEMPTIONS(c, r.preemptions)
+        _C_HITS(c, r.hit_tokens)
         if self.keep_history:
             self.completions.append(c)
         return c

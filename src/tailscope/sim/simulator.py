@@ -199,7 +199,7 @@ class Simulation:
         if ses is not None:
             prompt += ses.history
             ses.client = client
-        live = _Live(spec, now, prompt, client=client)
+        live = _Live(spec, now, prompt, -1, client)
         if spec.session_id is not None or spec.prefix_id is not None:
             live.hashes = self._hashes(spec, prompt)
         self._live[spec.id] = live
