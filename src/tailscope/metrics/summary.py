@@ -213,18 +213,28 @@ def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
 
 def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max stall per request, ITL and ICL samples (ms) of ``ok`` in record order, as :mod:`~tailscope.metrics.request`
-    computes them one request at a time (same values, bit for bit: integer gaps, then one division), vectorised —
-    a long run has millions of token gaps."""
+    computes them one request at a time, vectorised — a long run has millions of token gaps.
+
+    The values are the same bit for bit: integer times are differenced exactly in int64 and then divided, as
+    Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
+    Times beyond what those represent exactly fall back to the per-request functions.
+    """
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     total = int(lengths.sum())
-    try:
-        times = np.fromiter(chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.int64, count=total)
-    except OverflowError:  # times beyond int64: exact Python arithmetic
-        return _gap_samples_py(ok)
     if total == 0:
         empty = np.asarray([], dtype=np.float64)
         return empty, empty.copy(), empty.copy()
-    if int(times.min()) < -(2**62) or int(times.max()) > 2**62:  # a difference could overflow int64
+    ints = all(type(x) is int for r in ok for x in r.chunk_times_ns[:1]) and all(
+        type(x) is int for r in ok for x in r.chunk_times_ns[-1:]
+    )
+    try:
+        times = np.fromiter(
+            chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.int64 if ints else np.float64, count=total
+        )
+    except (OverflowError, TypeError, ValueError):
+        return _gap_samples_py(ok)
+    lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
+    if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
         return _gap_samples_py(ok)
     d = np.diff(times)  # d[j] = times[j+1] - times[j]
     starts = np.cumsum(lengths) - lengths

@@ -54,7 +54,7 @@ def test_gap_samples_match_per_request_functions(recs: list[RequestRecord]) -> N
 
 
 def test_gap_samples_beyond_int64_use_exact_arithmetic() -> None:
-    big = 2**64
+    big = 2**60  # beyond 2**53: exact integer arithmetic is needed
     r = RequestRecord(
         id=0,
         scheduled_ns=0,
@@ -69,3 +69,21 @@ def test_gap_samples_beyond_int64_use_exact_arithmetic() -> None:
     assert stall.tolist() == [2.0]
     assert icl.tolist() == [1.0, 2.0]
     assert itl.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_gap_samples_of_float_times_follow_python_float_arithmetic() -> None:
+    times = (0.1, 2_000_000.3, 2_500_000.0, 9_000_000.7)
+    r = RequestRecord(
+        id=0,
+        scheduled_ns=0,
+        sent_ns=0,
+        first_token_ns=0,
+        end_ns=9_000_000,
+        status=Status.OK,
+        chunk_times_ns=times,  # type: ignore[arg-type]  # records from hand-made exports may carry floats
+        chunk_tokens=(1, 1, 1, 1),
+    )
+    stall, itl, icl = _gap_samples([r])
+    assert icl.tolist() == rq.icl_samples_ms(r)
+    assert itl.tolist() == rq.itl_samples_ms(r)
+    assert stall.tolist() == [rq.max_stall_ms(r)]
