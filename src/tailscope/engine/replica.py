@@ -21,56 +21,13 @@ from collections import deque
 from dataclasses import dataclass, fields
 
 from tailscope.engine.api import EngineRequest, EngineStats, StepResult
-from tailscope.engine.gpus import GpuSpec
+from tailscope.engine.engine_config import EngineConfig, vllm_default_limits
 from tailscope.engine.kv_cache import BlockPool, extend_hashes
 from tailscope.engine.perf import StepModel
-from tailscope.errors import ConfigError
+
+__all__ = ["Completion", "EngineConfig", "Replica", "vllm_default_limits"]
 
 _WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3
-
-
-def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
-    """vLLM's OpenAI-server defaults ``(max_num_seqs, max_num_batched_tokens)`` for ``gpu``.
-
-    vLLM (``EngineArgs.get_batch_defaults``) uses 1024 / 8192 on GPUs with ≥ 70 GiB that are not A100s and
-    256 / 2048 elsewhere.
-    """
-    if gpu.memory_gb * 1e9 >= 70 * 2**30 and not gpu.id.startswith("a100"):
-        return 1024, 8192
-    return 256, 2048
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Scheduler limits of one replica (vLLM engine arguments of the same names).
-
-    Attributes:
-        max_num_seqs: running requests at most.
-        max_num_batched_tokens: tokens per step at most (decodes + prefill chunks).
-        block_size: tokens per KV block.
-        gpu_memory_utilization: fraction of GPU memory vLLM may use (weights + KV + activations).
-        enable_prefix_caching: reuse cached blocks across requests.
-        num_blocks: force the KV capacity (tests, what-ifs); None = computed from memory.
-    """
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.9
-    enable_prefix_caching: bool = True
-    num_blocks: int | None = None
-
-    def validate(self) -> EngineConfig:
-        if self.max_num_seqs < 1:
-            raise ConfigError(f"--max-num-seqs must be ≥ 1 (got {self.max_num_seqs})")
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            raise ConfigError(
-                f"--max-num-batched-tokens ({self.max_num_batched_tokens}) must be ≥ --max-num-seqs "
-                f"({self.max_num_seqs}), as vLLM requires"
-            )
-        if self.block_size < 1:
-            raise ConfigError(f"block size must be ≥ 1 (got {self.block_size})")
-        return self
 
 
 class _Req:
@@ -425,86 +382,85 @@ class Replica:
             else:
                 pool.allocate(need)
         self._alloc_step = T
-        if not self._prefilling and not self._waiting:
-            return self._decode_only_step(now_ns, T, n_dec, preempted)
-        budget -= n_dec
-        # 2. running prefills (chunked), admission order
         chunks: list[tuple[_Req, int, int]] = []
         prefill: list[tuple[int, int]] = []
         completing = 0
-        for r in list(self._prefilling.values()) if self._prefilling else ():
-            if budget <= 0:
-                break
-            if r.state != _PREFILL:  # preempted by an earlier iteration
-                continue
-            c = min(r.num_tokens - r.computed, budget)
-            extra = -(-(r.computed + c) // bs) - r.blocks
-            while extra > pool.free and r.state == _PREFILL:
-                self._preempt_newest(preempted)
-            if r.state != _PREFILL:
-                continue
-            pool.allocate(extra)
-            r.blocks += extra
-            chunks.append((r, c, r.computed))
-            prefill.append((c, r.computed))
-            if r.computed + c == r.num_tokens:
-                completing += 1
-            budget -= c
-        # decodes preempted during step 2 no longer run this step
-        n_dec = len(self._decoding)
-        # 3. waiting, FCFS
-        waiting = self._waiting
-        max_seqs = self._max_seqs
-        caching = pool.enable_caching
-        running = self._running
-        while waiting and budget > 0 and len(running) < max_seqs:
-            r = waiting[0]
-            hit = g = 0
-            if caching and (r.n_given or r.preemptions):
-                max_hit = (r.num_tokens - 1) // bs
-                if r.salt == 0:
-                    hit = pool.lookup(self._hashes(r, max_hit), max_hit)
-                else:
-                    if r.n_given:
-                        hit = pool.lookup(r.chain, min(max_hit, r.n_given))
-                    if r.preemptions:  # only a preempted request can find its own blocks again
-                        g = pool.group_hit(r.salt, hit, max_hit - hit)
-            start = (hit + g) * bs
-            c = r.num_tokens - start
-            if c > budget:
-                c = budget
-            new_blocks = -(-(start + c) // bs) - hit - g
-            if hit or g:
-                if new_blocks > pool.free_plain + pool.n_cached - g - pool.cached_among(r.chain, hit):
+        if self._prefilling or self._waiting:  # else a decode-only step (half the steps of a busy replica)
+            budget -= n_dec
+            # 2. running prefills (chunked), admission order
+            for r in list(self._prefilling.values()) if self._prefilling else ():
+                if budget <= 0:
                     break
-                if hit:
-                    pool.acquire(r.chain, hit)
-                if g:
-                    pool.take_group(r.salt, g)
-            elif new_blocks > pool.free_plain + pool.n_cached:
-                break
-            if 0 < new_blocks <= pool.free_plain:
-                pool.free_plain -= new_blocks
-            else:
-                pool.allocate(new_blocks)
-            waiting.popleft()
-            r.n_reg = hit
-            r.blocks = hit + g + new_blocks
-            r.computed = start
-            if r.preemptions == 0:
-                if self.keep_history:
-                    self.admissions.append(r.id)
-                self._prefix_queries += r.num_tokens
-                self._prefix_hits += start
-                r.hit_tokens = start
-            r.state = _PREFILL
-            self._running[r.id] = r
-            self._prefilling[r.id] = r
-            chunks.append((r, c, start))
-            prefill.append((c, start))
-            if start + c == r.num_tokens:
-                completing += 1
-            budget -= c
+                if r.state != _PREFILL:  # preempted by an earlier iteration
+                    continue
+                c = min(r.num_tokens - r.computed, budget)
+                extra = -(-(r.computed + c) // bs) - r.blocks
+                while extra > pool.free and r.state == _PREFILL:
+                    self._preempt_newest(preempted)
+                if r.state != _PREFILL:
+                    continue
+                pool.allocate(extra)
+                r.blocks += extra
+                chunks.append((r, c, r.computed))
+                prefill.append((c, r.computed))
+                if r.computed + c == r.num_tokens:
+                    completing += 1
+                budget -= c
+            # decodes preempted during step 2 no longer run this step
+            n_dec = len(self._decoding)
+            # 3. waiting, FCFS
+            waiting = self._waiting
+            max_seqs = self._max_seqs
+            caching = pool.enable_caching
+            running = self._running
+            while waiting and budget > 0 and len(running) < max_seqs:
+                r = waiting[0]
+                hit = g = 0
+                if caching and (r.n_given or r.preemptions):
+                    max_hit = (r.num_tokens - 1) // bs
+                    if r.salt == 0:
+                        hit = pool.lookup(self._hashes(r, max_hit), max_hit)
+                    else:
+                        if r.n_given:
+                            hit = pool.lookup(r.chain, min(max_hit, r.n_given))
+                        if r.preemptions:  # only a preempted request can find its own blocks again
+                            g = pool.group_hit(r.salt, hit, max_hit - hit)
+                start = (hit + g) * bs
+                c = r.num_tokens - start
+                if c > budget:
+                    c = budget
+                new_blocks = -(-(start + c) // bs) - hit - g
+                if hit or g:
+                    if new_blocks > pool.free_plain + pool.n_cached - g - pool.cached_among(r.chain, hit):
+                        break
+                    if hit:
+                        pool.acquire(r.chain, hit)
+                    if g:
+                        pool.take_group(r.salt, g)
+                elif new_blocks > pool.free_plain + pool.n_cached:
+                    break
+                if 0 < new_blocks <= pool.free_plain:
+                    pool.free_plain -= new_blocks
+                else:
+                    pool.allocate(new_blocks)
+                waiting.popleft()
+                r.n_reg = hit
+                r.blocks = hit + g + new_blocks
+                r.computed = start
+                if r.preemptions == 0:
+                    if self.keep_history:
+                        self.admissions.append(r.id)
+                    self._prefix_queries += r.num_tokens
+                    self._prefix_hits += start
+                    r.hit_tokens = start
+                r.state = _PREFILL
+                self._running[r.id] = r
+                self._prefilling[r.id] = r
+                chunks.append((r, c, start))
+                prefill.append((c, start))
+                if start + c == r.num_tokens:
+                    completing += 1
+                budget -= c
         if not chunks and n_dec == 0:
             return None
         # 4. time
@@ -570,32 +526,6 @@ class Replica:
             if T - self._times_base > 8192:
                 self._trim_times()
         return duration, first, finished, preempted, prefill_tokens, n_dec
-
-    def _decode_only_step(
-        self, now_ns: int, T: int, n_dec: int, preempted: list[int]
-    ) -> tuple[int, list[int], list[Completion], list[int], int, int] | None:
-        """Steps 4–5 of :meth:`_step` when nothing is waiting or prefilling (half the steps of a busy replica)."""
-        if n_dec == 0:
-            return None
-        duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
-        end = now_ns + duration
-        self.now_ns = end
-        self.step_end_ns.append(end)
-        self.steps = T + 1
-        self._gen_total += n_dec
-        finished: list[Completion] = []
-        heap = self._heap
-        while heap and heap[0][0] <= T:
-            _, rid, epoch = heapq.heappop(heap)
-            r2 = self._all.get(rid)
-            if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
-                continue
-            finished.append(self._finish_decode(r2, T))
-        if self._next_trim <= T:
-            self._next_trim = T + 4096
-            if T - self._times_base > 8192:
-                self._trim_times()
-        return duration, [], finished, preempted, 0, n_dec
 
     def _finish_decode(self, r: _Req, T: int) -> Completion:
         """A decoding request produced its last token in step ``T``: :meth:`_remove_running` + :meth:`_complete`."""

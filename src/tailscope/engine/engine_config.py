@@ -1,0 +1,55 @@
+"""Scheduler limits of one replica (vLLM engine arguments) and vLLM's defaults for them.
+
+Re-exported by :mod:`tailscope.engine.replica`, where the scheduler that obeys them lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailscope.engine.gpus import GpuSpec
+from tailscope.errors import ConfigError
+
+
+def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
+    """vLLM's OpenAI-server defaults ``(max_num_seqs, max_num_batched_tokens)`` for ``gpu``.
+
+    vLLM (``EngineArgs.get_batch_defaults``) uses 1024 / 8192 on GPUs with ≥ 70 GiB that are not A100s and
+    256 / 2048 elsewhere.
+    """
+    if gpu.memory_gb * 1e9 >= 70 * 2**30 and not gpu.id.startswith("a100"):
+        return 1024, 8192
+    return 256, 2048
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Scheduler limits of one replica (vLLM engine arguments of the same names).
+
+    Attributes:
+        max_num_seqs: running requests at most.
+        max_num_batched_tokens: tokens per step at most (decodes + prefill chunks).
+        block_size: tokens per KV block.
+        gpu_memory_utilization: fraction of GPU memory vLLM may use (weights + KV + activations).
+        enable_prefix_caching: reuse cached blocks across requests.
+        num_blocks: force the KV capacity (tests, what-ifs); None = computed from memory.
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
+    num_blocks: int | None = None
+
+    def validate(self) -> EngineConfig:
+        if self.max_num_seqs < 1:
+            raise ConfigError(f"--max-num-seqs must be ≥ 1 (got {self.max_num_seqs})")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                f"--max-num-batched-tokens ({self.max_num_batched_tokens}) must be ≥ --max-num-seqs "
+                f"({self.max_num_seqs}), as vLLM requires"
+            )
+        if self.block_size < 1:
+            raise ConfigError(f"block size must be ≥ 1 (got {self.block_size})")
+        return self
