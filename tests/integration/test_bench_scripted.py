@@ -145,7 +145,8 @@ def test_bad_targets_give_one_clear_line(tmp_path: Path, mode: str | None, needl
     assert "Traceback" not in p.stderr
 
 
-def test_sigint_keeps_completed_records_and_marks_incomplete(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_keeps_completed_records_and_marks_incomplete(tmp_path: Path, sig: signal.Signals, code: int) -> None:
     db = tmp_path / "db.duckdb"
     # each request streams for 8 s, longer than the 5 s grace: requests in flight at SIGINT end incomplete
     with ScriptedServer(ScriptedConfig(ttft_ms=20, itl_ms=20)) as srv:
@@ -174,10 +175,10 @@ def test_sigint_keeps_completed_records_and_marks_incomplete(tmp_path: Path) -> 
             text=True,
         )
         time.sleep(10.0)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
         completed_on_server = srv.truth.completed
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     show = run_cli("runs", "show", "latest", "--json", "--db", str(db))
     doc = json.loads(show.stdout)
     assert doc["run"]["status"] == "incomplete"

@@ -100,6 +100,8 @@ def test_api_key_never_reaches_any_artifact(tmp_path: Path) -> None:
             str(db),
             "--json",
             str(tmp_path / "out.json"),
+            "--html",
+            str(tmp_path / "report.html"),
             "--quiet",
             env=env,
         )
@@ -122,6 +124,7 @@ def test_api_key_never_reaches_any_artifact(tmp_path: Path) -> None:
         assert sentinel not in text
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
     assert any(f.suffix == ".duckdb" for f in files)
+    assert any(f.suffix == ".html" for f in files)
     for f in files:
         assert sentinel.encode() not in f.read_bytes(), f
 
