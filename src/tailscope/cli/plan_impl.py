@@ -15,6 +15,7 @@ from tailscope.engine.calibration import load_calibration
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import get_model_entry, resolve_model
 from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import ConfigError, PlanError
 from tailscope.metrics.slo import parse_slo
 from tailscope.plan.budget import BudgetPlan, budget_from_shares, plan_budget
@@ -70,10 +71,15 @@ def _max_context(model_ref: str) -> int | None:
 
 def _perf(
     model_ref: str, gpu_ref: str, tp: int, weights_dtype: str | None, kv_dtype: str, calibration: Path | None
-) -> StepTimeModel:
+) -> StepTimeModel | TwinStepModel:
+    cal = load_calibration(calibration)
+    if cal.twin is not None:
+        if tp != 1:
+            raise PlanError("a digital twin describes one deployment as it was measured: plan it with --tp 1")
+        return TwinStepModel(cal.twin)  # the twin's fitted costs and KV capacity replace the catalogs
     model = resolve_model(model_ref)
     gpu = resolve_gpu(gpu_ref)
-    eff = load_calibration(calibration).efficiency(gpu.id, model_ref)
+    eff = cal.efficiency(gpu.id, model_ref)
     return StepTimeModel(model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
 
 
@@ -198,16 +204,20 @@ def cmd_capacity(a: CapacityArgs, json_out: Path | None) -> None:
     mean_in, mean_out = _mean_lengths(a)
     load = a.target_rps * (1 + a.headroom)
     model_ref, gpu_ref = a.model, a.gpu
+    # with a twin the fitted costs and KV facts replace the catalogs; the simulator still wants catalog ids
+    sim_model, sim_gpu = (model_ref, gpu_ref)
+    if load_calibration(a.calibration).twin is not None:
+        sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
 
-    def perf_for_tp(tp: int) -> StepTimeModel:
+    def perf_for_tp(tp: int) -> StepTimeModel | TwinStepModel:
         return _perf(model_ref, gpu_ref, tp, a.weights_dtype, a.kv_dtype, a.calibration)
 
     def simulate(tp: int, replicas: int) -> SimCheck:
         from tailscope.sim.run import SimArgs, run_sim
 
         args = SimArgs(
-            model=model_ref,
-            gpu=gpu_ref,
+            model=sim_model,
+            gpu=sim_gpu,
             tp=tp,
             replicas=replicas,
             weights_dtype=a.weights_dtype,

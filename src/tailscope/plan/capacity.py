@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import PlanError
 from tailscope.metrics.slo import Slo
 from tailscope.plan.estimate import estimate_request
@@ -101,7 +102,12 @@ def _meets(est: Any, slos: Sequence[Slo]) -> bool:
 
 
 def analytic_replica_rps(
-    perf: StepTimeModel, *, input_tokens: int, output_tokens: int, slos: Sequence[Slo], max_num_seqs: int = 256
+    perf: StepTimeModel | TwinStepModel,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    slos: Sequence[Slo],
+    max_num_seqs: int = 256,
 ) -> float | None:
     """Requests/s one replica serves at the largest steady concurrency meeting the SLO thresholds (None: none)."""
     best: float | None = None
@@ -123,7 +129,7 @@ def analytic_replica_rps(
 
 
 def search_capacity(
-    perf_for_tp: Callable[[int], StepTimeModel],
+    perf_for_tp: Callable[[int], StepTimeModel | TwinStepModel],
     simulate: Callable[[int, int], SimCheck],
     *,
     tp_options: Sequence[int],

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import PlanError
 
 
@@ -55,7 +56,7 @@ class Estimate:
 
 
 def estimate_request(
-    perf: StepTimeModel,
+    perf: StepTimeModel | TwinStepModel,
     *,
     input_tokens: int,
     output_tokens: int,
@@ -114,9 +115,16 @@ def estimate_request(
         output_tokens_per_s=concurrency * output_tokens / e2e_s,
         requests_per_s=concurrency / e2e_s,
         assumptions=(
-            f"{perf.model.name} on {perf.tp} × {perf.gpu.id}, weights {perf.weights_dtype}, KV {perf.kv_dtype}",
+            _describe(perf),
             f"efficiencies: MFU {perf.eff.mfu:g}, MBU {perf.eff.mbu:g}, step overhead {perf.eff.step_overhead_ms:g} ms",
             f"steady concurrency {concurrency}; decode contexts average input + output/2 = {avg_ctx:,.0f} tokens",
             f"front-end delay {frontend_s * 1e3:.1f} ms (HTTP, templating, tokenization); no queueing",
         ),
     )
+
+
+def _describe(perf: StepTimeModel | TwinStepModel) -> str:
+    if isinstance(perf, TwinStepModel):
+        f = perf.twin.facts
+        return f"digital twin of {f.url or f.model} ({f.kv_capacity_tokens:,} KV tokens, costs fitted on the server)"
+    return f"{perf.model.name} on {perf.tp} × {perf.gpu.id}, weights {perf.weights_dtype}, KV {perf.kv_dtype}"

@@ -143,3 +143,14 @@ def test_sim_with_a_twin_uses_the_servers_kv_and_prompt_scale(tmp_path) -> None:
     assert {r.input_tokens for r in a.records} == {312}
     # decode at low load ≈ overhead + per_seq + KV reads: between 4.3 and 6 ms
     assert 4.3 < a.summary["tpot_ms"]["p50"] < 6.0
+
+
+def test_plan_estimates_run_on_a_twin() -> None:
+    from tailscope.plan.estimate import estimate_request
+
+    pre, dec = synthetic(0.0)
+    m = TwinStepModel(fit_twin(pre, dec, FACTS))
+    e = estimate_request(m, input_tokens=300, output_tokens=40, concurrency=2)
+    # decode step at 2 sequences ≈ 4000 + 2·300 + 0.5·2·320 µs
+    assert e.decode_step_ms == pytest.approx((4000 + 600 + 320) / 1e3, rel=1e-2)
+    assert "digital twin" in e.assumptions[0]
