@@ -98,6 +98,21 @@ def main_sweep(args: BenchArgs) -> int:
     if args.json_out is not None:
         write_export(args.json_out, clean_json({key: doc, "runs": [_run_doc(p) for p in points]}))
         err.print(f"wrote {args.json_out}")
+    if args.html_out is not None and len(points) >= 2:
+        from tailscope.report.html import ReportRun, render_compare_report, write_html
+        from tailscope.report.json_export import run_to_json
+
+        items = [
+            ReportRun(
+                run_to_json(p.result.run),
+                {**p.result.summary.to_dict(), "server": p.result.server},
+                p.result.records,
+                p.result.samples,
+            )
+            for p in points
+        ]
+        write_html(args.html_out, render_compare_report(items))  # the sweep curves, knee and SLO lines
+        err.print(f"wrote {args.html_out}")
     last = points[-1].result if points else None
     if interrupted and last is not None:
         err.print(f"[yellow]interrupted by {last.signal_name}: {len(points)} run(s) kept[/]")
