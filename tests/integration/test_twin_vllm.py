@@ -64,10 +64,13 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
             "0.25",
             "--json",
             str(out),
+            "--html",
+            str(tmp_path / f"{name}.html"),
             "--db",
             db,
         )
         assert out.exists(), q.stdout + q.stderr
+        assert (tmp_path / f"{name}.html").stat().st_size > 100_000  # the report embeds its chart library
         result = json.loads(out.read_text())
         rows = {(r["metric"], r["percentile"]): r for r in result["rows"]}
         report = "\n".join(

@@ -73,6 +73,7 @@ def check(
     seed: int = typer.Option(0, "--seed"),
     tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
     json_out: Path | None = typer.Option(None, "--json"),
+    html_out: Path | None = typer.Option(None, "--html", help="Write predicted vs measured as an HTML report."),
     db: Path | None = typer.Option(None, "--db"),
 ) -> None:
     """Predict a workload with the twin, measure it on the server, compare; exit 1 beyond --tolerance.
@@ -97,6 +98,7 @@ def check(
         tolerance,
         json_out,
         db,
+        html_out,
     )
 
 

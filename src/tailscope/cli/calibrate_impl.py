@@ -141,6 +141,7 @@ def cmd_twin_check(
     tolerance: float,
     json_out: Path | None,
     db: Path | None,
+    html_out: Path | None = None,
 ) -> None:
     from tailscope.client.openai import Timeouts
     from tailscope.runner.bench import BenchConfig, run_bench
@@ -202,6 +203,17 @@ def cmd_twin_check(
             json_out.write_text(json.dumps(result, indent=1), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"--json {json_out}: cannot write it ({exc.strerror})") from None
+    if html_out is not None:
+        from tailscope.report.html import ReportRun, render_compare_report, write_html
+        from tailscope.report.json_export import run_to_json
+
+        items = [
+            ReportRun(run_to_json(measured.run), {**msum, "server": measured.server}, measured.records,
+                      measured.samples),
+            ReportRun(run_to_json(pred.outcome.run), pred.outcome.summary, pred.outcome.records),
+        ]  # fmt: skip
+        write_html(html_out, render_compare_report(items))
+        err.print(f"wrote {html_out}")
     if not result["passed"]:
         raise _CheckFailed(f"the twin missed by more than {tolerance:.0%} on {', '.join(result['failed'])}")
 
