@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import parse_slo
 from tailscope.runner.progress import Progress
-from tailscope.workload.lengths import parse_length_spec
-from tailscope.workload.model import Overrides, Profile, apply_overrides
+from tailscope.workload.model import Overrides, Profile, apply_overrides, flag_overrides
 from tailscope.workload.plan import profile_requests, stage_windows
 from tailscope.workload.spec import RequestSpec
 
@@ -74,22 +73,7 @@ def overrides_from(args: BenchArgs) -> Overrides:
     def pick(name: str) -> Any:
         return getattr(args, name) if given(args, name) else None
 
-    in_spec, out_spec = pick("input_tokens"), pick("output_tokens")
-    return Overrides(
-        rate=pick("rate"),
-        concurrency=pick("concurrency"),
-        process=pick("arrival"),
-        burstiness=pick("burstiness"),
-        duration_s=pick("duration"),
-        requests=pick("requests"),
-        warmup=pick("warmup"),
-        input_tokens=parse_length_spec(in_spec, what="--input-tokens") if in_spec is not None else None,
-        output_tokens=parse_length_spec(out_spec, what="--output-tokens") if out_spec is not None else None,
-        model=pick("model"),
-        url=pick("url"),
-        seed=pick("seed"),
-        slos=tuple(parse_slo(s) for s in args.slo) if args.slo else None,
-    )
+    return flag_overrides(pick, slos=tuple(parse_slo(s) for s in args.slo) if args.slo else None)
 
 
 def _primed(specs: Iterator[RequestSpec]) -> Iterator[RequestSpec]:

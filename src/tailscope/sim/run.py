@@ -138,27 +138,15 @@ def resolve_specs(a: SimArgs) -> Workload:
 
     slos = tuple(parse_slo(s) for s in a.slo)
     if a.profile is not None:
-        from tailscope.workload.model import Overrides, apply_overrides
+        from tailscope.workload.model import apply_overrides, flag_overrides
         from tailscope.workload.plan import profile_requests
         from tailscope.workload.profile import load_profile
 
         def pick(name: str) -> Any:
-            return getattr(a, name) if name in a.explicit else None
+            # sim has no --model/--url load flags of a profile's kind: those never override the profile here
+            return getattr(a, name) if name in a.explicit and name not in ("model", "url") else None
 
-        in_spec, out_spec = pick("input_tokens"), pick("output_tokens")
-        ov = Overrides(
-            rate=pick("rate"),
-            concurrency=pick("concurrency"),
-            process=pick("arrival"),
-            burstiness=pick("burstiness"),
-            duration_s=pick("duration"),
-            requests=pick("requests"),
-            warmup=pick("warmup"),
-            input_tokens=parse_length_spec(in_spec, what="--input-tokens") if in_spec is not None else None,
-            output_tokens=parse_length_spec(out_spec, what="--output-tokens") if out_spec is not None else None,
-            seed=pick("seed"),
-            slos=slos or None,
-        )
+        ov = flag_overrides(pick, slos=slos or None)
         base = load_profile(a.profile)
         p = apply_overrides(base, ov)
         seed = p.seed if p.seed is not None else a.seed

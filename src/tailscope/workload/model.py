@@ -7,7 +7,9 @@ does IO. Command-line overrides are applied with :func:`apply_overrides` (CLI > 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tailscope.metrics.slo import Slo
 from tailscope.workload.dists import FloatDist
@@ -204,4 +206,27 @@ def apply_overrides(profile: Profile, ov: Overrides | None) -> Profile:
         url=ov.url if ov.url is not None else profile.url,
         seed=ov.seed if ov.seed is not None else profile.seed,
         slos=ov.slos if ov.slos is not None else profile.slos,
+    )
+
+
+def flag_overrides(pick: Callable[[str], Any], *, slos: tuple[Slo, ...] | None = None) -> Overrides:
+    """The :class:`Overrides` from command-line flags; ``pick(name)`` is a flag's typed value or None when the flag
+    was not given (so a flag left at its default never replaces a profile field)."""
+    from tailscope.workload.lengths import parse_length_spec
+
+    in_spec, out_spec = pick("input_tokens"), pick("output_tokens")
+    return Overrides(
+        rate=pick("rate"),
+        concurrency=pick("concurrency"),
+        process=pick("arrival"),
+        burstiness=pick("burstiness"),
+        duration_s=pick("duration"),
+        requests=pick("requests"),
+        warmup=pick("warmup"),
+        input_tokens=parse_length_spec(in_spec, what="--input-tokens") if in_spec is not None else None,
+        output_tokens=parse_length_spec(out_spec, what="--output-tokens") if out_spec is not None else None,
+        model=pick("model"),
+        url=pick("url"),
+        seed=pick("seed"),
+        slos=slos,
     )
