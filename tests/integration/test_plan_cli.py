@@ -1,0 +1,62 @@
+"""tailscope plan end to end: capacity re-checked by simulation, cost from a stored sim run, budgets from traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tailscope.gate.contract import parse_contract
+
+pytestmark = pytest.mark.integration
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tailscope", *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False
+    )
+
+
+def test_capacity_answer_is_rechecked_by_simulation(tmp_path: Path) -> None:
+    p = cli("plan", "capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--target-rps", "30",
+            "--slo", "ttft_p99=1.5s", "--slo", "tpot_p99=50ms", "--tp", "1,2", "--gpu-price", "2.5",
+            "--json", "-", cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    best = doc["best"]
+    assert best["check"]["passed"] is True
+    assert best["gpus"] == best["replicas"] * best["tp"]
+    assert best["usd_per_hour"] == pytest.approx(best["gpus"] * 2.5)
+    assert doc["search_seconds"] < 10
+
+
+def test_cost_from_a_stored_sim_run(tmp_path: Path) -> None:
+    s = cli("sim", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--replicas", "2", "--rate", "10",
+            "--requests", "300", "--db", "db.duckdb", "--quiet", cwd=tmp_path)  # fmt: skip
+    assert s.returncode == 0, s.stderr
+    p = cli("plan", "cost", "--gpu-price", "2.5", "--run", "latest", "--api-price-in", "0.15",
+            "--api-price-out", "0.60", "--db", "db.duckdb", "--json", "-", cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["gpus"] == 2  # the sim run knows its deployment
+    assert doc["usd_per_million_output_tokens"] == pytest.approx(2 * 2.5 / 3600 / doc["output_tokens_per_s"] * 1e6)
+    assert doc["break_even_daily_requests"] > 0
+
+
+def test_budget_from_traces_writes_a_contract_the_gate_reads(tmp_path: Path) -> None:
+    assert cli("trace", "demo", "--out", "demo", cwd=tmp_path).returncode == 0
+    ing = cli("trace", "ingest", "demo/before.otlp.json", "--set", "before", "--db", "db.duckdb", cwd=tmp_path)
+    assert ing.returncode == 0, ing.stderr
+    p = cli("plan", "budget", "--target", "2s", "--from-traces", "before", "--db", "db.duckdb",
+            "--out", "contract.yaml", "--json", "-", cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    layers = {lb["layer"]: lb for lb in doc["layers"]}
+    assert "inference" in layers
+    assert sum(lb["budget_ms"] for lb in doc["layers"]) == pytest.approx(doc["usable_ms"])
+    assert all(lb["measured_p99_ms"] is not None for lb in doc["layers"])
+    contract = parse_contract((tmp_path / "contract.yaml").read_text(), source="contract.yaml")
+    assert contract.name == "latency-budget"
