@@ -108,7 +108,12 @@ class FakeEngine:
         self.pending = 0.0
         self.h = {
             k: Histogram()
-            for k in ("time_to_first_token", "e2e_request_latency", "time_per_output_token", "inter_token_latency")
+            for k in (
+                "time_to_first_token",
+                "e2e_request_latency",
+                "request_time_per_output_token",
+                "inter_token_latency",
+            )
         }
         self.success = 0
         self.generation_tokens = 0
@@ -125,7 +130,7 @@ class FakeEngine:
         for g in gaps:
             self.h["inter_token_latency"].observe(g)
         self.h["time_to_first_token"].observe(ttft)
-        self.h["time_per_output_token"].observe(sum(gaps) / len(gaps))
+        self.h["request_time_per_output_token"].observe(sum(gaps) / len(gaps))
         self.h["e2e_request_latency"].observe(ttft + sum(gaps))
         self.success += 1
         self.generation_tokens += len(gaps) + 1
