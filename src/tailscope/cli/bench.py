@@ -71,6 +71,9 @@ def bench(
     builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
+    http_client: str = typer.Option(
+        "raw", "--http-client", help="raw (lean, stamps tokens at the socket; default) or aiohttp."
+    ),
     replay: Path | None = typer.Option(
         None, "--replay", help="Replay a trace (JSONL timestamp_s/input_tokens/output_tokens, Mooncake or Azure CSV)."
     ),
@@ -124,6 +127,7 @@ def bench(
             builtin_gpu=builtin_gpu,
             db=db,
             quiet=quiet,
+            http_client=http_client,
             replay=replay,
             replay_format=replay_format,
             time_scale=time_scale,

@@ -73,6 +73,7 @@ class BenchArgs:
     find_max: bool = False
     find_max_tolerance: float = 0.05
     html_out: Path | None = None
+    http_client: str = "raw"
     explicit: frozenset[str] | None = None  # flags typed on the command line; None = built in code (see bench_workload)
 
 
@@ -157,6 +158,7 @@ def resolve(args: BenchArgs) -> tuple[BenchConfig, Iterator[RequestSpec], Progre
         settings=settings,
         builtin_model=args.builtin_model,
         builtin_gpu=args.builtin_gpu,
+        http_client=args.http_client,
     )
     progress = Progress(total=args.requests, duration_s=args.duration)
     return cfg, specs, progress
