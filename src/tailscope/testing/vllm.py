@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -40,9 +39,6 @@ DEFAULT_VENV = Path(".venv-vllm")
 
 Series = dict[tuple[tuple[str, str], ...], float]
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
 
 class VllmUnavailable(Exception):
     """vLLM is not installed (or its install failed); the message says why and what to run."""
@@ -53,18 +49,17 @@ class VllmStartError(Exception):
 
 
 def parse_prometheus(text: str) -> dict[str, Series]:
-    """Parse Prometheus text exposition into ``{metric: {sorted (label, value) pairs: sample value}}``.
+    """Prometheus text exposition as ``{metric: {sorted (label, value) pairs: sample value}}``.
 
-    Comment lines (``# HELP``, ``# TYPE``) are skipped; histogram series keep their ``_bucket``/``_sum``/``_count``
-    names. Label values are kept as written (escapes are not undone).
+    A thin view over :func:`tailscope.client.prometheus.parse_prometheus_text` (the one parser bench uses), keyed
+    for the tests' lookups; histogram series keep their ``_bucket``/``_sum``/``_count`` names.
     """
+    from tailscope.client.prometheus import parse_prometheus_text
+
     out: dict[str, Series] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
-        out.setdefault(m.group(1), {})[labels] = float(m.group(3))
+    for sample in parse_prometheus_text(text, source="vLLM /metrics"):
+        labels = tuple(sorted(sample.label_dict().items()))
+        out.setdefault(sample.name, {})[labels] = sample.value
     return out
 
 

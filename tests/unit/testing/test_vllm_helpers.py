@@ -27,7 +27,7 @@ def test_parse_prometheus_keeps_labels_and_skips_comments() -> None:
     )
     assert m["process_open_fds"] == {(): 12.0}
     (info,) = m["vllm:cache_config_info"]
-    assert dict(info) == {"block_size": "128", "enable_prefix_caching": "True", "weird": 'a \\"q\\" b'}
+    assert dict(info) == {"block_size": "128", "enable_prefix_caching": "True", "weird": 'a "q" b'}  # escapes undone
     assert not any(k.startswith("#") for k in m)
 
 
