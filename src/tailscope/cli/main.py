@@ -58,6 +58,24 @@ def _root(
         os.environ["TAILSCOPE_DEBUG"] = "1"
 
 
+def _click_exception_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(usage-error types, exit types) of click and of the click that newer typer releases vendor as
+    ``typer._click`` (typer ≥ 0.20 raises its own copies, which are not ``click.ClickException``)."""
+    import click
+
+    usage: list[type[BaseException]] = [click.exceptions.ClickException]
+    leave: list[type[BaseException]] = [click.exceptions.Exit]
+    try:
+        vendored = importlib.import_module("typer._click.exceptions")
+    except ImportError:
+        return tuple(usage), tuple(leave)
+    for name, into in (("ClickException", usage), ("Exit", leave)):
+        kind = getattr(vendored, name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            into.append(kind)
+    return tuple(usage), tuple(leave)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turning a TailscopeError into one line and its exit code."""
     from tailscope.errors import TailscopeError
@@ -80,13 +98,12 @@ def main(argv: list[str] | None = None) -> None:
         print("tailscope: interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:  # click usage errors and others
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
+        usage, leave = _click_exception_types()
+        if isinstance(exc, usage):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        if isinstance(exc, leave):
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
     # with standalone_mode=False click returns the code of a typer.Exit instead of exiting
     sys.exit(code if isinstance(code, int) else 0)
