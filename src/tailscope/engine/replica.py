@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from tailscope.engine.api import EngineRequest, EngineStats, StepResult
@@ -107,6 +108,8 @@ class Replica:
 
     def __init__(self, perf: StepModel, config: EngineConfig | None = None) -> None:
         self.perf = perf
+        #: a calibrated twin's machine-speed factor over time (see engine/twin.py SpeedNoise); None for the roofline
+        self._speed: Callable[[int], float] | None = getattr(perf, "speed_factor", None)
         self.config = (config or EngineConfig()).validate()
         bs = self.config.block_size
         self.block_size = bs
@@ -246,6 +249,7 @@ class Replica:
         k = self._dec_k
         times = self.step_end_ns
         step_ns = self.perf.decode_step_ns
+        speed = self._speed
         T = self.steps
         gen = 0
         while end < until_ns:
@@ -256,6 +260,8 @@ class Replica:
             if need > pool.free_plain + pool.n_cached:
                 break
             d = step_ns(n, k + n * T)
+            if speed is not None:
+                d = max(1, int(d * speed(end)))
             if finished and end + d > until_ns:
                 break  # deliver the completions before the outside event sees this replica's state
             if need:
@@ -468,6 +474,8 @@ class Replica:
             duration = self.perf.mixed_step_ns(prefill, n_dec, self._dec_k + n_dec * T, n_dec + completing)
         else:
             duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
+        if self._speed is not None:
+            duration = max(1, int(duration * self._speed(now_ns)))
         end = now_ns + duration
         self.now_ns = end
         self.step_end_ns.append(end)

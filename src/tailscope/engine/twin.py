@@ -15,7 +15,8 @@ are kept. :class:`TwinStepModel` offers the methods the replica scheduler and th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -70,6 +71,56 @@ class ServerFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeedNoise:
+    """How the deployment's speed wanders over time, as measured by the calibration.
+
+    On a shared or virtual machine the same work takes more or less time from one second to the next (on the 2-core
+    VM this project is developed on, a fixed CPU loop takes 22–44 ms by the second with nothing else running). The
+    probe sees that as spread in the ratio *measured ÷ fitted* of its decode observations; the twin replays it as a
+    piecewise-constant factor on every step and front-end time, drawn afresh every ``window_ms`` from those ratios'
+    quantiles. It widens predicted percentiles the way the machine does; on a steady GPU server the ratios are ≈ 1
+    and it changes nothing.
+    """
+
+    window_ms: float
+    quantiles: tuple[float, ...]  # evenly spaced from the minimum to the maximum ratio
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"window_ms": self.window_ms, "quantiles": [round(q, 4) for q in self.quantiles], "seed": self.seed}
+
+    def factor_at(self) -> Callable[[int], float]:
+        """A deterministic speed factor as a function of time (ns): constant within each window."""
+        rng = random.Random(self.seed)
+        q = self.quantiles
+        last = len(q) - 1
+        window_ns = max(1, int(self.window_ms * 1e6))
+        drawn: list[float] = []
+
+        def draw() -> float:
+            x = rng.random() * last
+            i = int(x)
+            return q[i] if i >= last else q[i] + (q[i + 1] - q[i]) * (x - i)
+
+        def factor(t_ns: int) -> float:
+            k = t_ns // window_ns if t_ns > 0 else 0
+            while len(drawn) <= k:
+                drawn.append(draw())
+            return drawn[k]
+
+        return factor
+
+
+def speed_from_ratios(ratios: Sequence[float], window_ms: float, *, points: int = 21) -> SpeedNoise | None:
+    """The :class:`SpeedNoise` of measured ÷ fitted ratios (None under 10 ratios)."""
+    r = np.asarray([x for x in ratios if math.isfinite(x) and x > 0], dtype=np.float64)
+    if len(r) < 10:
+        return None
+    qs = np.quantile(r, np.linspace(0.0, 1.0, points))
+    return SpeedNoise(window_ms=float(window_ms), quantiles=tuple(float(v) for v in qs))
+
+
+@dataclass(frozen=True, slots=True)
 class TwinModel:
     """A fitted twin: coefficients, their standard errors, residual figures and the server facts."""
 
@@ -78,6 +129,7 @@ class TwinModel:
     facts: ServerFacts
     residuals: dict[str, float] = field(default_factory=dict)
     fitted_on: dict[str, Any] = field(default_factory=dict)
+    speed: SpeedNoise | None = None
 
     def shifted(self, sigmas: float) -> TwinModel:
         """The twin with every cost moved by ``sigmas`` standard errors (for prediction intervals)."""
@@ -108,6 +160,7 @@ class TwinModel:
             "stderr_us": self.stderr.to_dict(),
             "residuals": dict(self.residuals),
             "fitted_on": dict(self.fitted_on),
+            **({"speed": self.speed.to_dict()} if self.speed is not None else {}),
         }
 
 
@@ -161,13 +214,34 @@ def twin_from_mapping(data: Any, *, source: str) -> TwinModel:
         raise ConfigError(f"{source}: server.prompt_scale must be in (0, 100) and prompt_offset ≥ 0")
     residuals = data.get("residuals") or {}
     fitted_on = data.get("fitted_on") or {}
+    speed = _speed_from_mapping(data.get("speed"), source)
     return TwinModel(
         coefficients=coeffs("coefficients_us"),
         stderr=coeffs("stderr_us"),
         facts=facts,
         residuals={str(k): float(v) for k, v in residuals.items()} if isinstance(residuals, dict) else {},
         fitted_on=dict(fitted_on) if isinstance(fitted_on, dict) else {},
+        speed=speed,
     )
+
+
+def _speed_from_mapping(raw: Any, source: str) -> SpeedNoise | None:
+    if raw is None:
+        return None
+    try:
+        window = float(raw["window_ms"])
+        qs = tuple(float(v) for v in raw["quantiles"])
+        seed = int(raw.get("seed", 0))
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(
+            f"{source}: speed needs window_ms (a number) and quantiles (a list of numbers); delete the section to "
+            "predict without the machine's speed noise"
+        ) from None
+    if not (window > 0 and math.isfinite(window)):
+        raise ConfigError(f"{source}: speed.window_ms must be > 0")
+    if len(qs) < 2 or any(not (q > 0 and math.isfinite(q)) for q in qs) or list(qs) != sorted(qs):
+        raise ConfigError(f"{source}: speed.quantiles must be ≥ 2 positive numbers in increasing order")
+    return SpeedNoise(window_ms=window, quantiles=qs, seed=seed)
 
 
 class TwinStepModel:
@@ -192,6 +266,9 @@ class TwinStepModel:
             step_overhead_ms=c.step_overhead_us / 1e3,
             per_seq_overhead_us=c.per_seq_us,
         )
+        #: the machine's speed factor at a virtual time (ns), or None; the replica and the simulator scale step and
+        #: front-end times by it
+        self.speed_factor: Callable[[int], float] | None = twin.speed.factor_at() if twin.speed is not None else None
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, reserve_gb: float | None = None) -> int:
         return self.twin.facts.kv_capacity_tokens
@@ -285,6 +362,7 @@ class DecodeObservation:
     concurrency: float
     context: float
     tpot_us: float
+    duration_us: float = 0.0  # the decode phase's length (first to last token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +388,9 @@ def fit_twin(
     1. Decode: ``TPOT = overhead + per_seq · c + per_kv_token · c · context`` (one step per token).
     2. Prefill at concurrency 1: ``TTFT = a + prefill_per_token · P + prefill_attn · P²/2`` with
        ``a = frontend + overhead + per_seq`` (one prefill step plus the front end).
-    3. Optionally (``fit_inflight``), the TTFT excess under load per request already in flight. Off by default:
+    3. Speed noise: the quantiles of measured ÷ fitted decode times, replayed per window of one typical decode
+       phase (:class:`SpeedNoise`).
+    4. Optionally (``fit_inflight``), the TTFT excess under load per request already in flight. Off by default:
        most of that excess is batching and queueing that the simulated scheduler reproduces itself, so fitting it
        as a front-end cost counts it twice (measured on vLLM CPU: +300 % TTFT error with it, see docs/engine.md).
 
@@ -344,6 +424,9 @@ def fit_twin(
             per_inflight = float(huber_fit(n[mask][:, None], excess[mask])[0])
     res_d = yd - xd @ bd
     res_p = yp - xp @ bp
+    durations = [o.duration_us for o in decode if o.duration_us > 0]
+    window_ms = min(5000.0, max(50.0, float(np.median(durations)) / 1e3)) if durations else 300.0
+    speed = speed_from_ratios(list(yd / np.maximum(xd @ bd, 1e-9)), window_ms)
     coeffs = TwinCoefficients(overhead, per_seq, per_kv, per_token, attn, frontend, per_inflight)
     stderr = TwinCoefficients(float(sd[0]), float(sd[1]), float(sd[2]), float(sp[1]), float(sp[2]), float(sp[0]), 0.0)
     return TwinModel(
@@ -364,4 +447,5 @@ def fit_twin(
             "concurrency_range": [min(o.concurrency for o in decode), max(o.concurrency for o in decode)],
             "context_range": [min(o.context for o in decode), max(o.context for o in decode)],
         },
+        speed=speed,
     )

@@ -3,8 +3,10 @@
 The probe is three small bench runs (each stored, tagged by its sweep id, so ``--from-runs`` can refit later):
 
 1. **prefill** — one request at a time over a ladder of prompt lengths, 2 output tokens: TTFT vs prompt length;
-2. **decode** — closed loop at concurrency 1, 2, 4, 8 (by default) with short and long prompts, 48 output tokens:
+2. **decode** — closed loop at concurrency 1, 2, 4, 8 (by default) with short and long prompts, 64 output tokens:
    per-token gaps vs batch size and context;
+
+(1 and 2 are repeated in ``rounds`` interleaved rounds, so that the fit averages over the machine's speed drift)
 3. **burst** — many long requests at once to reach the KV-cache limit: queueing and preemption, read from the
    server's own counters.
 
@@ -39,10 +41,14 @@ class ProbePlan:
     """What the probe sends. Lengths are capped by the server's ``max_model_len``."""
 
     prompt_ladder: tuple[int, ...] = (16, 64, 192, 384, 768, 1280)
-    repeats: int = 3
+    repeats: int = 2
     concurrencies: tuple[int, ...] = (1, 2, 4, 8)
     decode_prompts: tuple[int, ...] = (32, 512)
-    decode_output: int = 48
+    decode_output: int = 64
+    #: the prefill ladder and the decode ladder are run this many times, interleaved: a shared or virtual machine's
+    #: speed drifts by ±30 % over seconds (measured here), and a probe taken in one fast or slow stretch fits that
+    #: stretch, not the machine
+    rounds: int = 4
     burst: bool = True
     burst_requests: int = 24
     burst_prompt: int = 900
@@ -148,10 +154,13 @@ async def run_probe(
         return res
 
     ladder = sorted({min(p, cap) for p in plan.prompt_ladder})
-    await phase("prefill", [(p, 2) for p in ladder for _ in range(plan.repeats)], 1)
-    for c in plan.concurrencies:
-        prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
-        await phase(f"decode-c{c}", [(p, plan.decode_output) for p in prompts for _ in range(max(2, c))], c)
+    prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
+    for k in range(max(1, plan.rounds)):
+        suffix = f"-r{k + 1}" if plan.rounds > 1 else ""
+        await phase("prefill" + suffix, [(p, 2) for p in ladder for _ in range(plan.repeats)], 1)
+        for c in plan.concurrencies:
+            lengths = [(p, plan.decode_output) for p in prompts for _ in range(max(2, c))]
+            await phase(f"decode-c{c}{suffix}", lengths, c)
     burst: dict[str, Any] = {}
     if plan.burst:
         p = min(plan.burst_prompt, cap - plan.burst_output)

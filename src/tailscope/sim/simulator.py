@@ -20,7 +20,7 @@ import math
 import time
 import zlib
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,7 @@ class Simulation:
         self._horizon_ns = int(horizon_s * 1e9) if horizon_s is not None else None
         self._ramp_ns = int(ramp_s * 1e9) if ramp_s is not None else None
         self._perf = cluster.perf()
+        self._speed: Callable[[int], float] | None = getattr(self._perf, "speed_factor", None)
         self._block = cluster.engine_config().block_size
         self._router = Router(cluster.router)
         self._scaler = Autoscaler(cluster.autoscale) if cluster.autoscale is not None else None
@@ -231,7 +232,10 @@ class Simulation:
         done = start + perf.tokenize_ns(live.prompt)
         slot.frontend_free_ns = done
         u = (zlib.crc32(b"%d" % (spec.seed ^ rid)) & 0xFFFF) / 65536.0  # deterministic per-request jitter
-        heapq.heappush(self._heap, (done + perf.frontend_delay_ns(slot.outstanding, u), ARRIVE, next(self._seq), rid))
+        delay = perf.frontend_delay_ns(slot.outstanding, u)
+        if self._speed is not None:  # a calibrated twin replays the machine's speed noise on the front end too
+            delay = int(delay * self._speed(now))
+        heapq.heappush(self._heap, (done + delay, ARRIVE, next(self._seq), rid))
 
     def _client_next(self, client: int, now: int) -> None:
         """A closed-loop client is free at ``now``: start its next request (if the run goes on)."""
