@@ -11,8 +11,10 @@ from tailscope.engine.twin import (
     DecodeObservation,
     PrefillObservation,
     ServerFacts,
+    SpeedNoise,
     TwinStepModel,
     fit_twin,
+    speed_from_ratios,
     twin_from_mapping,
 )
 from tailscope.engine.twin_observe import observations
@@ -113,10 +115,11 @@ def rec(i: int, sent_ms: float, first_ms: float, end_ms: float, prompt: int, n: 
 
 
 def test_observations_measure_concurrency_from_the_records() -> None:
+    opener = rec(3, -300, -200, -150, 100, 11)  # the run's first request also opened a connection: not prefill
     alone = rec(0, 0, 50, 170, 100, 11)  # nothing else in flight
     a = rec(1, 200, 240, 440, 50, 21)  # two requests sent together: neither is "alone"
     b = rec(2, 200, 250, 450, 60, 21)
-    pre, dec, loaded = observations([alone, a, b])
+    pre, dec, loaded = observations([opener, alone, a, b])
     assert [o.prompt_tokens for o in pre] == [100]
     assert pre[0].ttft_us == pytest.approx(50_000)
     assert sorted(o.in_flight for o in loaded) == [1.0, 1.0]
@@ -154,3 +157,64 @@ def test_plan_estimates_run_on_a_twin() -> None:
     # decode step at 2 sequences ≈ 4000 + 2·300 + 0.5·2·320 µs
     assert e.decode_step_ms == pytest.approx((4000 + 600 + 320) / 1e3, rel=1e-2)
     assert "digital twin" in e.assumptions[0]
+
+
+def test_speed_noise_is_fitted_from_the_decode_ratios_and_round_trips() -> None:
+    pre, dec = synthetic(0.10, seed=5)
+    twin = fit_twin(pre, dec, FACTS)
+    assert twin.speed is not None
+    q = twin.speed.quantiles
+    assert list(q) == sorted(q)
+    assert q[0] < 1.0 < q[-1]
+    assert q[len(q) // 2] == pytest.approx(1.0, abs=0.05)  # the robust fit sits at the median machine
+    again = twin_from_mapping(yaml.safe_load(yaml.safe_dump(twin.to_mapping())), source="t.yaml")
+    assert again.speed is not None
+    assert again.speed.quantiles == pytest.approx(q, abs=1e-3)
+    assert speed_from_ratios([1.0] * 9, 300) is None  # too few to say anything
+
+
+def test_speed_factor_is_deterministic_and_constant_within_a_window() -> None:
+    noise = SpeedNoise(window_ms=100, quantiles=(0.5, 1.0, 2.0), seed=7)
+    f, g = noise.factor_at(), noise.factor_at()
+    ms = 1_000_000
+    values = [f(k * 100 * ms + 5 * ms) for k in range(2000)]
+    assert values == [g(k * 100 * ms + 99 * ms) for k in range(2000)]  # same seed, same window → same factor
+    assert min(values) >= 0.5
+    assert max(values) <= 2.0
+    assert 0.95 < sorted(values)[1000] < 1.05  # the median of draws from (0.5, 1, 2) is 1
+    assert f(-5) == f(0)
+
+
+@pytest.mark.parametrize(
+    "speed",
+    [
+        {"window_ms": 0, "quantiles": [1, 2]},
+        {"window_ms": 10, "quantiles": [2, 1]},
+        {"window_ms": 10, "quantiles": [1]},
+        {"quantiles": [1, 2]},
+    ],
+)
+def test_bad_speed_section_is_a_clear_error(speed: dict[str, object]) -> None:
+    pre, dec = synthetic(0.0)
+    doc = fit_twin(pre, dec, FACTS).to_mapping()
+    doc["speed"] = speed
+    with pytest.raises(ConfigError, match=r"t\.yaml: speed"):
+        twin_from_mapping(doc, source="t.yaml")
+
+
+def test_speed_noise_widens_the_simulated_tail_not_the_median(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from tailscope.sim.run import SimArgs, run_sim
+
+    pre, dec = synthetic(0.0)
+    steady = fit_twin(pre, dec, FACTS)
+    noisy = replace(steady, speed=SpeedNoise(window_ms=300, quantiles=(0.7, 0.9, 1.0, 1.1, 1.6), seed=1))
+    out = {}
+    for name, twin in (("steady", replace(steady, speed=None)), ("noisy", noisy)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(twin.to_mapping()))
+        args = SimArgs(calibration=path, rate=3, requests=300, input_tokens="200", output_tokens="40", store=False)
+        out[name] = run_sim(args).summary["tpot_ms"]
+    assert out["noisy"]["p50"] == pytest.approx(out["steady"]["p50"], rel=0.15)
+    assert out["noisy"]["p90"] / out["noisy"]["p50"] > out["steady"]["p90"] / out["steady"]["p50"] + 0.1
