@@ -75,6 +75,15 @@ def check(
     json_out: Path | None = typer.Option(None, "--json"),
     html_out: Path | None = typer.Option(None, "--html", help="Write predicted vs measured as an HTML report."),
     db: Path | None = typer.Option(None, "--db"),
+    anchor: bool = typer.Option(
+        False,
+        "--anchor",
+        help="Re-read the server's current speed with a small fixed run before and after the workload and scale "
+        "the twin's costs to it (for machines whose speed drifts, e.g. shared VMs).",
+    ),
+    repeat: int = typer.Option(
+        1, "--repeat", help="Measure the workload this many times and compare with the median of each percentile."
+    ),
 ) -> None:
     """Predict a workload with the twin, measure it on the server, compare; exit 1 beyond --tolerance.
 
@@ -99,6 +108,8 @@ def check(
         json_out,
         db,
         html_out,
+        anchor,
+        repeat,
     )
 
 

@@ -142,15 +142,30 @@ def cmd_twin_check(
     json_out: Path | None,
     db: Path | None,
     html_out: Path | None = None,
+    anchor: bool = False,
+    repeat: int = 1,
 ) -> None:
+    import tempfile
+    from dataclasses import replace
+
     from tailscope.client.openai import Timeouts
     from tailscope.runner.bench import BenchConfig, run_bench
     from tailscope.runner.loadgen import DispatchConfig
-    from tailscope.runner.twin_check import compare, predict
+    from tailscope.runner.twin_check import (
+        ANCHOR,
+        COMPARED,
+        anchor_specs,
+        anchored_calibration,
+        compare,
+        median_summary,
+        predict,
+    )
     from tailscope.sim.run import SimArgs, resolve_specs
 
     if requests is None and duration is None:
         raise ConfigError("give --requests N or --duration SECONDS: the check is a bounded run")
+    if not 1 <= repeat <= 20:
+        raise ConfigError(f"--repeat {repeat}: measure the workload 1 to 20 times")
     explicit = {
         name
         for name, value in (
@@ -192,11 +207,62 @@ def cmd_twin_check(
         profile_name=wl.profile,
         handle_signals=False,
     )
-    measured = run_async(run_bench(cfg, wl.specs))
-    msum = measured.summary.to_dict()
+    anchors: list[tuple[float, float]] = []
+
+    def measure_anchor(when: str) -> None:
+        err.print(f"anchor ({when}): {ANCHOR[1]} requests at concurrency {ANCHOR[0]} …")
+        a_cfg = replace(
+            cfg,
+            dispatch=DispatchConfig(concurrency=ANCHOR[0], drain_timeout_s=120),
+            requested_rate=None,
+            settings={"twin_check_anchor": when, "twin_check": str(calibration)},
+            profile_name=None,
+        )
+        res = run_async(run_bench(a_cfg, iter(anchor_specs(seed))))
+        summary = res.summary.to_dict()
+        anchors.append(
+            (
+                float((summary.get("ttft_ms") or {}).get("p50") or 0.0),
+                float((summary.get("tpot_ms") or {}).get("p50") or 0.0),
+            )
+        )
+
+    runs = []
+    for k in range(repeat):
+        if anchor:
+            measure_anchor(f"before measurement {k + 1}")
+        if k:
+            err.print(f"measuring again ({k + 1} of {repeat}) …")
+        runs.append(run_async(run_bench(cfg, resolve_specs(args).specs if k else wl.specs)))
+    measured = runs[-1]
+    summaries = [r.summary.to_dict() for r in runs]
+    msum = summaries[0] if repeat == 1 else median_summary(summaries)
+    anchor_info: dict[str, Any] | None = None
+    if anchor:
+        measure_anchor("after")
+        unanchored = compare(pred, msum, tolerance)
+        with tempfile.TemporaryDirectory() as tmp:
+            path, decode, admit = anchored_calibration(calibration, anchors, Path(tmp))
+            err.print(
+                f"anchored: the server runs at {decode:.2f}× the twin's decode costs and {admit:.2f}× its "
+                "front-end and prefill costs; predicting again …"
+            )
+            pred = predict(replace(args, calibration=path))
+        anchor_info = {
+            "measured_ttft_ms": [a for a, _ in anchors],
+            "measured_tpot_ms": [b for _, b in anchors],
+            "decode_factor": decode,
+            "admission_factor": admit,
+            "unanchored_errors": {f"{r['metric']}.{r['percentile']}": r["error"] for r in unanchored["rows"]},
+        }
     result = compare(pred, msum, tolerance)
+    if anchor_info is not None:
+        result["anchor"] = anchor_info
     result["prediction_run"] = pred.outcome.run.id
     result["measured_run"] = measured.run.id
+    if repeat > 1:
+        result["measured_runs"] = [r.run.id for r in runs]
+        result["repeats"] = {f"{key}.{pct}": [(s.get(key) or {}).get(pct) for s in summaries] for key, pct in COMPARED}
     _render_check(stdout_console(), result)
     if json_out is not None:
         try:
@@ -208,7 +274,7 @@ def cmd_twin_check(
         from tailscope.report.json_export import run_to_json
 
         items = [
-            ReportRun(run_to_json(measured.run), {**msum, "server": measured.server}, measured.records,
+            ReportRun(run_to_json(measured.run), {**summaries[-1], "server": measured.server}, measured.records,
                       measured.samples),
             ReportRun(run_to_json(pred.outcome.run), pred.outcome.summary, pred.outcome.records),
         ]  # fmt: skip
@@ -244,5 +310,14 @@ def _render_check(con: Console, result: dict[str, Any]) -> None:
             mark,
         )
     con.print(t)
+    a = result.get("anchor")
+    if a:
+        un = a["unanchored_errors"]
+        gated = ", ".join(f"{k} {v:+.0%}" for k, v in un.items() if v is not None and k.split(".")[1] in ("p50", "p90"))
+        con.print(
+            f"anchored: the server ran at {a['decode_factor']:.2f}× the twin's decode costs and "
+            f"{a['admission_factor']:.2f}× its front-end and prefill costs (anchor TPOT "
+            f"{' / '.join(f'{m:.2f}' for m in a['measured_tpot_ms'])} ms); without the anchor: {gated}"
+        )
     verdict = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"
     con.print(f"{verdict} (tolerance {result['tolerance']:.0%} on TTFT and TPOT p50/p90)")

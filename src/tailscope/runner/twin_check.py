@@ -3,20 +3,32 @@
 The prediction is three simulations of the same request stream: the fitted twin, and the twin with every cost
 moved one standard error down and up; the interval is the range those give. The measurement is a bench run of the
 same stream (same seed) against the real server.
+
+An *anchor* (``twin check --anchor``) re-reads the server's current speed: a small fixed closed loop (2 streams ×
+64-token prompts × 64 tokens) measured right before and right after the workload and simulated with the twin; the
+twin's decode-path costs are scaled by measured ÷ simulated TPOT and its front-end and prefill costs by the same
+ratio for TTFT (means over the anchors) before predicting. It corrects what the
+twin cannot know — that the machine is faster or slower today than when it was calibrated — without looking at the
+workload being predicted.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tailscope.engine.calibration import load_calibration
+from tailscope.engine.twin import TwinCoefficients, TwinModel
 from tailscope.errors import ConfigError
 from tailscope.sim.run import SimArgs, SimOutcome, run_sim
+from tailscope.workload.spec import RequestSpec
+
+#: the anchor stream: closed loop, (concurrency, requests, prompt tokens, output tokens)
+ANCHOR = (2, 12, 64, 64)
 
 #: the metrics compared, as (summary key, percentile)
 COMPARED: tuple[tuple[str, str], ...] = (
@@ -119,3 +131,92 @@ def compare(pred: Prediction, measured: dict[str, Any], tolerance: float) -> dic
         "passed": not failed,
         "failed": [f"{r['metric']}.{r['percentile']}" for r in failed],
     }
+
+
+def anchor_specs(seed: int) -> list[RequestSpec]:
+    """The anchor's requests (the same for every check, so anchors are comparable)."""
+    _, n, prompt, out = ANCHOR
+    return [RequestSpec(id=i, input_tokens=prompt, output_tokens=out, seed=seed * 7_919 + i) for i in range(n)]
+
+
+def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
+    """The anchor stream's (TTFT p50, TPOT p50) in ms, simulated with the twin in ``calibration``."""
+    conc, n, prompt, out = ANCHOR
+    args = SimArgs(
+        calibration=calibration,
+        concurrency=conc,
+        requests=n,
+        input_tokens=str(prompt),
+        output_tokens=str(out),
+        store=False,
+    )
+    summary = run_sim(args).summary
+    return float(summary["ttft_ms"]["p50"]), float(summary["tpot_ms"]["p50"])
+
+
+#: the costs an anchor's TPOT rescales (the decode path); the rest (front end, prefill) follow its TTFT
+DECODE_COSTS = frozenset({"step_overhead_us", "per_seq_us", "per_kv_token_us"})
+
+
+def scaled(twin: TwinModel, decode_factor: float, admit_factor: float) -> TwinModel:
+    """The twin with its decode-path costs (and their standard errors) multiplied by ``decode_factor`` and its
+    front-end and prefill costs by ``admit_factor`` (the machine's speed now, relative to the calibration)."""
+
+    def mul(c: TwinCoefficients) -> TwinCoefficients:
+        return TwinCoefficients(
+            **{
+                f.name: getattr(c, f.name) * (decode_factor if f.name in DECODE_COSTS else admit_factor)
+                for f in fields(c)
+            }
+        )
+
+    fitted_on = {**twin.fitted_on, "anchor_factors": {"decode": decode_factor, "admission": admit_factor}}
+    return replace(twin, coefficients=mul(twin.coefficients), stderr=mul(twin.stderr), fitted_on=fitted_on)
+
+
+def anchored_calibration(
+    calibration: Path, measured: list[tuple[float, float]], out_dir: Path
+) -> tuple[Path, float, float]:
+    """Write the twin rescaled to the anchors and return it with the (decode, admission) factors.
+
+    ``measured`` holds each anchor run's (TTFT p50, TPOT p50) in ms. The decode factor is mean measured ÷ simulated
+    anchor TPOT; the admission factor is the same for the TTFT that is left after the decode path is rescaled
+    (TTFT includes one step's overhead).
+
+    Raises:
+        ConfigError: when ``calibration`` is not a twin file or no anchor was measured.
+    """
+    cal = load_calibration(calibration)
+    if cal.twin is None:
+        raise ConfigError(f"--calibration {calibration}: not a twin file (make one with `tailscope calibrate`)")
+    good = [(a, b) for a, b in measured if a > 0 and b > 0]
+    if not good:
+        raise ConfigError("the anchor runs measured no TTFT or TPOT (did every anchor request fail?); drop --anchor")
+    ttft_m = sum(a for a, _ in good) / len(good)
+    tpot_m = sum(b for _, b in good) / len(good)
+    ttft_p, tpot_p = predicted_anchor_ms(calibration)
+    decode = tpot_m / tpot_p
+    step = cal.twin.coefficients.step_overhead_us / 1e3
+    admit = max(0.2, (ttft_m - step * decode) / max(1e-6, ttft_p - step))
+    path = out_dir / "twin-anchored.yaml"
+    path.write_text(yaml.safe_dump(scaled(cal.twin, decode, admit).to_mapping(), sort_keys=False), encoding="utf-8")
+    return path, decode, admit
+
+
+def median_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-percentile median over repeated measurements of the same stream (the compared metrics and
+    throughput): one run on a machine whose speed drifts is one draw; the median of several is the measurement."""
+    out: dict[str, Any] = {}
+    for key, pct in COMPARED:
+        values = sorted(v for v in (_get(s, key, pct) for s in summaries) if v is not None)
+        if values:
+            out.setdefault(key, {})[pct] = _median(values)
+    tps = sorted(float(s["output_tokens_per_s"]) for s in summaries if s.get("output_tokens_per_s") is not None)
+    if tps:
+        out["output_tokens_per_s"] = _median(tps)
+    return out
+
+
+def _median(values: list[float]) -> float:
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
