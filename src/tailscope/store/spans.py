@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from tailscope.clock import utc_now_iso
 from tailscope.errors import NotFoundError, StoreError
@@ -71,12 +74,16 @@ def write_batch_file(path: Path, spans: Iterator[Span], *, limit: int | None = N
 
     Safe to call in worker processes: it touches only the file, never the database.
     """
+    return write_rows_file(path, map(span_row, spans), limit=limit)
+
+
+def write_rows_file(path: Path, rows: Iterator[dict[str, Any]], *, limit: int | None = None) -> int:
+    """:func:`write_batch_file` for spans already made rows (:func:`span_row`, or the parsers' ``make_row``)."""
     n = 0
-    with open(path, "w", encoding="utf-8") as fh:
+    with open(path, "wb") as fh:
         write = fh.write
-        for span in spans:
-            write(encode_span(span))
-            write("\n")
+        for row in rows:
+            write(encode_row(row))
             n += 1
             if limit is not None and n >= limit:
                 break
@@ -84,31 +91,59 @@ def write_batch_file(path: Path, spans: Iterator[Span], *, limit: int | None = N
 
 
 def encode_span(span: Span) -> str:
-    """One span as a batch-file line (the store's column names)."""
-    return _encode(span)
+    """One span as a batch-file line (the store's column names), without the newline."""
+    return encode_row(span_row(span))[:-1].decode()
 
 
-def _encode(span: Span) -> str:
+def span_row(span: Span) -> dict[str, Any]:
+    """One span as a batch-file row: the store's columns (``resend`` from the attributes; empty ones as None)."""
     attrs = span.attributes
     resend = attrs.get("http.request.resend_count") if attrs else None
-    return _ENCODER.encode(
-        {
-            "trace_id": span.trace_id,
-            "span_id": span.span_id,
-            "parent_id": span.parent_id,
-            "name": span.name,
-            "start_ns": span.start_ns,
-            "end_ns": span.end_ns,
-            "service": span.service,
-            "kind": span.kind,
-            "status": span.status,
-            "layer": span.layer,
-            "follows_from": span.follows_from,
-            "resend": resend if isinstance(resend, int) else None,
-            "attributes": attrs or None,
-            "links": span.links or None,
-        }
-    )
+    return {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_id": span.parent_id,
+        "name": span.name,
+        "start_ns": span.start_ns,
+        "end_ns": span.end_ns,
+        "service": span.service,
+        "kind": span.kind,
+        "status": span.status,
+        "layer": span.layer,
+        "follows_from": span.follows_from,
+        "resend": resend if isinstance(resend, int) else None,
+        "attributes": attrs or None,
+        "links": span.links or None,
+    }
+
+
+_ORJSON_OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+
+
+def encode_row(row: dict[str, Any]) -> bytes:
+    """One batch row as a JSON line (with the newline)."""
+    try:
+        # orjson is ~5x faster than the stdlib encoder (the JSON encoding was a fifth of the ingest time).
+        return orjson.dumps(row, default=str, option=_ORJSON_OPTS)
+    except TypeError:  # what orjson refuses (ints beyond 64 bits, lone surrogates) the stdlib encoder writes
+        return (_ENCODER.encode(row) + "\n").encode()
+
+
+#: A span as :meth:`SpanStore.iter_trace_rows` reads it: trace id, span id, parent id, name, start ns, end ns,
+#: service, kind, status, layer, follows-from, ``http.request.resend_count`` (or None).
+SpanRow = tuple[str, str, str | None, str, int, int, str, str, str, str, bool, int | None]
+_ROW_COLUMNS = (
+    "trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, layer, follows_from, resend"
+)
+_TRACE_KEY = operator.itemgetter(0)
+
+
+def rows_to_spans(rows: Iterable[SpanRow]) -> list[Span]:
+    """Spans from store rows (attributes only ``http.request.resend_count`` when set; no links)."""
+    return [
+        Span(t, s, p, n, st, en, sv, k, ss, {"http.request.resend_count": rs} if rs else {}, (), ly, bool(ff))
+        for t, s, p, n, st, en, sv, k, ss, ly, ff, rs in rows
+    ]
 
 
 def _columns_sql() -> str:
@@ -153,13 +188,17 @@ class SpanStore:
         already in the set before this call are skipped (re-ingesting a file is a no-op); duplicates within one call
         are kept and counted by the tree builder.
         """
+        return self.write_rows(set_name, map(span_row, spans), source=source)
+
+    def write_rows(self, set_name: str, rows: Iterable[dict[str, Any]], *, source: str = "") -> int:
+        """:meth:`write` for spans already made batch rows (:func:`span_row`)."""
         dedupe = self.span_count(set_name) > 0
         total = 0
-        it = iter(spans)
+        it = iter(rows)
         while True:
             path = self.batch_path()
             try:
-                n = write_batch_file(path, it, limit=BATCH_SPANS)
+                n = write_rows_file(path, it, limit=BATCH_SPANS)
                 if n or total == 0:
                     self.fold(set_name, [path], source=source, dedupe=dedupe)
             finally:
@@ -251,58 +290,61 @@ class SpanStore:
         known = ", ".join(s.name for s in sets) or "none yet — run `tailscope trace ingest FILES --set NAME`"
         raise NotFoundError(f"no trace set {set_name!r} in {self.db.path} (sets: {known})")
 
-    def iter_traces(
-        self, set_name: str, *, chunk: int = 100_000, partition: tuple[int, int] | None = None
-    ) -> Iterator[list[Span]]:
-        """The set's traces one by one (spans without attributes except ``http.request.resend_count``).
+    def iter_trace_rows(
+        self,
+        set_name: str,
+        *,
+        chunk: int = 100_000,
+        partition: tuple[int, int] | None = None,
+        buckets: tuple[int, int, int] | None = None,
+    ) -> Iterator[list[SpanRow]]:
+        """The set's traces one by one as raw rows (see :data:`SpanRow`), each sorted by (start, end, span id).
 
         Args:
             set_name: the set.
             chunk: rows fetched per round trip.
             partition: ``(k, n)`` reads only traces with ``hash(trace_id) % n == k`` (for parallel readers).
+            buckets: ``(lo, hi, n)`` reads only traces with ``lo <= hash(trace_id) % n < hi`` (unequal shares).
         """
-        self.get_set(set_name)
         where = "set_name = ?"
         params: list[Any] = [set_name]
         if partition is not None:
-            where += " AND hash(trace_id) % ? = ?"
-            params += [partition[1], partition[0]]
-        with self.db.read() as con:
-            cur = con.execute(
-                "SELECT trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, layer, "  # noqa: S608
-                f"follows_from, resend FROM spans WHERE {where} ORDER BY trace_id",
-                params,
-            )
-            current: list[Span] = []
-            current_id: str | None = None
-            while True:
-                rows = cur.fetchmany(chunk)
-                if not rows:
-                    break
-                for t, s, p, n, st, en, sv, k, ss, ly, ff, rs in rows:
-                    if t != current_id:
-                        if current:
-                            yield current
-                        current, current_id = [], t
-                    current.append(
-                        Span(
-                            t,
-                            s,
-                            p,
-                            n,
-                            st,
-                            en,
-                            sv,
-                            k,
-                            ss,
-                            {"http.request.resend_count": rs} if rs else {},
-                            (),
-                            ly,
-                            bool(ff),
-                        )
+            buckets = (partition[0], partition[0] + 1, partition[1])
+        if buckets is not None:
+            where += " AND hash(trace_id) % ? >= ? AND hash(trace_id) % ? < ?"
+            params += [buckets[2], buckets[0], buckets[2], buckets[1]]
+        known = False
+        if self.db.exists:
+            with self.db.read() as con:  # one connection for the check and the rows (opening one costs ~0.1 s)
+                known = self._has_tables(con) and bool(
+                    con.execute("SELECT count(*) FROM trace_sets WHERE name = ?", [set_name]).fetchone()[0]
+                )
+                if known:
+                    cur = con.execute(
+                        f"SELECT {_ROW_COLUMNS} FROM spans WHERE {where} "  # noqa: S608 - constant columns
+                        "ORDER BY trace_id, start_ns, end_ns, span_id",
+                        params,
                     )
-            if current:
-                yield current
+                    rows = itertools.chain.from_iterable(iter(lambda: cur.fetchmany(chunk), []))
+                    for _, group in itertools.groupby(rows, key=_TRACE_KEY):
+                        yield list(group)
+        if not known:
+            self.get_set(set_name)  # raises NotFoundError naming the sets that exist
+
+    def iter_traces(
+        self,
+        set_name: str,
+        *,
+        chunk: int = 100_000,
+        partition: tuple[int, int] | None = None,
+        buckets: tuple[int, int, int] | None = None,
+    ) -> Iterator[list[Span]]:
+        """The set's traces one by one (spans without attributes except ``http.request.resend_count``).
+
+        Spans come sorted by (start, end, span id); see :meth:`iter_trace_rows` for the arguments.
+        """
+        for rows in self.iter_trace_rows(set_name, chunk=chunk, partition=partition, buckets=buckets):
+            yield rows_to_spans(rows)
 
     def load_trace(self, set_name: str | None, trace_id: str) -> tuple[str, list[Span]]:
         """One trace with full attributes, by id or unique id prefix; searches every set when ``set_name`` is None.

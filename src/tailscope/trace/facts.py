@@ -7,6 +7,7 @@ held as facts while the spans themselves stay in the store.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tailscope.trace.critical_path import raw_default_path, raw_jaeger_path
 from tailscope.trace.layers import refine_layer
@@ -127,8 +128,8 @@ def _overlap(a: list[tuple[int, int]], s: int, e: int) -> int:
     return total
 
 
-def _fanout(intervals: list[tuple[int, int]]) -> int:
-    """The most intervals running at once (intervals sorted by start)."""
+def fanout_width(intervals: list[tuple[int, int]]) -> int:
+    """The most intervals running at once (intervals sorted by start; at least one)."""
     end = intervals[0][1]
     for s, e in intervals[1:]:
         if s < end:
@@ -284,7 +285,7 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
                 op.gap_path_ns += (y - x) - _overlap(union, x, y)
         if len(kids) > op.children:
             op.children = len(kids)
-        width = (_fanout(clip) if overlap else 1) if clip else 0
+        width = (fanout_width(clip) if overlap else 1) if clip else 0
         if width > op.fanout:
             op.fanout = width
         if len(kids) > 1:
@@ -313,3 +314,48 @@ def _retries(tree: TraceTree, kids: tuple[int, ...], incl: list[int], out: list[
         if j - k > 1:
             out.append(Retry(op=first.name, attempts=j - k, cost_ns=cost))
         k = j
+
+
+#: A :class:`TraceFacts` as nested tuples, lists and dicts of str and int only (``marshal``-able).
+FactsTuple = tuple[Any, ...]
+
+
+def facts_to_tuple(f: TraceFacts) -> FactsTuple:
+    """``f`` as plain data, for sending between processes (``marshal`` is several times cheaper than pickling the
+    dataclasses)."""
+    return (
+        f.trace_id,
+        f.root_op,
+        f.duration_ns,
+        f.path_layer,
+        f.path_op,
+        f.incl_op,
+        f.branch,
+        {
+            k: (o.count, o.duration_ns, o.self_ns, o.gap_ns, o.gap_path_ns, o.fanout, o.children)
+            for k, o in f.ops.items()
+        },
+        [(r.op, r.attempts, r.cost_ns) for r in f.retries],
+        [(g.pattern, g.parent_id, g.member_ids, g.window_ns, g.local_saving_ns, g.saving_ns) for g in f.waterfalls],
+        f.anomalies,
+        f.spans,
+    )
+
+
+def facts_from_tuple(t: FactsTuple) -> TraceFacts:
+    """The inverse of :func:`facts_to_tuple`."""
+    tid, root_op, duration, path_layer, path_op, incl_op, branch, ops, retries, waterfalls, anomalies, spans = t
+    return TraceFacts(
+        tid,
+        root_op,
+        duration,
+        path_layer,
+        path_op,
+        incl_op,
+        branch,
+        {k: OpFacts(*v) for k, v in ops.items()},
+        [Retry(*r) for r in retries],
+        [WaterfallGroup(*w) for w in waterfalls],
+        anomalies,
+        spans,
+    )

@@ -48,6 +48,16 @@ class WaterfallGroup:
     saving_ns: int
 
 
+def pattern_of(parent: str, members: tuple[str, ...]) -> str:
+    """``"parent → a, b, c"``, interned (many traces share one pattern)."""
+    pattern = _PATTERNS.get((parent, members))
+    if pattern is None:
+        if len(_PATTERNS) > 10_000:
+            _PATTERNS.clear()
+        pattern = _PATTERNS[(parent, members)] = f"{parent} → {', '.join(members)}"
+    return pattern
+
+
 def find_waterfalls(
     tree: TraceTree,
     layers: Sequence[str],
@@ -144,14 +154,8 @@ def _group(
         if e > w0 and s < w1:
             on_path += min(e, w1) - max(s, w0)
     parent = spans[p]
-    names = tuple(spans[m].name for m in members)
-    pattern = _PATTERNS.get((parent.name, names))
-    if pattern is None:
-        if len(_PATTERNS) > 10_000:
-            _PATTERNS.clear()
-        pattern = _PATTERNS[(parent.name, names)] = f"{parent.name} → {', '.join(names)}"
     return WaterfallGroup(
-        pattern=pattern,
+        pattern=pattern_of(parent.name, tuple(spans[m].name for m in members)),
         parent_id=parent.span_id,
         member_ids=tuple(spans[m].span_id for m in members),
         window_ns=w1 - w0,
