@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from tailscope.records import Span
 from tailscope.trace.layers import LayerRule, classify
 
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
+
+# An integer literal that orjson would turn into a float: 20+ digits, or a minus sign and 19+ digits.
+_BIG_NUMBER = re.compile(rb"[-0-9][0-9]{19}")
 
 KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _KIND_BY_INT = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -49,7 +55,25 @@ class ParseContext:
             self.problems.append(Problem(self.source, position, message))
 
 
-_ID_CACHE: dict[tuple[str, int], str | None] = {}
+def loads_json(data: bytes, text: str | None = None) -> Any:
+    """Parse a JSON document exactly like :func:`json.loads` (of ``text`` when given, else of ``data``), faster.
+
+    orjson parses where it gives the same result; it turns integer literals beyond 64 bits into floats (int64 times
+    and values must never go through float) and rejects some input the stdlib accepts (NaN, deep nesting), so such
+    input, and every error, goes to the stdlib parser: results and error positions stay those of :mod:`json`.
+
+    Raises:
+        json.JSONDecodeError, UnicodeDecodeError: like :func:`json.loads`.
+    """
+    if _BIG_NUMBER.search(data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text if text is not None else data)
+
+
+_ID_CACHES: dict[int, dict[str, str | None]] = {}
 
 
 def normalize_id(value: Any, *, width: int) -> str | None:
@@ -62,14 +86,15 @@ def normalize_id(value: Any, *, width: int) -> str | None:
     if value is None:
         return None
     if type(value) is str:
-        key = (value, width)
-        hit = _ID_CACHE.get(key, "")
+        cache = _ID_CACHES.get(width)
+        if cache is None:
+            cache = _ID_CACHES[width] = {}
+        hit = cache.get(value, "")
         if hit != "":
             return hit
-        if len(_ID_CACHE) > 200_000:
-            _ID_CACHE.clear()
-        out = _normalize_id(value, width)
-        _ID_CACHE[key] = out
+        if len(cache) > 200_000:
+            cache.clear()
+        out = cache[value] = _normalize_id(value, width)
         return out
     return _normalize_id(value, width)
 
@@ -212,3 +237,58 @@ def make_span(
         layer=classify(name_s, kind, attrs, service=service, rules=ctx.rules),
         follows_from=follows_from,
     )
+
+
+def make_row(
+    ctx: ParseContext,
+    position: str | tuple[str, int],
+    trace_id: Any,
+    span_id: Any,
+    parent_id: Any,
+    name: Any,
+    start_ns: int | None,
+    end_ns: int | None,
+    service: str,
+    kind: str,
+    status: str,
+    attributes: Mapping[str, Any],
+    links: tuple[tuple[str, str], ...] = (),
+    follows_from: bool = False,
+) -> dict[str, Any] | None:
+    """:func:`make_span`, returning the span as the store's batch row (what ``store.spans.span_row`` makes of it).
+
+    The same validation and problems; the ingest fast path uses it to skip building a Span only to encode it.
+    """
+    tid = normalize_id(trace_id, width=32)
+    if tid is None:
+        ctx.problem(_pos(position), "span without trace id, skipped")
+        return None
+    sid = normalize_id(span_id, width=16)
+    if sid is None:
+        ctx.problem(_pos(position), "span without span id, skipped")
+        return None
+    if start_ns is None or end_ns is None:
+        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
+        return None
+    if end_ns < start_ns:
+        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
+        end_ns = start_ns
+    name_s = name if type(name) is str else str(name) if name is not None else ""
+    attrs = attributes if type(attributes) is dict else dict(attributes)
+    resend = attrs.get("http.request.resend_count") if attrs else None
+    return {
+        "trace_id": tid,
+        "span_id": sid,
+        "parent_id": normalize_id(parent_id, width=16),
+        "name": name_s,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "service": service,
+        "kind": kind,
+        "status": status,
+        "layer": classify(name_s, kind, attrs, service=service, rules=ctx.rules),
+        "follows_from": follows_from,
+        "resend": resend if isinstance(resend, int) else None,
+        "attributes": attrs or None,
+        "links": links or None,
+    }

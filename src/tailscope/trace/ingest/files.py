@@ -16,9 +16,10 @@ from typing import Any
 
 from tailscope.errors import TraceFormatError
 from tailscope.records import Span
-from tailscope.trace.ingest.common import ParseContext
+from tailscope.store.spans import span_row
+from tailscope.trace.ingest.common import ParseContext, loads_json
 from tailscope.trace.ingest.jaeger import parse_jaeger_json, parse_zipkin_json
-from tailscope.trace.ingest.otlp import parse_otlp_json, parse_otlp_proto
+from tailscope.trace.ingest.otlp import otlp_json_rows, parse_otlp_json, parse_otlp_proto
 
 FORMATS = ("auto", "otlp-json", "otlp-proto", "jaeger", "zipkin")
 _PROTO_SUFFIXES = (".pb", ".bin", ".protobuf", ".proto")
@@ -47,23 +48,27 @@ def detect_json_format(doc: Any) -> str | None:
 
 def parse_document(doc: Any, fmt: str, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
     """Spans of one parsed JSON document in format ``fmt`` (``auto`` detects it)."""
+    yield from _parse_document(doc, fmt, ctx, where, as_rows=False)
+
+
+def _parse_document(doc: Any, fmt: str, ctx: ParseContext, where: str, *, as_rows: bool) -> Iterator[Any]:
     if fmt == "auto":
         detected = detect_json_format(doc)
         if detected is None:
             ctx.problem(where.rstrip("."), "unrecognised trace format (not OTLP JSON, Jaeger or Zipkin v2)")
             return
         fmt = detected
-    if fmt == "otlp-json":
-        yield from parse_otlp_json(doc, ctx, where=where)
-    elif fmt == "jaeger":
-        if isinstance(doc, Mapping) and "result" in doc:
-            yield from parse_otlp_json(doc, ctx, where=where)  # api_v3 is OTLP inside "result"
-        else:
-            yield from parse_jaeger_json(doc, ctx, where=where)
+    if fmt == "otlp-json" or (fmt == "jaeger" and isinstance(doc, Mapping) and "result" in doc):
+        # api_v3 is OTLP inside "result"; OTLP JSON has a row fast path (the bulk of real-world input)
+        yield from (otlp_json_rows if as_rows else parse_otlp_json)(doc, ctx, where=where)
+        return
+    if fmt == "jaeger":
+        spans = parse_jaeger_json(doc, ctx, where=where)
     elif fmt == "zipkin":
-        yield from parse_zipkin_json(doc, ctx, where=where)
+        spans = parse_zipkin_json(doc, ctx, where=where)
     else:
         raise TraceFormatError(f"{ctx.source}: format {fmt!r} is not a JSON format; use one of {', '.join(FORMATS)}")
+    yield from (map(span_row, spans) if as_rows else spans)
 
 
 def _line_col(text: str, pos: int) -> str:
@@ -128,6 +133,15 @@ def iter_file(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = No
     Raises:
         TraceFormatError: when the file cannot be opened or the format name is unknown.
     """
+    yield from _iter_file(path, fmt, ctx, as_rows=False)
+
+
+def iter_file_rows(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`iter_file` yielding the store's batch rows (``store.spans.span_row`` of each span), for ingest."""
+    yield from _iter_file(path, fmt, ctx, as_rows=True)
+
+
+def _iter_file(path: str | Path, fmt: str, ctx: ParseContext | None, *, as_rows: bool) -> Iterator[Any]:
     p = Path(path)
     ctx = ctx if ctx is not None else ParseContext(source=str(p))
     if fmt not in FORMATS:
@@ -144,7 +158,8 @@ def iter_file(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = No
             fmt == "auto" and (p.suffix.lower() in _PROTO_SUFFIXES or (head and head not in b"{[")) and head != b""
         ):
             fh.seek(0)
-            yield from parse_otlp_proto(fh.read(), ctx)
+            proto = parse_otlp_proto(fh.read(), ctx)
+            yield from (map(span_row, proto) if as_rows else proto)
             return
         if not head:
             ctx.problem("", "empty file")
@@ -154,23 +169,23 @@ def iter_file(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = No
         rest_head = fh.readline()
         first_doc: Any = None
         try:
-            first_doc = json.loads(first)
+            first_doc = loads_json(first)
             ndjson = bool(rest_head.strip())
         except (json.JSONDecodeError, UnicodeDecodeError):
             ndjson = False
         if ndjson:
-            yield from parse_document(first_doc, fmt, ctx, where="line 1: ")
+            yield from _parse_document(first_doc, fmt, ctx, "line 1: ", as_rows=as_rows)
             lineno = 2
             line = rest_head
             while line:
                 if line.strip():
                     try:
-                        doc = json.loads(line)
+                        doc = loads_json(line)
                     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                         col = exc.colno if isinstance(exc, json.JSONDecodeError) else 1
                         ctx.problem(f"{lineno}:{col}", f"invalid JSON line, skipped ({_reason(exc)})")
                     else:
-                        yield from parse_document(doc, fmt, ctx, where=f"line {lineno}: ")
+                        yield from _parse_document(doc, fmt, ctx, f"line {lineno}: ", as_rows=as_rows)
                 lineno += 1
                 line = fh.readline()
             return
@@ -184,12 +199,13 @@ def iter_file(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = No
         ctx.problem(f"byte {exc.start}", "not UTF-8 text (use --format otlp-proto for protobuf files)")
         return
     try:
-        doc = json.loads(text)
+        doc = loads_json(raw, text)
     except json.JSONDecodeError as exc:
         ctx.problem(f"{exc.lineno}:{exc.colno}", f"invalid or truncated JSON ({exc.msg}); reading what precedes it")
-        yield from _salvage(text, fmt, ctx)
+        salvaged = _salvage(text, fmt, ctx)
+        yield from (map(span_row, salvaged) if as_rows else salvaged)
         return
-    yield from parse_document(doc, fmt, ctx)
+    yield from _parse_document(doc, fmt, ctx, "", as_rows=as_rows)
 
 
 def _reason(exc: Exception) -> str:

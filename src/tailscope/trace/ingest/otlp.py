@@ -12,7 +12,14 @@ from typing import Any
 
 from tailscope.errors import TraceFormatError
 from tailscope.records import Span
-from tailscope.trace.ingest.common import ParseContext, make_span, parse_int, parse_kind, parse_status
+from tailscope.trace.ingest.common import (
+    ParseContext,
+    make_row,
+    make_span,
+    parse_int,
+    parse_kind,
+    parse_status,
+)
 
 
 def any_value(v: Any) -> Any:
@@ -50,8 +57,8 @@ def attributes_of(items: Any) -> dict[str, Any]:
     return out
 
 
-def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
-    """Spans of one ``ExportTraceServiceRequest`` JSON document (also ``{"result": {...}}`` from Jaeger api_v3)."""
+def _otlp_spans(doc: Any, ctx: ParseContext, where: str) -> Iterator[tuple[str, int, dict[str, Any], str]]:
+    """Walk an ``ExportTraceServiceRequest``: ``(array path, index, span object, service)`` per span object."""
     if isinstance(doc, Mapping) and "result" in doc and "resourceSpans" not in doc:
         doc = doc["result"]
         where = f"{where}result." if where else "result."
@@ -77,34 +84,63 @@ def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator
                 if type(sp) is not dict:
                     ctx.problem(f"{prefix}[{k}]", "span is not an object, skipped")
                     continue
-                raw_links = sp.get("links")
-                links = (
-                    tuple(
-                        (str(ln.get("traceId", "")), str(ln.get("spanId", "")))
-                        for ln in raw_links
-                        if isinstance(ln, Mapping)
-                    )
-                    if raw_links
-                    else ()
-                )
-                status = sp.get("status")
-                span = make_span(
-                    ctx,
-                    (prefix, k),
-                    trace_id=sp.get("traceId"),
-                    span_id=sp.get("spanId"),
-                    parent_id=sp.get("parentSpanId"),
-                    name=sp.get("name"),
-                    start_ns=parse_int(sp.get("startTimeUnixNano")),
-                    end_ns=parse_int(sp.get("endTimeUnixNano")),
-                    service=service,
-                    kind=parse_kind(sp.get("kind")),
-                    status=parse_status(status.get("code") if type(status) is dict else None),
-                    attributes=attributes_of(sp.get("attributes")),
-                    links=links,
-                )
-                if span is not None:
-                    yield span
+                yield prefix, k, sp, service
+
+
+def _links(sp: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    raw_links = sp.get("links")
+    if not raw_links:
+        return ()
+    return tuple((str(ln.get("traceId", "")), str(ln.get("spanId", ""))) for ln in raw_links if isinstance(ln, Mapping))
+
+
+def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
+    """Spans of one ``ExportTraceServiceRequest`` JSON document (also ``{"result": {...}}`` from Jaeger api_v3)."""
+    for prefix, k, sp, service in _otlp_spans(doc, ctx, where):
+        status = sp.get("status")
+        span = make_span(
+            ctx,
+            (prefix, k),
+            trace_id=sp.get("traceId"),
+            span_id=sp.get("spanId"),
+            parent_id=sp.get("parentSpanId"),
+            name=sp.get("name"),
+            start_ns=parse_int(sp.get("startTimeUnixNano")),
+            end_ns=parse_int(sp.get("endTimeUnixNano")),
+            service=service,
+            kind=parse_kind(sp.get("kind")),
+            status=parse_status(status.get("code") if type(status) is dict else None),
+            attributes=attributes_of(sp.get("attributes")),
+            links=_links(sp),
+        )
+        if span is not None:
+            yield span
+
+
+def otlp_json_rows(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
+    """What :func:`parse_otlp_json` yields, as store batch rows (:func:`~tailscope.trace.ingest.common.make_row`).
+
+    The ingest fast path: no :class:`~tailscope.records.Span` is built only to be turned into a row.
+    """
+    for prefix, k, sp, service in _otlp_spans(doc, ctx, where):
+        status = sp.get("status")
+        row = make_row(
+            ctx,
+            (prefix, k),
+            sp.get("traceId"),
+            sp.get("spanId"),
+            sp.get("parentSpanId"),
+            sp.get("name"),
+            parse_int(sp.get("startTimeUnixNano")),
+            parse_int(sp.get("endTimeUnixNano")),
+            service,
+            parse_kind(sp.get("kind")),
+            parse_status(status.get("code") if type(status) is dict else None),
+            attributes_of(sp.get("attributes")),
+            _links(sp),
+        )
+        if row is not None:
+            yield row
 
 
 def _pb_value(v: Any) -> Any:

@@ -1,0 +1,97 @@
+"""The ingest fast path (orjson where it is exact, rows instead of spans) equals the reference path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_trace_ingest import jaeger_doc, otlp_doc
+
+from tailscope.store.spans import encode_span, span_row
+from tailscope.trace.demo import demo_traces, to_otlp_json
+from tailscope.trace.ingest.common import ParseContext, loads_json
+from tailscope.trace.ingest.files import iter_file, iter_file_rows
+
+Rows = list[dict[str, Any]]
+
+
+def both(path: Path, fmt: str = "auto") -> tuple[Rows, Rows, ParseContext, ParseContext]:
+    ctx_a, ctx_b = ParseContext(source=str(path)), ParseContext(source=str(path))
+    rows = list(iter_file_rows(path, fmt, ctx_a))
+    ref = [span_row(s) for s in iter_file(path, fmt, ctx_b)]
+    return rows, ref, ctx_a, ctx_b
+
+
+def test_rows_equal_spans_made_rows_for_every_format(tmp_path: Path) -> None:
+    demo = [s for t in demo_traces(20, retry_rate=0.5) for s in t]
+    bad = otlp_doc()
+    del bad["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+    bad["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["endTimeUnixNano"] = "1"  # ends before it starts
+    docs: dict[str, str] = {
+        "demo.json": json.dumps(to_otlp_json(demo)),
+        "lines.jsonl": json.dumps(otlp_doc()) + "\n{broken\n" + json.dumps(otlp_doc(legacy=True)) + "\n",
+        "b64.json": json.dumps(otlp_doc(ids="base64")),
+        "bad.json": json.dumps(bad),
+        "v3.json": json.dumps({"result": otlp_doc()}),
+        "jaeger.json": json.dumps(jaeger_doc()),
+        "cut.json": json.dumps(otlp_doc(), indent=1)[:400],
+        "other.json": json.dumps({"hello": "world"}),
+    }
+    for name, text in docs.items():
+        p = tmp_path / name
+        p.write_text(text)
+        rows, ref, ctx_a, ctx_b = both(p)
+        assert rows == ref, name
+        assert ctx_a.problems == ctx_b.problems, name
+    rows, _, _, _ = both(tmp_path / "demo.json")
+    assert len(rows) == len(demo)
+    layers = {(r["trace_id"], r["span_id"]): r["layer"] for r in rows}
+    assert layers == {(s.trace_id, s.span_id): s.layer for s in demo}
+
+
+def test_encoded_rows_are_the_stdlib_encoding_of_the_same_values() -> None:
+    for spans in demo_traces(5):
+        for s in spans:
+            assert json.loads(encode_span(s)) == json.loads(json.dumps(span_row(s), default=str))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 123456789012345678901234567890}',  # orjson would give a float
+        b'{"a": -9223372036854775809}',
+        b'{"a": 18446744073709551615, "b": "12345678901234567890123"}',
+        b'{"a": NaN}',  # the stdlib accepts it, orjson does not
+        b'{"startTimeUnixNano": 1767225600000000000, "x": [1.5, -2, true, null]}',
+    ],
+)
+def test_loads_json_is_exactly_the_stdlib(text: bytes) -> None:
+    assert repr(loads_json(text)) == repr(json.loads(text))  # repr shows the types: 1 vs 1.0, nan
+
+
+@pytest.mark.parametrize("text", [b'{"a": 1', b'{"a": }', b"\xff\xfe", b'{"a": "\\ud800"}x'])
+def test_loads_json_errors_are_the_stdlib_errors(text: bytes) -> None:
+    with pytest.raises((json.JSONDecodeError, UnicodeDecodeError)) as got:
+        loads_json(text)
+    with pytest.raises((json.JSONDecodeError, UnicodeDecodeError)) as want:
+        json.loads(text)
+    assert type(got.value) is type(want.value)
+    assert str(got.value) == str(want.value)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_loads_json_matches_the_stdlib_on_random_documents(value: Any) -> None:
+    text = json.dumps(value).encode()
+    assert repr(loads_json(text)) == repr(json.loads(text))
