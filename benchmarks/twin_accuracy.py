@@ -1,9 +1,11 @@
 """Digital-twin accuracy on a real vLLM (CPU build, tiny local model): calibrate once, then predict and measure
 several held-out workloads and print predicted vs measured TTFT, TPOT and E2E at p50/p90/p99, throughput, and the
-error of each.
+error of each — anchored (``twin check --anchor``: the server's current speed re-read before and after each
+measurement) and, in the last column, the error the same twin makes without the anchor. Each workload is measured
+``--repeat`` times (default 3) and compared with the median.
 
     .venv/bin/python benchmarks/twin_accuracy.py                 # starts its own vLLM (needs make vllm)
-    .venv/bin/python benchmarks/twin_accuracy.py --url http://127.0.0.1:8000
+    .venv/bin/python benchmarks/twin_accuracy.py --url http://127.0.0.1:8000 [--repeat 3]
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default=None)
+    ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     with server(a.url) as (url, model), tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "db.duckdb")
@@ -75,7 +78,7 @@ def main() -> None:
         if p.returncode:
             raise SystemExit(p.stdout + p.stderr)
         print(p.stdout)
-        print(f"{'workload':<34} {'metric':<18} {'predicted':>10} {'measured':>10} {'error':>8}")
+        print(f"{'workload':<34} {'metric':<18} {'predicted':>10} {'measured':>10} {'error':>8} {'unanchored':>10}")
         for name, load in WORKLOADS:
             out = Path(tmp) / "check.json"
             cli(
@@ -93,14 +96,24 @@ def main() -> None:
                 db,
                 "--tolerance",
                 "10",
+                "--anchor",
+                "--repeat",
+                str(a.repeat),
             )
-            for r in json.loads(out.read_text())["rows"]:
+            result = json.loads(out.read_text())
+            un = (result.get("anchor") or {}).get("unanchored_errors") or {}
+            for r in result["rows"]:
                 label = f"{r['metric']} {r['percentile']}".strip()
                 err = "—" if r["error"] is None else f"{r['error']:+.0%}"
                 pred = "—" if r["predicted"] is None else f"{r['predicted']:,.1f}"
                 meas = "—" if r["measured"] is None else f"{r['measured']:,.1f}"
-                print(f"{name:<34} {label:<18} {pred:>10} {meas:>10} {err:>8}")
+                u = un.get(f"{r['metric']}.{r['percentile']}")
+                unanchored = "—" if u is None else f"{u:+.0%}"
+                print(f"{name:<34} {label:<18} {pred:>10} {meas:>10} {err:>8} {unanchored:>10}")
                 name = ""
+            anchor = result.get("anchor") or {}
+            if anchor:
+                print(f"{'':<34} anchor: the server decoded at ×{anchor['decode_factor']:.2f} the twin's costs")
 
 
 if __name__ == "__main__":

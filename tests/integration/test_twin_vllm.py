@@ -31,11 +31,12 @@ def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
 def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """End to end on the real server: calibrate, then predict and measure two held-out Poisson workloads.
 
-    The issue's accuracy targets (TTFT/TPOT p50 within 25 %, p90 within 35 %) are reported by
-    ``benchmarks/twin_accuracy.py``; on this 2-core CI machine the *measurement* itself moves by ±25 % between
-    identical runs minutes apart (vLLM CPU's three processes and the client share two cores), so this test asserts
-    what is stable: the pipeline works, the twin carries the server's own KV facts, and its p50 predictions are
-    within a factor of two of the measurement.
+    The issue's accuracy targets are asserted: TTFT and TPOT p50 within 25 % of the measurement, p90 within 35 %.
+    The speed of vLLM CPU on a shared 2-core VM drifts (a fixed CPU loop takes 22–44 ms by the second; the decode
+    path ran 1.4–1.6× slower ten minutes after a calibration, measured), so the check uses what a careful
+    experimenter would: ``--anchor`` (a small fixed run before and after each measurement re-reads the server's
+    current speed) and ``--repeat 3`` (the median of three measurements of the same stream).
+    ``benchmarks/twin_accuracy.py`` prints the exact errors, with and without the anchor.
     """
     db = str(tmp_path / "db.duckdb")
     twin = tmp_path / "twin.yaml"
@@ -48,6 +49,7 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
     assert doc["server"]["prompt_scale"] > 1.0  # the tiny tokenizer splits the synthesized words
     assert doc["fitted_on"]["decode_observations"] >= 10
     assert doc["coefficients_us"]["step_overhead_us"] > 0
+    assert len(doc["speed"]["quantiles"]) == 21  # the machine's measured speed noise travels with the twin
     for name, load in HELD_OUT:
         out = tmp_path / f"{name}.json"
         q = cli(
@@ -60,25 +62,31 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
             "--model",
             vllm_server.model,
             *load,
+            "--anchor",
+            "--repeat",
+            "3",
             "--tolerance",
-            "0.25",
+            "0.35",
             "--json",
             str(out),
-            "--html",
-            str(tmp_path / f"{name}.html"),
+            *(["--html", str(tmp_path / f"{name}.html")] if name == "rate-low" else []),
             "--db",
             db,
         )
         assert out.exists(), q.stdout + q.stderr
-        assert (tmp_path / f"{name}.html").stat().st_size > 100_000  # the report embeds its chart library
         result = json.loads(out.read_text())
         rows = {(r["metric"], r["percentile"]): r for r in result["rows"]}
-        report = "\n".join(
-            f"{k}: predicted {r['predicted']} measured {r['measured']} error {r['error']}" for k, r in rows.items()
+        report = (
+            "\n".join(
+                f"{k}: predicted {r['predicted']} measured {r['measured']} error {r['error']}" for k, r in rows.items()
+            )
+            + f"\nanchor: {result.get('anchor')}\nrepeats: {result.get('repeats')}"
         )
         # the exit code follows the verdict
         assert (q.returncode == 0) == result["passed"], report
-        for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            r = rows[(metric, "p50")]
-            assert 0.5 <= r["predicted"] / r["measured"] <= 2.0, f"{name}\n{report}"
+        assert len(result["measured_runs"]) == 3
+        for metric in ("ttft_ms", "tpot_ms"):
+            assert abs(rows[(metric, "p50")]["error"]) <= 0.25, f"{name} {metric} p50\n{report}"
+            assert abs(rows[(metric, "p90")]["error"]) <= 0.35, f"{name} {metric} p90\n{report}"
         assert abs(rows[("output_tokens_per_s", "")]["error"]) <= 0.25, f"{name}\n{report}"
+    assert (tmp_path / "rate-low.html").stat().st_size > 100_000  # the report embeds its chart library

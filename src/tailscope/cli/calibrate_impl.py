@@ -242,17 +242,13 @@ def cmd_twin_check(
         measure_anchor("after")
         unanchored = compare(pred, msum, tolerance)
         with tempfile.TemporaryDirectory() as tmp:
-            path, decode, admit = anchored_calibration(calibration, anchors, Path(tmp))
-            err.print(
-                f"anchored: the server runs at {decode:.2f}× the twin's decode costs and {admit:.2f}× its "
-                "front-end and prefill costs; predicting again …"
-            )
+            path, decode = anchored_calibration(calibration, [b for _, b in anchors], Path(tmp))
+            err.print(f"anchored: the server decodes at {decode:.2f}× the twin's costs; predicting again …")
             pred = predict(replace(args, calibration=path))
         anchor_info = {
             "measured_ttft_ms": [a for a, _ in anchors],
             "measured_tpot_ms": [b for _, b in anchors],
             "decode_factor": decode,
-            "admission_factor": admit,
             "unanchored_errors": {f"{r['metric']}.{r['percentile']}": r["error"] for r in unanchored["rows"]},
         }
     result = compare(pred, msum, tolerance)
@@ -315,8 +311,7 @@ def _render_check(con: Console, result: dict[str, Any]) -> None:
         un = a["unanchored_errors"]
         gated = ", ".join(f"{k} {v:+.0%}" for k, v in un.items() if v is not None and k.split(".")[1] in ("p50", "p90"))
         con.print(
-            f"anchored: the server ran at {a['decode_factor']:.2f}× the twin's decode costs and "
-            f"{a['admission_factor']:.2f}× its front-end and prefill costs (anchor TPOT "
+            f"anchored: the server decoded at {a['decode_factor']:.2f}× the twin's costs (anchor TPOT "
             f"{' / '.join(f'{m:.2f}' for m in a['measured_tpot_ms'])} ms); without the anchor: {gated}"
         )
     verdict = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"

@@ -38,21 +38,20 @@ def test_median_summary_takes_each_percentile_separately() -> None:
     assert median_summary(runs[:2])["ttft_ms"]["p50"] == 11.0
 
 
-def test_scaled_moves_decode_and_admission_costs_separately() -> None:
-    s = scaled(TWIN, 1.5, 0.8)
+def test_scaled_moves_only_the_decode_path() -> None:
+    s = scaled(TWIN, 1.5)
     c = s.coefficients
     assert (c.step_overhead_us, c.per_seq_us, c.per_kv_token_us) == pytest.approx((6000, 450, 0.75))
-    assert (c.prefill_per_token_us, c.frontend_us) == pytest.approx((16, 8000))
+    assert (c.prefill_per_token_us, c.frontend_us) == pytest.approx((20, 10_000))
     assert s.stderr.step_overhead_us == pytest.approx(150)
-    assert s.fitted_on["anchor_factors"] == {"decode": 1.5, "admission": 0.8}
+    assert s.fitted_on["anchor_decode_factor"] == 1.5
 
 
 def test_anchor_that_matches_the_twin_changes_nothing(tmp_path: Path) -> None:
     path = write(tmp_path, TWIN)
-    ttft, tpot = predicted_anchor_ms(path)
-    out, decode, admit = anchored_calibration(path, [(ttft, tpot), (ttft, tpot)], tmp_path)
+    _, tpot = predicted_anchor_ms(path)
+    out, decode = anchored_calibration(path, [tpot, tpot], tmp_path)
     assert decode == pytest.approx(1.0)
-    assert admit == pytest.approx(1.0)
     twin = load_calibration(out).twin
     assert twin is not None
     assert twin.coefficients.step_overhead_us == pytest.approx(4000)
@@ -60,14 +59,12 @@ def test_anchor_that_matches_the_twin_changes_nothing(tmp_path: Path) -> None:
 
 def test_anchor_on_a_slower_server_scales_the_twin_up(tmp_path: Path) -> None:
     path = write(tmp_path, TWIN)
-    ttft, tpot = predicted_anchor_ms(path)
-    out, decode, _ = anchored_calibration(path, [(ttft * 1.2, tpot * 1.3), (ttft * 1.4, tpot * 1.5)], tmp_path)
+    _, tpot = predicted_anchor_ms(path)
+    out, decode = anchored_calibration(path, [tpot * 1.3, tpot * 1.5], tmp_path)
     assert decode == pytest.approx(1.4)
-    again = predicted_anchor_ms(out)
-    assert again[1] == pytest.approx(tpot * 1.4, rel=0.05)  # the rescaled twin reproduces the anchor
-    assert again[0] == pytest.approx(ttft * 1.3, rel=0.1)
+    assert predicted_anchor_ms(out)[1] == pytest.approx(tpot * 1.4, rel=0.05)  # the rescaled twin reproduces it
 
 
 def test_anchor_without_measurements_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="drop --anchor"):
-        anchored_calibration(write(tmp_path, TWIN), [(0.0, 0.0)], tmp_path)
+        anchored_calibration(write(tmp_path, TWIN), [0.0], tmp_path)
