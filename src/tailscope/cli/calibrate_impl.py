@@ -114,10 +114,16 @@ def cmd_calibrate(
             if res.run.settings.get("probe") != "burst":
                 records.append(res.records)
         extra["probe runs"] = ", ".join(r.run.id for r in results)
+        anchor_tpot = burst_info.pop("anchor_tpot_ms", None)
+        anchor_runs = burst_info.pop("anchor_runs", 0)
+        if anchor_tpot:
+            extra["anchor"] = f"TPOT p50 {anchor_tpot:.2f} ms (mean of {anchor_runs} runs; the reference for --anchor)"
         if burst_info:
             extra["burst"] = json.dumps(burst_info)
     twin = fit_from_runs(records, facts, seed=seed)
     doc = twin.to_mapping()
+    if not from_runs and anchor_tpot:
+        doc["fitted_on"]["anchor_tpot_ms"] = anchor_tpot
     if extra.get("burst"):
         doc["fitted_on"]["burst"] = json.loads(extra["burst"])
     doc["fitted_on"]["runs"] = list(from_runs) or extra.get("probe runs", "").split(", ")

@@ -6,7 +6,8 @@ The probe is three small bench runs (each stored, tagged by its sweep id, so ``-
 2. **decode** — closed loop at concurrency 1, 2, 4, 8 (by default) with short and long prompts, 64 output tokens:
    per-token gaps vs batch size and context;
 
-(1 and 2 are repeated in ``rounds`` interleaved rounds, so that the fit averages over the machine's speed drift)
+(1 and 2 are repeated in ``rounds`` interleaved rounds, so that the fit averages over the machine's speed drift; each
+round ends with ``twin check``'s anchor stream, whose TPOT is kept as the reference for ``twin check --anchor``)
 3. **burst** — many long requests at once to reach the KV-cache limit: queueing and preemption, read from the
    server's own counters.
 
@@ -33,6 +34,7 @@ from tailscope.errors import ConfigError, TargetError
 from tailscope.records import RequestRecord
 from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_bench
 from tailscope.runner.loadgen import DispatchConfig
+from tailscope.runner.twin_check import ANCHOR
 from tailscope.workload.spec import RequestSpec
 
 
@@ -49,6 +51,8 @@ class ProbePlan:
     #: speed drifts by ±30 % over seconds (measured here), and a probe taken in one fast or slow stretch fits that
     #: stretch, not the machine
     rounds: int = 4
+    #: run ``twin check``'s anchor stream once per round and keep its TPOT in the twin (the reference for --anchor)
+    anchor: bool = True
     burst: bool = True
     burst_requests: int = 24
     burst_prompt: int = 900
@@ -119,8 +123,9 @@ async def run_probe(
 ) -> tuple[list[BenchResult], dict[str, Any], ServerFacts]:
     """Run the probe phases (each a stored bench run in one sweep).
 
-    Returns the runs, what the burst showed, and the facts with the server's prompt-token scale fitted (how many
-    tokens the server counts for a synthesized prompt of N tokens: tokenizers and chat templates differ).
+    Returns the runs, what the burst showed (and ``anchor_tpot_ms``: the anchor stream's mean TPOT p50), and the
+    facts with the server's prompt-token scale fitted (how many tokens the server counts for a synthesized prompt of
+    N tokens: tokenizers and chat templates differ).
     """
     cap = (facts.max_model_len or 2048) - 64
     base = BenchConfig(
@@ -153,6 +158,7 @@ async def run_probe(
             raise ConfigError(f"the calibration probe exceeded its {plan.time_budget_s:g} s budget in phase {name}")
         return res
 
+    anchors: list[float] = []
     ladder = sorted({min(p, cap) for p in plan.prompt_ladder})
     prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
     for k in range(max(1, plan.rounds)):
@@ -161,7 +167,17 @@ async def run_probe(
         for c in plan.concurrencies:
             lengths = [(p, plan.decode_output) for p in prompts for _ in range(max(2, c))]
             await phase(f"decode-c{c}{suffix}", lengths, c)
+        if plan.anchor:
+            # the reference run `twin check --anchor` repeats later: its TPOT now vs then is the server's drift
+            conc, n, a_prompt, a_out = ANCHOR
+            res = await phase("anchor" + suffix, [(a_prompt, a_out)] * n, conc)
+            tpot = (res.summary.to_dict().get("tpot_ms") or {}).get("p50")
+            if tpot:
+                anchors.append(float(tpot))
     burst: dict[str, Any] = {}
+    if anchors:
+        burst["anchor_tpot_ms"] = sum(anchors) / len(anchors)
+        burst["anchor_runs"] = len(anchors)
     if plan.burst:
         p = min(plan.burst_prompt, cap - plan.burst_output)
         res = await phase("burst", [(p, plan.burst_output)] * plan.burst_requests, plan.burst_requests)

@@ -68,3 +68,11 @@ def test_anchor_on_a_slower_server_scales_the_twin_up(tmp_path: Path) -> None:
 def test_anchor_without_measurements_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="drop --anchor"):
         anchored_calibration(write(tmp_path, TWIN), [0.0], tmp_path)
+
+
+def test_anchor_compares_the_server_with_its_own_reference_when_the_twin_has_one(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    path = write(tmp_path, replace(TWIN, fitted_on={"anchor_tpot_ms": 5.0}))
+    _, decode = anchored_calibration(path, [6.0, 7.0], tmp_path)
+    assert decode == pytest.approx(1.3)  # (6 + 7) / 2 ÷ 5, whatever the model says about the anchor stream
