@@ -1,8 +1,8 @@
 """Digital-twin accuracy on a real vLLM (CPU build, tiny local model): calibrate once, then predict and measure
 several held-out workloads and print predicted vs measured TTFT, TPOT and E2E at p50/p90/p99, throughput, and the
-error of each — anchored (``twin check --anchor``: the server's current speed re-read before and after each
-measurement) and, in the last column, the error the same twin makes without the anchor. Each workload is measured
-``--repeat`` times (default 3) and compared with the median.
+error of each, and in the last column the error with ``twin check --anchor`` (the server's decode speed re-read
+before and after each measurement and compared with the calibration's). Each workload is measured ``--repeat``
+times (default 3) and compared with the median.
 
     .venv/bin/python benchmarks/twin_accuracy.py                 # starts its own vLLM (needs make vllm)
     .venv/bin/python benchmarks/twin_accuracy.py --url http://127.0.0.1:8000 [--repeat 3]
@@ -78,7 +78,7 @@ def main() -> None:
         if p.returncode:
             raise SystemExit(p.stdout + p.stderr)
         print(p.stdout)
-        print(f"{'workload':<34} {'metric':<18} {'predicted':>10} {'measured':>10} {'error':>8} {'unanchored':>10}")
+        print(f"{'workload':<34} {'metric':<18} {'predicted':>10} {'measured':>10} {'error':>8} {'anchored':>9}")
         for name, load in WORKLOADS:
             out = Path(tmp) / "check.json"
             cli(
@@ -104,16 +104,16 @@ def main() -> None:
             un = (result.get("anchor") or {}).get("unanchored_errors") or {}
             for r in result["rows"]:
                 label = f"{r['metric']} {r['percentile']}".strip()
-                err = "—" if r["error"] is None else f"{r['error']:+.0%}"
-                pred = "—" if r["predicted"] is None else f"{r['predicted']:,.1f}"
-                meas = "—" if r["measured"] is None else f"{r['measured']:,.1f}"
-                u = un.get(f"{r['metric']}.{r['percentile']}")
-                unanchored = "—" if u is None else f"{u:+.0%}"
-                print(f"{name:<34} {label:<18} {pred:>10} {meas:>10} {err:>8} {unanchored:>10}")
+                m, u = r["measured"], un.get(f"{r['metric']}.{r['percentile']}")
+                pred = "—" if m is None or u is None else f"{m * (1 + u):,.1f}"
+                meas = "—" if m is None else f"{m:,.1f}"
+                err = "—" if u is None else f"{u:+.0%}"
+                anchored = "—" if r["error"] is None else f"{r['error']:+.0%}"
+                print(f"{name:<34} {label:<18} {pred:>10} {meas:>10} {err:>8} {anchored:>9}")
                 name = ""
             anchor = result.get("anchor") or {}
             if anchor:
-                print(f"{'':<34} anchor: the server decoded at ×{anchor['decode_factor']:.2f} the twin's costs")
+                print(f"{'':<34} anchor: the server decoded at ×{anchor['decode_factor']:.2f} its calibration speed")
 
 
 if __name__ == "__main__":
