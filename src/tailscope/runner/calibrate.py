@@ -175,9 +175,6 @@ async def run_probe(
             if tpot:
                 anchors.append(float(tpot))
     burst: dict[str, Any] = {}
-    if anchors:
-        burst["anchor_tpot_ms"] = sum(anchors) / len(anchors)
-        burst["anchor_runs"] = len(anchors)
     if plan.burst:
         p = min(plan.burst_prompt, cap - plan.burst_output)
         res = await phase("burst", [(p, plan.burst_output)] * plan.burst_requests, plan.burst_requests)
@@ -191,6 +188,9 @@ async def run_probe(
             "max_kv_usage": (server.get("kv_usage") or {}).get("max"),
             "preemptions": (server.get("counter_deltas") or {}).get("vllm:num_preemptions_total"),
         }
+    if anchors:
+        burst["anchor_tpot_ms"] = sum(anchors) / len(anchors)
+        burst["anchor_runs"] = len(anchors)
     return results, burst, with_prompt_scale(facts, requested)
 
 
