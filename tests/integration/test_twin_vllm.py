@@ -50,6 +50,7 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
     assert doc["fitted_on"]["decode_observations"] >= 10
     assert doc["coefficients_us"]["step_overhead_us"] > 0
     assert len(doc["speed"]["quantiles"]) == 21  # the machine's measured speed noise travels with the twin
+    assert doc["fitted_on"]["anchor_tpot_ms"] > 0  # the reference `twin check --anchor` compares the server with
     for name, load in HELD_OUT:
         out = tmp_path / f"{name}.json"
         q = cli(
