@@ -1,6 +1,6 @@
 """Trace sets in the DuckDB store: spans keyed by (set, trace, span), written in bulk, read trace by trace.
 
-Spans are written to a JSON-lines file next to the store and folded in with one ``read_json`` per batch (row-wise
+Spans are written to batch files (JSON arrays) next to the store and folded in with one ``read_json`` (row-wise
 ``executemany`` is orders of magnitude slower in DuckDB). Re-ingesting a span already in the set is a no-op (rows
 are anti-joined on set, trace and span id). Readers stream traces ordered by trace id, so a set of millions of spans
 is never held in memory at once.
@@ -69,25 +69,42 @@ _SEQ = itertools.count()
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
-def write_batch_file(path: Path, spans: Iterator[Span], *, limit: int | None = None) -> int:
-    """Write up to ``limit`` spans from ``spans`` to a JSON-lines batch file; return how many were written.
+#: Rows per batch file: each file is one JSON array, encoded with one orjson call (encoding row by row cost ~6 µs a
+#: row in per-call overhead, ~1 µs in one call), small enough that a file's rows are cheap to hold.
+BATCH_FILE_ROWS = 20_000
 
-    Safe to call in worker processes: it touches only the file, never the database.
+
+def write_rows_files(stem: Path, rows: Iterator[dict[str, Any]], *, limit: int | None = None) -> tuple[int, list[Path]]:
+    """Write up to ``limit`` rows (:func:`span_row`, or the parsers' ``make_row``) as batch files ``STEM.K.json``.
+
+    Each file is a JSON array of at most :data:`BATCH_FILE_ROWS` rows. Safe to call in worker processes: it touches
+    only the files, never the database.
+
+    Returns:
+        (rows written, the files).
     """
-    return write_rows_file(path, map(span_row, spans), limit=limit)
-
-
-def write_rows_file(path: Path, rows: Iterator[dict[str, Any]], *, limit: int | None = None) -> int:
-    """:func:`write_batch_file` for spans already made rows (:func:`span_row`, or the parsers' ``make_row``)."""
     n = 0
-    with open(path, "wb") as fh:
-        write = fh.write
-        for row in rows:
-            write(encode_row(row))
-            n += 1
-            if limit is not None and n >= limit:
-                break
-    return n
+    paths: list[Path] = []
+    while limit is None or n < limit:
+        take = BATCH_FILE_ROWS if limit is None else min(BATCH_FILE_ROWS, limit - n)
+        chunk = list(itertools.islice(rows, take))
+        if not chunk:
+            break
+        path = stem.with_name(f"{stem.name}.{len(paths)}.json")
+        path.write_bytes(encode_rows(chunk))
+        paths.append(path)
+        n += len(chunk)
+        if len(chunk) < take:
+            break
+    return n, paths
+
+
+def encode_rows(rows: list[dict[str, Any]]) -> bytes:
+    """Rows as one JSON array."""
+    try:
+        return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # what orjson refuses (ints beyond 64 bits, lone surrogates) the stdlib encoder writes
+        return b"[" + b",".join(encode_row(r)[:-1] for r in rows) + b"]"
 
 
 def encode_span(span: Span) -> str:
@@ -172,14 +189,14 @@ class SpanStore:
 
     # -- writing ---------------------------------------------------------------------------------------------
     def batch_path(self, tag: str = "") -> Path:
-        """A fresh batch-file path in the store's ``pending`` folder (for :func:`write_batch_file` in workers)."""
+        """A fresh batch-file stem in the store's ``pending`` folder (for :func:`write_rows_files` in workers)."""
         self.ensure_schema()
         folder = self.db.path.parent / "pending"
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {folder}: {exc.strerror}") from None
-        return folder / f"spans-{os.getpid()}-{id(self):x}-{tag}{next(_SEQ)}.ndjson"
+        return folder / f"spans-{os.getpid()}-{id(self):x}-{tag}{next(_SEQ)}"
 
     def write(self, set_name: str, spans: Iterable[Span], *, source: str = "") -> int:
         """Append spans to a set (created when missing); return how many spans were read from ``spans``.
@@ -196,14 +213,15 @@ class SpanStore:
         total = 0
         it = iter(rows)
         while True:
-            path = self.batch_path()
+            files: list[Path] = []
             try:
-                n = write_rows_file(path, it, limit=BATCH_SPANS)
+                n, files = write_rows_files(self.batch_path(), it, limit=BATCH_SPANS)
                 if n or total == 0:
-                    self.fold(set_name, [path], source=source, dedupe=dedupe)
+                    self.fold(set_name, files, source=source, dedupe=dedupe)
             finally:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+                for f in files:
+                    with contextlib.suppress(FileNotFoundError):
+                        f.unlink()
             total += n
             if n < BATCH_SPANS:
                 return total
@@ -220,7 +238,7 @@ class SpanStore:
 
         Args:
             set_name: the set.
-            paths: JSON-lines batch files written by :func:`write_batch_file`.
+            paths: batch files written by :func:`write_rows_files` (JSON arrays of rows).
             source: a description of where the spans came from.
             dedupe: skip spans whose (trace, span) id is already in the set; default: when the set has rows.
         """
@@ -234,7 +252,7 @@ class SpanStore:
                         con.execute("SELECT count(*) FROM spans WHERE set_name = ?", [set_name]).fetchone()[0]
                     )
                 listed = "[" + ", ".join(f"'{f}'" for f in files) + "]"
-                reader = f"read_json({listed}, format='newline_delimited', columns={_columns_sql()})"
+                reader = f"read_json({listed}, format='array', columns={_columns_sql()})"
                 if dedupe:
                     con.execute(
                         f"INSERT INTO spans SELECT ? AS set_name, b.* FROM {reader} b ANTI JOIN "  # noqa: S608

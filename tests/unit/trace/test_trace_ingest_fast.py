@@ -13,7 +13,7 @@ from test_trace_ingest import jaeger_doc, otlp_doc
 
 from tailscope.store.spans import encode_span, span_row
 from tailscope.trace.demo import demo_traces, to_otlp_json
-from tailscope.trace.ingest.common import ParseContext, loads_json
+from tailscope.trace.ingest.common import ParseContext, loads_json, parse_int
 from tailscope.trace.ingest.files import iter_file, iter_file_rows
 
 Rows = list[dict[str, Any]]
@@ -62,15 +62,23 @@ def test_encoded_rows_are_the_stdlib_encoding_of_the_same_values() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        b'{"a": 123456789012345678901234567890}',  # orjson would give a float
-        b'{"a": -9223372036854775809}',
-        b'{"a": 18446744073709551615, "b": "12345678901234567890123"}',
-        b'{"a": NaN}',  # the stdlib accepts it, orjson does not
-        b'{"startTimeUnixNano": 1767225600000000000, "x": [1.5, -2, true, null]}',
+        b'{"a": 18446744073709551615, "b": -9223372036854775808, "c": "12345678901234567890123"}',
+        b'{"a": NaN, "b": Infinity}',  # the stdlib accepts them, orjson does not
+        b'{"startTimeUnixNano": 1767225600000000000, "x": [1.5, -2, true, null, 1e300, -0.0]}',
+        b'\xef\xbb\xbf{"bom": 1}',
     ],
 )
 def test_loads_json_is_exactly_the_stdlib(text: bytes) -> None:
     assert repr(loads_json(text)) == repr(json.loads(text))  # repr shows the types: 1 vs 1.0, nan
+
+
+def test_integers_beyond_64_bits_never_become_times() -> None:
+    # orjson turns them into floats; parse_int refuses floats outside int64 instead of rounding them into a time
+    doc = loads_json(b'{"t": 123456789012345678901234567890, "u": -9223372036854775809}')
+    assert parse_int(doc["t"]) is None
+    assert parse_int(doc["u"]) is None
+    assert parse_int(float(2**62)) == 2**62
+    assert parse_int("123456789012345678901234567890") == 123456789012345678901234567890  # strings stay exact
 
 
 @pytest.mark.parametrize("text", [b'{"a": 1', b'{"a": }', b"\xff\xfe", b'{"a": "\\ud800"}x'])
@@ -84,7 +92,7 @@ def test_loads_json_errors_are_the_stdlib_errors(text: bytes) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
     max_leaves=20,
 )

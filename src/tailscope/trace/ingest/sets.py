@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.records import Span
-from tailscope.store.spans import SpanRow, SpanStore, rows_to_spans, write_rows_file
+from tailscope.store.spans import SpanRow, SpanStore, rows_to_spans, write_rows_files
 from tailscope.trace.facts import TraceFacts, facts_from_tuple, facts_to_tuple, trace_facts
 from tailscope.trace.fastfacts import facts_from_rows
 from tailscope.trace.ingest.common import ParseContext, Problem
@@ -46,10 +46,12 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _parse_to_batch(path: str, fmt: str, rules: Sequence[LayerRule], out: str) -> tuple[int, list[Problem], int]:
+def _parse_to_batch(
+    path: str, fmt: str, rules: Sequence[LayerRule], out: str
+) -> tuple[int, list[Problem], int, list[str]]:
     ctx = ParseContext(source=path, rules=rules)
-    n = write_rows_file(Path(out), iter_file_rows(path, fmt, ctx))
-    return n, ctx.problems, ctx.dropped
+    n, files = write_rows_files(Path(out), iter_file_rows(path, fmt, ctx))
+    return n, ctx.problems, ctx.dropped, [str(f) for f in files]
 
 
 def ingest_paths(
@@ -80,25 +82,28 @@ def ingest_paths(
     n_workers = workers if workers is not None else (default_workers() if size >= PARALLEL_MIN_BYTES else 1)
     n_workers = min(n_workers, len(paths))
     if n_workers > 1:
-        outs = [store.batch_path(f"w{k}-") for k in range(len(paths))]
+        files: list[Path] = []
+        stems = [store.batch_path(f"w{k}-") for k in range(len(paths))]
         try:
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
                 futures = [
                     pool.submit(_parse_to_batch, str(p), fmt, tuple(rules), str(o))
-                    for p, o in zip(paths, outs, strict=True)
+                    for p, o in zip(paths, stems, strict=True)
                 ]
                 for p, fut in zip(paths, futures, strict=True):
-                    n, problems, dropped = fut.result()
+                    n, problems, dropped, written = fut.result()
+                    files.extend(Path(f) for f in written)
                     report.files[str(p)] = n
                     report.spans += n
                     report.problems.extend(problems)
                     report.problem_count += dropped
-            store.fold(set_name, outs, source=source)
+            store.fold(set_name, files, source=source)
         finally:
-            for o in outs:
-                with contextlib.suppress(FileNotFoundError):
-                    o.unlink()
+            for stem in stems:  # also the files of a worker that failed half-way
+                for f in stem.parent.glob(f"{stem.name}.*.json"):
+                    with contextlib.suppress(FileNotFoundError):
+                        f.unlink()
         return report
 
     def rows() -> Iterator[dict[str, Any]]:
