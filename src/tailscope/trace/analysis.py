@@ -141,41 +141,35 @@ def analyze_facts(facts: Sequence[TraceFacts], *, root_op: str | None = None) ->
         for layer in LAYERS:
             comp.setdefault(layer, {"ms_per_trace": 0.0, "share": 0.0})
     op_path = {name: composition(b, "path_op") for name, b in bks.items()}
-    ops: dict[str, dict[str, Any]] = {}
+    # Per operation: spans, traces, duration, self, gap, gap on path, widest fan-out, most children (a list per
+    # operation: this loop runs once per operation per trace, and list slots cost less than dict keys and max()).
+    ops: dict[str, list[int]] = {}
     for f in facts:
         for name, o in f.ops.items():
-            row = ops.get(name)
-            if row is None:
-                row = ops[name] = {
-                    "spans": 0,
-                    "traces": 0,
-                    "duration_ns": 0,
-                    "self_ns": 0,
-                    "gap_ns": 0,
-                    "gap_path_ns": 0,
-                    "fanout_max": 0,
-                    "children_max": 0,
-                }
-            row["spans"] += o.count
-            row["traces"] += 1
-            row["duration_ns"] += o.duration_ns
-            row["self_ns"] += o.self_ns
-            row["gap_ns"] += o.gap_ns
-            row["gap_path_ns"] += o.gap_path_ns
-            row["fanout_max"] = max(row["fanout_max"], o.fanout)
-            row["children_max"] = max(row["children_max"], o.children)
+            acc = ops.get(name)
+            if acc is None:
+                acc = ops[name] = [0, 0, 0, 0, 0, 0, 0, 0]
+            acc[0] += o.count
+            acc[1] += 1
+            acc[2] += o.duration_ns
+            acc[3] += o.self_ns
+            acc[4] += o.gap_ns
+            acc[5] += o.gap_path_ns
+            if o.fanout > acc[6]:
+                acc[6] = o.fanout
+            if o.children > acc[7]:
+                acc[7] = o.children
     operations: dict[str, dict[str, Any]] = {}
-    for name, row in ops.items():
-        spans_n = row["spans"]
+    for name, (spans_n, traces_n, duration, self_ns, gap, gap_path, fanout, children) in ops.items():
         operations[name] = {
             "spans": spans_n,
-            "traces": row["traces"],
-            "mean_ms": _ms(row["duration_ns"] / spans_n),
-            "self_share": round(row["self_ns"] / row["duration_ns"], 4) if row["duration_ns"] else 0.0,
-            "gap_ms_per_trace": _ms(row["gap_ns"] / row["traces"]),
-            "gap_on_path_ms_per_trace": _ms(row["gap_path_ns"] / row["traces"]),
-            "fanout_max": row["fanout_max"],
-            "children_max": row["children_max"],
+            "traces": traces_n,
+            "mean_ms": _ms(duration / spans_n),
+            "self_share": round(self_ns / duration, 4) if duration else 0.0,
+            "gap_ms_per_trace": _ms(gap / traces_n),
+            "gap_on_path_ms_per_trace": _ms(gap_path / traces_n),
+            "fanout_max": fanout,
+            "children_max": children,
             "median_bucket_share": op_path.get("median_bucket", {}).get(name, {}).get("share", 0.0),
             "tail_bucket_share": op_path.get("tail_bucket", {}).get(name, {}).get("share", 0.0),
             "tail_p95_bucket_share": op_path.get("tail_p95_bucket", {}).get(name, {}).get("share", 0.0),

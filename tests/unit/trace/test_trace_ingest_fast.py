@@ -15,6 +15,7 @@ from tailscope.store.spans import encode_span, span_row
 from tailscope.trace.demo import demo_traces, to_otlp_json
 from tailscope.trace.ingest.common import ParseContext, loads_json, parse_int
 from tailscope.trace.ingest.files import iter_file, iter_file_rows
+from tailscope.trace.ingest.otlp import otlp_json_rows, parse_otlp_json
 
 Rows = list[dict[str, Any]]
 
@@ -103,3 +104,38 @@ json_values = st.recursive(
 def test_loads_json_matches_the_stdlib_on_random_documents(value: Any) -> None:
     text = json.dumps(value).encode()
     assert repr(loads_json(text)) == repr(json.loads(text))
+
+
+ids = st.sampled_from(["", "0000000000000000", "eee19b7ec3c1b174", "7uGbfsPBsXQ=", "EEE19B7EC3C1B173", "span-1", 12])
+times = st.sampled_from(["1544712660300000123", 1544712660300000000, " 17 ", "1_000", "x", 1.5e18, 2.5, None, True])
+otlp_spans = st.fixed_dictionaries(
+    {"traceId": st.sampled_from(["5b8efff798038103d269b633813fc60c", "", "W47/95gDgQPSabYzgT/GDA==", None, 7])},
+    optional={
+        "spanId": ids,
+        "parentSpanId": ids | st.none(),
+        "name": st.sampled_from(["chat", "", 5, None]),
+        "kind": st.sampled_from([0, 1, 2, 3, 9, "SPAN_KIND_CLIENT", "server", True, None]),
+        "startTimeUnixNano": times,
+        "endTimeUnixNano": times,
+        "status": st.sampled_from([{"code": 2}, {"code": "STATUS_CODE_OK"}, {}, "x", None]),
+        "attributes": st.sampled_from(
+            [
+                [{"key": "http.request.resend_count", "value": {"intValue": "2"}}],
+                [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}],
+                [{"key": "db.system.name", "value": {"stringValue": "qdrant"}}, {"key": 1}],
+                "bad",
+            ]
+        ),
+        "links": st.sampled_from([[{"traceId": "ab", "spanId": "cd"}], [], ["x"]]),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(otlp_spans, min_size=1, max_size=6))
+def test_otlp_rows_equal_spans_made_rows_on_odd_spans(spans: list[dict[str, Any]]) -> None:
+    doc = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
+    for _ in range(2):  # the second time every id is in the cache: the inline path
+        ctx_a, ctx_b = ParseContext(source="x"), ParseContext(source="x")
+        assert list(otlp_json_rows(doc, ctx_a)) == [span_row(s) for s in parse_otlp_json(doc, ctx_b)]
+        assert ctx_a.problems == ctx_b.problems

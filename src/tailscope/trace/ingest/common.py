@@ -19,8 +19,8 @@ _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 
 KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
-_KIND_BY_INT = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
-_STATUS_BY_INT = {0: "UNSET", 1: "OK", 2: "ERROR"}
+KIND_BY_INT = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+STATUS_BY_INT = {0: "UNSET", 1: "OK", 2: "ERROR"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,14 @@ def loads_json(data: bytes, text: str | None = None) -> Any:
 _ID_CACHES: dict[int, dict[str, str | None]] = {}
 
 
+def id_cache(width: int) -> dict[str, str | None]:
+    """The cache of :func:`normalize_id` for one width: id text → normalised id (None for an unusable id)."""
+    cache = _ID_CACHES.get(width)
+    if cache is None:
+        cache = _ID_CACHES[width] = {}
+    return cache
+
+
 def normalize_id(value: Any, *, width: int) -> str | None:
     """A trace or span id as lowercase hex, from hex or base64 text (or raw bytes).
 
@@ -83,9 +91,7 @@ def normalize_id(value: Any, *, width: int) -> str | None:
     if value is None:
         return None
     if type(value) is str:
-        cache = _ID_CACHES.get(width)
-        if cache is None:
-            cache = _ID_CACHES[width] = {}
+        cache = id_cache(width)
         hit = cache.get(value, "")
         if hit != "":
             return hit
@@ -160,12 +166,12 @@ def parse_kind(value: Any) -> str:
     if value is None:
         return "INTERNAL"
     if isinstance(value, int):
-        return _KIND_BY_INT.get(value, "INTERNAL")
+        return KIND_BY_INT.get(value, "INTERNAL")
     text = str(value).strip().upper()
     if text.startswith("SPAN_KIND_"):
         text = text[len("SPAN_KIND_") :]
     if text.isdigit():
-        return _KIND_BY_INT.get(int(text), "INTERNAL")
+        return KIND_BY_INT.get(int(text), "INTERNAL")
     return text if text in KINDS else "INTERNAL"
 
 
@@ -174,12 +180,12 @@ def parse_status(value: Any) -> str:
     if value is None:
         return "UNSET"
     if isinstance(value, int):
-        return _STATUS_BY_INT.get(value, "UNSET")
+        return STATUS_BY_INT.get(value, "UNSET")
     text = str(value).strip().upper()
     if text.startswith("STATUS_CODE_"):
         text = text[len("STATUS_CODE_") :]
     if text.isdigit():
-        return _STATUS_BY_INT.get(int(text), "UNSET")
+        return STATUS_BY_INT.get(int(text), "UNSET")
     return text if text in ("UNSET", "OK", "ERROR") else "UNSET"
 
 

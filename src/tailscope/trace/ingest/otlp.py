@@ -13,13 +13,17 @@ from typing import Any
 from tailscope.errors import TraceFormatError
 from tailscope.records import Span
 from tailscope.trace.ingest.common import (
+    KIND_BY_INT,
+    STATUS_BY_INT,
     ParseContext,
+    id_cache,
     make_row,
     make_span,
     parse_int,
     parse_kind,
     parse_status,
 )
+from tailscope.trace.layers import classify
 
 
 def any_value(v: Any) -> Any:
@@ -120,27 +124,71 @@ def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator
 def otlp_json_rows(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
     """What :func:`parse_otlp_json` yields, as store batch rows (:func:`~tailscope.trace.ingest.common.make_row`).
 
-    The ingest fast path: no :class:`~tailscope.records.Span` is built only to be turned into a row.
+    The ingest fast path: no :class:`~tailscope.records.Span` is built only to be turned into a row, and a span whose
+    ids are already known and whose times are plain integers is made into a row inline; anything else (a new or bad
+    id, a missing or odd time) goes through :func:`~tailscope.trace.ingest.common.make_row`, which validates, reports
+    and fills the id caches.
     """
+    trace_ids = id_cache(32)
+    span_ids = id_cache(16)
+    rules = ctx.rules
     for prefix, k, sp, service in _otlp_spans(doc, ctx, where):
-        status = sp.get("status")
-        row = make_row(
-            ctx,
-            (prefix, k),
-            sp.get("traceId"),
-            sp.get("spanId"),
-            sp.get("parentSpanId"),
-            sp.get("name"),
-            parse_int(sp.get("startTimeUnixNano")),
-            parse_int(sp.get("endTimeUnixNano")),
-            service,
-            parse_kind(sp.get("kind")),
-            parse_status(status.get("code") if type(status) is dict else None),
-            attributes_of(sp.get("attributes")),
-            _links(sp),
-        )
-        if row is not None:
-            yield row
+        get = sp.get
+        t, s, p = get("traceId"), get("spanId"), get("parentSpanId")
+        st, en = get("startTimeUnixNano"), get("endTimeUnixNano")
+        tid = trace_ids.get(t) if type(t) is str else None
+        sid = span_ids.get(s) if type(s) is str else None
+        pid = None if p is None else span_ids.get(p, "") if type(p) is str else ""
+        try:
+            start = int(st) if type(st) is str else st if type(st) is int else None
+            end = int(en) if type(en) is str else en if type(en) is int else None
+        except ValueError:
+            start = end = None
+        status = get("status")
+        code = status.get("code") if type(status) is dict else None
+        kind_v = get("kind")
+        kind = KIND_BY_INT.get(kind_v, "INTERNAL") if type(kind_v) is int else parse_kind(kind_v)
+        status_s = STATUS_BY_INT.get(code, "UNSET") if type(code) is int else parse_status(code)
+        attrs = attributes_of(get("attributes"))
+        if tid is None or sid is None or pid == "" or start is None or end is None or end < start:
+            row = make_row(
+                ctx,
+                (prefix, k),
+                t,
+                s,
+                p,
+                get("name"),
+                parse_int(st),
+                parse_int(en),
+                service,
+                kind,
+                status_s,
+                attrs,
+                _links(sp),
+            )
+            if row is not None:
+                yield row
+            continue
+        name = get("name")
+        name_s = name if type(name) is str else str(name) if name is not None else ""
+        resend = attrs.get("http.request.resend_count") if attrs else None
+        links = _links(sp)
+        yield {
+            "trace_id": tid,
+            "span_id": sid,
+            "parent_id": pid,
+            "name": name_s,
+            "start_ns": start,
+            "end_ns": end,
+            "service": service,
+            "kind": kind,
+            "status": status_s,
+            "layer": classify(name_s, kind, attrs, service=service, rules=rules),
+            "follows_from": False,
+            "resend": resend if isinstance(resend, int) else None,
+            "attributes": attrs or None,
+            "links": links or None,
+        }
 
 
 def _pb_value(v: Any) -> Any:
