@@ -338,6 +338,10 @@ class SpanStore:
                     con.execute("SELECT count(*) FROM trace_sets WHERE name = ?", [set_name]).fetchone()[0]
                 )
                 if known:
+                    if buckets is not None:
+                        # Parallel readers (one per process, each also computing): DuckDB's own threads per reader
+                        # would only oversubscribe the cores.
+                        con.execute("SET threads = 1")
                     cur = con.execute(
                         f"SELECT {_ROW_COLUMNS} FROM spans WHERE {where} "  # noqa: S608 - constant columns
                         "ORDER BY trace_id, start_ns, end_ns, span_id",
