@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tailscope.trace.facts import OpFacts, Retry, TraceFacts, fanout_width
+from tailscope.trace.tree import break_cycles
 from tailscope.trace.waterfall import CANDIDATE_LAYERS, WaterfallGroup, pattern_of
 
 #: One store row: trace id, span id, parent id, name, start ns, end ns, service, kind, status, layer, follows-from,
@@ -32,30 +33,6 @@ def _dedupe(rows: Sequence[Row]) -> list[Row]:
             seen.add(r[1])
             kept.append(r)
     return kept
-
-
-def _break_cycles(starts: Sequence[int], sids: Sequence[str], parent: list[int]) -> int:
-    """Cut parent links that form cycles (mutates ``parent``), like :func:`tailscope.trace.tree.build_tree`."""
-    n = len(parent)
-    state = [0] * n
-    cut = 0
-    for start in range(n):
-        if state[start]:
-            continue
-        walk: list[int] = []
-        i = start
-        while i >= 0 and state[i] == 0:
-            state[i] = 1
-            walk.append(i)
-            i = parent[i]
-        if i >= 0 and state[i] == 1:
-            cycle = walk[walk.index(i) :]
-            victim = min(cycle, key=lambda j: (starts[j], sids[j]))
-            parent[victim] = -1
-            cut += 1
-        for j in walk:
-            state[j] = 2
-    return cut
 
 
 def facts_from_rows(rows: Sequence[Row], *, async_blocking: bool = False) -> TraceFacts:
@@ -109,7 +86,7 @@ def facts_from_rows(rows: Sequence[Row], *, async_blocking: bool = False) -> Tra
                 parent[i] = p
                 if p > i:
                     backward = True
-    cycles = _break_cycles(starts, sids, parent) if backward else 0
+    cycles = len(break_cycles(parent, lambda j: (starts[j], sids[j]))) if backward else 0
     children: list[list[int] | None] = [None] * n
     roots: list[int] = []
     skew = overflow = 0

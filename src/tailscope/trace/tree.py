@@ -9,7 +9,7 @@ different services (hosts), else as an overflow. Clipping children to their pare
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tailscope.records import Span
@@ -133,7 +133,7 @@ def build_tree(spans: Sequence[Span], trace_id: str | None = None) -> TraceTree:
                 orphans.append(i)
             else:
                 parent[i] = p
-    cycles_broken = _break_cycles(kept, parent)
+    cycles_broken = break_cycles(parent, lambda j: (kept[j].start_ns, kept[j].span_id))
     kids: list[list[int]] = [[] for _ in range(n)]
     roots: list[int] = []
     for i in range(n):
@@ -184,11 +184,11 @@ def build_tree(spans: Sequence[Span], trace_id: str | None = None) -> TraceTree:
     )
 
 
-def _break_cycles(spans: Sequence[Span], parent: list[int]) -> list[int]:
-    """Cut parent links that form cycles (mutates ``parent``); return the spans whose link was cut.
+def break_cycles(parent: list[int], order: Callable[[int], tuple[int, str]]) -> list[int]:
+    """Cut parent links that form cycles (mutates ``parent``); return the indices whose link was cut.
 
-    Each span is coloured by walking up its parent chain; a walk that meets a span of the same walk has found a
-    cycle, which is broken at its earliest-starting member (ties: smallest span id).
+    Each index is coloured by walking up its parent chain; a walk that meets an index of the same walk has found a
+    cycle, which is broken at its member with the smallest ``order`` (start time, then span id).
     """
     n = len(parent)
     state = [0] * n  # 0 = unvisited, 1 = on the current walk, 2 = known to reach a root
@@ -204,8 +204,7 @@ def _break_cycles(spans: Sequence[Span], parent: list[int]) -> list[int]:
             i = parent[i]
         if i >= 0 and state[i] == 1:
             # i is on this walk: the cycle is walk[walk.index(i):].
-            cycle = walk[walk.index(i) :]
-            victim = min(cycle, key=lambda j: (spans[j].start_ns, spans[j].span_id))
+            victim = min(walk[walk.index(i) :], key=order)
             parent[victim] = -1
             cut.append(victim)
         for j in walk:

@@ -193,6 +193,33 @@ def _pos(position: str | tuple[str, int]) -> str:
     return f"{position[0]}[{position[1]}]" if isinstance(position, tuple) else position
 
 
+def _checked_ids_and_times(
+    ctx: ParseContext,
+    position: str | tuple[str, int],
+    trace_id: Any,
+    span_id: Any,
+    start_ns: int | None,
+    end_ns: int | None,
+) -> tuple[str, str, int, int] | None:
+    """Normalized (trace id, span id, start, end) of one span, or None with the problem recorded (shared by
+    :func:`make_span` and :func:`make_row`, so both paths report the same problems)."""
+    tid = normalize_id(trace_id, width=32)
+    if tid is None:
+        ctx.problem(_pos(position), "span without trace id, skipped")
+        return None
+    sid = normalize_id(span_id, width=16)
+    if sid is None:
+        ctx.problem(_pos(position), "span without span id, skipped")
+        return None
+    if start_ns is None or end_ns is None:
+        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
+        return None
+    if end_ns < start_ns:
+        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
+        end_ns = start_ns
+    return tid, sid, start_ns, end_ns
+
+
 def make_span(
     ctx: ParseContext,
     position: str | tuple[str, int],
@@ -214,20 +241,10 @@ def make_span(
 
     ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded.
     """
-    tid = normalize_id(trace_id, width=32)
-    if tid is None:
-        ctx.problem(_pos(position), "span without trace id, skipped")
+    checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
+    if checked is None:
         return None
-    sid = normalize_id(span_id, width=16)
-    if sid is None:
-        ctx.problem(_pos(position), "span without span id, skipped")
-        return None
-    if start_ns is None or end_ns is None:
-        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
-        return None
-    if end_ns < start_ns:
-        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
-        end_ns = start_ns
+    tid, sid, start_ns, end_ns = checked
     name_s = name if type(name) is str else str(name) if name is not None else ""
     attrs = attributes if type(attributes) is dict else dict(attributes)
     return Span(
@@ -267,20 +284,10 @@ def make_row(
 
     The same validation and problems; the ingest fast path uses it to skip building a Span only to encode it.
     """
-    tid = normalize_id(trace_id, width=32)
-    if tid is None:
-        ctx.problem(_pos(position), "span without trace id, skipped")
+    checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
+    if checked is None:
         return None
-    sid = normalize_id(span_id, width=16)
-    if sid is None:
-        ctx.problem(_pos(position), "span without span id, skipped")
-        return None
-    if start_ns is None or end_ns is None:
-        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
-        return None
-    if end_ns < start_ns:
-        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
-        end_ns = start_ns
+    tid, sid, start_ns, end_ns = checked
     name_s = name if type(name) is str else str(name) if name is not None else ""
     attrs = attributes if type(attributes) is dict else dict(attributes)
     resend = attrs.get("http.request.resend_count") if attrs else None
