@@ -53,5 +53,5 @@ class Frontend:
         start = max(now_ns, self._free_ns)
         done = start + self.model.tokenize_ns(prompt_tokens)
         self._free_ns = done
-        u = (zlib.crc32(b"%d" % (self.seed ^ key)) & 0xFFFF) / 65536.0
+        u = (zlib.crc32(b"%d/%d" % (self.seed, key)) & 0xFFFF) / 65536.0
         return done - now_ns + self.model.frontend_delay_ns(in_flight, u)
