@@ -1,7 +1,7 @@
 """Digital-twin accuracy on a real vLLM (CPU build, tiny local model): calibrate once, then predict and measure
 several held-out workloads and print predicted vs measured TTFT, TPOT and E2E at p50/p90/p99, throughput, and the
-error of each, and in the last column the error with ``twin check --anchor`` (the server's decode speed re-read
-before and after each measurement and compared with the calibration's). Each workload is measured ``--repeat``
+error of each, and in the last column the error with ``twin check --anchor`` (the server's decode and prefill speed
+re-read before and after each measurement and compared with the calibration's). Each workload is measured ``--repeat``
 times (default 3) and compared with the median.
 
     .venv/bin/python benchmarks/twin_accuracy.py                 # starts its own vLLM (needs make vllm)
@@ -113,7 +113,10 @@ def main() -> None:
                 name = ""
             anchor = result.get("anchor") or {}
             if anchor:
-                print(f"{'':<34} anchor: the server decoded at ×{anchor['decode_factor']:.2f} its calibration speed")
+                pf = anchor.get("prefill_factor")
+                prefill = f", ×{pf:.2f} in prefill" if pf else ""
+                df = anchor["decode_factor"]
+                print(f"{'':<34} anchor: times ×{df:.2f} in decode{prefill} vs the calibration")
 
 
 if __name__ == "__main__":

@@ -31,14 +31,16 @@ def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
 def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """End to end on the real server: calibrate, then predict and measure two held-out Poisson workloads.
 
-    Each workload is measured three times (``--repeat 3``) and compared with the median, and ``--anchor`` rescales
-    the twin's decode costs by the server's decode speed now vs during calibration (the same small reference stream
-    measured both times). The issue's targets (TTFT and TPOT p50 within 25 %, p90 within 35 %) are what
-    ``benchmarks/twin_accuracy.py`` reports; this test asserts a factor of two at p50 and p90. On this 2-core VM the
-    errors of the same check move by ±20 points from one try to the next (a fixed CPU loop takes 22–44 ms by the
-    second; vLLM CPU's three processes and the client share the two cores), and the twin over-predicts TTFT p50 of
-    busy open-loop traffic by up to +61 % (measured in a clean CI run: 45 vs 28 ms, the three repeats agreeing), so
-    a CI gate at the targets would fail for reasons the issue note explains.
+    The issue's targets: predicted TTFT and TPOT p50 within 25 % of the measurement, p90 within 35 %. Each workload
+    is measured three times (``--repeat 3``, new prompt text each time so the server's prefix cache cannot answer a
+    repeat) and compared with the median; ``--anchor`` rescales the twin to the server's speed now vs during
+    calibration (the same two small reference runs measured both times): this 2-core VM's speed swings by 30–50 %
+    over minutes (unanchored errors of the same check read −46 … +65 % in one afternoon's tries).
+
+    A workload whose check misses a target is checked once more on a new draw (another seed: new arrival times,
+    lengths and prompt text); one of the two checks must meet every target. In 24 checks of these two workloads
+    after the fixes that made the twin accurate, 22 met every target; the two misses were TTFT p50 −26 % and TPOT
+    p50 −28 % (the calibration and the check sit minutes apart on a VM whose speed drifts; see docs/engine.md).
     """
     db = str(tmp_path / "db.duckdb")
     twin = tmp_path / "twin.yaml"
@@ -52,45 +54,58 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
     assert doc["fitted_on"]["decode_observations"] >= 10
     assert doc["coefficients_us"]["step_overhead_us"] > 0
     assert len(doc["speed"]["quantiles"]) == 21  # the machine's measured speed noise travels with the twin
-    assert doc["fitted_on"]["anchor_tpot_ms"] > 0  # the reference `twin check --anchor` compares the server with
+    assert doc["fitted_on"]["anchor_tpot_ms"] > 0  # the references `twin check --anchor` compares the server with
+    assert set(doc["fitted_on"]["anchor_lone_ttft_ms"]) == {64, 256, 768}
     for name, load in HELD_OUT:
-        out = tmp_path / f"{name}.json"
-        q = cli(
-            "twin",
-            "check",
-            "--calibration",
-            str(twin),
-            "--url",
-            vllm_server.base_url,
-            "--model",
-            vllm_server.model,
-            *load,
-            "--anchor",
-            "--repeat",
-            "3",
-            "--tolerance",
-            "1.0",
-            "--json",
-            str(out),
-            *(["--html", str(tmp_path / f"{name}.html")] if name == "rate-low" else []),
-            "--db",
-            db,
-        )
-        assert out.exists(), q.stdout + q.stderr
-        result = json.loads(out.read_text())
-        rows = {(r["metric"], r["percentile"]): r for r in result["rows"]}
-        report = (
-            "\n".join(
-                f"{k}: predicted {r['predicted']} measured {r['measured']} error {r['error']}" for k, r in rows.items()
+        misses: list[str] = []
+        for attempt, seed in enumerate(("0", "1")):
+            out = tmp_path / f"{name}-{attempt}.json"
+            q = cli(
+                "twin",
+                "check",
+                "--calibration",
+                str(twin),
+                "--url",
+                vllm_server.base_url,
+                "--model",
+                vllm_server.model,
+                *load,
+                "--seed",
+                seed,
+                "--anchor",
+                "--repeat",
+                "3",
+                "--tolerance",
+                "1.0",
+                "--json",
+                str(out),
+                *(["--html", str(tmp_path / f"{name}.html")] if name == "rate-low" else []),
+                "--db",
+                db,
             )
-            + f"\nrepeats: {result.get('repeats')}\nanchor: {result.get('anchor')}"
-        )
-        # the exit code follows the verdict
-        assert (q.returncode == 0) == result["passed"], report
-        assert len(result["measured_runs"]) == 3
-        for metric in ("ttft_ms", "tpot_ms"):
-            for pct in ("p50", "p90"):
-                r = rows[(metric, pct)]
-                assert 0.5 <= r["predicted"] / r["measured"] <= 2.0, f"{name} {metric} {pct}\n{report}"
-        assert abs(rows[("output_tokens_per_s", "")]["error"]) <= 0.25, f"{name}\n{report}"
+            assert out.exists(), q.stdout + q.stderr
+            result = json.loads(out.read_text())
+            rows = {(r["metric"], r["percentile"]): r for r in result["rows"]}
+            report = (
+                "\n".join(
+                    f"{k}: predicted {r['predicted']} measured {r['measured']} error {r['error']}"
+                    for k, r in rows.items()
+                )
+                + f"\nrepeats: {result.get('repeats')}\nanchor: {result.get('anchor')}"
+            )
+            # the exit code follows the verdict; every repeat was measured; throughput is right
+            assert (q.returncode == 0) == result["passed"], report
+            assert len(result["measured_runs"]) == 3
+            assert abs(rows[("output_tokens_per_s", "")]["error"]) <= 0.25, f"{name}\n{report}"
+            missed = [
+                f"{metric} {pct}: error {rows[(metric, pct)]['error']:+.0%} (target ±{target:.0%})"
+                for metric in ("ttft_ms", "tpot_ms")
+                for pct, target in (("p50", 0.25), ("p90", 0.35))
+                if abs(rows[(metric, pct)]["error"]) > target
+            ]
+            if not missed:
+                break
+            misses.append(f"{name}, check {attempt + 1} (seed {seed}): {'; '.join(missed)}\n{report}")
+        # one more check of a new draw of the same workload when the first misses: the targets must hold in a check
+        assert len(misses) < 2, "\n\n".join(misses)
     assert (tmp_path / "rate-low.html").stat().st_size > 100_000  # the report embeds its chart library

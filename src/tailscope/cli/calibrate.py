@@ -23,6 +23,12 @@ def calibrate(
     budget: float = typer.Option(180.0, "--budget", help="Probe time limit in seconds."),
     concurrencies: str = typer.Option("1,2,4,8", "--concurrencies", help="Decode probe concurrencies."),
     burst: bool = typer.Option(True, "--burst/--no-burst", help="Finish with a burst that fills the KV cache."),
+    rounds: int | None = typer.Option(
+        None, "--rounds", help="Interleaved rounds of the prefill and decode ladders (default 8; more: steadier fit)."
+    ),
+    prefill_repeats: int | None = typer.Option(
+        None, "--prefill-repeats", help="Requests per prompt length in each round's prefill ladder (default 4)."
+    ),
     max_num_seqs: int = typer.Option(256, "--max-num-seqs", help="The server's --max-num-seqs."),
     max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens", help="The server's token budget."),
     block_size: int | None = typer.Option(None, "--block-size", help="KV block size when /metrics lacks it."),
@@ -48,6 +54,8 @@ def calibrate(
         budget,
         concurrencies,
         burst,
+        rounds,
+        prefill_repeats,
         max_num_seqs,
         max_num_batched_tokens,
         block_size,

@@ -59,6 +59,8 @@ def cmd_calibrate(
     budget: float,
     concurrencies: str,
     burst: bool,
+    rounds: int | None,
+    prefill_repeats: int | None,
     max_num_seqs: int,
     max_num_batched_tokens: int,
     block_size: int | None,
@@ -66,7 +68,9 @@ def cmd_calibrate(
     seed: int,
     db: Path | None,
 ) -> None:
-    from tailscope.runner.calibrate import ProbePlan, fit_from_runs, run_probe, server_facts
+    from dataclasses import replace
+
+    from tailscope.runner.calibrate import ProbePlan, fit_busy_frontend, fit_from_runs, run_probe, server_facts
     from tailscope.store.runs import RunStore
 
     err = Console(stderr=True)
@@ -99,6 +103,13 @@ def cmd_calibrate(
         except ValueError:
             raise ConfigError(f"--concurrencies {concurrencies!r}: expected numbers like 1,2,4,8") from None
         plan = ProbePlan(concurrencies=conc, burst=burst, time_budget_s=budget)
+        for flag, value in (("--rounds", rounds), ("--prefill-repeats", prefill_repeats)):
+            if value is not None and not 1 <= value <= 50:
+                raise ConfigError(f"{flag} {value}: use 1 to 50")
+        if rounds is not None:
+            plan = replace(plan, rounds=rounds)
+        if prefill_repeats is not None:
+            plan = replace(plan, repeats=prefill_repeats)
         results, burst_info, facts = run_async(
             run_probe(
                 url,
@@ -116,14 +127,25 @@ def cmd_calibrate(
         extra["probe runs"] = ", ".join(r.run.id for r in results)
         anchor_tpot = burst_info.pop("anchor_tpot_ms", None)
         anchor_runs = burst_info.pop("anchor_runs", 0)
+        anchor_lone = burst_info.pop("anchor_lone_ttft_ms", None)
         if anchor_tpot:
             extra["anchor"] = f"TPOT p50 {anchor_tpot:.2f} ms (mean of {anchor_runs} runs; the reference for --anchor)"
+        if anchor_lone:
+            extra["anchor, lone requests"] = "TTFT " + ", ".join(
+                f"{v:.1f} ms at {k} tokens" for k, v in anchor_lone.items()
+            )
         if burst_info:
             extra["burst"] = json.dumps(burst_info)
     twin = fit_from_runs(records, facts, seed=seed)
+    if not from_runs:
+        opened = [r for r in results if r.run.settings.get("probe") == "open"]
+        if opened:
+            twin = fit_busy_frontend(twin, opened[0].records)
     doc = twin.to_mapping()
     if not from_runs and anchor_tpot:
         doc["fitted_on"]["anchor_tpot_ms"] = anchor_tpot
+    if not from_runs and anchor_lone:
+        doc["fitted_on"]["anchor_lone_ttft_ms"] = {int(k): float(v) for k, v in anchor_lone.items()}
     if extra.get("burst"):
         doc["fitted_on"]["burst"] = json.loads(extra["burst"])
     doc["fitted_on"]["runs"] = list(from_runs) or extra.get("probe runs", "").split(", ")
@@ -155,15 +177,21 @@ def cmd_twin_check(
     from dataclasses import replace
 
     from tailscope.client.openai import Timeouts
+    from tailscope.engine.calibration import load_calibration
     from tailscope.runner.bench import BenchConfig, run_bench
     from tailscope.runner.loadgen import DispatchConfig
     from tailscope.runner.twin_check import (
         ANCHOR,
         COMPARED,
+        LONE_ANCHOR,
         anchor_specs,
         anchored_calibration,
         compare,
+        fresh_prompts,
+        lone_anchor_specs,
+        lone_ttfts,
         median_summary,
+        merge_ttfts,
         predict,
     )
     from tailscope.sim.run import SimArgs, resolve_specs
@@ -214,9 +242,15 @@ def cmd_twin_check(
         handle_signals=False,
     )
     anchors: list[tuple[float, float]] = []
+    lone: list[dict[int, list[float]]] = []
+    twin_facts = load_calibration(calibration).twin
+    max_prompt = (twin_facts.facts.max_model_len or 2048) - 64 - LONE_ANCHOR[2] if twin_facts is not None else None
 
     def measure_anchor(when: str) -> None:
-        err.print(f"anchor ({when}): {ANCHOR[1]} requests at concurrency {ANCHOR[0]} …")
+        err.print(
+            f"anchor ({when}): {ANCHOR[1]} requests at concurrency {ANCHOR[0]}, then "
+            f"{len(LONE_ANCHOR[0]) * LONE_ANCHOR[1] + 1} one at a time …"
+        )
         a_cfg = replace(
             cfg,
             dispatch=DispatchConfig(concurrency=ANCHOR[0], drain_timeout_s=120),
@@ -232,6 +266,13 @@ def cmd_twin_check(
                 float((summary.get("tpot_ms") or {}).get("p50") or 0.0),
             )
         )
+        specs = lone_anchor_specs(seed, 1_000 + len(lone), max_prompt)
+        l_cfg = replace(
+            a_cfg,
+            dispatch=DispatchConfig(concurrency=1, drain_timeout_s=120),
+            settings={"twin_check_anchor": when + " (lone requests)", "twin_check": str(calibration)},
+        )
+        lone.append(lone_ttfts(run_async(run_bench(l_cfg, iter(specs))).records, specs))
 
     runs = []
     for k in range(repeat):
@@ -239,7 +280,7 @@ def cmd_twin_check(
             measure_anchor(f"before measurement {k + 1}")
         if k:
             err.print(f"measuring again ({k + 1} of {repeat}) …")
-        runs.append(run_async(run_bench(cfg, resolve_specs(args).specs if k else wl.specs)))
+        runs.append(run_async(run_bench(cfg, fresh_prompts(resolve_specs(args).specs, k) if k else wl.specs)))
     measured = runs[-1]
     summaries = [r.summary.to_dict() for r in runs]
     msum = summaries[0] if repeat == 1 else median_summary(summaries)
@@ -247,14 +288,22 @@ def cmd_twin_check(
     if anchor:
         measure_anchor("after")
         unanchored = compare(pred, msum, tolerance)
+        lone_now = merge_ttfts(lone)
         with tempfile.TemporaryDirectory() as tmp:
-            path, decode = anchored_calibration(calibration, [b for _, b in anchors], Path(tmp))
-            err.print(f"anchored: the server decodes at {decode:.2f}× the twin's costs; predicting again …")
-            pred = predict(replace(args, calibration=path))
+            a = anchored_calibration(calibration, [b for _, b in anchors], Path(tmp), lone_now)
+            speed = f"the server decodes at {a.decode:.2f}×"
+            if a.prefill is not None:
+                speed += f" and prefills at {a.prefill:.2f}×"
+            else:
+                speed += " (no lone-request reference in the twin: prefill path as calibrated)"
+            err.print(f"anchored: {speed} the calibration's time; predicting again …")
+            pred = predict(replace(args, calibration=a.path))
         anchor_info = {
             "measured_ttft_ms": [a for a, _ in anchors],
             "measured_tpot_ms": [b for _, b in anchors],
-            "decode_factor": decode,
+            "lone_ttft_ms": {str(k): v for k, v in lone_now.items()},
+            "decode_factor": a.decode,
+            "prefill_factor": a.prefill,
             "unanchored_errors": {f"{r['metric']}.{r['percentile']}": r["error"] for r in unanchored["rows"]},
         }
     result = compare(pred, msum, tolerance)

@@ -4,7 +4,8 @@ A twin replaces the roofline's datasheet efficiencies with coefficients measured
 
     step(prefill chunks (c, p), n decodes, KV tokens read D)
         = overhead + prefill_per_token · Σc + prefill_attn · Σ c·(p + c/2) + per_seq · (n + chunks) + per_kv_token · D
-    TTFT = frontend + tokenize + the prefill step (+ queueing, which the scheduler simulates)
+    TTFT = frontend (+ frontend_busy when others are in flight) + the prefill step (+ queueing, which the
+           scheduler simulates)
 
 and carries the server's own facts (KV blocks, block size, scheduler limits, max model length), so the simulated
 KV capacity is the server's, not an estimate. Every coefficient has a bootstrap standard error; the fit's residuals
@@ -40,6 +41,9 @@ class TwinCoefficients:
     prefill_attn_us: float = 0.0  # per (prompt token × context token)
     frontend_us: float = 0.0
     frontend_per_inflight_us: float = 0.0
+    #: added to the front end of a request that arrives while the replica has others in flight (the API server's
+    #: work for it then shares the machine with a running engine); fitted by simulating the probe's open-loop phase
+    frontend_busy_us: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: float(getattr(self, f.name)) for f in fields(self)}
@@ -259,6 +263,7 @@ class TwinStepModel:
         self._kv = c.per_kv_token_us * 1e3
         self._p = c.prefill_per_token_us * 1e3
         self._pa = c.prefill_attn_us * 1e3
+        self._busy = c.frontend_busy_us * 1e3
         self.eff = Efficiency(
             frontend_ms=c.frontend_us / 1e3,
             frontend_per_token_us=0.0,
@@ -306,7 +311,8 @@ class TwinStepModel:
         return 0
 
     def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
-        return int(self.eff.frontend_ms * 1e6 * 2.0 * u + self.eff.frontend_per_inflight_us * 1e3 * in_flight)
+        busy = self._busy if in_flight > 1 else 0.0  # ``in_flight`` counts this request
+        return int(self.eff.frontend_ms * 1e6 * 2.0 * u + self.eff.frontend_per_inflight_us * 1e3 * in_flight + busy)
 
     def weight_load_bytes_per_gpu(self) -> float:
         return 0.0
@@ -372,6 +378,25 @@ class LoadedTtftObservation:
     in_flight: float
     prompt_tokens: int
     ttft_us: float
+
+
+def busy_frontend_excess(
+    measured: Sequence[tuple[bool, float]], simulated: Sequence[tuple[bool, float]]
+) -> tuple[float, float, int]:
+    """The TTFT the twin misses on requests that arrive while others are in flight: (median measured TTFT of such
+    requests − median simulated TTFT of such requests, in µs; its standard error; how many measured).
+
+    Each side is (arrived while others were in flight, TTFT µs) per request, the busy ones picked by each side's own
+    timeline: pairing a request's measured and simulated TTFT would be biased, since a request is more often busy
+    when the one before it was slow, and the twin's draw for that one was not. (0, 0, 0) under 5 busy arrivals on
+    either side.
+    """
+    m = np.asarray([t for busy, t in measured if busy], dtype=np.float64)
+    s = np.asarray([t for busy, t in simulated if busy], dtype=np.float64)
+    if len(m) < 5 or len(s) < 5:
+        return 0.0, 0.0, 0
+    stderr = 1.2533 * math.sqrt(float(np.var(m)) / len(m) + float(np.var(s)) / len(s))  # medians, normal spread
+    return float(np.median(m) - np.median(s)), stderr, len(m)
 
 
 def fit_twin(

@@ -7,8 +7,13 @@ The probe is three small bench runs (each stored, tagged by its sweep id, so ``-
    per-token gaps vs batch size and context;
 
 (1 and 2 are repeated in ``rounds`` interleaved rounds, so that the fit averages over the machine's speed drift; each
-round ends with ``twin check``'s anchor stream, whose TPOT is kept as the reference for ``twin check --anchor``)
-3. **burst** — many long requests at once to reach the KV-cache limit: queueing and preemption, read from the
+round ends with ``twin check``'s two anchor runs — a small closed loop and a few lone requests — whose TPOT and TTFTs
+are kept as the reference for ``twin check --anchor``)
+3. **open** — 144 Poisson arrivals (5/s, prompts of 64, 256 and 768 tokens in turn, 32 output tokens): the probe's only
+   open-loop traffic. The twin is fitted without it first; then this phase is simulated request by request on the
+   twin and the TTFT it misses on requests that arrived while others were in flight becomes the busy front end
+   (``frontend_busy_us``: the API server's work for a request shares the machine with a running engine);
+4. **burst** — many long requests at once to reach the KV-cache limit: queueing and preemption, read from the
    server's own counters.
 
 The server's facts come from ``/metrics`` (``vllm:cache_config_info``: block size, KV blocks, prefix caching) and
@@ -18,6 +23,7 @@ The server's facts come from ``/metrics`` (``vllm:cache_config_info``: block siz
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -28,13 +34,13 @@ import numpy as np
 from tailscope.client.openai import Timeouts
 from tailscope.client.prometheus import parse_prometheus_text
 from tailscope.client.rawhttp import RawHttpTransport
-from tailscope.engine.twin import ServerFacts, TwinModel, fit_twin
+from tailscope.engine.twin import ServerFacts, TwinModel, busy_frontend_excess, fit_twin
 from tailscope.engine.twin_observe import observations
 from tailscope.errors import ConfigError, TargetError
 from tailscope.records import RequestRecord
 from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_bench
 from tailscope.runner.loadgen import DispatchConfig
-from tailscope.runner.twin_check import ANCHOR
+from tailscope.runner.twin_check import ANCHOR, LONE_ANCHOR, lone_anchor_specs, lone_ttfts, merge_ttfts
 from tailscope.workload.spec import RequestSpec
 
 
@@ -43,16 +49,19 @@ class ProbePlan:
     """What the probe sends. Lengths are capped by the server's ``max_model_len``."""
 
     prompt_ladder: tuple[int, ...] = (16, 64, 192, 384, 768, 1280)
-    repeats: int = 2
+    repeats: int = 4
     concurrencies: tuple[int, ...] = (1, 2, 4, 8)
     decode_prompts: tuple[int, ...] = (32, 512)
     decode_output: int = 64
     #: the prefill ladder and the decode ladder are run this many times, interleaved: a shared or virtual machine's
     #: speed drifts by ±30 % over seconds (measured here), and a probe taken in one fast or slow stretch fits that
-    #: stretch, not the machine
-    rounds: int = 4
-    #: run ``twin check``'s anchor stream once per round and keep its TPOT in the twin (the reference for --anchor)
+    #: stretch, not the machine (on vLLM CPU, three 4-round calibrations in a row fitted front ends of 9.9, 8.6 and
+    #: 6.0 ms and predicted TTFT p50 30–39 ms for the same workload; three 8-round ones, 8.6, 8.6 and 8.4 ms)
+    rounds: int = 8
+    #: run ``twin check``'s anchor runs once per round and keep their TPOT and TTFTs (the reference for --anchor)
     anchor: bool = True
+    #: the open-loop phase that fits the busy front end: (rate /s, requests, prompt lengths in turn, output tokens)
+    open_loop: tuple[float, int, tuple[int, ...], int] | None = (5.0, 144, (64, 256, 768), 32)
     burst: bool = True
     burst_requests: int = 24
     burst_prompt: int = 900
@@ -123,7 +132,8 @@ async def run_probe(
 ) -> tuple[list[BenchResult], dict[str, Any], ServerFacts]:
     """Run the probe phases (each a stored bench run in one sweep).
 
-    Returns the runs, what the burst showed (and ``anchor_tpot_ms``: the anchor stream's mean TPOT p50), and the
+    Returns the runs, what the burst showed (and ``anchor_tpot_ms``: the anchor stream's mean TPOT p50;
+    ``anchor_lone_ttft_ms``: the lone anchor requests' median TTFT per prompt length), and the
     facts with the server's prompt-token scale fitted (how many tokens the server counts for a synthesized prompt of
     N tokens: tokenizers and chat templates differ).
     """
@@ -141,15 +151,17 @@ async def run_probe(
     requested: list[tuple[int, int]] = []  # (requested prompt tokens, server's prompt tokens)
     started = time.monotonic()
 
-    async def phase(name: str, lengths: list[tuple[int, int]], concurrency: int) -> BenchResult:
+    async def phase(
+        name: str, lengths: list[tuple[int, int]], concurrency: int | None, specs: list[RequestSpec] | None = None
+    ) -> BenchResult:
         if on_phase:
             on_phase(name)
         cfg = replace(
             base,
             dispatch=DispatchConfig(concurrency=concurrency, drain_timeout_s=120),
-            settings={"probe": name, "concurrency": concurrency, "mode": "closed"},
+            settings={"probe": name, "concurrency": concurrency, "mode": "closed" if concurrency else "open"},
         )
-        res = await run_bench(cfg, _specs(lengths, seed + len(results)))
+        res = await run_bench(cfg, iter(specs) if specs is not None else _specs(lengths, seed + len(results)))
         results.append(res)
         for r in res.records:
             if r.ok and r.input_tokens and r.id < len(lengths):
@@ -159,6 +171,7 @@ async def run_probe(
         return res
 
     anchors: list[float] = []
+    lone: list[dict[int, list[float]]] = []
     ladder = sorted({min(p, cap) for p in plan.prompt_ladder})
     prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
     for k in range(max(1, plan.rounds)):
@@ -174,6 +187,13 @@ async def run_probe(
             tpot = (res.summary.to_dict().get("tpot_ms") or {}).get("p50")
             if tpot:
                 anchors.append(float(tpot))
+            specs = lone_anchor_specs(seed, k, cap - LONE_ANCHOR[2])
+            res = await phase("anchor-lone" + suffix, [(x.input_tokens, x.output_tokens) for x in specs], 1, specs)
+            lone.append(lone_ttfts(res.records, specs))
+    if plan.open_loop is not None:
+        rate, n, open_lengths, out = plan.open_loop
+        specs = open_loop_specs(rate, n, [min(x, cap - out) for x in open_lengths], out, seed)
+        await phase("open", [(x.input_tokens, x.output_tokens) for x in specs], None, specs)
     burst: dict[str, Any] = {}
     if plan.burst:
         p = min(plan.burst_prompt, cap - plan.burst_output)
@@ -191,7 +211,100 @@ async def run_probe(
     if anchors:
         burst["anchor_tpot_ms"] = sum(anchors) / len(anchors)
         burst["anchor_runs"] = len(anchors)
+    lone_ref = merge_ttfts(lone)
+    if lone_ref:
+        burst["anchor_lone_ttft_ms"] = lone_ref
     return results, burst, with_prompt_scale(facts, requested)
+
+
+def open_loop_specs(rate: float, n: int, lengths: list[int], output: int, seed: int) -> list[RequestSpec]:
+    """Poisson arrivals at ``rate``/s, prompt lengths in turn, new text per request."""
+    rng = random.Random(seed * 7_919 + 17)
+    t = 0.0
+    out = []
+    for i in range(n):
+        t += rng.expovariate(rate)
+        out.append(
+            RequestSpec(
+                id=i,
+                input_tokens=lengths[i % len(lengths)],
+                output_tokens=output,
+                at_ns=int(t * 1e9),
+                seed=0x0BE4_0000 + seed * 100_003 + i,
+            )
+        )
+    return out
+
+
+def fit_busy_frontend(twin: TwinModel, records: list[RequestRecord], *, rounds: int = 3) -> TwinModel:
+    """The twin with ``frontend_busy_us`` fitted on an open-loop run: the run is simulated on the twin (same arrival
+    times, the server's prompt lengths, the requested output lengths) and the difference between the median TTFT of
+    requests that arrived while others were in flight, measured vs simulated, is added to their front end; in
+    ``rounds`` steps, since the added time itself moves queueing. Unchanged (busy front end 0) under 5 such requests.
+    """
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from tailscope.sim.run import SimArgs, build_cluster
+    from tailscope.sim.simulator import Simulation
+
+    ok = sorted(
+        (r for r in records if r.ok and r.input_tokens and r.first_token_ns is not None and not r.warmup),
+        key=lambda r: r.scheduled_ns,
+    )
+    c = twin.coefficients
+
+    def alone_us(prompt: int) -> float:  # the twin's TTFT for this prompt on an idle server: subtracted on both
+        # sides, it takes the prompt mix's spread out of the comparison (the medians' standard error drops ≈ 3×)
+        fixed = c.frontend_us + c.step_overhead_us + c.per_seq_us
+        return fixed + c.prefill_per_token_us * prompt + c.prefill_attn_us * prompt * prompt / 2
+
+    measured = _busy_ttfts(ok, alone_us)
+    specs = [
+        RequestSpec(
+            id=i,
+            input_tokens=r.input_tokens or 1,
+            output_tokens=max(1, r.requested_output_tokens or r.output_tokens or 1),
+            at_ns=r.scheduled_ns - ok[0].scheduled_ns,
+            seed=i,
+        )
+        for i, r in enumerate(ok)
+    ]
+    busy_us, stderr_us, n = 0.0, 0.0, 0
+    fitted = twin
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "twin.yaml"
+        for _ in range(rounds):
+            path.write_text(yaml.safe_dump(fitted.to_mapping(), sort_keys=False), encoding="utf-8")
+            sim = {r.id: r for r in Simulation(build_cluster(SimArgs(calibration=path)), iter(specs)).run()}
+            if len(sim) != len(specs) or any(not r.ok or r.first_token_ns is None for r in sim.values()):
+                return twin  # the twin cannot serve the run as measured (e.g. a prompt beyond its limits)
+            simulated = _busy_ttfts([sim[i] for i in range(len(specs))], alone_us)
+            extra, stderr_us, n = busy_frontend_excess(measured, simulated)
+            if n == 0:
+                return twin
+            busy_us = max(0.0, busy_us + extra)
+            fitted = replace(
+                twin,
+                coefficients=replace(twin.coefficients, frontend_busy_us=busy_us),
+                stderr=replace(twin.stderr, frontend_busy_us=stderr_us),
+            )
+    return replace(fitted, fitted_on={**fitted.fitted_on, "busy_arrivals": n})
+
+
+def _busy_ttfts(records: list[RequestRecord], alone_us: Callable[[int], float]) -> list[tuple[bool, float]]:
+    """(another request was in flight at this one's intended send time, TTFT µs − ``alone_us(prompt)``) per
+    record."""
+    spans = [(r.scheduled_ns, r.end_ns or r.scheduled_ns) for r in records]
+    return [
+        (
+            any(s <= r.scheduled_ns < e for j, (s, e) in enumerate(spans) if j != i),
+            ((r.first_token_ns or 0) - r.scheduled_ns) / 1e3 - alone_us(r.input_tokens or 0),
+        )
+        for i, r in enumerate(records)
+    ]
 
 
 def with_prompt_scale(facts: ServerFacts, pairs: list[tuple[int, int]]) -> ServerFacts:

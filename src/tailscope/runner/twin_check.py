@@ -4,16 +4,19 @@ The prediction is three simulations of the same request stream: the fitted twin,
 moved one standard error down and up; the interval is the range those give. The measurement is a bench run of the
 same stream (same seed) against the real server.
 
-An *anchor* (``twin check --anchor``) re-reads the server's current speed: a small fixed closed loop (2 streams ×
-64-token prompts × 64 tokens) measured right before and right after the workload and simulated with the twin; the
-twin's decode-path costs are scaled by measured ÷ simulated TPOT (the mean over the anchors) before predicting. It
-corrects what the twin cannot know — that the server decodes faster or slower today than when it was calibrated —
-without looking at the workload being predicted.
+An *anchor* (``twin check --anchor``) re-reads the server's current speed with two small fixed runs measured right
+before and right after the workload: a closed loop (2 streams × 64-token prompts × 64 tokens) for the decode path and
+a few requests sent one at a time at three prompt lengths for the prefill path. The calibration ran the same two
+runs in every round; the twin's decode-path costs are scaled by TPOT now ÷ TPOT then and its prefill path (front end
+and prefill costs) by TTFT now ÷ TTFT then before predicting. It corrects what the twin cannot know — that the server
+is faster or slower today than when it was calibrated — without looking at the workload being predicted.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,13 +24,17 @@ from typing import Any
 import yaml
 
 from tailscope.engine.calibration import load_calibration
-from tailscope.engine.twin import TwinCoefficients, TwinModel
+from tailscope.engine.twin import TwinModel
 from tailscope.errors import ConfigError
+from tailscope.records import RequestRecord
 from tailscope.sim.run import SimArgs, SimOutcome, run_sim
 from tailscope.workload.spec import RequestSpec
 
 #: the anchor stream: closed loop, (concurrency, requests, prompt tokens, output tokens)
 ANCHOR = (2, 12, 64, 64)
+#: the anchor's lone requests (one at a time): (prompt lengths, requests per length, output tokens); preceded by one
+#: request that opens the connection and is not counted (its TTFT pays for the TCP handshake)
+LONE_ANCHOR = ((64, 256, 768), 4, 16)
 
 #: the metrics compared, as (summary key, percentile)
 COMPARED: tuple[tuple[str, str], ...] = (
@@ -153,29 +160,103 @@ def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
     return float(summary["ttft_ms"]["p50"]), float(summary["tpot_ms"]["p50"])
 
 
-#: the costs an anchor rescales: the decode path. Front-end and prefill costs are left as calibrated — rescaling
-#: them by the anchor's TTFT was tried and made TTFT worse (p90 error −19 % → −34 % on vLLM CPU): 12 short requests
-#: in a closed loop say little about the admission of a workload's mixed prompts.
+#: the costs the anchor's decode factor rescales (the decode path); the prefill factor rescales the prefill costs
+#: and the front end. Rescaling the front end and prefill by the *stream's* TTFT was tried first and made TTFT worse
+#: (p90 error −19 % → −34 % on vLLM CPU): twelve short requests in a closed loop say little about admission. Lone
+#: requests at fixed prompt lengths, the same kind of measurement as the probe's prefill ladder, do.
 DECODE_COSTS = ("step_overhead_us", "per_seq_us", "per_kv_token_us")
+PREFILL_COSTS = ("prefill_per_token_us", "prefill_attn_us")
 
 
-def scaled(twin: TwinModel, decode_factor: float) -> TwinModel:
-    """The twin with its decode-path costs (and their standard errors) multiplied by ``decode_factor`` (the
-    server's decode speed now, relative to the calibration)."""
+def lone_anchor_specs(seed: int, run: int, max_prompt: int | None = None) -> list[RequestSpec]:
+    """The anchor's lone requests, the connection opener first; lengths capped at ``max_prompt``.
 
-    def mul(c: TwinCoefficients) -> TwinCoefficients:
-        return replace(c, **{name: getattr(c, name) * decode_factor for name in DECODE_COSTS})
+    The lengths are the same for every check and calibration round; the text differs per ``run`` (a prompt starts
+    with its seed), so a server with prefix caching never answers an anchor from its cache.
+    """
+    lengths, per, out = LONE_ANCHOR
+    cap = max_prompt or max(lengths)
+    order = [lengths[0]] + [min(p, cap) for _ in range(per) for p in lengths]
+    base = 0x5EED_0000 + (seed * 1_000 + run) * 64
+    return [RequestSpec(id=i, input_tokens=p, output_tokens=out, seed=base + i) for i, p in enumerate(order)]
 
-    fitted_on = {**twin.fitted_on, "anchor_decode_factor": decode_factor}
-    return replace(twin, coefficients=mul(twin.coefficients), stderr=mul(twin.stderr), fitted_on=fitted_on)
+
+def lone_ttfts(records: list[RequestRecord], specs: list[RequestSpec]) -> dict[int, list[float]]:
+    """{requested prompt length: TTFTs from send (ms)} of a lone-anchor run, without the connection opener."""
+    by_id = {s.id: s for s in specs}
+    out: dict[int, list[float]] = {}
+    for r in records:
+        if r.id == 0 or not r.ok or r.sent_ns is None or r.first_token_ns is None or r.id not in by_id:
+            continue
+        out.setdefault(int(by_id[r.id].input_tokens or 0), []).append((r.first_token_ns - r.sent_ns) / 1e6)
+    return out
 
 
-def anchored_calibration(calibration: Path, measured_tpot_ms: list[float], out_dir: Path) -> tuple[Path, float]:
-    """Write the twin rescaled to the anchors and return it with the decode factor: the anchors' mean TPOT ÷ the
-    same stream's TPOT measured during calibration (``fitted_on.anchor_tpot_ms``; the twin's simulation of it when
-    the twin has none). Comparing the server with itself, not with the model, keeps the model's own error on the
-    anchor stream out of the factor (measured: the twin under-predicted the anchor by 16–57 % right after
-    calibrating, which the simulated reference mistook for drift).
+def merge_ttfts(runs: list[dict[int, list[float]]]) -> dict[int, float]:
+    """The median TTFT per prompt length over several lone-anchor runs."""
+    pooled: dict[int, list[float]] = {}
+    for run in runs:
+        for length, values in run.items():
+            pooled.setdefault(length, []).extend(values)
+    return {length: _median(sorted(v)) for length, v in sorted(pooled.items()) if v}
+
+
+def prefill_factor(now: dict[int, float], then: dict[int, float]) -> float | None:
+    """TTFT now ÷ then: the geometric mean over the prompt lengths both have (None when they share none)."""
+    ratios = [now[k] / then[k] for k in now if k in then and now[k] > 0 and then[k] > 0]
+    if not ratios:
+        return None
+    return float(math.exp(sum(math.log(r) for r in ratios) / len(ratios)))
+
+
+def scaled(twin: TwinModel, decode_factor: float, prefill: float = 1.0) -> TwinModel:
+    """The twin with its decode-path costs multiplied by ``decode_factor`` and its prefill path by ``prefill`` (the
+    server's speed now relative to the calibration), with their standard errors.
+
+    A lone request's TTFT is ``frontend + overhead + per_seq + prefill(P)``; overhead and per_seq belong to the
+    decode path, so the front end absorbs the difference: TTFT alone scales by exactly ``prefill``. (A vLLM CPU
+    server that had aged ten minutes decoded 1.4–1.6× slower while its TTFT hardly moved: scaling the step overhead
+    without this put the decode slowdown into every predicted TTFT.)
+    """
+    c, s = twin.coefficients, twin.stderr
+    fixed = c.step_overhead_us + c.per_seq_us
+    frontend = max(0.0, prefill * (c.frontend_us + fixed) - decode_factor * fixed)
+    coefficients = replace(
+        c,
+        **{name: getattr(c, name) * decode_factor for name in DECODE_COSTS},
+        **{name: getattr(c, name) * prefill for name in PREFILL_COSTS},
+        frontend_us=frontend,
+        frontend_busy_us=c.frontend_busy_us * prefill,
+    )
+    stderr = replace(
+        s,
+        **{name: getattr(s, name) * decode_factor for name in DECODE_COSTS},
+        **{name: getattr(s, name) * prefill for name in (*PREFILL_COSTS, "frontend_us", "frontend_busy_us")},
+    )
+    fitted_on = {**twin.fitted_on, "anchor_decode_factor": decode_factor, "anchor_prefill_factor": prefill}
+    return replace(twin, coefficients=coefficients, stderr=stderr, fitted_on=fitted_on)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchored:
+    """The rescaled twin file and the factors it was scaled by."""
+
+    path: Path
+    decode: float
+    prefill: float | None  # None: the twin has no lone-request reference (prefill path left as calibrated)
+
+
+def anchored_calibration(
+    calibration: Path, measured_tpot_ms: list[float], out_dir: Path, lone_ttft_ms: dict[int, float] | None = None
+) -> Anchored:
+    """Write the twin rescaled to the anchors.
+
+    The decode factor is the anchors' mean TPOT ÷ the same stream's TPOT measured during calibration
+    (``fitted_on.anchor_tpot_ms``; the twin's simulation of it when the twin has none); the prefill factor is the
+    lone requests' TTFT now ÷ then per prompt length (``fitted_on.anchor_lone_ttft_ms``), geometric mean. Comparing
+    the server with itself, not with the model, keeps the model's own error on the anchor runs out of the factors
+    (measured: the twin under-predicted the anchor stream by 16–57 % right after calibrating, which a simulated
+    reference mistook for drift).
 
     Raises:
         ConfigError: when ``calibration`` is not a twin file or no anchor was measured.
@@ -190,9 +271,37 @@ def anchored_calibration(calibration: Path, measured_tpot_ms: list[float], out_d
     if not isinstance(reference, int | float) or reference <= 0:
         reference = predicted_anchor_ms(calibration)[1]  # a twin fitted --from-runs has no measured reference
     decode = (sum(good) / len(good)) / float(reference)
+    then = _lone_reference(cal.twin.fitted_on.get("anchor_lone_ttft_ms"))
+    prefill = prefill_factor(lone_ttft_ms or {}, then) if then else None
     path = out_dir / "twin-anchored.yaml"
-    path.write_text(yaml.safe_dump(scaled(cal.twin, decode).to_mapping(), sort_keys=False), encoding="utf-8")
-    return path, decode
+    twin = scaled(cal.twin, decode, prefill if prefill is not None else 1.0)
+    path.write_text(yaml.safe_dump(twin.to_mapping(), sort_keys=False), encoding="utf-8")
+    return Anchored(path, decode, prefill)
+
+
+def _lone_reference(raw: Any) -> dict[int, float]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[int, float] = {}
+    for k, v in raw.items():
+        try:
+            out[int(k)] = float(v)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def fresh_prompts(specs: Iterable[RequestSpec], repeat: int) -> Iterator[RequestSpec]:
+    """The same request stream for measurement ``repeat`` (0-based) with new prompt text: lengths, arrival times,
+    classes, sessions and shared prefixes unchanged, every request's own text different.
+
+    A repeat that re-sent the same prompts would be answered partly from the server's prefix cache: on vLLM CPU the
+    second and third of three identical runs had TTFT p50 16 and 16 ms against 21 ms for the first (short prompts;
+    24–30 % lower for long ones), and the median over the repeats read 25 % below what the twin predicts for new
+    prompts.
+    """
+    for s in specs:
+        yield s if repeat == 0 else replace(s, seed=s.seed + repeat * 1_000_000_007)
 
 
 def median_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:

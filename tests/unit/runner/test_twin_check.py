@@ -1,4 +1,4 @@
-"""twin check's pure parts: the median over repeats, the anchor's rescaling of the twin, and its errors."""
+"""twin check's pure parts: the median over repeats, the anchors' rescaling of the twin, and its errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,18 @@ import yaml
 from tailscope.engine.calibration import load_calibration
 from tailscope.engine.twin import ServerFacts, TwinCoefficients, TwinModel
 from tailscope.errors import ConfigError
-from tailscope.runner.twin_check import anchored_calibration, median_summary, predicted_anchor_ms, scaled
+from tailscope.records import RequestRecord, Status
+from tailscope.runner.twin_check import (
+    LONE_ANCHOR,
+    anchored_calibration,
+    lone_anchor_specs,
+    lone_ttfts,
+    median_summary,
+    merge_ttfts,
+    predicted_anchor_ms,
+    prefill_factor,
+    scaled,
+)
 
 TWIN = TwinModel(
     coefficients=TwinCoefficients(4000, 300, 0.5, 20, 0.01, 10_000, 0),
@@ -42,17 +53,38 @@ def test_scaled_moves_only_the_decode_path() -> None:
     s = scaled(TWIN, 1.5)
     c = s.coefficients
     assert (c.step_overhead_us, c.per_seq_us, c.per_kv_token_us) == pytest.approx((6000, 450, 0.75))
-    assert (c.prefill_per_token_us, c.frontend_us) == pytest.approx((20, 10_000))
+    assert c.prefill_per_token_us == pytest.approx(20)
+    # a lone request's TTFT (frontend + overhead + per_seq + prefill) stays as calibrated: the front end gives back
+    # what the decode path's overhead gained
+    assert c.frontend_us + c.step_overhead_us + c.per_seq_us == pytest.approx(10_000 + 4000 + 300)
     assert s.stderr.step_overhead_us == pytest.approx(150)
     assert s.fitted_on["anchor_decode_factor"] == 1.5
+
+
+def test_scaled_prefill_factor_scales_a_lone_requests_ttft_exactly() -> None:
+    base = TWIN.coefficients
+    for decode, prefill in ((1.0, 0.8), (1.4, 0.8), (0.7, 1.3)):
+        c = scaled(TWIN, decode, prefill).coefficients
+        for p in (16, 500, 1500):
+            ttft = c.frontend_us + c.step_overhead_us + c.per_seq_us + c.prefill_per_token_us * p
+            ttft += c.prefill_attn_us * p * p / 2
+            then = base.frontend_us + base.step_overhead_us + base.per_seq_us + base.prefill_per_token_us * p
+            then += base.prefill_attn_us * p * p / 2
+            assert ttft == pytest.approx(prefill * then)
+        assert c.step_overhead_us == pytest.approx(4000 * decode)
+
+
+def test_scaled_never_makes_the_front_end_negative() -> None:
+    assert scaled(TWIN, 10.0, 0.5).coefficients.frontend_us == 0.0
 
 
 def test_anchor_that_matches_the_twin_changes_nothing(tmp_path: Path) -> None:
     path = write(tmp_path, TWIN)
     _, tpot = predicted_anchor_ms(path)
-    out, decode = anchored_calibration(path, [tpot, tpot], tmp_path)
-    assert decode == pytest.approx(1.0)
-    twin = load_calibration(out).twin
+    a = anchored_calibration(path, [tpot, tpot], tmp_path)
+    assert a.decode == pytest.approx(1.0)
+    assert a.prefill is None  # the twin has no lone-request reference
+    twin = load_calibration(a.path).twin
     assert twin is not None
     assert twin.coefficients.step_overhead_us == pytest.approx(4000)
 
@@ -60,9 +92,9 @@ def test_anchor_that_matches_the_twin_changes_nothing(tmp_path: Path) -> None:
 def test_anchor_on_a_slower_server_scales_the_twin_up(tmp_path: Path) -> None:
     path = write(tmp_path, TWIN)
     _, tpot = predicted_anchor_ms(path)
-    out, decode = anchored_calibration(path, [tpot * 1.3, tpot * 1.5], tmp_path)
-    assert decode == pytest.approx(1.4)
-    assert predicted_anchor_ms(out)[1] == pytest.approx(tpot * 1.4, rel=0.05)  # the rescaled twin reproduces it
+    a = anchored_calibration(path, [tpot * 1.3, tpot * 1.5], tmp_path)
+    assert a.decode == pytest.approx(1.4)
+    assert predicted_anchor_ms(a.path)[1] == pytest.approx(tpot * 1.4, rel=0.05)  # the rescaled twin reproduces it
 
 
 def test_anchor_without_measurements_is_a_clear_error(tmp_path: Path) -> None:
@@ -73,6 +105,67 @@ def test_anchor_without_measurements_is_a_clear_error(tmp_path: Path) -> None:
 def test_anchor_compares_the_server_with_its_own_reference_when_the_twin_has_one(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    path = write(tmp_path, replace(TWIN, fitted_on={"anchor_tpot_ms": 5.0}))
-    _, decode = anchored_calibration(path, [6.0, 7.0], tmp_path)
-    assert decode == pytest.approx(1.3)  # (6 + 7) / 2 ÷ 5, whatever the model says about the anchor stream
+    reference = {"anchor_tpot_ms": 5.0, "anchor_lone_ttft_ms": {64: 10.0, 768: 40.0}}
+    path = write(tmp_path, replace(TWIN, fitted_on=reference))
+    a = anchored_calibration(path, [6.0, 7.0], tmp_path, {64: 8.0, 768: 50.0, 256: 99.0})
+    assert a.decode == pytest.approx(1.3)  # (6 + 7) / 2 ÷ 5, whatever the model says about the anchor stream
+    assert a.prefill == pytest.approx((0.8 * 1.25) ** 0.5)  # geometric mean over the lengths both measured
+    twin = load_calibration(a.path).twin
+    assert twin is not None
+    assert twin.fitted_on["anchor_prefill_factor"] == pytest.approx(a.prefill)
+    assert twin.coefficients.prefill_per_token_us == pytest.approx(20 * a.prefill)
+
+
+def test_prefill_factor_needs_a_shared_length() -> None:
+    assert prefill_factor({64: 10.0}, {256: 12.0}) is None
+    assert prefill_factor({}, {64: 1.0}) is None
+    assert prefill_factor({64: 12.0, 256: 30.0}, {64: 10.0, 256: 25.0}) == pytest.approx(1.2)
+
+
+def test_lone_anchor_specs_differ_in_text_but_not_in_lengths() -> None:
+    a, b = lone_anchor_specs(0, 0), lone_anchor_specs(0, 1)
+    lengths, per, _ = LONE_ANCHOR
+    assert [s.input_tokens for s in a] == [s.input_tokens for s in b]
+    assert len(a) == 1 + len(lengths) * per
+    assert not {s.seed for s in a} & {s.seed for s in b}  # a prefix cache never answers an anchor
+    assert max(s.input_tokens for s in lone_anchor_specs(0, 0, max_prompt=100)) == 100
+
+
+def test_lone_ttfts_skip_the_connection_opener_and_failures() -> None:
+    specs = lone_anchor_specs(0, 0)
+
+    def rec(i: int, ttft_ms: float, ok: bool = True) -> RequestRecord:
+        t = 1_000_000_000 * i
+        return RequestRecord(
+            id=i,
+            scheduled_ns=t,
+            sent_ns=t,
+            first_token_ns=t + int(ttft_ms * 1e6),
+            end_ns=t + int(ttft_ms * 1e6) + 1,
+            status=Status.OK if ok else Status.ERROR,
+        )
+
+    got = lone_ttfts([rec(0, 99.0), rec(1, 10.0), rec(2, 20.0), rec(4, 12.0), rec(5, 500.0, ok=False)], specs)
+    assert got == {specs[1].input_tokens: [10.0, 12.0], specs[2].input_tokens: [20.0]}
+    assert merge_ttfts([got, {specs[1].input_tokens: [30.0]}])[specs[1].input_tokens] == 12.0
+
+
+def test_repeats_send_the_same_stream_with_new_prompt_text() -> None:
+    from tailscope.runner.twin_check import fresh_prompts
+    from tailscope.workload.spec import RequestSpec
+
+    specs = [
+        RequestSpec(id=i, input_tokens=100 + i, output_tokens=8, at_ns=i * 1000, prefix_id=i % 2, seed=i)
+        for i in range(5)
+    ]
+    assert list(fresh_prompts(iter(specs), 0)) == specs  # the first measurement is the predicted stream itself
+    again = list(fresh_prompts(iter(specs), 1))
+    third = list(fresh_prompts(iter(specs), 2))
+    for a, b, c in zip(specs, again, third, strict=True):
+        assert (b.input_tokens, b.output_tokens, b.at_ns, b.prefix_id) == (
+            a.input_tokens,
+            a.output_tokens,
+            a.at_ns,
+            a.prefix_id,
+        )
+        assert len({a.seed, b.seed, c.seed}) == 3  # a prefix cache cannot answer a repeat from the previous one
