@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]
+# calibrate (≈ 2 min) and two checks (≈ 1.5 min each; a re-drawn check adds as much): past the default 300 s
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 
 HELD_OUT = [
     # Poisson arrivals at two rates with a mix of prompt lengths (the probe used closed loops and fixed lengths)
