@@ -36,12 +36,12 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
     is measured three times (``--repeat 3``, new prompt text each time so the server's prefix cache cannot answer a
     repeat) and compared with the median; ``--anchor`` rescales the twin to the server's speed now vs during
     calibration (the same two small reference runs measured both times): this 2-core VM's speed swings by 30–50 %
-    over minutes (unanchored errors of these checks read −42 … +65 % in one afternoon's tries).
+    over minutes (unanchored errors of these checks read −38 … +65 % in one afternoon's tries).
 
     A workload whose check misses a target is checked once more on a new draw (another seed: new arrival times,
     lengths and prompt text); one of the two checks must meet every target. In 24 checks of these two workloads
-    (docs/engine.md, "Measured"), 22 met every target; the two misses were TTFT p50 −26 % and TPOT
-    p50 −28 % (the calibration and the check sit minutes apart on a VM whose speed drifts; see docs/engine.md).
+    (docs/engine.md, "Measured"), 22 met every target; the two misses were TTFT p50 −25.7 % and TPOT
+    p50 −25.0 % (the calibration and the check sit minutes apart on a VM whose speed drifts; see docs/engine.md).
     """
     db = str(tmp_path / "db.duckdb")
     twin = tmp_path / "twin.yaml"

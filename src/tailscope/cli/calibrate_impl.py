@@ -243,8 +243,8 @@ def cmd_twin_check(
     )
     anchors: list[tuple[float, float]] = []
     lone: list[dict[int, list[float]]] = []
-    twin_facts = load_calibration(calibration).twin
-    max_prompt = (twin_facts.facts.max_model_len or 2048) - 64 - LONE_ANCHOR[2] if twin_facts is not None else None
+    twin = load_calibration(calibration).twin
+    max_prompt = (twin.facts.max_model_len or 2048) - 64 - LONE_ANCHOR[2] if twin is not None else None
 
     def measure_anchor(when: str) -> None:
         err.print(
@@ -365,9 +365,10 @@ def _render_check(con: Console, result: dict[str, Any]) -> None:
     if a:
         un = a["unanchored_errors"]
         gated = ", ".join(f"{k} {v:+.0%}" for k, v in un.items() if v is not None and k.split(".")[1] in ("p50", "p90"))
+        prefill = f", prefill times ×{a['prefill_factor']:.2f}" if a.get("prefill_factor") else ""
         con.print(
-            f"anchored: the server decoded at {a['decode_factor']:.2f}× the twin's costs (anchor TPOT "
-            f"{' / '.join(f'{m:.2f}' for m in a['measured_tpot_ms'])} ms); without the anchor: {gated}"
+            f"anchored: decode times ×{a['decode_factor']:.2f} the calibration's (anchor TPOT "
+            f"{' / '.join(f'{m:.2f}' for m in a['measured_tpot_ms'])} ms){prefill}; without the anchor: {gated}"
         )
     verdict = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"
     con.print(f"{verdict} (tolerance {result['tolerance']:.0%} on TTFT and TPOT p50/p90)")

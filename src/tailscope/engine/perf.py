@@ -19,6 +19,7 @@ Everything is in seconds; :meth:`StepTimeModel.step_ns` rounds to integer nanose
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -54,6 +55,13 @@ class StepModel(Protocol):
     def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int: ...
 
     def weight_load_bytes_per_gpu(self) -> float: ...
+
+
+def frontend_jitter(seed: int, key: int) -> float:
+    """The deterministic ``u`` in [0, 1) that :meth:`StepTimeModel.frontend_delay_ns` spreads a request's front end
+    by: a hash of the seed and the request's key, taken apart (workload seeds are base + id, so a hash of
+    ``seed ^ id`` gave every request of a seed-0 workload the same u = 0.87 — a front end 1.74× its mean)."""
+    return (zlib.crc32(b"%d/%d" % (seed, key)) & 0xFFFF) / 65536.0
 
 
 @dataclass(frozen=True, slots=True)

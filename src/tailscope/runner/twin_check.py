@@ -295,10 +295,9 @@ def fresh_prompts(specs: Iterable[RequestSpec], repeat: int) -> Iterator[Request
     """The same request stream for measurement ``repeat`` (0-based) with new prompt text: lengths, arrival times,
     classes, sessions and shared prefixes unchanged, every request's own text different.
 
-    A repeat that re-sent the same prompts would be answered partly from the server's prefix cache: on vLLM CPU the
-    second and third of three identical runs had TTFT p50 16 and 16 ms against 21 ms for the first (short prompts;
-    24–30 % lower for long ones), and the median over the repeats read 25 % below what the twin predicts for new
-    prompts.
+    A repeat that re-sent the same prompts would be answered partly from the server's prefix cache: on vLLM CPU,
+    requests of the second and third of three identical runs that arrived at an idle server had median TTFTs 24 %
+    lower than the first run's for short prompts (21.2 → 16.1 and 16.0 ms) and 10–17 % lower for longer ones.
     """
     for s in specs:
         yield s if repeat == 0 else replace(s, seed=s.seed + repeat * 1_000_000_007)

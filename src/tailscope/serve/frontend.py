@@ -8,8 +8,9 @@ engine; a busy server adds latency per request in flight. The engine's step-time
 
 from __future__ import annotations
 
-import zlib
 from typing import Protocol, runtime_checkable
+
+from tailscope.engine.perf import frontend_jitter
 
 
 @runtime_checkable
@@ -53,5 +54,4 @@ class Frontend:
         start = max(now_ns, self._free_ns)
         done = start + self.model.tokenize_ns(prompt_tokens)
         self._free_ns = done
-        u = (zlib.crc32(b"%d/%d" % (self.seed, key)) & 0xFFFF) / 65536.0
-        return done - now_ns + self.model.frontend_delay_ns(in_flight, u)
+        return done - now_ns + self.model.frontend_delay_ns(in_flight, frontend_jitter(self.seed, key))

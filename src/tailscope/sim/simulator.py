@@ -27,6 +27,7 @@ from typing import Any
 from tailscope.engine.autoscaler import Autoscaler
 from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.kv_cache import chain_hash, extend_hashes
+from tailscope.engine.perf import frontend_jitter
 from tailscope.engine.replica import Completion, Replica
 from tailscope.engine.router import Router
 from tailscope.records import RequestRecord
@@ -231,10 +232,7 @@ class Simulation:
         start = now if now > slot.frontend_free_ns else slot.frontend_free_ns
         done = start + perf.tokenize_ns(live.prompt)
         slot.frontend_free_ns = done
-        # deterministic per-request jitter; seed and id hashed apart (workload seeds are base + id, so a hash of
-        # seed ^ id gave every request of a seed-0 workload the same jitter: u = 0.87, a front end 1.74× its mean)
-        u = (zlib.crc32(b"%d/%d" % (spec.seed, rid)) & 0xFFFF) / 65536.0
-        delay = perf.frontend_delay_ns(slot.outstanding, u)
+        delay = perf.frontend_delay_ns(slot.outstanding, frontend_jitter(spec.seed, rid))
         if self._speed is not None:  # a calibrated twin replays the machine's speed noise on the front end too
             delay = int(delay * self._speed(now))
         heapq.heappush(self._heap, (done + delay, ARRIVE, next(self._seq), rid))

@@ -89,3 +89,17 @@ def test_calibration_file_layers(tmp_path: Path) -> None:
     f.write_text("default: {speed: 2}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="speed"):
         load_calibration(f)
+
+
+def test_frontend_jitter_spreads_the_requests_of_a_seed_0_workload() -> None:
+    """Workload seeds are base + id (base 0 at seed 0): the jitter must still differ per request and be uniform."""
+    from statistics import mean
+
+    from tailscope.engine.perf import frontend_jitter
+
+    us = [frontend_jitter(0 * 1_000_003 + i, i) for i in range(2000)]
+    assert len(set(us)) > 1900
+    assert all(0.0 <= u < 1.0 for u in us)
+    assert abs(mean(us) - 0.5) < 0.03
+    assert sum(u < 0.1 for u in us) / len(us) == pytest.approx(0.1, abs=0.03)
+    assert frontend_jitter(7, 3) == frontend_jitter(7, 3)  # deterministic
