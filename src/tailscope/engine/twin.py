@@ -45,6 +45,12 @@ class TwinCoefficients:
     #: work for it then shares the machine with a running engine); fitted by simulating the probe's open-loop phase
     frontend_busy_us: float = 0.0
 
+    def lone_ttft_us(self, prompt: int) -> float:
+        """A lone request's TTFT on an idle server: front end (at its mean), then one prefill step of ``prompt``
+        tokens — the model the prefill ladder is fitted to."""
+        fixed = self.frontend_us + self.step_overhead_us + self.per_seq_us
+        return fixed + self.prefill_per_token_us * prompt + self.prefill_attn_us * prompt * prompt / 2
+
     def to_dict(self) -> dict[str, float]:
         return {f.name: float(getattr(self, f.name)) for f in fields(self)}
 

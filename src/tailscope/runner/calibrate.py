@@ -254,13 +254,9 @@ def fit_busy_frontend(twin: TwinModel, records: list[RequestRecord], *, rounds: 
         (r for r in records if r.ok and r.input_tokens and r.first_token_ns is not None and not r.warmup),
         key=lambda r: r.scheduled_ns,
     )
-    c = twin.coefficients
-
-    def alone_us(prompt: int) -> float:  # the twin's TTFT for this prompt on an idle server: subtracted on both
-        # sides, it takes the prompt mix's spread out of the comparison (the medians' standard error drops ≈ 3×)
-        fixed = c.frontend_us + c.step_overhead_us + c.per_seq_us
-        return fixed + c.prefill_per_token_us * prompt + c.prefill_attn_us * prompt * prompt / 2
-
+    # the twin's TTFT for each prompt on an idle server, subtracted on both sides: it takes the prompt mix's spread
+    # out of the comparison (the medians' standard error drops ≈ 3×)
+    alone_us = twin.coefficients.lone_ttft_us
     measured = _busy_ttfts(ok, alone_us)
     specs = [
         RequestSpec(

@@ -66,12 +66,13 @@ def test_scaled_prefill_factor_scales_a_lone_requests_ttft_exactly() -> None:
     for decode, prefill in ((1.0, 0.8), (1.4, 0.8), (0.7, 1.3)):
         c = scaled(TWIN, decode, prefill).coefficients
         for p in (16, 500, 1500):
-            ttft = c.frontend_us + c.step_overhead_us + c.per_seq_us + c.prefill_per_token_us * p
-            ttft += c.prefill_attn_us * p * p / 2
-            then = base.frontend_us + base.step_overhead_us + base.per_seq_us + base.prefill_per_token_us * p
-            then += base.prefill_attn_us * p * p / 2
-            assert ttft == pytest.approx(prefill * then)
+            assert c.lone_ttft_us(p) == pytest.approx(prefill * base.lone_ttft_us(p))
         assert c.step_overhead_us == pytest.approx(4000 * decode)
+
+
+def test_lone_ttft_is_the_front_end_and_one_prefill_step() -> None:
+    # 10 ms front end + 4 ms overhead + 0.3 ms per sequence + 100 × 20 µs + 0.01 µs × 100² / 2
+    assert TWIN.coefficients.lone_ttft_us(100) == pytest.approx(10_000 + 4000 + 300 + 2000 + 50)
 
 
 def test_scaled_never_makes_the_front_end_negative() -> None:
