@@ -46,6 +46,12 @@ def _render_twin(con: Console, twin: TwinModel, path: Path, extra: dict[str, Any
         f" ({twin.fitted_on.get('decode_observations')} decode, {twin.fitted_on.get('prefill_observations')} prefill"
         f", {twin.fitted_on.get('loaded_ttft_observations')} loaded-TTFT observations)"
     )
+    if twin.send_lag is not None:
+        q = twin.send_lag.quantiles_ms
+        con.print(
+            f"client send lag (open loop, added to predicted arrivals): median {q[len(q) // 2]:.2f} ms, "
+            f"max {q[-1]:.2f} ms"
+        )
     for k, v in extra.items():
         con.print(f"{k}: {v}")
     con.print(f"wrote {path}")
@@ -70,7 +76,15 @@ def cmd_calibrate(
 ) -> None:
     from dataclasses import replace
 
-    from tailscope.runner.calibrate import ProbePlan, fit_busy_frontend, fit_from_runs, run_probe, server_facts
+    from tailscope.engine.twin import send_lag_from
+    from tailscope.runner.calibrate import (
+        ProbePlan,
+        fit_busy_frontend,
+        fit_from_runs,
+        open_loop_send_lags,
+        run_probe,
+        server_facts,
+    )
     from tailscope.store.runs import RunStore
 
     err = Console(stderr=True)
@@ -137,10 +151,14 @@ def cmd_calibrate(
         if burst_info:
             extra["burst"] = json.dumps(burst_info)
     twin = fit_from_runs(records, facts, seed=seed)
-    if not from_runs:
-        opened = [r for r in results if r.run.settings.get("probe") == "open"]
-        if opened:
-            twin = fit_busy_frontend(twin, opened[0].records)
+    # the client's open-loop send lag (the twin adds it to open-loop arrivals, as bench counts it in their latency)
+    if from_runs:
+        open_runs = [store.load_records(sr.run.id) for sr in runs if sr.run.settings.get("mode") == "open"]
+    else:
+        open_runs = [r.records for r in results if r.run.settings.get("probe") == "open"]
+    twin = replace(twin, send_lag=send_lag_from([v for recs in open_runs for v in open_loop_send_lags(recs)]))
+    if not from_runs and open_runs:
+        twin = fit_busy_frontend(twin, open_runs[0])
     doc = twin.to_mapping()
     if not from_runs and anchor_tpot:
         doc["fitted_on"]["anchor_tpot_ms"] = anchor_tpot

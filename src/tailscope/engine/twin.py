@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tailscope.engine.calibration import Efficiency
-from tailscope.engine.perf import StepBreakdown
+from tailscope.engine.perf import StepBreakdown, frontend_jitter
 from tailscope.errors import ConfigError
 
 TWIN_VERSION = 1
@@ -131,6 +131,41 @@ def speed_from_ratios(ratios: Sequence[float], window_ms: float, *, points: int 
 
 
 @dataclass(frozen=True, slots=True)
+class SendLag:
+    """How late the measuring client sends an open-loop request: intended send time → actual send, in ms.
+
+    Bench measures open-loop latency from the intended send time (no coordinated omission), so a request's TTFT
+    includes the load generator's own delay in sending it (timer wake-up, building the request; 0.5–1 ms median on
+    the 2-core development VM). The twin's front end is fitted on requests timed from their actual send, so without
+    this the twin predicts open-loop TTFT that much low. Measured in the probe's open-loop phase; each simulated
+    open-loop request arrives at the server this much after its intended time, drawn per request (deterministically)
+    from these quantiles, and the simulated record carries it as its send lag.
+    """
+
+    quantiles_ms: tuple[float, ...]  # evenly spaced from the minimum to the maximum lag
+
+    def to_list(self) -> list[float]:
+        return [round(q, 4) for q in self.quantiles_ms]
+
+    def lag_ns(self, u: float) -> int:
+        """The lag at quantile ``u`` in [0, 1) (linear between the stored quantiles)."""
+        q = self.quantiles_ms
+        last = len(q) - 1
+        x = u * last
+        i = int(x)
+        ms = q[i] if i >= last else q[i] + (q[i + 1] - q[i]) * (x - i)
+        return int(ms * 1e6)
+
+
+def send_lag_from(lags_ms: Sequence[float], *, points: int = 21) -> SendLag | None:
+    """The :class:`SendLag` of measured open-loop send lags in ms (None under 10 of them)."""
+    v = np.asarray([x for x in lags_ms if math.isfinite(x) and x >= 0], dtype=np.float64)
+    if len(v) < 10:
+        return None
+    return SendLag(quantiles_ms=tuple(float(q) for q in np.quantile(v, np.linspace(0.0, 1.0, points))))
+
+
+@dataclass(frozen=True, slots=True)
 class TwinModel:
     """A fitted twin: coefficients, their standard errors, residual figures and the server facts."""
 
@@ -140,6 +175,7 @@ class TwinModel:
     residuals: dict[str, float] = field(default_factory=dict)
     fitted_on: dict[str, Any] = field(default_factory=dict)
     speed: SpeedNoise | None = None
+    send_lag: SendLag | None = None
 
     def shifted(self, sigmas: float) -> TwinModel:
         """The twin with every cost moved by ``sigmas`` standard errors (for prediction intervals)."""
@@ -171,6 +207,7 @@ class TwinModel:
             "residuals": dict(self.residuals),
             "fitted_on": dict(self.fitted_on),
             **({"speed": self.speed.to_dict()} if self.speed is not None else {}),
+            **({"client": {"send_lag_ms": self.send_lag.to_list()}} if self.send_lag is not None else {}),
         }
 
 
@@ -225,6 +262,7 @@ def twin_from_mapping(data: Any, *, source: str) -> TwinModel:
     residuals = data.get("residuals") or {}
     fitted_on = data.get("fitted_on") or {}
     speed = _speed_from_mapping(data.get("speed"), source)
+    send_lag = _send_lag_from_mapping(data.get("client"), source)
     return TwinModel(
         coefficients=coeffs("coefficients_us"),
         stderr=coeffs("stderr_us"),
@@ -232,7 +270,24 @@ def twin_from_mapping(data: Any, *, source: str) -> TwinModel:
         residuals={str(k): float(v) for k, v in residuals.items()} if isinstance(residuals, dict) else {},
         fitted_on=dict(fitted_on) if isinstance(fitted_on, dict) else {},
         speed=speed,
+        send_lag=send_lag,
     )
+
+
+def _send_lag_from_mapping(raw: Any, source: str) -> SendLag | None:
+    if raw is None:
+        return None
+    lags = raw.get("send_lag_ms") if isinstance(raw, dict) else None
+    try:
+        qs = tuple(float(v) for v in lags) if isinstance(lags, list) else ()
+    except (TypeError, ValueError):
+        qs = ()
+    if len(qs) < 2 or any(not (q >= 0 and math.isfinite(q)) for q in qs) or list(qs) != sorted(qs):
+        raise ConfigError(
+            f"{source}: client.send_lag_ms must be a list of ≥ 2 numbers ≥ 0 in increasing order (the client's "
+            "open-loop send lag quantiles, ms); delete the client section to predict without it"
+        )
+    return SendLag(quantiles_ms=qs)
 
 
 def _speed_from_mapping(raw: Any, source: str) -> SpeedNoise | None:
@@ -280,6 +335,13 @@ class TwinStepModel:
         #: the machine's speed factor at a virtual time (ns), or None; the replica and the simulator scale step and
         #: front-end times by it
         self.speed_factor: Callable[[int], float] | None = twin.speed.factor_at() if twin.speed is not None else None
+        self._lag = twin.send_lag
+
+    def send_lag_ns(self, seed: int, key: int) -> int:
+        """How late the measuring client sends open-loop request ``key`` (its :class:`SendLag`; 0 without one)."""
+        if self._lag is None:
+            return 0
+        return self._lag.lag_ns(frontend_jitter(seed ^ 0x5E4D, key))
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, reserve_gb: float | None = None) -> int:
         return self.twin.facts.kv_capacity_tokens

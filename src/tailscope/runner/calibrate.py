@@ -290,6 +290,15 @@ def fit_busy_frontend(twin: TwinModel, records: list[RequestRecord], *, rounds: 
     return replace(fitted, fitted_on={**fitted.fitted_on, "busy_arrivals": n})
 
 
+def open_loop_send_lags(records: list[RequestRecord]) -> list[float]:
+    """The send lags (ms) of an open-loop run's completed requests: how late the client sent each one."""
+    return [
+        (r.sent_ns - r.scheduled_ns) / 1e6
+        for r in records
+        if r.ok and not r.warmup and r.sent_ns is not None and r.sent_ns >= r.scheduled_ns
+    ]
+
+
 def _busy_ttfts(records: list[RequestRecord], alone_us: Callable[[int], float]) -> list[tuple[bool, float]]:
     """(another request was in flight at this one's intended send time, TTFT µs − ``alone_us(prompt)``) per
     record."""

@@ -86,15 +86,24 @@ def ones(n: int) -> tuple[int, ...]:
     return t
 
 
-def record_ok(spec: RequestSpec, scheduled_ns: int, prompt: int, replica: int, times: tuple[int, ...]) -> RequestRecord:
-    """A successful request: one chunk per emitted token at its step's end time."""
+def record_ok(
+    spec: RequestSpec,
+    scheduled_ns: int,
+    prompt: int,
+    replica: int,
+    times: tuple[int, ...],
+    sent_ns: int | None = None,
+) -> RequestRecord:
+    """A successful request: one chunk per emitted token at its step's end time; sent at ``sent_ns`` (default: as
+    scheduled)."""
     first, last, n = times[0], times[-1], len(times)
+    sent = scheduled_ns if sent_ns is None else sent_ns
     toks = _ONES.get(n) or ones(n)
     if not _FAST:
         return RequestRecord(
             id=spec.id,
             scheduled_ns=scheduled_ns,
-            sent_ns=scheduled_ns,
+            sent_ns=sent,
             first_token_ns=first,
             end_ns=last,
             status=Status.OK,
@@ -116,7 +125,7 @@ def record_ok(spec: RequestSpec, scheduled_ns: int, prompt: int, replica: int, t
     r = _NEW(RequestRecord)
     _S_ID(r, spec.id)
     _S_SCHEDULED(r, scheduled_ns)
-    _S_SENT(r, scheduled_ns)
+    _S_SENT(r, sent)
     _S_FIRST(r, first)
     _S_END(r, last)
     _S_STATUS(r, _OK)
@@ -150,12 +159,13 @@ def record_error(
     detail: str,
     *,
     incomplete: bool = False,
+    sent_ns: int | None = None,
 ) -> RequestRecord:
     """A request the engine refused (too long for its KV cache) or one still in flight at the horizon."""
     return RequestRecord(
         id=spec.id,
         scheduled_ns=scheduled_ns,
-        sent_ns=scheduled_ns,
+        sent_ns=scheduled_ns if sent_ns is None else sent_ns,
         first_token_ns=None,
         end_ns=now,
         status=Status.INCOMPLETE if incomplete else Status.ERROR,

@@ -67,6 +67,7 @@ class _Live:
     replica: int = -1
     client: int = -1
     hashes: tuple[int, ...] = ()
+    sent_ns: int | None = None  # later than scheduled_ns when the twin models the client's open-loop send lag
 
 
 @dataclass(slots=True)
@@ -116,6 +117,8 @@ class Simulation:
         self._ramp_ns = int(ramp_s * 1e9) if ramp_s is not None else None
         self._perf = cluster.perf()
         self._speed: Callable[[int], float] | None = getattr(self._perf, "speed_factor", None)
+        #: a calibrated twin's measured client send lag (open loop only): ``(seed, request id) -> ns``
+        self._send_lag: Callable[[int, int], int] | None = getattr(self._perf, "send_lag_ns", None)
         self._block = cluster.engine_config().block_size
         self._router = Router(cluster.router)
         self._scaler = Autoscaler(cluster.autoscale) if cluster.autoscale is not None else None
@@ -205,6 +208,12 @@ class Simulation:
         if spec.session_id is not None or spec.prefix_id is not None:
             live.hashes = self._hashes(spec, prompt)
         self._live[spec.id] = live
+        if client < 0 and self._send_lag is not None:
+            lag = self._send_lag(spec.seed, spec.id)
+            if lag > 0:  # the measuring client sends it this late; latency still counts from the intended time
+                live.sent_ns = now + lag
+                self._push(now + lag, ROUTE, spec.id)
+                return
         self._route_live(live, now)
 
     def _route(self, rid: int, now: int) -> None:
@@ -260,7 +269,9 @@ class Simulation:
         except ValueError as exc:
             del self._live[rid]
             slot.outstanding -= 1
-            rec = record_error(live.spec, live.scheduled_ns, live.prompt, live.replica, now, str(exc))
+            rec = record_error(
+                live.spec, live.scheduled_ns, live.prompt, live.replica, now, str(exc), sent_ns=live.sent_ns
+            )
             self._after_request(live, now)
             return rec
         if not slot.busy:
@@ -302,7 +313,7 @@ class Simulation:
             slot.outstanding -= 1
             times = rep.token_times(c)
             spec = live.spec
-            out.append(record_ok(spec, live.scheduled_ns, live.prompt, live.replica, times))
+            out.append(record_ok(spec, live.scheduled_ns, live.prompt, live.replica, times, live.sent_ns))
             t0 = times[0]
             ttft = (t0 - live.scheduled_ns) / 1e6
             win.append(ttft)
@@ -477,6 +488,7 @@ class Simulation:
                 now,
                 "in flight at the simulation horizon",
                 incomplete=True,
+                sent_ns=live.sent_ns,
             )
         self._live.clear()
         res = self.result

@@ -10,10 +10,12 @@ import yaml
 from tailscope.engine.twin import (
     DecodeObservation,
     PrefillObservation,
+    SendLag,
     ServerFacts,
     SpeedNoise,
     TwinStepModel,
     fit_twin,
+    send_lag_from,
     speed_from_ratios,
     twin_from_mapping,
 )
@@ -218,3 +220,69 @@ def test_speed_noise_widens_the_simulated_tail_not_the_median(tmp_path) -> None:
         out[name] = run_sim(args).summary["tpot_ms"]
     assert out["noisy"]["p50"] == pytest.approx(out["steady"]["p50"], rel=0.15)
     assert out["noisy"]["p90"] / out["noisy"]["p50"] > out["steady"]["p90"] / out["steady"]["p50"] + 0.1
+
+
+def test_send_lag_is_fitted_from_measured_lags_and_round_trips() -> None:
+    lag = send_lag_from([0.2, 0.5, 0.6, 0.7, 0.7, 0.8, 0.9, 1.0, 1.5, 4.0, float("nan"), -1.0])
+    assert lag is not None
+    q = lag.quantiles_ms
+    assert (q[0], q[-1]) == (0.2, 4.0)  # the NaN and the negative one are dropped
+    assert list(q) == sorted(q)
+    assert lag.lag_ns(0.0) == 200_000
+    assert lag.lag_ns(0.5) == pytest.approx(0.75e6, rel=0.05)  # the median
+    assert send_lag_from([0.5] * 9) is None  # too few to say anything
+    pre, dec = synthetic(0.0)
+    from dataclasses import replace
+
+    twin = replace(fit_twin(pre, dec, FACTS), send_lag=lag)
+    doc = twin.to_mapping()
+    assert doc["client"]["send_lag_ms"][0] == 0.2
+    again = twin_from_mapping(yaml.safe_load(yaml.safe_dump(doc)), source="t.yaml")
+    assert again.send_lag is not None
+    assert again.send_lag.quantiles_ms == pytest.approx(q, abs=1e-3)
+    model = TwinStepModel(again)
+    draws = [model.send_lag_ns(7, k) for k in range(2000)]
+    assert draws == [model.send_lag_ns(7, k) for k in range(2000)]  # deterministic per (seed, request)
+    assert min(draws) >= 0.2e6
+    assert max(draws) <= 4.0e6
+    assert sorted(draws)[1000] == pytest.approx(0.75e6, rel=0.1)
+    assert TwinStepModel(replace(again, send_lag=None)).send_lag_ns(7, 1) == 0
+
+
+@pytest.mark.parametrize("client", [{"send_lag_ms": [1.0, 0.5]}, {"send_lag_ms": [1.0]}, {"send_lag_ms": "x"}, []])
+def test_bad_client_section_is_a_clear_error(client: object) -> None:
+    pre, dec = synthetic(0.0)
+    doc = fit_twin(pre, dec, FACTS).to_mapping()
+    doc["client"] = client
+    with pytest.raises(ConfigError, match=r"t\.yaml: client\.send_lag_ms"):
+        twin_from_mapping(doc, source="t.yaml")
+
+
+def test_send_lag_delays_open_loop_arrivals_and_counts_in_their_latency(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Open loop: each request reaches the server its send lag after the intended time; TTFT and E2E count from
+    the intended time (as bench measures them) and the record carries the lag. Closed loop is untouched."""
+    from dataclasses import replace
+
+    from tailscope.metrics import request as rq
+    from tailscope.sim.run import SimArgs, build_cluster
+    from tailscope.sim.simulator import Simulation
+    from tailscope.workload.spec import RequestSpec
+
+    pre, dec = synthetic(0.0)
+    base = replace(fit_twin(pre, dec, FACTS), speed=None)
+    lagged = replace(base, send_lag=SendLag(quantiles_ms=(2.0, 2.0)))
+    specs = [RequestSpec(id=i, input_tokens=100, output_tokens=8, at_ns=i * 2_000_000_000, seed=i) for i in range(5)]
+    out = {}
+    for name, twin in (("base", base), ("lagged", lagged)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(twin.to_mapping()))
+        cluster = build_cluster(SimArgs(calibration=path))
+        out[name] = sorted(Simulation(cluster, iter(specs)).run(), key=lambda r: r.id)
+        closed = [replace(s, at_ns=None) for s in specs]
+        out[name + "-closed"] = list(Simulation(cluster, iter(closed), concurrency=1).run())
+    for a, b in zip(out["base"], out["lagged"], strict=True):
+        assert rq.send_lag_ms(a) == 0.0
+        assert rq.send_lag_ms(b) == pytest.approx(2.0)
+        assert rq.ttft_ms(b) == pytest.approx(rq.ttft_ms(a) + 2.0, abs=0.01)  # type: ignore[operator]
+        assert b.scheduled_ns == a.scheduled_ns
+    assert [rq.ttft_ms(r) for r in out["base-closed"]] == [rq.ttft_ms(r) for r in out["lagged-closed"]]
