@@ -251,7 +251,7 @@ def anchored_calibration(
 ) -> Anchored:
     """Write the twin rescaled to the anchors.
 
-    The decode factor is the anchors' mean TPOT ÷ the same stream's TPOT measured during calibration
+    The decode factor is the anchors' median TPOT ÷ the same stream's TPOT measured during calibration
     (``fitted_on.anchor_tpot_ms``; the twin's simulation of it when the twin has none); the prefill factor is the
     lone requests' TTFT now ÷ then per prompt length (``fitted_on.anchor_lone_ttft_ms``), geometric mean. Comparing
     the server with itself, not with the model, keeps the model's own error on the anchor runs out of the factors
@@ -270,7 +270,7 @@ def anchored_calibration(
     reference = cal.twin.fitted_on.get("anchor_tpot_ms")
     if not isinstance(reference, int | float) or reference <= 0:
         reference = predicted_anchor_ms(calibration)[1]  # a twin fitted --from-runs has no measured reference
-    decode = (sum(good) / len(good)) / float(reference)
+    decode = _median(sorted(good)) / float(reference)
     then = _lone_reference(cal.twin.fitted_on.get("anchor_lone_ttft_ms"))
     prefill = prefill_factor(lone_ttft_ms or {}, then) if then else None
     path = out_dir / "twin-anchored.yaml"
@@ -318,5 +318,6 @@ def median_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _median(values: list[float]) -> float:
+    """The median of ``values``, which must be sorted."""
     n = len(values)
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
