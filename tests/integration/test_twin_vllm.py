@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-# calibrate (≈ 2 min) and two checks (≈ 1.5 min each; a re-drawn check adds as much): past the default 300 s
-pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+# calibrate (≈ 2 min) and two checks (≈ 3 min each; a re-drawn check adds as much): past the default 300 s
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 HELD_OUT = [
     # Poisson arrivals at two rates with a mix of prompt lengths (the probe used closed loops and fixed lengths)
@@ -23,6 +23,12 @@ HELD_OUT = [
 ]
 
 
+#: measurements per check (compared with their median): one run on this VM is one draw of a noisy machine
+REPEAT = 5
+#: the issue's targets: |predicted ÷ measured − 1| at most this, per (metric, percentile)
+TARGETS = {("ttft_ms", "p50"): 0.25, ("ttft_ms", "p90"): 0.35, ("tpot_ms", "p50"): 0.25, ("tpot_ms", "p90"): 0.35}
+
+
 def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tailscope", *args], capture_output=True, text=True, timeout=timeout, check=False
@@ -32,13 +38,12 @@ def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
 def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """End to end on the real server: calibrate, then predict and measure two held-out Poisson workloads.
 
-    The issue's targets are TTFT and TPOT p50 within 25 % of the measurement, p90 within 35 %; this test asserts a
-    factor of two at p50 and p90 (throughput within 25 %). Each workload is measured three times (``--repeat 3``,
-    new prompt text each time so the server's prefix cache cannot answer a repeat) and compared with the median;
-    ``--anchor`` rescales the twin to the server's speed now vs during calibration. In 24 checks of these two
-    workloads on one afternoon 22 met the targets (misses −25.7 % and −25.0 %), but a clean-clone CI run then missed
-    TTFT p50 in two checks in a row (−28 %, −26 %): the targets hold in most checks, not reliably on this 2-core VM
-    (see docs/engine.md, "Measured"). A workload that misses is checked once more on a new draw (seed 1).
+    Asserts the issue's targets: predicted TTFT and TPOT p50 within 25 % of the measurement, p90 within 35 %
+    (and throughput within 25 %). Each workload is measured five times (``--repeat 5``, new prompt text each time so
+    the server's prefix cache cannot answer a repeat) and compared with the median; ``--anchor`` rescales the twin
+    to the server's speed now vs during calibration. CPU timing noise on the 2-core VM is real (the same workload's
+    TTFT p50 moves ±10 % between checks minutes apart, see docs/engine.md, "Measured"), so a workload that misses is
+    checked once more on a new draw (seed 1), and one of the two checks must meet every target.
     """
     db = str(tmp_path / "db.duckdb")
     twin = tmp_path / "twin.yaml"
@@ -72,7 +77,7 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
                 seed,
                 "--anchor",
                 "--repeat",
-                "3",
+                str(REPEAT),
                 "--tolerance",
                 "1.0",
                 "--json",
@@ -93,14 +98,15 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
             )
             # the exit code follows the verdict; every repeat was measured; throughput is right
             assert (q.returncode == 0) == result["passed"], report
-            assert len(result["measured_runs"]) == 3
+            assert len(result["measured_runs"]) == REPEAT
             assert abs(rows[("output_tokens_per_s", "")]["error"]) <= 0.25, f"{name}\n{report}"
-            ratios = {
-                f"{metric} {pct}": rows[(metric, pct)]["predicted"] / rows[(metric, pct)]["measured"]
-                for metric in ("ttft_ms", "tpot_ms")
-                for pct in ("p50", "p90")
-            }
-            missed = [f"{k}: predicted ÷ measured {v:.2f}" for k, v in ratios.items() if not 0.5 <= v <= 2.0]
+            errors = {key: rows[key]["error"] for key in TARGETS}
+            print(f"\n{name} check {attempt + 1}: " + ", ".join(f"{m} {p} {e:+.1%}" for (m, p), e in errors.items()))
+            missed = [
+                f"{m} {p}: error {e:+.1%} (target ±{TARGETS[(m, p)]:.0%})"
+                for (m, p), e in errors.items()
+                if abs(e) > TARGETS[(m, p)]
+            ]
             if not missed:
                 break
             misses.append(f"{name}, check {attempt + 1} (seed {seed}): {'; '.join(missed)}\n{report}")
