@@ -57,7 +57,8 @@ def server(url: str | None) -> Iterator[tuple[str, str]]:
     from tailscope.testing.vllm import find_vllm_python, start_vllm
 
     model_dir = ensure_tiny_model(Path(".cache/tiny-model"))
-    with start_vllm(model_dir, find_vllm_python(), extra_args=("--num-gpu-blocks-override", "128")) as s:
+    log = Path(".cache/twin-accuracy-vllm.log")  # the server's output, for when it does not start
+    with start_vllm(model_dir, find_vllm_python(), log_path=log, extra_args=("--num-gpu-blocks-override", "128")) as s:
         yield s.base_url, s.model
 
 
