@@ -142,7 +142,7 @@ class SendLag:
     from these quantiles, and the simulated record carries it as its send lag.
     """
 
-    quantiles_ms: tuple[float, ...]  # evenly spaced from the minimum to the maximum lag
+    quantiles_ms: tuple[float, ...]  # evenly spaced from the minimum lag to the 99th percentile
 
     def to_list(self) -> list[float]:
         return [round(q, 4) for q in self.quantiles_ms]
