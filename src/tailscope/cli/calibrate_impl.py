@@ -153,7 +153,7 @@ def cmd_calibrate(
     twin = fit_from_runs(records, facts, seed=seed)
     # the client's open-loop send lag (the twin adds it to open-loop arrivals, as bench counts it in their latency)
     if from_runs:
-        open_runs = [store.load_records(sr.run.id) for sr in runs if sr.run.settings.get("mode") == "open"]
+        open_runs = [recs for sr, recs in zip(runs, records, strict=True) if sr.run.settings.get("mode") == "open"]
     else:
         open_runs = [r.records for r in results if r.run.settings.get("probe") == "open"]
     twin = replace(twin, send_lag=send_lag_from([v for recs in open_runs for v in open_loop_send_lags(recs)]))

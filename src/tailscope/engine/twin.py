@@ -80,6 +80,15 @@ class ServerFacts:
         return max(1, round(self.prompt_offset + self.prompt_scale * requested))
 
 
+def quantile_at(q: Sequence[float], u: float) -> float:
+    """The value at ``u`` in [0, 1] of a distribution given by quantiles ``q`` evenly spaced over [0, 1] (linear
+    between them): how :class:`SpeedNoise` and :class:`SendLag` draw from what the calibration measured."""
+    last = len(q) - 1
+    x = u * last
+    i = int(x)
+    return q[i] if i >= last else q[i] + (q[i + 1] - q[i]) * (x - i)
+
+
 @dataclass(frozen=True, slots=True)
 class SpeedNoise:
     """How the deployment's speed wanders over time, as measured by the calibration.
@@ -103,14 +112,11 @@ class SpeedNoise:
         """A deterministic speed factor as a function of time (ns): constant within each window."""
         rng = random.Random(self.seed)
         q = self.quantiles
-        last = len(q) - 1
         window_ns = max(1, int(self.window_ms * 1e6))
         drawn: list[float] = []
 
         def draw() -> float:
-            x = rng.random() * last
-            i = int(x)
-            return q[i] if i >= last else q[i] + (q[i + 1] - q[i]) * (x - i)
+            return quantile_at(q, rng.random())
 
         def factor(t_ns: int) -> float:
             k = t_ns // window_ns if t_ns > 0 else 0
@@ -149,18 +155,13 @@ class SendLag:
 
     def lag_ns(self, u: float) -> int:
         """The lag at quantile ``u`` in [0, 1) (linear between the stored quantiles)."""
-        q = self.quantiles_ms
-        last = len(q) - 1
-        x = u * last
-        i = int(x)
-        ms = q[i] if i >= last else q[i] + (q[i + 1] - q[i]) * (x - i)
-        return int(ms * 1e6)
+        return int(quantile_at(self.quantiles_ms, u) * 1e6)
 
 
 def send_lag_from(lags_ms: Sequence[float], *, points: int = 21) -> SendLag | None:
     """The :class:`SendLag` of measured open-loop send lags in ms (None under 10 of them).
 
-    Lags above the 99th percentile are left out: one hiccup of the client (15 ms among lags of 0.1–2 ms, seen in a
+    Lags above the 99th percentile are left out: one hiccup of the client (15.3 ms at a median of 0.85 ms, seen in a
     144-arrival probe) would otherwise become the top quantile and give 5 % of every simulated run's requests a lag
     of several ms — a client bottleneck the simulation does not have.
     """

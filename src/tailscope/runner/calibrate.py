@@ -37,6 +37,7 @@ from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.engine.twin import ServerFacts, TwinModel, busy_frontend_excess, fit_twin
 from tailscope.engine.twin_observe import observations
 from tailscope.errors import ConfigError, TargetError
+from tailscope.metrics import request as rq
 from tailscope.records import RequestRecord
 from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_bench
 from tailscope.runner.loadgen import DispatchConfig
@@ -292,11 +293,7 @@ def fit_busy_frontend(twin: TwinModel, records: list[RequestRecord], *, rounds: 
 
 def open_loop_send_lags(records: list[RequestRecord]) -> list[float]:
     """The send lags (ms) of an open-loop run's completed requests: how late the client sent each one."""
-    return [
-        (r.sent_ns - r.scheduled_ns) / 1e6
-        for r in records
-        if r.ok and not r.warmup and r.sent_ns is not None and r.sent_ns >= r.scheduled_ns
-    ]
+    return [v for r in records if r.ok and not r.warmup and (v := rq.send_lag_ms(r)) is not None and v >= 0]
 
 
 def _busy_ttfts(records: list[RequestRecord], alone_us: Callable[[int], float]) -> list[tuple[bool, float]]:

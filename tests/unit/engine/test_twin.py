@@ -188,19 +188,23 @@ def test_speed_factor_is_deterministic_and_constant_within_a_window() -> None:
 
 
 @pytest.mark.parametrize(
-    "speed",
+    ("section", "value", "names"),
     [
-        {"window_ms": 0, "quantiles": [1, 2]},
-        {"window_ms": 10, "quantiles": [2, 1]},
-        {"window_ms": 10, "quantiles": [1]},
-        {"quantiles": [1, 2]},
+        ("speed", {"window_ms": 0, "quantiles": [1, 2]}, r"speed"),
+        ("speed", {"window_ms": 10, "quantiles": [2, 1]}, r"speed"),
+        ("speed", {"window_ms": 10, "quantiles": [1]}, r"speed"),
+        ("speed", {"quantiles": [1, 2]}, r"speed"),
+        ("client", {"send_lag_ms": [1.0, 0.5]}, r"client\.send_lag_ms"),
+        ("client", {"send_lag_ms": [1.0]}, r"client\.send_lag_ms"),
+        ("client", {"send_lag_ms": "x"}, r"client\.send_lag_ms"),
+        ("client", [], r"client\.send_lag_ms"),
     ],
 )
-def test_bad_speed_section_is_a_clear_error(speed: dict[str, object]) -> None:
+def test_bad_speed_or_client_section_is_a_clear_error(section: str, value: object, names: str) -> None:
     pre, dec = synthetic(0.0)
     doc = fit_twin(pre, dec, FACTS).to_mapping()
-    doc["speed"] = speed
-    with pytest.raises(ConfigError, match=r"t\.yaml: speed"):
+    doc[section] = value
+    with pytest.raises(ConfigError, match=r"t\.yaml: " + names):
         twin_from_mapping(doc, source="t.yaml")
 
 
@@ -249,15 +253,6 @@ def test_send_lag_is_fitted_from_measured_lags_and_round_trips() -> None:
     assert max(draws) <= 4.0e6
     assert sorted(draws)[1000] == pytest.approx(0.75e6, rel=0.1)
     assert TwinStepModel(replace(again, send_lag=None)).send_lag_ns(7, 1) == 0
-
-
-@pytest.mark.parametrize("client", [{"send_lag_ms": [1.0, 0.5]}, {"send_lag_ms": [1.0]}, {"send_lag_ms": "x"}, []])
-def test_bad_client_section_is_a_clear_error(client: object) -> None:
-    pre, dec = synthetic(0.0)
-    doc = fit_twin(pre, dec, FACTS).to_mapping()
-    doc["client"] = client
-    with pytest.raises(ConfigError, match=r"t\.yaml: client\.send_lag_ms"):
-        twin_from_mapping(doc, source="t.yaml")
 
 
 def test_send_lag_delays_open_loop_arrivals_and_counts_in_their_latency(tmp_path) -> None:  # type: ignore[no-untyped-def]
