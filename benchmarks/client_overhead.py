@@ -26,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tailscope.cli.bench_run import run_async
+from tailscope.api._support import run_sync as run_async
 from tailscope.client.openai import Timeouts
 from tailscope.runner.bench import BenchConfig, run_bench
 from tailscope.runner.loadgen import DispatchConfig
+from tailscope.store.runs import RunStore
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
 
@@ -77,7 +78,6 @@ def measure(streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: floa
                 url=f"http://127.0.0.1:{port}",
                 model=None,
                 dispatch=DispatchConfig(concurrency=streams),
-                db=str(Path(tmp) / "db.duckdb"),
                 timeouts=Timeouts(first_token_s=60, total_s=120),
                 metrics_url=None,
                 handle_signals=False,
@@ -86,7 +86,7 @@ def measure(streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: floa
                 LoadShape(concurrency=streams, requests=streams * rounds), fixed(64), fixed(tokens), seed=0
             )
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            res = run_async(run_bench(cfg, specs))
+            res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb")))
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
             server.send_signal(signal.SIGINT)

@@ -134,7 +134,6 @@ def run_point(mode: str, workers: int, streams: int, args: argparse.Namespace, f
             url=server.url,
             model=None,
             dispatch=DispatchConfig(concurrency=streams, duration_s=args.duration, drain_timeout_s=30),
-            db=str(db),
             timeouts=Timeouts(connect_s=10, first_token_s=60, total_s=120),
             metrics_url=None,
             handle_signals=False,
@@ -142,10 +141,12 @@ def run_point(mode: str, workers: int, streams: int, args: argparse.Namespace, f
         shape = LoadShape(concurrency=streams, duration_s=args.duration)
         specs = simple_requests(shape, fixed(64), fixed(args.output_tokens), seed=1)
         if mode == "inproc":
-            res = asyncio.run(run_bench(cfg, specs))
+            res = asyncio.run(run_bench(cfg, specs, store=RunStore(db)))
         else:
             ray_address = "auto" if mode == "ray" else None
-            res = asyncio.run(run_bench_distributed(cfg, specs, workers=workers, ray_address=ray_address))
+            res = asyncio.run(
+                run_bench_distributed(cfg, store=RunStore(db), specs=specs, workers=workers, ray_address=ray_address)
+            )
     finally:
         truth = server.stop()
     stored = RunStore(db).get_run(res.run.id).summary or {}

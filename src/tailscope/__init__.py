@@ -13,18 +13,21 @@ __version__ = "0.1.0"
 
 #: public name → defining module
 _EXPORTS: dict[str, str] = {
-    "BenchConfig": "tailscope.runner.bench",
+    "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "CatalogError": "tailscope.errors",
     "ConfigError": "tailscope.errors",
     "ContractError": "tailscope.errors",
     "ErrorClass": "tailscope.records",
+    "FindMaxOutcome": "tailscope.runner.sweep_run",
+    "InternalError": "tailscope.errors",
     "Interrupted": "tailscope.errors",
     "LengthDist": "tailscope.workload.lengths",
     "LoadShape": "tailscope.workload.simple",
     "NotFoundError": "tailscope.errors",
     "PlanError": "tailscope.errors",
     "ProfileError": "tailscope.errors",
+    "Progress": "tailscope.runner.progress",
     "RequestRecord": "tailscope.records",
     "RequestSpec": "tailscope.workload.spec",
     "Run": "tailscope.records",
@@ -39,32 +42,40 @@ _EXPORTS: dict[str, str] = {
     "Stats": "tailscope.metrics.percentiles",
     "Status": "tailscope.records",
     "StoreError": "tailscope.errors",
+    "SweepOutcome": "tailscope.runner.sweep_run",
     "TailscopeError": "tailscope.errors",
     "Target": "tailscope.records",
     "TargetError": "tailscope.errors",
     "TokensSource": "tailscope.records",
     "TraceFormatError": "tailscope.errors",
+    "bench": "tailscope.api.bench",
+    "bench_async": "tailscope.api.bench",
     "compute_stats": "tailscope.metrics.percentiles",
+    "find_max": "tailscope.api.bench",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
-    "run_bench": "tailscope.runner.bench",
     "simple_requests": "tailscope.workload.simple",
     "summarize": "tailscope.metrics.summary",
+    "sweep": "tailscope.api.bench",
 }
 
+#: the public names (a test checks them against _EXPORTS and the TYPE_CHECKING imports)
 __all__ = [
-    "BenchConfig",
+    "BenchOptions",
     "BenchResult",
     "CatalogError",
     "ConfigError",
     "ContractError",
     "ErrorClass",
+    "FindMaxOutcome",
+    "InternalError",
     "Interrupted",
     "LengthDist",
     "LoadShape",
     "NotFoundError",
     "PlanError",
     "ProfileError",
+    "Progress",
     "RequestRecord",
     "RequestSpec",
     "Run",
@@ -79,18 +90,22 @@ __all__ = [
     "Stats",
     "Status",
     "StoreError",
+    "SweepOutcome",
     "TailscopeError",
     "Target",
     "TargetError",
     "TokensSource",
     "TraceFormatError",
     "__version__",
+    "bench",
+    "bench_async",
     "compute_stats",
+    "find_max",
     "parse_length_spec",
     "parse_slo",
-    "run_bench",
     "simple_requests",
     "summarize",
+    "sweep",
 ]
 
 
@@ -108,10 +123,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from tailscope.api.bench import bench, bench_async, find_max, sweep
     from tailscope.errors import (
         CatalogError,
         ConfigError,
         ContractError,
+        InternalError,
         Interrupted,
         NotFoundError,
         PlanError,
@@ -137,7 +154,10 @@ if TYPE_CHECKING:
         Target,
         TokensSource,
     )
-    from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+    from tailscope.runner.bench import BenchResult
+    from tailscope.runner.options import BenchOptions
+    from tailscope.runner.progress import Progress
+    from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
     from tailscope.store.runs import RunStore
     from tailscope.workload.lengths import LengthDist, parse_length_spec
     from tailscope.workload.simple import LoadShape, simple_requests

@@ -60,3 +60,10 @@ class Interrupted(TailscopeError):
     """The run was interrupted by a signal; completed records were kept."""
 
     exit_code = 130
+
+
+class InternalError(TailscopeError):
+    """Something failed that tailscope did not expect (a foreign exception reached the public API).
+
+    The original exception is kept as ``__cause__``; ``tailscope --debug`` shows its traceback.
+    """

@@ -19,6 +19,7 @@ from tailscope.client.openai import Timeouts
 from tailscope.metrics.slo import parse_slo
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
 from tailscope.runner.loadgen import DispatchConfig
+from tailscope.store.runs import RunStore
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
@@ -33,13 +34,12 @@ def bench(srv: ScriptedServer, db: Path, shape: LoadShape, out_tokens: int = 16,
         model=None,
         dispatch=DispatchConfig(concurrency=shape.concurrency, duration_s=shape.duration_s),
         requested_rate=shape.rate,
-        db=str(db),
         timeouts=Timeouts(connect_s=5, first_token_s=30, total_s=60),
         handle_signals=False,
         **kw,  # type: ignore[arg-type]
     )
     specs = simple_requests(shape, fixed(32), fixed(out_tokens), seed=1)
-    return asyncio.run(run_bench(cfg, specs))
+    return asyncio.run(run_bench(cfg, specs, store=RunStore(db)))
 
 
 def test_timings_agree_with_server_truth(tmp_path: Path) -> None:

@@ -25,13 +25,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tailscope.cli.bench_run import BenchArgs, main_bench, resolve
-from tailscope.cli.bench_sweep import point_args
+from tailscope.api.bench import _point
 from tailscope.cli.runs_impl import show_run
-from tailscope.errors import ConfigError, TailscopeError
+from tailscope.errors import ConfigError
 from tailscope.records import RequestRecord
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.options import BenchOptions
 from tailscope.runner.progress import Progress
+from tailscope.runner.resolve import resolve
 from tailscope.runner.sweep_run import probe_passed, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
@@ -42,49 +43,28 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def args_for(url: str, db: Path, **kw: Any) -> BenchArgs:
-    """BenchArgs as the CLI builds them; ``kw`` are the flags typed (they count as explicit)."""
+def args_for(url: str, db: Path | None = None, **kw: Any) -> BenchOptions:
+    """Bench options for the scripted server: short prompts and outputs (unless a profile or trace sets them), no
+    scraping; ``kw`` are set on top. (``db`` is where the caller stores the run.)"""
+    lengths = {} if "profile" in kw or "replay" in kw else {"input_tokens": "16", "output_tokens": "4"}
     base: dict[str, Any] = {
-        "url": url,
-        "model": None,
-        "endpoint": "chat",
-        "profile": None,
-        "concurrency": None,
-        "rate": None,
-        "arrival": "poisson",
-        "burstiness": 1.0,
-        "requests": None,
-        "duration": None,
-        "warmup": 0,
-        "input_tokens": "16",
-        "output_tokens": "4",
-        "seed": 0,
-        "slo": (),
-        "json_out": None,
-        "tokenizer": None,
-        "api_key_env": "OPENAI_API_KEY",
-        "ignore_eos": True,
-        "continuous_usage": True,
+        **lengths,
         "timeout_connect": 5.0,
         "timeout_first_token": 30.0,
         "timeout_total": 60.0,
         "metrics_url": "off",
-        "max_rate": None,
-        "builtin_model": "llama-3.1-8b",
-        "builtin_gpu": "h100-sxm",
-        "db": db,
-        "quiet": True,
     }
-    explicit = frozenset(k for k in kw if k not in ("db", "profile", "replay", "quiet"))
-    return BenchArgs(**{**base, **kw, "explicit": explicit | {"url"}})
+    return BenchOptions(url=url, **{**base, **kw})
 
 
-def execute(cfg: BenchConfig, specs: Iterator[RequestSpec], progress: Progress) -> BenchResult:
-    return asyncio.run(run_bench(replace(cfg, handle_signals=False), specs, progress=progress))
+def execute(cfg: BenchConfig, specs: Iterator[RequestSpec], progress: Progress, db: Path | None = None) -> BenchResult:
+    store = RunStore(db) if db is not None else None
+    return asyncio.run(run_bench(replace(cfg, handle_signals=False), specs, progress=progress, store=store))
 
 
-def run_args(a: BenchArgs) -> BenchResult:
-    return execute(*resolve(a))
+def run_args(a: BenchOptions, db: Path | None = None) -> BenchResult:
+    r = resolve(a)
+    return execute(r.config, r.specs, r.progress, db)
 
 
 def write(path: Path, text: str) -> Path:
@@ -113,7 +93,7 @@ def test_session_context_grows_turn_by_turn_over_real_sockets(tmp_path: Path) ->
     )
     # timed stages and no stop.duration_s: arrivals end at 0.9 s, the conversations run to their last turn
     with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=2)) as srv:
-        res = run_args(args_for(srv.url, tmp_path / "db.duckdb", profile=prof))
+        res = run_args(args_for(srv.url, profile=prof), tmp_path / "db.duckdb")
     sessions: dict[str, list[RequestRecord]] = {}
     for r in res.records:
         assert r.ok, r.error_detail
@@ -159,7 +139,7 @@ def test_stage_schedule_shapes_on_the_wire(tmp_path: Path) -> None:
         """,
     )
     with ScriptedServer(ScriptedConfig(ttft_ms=5, itl_ms=2)) as srv:
-        res = run_args(args_for(srv.url, tmp_path / "db.duckdb", profile=prof))
+        res = run_args(args_for(srv.url, profile=prof), tmp_path / "db.duckdb")
         arrivals = np.array(sorted(rel_arrivals_s(srv, res).values()))
 
     def count(a: float, b: float) -> int:
@@ -189,7 +169,7 @@ def test_replay_sends_at_the_trace_times(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with ScriptedServer(ScriptedConfig(ttft_ms=5, itl_ms=2)) as srv:
-        res = run_args(args_for(srv.url, tmp_path / "db.duckdb", replay=trace, time_scale=0.5))
+        res = run_args(args_for(srv.url, replay=trace, time_scale=0.5), tmp_path / "db.duckdb")
         arrived = rel_arrivals_s(srv, res)
     assert len(res.records) == 26
     errors = []
@@ -258,14 +238,18 @@ def test_sweep_and_find_max_on_a_server_with_known_capacity(tmp_path: Path) -> N
         )
 
         def build(param: str, value: float) -> Any:
-            return resolve(point_args(base, param, value))
+            r = resolve(_point(base, param, value))
+            return r.config, r.specs, r.progress
 
-        found = run_find_max(build, execute, start=16.0, max_rate=200.0, rel_tol=0.05)
-        sweep = run_sweep(
-            parse_sweep("concurrency=2,4,8"),
-            lambda p, v: resolve(point_args(replace(base, duration=None, requests=16), p, v)),
-            execute,
-        )
+        def build_closed(param: str, value: float) -> Any:
+            r = resolve(_point(replace(base, duration=None, requests=16), param, value))
+            return r.config, r.specs, r.progress
+
+        def stored(cfg: BenchConfig, specs: Iterator[RequestSpec], progress: Progress) -> BenchResult:
+            return execute(cfg, specs, progress, db)
+
+        found = run_find_max(build, stored, start=16.0, max_rate=200.0, rel_tol=0.05)
+        sweep = run_sweep(parse_sweep("concurrency=2,4,8"), build_closed, stored)
     r = found.result
     assert r is not None
     assert r.rate is not None
@@ -367,7 +351,9 @@ def test_example_profile_scaled_down_with_mixed_traffic_and_dialects(
         ({"profile": "BAD", "replay": "TRACE"}, "exclude each other"),
     ],
 )
-def test_bad_workload_flags_fail_before_any_load(tmp_path: Path, flags: dict[str, Any], needle: str) -> None:
+def test_bad_workload_flags_fail_before_any_load(
+    tmp_path: Path, flags: dict[str, Any], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "name: x\nclasses: [{name: a, input_tokens: 5, output_tokens: 5, colour: red}]\narrival: {rate: 1}\n"
@@ -376,7 +362,16 @@ def test_bad_workload_flags_fail_before_any_load(tmp_path: Path, flags: dict[str
     trace.write_text('{"timestamp_s": 0, "input_tokens": 5, "output_tokens": 5}\n')
     paths = {"BAD": bad, "TRACE": trace}
     kw = {k: paths.get(v, v) if isinstance(v, str) else v for k, v in flags.items()}
+    argv = ["bench", "--url", "http://127.0.0.1:9", "--db", str(tmp_path / "db"), "-q"]
+    for k, v in kw.items():
+        for item in v if isinstance(v, tuple) else (v,):
+            flag = "--" + ("dialect" if k == "dialects" else k.replace("_", "-"))
+            argv += [flag] if item is True else [flag, str(item)]
     # nothing listens on port 9: these must fail on the flags, before the target is contacted
-    with pytest.raises(TailscopeError) as info:
-        main_bench(args_for("http://127.0.0.1:9", tmp_path / "db", **kw))
-    assert needle in str(info.value)
+    from tailscope.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code != 0
+    err = capsys.readouterr().err
+    assert needle in err, err

@@ -14,6 +14,7 @@ import pytest
 from tailscope.client.openai import Timeouts
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
 from tailscope.runner.loadgen import DispatchConfig
+from tailscope.store.runs import RunStore
 from tailscope.testing.fault_server import FaultConfig, FaultServer
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 from tailscope.workload.lengths import fixed
@@ -47,13 +48,12 @@ def run(url: str, shape: LoadShape, db: Path, timeouts: Timeouts, http_client: s
         model=None,
         dispatch=DispatchConfig(concurrency=shape.concurrency, duration_s=shape.duration_s, drain_timeout_s=10),
         requested_rate=shape.rate,
-        db=str(db),
         timeouts=timeouts,
         metrics_url=None,
         handle_signals=False,
         http_client=http_client,
     )
-    return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(8), seed=0)))
+    return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(8), seed=0), store=RunStore(db)))
 
 
 @pytest.mark.parametrize("http_client", ["raw", "aiohttp"])

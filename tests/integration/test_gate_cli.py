@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tailscope.metrics.document import build_export
 from tailscope.metrics.summary import summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target
-from tailscope.report.json_export import build_export
 from tailscope.store.runs import RunStore
 
 pytestmark = pytest.mark.integration

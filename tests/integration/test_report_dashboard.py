@@ -37,7 +37,6 @@ def _bench(srv: ScriptedServer, db: Path, concurrency: int) -> str:
         url=srv.url,
         model=None,
         dispatch=DispatchConfig(concurrency=concurrency),
-        db=str(db),
         timeouts=Timeouts(connect_s=5, first_token_s=30, total_s=60),
         handle_signals=False,
         sweep_id="sweep-test",
@@ -47,7 +46,7 @@ def _bench(srv: ScriptedServer, db: Path, concurrency: int) -> str:
     specs = simple_requests(LoadShape(concurrency=concurrency, requests=40), fixed(32), fixed(12), seed=1)
     # in a thread of its own: the browser tests' Playwright keeps an event loop running on the main thread
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(lambda: asyncio.run(run_bench(cfg, specs)).run.id).result(timeout=120)
+        return pool.submit(lambda: asyncio.run(run_bench(cfg, specs, store=RunStore(db))).run.id).result(timeout=120)
 
 
 def _xss_run(store: RunStore) -> str:

@@ -72,7 +72,6 @@ def config(srv: ScriptedServer, db: Path, *, rate: float | None, duration_s: flo
         model=None,
         dispatch=DispatchConfig(concurrency=conc, duration_s=duration_s, drain_timeout_s=30),
         requested_rate=rate,
-        db=str(db),
         timeouts=Timeouts(connect_s=5, first_token_s=30, total_s=60),
         metrics_url=None,
         handle_signals=False,
@@ -124,8 +123,12 @@ def multi_workers_rows(res: BenchResult) -> list[dict[str, object]]:
 def test_two_worker_processes_match_one_process(tmp_path: Path) -> None:
     with ScriptedServer(SERVER) as srv:
         cfg = config(srv, tmp_path / "db.duckdb", rate=RATE, duration_s=DURATION)
-        single = asyncio.run(run_bench(cfg, two_class_schedule(RATE, DURATION)))
-        multi = asyncio.run(run_bench_distributed(cfg, two_class_schedule(RATE, DURATION), workers=2))
+        single = asyncio.run(run_bench(cfg, two_class_schedule(RATE, DURATION), store=RunStore(tmp_path / "db.duckdb")))
+        multi = asyncio.run(
+            run_bench_distributed(
+                cfg, store=RunStore(tmp_path / "db.duckdb"), specs=two_class_schedule(RATE, DURATION), workers=2
+            )
+        )
     check_same_as_single_process(single, multi, 2)
     stored = RunStore(tmp_path / "db.duckdb").load_records(multi.run.id)
     assert sorted(r.id for r in stored) == sorted(r.id for r in multi.records)
@@ -144,7 +147,9 @@ def test_closed_loop_sessions_stay_on_one_worker_and_concurrency_is_split(tmp_pa
 
     with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=3)) as srv:
         cfg = config(srv, tmp_path / "db.duckdb", rate=None, duration_s=None, conc=5)
-        res = asyncio.run(run_bench_distributed(cfg, sessions(), workers=2))
+        res = asyncio.run(
+            run_bench_distributed(cfg, store=RunStore(tmp_path / "db.duckdb"), specs=sessions(), workers=2)
+        )
     assert res.status is RunStatus.COMPLETE
     assert len(res.records) == 36
     assert all(r.ok for r in res.records)
@@ -200,7 +205,11 @@ def test_killing_a_worker_process_gives_a_degraded_run(tmp_path: Path) -> None:
         cfg = config(srv, tmp_path / "db.duckdb", rate=20, duration_s=None)
         specs = simple_requests(LoadShape(rate=20, arrival="constant", requests=100), fixed(16), fixed(8), seed=1)
         killer = kill_one_worker(box, victim=1, after_s=2.0)
-        res = asyncio.run(run_bench_distributed(cfg, specs, workers=2, on_workers=box.append))
+        res = asyncio.run(
+            run_bench_distributed(
+                cfg, store=RunStore(tmp_path / "db.duckdb"), specs=specs, workers=2, on_workers=box.append
+            )
+        )
         killer.join(5)
     check_degraded(res, box[0], tmp_path / "db.duckdb")
 
@@ -230,9 +239,15 @@ def test_two_ray_actors_match_one_process_and_survive_a_killed_actor(local_ray: 
     db = tmp_path / "db.duckdb"
     with ScriptedServer(SERVER) as srv:
         cfg = config(srv, db, rate=RATE, duration_s=DURATION)
-        single = asyncio.run(run_bench(cfg, two_class_schedule(RATE, DURATION)))
+        single = asyncio.run(run_bench(cfg, two_class_schedule(RATE, DURATION), store=RunStore(tmp_path / "db.duckdb")))
         multi = asyncio.run(
-            run_bench_distributed(cfg, two_class_schedule(RATE, DURATION), workers=2, ray_address="auto")
+            run_bench_distributed(
+                cfg,
+                store=RunStore(tmp_path / "db.duckdb"),
+                specs=two_class_schedule(RATE, DURATION),
+                workers=2,
+                ray_address="auto",
+            )
         )
     check_same_as_single_process(single, multi, 2)
     assert {row["kind"] for row in multi_workers_rows(multi)} == {"ray"}
@@ -242,7 +257,16 @@ def test_two_ray_actors_match_one_process_and_survive_a_killed_actor(local_ray: 
         cfg = config(srv, db, rate=20, duration_s=None)
         specs = simple_requests(LoadShape(rate=20, arrival="constant", requests=100), fixed(16), fixed(8), seed=1)
         killer = kill_one_worker(box, victim=1, after_s=2.0)
-        res = asyncio.run(run_bench_distributed(cfg, specs, workers=2, ray_address="auto", on_workers=box.append))
+        res = asyncio.run(
+            run_bench_distributed(
+                cfg,
+                store=RunStore(tmp_path / "db.duckdb"),
+                specs=specs,
+                workers=2,
+                ray_address="auto",
+                on_workers=box.append,
+            )
+        )
         killer.join(5)
     check_degraded(res, box[0], db)
 

@@ -37,3 +37,20 @@ def test_import_is_lazy() -> None:
     code = "import sys, tailscope; print(any(m in sys.modules for m in ('numpy', 'aiohttp', 'duckdb', 'rich')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_one_list_of_exports() -> None:
+    """__all__, the lazy-import table and the typing imports name the same objects."""
+    import ast
+    from pathlib import Path
+
+    assert set(tailscope.__all__) == {*tailscope._EXPORTS, "__version__"}
+    tree = ast.parse(Path(tailscope.__file__).read_text(encoding="utf-8"))
+    typed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                for alias in imp.names:
+                    typed[alias.name] = imp.module or ""
+    assert typed == tailscope._EXPORTS

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _HELP = """Generate Prometheus recording and alerting rules from a contract: P99 TTFT/E2E from the engine's histograms,
 error ratio, queue waiting, KV usage, preemptions and engine-down — each with for:, a severity label and a runbook
 annotation holding the diagnosis checklist. Check the output with `promtool check rules`.
@@ -70,6 +72,5 @@ def alerts(
         typer.echo(f"wrote {grafana}", err=True)
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``alerts`` to the app."""
-    app.command("alerts", help=_HELP)(alerts)
+app = command_app()
+app.command("alerts", help=_HELP)(alerts)

@@ -1,10 +1,29 @@
-"""``tailscope bench``: load-test an OpenAI-compatible endpoint (or the built-in engine) and report what users feel."""
+"""``tailscope bench``: load-test an OpenAI-compatible endpoint (or the built-in engine) and report what users feel.
+
+Parse → :class:`~tailscope.runner.options.BenchOptions` → :func:`tailscope.bench` (or :func:`tailscope.sweep`,
+:func:`tailscope.find_max`) → render. Options a profile can also set are passed only when typed, so a profile's value
+wins over a flag's default.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+
+from tailscope.api.bench import bench as run_bench
+from tailscope.api.bench import find_max as run_find_max
+from tailscope.api.bench import sweep as run_sweep
+from tailscope.cli.common import DB, JSON_OUT, command_app, err_console, store_path, typed_params
+from tailscope.errors import ConfigError
+from tailscope.metrics.document import clean_json, run_to_json, write_export
+from tailscope.records import Target
+from tailscope.report.console import dialect_renderable, print_summary, stdout_console
+from tailscope.report.live import live_progress
+from tailscope.runner.bench import BenchResult
+from tailscope.runner.options import BenchOptions
+from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
 
 _EXAMPLES = """
 Examples:
@@ -28,7 +47,18 @@ Examples:
   tailscope bench --url http://127.0.0.1:8000 --find-max --duration 30 --slo ttft_p99=1.5s --slo tpot_p99=60ms
 """
 
+#: options a profile can set too: passed to the library only when typed on the command line
+PROFILE_FIELDS = frozenset(
+    ("url", "model", "endpoint", "concurrency", "rate", "arrival", "burstiness", "requests", "duration", "warmup",
+     "input_tokens", "output_tokens", "seed", "slo")
+)  # fmt: skip
 
+app = command_app()
+
+
+@app.command("bench", help=(
+    "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n" + _EXAMPLES
+))  # fmt: skip
 def bench(
     ctx: typer.Context,
     url: str | None = typer.Option(
@@ -48,7 +78,7 @@ def bench(
     output_tokens: str = typer.Option("128", "--output-tokens", help="Same forms as --input-tokens (max_tokens)."),
     seed: int = typer.Option(0, "--seed", help="Seed for lengths, prompts and arrivals."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write run, summary and every request to this file."),
+    json_out: Path | None = JSON_OUT,
     html_out: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to this file."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="tokenizer.json for exact prompt/token counts."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
@@ -69,7 +99,7 @@ def bench(
     ),
     builtin_model: str = typer.Option("llama-3.1-8b", "--builtin-model", help="Model of the built-in engine."),
     builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
-    db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
+    db: Path | None = DB,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
     http_client: str = typer.Option(
         "raw", "--http-client", help="raw (lean, stamps tokens at the socket; default) or aiohttp."
@@ -90,67 +120,134 @@ def bench(
         0.05, "--find-max-tolerance", help="Stop the search when the bracket is within this fraction."
     ),
 ) -> None:
-    """Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput."""
-    from tailscope.cli.bench_run import BenchArgs, main_bench
+    options = options_from(ctx)
+    if dialect:
+        from tailscope.metrics.dialects import check_dialects
 
-    code = main_bench(
-        BenchArgs(
-            url=url,
-            model=model,
-            endpoint=endpoint,
-            profile=profile,
-            concurrency=concurrency,
-            rate=rate,
-            arrival=arrival,
-            burstiness=burstiness,
-            requests=requests,
-            duration=duration,
-            warmup=warmup,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            seed=seed,
-            slo=tuple(slo),
-            json_out=json_out,
-            html_out=html_out,
-            tokenizer=tokenizer,
-            api_key_env=api_key_env,
-            ignore_eos=ignore_eos,
-            continuous_usage=continuous_usage,
-            timeout_connect=timeout_connect,
-            timeout_first_token=timeout_first_token,
-            timeout_total=timeout_total,
-            metrics_url=metrics_url,
-            max_rate=max_rate,
-            workers=workers,
-            ray=ray,
-            builtin_model=builtin_model,
-            builtin_gpu=builtin_gpu,
-            db=db,
-            quiet=quiet,
-            http_client=http_client,
-            replay=replay,
-            replay_format=replay_format,
-            time_scale=time_scale,
-            dialects=tuple(dialect),
-            sweep=sweep,
-            find_max=find_max,
-            find_max_tolerance=find_max_tolerance,
-            explicit=_explicit(ctx),
-        )
+        check_dialects(dialect)
+    store = store_path(db)
+    err = err_console()
+    if sweep is not None or find_max:
+        code = _sweep_or_search(options, store, sweep, find_max_tolerance, json_out, html_out, quiet, bool(dialect))
+        raise typer.Exit(code)
+    shown: list[Target] = []
+    result = run_bench(
+        options=options,
+        store=store,
+        handle_signals=True,
+        watch=lambda p: live_progress(p, quiet=quiet, console=err),
+        on_target=lambda t: _show_target(t, shown, err),
     )
-    raise typer.Exit(code)
+    for line in _worker_lines(result):
+        err.print(line)
+    summary = result.summary_dict()
+    out = stdout_console()
+    print_summary(run_to_json(result.run), summary, out)
+    if dialect:
+        from tailscope.metrics.dialects import summarize_dialect
+
+        summary["dialects"] = {d: summarize_dialect(result.records, d) for d in dialect}
+        for d in dialect:
+            out.print(dialect_renderable(summary["dialects"][d]))
+    if json_out is not None:
+        from tailscope.metrics.document import build_export
+
+        write_export(json_out, build_export(result.run, summary, result.records))
+        err.print(f"wrote {json_out}")
+    if html_out is not None:
+        from tailscope.report.html import write_html_report
+
+        write_html_report(html_out, run_to_json(result.run), summary, result.records, result.samples)
+        err.print(f"wrote {html_out}")
+    if result.signal_name:
+        err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
+    raise typer.Exit(result.exit_code)
 
 
-def _explicit(ctx: typer.Context) -> frozenset[str]:
-    """Names of the parameters typed on the command line (they override a profile's fields; defaults do not)."""
-    given: set[str] = set()
-    for name in ctx.params:
-        source = ctx.get_parameter_source(name)
-        # by name: typer may vendor its own click, whose ParameterSource is a different class
-        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
-            given.add(name)
-    return frozenset(given)
+def options_from(ctx: typer.Context) -> BenchOptions:
+    """The library options from the parsed flags (profile fields only when typed)."""
+    typed = typed_params(ctx)
+    values = {k: v for k, v in ctx.params.items() if k in BenchOptions.field_names()}
+    for name in PROFILE_FIELDS:
+        if name not in typed:
+            values[name] = () if name == "slo" else None
+    values["slo"] = tuple(values["slo"] or ())
+    return BenchOptions(**values)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("bench", help=(bench.__doc__ or "") + "\n" + _EXAMPLES)(bench)
+def _show_target(t: Target, shown: list[Target], err: Any) -> None:
+    """Print the target once (a sweep calls this for every point)."""
+    if shown:
+        return
+    shown.append(t)
+    if t.builtin:
+        err.print(f"[cyan]target: {t.description} at {t.url}[/]")
+    else:
+        err.print(f"target: {t.url} model {t.model}")
+
+
+def _worker_lines(result: BenchResult) -> list[str]:
+    if "workers" not in result.extra:
+        return []
+    from tailscope.runner.workers import describe_workers
+
+    return describe_workers(result.extra["workers"])
+
+
+def _sweep_or_search(
+    options: BenchOptions,
+    store: Any,
+    points: str | None,
+    tolerance: float,
+    json_out: Path | None,
+    html_out: Path | None,
+    quiet: bool,
+    dialects: bool,
+) -> int:
+    """Run a sweep or a capacity search and render it; returns the exit code (130/143 when interrupted)."""
+    from tailscope.report.sweep_console import find_max_renderable, sweep_renderable
+
+    if dialects:
+        raise ConfigError(
+            "--dialect applies to single runs; show a sweep's runs with `tailscope runs show ID --dialect`"
+        )
+    err = err_console()
+    shown: list[Target] = []
+    common: dict[str, Any] = {
+        "store": store,
+        "handle_signals": True,
+        "watch": lambda p: live_progress(p, quiet=quiet, console=err),
+        "on_target": lambda t: _show_target(t, shown, err),
+    }
+    out = stdout_console()
+    outcome: SweepOutcome | FindMaxOutcome
+    if points is not None:
+        outcome = run_sweep(points, options, **common)
+        out.print(sweep_renderable(outcome.to_dict()))
+        runs, key = outcome.points, "sweep"
+    else:
+        outcome = run_find_max(options, tolerance=tolerance, **common)
+        out.print(find_max_renderable(outcome.to_dict()))
+        runs, key = outcome.probes, "find_max"
+    if json_out is not None:
+        doc = {key: outcome.to_dict(), "runs": [{"load": p.load, **_run_doc(p.result)} for p in runs]}
+        write_export(json_out, clean_json(doc))
+        err.print(f"wrote {json_out}")
+    if html_out is not None and len(runs) >= 2:
+        from tailscope.report.html import ReportRun, render_compare_report, write_html
+
+        items = [
+            ReportRun(run_to_json(p.result.run), p.result.summary_dict(), p.result.records, p.result.samples)
+            for p in runs
+        ]
+        write_html(html_out, render_compare_report(items))  # the sweep curves, knee and SLO lines
+        err.print(f"wrote {html_out}")
+    last = runs[-1].result if runs else None
+    if outcome.interrupted and last is not None:
+        err.print(f"[yellow]interrupted by {last.signal_name}: {len(runs)} run(s) kept[/]")
+        return last.exit_code
+    return 0
+
+
+def _run_doc(result: BenchResult) -> dict[str, Any]:
+    return {"run": run_to_json(result.run), "summary": result.summary_dict()}

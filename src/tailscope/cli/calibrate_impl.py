@@ -10,7 +10,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from tailscope.cli.bench_run import run_async
+from tailscope.api._support import run_sync as run_async
 from tailscope.engine.twin import ServerFacts, TwinModel
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.records import RequestRecord
@@ -130,7 +130,7 @@ def cmd_calibrate(
                 model,
                 facts,
                 plan,
-                db=str(db) if db else None,
+                store=store,
                 seed=seed,
                 on_phase=lambda name: err.print(f"probe: {name}"),
             )
@@ -251,7 +251,6 @@ def cmd_twin_check(
         url=url,
         model=model,
         seed=seed,
-        db=str(db) if db else None,
         dispatch=DispatchConfig(concurrency=wl.concurrency, duration_s=wl.duration_s, drain_timeout_s=300),
         requested_rate=rate,
         timeouts=Timeouts(first_token_s=300, total_s=600),
@@ -261,6 +260,9 @@ def cmd_twin_check(
     )
     anchors: list[tuple[float, float]] = []
     lone: list[dict[int, list[float]]] = []
+    from tailscope.store.runs import RunStore
+
+    store = RunStore(db)
     twin = load_calibration(calibration).twin
     max_prompt = (twin.facts.max_model_len or 2048) - 64 - LONE_ANCHOR[2] if twin is not None else None
 
@@ -276,7 +278,7 @@ def cmd_twin_check(
             settings={"twin_check_anchor": when, "twin_check": str(calibration)},
             profile_name=None,
         )
-        res = run_async(run_bench(a_cfg, iter(anchor_specs(seed))))
+        res = run_async(run_bench(a_cfg, iter(anchor_specs(seed)), store=store))
         summary = res.summary.to_dict()
         anchors.append(
             (
@@ -290,7 +292,7 @@ def cmd_twin_check(
             dispatch=DispatchConfig(concurrency=1, drain_timeout_s=120),
             settings={"twin_check_anchor": when + " (lone requests)", "twin_check": str(calibration)},
         )
-        lone.append(lone_ttfts(run_async(run_bench(l_cfg, iter(specs))).records, specs))
+        lone.append(lone_ttfts(run_async(run_bench(l_cfg, iter(specs), store=store)).records, specs))
 
     runs = []
     for k in range(repeat):
@@ -298,7 +300,8 @@ def cmd_twin_check(
             measure_anchor(f"before measurement {k + 1}")
         if k:
             err.print(f"measuring again ({k + 1} of {repeat}) …")
-        runs.append(run_async(run_bench(cfg, fresh_prompts(resolve_specs(args).specs, k) if k else wl.specs)))
+        specs = fresh_prompts(resolve_specs(args).specs, k) if k else wl.specs
+        runs.append(run_async(run_bench(cfg, specs, store=store)))
     measured = runs[-1]
     summaries = [r.summary.to_dict() for r in runs]
     msum = summaries[0] if repeat == 1 else median_summary(summaries)
@@ -339,8 +342,8 @@ def cmd_twin_check(
         except OSError as exc:
             raise ConfigError(f"--json {json_out}: cannot write it ({exc.strerror})") from None
     if html_out is not None:
+        from tailscope.metrics.document import run_to_json
         from tailscope.report.html import ReportRun, render_compare_report, write_html
-        from tailscope.report.json_export import run_to_json
 
         items = [
             ReportRun(run_to_json(measured.run), {**summaries[-1], "server": measured.server}, measured.records,

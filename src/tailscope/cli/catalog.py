@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _EXAMPLES = """
 Examples:
 
@@ -81,5 +83,5 @@ def catalog(
         raise ConfigError(f"catalog {what!r}: use 'models' or 'gpus'")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("catalog", help=(catalog.__doc__ or "") + "\n" + _EXAMPLES)(catalog)
+app = command_app()
+app.command("catalog", help=(catalog.__doc__ or "") + "\n" + _EXAMPLES)(catalog)

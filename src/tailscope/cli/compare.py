@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _HELP = """Compare runs against the first one: per metric and percentile, the change, its confidence interval and a
 significance mark (* when the interval excludes zero). Works on bench, sim and trace runs and on export files alike.
 
@@ -71,6 +73,5 @@ def compare(
             raise ConfigError(f"--markdown {markdown}: cannot write it ({exc.strerror or exc})") from None
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``compare`` to the app."""
-    app.command("compare", help=_HELP)(compare)
+app = command_app()
+app.command("compare", help=_HELP)(compare)

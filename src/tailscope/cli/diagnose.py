@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _HELP = """Diagnose a run: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference,
 long-output tails, stalls, client bottleneck, rate limiting and error bursts, cold start, and (with --traces)
 engineering layers, waterfalls and retries on the critical path. Findings are ordered by impact.
@@ -65,6 +67,5 @@ def diagnose(
         typer.echo(render_findings_text(findings, data.id), nl=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``diagnose`` to the app."""
-    app.command("diagnose", help=_HELP)(diagnose)
+app = command_app()
+app.command("diagnose", help=_HELP)(diagnose)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tailscope.cli.common import command_app
+
 if TYPE_CHECKING:
     from tailscope.gate.rundata import RunData
 
@@ -215,6 +217,5 @@ def _write(path: Path, text: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``gate`` to the app."""
-    app.command("gate", help=_HELP)(gate)
+app = command_app()
+app.command("gate", help=_HELP)(gate)

@@ -1,8 +1,8 @@
-"""The ``tailscope`` command: a thin typer app.
+"""The ``tailscope`` command: a thin typer front end over the library (:mod:`tailscope`).
 
-Each command lives in its own module under ``tailscope.cli`` and registers itself on :data:`app`. Command modules
-import only typer and the standard library at the top; the library (numpy, aiohttp, duckdb, …) is imported inside
-the command functions so that ``tailscope --help`` starts fast.
+Commands are loaded lazily: :data:`COMMANDS` names each command's module and one-line help, so ``tailscope --help``
+imports no command module at all, and ``tailscope bench`` imports only ``tailscope.cli.bench`` (which may import the
+library at its top). Each command module defines ``app``, a :class:`typer.Typer` with its command(s).
 """
 
 from __future__ import annotations
@@ -10,11 +10,64 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+#: command → (module, one-line help shown by ``tailscope --help``). Order = order in ``--help``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": (
+        "tailscope.cli.bench",
+        "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.",
+    ),
+    "runs": ("tailscope.cli.runs", "Runs kept in the embedded store."),
+    "plan": ("tailscope.cli.plan", "Capacity and cost planning: KV memory, latency estimates, GPUs, budgets."),
+    "calibrate": ("tailscope.cli.twin", "Probe a server (bounded) and fit its digital twin; or fit one from runs."),
+    "twin": ("tailscope.cli.twin", "The calibrated digital twin."),
+    "serve": ("tailscope.cli.serve", "Run the built-in simulated engine behind an OpenAI-compatible HTTP server."),
+    "sim": ("tailscope.cli.sim", "Simulate a deployment in virtual time: latency, throughput, KV cache, queueing."),
+    "catalog": ("tailscope.cli.catalog", "The model and GPU catalogs the engine model uses."),
+    "trace": ("tailscope.cli.trace", "Latency is a tree: critical paths, layers, waterfalls and diffs of traces."),
+    "gate": ("tailscope.cli.gate", "Check a run against a performance contract; the exit code fails a CI build."),
+    "compare": ("tailscope.cli.compare", "Compare runs: which differences are real (bootstrap intervals)."),
+    "diagnose": ("tailscope.cli.diagnose", "Turn a run's numbers into findings: symptom, evidence, cause, actions."),
+    "alerts": ("tailscope.cli.alerts", "Generate Prometheus alert rules (and a Grafana dashboard) from a contract."),
+    "report": ("tailscope.cli.report", "Write a self-contained HTML report of runs or a trace set."),
+    "ui": ("tailscope.cli.ui", "A local dashboard of the store's runs and trace sets."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A command group that imports a command's module only when that command runs (or shows its help)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        command = typer.main.get_command(getattr(module, _app_name(cmd_name, module)))
+        command.name = cmd_name
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(name, short) for name, (_module, short) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _app_name(cmd_name: str, module: Any) -> str:
+    """The Typer object of a command in its module: ``<name>_app`` when the module holds several, else ``app``."""
+    specific = f"{cmd_name}_app"
+    return specific if hasattr(module, specific) else "app"
+
 
 app = typer.Typer(
     name="tailscope",
+    cls=LazyGroup,
     help=(
         "Performance engineering for LLM and agent systems: measure → locate → plan → verify.\n\n"
         "Example: tailscope bench --requests 200 --concurrency 8   (no --url: runs against the built-in engine)"
@@ -24,30 +77,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-#: Command modules, each with a ``register(app)`` function. Order = order in ``--help``.
-COMMAND_MODULES: tuple[str, ...] = (
-    "tailscope.cli.bench",
-    "tailscope.cli.runs",
-    "tailscope.cli.plan",
-    "tailscope.cli.calibrate",
-    "tailscope.cli.serve",
-    "tailscope.cli.sim",
-    "tailscope.cli.catalog",
-    "tailscope.cli.trace",
-    "tailscope.cli.gate",
-    "tailscope.cli.compare",
-    "tailscope.cli.diagnose",
-    "tailscope.cli.alerts",
-    "tailscope.cli.report",
-    "tailscope.cli.ui",
-)
-
-
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(name)
-        module.register(app)
 
 
 @app.callback()
@@ -61,18 +90,17 @@ def _root(
 def _click_exception_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(usage-error types, exit types) of click and of the click that newer typer releases vendor as
     ``typer._click`` (typer ≥ 0.20 raises its own copies, which are not ``click.ClickException``)."""
-    import click
-
-    usage: list[type[BaseException]] = [click.exceptions.ClickException]
-    leave: list[type[BaseException]] = [click.exceptions.Exit]
-    try:
-        vendored = importlib.import_module("typer._click.exceptions")
-    except ImportError:
-        return tuple(usage), tuple(leave)
-    for name, into in (("ClickException", usage), ("Exit", leave)):
-        kind = getattr(vendored, name, None)
-        if isinstance(kind, type) and issubclass(kind, BaseException):
-            into.append(kind)
+    usage: list[type[BaseException]] = []
+    leave: list[type[BaseException]] = []
+    for module_name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name, into in (("ClickException", usage), ("Exit", leave)):
+            kind = getattr(module, name, None)
+            if isinstance(kind, type) and issubclass(kind, BaseException):
+                into.append(kind)
     return tuple(usage), tuple(leave)
 
 
@@ -80,7 +108,6 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turning a TailscopeError into one line and its exit code."""
     from tailscope.errors import TailscopeError
 
-    _register_all()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:]) or os.environ.get("TAILSCOPE_DEBUG") == "1"
     try:
         code = app(args=argv, standalone_mode=False, prog_name="tailscope")

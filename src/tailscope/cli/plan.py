@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-plan_app = typer.Typer(
+from tailscope.cli.common import command_app
+
+plan_app = command_app(
     help=(
         "Capacity planning that shows its assumptions.\n\n"
         "Example: tailscope plan kv --model llama-3.1-70b --kv-dtype fp8 --context 8192 --gpu h100-sxm --tp 4"
@@ -158,7 +160,3 @@ def budget(
     from tailscope.cli.plan_impl import cmd_budget
 
     cmd_budget(target, tuple(layer), buffer, from_traces, out, db, json_out)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(plan_app, name="plan")

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _HELP = """Write a self-contained HTML report (one file, works offline): one run, or a comparison of several (the first
 is the reference; significant differences are marked), sweep curves for runs of one sweep, or a trace set's analysis.
 
@@ -94,6 +96,5 @@ def report(
     typer.echo(f"wrote {path} ({len(html.encode('utf-8')) / 1e6:.2f} MB)")
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``report`` to the app."""
-    app.command("report", help=_HELP)(report)
+app = command_app()
+app.command("report", help=_HELP)(report)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-runs_app = typer.Typer(
+from tailscope.cli.common import command_app
+
+runs_app = command_app(
     help="Runs kept in the embedded store.\n\nExample: tailscope runs list; tailscope runs show latest",
     no_args_is_help=True,
 )
@@ -76,7 +78,3 @@ def repair(db: Path | None = _DB) -> None:
 
     fixed = RunStore(db).repair()
     typer.echo(f"repaired {len(fixed)} run(s)" + (": " + ", ".join(fixed) if fixed else ""))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(runs_app, name="runs")

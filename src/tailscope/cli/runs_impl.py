@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tailscope.errors import ConfigError
+from tailscope.metrics.document import build_export, run_to_json, write_export
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console
-from tailscope.report.json_export import build_export, run_to_json, write_export
 from tailscope.store.runs import RunStore, StoredRun
 from tailscope.units import format_ms
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _EXAMPLES = """
 Examples:
 
@@ -114,5 +116,5 @@ def serve(
     print("tailscope serve: stopped", file=sys.stderr)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("serve", help=(serve.__doc__ or "") + "\n" + _EXAMPLES)(serve)
+app = command_app()
+app.command("serve", help=(serve.__doc__ or "") + "\n" + _EXAMPLES)(serve)

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _EXAMPLES = """
 Examples:
 
@@ -66,8 +68,8 @@ def sim(
 
     from rich.console import Console
 
+    from tailscope.metrics.document import build_export, run_to_json, write_export
     from tailscope.report.console import print_summary
-    from tailscope.report.json_export import build_export, run_to_json, write_export
     from tailscope.sim.run import SimArgs, run_sim
 
     explicit = frozenset(
@@ -177,8 +179,8 @@ def _timeline_table(timeline: list[dict[str, Any]], max_rows: int = 24) -> Any:
     return t
 
 
-def register(app: typer.Typer) -> None:
-    app.command("sim", help=(sim.__doc__ or "") + "\n" + _EXAMPLES)(sim)
+app = command_app()
+app.command("sim", help=(sim.__doc__ or "") + "\n" + _EXAMPLES)(sim)
 
 
 def _stdout() -> Any:

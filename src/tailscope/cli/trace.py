@@ -9,7 +9,9 @@ from typing import Any
 
 import typer
 
-trace_app = typer.Typer(
+from tailscope.cli.common import command_app
+
+trace_app = command_app(
     help=(
         "Latency is a tree: critical paths, layer attribution, waterfalls and before/after diffs of real traces.\n\n"
         "Example: tailscope trace demo --out demo-traces/ && "
@@ -395,11 +397,6 @@ def demo(
         f"tailscope trace ingest {out}/after.otlp.json --set after && tailscope trace analyze --set before && "
         "tailscope trace diff --before before --after after"
     )
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``tailscope trace`` to the main app."""
-    app.add_typer(trace_app, name="trace")
 
 
 def _stdout() -> Any:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli.common import command_app
+
 _HELP = """Serve a local dashboard over the store: runs with filters (kind, tag, text), a page per run (the HTML
 report), comparisons of two or more runs, and trace sets. Read-only; binds 127.0.0.1 unless --host says otherwise.
 
@@ -53,6 +55,5 @@ def ui(
         ) from None
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``ui`` to the app."""
-    app.command("ui", help=_HELP)(ui)
+app = command_app()
+app.command("ui", help=_HELP)(ui)

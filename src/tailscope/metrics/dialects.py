@@ -365,3 +365,12 @@ def summarize_dialect(records: Iterable[RequestRecord], dialect: str) -> dict[st
     if key not in _IMPL:
         raise ValueError(f"unknown dialect {dialect!r}: use one of {', '.join(DIALECTS)}")
     return _IMPL[key](records)
+
+
+def check_dialects(dialects: Iterable[str]) -> None:
+    """Refuse an unknown dialect name before any load is sent (ConfigError naming it)."""
+    from tailscope.errors import ConfigError
+
+    for d in dialects:
+        if d not in DIALECTS:
+            raise ConfigError(f"--dialect {d!r}: use one of {', '.join(DIALECTS)}")

@@ -109,6 +109,7 @@ class RunSummary:
     requested_rate_rps: float | None = None
     turns: dict[int, GroupLatency] = field(default_factory=dict)
     shared_prefix: dict[str, GroupLatency] = field(default_factory=dict)
+    loop_lag_ms: Stats | None = None  # the client's event-loop lag (bench runs; None for simulations and imports)
 
     def metric(self, name: str) -> Stats:
         """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
@@ -147,6 +148,7 @@ class RunSummary:
             "classes": {k: v.to_dict() for k, v in self.classes.items()},
             "turns": {str(k): v.to_dict() for k, v in sorted(self.turns.items())},
             "shared_prefix": {k: v.to_dict() for k, v in self.shared_prefix.items()},
+            **({"loop_lag_ms": self.loop_lag_ms.to_dict()} if self.loop_lag_ms is not None else {}),
         }
 
 
@@ -392,6 +394,7 @@ def summarize(
         requested_rate_rps=requested_rate_rps,
         turns=_by_turn(ok),
         shared_prefix=_by_prefix(ok),
+        loop_lag_ms=loop_lag_ms,
     )
 
 

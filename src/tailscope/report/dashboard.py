@@ -22,9 +22,9 @@ from typing import Any
 
 from aiohttp import web
 
+from tailscope.metrics.document import build_export, clean_json, run_to_json
 from tailscope.records import RequestRecord
 from tailscope.report.html import ReportRun, _env, fmt_num, lookup, render_compare_report, render_run_report
-from tailscope.report.json_export import _clean, build_export, run_to_json
 from tailscope.store.runs import RunStore
 
 TOKEN_COOKIE = "tailscope_token"
@@ -66,7 +66,7 @@ def load_report_run(store: RunStore, ref: str) -> ReportRun:
     else:  # a run still going, or one that crashed before it was summarised
         summary = summarize(records).to_dict()
         summary["server"] = summarize_server(samples)
-    return ReportRun(run_to_json(stored.run), _clean(summary), records, samples, stored.tags)
+    return ReportRun(run_to_json(stored.run), clean_json(summary), records, samples, stored.tags)
 
 
 def _host_only(host_header: str) -> str:

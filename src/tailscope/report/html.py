@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import ConfigError
+from tailscope.metrics.document import clean_json
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.report import html_data as hd
-from tailscope.report.json_export import _clean
 
 _TEMPLATES = Path(__file__).parent / "templates"
 #: Latency rows of the percentile table: label, summary key.
@@ -43,7 +43,7 @@ class ReportRun:
     """One run as the report reads it.
 
     Attributes:
-        run: the export's ``run`` object (:func:`tailscope.report.json_export.run_to_json`).
+        run: the export's ``run`` object (:func:`tailscope.metrics.document.run_to_json`).
         summary: the export's ``summary`` object (``RunSummary.to_dict()`` plus ``server``).
         records: every request record of the run.
         samples: scraped server samples.
@@ -89,7 +89,7 @@ def lookup(summary: Mapping[str, Any], key: str) -> Any:
 
 
 def _data_json(data: Any) -> str:
-    text = json.dumps(_clean(data), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(clean_json(data), separators=(",", ":"), allow_nan=False)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
@@ -315,7 +315,7 @@ def write_html_report(
 
     Args:
         path: the output file.
-        run_json: :func:`tailscope.report.json_export.run_to_json` of the run.
+        run_json: :func:`tailscope.metrics.document.run_to_json` of the run.
         summary: the summary dict, as exported (``RunSummary.to_dict()`` plus ``server``).
         records: the run's request records.
         samples: the run's scraped server samples.

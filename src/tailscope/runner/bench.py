@@ -6,6 +6,7 @@ This is the library behind ``tailscope bench``; the CLI only resolves flags into
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import secrets
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
 from tailscope.client.openai import ClientOptions, Timeouts
@@ -22,6 +23,7 @@ from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
 from tailscope.errors import ConfigError
+from tailscope.metrics.document import build_export
 from tailscope.metrics.percentiles import Stats
 from tailscope.metrics.server import summarize_server
 from tailscope.metrics.slo import Slo
@@ -29,14 +31,16 @@ from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.runner.bench_extras import MixedTraffic, saturation_check
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
+from tailscope.runner.persist import RunPersistence
 from tailscope.runner.preflight import preflight
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
-from tailscope.store.runs import RunStore
-from tailscope.store.writer import RecordWriter
 from tailscope.workload.model import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +67,13 @@ class BenchConfig:
     tokenizer: str | None = None
     metrics_url: str | None = "auto"
     scrape_interval_s: float = 1.0
-    db: str | None = None
     flush_interval_s: float = 1.0
     settings: dict[str, Any] = field(default_factory=dict)
     profile_name: str | None = None
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
     sweep_id: str | None = None
-    handle_signals: bool = True
+    handle_signals: bool = False
     mixed_traffic: tuple[MixedTarget, ...] = ()  # plain HTTP sent beside the LLM load (profile mixed_traffic)
     # steady stages (start_s, end_s) tested for over-saturation; None = one window when the run is open loop at one
     # constant rate (requested_rate set), () = no test
@@ -88,7 +91,7 @@ class BenchResult:
     server: dict[str, Any]
     records: list[RequestRecord]
     signal_name: str | None
-    store_path: str
+    store_path: str | None
     t0_ns: int = 0  # the run start on the monotonic clock (record times are relative to it)
     extra: dict[str, Any] = field(default_factory=dict)  # summary keys beyond RunSummary (e.g. ``mixed``)
     samples: list[ServerSample] = field(default_factory=list)  # the scraped server telemetry
@@ -101,6 +104,21 @@ class BenchResult:
         if self.signal_name:
             return 130
         return 0
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The ``summary`` object of the export and of the store: the summary, the server's telemetry and extras."""
+        doc = self.summary.to_dict()
+        doc["server"] = self.server
+        doc.update(self.extra)
+        return doc
+
+    def to_dict(self) -> dict[str, Any]:
+        """The export document (``run``, ``summary``, ``requests``), as ``tailscope bench --json`` writes it."""
+        return build_export(self.run, self.summary_dict(), self.records)
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        """The export document as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
 
 
 def new_run_id() -> str:
@@ -205,7 +223,7 @@ def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
 
 def finish_bench(
     cfg: BenchConfig,
-    store: RunStore,
+    store: RunPersistence,
     run: Run,
     *,
     status: RunStatus,
@@ -227,53 +245,47 @@ def finish_bench(
     )
     if extra_warnings:
         summary = replace(summary, warnings=summary.warnings + extra_warnings)
-    server = summarize_server(samples)
-    summary_dict = summary.to_dict()
-    summary_dict["server"] = server
-    summary_dict["loop_lag_ms"] = loop_lag_ms.to_dict()
-    if extra_summary:
-        summary_dict.update(extra_summary)
-    store.finish_run(run.id, status, summary_dict)
-    return BenchResult(
+    result = BenchResult(
         run=replace(run, status=status),
         status=status,
         summary=summary,
-        server=server,
+        server=summarize_server(samples),
         records=records,
         signal_name=signal_name,
-        store_path=str(store.db.path),
+        store_path=store.path,
         t0_ns=t0_ns,
         extra=dict(extra_summary or {}),
         samples=samples,
     )
+    store.finish(run.id, status, result.summary_dict())
+    return result
 
 
 async def run_bench(
     cfg: BenchConfig,
     specs: Iterator[RequestSpec],
     *,
+    store: RunStore | None = None,
     progress: Progress | None = None,
     on_target: Callable[[Target], None] | None = None,
     clock: Clock | None = None,
 ) -> BenchResult:
-    """Run one bench: preflight, dispatch, persist incrementally, summarize, finish the run in the store.
+    """Run one bench: preflight, dispatch, persist incrementally (when given a store), summarize.
 
     Args:
         specs: the request stream (from flags or a profile).
+        store: where the run and its records go; None keeps them in memory only.
         progress: counters for a live display.
         on_target: called once the target is known (e.g. to print that it is the built-in engine).
     """
     clock = clock or MonotonicClock()
     progress = progress or Progress()
-    store = RunStore(cfg.db)
-    store.db.ensure_schema()  # a bad store path fails here, before any load
+    writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
     async with AsyncExitStack() as stack:
         ts = await open_target(cfg, stack, on_target)
         transport, metrics_url = ts.transport, ts.metrics_url
         run = new_run(cfg, ts)
-        store.create_run(run)
-        writer = RecordWriter(store.db, run.id, flush_interval_s=cfg.flush_interval_s)
-        writer.start()
+        writer.begin(run)
         records: list[RequestRecord] = []
         samples: list[ServerSample] = []
 
@@ -336,7 +348,7 @@ async def run_bench(
         status = RunStatus.INCOMPLETE if dispatch.interrupted else RunStatus.COMPLETE
         return finish_bench(
             cfg,
-            store,
+            writer,
             run,
             status=status,
             records=records,

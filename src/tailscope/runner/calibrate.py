@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_ben
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.twin_check import ANCHOR, LONE_ANCHOR, lone_anchor_specs, lone_ttfts, merge_ttfts
 from tailscope.workload.spec import RequestSpec
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +130,7 @@ async def run_probe(
     facts: ServerFacts,
     plan: ProbePlan,
     *,
-    db: str | None = None,
+    store: RunStore | None = None,
     seed: int = 0,
     on_phase: Callable[[str], None] | None = None,
 ) -> tuple[list[BenchResult], dict[str, Any], ServerFacts]:
@@ -142,7 +145,6 @@ async def run_probe(
     base = BenchConfig(
         url=url,
         model=model,
-        db=db,
         seed=seed,
         timeouts=Timeouts(connect_s=10, first_token_s=120, total_s=300),
         handle_signals=False,
@@ -162,7 +164,8 @@ async def run_probe(
             dispatch=DispatchConfig(concurrency=concurrency, drain_timeout_s=120),
             settings={"probe": name, "concurrency": concurrency, "mode": "closed" if concurrency else "open"},
         )
-        res = await run_bench(cfg, iter(specs) if specs is not None else _specs(lengths, seed + len(results)))
+        specs_in = iter(specs) if specs is not None else _specs(lengths, seed + len(results))
+        res = await run_bench(cfg, specs_in, store=store)
         results.append(res)
         for r in res.records:
             if r.ok and r.input_tokens and r.id < len(lengths):

@@ -22,7 +22,7 @@ import math
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.clock import Clock, MonotonicClock
 from tailscope.errors import ConfigError, TailscopeError
@@ -30,14 +30,16 @@ from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
 from tailscope.runner.bench import BenchConfig, BenchResult, _auth_header, finish_bench, new_run, open_target
 from tailscope.runner.partition import Feeder, partition_open, split_concurrency
+from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper
 from tailscope.runner.wire import record_from_wire, spec_to_wire
 from tailscope.runner.worker_pool import WorkerHandle, WorkerLost, start_process_workers
 from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows, worker_warnings
-from tailscope.store.runs import RunStore
-from tailscope.store.writer import RecordWriter
 from tailscope.workload.spec import RequestSpec
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
 
 #: pings per worker for the clock-offset estimate (the best round trip wins).
 PINGS = 7
@@ -276,6 +278,7 @@ async def run_bench_distributed(
     *,
     workers: int,
     ray_address: str | None = None,
+    store: RunStore | None = None,
     progress: Progress | None = None,
     on_target: Callable[[Target], None] | None = None,
     on_workers: Callable[[list[WorkerState]], None] | None = None,
@@ -314,8 +317,7 @@ async def run_bench_distributed(
         slots = [None] * workers
         shares = partition_open(specs, workers)
     total_scheduled = sum(len(s) for s in shares) if shares is not None else None
-    store = RunStore(cfg.db)
-    store.db.ensure_schema()
+    writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
     if ray_address is not None:
         from tailscope.runner.workers_ray import connect_ray
 
@@ -354,9 +356,7 @@ async def run_bench_distributed(
         records: list[RequestRecord] = []
         samples: list[ServerSample] = []
         run = new_run(cfg, ts, workers=workers, worker_kind=handles[0].kind)
-        store.create_run(run)
-        writer = RecordWriter(store.db, run.id, flush_interval_s=cfg.flush_interval_s)
-        writer.start()
+        writer.begin(run)
 
         def sink(batch: list[RequestRecord]) -> None:
             records.extend(batch)
@@ -421,7 +421,7 @@ async def run_bench_distributed(
         warnings = worker_warnings(rows, ttft.p50, lost)
         return finish_bench(
             cfg,
-            store,
+            writer,
             run,
             status=status,
             records=records,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tailscope.metrics.document import build_export
 from tailscope.metrics.slo import parse_slo
 from tailscope.metrics.summary import summarize
 from tailscope.records import (
@@ -21,7 +22,6 @@ from tailscope.records import (
     Target,
     TokensSource,
 )
-from tailscope.report.json_export import build_export
 
 XSS = "<script>alert(1)</script>"
 MS = 1_000_000

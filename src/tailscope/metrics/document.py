@@ -1,4 +1,9 @@
-"""The ``--json`` export: run, summary and per-request records (key names are a stable interface)."""
+"""The export document: run, summary and per-request records as JSON-ready dicts (key names are a stable interface).
+
+Pure: builds dicts. :func:`write_export` is the one place that writes a document to a file. Times of requests are in
+seconds since the run start here (nanoseconds in the store and in Parquet/CSV exports); docs/metrics.md has the
+layout.
+"""
 
 from __future__ import annotations
 
@@ -63,20 +68,20 @@ def run_to_json(run: Run) -> dict[str, Any]:
     }
 
 
-def _clean(obj: Any) -> Any:
+def clean_json(obj: Any) -> Any:
     """JSON has no infinities or NaN: write them as null (the summary says which values are undefined)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: clean_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
+        return [clean_json(v) for v in obj]
     return obj
 
 
 def build_export(run: Run, summary: dict[str, Any], records: list[RequestRecord]) -> dict[str, Any]:
     """The whole export document."""
-    doc: dict[str, Any] = _clean(
+    doc: dict[str, Any] = clean_json(
         {
             "run": run_to_json(run),
             "summary": summary,

@@ -1,5 +1,5 @@
-"""Resolving ``bench --profile/--replay`` flags into a config (no target is contacted), and sweeps/search driven by a
-fake executor."""
+"""Resolving bench options (flags, ``profile``, ``replay``) into a config (no target is contacted), and
+sweeps/search driven by a fake executor."""
 
 from __future__ import annotations
 
@@ -9,19 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from tailscope.cli import bench as bench_cli
-from tailscope.cli import bench_run
-from tailscope.cli.bench_run import BenchArgs, resolve
-from tailscope.cli.bench_sweep import point_args
-from tailscope.cli.bench_workload import sessions_follow_turn0
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import parse_slo
 from tailscope.metrics.summary import summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target
 from tailscope.runner.bench import BenchConfig, BenchResult
+from tailscope.runner.options import BenchOptions
+from tailscope.runner.resolve import resolve, sessions_follow_turn0
 from tailscope.runner.sweep_run import probe_passed, run_find_max, run_sweep
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
@@ -53,46 +50,20 @@ mixed_traffic:
 """
 
 
-def base_args(tmp_path: Path, **kw: Any) -> BenchArgs:
+def base_options(tmp_path: Path, **kw: Any) -> BenchOptions:
+    """Options as a caller gives them: only ``kw`` (and url, profile) are set; the rest are left unset."""
     prof = tmp_path / "p.yaml"
     prof.write_text(textwrap.dedent(PROFILE))
-    fields: dict[str, Any] = {
-        "url": "http://127.0.0.1:9",
-        "model": None,
-        "endpoint": "chat",
-        "profile": prof,
-        "concurrency": None,
-        "rate": None,
-        "arrival": "poisson",
-        "burstiness": 1.0,
-        "requests": None,
-        "duration": None,
-        "warmup": 0,
-        "input_tokens": "256",
-        "output_tokens": "128",
-        "seed": 0,
-        "slo": (),
-        "json_out": None,
-        "tokenizer": None,
-        "api_key_env": "OPENAI_API_KEY",
-        "ignore_eos": True,
-        "continuous_usage": True,
-        "timeout_connect": 5.0,
-        "timeout_first_token": 30.0,
-        "timeout_total": 60.0,
-        "metrics_url": "off",
-        "max_rate": None,
-        "builtin_model": "llama-3.1-8b",
-        "builtin_gpu": "h100-sxm",
-        "db": tmp_path / "db",
-        "quiet": True,
-    }
-    typed = frozenset({"url", "profile", *kw})
-    return BenchArgs(**{**fields, **kw, "explicit": typed})
+    return BenchOptions(url="http://127.0.0.1:9", profile=prof, metrics_url="off", **kw)
+
+
+def resolved(opts: BenchOptions) -> tuple[BenchConfig, Any, Any]:
+    r = resolve(opts)
+    return r.config, r.specs, r.progress
 
 
 def test_profile_fields_feed_the_config(tmp_path: Path) -> None:
-    cfg, specs, _ = resolve(base_args(tmp_path))
+    cfg, specs, _ = resolved(base_options(tmp_path))
     assert cfg.model == "tiny"
     assert cfg.profile_name == "mix"
     assert cfg.seed == 5
@@ -110,8 +81,8 @@ def test_profile_fields_feed_the_config(tmp_path: Path) -> None:
 
 
 def test_typed_flags_override_the_file(tmp_path: Path) -> None:
-    args = base_args(tmp_path, rate=3.0, duration=2.0, model="m", slo=("ttft_p50=1s",), arrival="constant")
-    cfg, specs, _ = resolve(args)
+    opts = base_options(tmp_path, rate=3.0, duration=2.0, model="m", slo=("ttft_p50=1s",), arrival="constant")
+    cfg, specs, _ = resolved(opts)
     assert cfg.model == "m"
     assert cfg.requested_rate == 3.0
     assert cfg.dispatch.duration_s == 2.0
@@ -122,7 +93,7 @@ def test_typed_flags_override_the_file(tmp_path: Path) -> None:
 
 
 def test_concurrency_switches_to_closed_loop_without_saturation_test(tmp_path: Path) -> None:
-    cfg, specs, _ = resolve(base_args(tmp_path, concurrency=4, requests=10))
+    cfg, specs, _ = resolved(base_options(tmp_path, concurrency=4, requests=10))
     assert cfg.dispatch.concurrency == 4
     assert cfg.saturation_windows == ()
     spec_list = list(specs)
@@ -132,40 +103,36 @@ def test_concurrency_switches_to_closed_loop_without_saturation_test(tmp_path: P
 
 def test_conflicting_and_bad_flags(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="exclude each other"):
-        resolve(base_args(tmp_path, rate=2.0, concurrency=2))
+        resolve(base_options(tmp_path, rate=2.0, concurrency=2))
     with pytest.raises(ConfigError, match="--max-rate"):
-        resolve(base_args(tmp_path, max_rate=5.0))  # the curve peaks at 8/s
+        resolve(base_options(tmp_path, max_rate=5.0))  # the curve peaks at 8/s
 
 
-def test_cli_marks_only_typed_flags_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[BenchArgs] = []
+def test_cli_passes_only_typed_profile_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[BenchOptions] = []
 
-    def fake(args: BenchArgs) -> int:
-        seen.append(args)
-        return 0
+    def fake(**kw: Any) -> Any:
+        seen.append(kw["options"])
+        raise SystemExit(0)
 
-    monkeypatch.setattr(bench_run, "main_bench", fake)
-    app = typer.Typer()
-    bench_cli.register(app)  # a one-command app: its options are the bench command's
-
-    res = CliRunner().invoke(app, ["--profile", "x.yaml", "--rate", "3", "--dialect", "vllm"])
+    monkeypatch.setattr(bench_cli, "run_bench", fake)
+    res = CliRunner().invoke(bench_cli.app, ["--profile", "x.yaml", "--rate", "3", "--dialect", "vllm"])
     assert res.exit_code == 0, res.output
-    explicit = seen[0].explicit
-    assert explicit is not None
-    assert {"profile", "rate", "dialect"} <= explicit
-    assert "arrival" not in explicit
-    assert "warmup" not in explicit
-    assert seen[0].dialects == ("vllm",)
+    opts = seen[0]
+    assert opts.rate == 3.0
+    assert str(opts.profile) == "x.yaml"
+    assert opts.arrival is None  # left at its default: the profile's process stands
+    assert opts.warmup is None
+    assert opts.slo == ()
 
 
-def test_point_args_type_the_swept_flag(tmp_path: Path) -> None:
-    a = base_args(tmp_path, concurrency=2, requests=5)
-    p = point_args(a, "rate", 7.0)
+def test_point_options_set_the_swept_load(tmp_path: Path) -> None:
+    from tailscope.api.bench import _point
+
+    a = base_options(tmp_path, concurrency=2, requests=5)
+    p = _point(a, "rate", 7.0)
     assert (p.rate, p.concurrency) == (7.0, None)
-    assert p.explicit is not None
-    assert "rate" in p.explicit
-    assert "concurrency" not in p.explicit
-    q = point_args(a, "concurrency", 8.0)
+    q = _point(a, "concurrency", 8.0)
     assert (q.rate, q.concurrency) == (None, 8)
 
 
@@ -207,7 +174,7 @@ def fake_result(cfg: BenchConfig, *, load: float, capacity: float = 10.0) -> Ben
         )
     summary = summarize(recs, slos=cfg.slos)
     run = Run("r", RunKind.BENCH, "0", "now", Target("u", "m"), 0, sweep_id=cfg.sweep_id, status=RunStatus.COMPLETE)
-    return BenchResult(run, RunStatus.COMPLETE, summary, {}, recs, None, "db")
+    return BenchResult(run, RunStatus.COMPLETE, summary, {}, recs, None, None)
 
 
 def test_find_max_with_a_fake_server(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-twin_app = typer.Typer(
+from tailscope.cli.common import command_app
+
+twin_app = command_app(
     help=(
         "The calibrated digital twin.\n\n"
         "Example: tailscope twin check --calibration twin.yaml --url http://127.0.0.1:8000 --rate 2 --requests 60"
@@ -121,6 +123,5 @@ def check(
     )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("calibrate")(calibrate)
-    app.add_typer(twin_app, name="twin")
+calibrate_app = command_app()
+calibrate_app.command("calibrate")(calibrate)

@@ -1,0 +1,119 @@
+"""What every public function shares: sync twins of async functions, one exception tree, optional stores.
+
+* :func:`run_sync` runs a coroutine on uvloop when it is installed (lower client overhead), else on asyncio's loop.
+* :func:`sync_twin` makes the blocking twin of an ``async def`` with the same signature.
+* :func:`public` converts any exception that is not a :class:`~tailscope.errors.TailscopeError` into an
+  :class:`~tailscope.errors.InternalError` (``raise … from exc``: the cause and its traceback are kept).
+* :func:`open_store` turns the ``store=`` argument into a :class:`~tailscope.store.runs.RunStore` or None: the API
+  writes a store only when it was given one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+
+from tailscope.errors import InternalError, TailscopeError
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: a path that ``store=`` accepts (besides a RunStore object, or None: write nothing)
+StorePath = str | os.PathLike[str]
+
+
+def run_sync(coro: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine to completion on uvloop when installed, else on asyncio's default loop.
+
+    Raises:
+        ConfigError-like TailscopeError: when called from inside a running event loop (use the ``*_async`` twin).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coro.close()
+        raise TailscopeError("called from a running event loop: await the *_async twin of this function instead")
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+def _convert(exc: Exception, what: str) -> TailscopeError:
+    if isinstance(exc, TailscopeError):
+        return exc
+    return InternalError(f"{what} failed: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+
+
+def public(fn: F) -> F:
+    """Decorate a public function (sync or async) so that it raises only TailscopeError subclasses."""
+    what = fn.__name__
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except TailscopeError:
+                raise
+            except Exception as exc:
+                raise _convert(exc, what) from exc
+
+        return cast(F, async_wrapper)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TailscopeError:
+            raise
+        except Exception as exc:
+            raise _convert(exc, what) from exc
+
+    return cast(F, wrapper)
+
+
+def sync_twin(fn: Callable[P, Coroutine[Any, Any, R]], doc: str | None = None) -> Callable[P, R]:
+    """The blocking twin of ``async def fn``: same parameters, runs it with :func:`run_sync`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        return run_sync(fn(*args, **kwargs))
+
+    name = fn.__name__.removesuffix("_async")
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = doc or (
+        f"Blocking twin of :func:`{fn.__name__}` (same parameters and result); do not call it from a running "
+        f"event loop.\n\n{fn.__doc__ or ''}"
+    )
+    return wrapper
+
+
+def open_store(store: StorePath | RunStore | None) -> RunStore | None:
+    """The run store for ``store=``: a RunStore as given, one opened at a path, or None (nothing is written)."""
+    if store is None:
+        return None
+    from tailscope.store.runs import RunStore
+
+    if isinstance(store, RunStore):
+        return store
+    return RunStore(store)
+
+
+def default_store() -> RunStore:
+    """The store the command line uses: ``$TAILSCOPE_DB``, else ``./.tailscope/tailscope.duckdb``."""
+    from tailscope.store.runs import RunStore
+
+    return RunStore(None)

@@ -1,0 +1,229 @@
+"""Measure: :func:`bench` (one run), :func:`sweep` (several loads) and :func:`find_max` (the highest rate that meets
+the SLOs), each with an ``async`` twin.
+
+Nothing is written unless ``store=`` is given, and no signal handler is installed unless ``handle_signals=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import fields, replace
+from typing import Any
+
+from tailscope.api._support import StorePath, open_store, public, sync_twin
+from tailscope.errors import ConfigError
+from tailscope.metrics.slo import Slo
+from tailscope.records import Target
+from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.options import BenchOptions, PathLike
+from tailscope.runner.progress import Progress
+from tailscope.runner.resolve import Resolved, resolve
+from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome, run_find_max, run_sweep
+from tailscope.store.runs import RunStore
+from tailscope.workload.spec import RequestSpec
+from tailscope.workload.sweep import parse_sweep
+
+#: ``watch=``: called with a run's live counters; the context it returns is entered around the run (a display)
+Watch = Callable[[Progress], AbstractContextManager[Any]]
+
+
+def _options_from(given: BenchOptions | None, values: dict[str, Any]) -> BenchOptions:
+    """``options=`` or the keyword options, not both."""
+    kw = BenchOptions(**{f.name: values[f.name] for f in fields(BenchOptions)})
+    if given is None:
+        return kw
+    if kw != BenchOptions():
+        changed = sorted(f.name for f in fields(BenchOptions) if getattr(kw, f.name) != getattr(BenchOptions(), f.name))
+        raise ConfigError(f"give options= or keyword options, not both (also given: {', '.join(changed)})")
+    return given
+
+
+async def _run_one(
+    resolved: Resolved,
+    options: BenchOptions,
+    store: RunStore | None,
+    *,
+    handle_signals: bool,
+    watch: Watch | None,
+    on_target: Callable[[Target], None] | None,
+    progress: Progress | None = None,
+) -> BenchResult:
+    cfg = replace(resolved.config, handle_signals=handle_signals)
+    live = resolved.progress
+    if progress is not None:  # the caller's counters, with the resolved bounds
+        progress.total, progress.duration_s = live.total, live.duration_s
+        live = progress
+    with watch(live) if watch is not None else nullcontext():
+        if options.workers is not None or options.ray is not None:
+            from tailscope.runner.workers import check_worker_flags, run_bench_distributed
+
+            n = check_worker_flags(options.workers, options.ray)
+            return await run_bench_distributed(
+                cfg, resolved.specs, workers=n, ray_address=options.ray, store=store, progress=live,
+                on_target=on_target,
+            )  # fmt: skip
+        return await run_bench(cfg, resolved.specs, store=store, progress=live, on_target=on_target)
+
+
+@public
+async def bench_async(
+    url: str | None = None,
+    *,
+    options: BenchOptions | None = None,
+    model: str | None = None,
+    endpoint: str | None = None,
+    profile: PathLike | None = None,
+    replay: PathLike | None = None,
+    replay_format: str = "auto",
+    time_scale: float = 1.0,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    arrival: str | None = None,
+    burstiness: float | None = None,
+    requests: int | None = None,
+    duration: float | None = None,
+    warmup: int | None = None,
+    input_tokens: str | int | None = None,
+    output_tokens: str | int | None = None,
+    seed: int | None = None,
+    slo: Sequence[str | Slo] = (),
+    tokenizer: PathLike | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    ignore_eos: bool = True,
+    continuous_usage: bool = True,
+    timeout_connect: float = 10.0,
+    timeout_first_token: float = 120.0,
+    timeout_total: float = 600.0,
+    metrics_url: str = "auto",
+    max_rate: float | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    builtin_model: str = "llama-3.1-8b",
+    builtin_gpu: str = "h100-sxm",
+    http_client: str = "raw",
+    store: StorePath | RunStore | None = None,
+    handle_signals: bool = False,
+    progress: Progress | None = None,
+    watch: Watch | None = None,
+    on_target: Callable[[Target], None] | None = None,
+) -> BenchResult:
+    """Load-test an OpenAI-compatible endpoint — or the built-in engine when ``url`` is None — and summarize.
+
+    The options are those of :class:`~tailscope.runner.options.BenchOptions` (documented there; the same as the
+    flags of ``tailscope bench``); pass them as keywords or as one ``options=BenchOptions(...)``.
+
+    Args:
+        store: a DuckDB store path or :class:`~tailscope.store.runs.RunStore` to keep the run in; None (default)
+            writes nothing.
+        handle_signals: stop gracefully on SIGINT/SIGTERM (keeping what completed) instead of raising.
+        progress: live counters the caller reads while the run goes (e.g. from another thread).
+        watch: called with the live counters; the context manager it returns is entered around the run.
+        on_target: called once the target is known (the built-in engine's address, the served model).
+
+    Returns:
+        The run: ``result.summary`` (a typed :class:`~tailscope.metrics.summary.RunSummary`), ``result.records``,
+        ``result.run`` and ``result.to_json()`` (the document ``tailscope bench --json`` writes).
+
+    Raises:
+        ConfigError: bad options (before any load is sent). TargetError: the target cannot be reached.
+    """
+    opts = _options_from(options, locals())
+    resolved = resolve(opts)
+    return await _run_one(
+        resolved,
+        opts,
+        open_store(store),
+        handle_signals=handle_signals,
+        watch=watch,
+        on_target=on_target,
+        progress=progress,
+    )
+
+
+bench = sync_twin(bench_async)
+
+
+def _point(options: BenchOptions, param: str, value: float) -> BenchOptions:
+    """The options of one point: ``concurrency`` or ``rate`` set (the other one cleared)."""
+    if param == "concurrency":
+        return replace(options, concurrency=round(value), rate=None)
+    return replace(options, rate=value, concurrency=None)
+
+
+def _runner(
+    options: BenchOptions, store: RunStore | None, handle_signals: bool, watch: Watch | None, on_target: Any
+) -> tuple[Callable[[str, float], tuple[BenchConfig, Iterator[RequestSpec], Progress]], Any]:
+    from tailscope.api._support import run_sync
+
+    if options.workers is not None or options.ray is not None:
+        raise ConfigError("sweeps and capacity searches run in one process: drop --workers/--ray")
+
+    def build(param: str, value: float) -> tuple[BenchConfig, Iterator[RequestSpec], Progress]:
+        r = resolve(_point(options, param, value))
+        return r.config, r.specs, r.progress
+
+    def execute(cfg: BenchConfig, specs: Iterator[RequestSpec], progress: Progress) -> BenchResult:
+        resolved = Resolved(cfg, specs, progress)
+        return run_sync(
+            _run_one(resolved, options, store, handle_signals=handle_signals, watch=watch, on_target=on_target)
+        )
+
+    return build, execute
+
+
+@public
+def sweep(
+    points: str,
+    options: BenchOptions | None = None,
+    *,
+    store: StorePath | RunStore | None = None,
+    handle_signals: bool = False,
+    watch: Watch | None = None,
+    on_target: Callable[[Target], None] | None = None,
+) -> SweepOutcome:
+    """Run one bench per load point and find the knee (the last load before latency grows faster than throughput).
+
+    Args:
+        points: ``concurrency=1,2,4,8`` or ``rate=1:20:8`` (START:STOP:POINTS).
+        options: the bench options of every point (the swept one is set per point).
+
+    Returns:
+        The points (each a :class:`~tailscope.runner.bench.BenchResult`), linked by a sweep id, and the knee.
+    """
+    options = options or BenchOptions()
+    spec = parse_sweep(points)
+    build, execute = _runner(options, open_store(store), handle_signals, watch, on_target)
+    build(spec.param, spec.values[0])  # bad options fail before any load
+    return run_sweep(spec, build, execute)
+
+
+@public
+def find_max(
+    options: BenchOptions | None = None,
+    *,
+    tolerance: float = 0.05,
+    store: StorePath | RunStore | None = None,
+    handle_signals: bool = False,
+    watch: Watch | None = None,
+    on_target: Callable[[Target], None] | None = None,
+) -> FindMaxOutcome:
+    """Search the highest open-loop rate whose bounded run meets every SLO (bracket, then bisection).
+
+    Args:
+        options: the bench options of every probe (``rate`` is the start rate, default 1/s; ``max_rate`` the
+            ceiling, default 10,000/s; SLOs from ``slo`` or the profile).
+        tolerance: stop when the bracket is within this fraction.
+    """
+    options = options or BenchOptions()
+    if options.concurrency is not None:
+        raise ConfigError("--find-max searches open-loop rates; drop --concurrency (--rate sets the start rate)")
+    if not tolerance > 0:
+        raise ConfigError(f"--find-max-tolerance must be > 0 (got {tolerance})")
+    start = options.rate if options.rate is not None else 1.0
+    build, execute = _runner(options, open_store(store), handle_signals, watch, on_target)
+    cfg, _specs, _progress = build("rate", start)
+    if not cfg.slos:
+        raise ConfigError("--find-max needs an SLO to search against: --slo ttft_p99=1.5s (or slo: in the profile)")
+    max_rate = options.max_rate if options.max_rate is not None else 10_000.0
+    return run_find_max(build, execute, start=start, max_rate=max_rate, rel_tol=tolerance)

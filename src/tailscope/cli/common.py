@@ -1,0 +1,70 @@
+"""What several commands share: option definitions, the store the command line uses, writing outputs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from tailscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
+
+DB = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")
+JSON_OUT = typer.Option(None, "--json", help="Write run, summary and every request to this file.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No live progress (for CI).")
+
+
+def store_path(db: Path | None) -> RunStore:
+    """The store of the command line: ``--db``, else ``$TAILSCOPE_DB``, else ``.tailscope/tailscope.duckdb``."""
+    from tailscope.store.runs import RunStore
+
+    return RunStore(db)
+
+
+def typed_params(ctx: typer.Context) -> frozenset[str]:
+    """Names of the parameters typed on the command line (not left at their defaults)."""
+    given: set[str] = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        # by name: typer may vendor its own click, whose ParameterSource is a different class
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given.add(name)
+    return frozenset(given)
+
+
+def write_text(path: Path, text: str, flag: str) -> None:
+    """Write an output file, creating its folder; ConfigError naming the flag when it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
+
+
+def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
+    """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
+    if path is None:
+        return False
+    text = json.dumps(doc, indent=2)
+    if str(path) == "-":
+        sys.stdout.write(text + "\n")
+        return True
+    write_text(path, text + "\n", flag)
+    return False
+
+
+def err_console() -> Any:
+    """A rich console on stderr (progress, notes, 'wrote …' lines)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def command_app(**kwargs: Any) -> typer.Typer:
+    """A command module's Typer: plain (not rich-markup) help like the root app, no shell-completion options."""
+    return typer.Typer(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False, **kwargs)

@@ -1,0 +1,121 @@
+"""What a user asks of a bench run, before resolution: :class:`BenchOptions`.
+
+One frozen dataclass is the whole vocabulary of a bench — the keyword arguments of :func:`tailscope.bench`, the
+flags of ``tailscope bench`` and the fields a workload profile can set. Resolution (:mod:`tailscope.runner.resolve`)
+turns it into a :class:`~tailscope.runner.bench.BenchConfig` and a request stream.
+
+Fields a profile can also set default to ``None``, meaning "not given": a profile's value then applies, else the
+documented default. A value that is given always wins over the profile (options > file > defaults).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from tailscope.metrics.slo import Slo
+
+#: the defaults of the fields that a profile can set (None in :class:`BenchOptions` = not given)
+DEFAULTS: dict[str, Any] = {
+    "endpoint": "chat",
+    "arrival": "poisson",
+    "burstiness": 1.0,
+    "warmup": 0,
+    "input_tokens": "256",
+    "output_tokens": "128",
+    "seed": 0,
+}
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    """The options of one bench run (all keyword arguments of :func:`tailscope.bench`).
+
+    Attributes:
+        url: API root of the target (``http://HOST:PORT``); ``None`` starts the built-in simulated engine.
+        model: model name to request (default: the first one the server lists).
+        endpoint: ``chat`` (``/v1/chat/completions``, default) or ``completions``.
+        profile: a workload profile YAML (path) — classes, sessions, shared prefixes, a rate curve.
+        replay: a trace of requests to replay (JSONL ``timestamp_s``/``input_tokens``/``output_tokens``, Mooncake
+            or Azure CSV).
+        replay_format: ``auto``, ``tailscope``, ``mooncake`` or ``azure``.
+        time_scale: multiply replayed times (0.5 = twice as fast).
+        concurrency: closed loop: requests kept in flight (default 1 when no ``rate`` is given).
+        rate: open loop: requests per second.
+        arrival: open-loop process: ``constant``, ``poisson`` (default) or ``gamma``.
+        burstiness: gamma shape (< 1 burstier; 1 = Poisson).
+        requests: stop after this many requests (warmup included).
+        duration: stop starting requests after this many seconds. A run needs ``requests`` or ``duration``.
+        warmup: the first N requests are warmup: stored, excluded from statistics.
+        input_tokens: prompt length: ``N``, ``uniform:A:B``, ``normal:M:S`` or ``lognormal:MED:SIG`` (default 256).
+        output_tokens: ``max_tokens`` in the same forms (default 128).
+        seed: seed of lengths, prompts and arrivals (default 0).
+        slo: SLOs such as ``ttft_p99=1.5s`` (or :class:`~tailscope.metrics.slo.Slo` objects).
+        tokenizer: a ``tokenizer.json`` for exact prompt and token counts.
+        api_key_env: environment variable holding the API key (never stored).
+        ignore_eos: send ``ignore_eos`` so outputs have exactly ``max_tokens`` tokens (vLLM, SGLang).
+        continuous_usage: ask vLLM for usage on every chunk.
+        timeout_connect, timeout_first_token, timeout_total: per-request timeouts in seconds.
+        metrics_url: Prometheus endpoint to scrape: ``auto`` (``URL/metrics`` when it answers), ``off`` or a URL.
+        max_rate: refuse schedules faster than this many requests/s.
+        workers: spread the load over this many worker processes (Ray actors with ``ray``).
+        ray: run the workers as Ray actors: ``auto``, ``local`` or a cluster address.
+        builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
+        http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
+    """
+
+    url: str | None = None
+    model: str | None = None
+    endpoint: str | None = None
+    profile: PathLike | None = None
+    replay: PathLike | None = None
+    replay_format: str = "auto"
+    time_scale: float = 1.0
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str | None = None
+    burstiness: float | None = None
+    requests: int | None = None
+    duration: float | None = None
+    warmup: int | None = None
+    input_tokens: str | int | None = None
+    output_tokens: str | int | None = None
+    seed: int | None = None
+    slo: Sequence[str | Slo] = ()
+    tokenizer: PathLike | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    ignore_eos: bool = True
+    continuous_usage: bool = True
+    timeout_connect: float = 10.0
+    timeout_first_token: float = 120.0
+    timeout_total: float = 600.0
+    metrics_url: str = "auto"
+    max_rate: float | None = None
+    workers: int | None = None
+    ray: str | None = None
+    builtin_model: str = "llama-3.1-8b"
+    builtin_gpu: str = "h100-sxm"
+    http_client: str = "raw"
+
+    def given(self, name: str) -> bool:
+        """Whether field ``name`` was given (it then overrides a profile's value)."""
+        value = getattr(self, name)
+        return value is not None and value != ()
+
+    def value(self, name: str) -> Any:
+        """A field's value, or its documented default when it was not given."""
+        v = getattr(self, name)
+        return DEFAULTS.get(name) if v is None else v
+
+    def with_changes(self, **changes: Any) -> BenchOptions:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The option names, in declaration order."""
+        return tuple(f.name for f in fields(cls))

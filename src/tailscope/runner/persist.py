@@ -1,0 +1,69 @@
+"""The store side of a run, or nothing: a run writes a store only when it was given one.
+
+:class:`RunPersistence` creates the run row, streams finished records and server samples to the store in the
+background (:class:`~tailscope.store.writer.RecordWriter`: batch files folded into DuckDB, so a crash loses at most
+one flush interval) and finishes the run with its summary. Without a store every call is a no-op: the records stay in
+memory in the result, and nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tailscope.records import RequestRecord, Run, RunStatus, ServerSample
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
+    from tailscope.store.writer import RecordWriter
+
+
+class RunPersistence:
+    """Persist one run into ``store`` (or nowhere when ``store`` is None).
+
+    Args:
+        store: the run store, or None for a run that is kept in memory only.
+        flush_interval_s: how often the background writer flushes (the crash-loss window).
+    """
+
+    def __init__(self, store: RunStore | None, *, flush_interval_s: float = 1.0) -> None:
+        self.store = store
+        self.flush_interval_s = flush_interval_s
+        self._writer: RecordWriter | None = None
+        if store is not None:
+            store.db.ensure_schema()  # a bad store path fails here, before any load
+
+    @property
+    def path(self) -> str | None:
+        """The store file, or None when nothing is stored."""
+        return None if self.store is None else str(self.store.db.path)
+
+    def begin(self, run: Run) -> None:
+        """Create the run row and start the background writer."""
+        if self.store is None:
+            return
+        from tailscope.store.writer import RecordWriter
+
+        self.store.create_run(run)
+        self._writer = RecordWriter(self.store.db, run.id, flush_interval_s=self.flush_interval_s)
+        self._writer.start()
+
+    def add(self, record: RequestRecord) -> None:
+        """Queue one finished record."""
+        if self._writer is not None:
+            self._writer.add(record)
+
+    def add_samples(self, samples: list[ServerSample]) -> None:
+        """Queue scraped server samples."""
+        if self._writer is not None:
+            self._writer.add_samples(samples)
+
+    def close(self) -> None:
+        """Flush what is queued and stop the writer (idempotent)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def finish(self, run_id: str, status: RunStatus, summary: dict[str, Any]) -> None:
+        """Store the run's final status and summary."""
+        if self.store is not None:
+            self.store.finish_run(run_id, status, summary)

@@ -1,0 +1,336 @@
+"""Resolve :class:`BenchOptions` into a validated :class:`BenchConfig`, a request stream and progress counters.
+
+Three sources of requests: the options alone (one class, one arrival process), a workload profile (``profile``)
+or a replayed trace (``replay``). Resolution is options > file > defaults, field by field: only options that were
+given (not None) override the profile. Every error — a bad flag, a bad profile line, conflicting options — is raised
+here, before the target is contacted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tailscope.client.openai import Timeouts
+from tailscope.errors import ConfigError
+from tailscope.metrics.slo import Slo, parse_slo
+from tailscope.runner.bench import BenchConfig
+from tailscope.runner.loadgen import DispatchConfig
+from tailscope.runner.options import BenchOptions
+from tailscope.runner.progress import Progress
+from tailscope.workload.lengths import parse_length_spec
+from tailscope.workload.model import Overrides, Profile, apply_overrides, flag_overrides
+from tailscope.workload.simple import LoadShape, simple_requests
+from tailscope.workload.spec import RequestSpec
+
+#: options that count as "overrides" of a profile, in the order they are stored with the run
+_OVERRIDABLE = (
+    "rate", "concurrency", "arrival", "burstiness", "duration", "requests", "warmup", "input_tokens",
+    "output_tokens", "model", "url", "seed", "endpoint",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A bench ready to run: its config, its (lazy) request stream and the live progress counters."""
+
+    config: BenchConfig
+    specs: Iterator[RequestSpec]
+    progress: Progress
+
+
+def slos_of(values: Iterable[str | Slo]) -> tuple[Slo, ...]:
+    """SLO objects from strings like ``ttft_p99=1.5s`` (or Slo objects, kept)."""
+    return tuple(v if isinstance(v, Slo) else parse_slo(v) for v in values)
+
+
+def resolve(opts: BenchOptions) -> Resolved:
+    """Turn options into a validated config and request stream.
+
+    Raises:
+        ConfigError / ProfileError: a bad option or file (naming the flag, or file:line and field).
+    """
+    endpoint = opts.value("endpoint")
+    if endpoint not in ("chat", "completions"):
+        raise ConfigError(f"--endpoint {endpoint!r}: use chat or completions")
+    if opts.profile is not None and opts.replay is not None:
+        raise ConfigError("--profile and --replay exclude each other: a trace already fixes times and lengths")
+    if opts.profile is not None:
+        if opts.given("rate") and opts.given("concurrency"):
+            raise ConfigError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one")
+        return _profile(opts)
+    if opts.replay is not None:
+        return _replay(opts)
+    return _flags(opts)
+
+
+def _flags(opts: BenchOptions) -> Resolved:
+    concurrency = opts.concurrency
+    if concurrency is None and opts.rate is None:
+        concurrency = 1
+    shape = LoadShape(
+        concurrency=concurrency,
+        rate=opts.rate,
+        arrival=opts.value("arrival"),
+        burstiness=opts.value("burstiness"),
+        requests=opts.requests,
+        duration_s=opts.duration,
+        warmup=opts.value("warmup"),
+    )
+    shape.validate()
+    if opts.max_rate is not None and opts.rate is not None and opts.rate > opts.max_rate:
+        raise ConfigError(f"--rate {opts.rate:g} exceeds --max-rate {opts.max_rate:g}; lower the rate or raise the cap")
+    in_dist = parse_length_spec(str(opts.value("input_tokens")), what="--input-tokens")
+    out_dist = parse_length_spec(str(opts.value("output_tokens")), what="--output-tokens")
+    specs = simple_requests(shape, in_dist, out_dist, seed=opts.value("seed"))
+    cfg = _config(opts, concurrency=concurrency)
+    settings = {
+        **cfg.settings,
+        "mode": "open" if shape.open_loop else "closed",
+        "concurrency": concurrency,
+        "rate": opts.rate,
+        "arrival": shape.arrival if shape.open_loop else None,
+        "burstiness": shape.burstiness if shape.open_loop else None,
+        "requests": opts.requests,
+        "duration_s": opts.duration,
+        "warmup": shape.warmup,
+        "input_tokens": str(in_dist),
+        "output_tokens": str(out_dist),
+    }
+    return Resolved(replace(cfg, settings=settings), specs, Progress(total=opts.requests, duration_s=opts.duration))
+
+
+def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
+    """The parts of the config common to every source of requests (target, client, timeouts, SLOs)."""
+    for name, value in (
+        ("--timeout-connect", opts.timeout_connect),
+        ("--timeout-first-token", opts.timeout_first_token),
+        ("--timeout-total", opts.timeout_total),
+    ):
+        if not value > 0:
+            raise ConfigError(f"{name} must be > 0 seconds (got {value})")
+    if opts.http_client not in ("raw", "aiohttp"):
+        raise ConfigError(f"--http-client {opts.http_client!r}: use raw or aiohttp")
+    slos = slos_of(opts.slo)
+    endpoint = opts.value("endpoint")
+    tokenizer = str(opts.tokenizer) if opts.tokenizer else None
+    settings: dict[str, Any] = {
+        "endpoint": endpoint,
+        "ignore_eos": opts.ignore_eos,
+        "slo": [s.key + "=" + f"{s.threshold_ms:g}ms" for s in slos],
+        "tokenizer": tokenizer,
+        "api_key_env": opts.api_key_env,
+        "timeouts_s": [opts.timeout_connect, opts.timeout_first_token, opts.timeout_total],
+    }
+    return BenchConfig(
+        url=opts.url,
+        model=opts.model,
+        endpoint=endpoint,
+        api_key_env=opts.api_key_env,
+        ignore_eos=opts.ignore_eos,
+        continuous_usage=opts.continuous_usage,
+        timeouts=Timeouts(opts.timeout_connect, opts.timeout_first_token, opts.timeout_total),
+        dispatch=DispatchConfig(concurrency=concurrency, duration_s=opts.duration),
+        requested_rate=opts.rate,
+        seed=opts.value("seed"),
+        slos=slos,
+        tokenizer=tokenizer,
+        metrics_url=None if opts.metrics_url == "off" else opts.metrics_url,
+        settings=settings,
+        builtin_model=opts.builtin_model,
+        builtin_gpu=opts.builtin_gpu,
+        http_client=opts.http_client,
+    )
+
+
+def overrides_from(opts: BenchOptions) -> Overrides:
+    """The profile fields that the given options replace (options > file)."""
+
+    def pick(name: str) -> Any:
+        if not opts.given(name):
+            return None
+        value = getattr(opts, name)
+        return str(value) if name in ("input_tokens", "output_tokens") else value
+
+    return flag_overrides(pick, slos=slos_of(opts.slo) if opts.slo else None)
+
+
+def _primed(specs: Iterator[RequestSpec]) -> Iterator[RequestSpec]:
+    """Pull the first spec now, so a bad profile fails before the target is contacted (the plan is lazy)."""
+    first = next(specs, None)
+    return iter(()) if first is None else itertools.chain([first], specs)
+
+
+def _load_profile(opts: BenchOptions) -> Profile:
+    from tailscope.workload.profile import load_profile
+
+    assert opts.profile is not None
+    return load_profile(Path(opts.profile))
+
+
+def _profile(opts: BenchOptions) -> Resolved:
+    from tailscope.workload.plan import profile_requests, stage_windows
+
+    base = _load_profile(opts)
+    source = str(opts.profile)
+    ov = overrides_from(opts)
+    p = apply_overrides(base, ov)
+    seed = p.seed if p.seed is not None else opts.value("seed")
+    arr, stop = p.arrival, p.stop
+    if not opts.given("endpoint") and p.endpoint not in ("chat", "completions"):
+        raise ConfigError(f"{source}: endpoint {p.endpoint!r}: use chat or completions")
+    endpoint = opts.endpoint if opts.given("endpoint") else p.endpoint
+    if p.mixed_traffic and (opts.workers is not None or opts.ray is not None):
+        raise ConfigError(
+            f"{source}: mixed_traffic is sent by the single-process runner only; drop --workers/--ray or "
+            "remove mixed_traffic from the profile"
+        )
+    specs_iter = profile_requests(base, seed=seed, overrides=ov)
+    open_loop = arr.mode == "open"
+    windows: tuple[tuple[float, float], ...] = ()
+    requested_rate: float | None = None
+    peak: float | None = None
+    specs: Iterator[RequestSpec]
+    bound_s: float | None
+    if open_loop:
+        # open-loop schedules are bounded by construction; materialize to know the stage ends and fail early
+        spec_list = list(specs_iter)
+        if not spec_list:
+            raise ConfigError(f"{source}: the profile schedules no requests (check stop and arrival)")
+        last_s = max((s.at_ns or 0) for s in spec_list) / 1e9
+        timed = stage_windows(arr, duration_s=stop.duration_s)
+        windows = tuple((w.start_s, w.end_s if w.end_s is not None else last_s + 1e-6) for w in timed if w.steady)
+        bursts = [s for s in arr.stages if s.kind == "burst"]
+        if len(timed) == 1 and timed[0].steady and not bursts:
+            requested_rate = timed[0].rate_start
+        peak = max([max(w.rate_start, w.rate_end) for w in timed] or [1.0])
+        specs = iter(spec_list)
+        bound_s = stop.duration_s if stop.duration_s is not None else last_s + 1e-3
+    else:
+        specs = _primed(specs_iter)
+        bound_s = stop.duration_s
+    if opts.max_rate is not None and peak is not None and peak > opts.max_rate:
+        raise ConfigError(
+            f"{source}: the profile's peak rate {peak:g}/s exceeds --max-rate {opts.max_rate:g}; lower the rate "
+            "or raise the cap"
+        )
+    common = replace(opts, url=p.url, model=p.model, endpoint=endpoint, duration=bound_s, seed=seed, slo=())
+    cfg = _config(common, concurrency=None if open_loop else arr.concurrency)
+    settings = {
+        **cfg.settings,
+        "mode": arr.mode,
+        "concurrency": None if open_loop else arr.concurrency,
+        "rate": requested_rate,
+        "arrival": arr.process if open_loop else None,
+        "burstiness": arr.burstiness if open_loop else None,
+        "requests": stop.requests,
+        "duration_s": stop.duration_s,
+        "warmup": p.warmup.requests,
+        "input_tokens": "profile",
+        "output_tokens": "profile",
+        "slo": [s.key + "=" + f"{s.threshold_ms:g}ms" for s in p.slos],
+        "profile": p.name,
+        "profile_file": source,
+        "overrides": sorted(n for n in _OVERRIDABLE if opts.given(n)) + (["slo"] if opts.slo else []),
+        "stages": [_stage_dict(s) for s in arr.stages] if open_loop else [],
+        "classes": [c.name for c in p.classes],
+        "mixed_traffic": [t.name for t in p.mixed_traffic],
+    }
+    cfg = replace(
+        cfg,
+        dispatch=replace(cfg.dispatch, duration_s=stop.duration_s),
+        requested_rate=requested_rate,
+        slos=p.slos,
+        settings=settings,
+        profile_name=p.name,
+        mixed_traffic=p.mixed_traffic,
+        saturation_windows=windows if open_loop else (),
+    )
+    return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
+
+
+def _stage_dict(s: Any) -> dict[str, Any]:
+    if s.kind == "burst":
+        return {"burst": s.count, "at_s": s.at_s}
+    if s.kind == "ramp":
+        return {"ramp_to": s.rate, "ramp_from": s.ramp_from, "duration_s": s.duration_s}
+    return {"rate": s.rate, "duration_s": s.duration_s}
+
+
+def sessions_follow_turn0(specs: Iterable[RequestSpec]) -> list[RequestSpec]:
+    """Reorder a stream so every session's later turns follow its turn 0 directly (what the load generator reads).
+
+    Trace rows are sorted by time, so the turns of concurrent sessions interleave; the runner sends a later turn
+    after the previous response anyway (think time), so only the stream order changes, never a send time.
+    """
+    groups: list[list[RequestSpec]] = []
+    open_sessions: dict[str, list[RequestSpec]] = {}
+    for s in specs:
+        if s.session_id is not None and (s.turn or 0) > 0 and s.session_id in open_sessions:
+            open_sessions[s.session_id].append(s)
+            continue
+        group = [s]
+        groups.append(group)
+        if s.session_id is not None:
+            open_sessions[s.session_id] = group
+    return [s for g in groups for s in g]
+
+
+def _replay(opts: BenchOptions) -> Resolved:
+    from tailscope.workload.replay import read_replay, replay_requests
+
+    assert opts.replay is not None
+    for flag, name in (("--rate", "rate"), ("--concurrency", "concurrency")):
+        if opts.given(name):
+            raise ConfigError(
+                f"{flag} does not apply to --replay: the trace fixes the send times; use --time-scale to speed up "
+                "(0.5 = twice as fast) or slow down"
+            )
+    rows = read_replay(Path(opts.replay), fmt=opts.replay_format)
+    specs = sessions_follow_turn0(
+        replay_requests(
+            rows,
+            seed=opts.value("seed"),
+            time_scale=opts.time_scale,
+            warmup=opts.value("warmup"),
+            max_requests=opts.requests,
+            duration_s=opts.duration,
+        )
+    )
+    if not specs:
+        raise ConfigError(f"--replay {opts.replay}: no request falls inside --duration/--requests")
+    last_s = max((s.at_ns or 0) for s in specs) / 1e9
+    firsts = [s for s in specs if s.at_ns is not None]
+    mean_rate = (len(firsts) - 1) / last_s if last_s > 0 and len(firsts) > 1 else 1.0
+    if opts.max_rate is not None and mean_rate > opts.max_rate:
+        raise ConfigError(
+            f"--replay {opts.replay}: the trace's mean rate {mean_rate:.3g}/s exceeds --max-rate {opts.max_rate:g}; "
+            "slow it down with --time-scale or raise the cap"
+        )
+    cfg = _config(opts, concurrency=None)
+    settings = {
+        **cfg.settings,
+        "mode": "replay",
+        "concurrency": None,
+        "rate": None,
+        "arrival": None,
+        "requests": opts.requests,
+        "duration_s": opts.duration,
+        "warmup": opts.value("warmup"),
+        "input_tokens": "replay",
+        "output_tokens": "replay",
+        "replay": str(opts.replay),
+        "replay_format": opts.replay_format,
+        "time_scale": opts.time_scale,
+    }
+    cfg = replace(
+        cfg,
+        requested_rate=None,
+        settings=settings,
+        profile_name=f"replay:{Path(opts.replay).name}",
+        saturation_windows=(),
+    )
+    return Resolved(cfg, iter(specs), Progress(total=len(specs), duration_s=opts.duration))
