@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "alerts": ("tailscope.cli.alerts", "Generate Prometheus alert rules (and a Grafana dashboard) from a contract."),
     "report": ("tailscope.cli.report", "Write a self-contained HTML report of runs or a trace set."),
     "ui": ("tailscope.cli.ui", "A local dashboard of the store's runs and trace sets."),
+    "mcp": ("tailscope.cli.mcp", "Serve tailscope as Model Context Protocol tools over stdio (for agents)."),
 }
 
 

@@ -1,0 +1,1 @@
+"""The Model Context Protocol front end (``tailscope mcp``): the public API as bounded, machine-readable tools."""
