@@ -45,6 +45,12 @@ Examples:
   tailscope bench --url http://127.0.0.1:8000 --sweep concurrency=1,2,4,8,16 --requests 200
 
   tailscope bench --url http://127.0.0.1:8000 --find-max --duration 30 --slo ttft_p99=1.5s --slo tpot_p99=60ms
+
+Without --rate the load is a closed loop with --concurrency requests in flight (default 1).
+
+Exit codes: 0 the run met its SLOs with at most --max-error-rate failed requests; 1 bad input or the target could
+not be reached (nothing was sent); 3 the run finished but missed an SLO or had too many failures (--no-fail: 0);
+130/143 interrupted by SIGINT/SIGTERM (completed records are kept).
 """
 
 #: options a profile can set too: passed to the library only when typed on the command line
@@ -52,6 +58,9 @@ PROFILE_FIELDS = frozenset(
     ("url", "model", "endpoint", "concurrency", "rate", "arrival", "burstiness", "requests", "duration", "warmup",
      "input_tokens", "output_tokens", "seed", "slo")
 )  # fmt: skip
+
+#: the exit code of a run that finished but failed its verdict (an SLO missed, too many failed requests)
+EXIT_VERDICT = 3
 
 app = command_app()
 
@@ -119,6 +128,10 @@ def bench(
     find_max_tolerance: float = typer.Option(
         0.05, "--find-max-tolerance", help="Stop the search when the bracket is within this fraction."
     ),
+    max_error_rate: float = typer.Option(
+        0.01, "--max-error-rate", help="Fail (exit 3) when more than this share of requests fails (default 1 %)."
+    ),
+    no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when an SLO or --max-error-rate fails."),
 ) -> None:
     options = options_from(ctx)
     if dialect:
@@ -161,7 +174,11 @@ def bench(
         err.print(f"wrote {html_out}")
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
-    raise typer.Exit(result.exit_code)
+        raise typer.Exit(result.exit_code)
+    verdict = result.verdict(max_error_rate=max_error_rate)
+    for reason in verdict.reasons:
+        err.print(f"[red]FAIL[/] {reason}")
+    raise typer.Exit(0 if verdict.passed or no_fail else EXIT_VERDICT)
 
 
 def options_from(ctx: typer.Context) -> BenchOptions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,11 +48,17 @@ class RequestCounts:
 
 @dataclass(frozen=True, slots=True)
 class SloResult:
-    """An SLO checked over the run: the observed percentile and the verdict."""
+    """An SLO checked over the run: the observed percentile and the verdict.
+
+    Failed requests count as slower than any limit (+∞), so failures can never make an SLO pass: with failures the
+    observed percentile is taken over successes plus ``failed`` values of +∞ (``observed_ms`` is then ∞ when the
+    percentile lands on a failure, written as null in JSON).
+    """
 
     slo: Slo
     observed_ms: float | None
     passed: bool
+    failed: int = 0  # failed requests counted as +∞
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +66,7 @@ class SloResult:
             "threshold_ms": self.slo.threshold_ms,
             "observed_ms": self.observed_ms,
             "passed": self.passed,
+            "failed_counted": self.failed,
         }
 
 
@@ -344,7 +352,7 @@ def summarize(
     s = _samples(measured)
 
     errors = Counter((r.error.value if r.error else "unknown") for r in failed)
-    slo_results = tuple(_check_slo(slo, s) for slo in slos)
+    slo_results = tuple(_check_slo(slo, s, len(failed)) for slo in slos)
 
     achieved = _achieved_rate(measured)
     lag_stats = compute_stats(s["lag"])
@@ -446,13 +454,22 @@ def _scheduled_rate(measured: Sequence[RequestRecord]) -> float | None:
     return (len(sched) - 1) / ((sched[-1] - sched[0]) / 1e9)
 
 
-def _check_slo(slo: Slo, s: dict[str, np.ndarray]) -> SloResult:
+def _check_slo(slo: Slo, s: dict[str, np.ndarray], n_failed: int = 0) -> SloResult:
     samples = s[slo.metric]
-    if slo.percentile == "mean":
+    observed: float | None
+    if n_failed:
+        # failures are slower than any limit: +∞ in the sample ('higher' rule: interpolating toward ∞ gives ∞)
+        with_failures = np.concatenate([samples, np.full(n_failed, np.inf)])
+        if slo.percentile == "mean":
+            observed = math.inf
+        else:
+            observed = float(np.quantile(with_failures, percentile_fraction(slo.percentile), method="higher"))
+    elif slo.percentile == "mean":
         observed = float(samples.mean()) if samples.size else None
     else:
         observed = quantile(samples, percentile_fraction(slo.percentile))
-    return SloResult(slo=slo, observed_ms=observed, passed=observed is not None and observed <= slo.threshold_ms)
+    passed = observed is not None and observed <= slo.threshold_ms
+    return SloResult(slo=slo, observed_ms=observed, passed=passed, failed=n_failed)
 
 
 def _warnings(

@@ -28,6 +28,7 @@ from tailscope.metrics.percentiles import Stats
 from tailscope.metrics.server import summarize_server
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
+from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.runner.bench_extras import MixedTraffic, saturation_check
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
@@ -104,6 +105,10 @@ class BenchResult:
         if self.signal_name:
             return 130
         return 0
+
+    def verdict(self, *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> Verdict:
+        """Whether the run met its SLOs with few enough failures (what ``tailscope bench`` exits on)."""
+        return run_verdict(self.summary, max_error_rate=max_error_rate)
 
     def summary_dict(self) -> dict[str, Any]:
         """The ``summary`` object of the export and of the store: the summary, the server's telemetry and extras."""

@@ -217,6 +217,11 @@ def _profile(opts: BenchOptions) -> Resolved:
             f"{source}: the profile's peak rate {peak:g}/s exceeds --max-rate {opts.max_rate:g}; lower the rate "
             "or raise the cap"
         )
+    if stop.requests is not None and p.warmup.requests >= stop.requests:
+        raise ConfigError(
+            f"{source}: warmup.requests {p.warmup.requests} ≥ stop.requests {stop.requests}: no request would be "
+            "measured; raise the request count or lower the warmup"
+        )
     common = replace(opts, url=p.url, model=p.model, endpoint=endpoint, duration=bound_s, seed=seed, slo=())
     cfg = _config(common, concurrency=None if open_loop else arr.concurrency)
     settings = {

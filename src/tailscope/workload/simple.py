@@ -54,6 +54,11 @@ class LoadShape:
             raise ConfigError(f"--burstiness must be > 0 (got {self.burstiness})")
         if self.warmup < 0:
             raise ConfigError(f"--warmup must be ≥ 0 (got {self.warmup})")
+        if self.requests is not None and self.warmup >= self.requests:
+            raise ConfigError(
+                f"--warmup {self.warmup} ≥ --requests {self.requests}: no request would be measured; "
+                "raise --requests or lower --warmup"
+            )
 
     @property
     def open_loop(self) -> bool:
