@@ -15,7 +15,7 @@ import typer
 from tailscope.api.bench import bench as run_bench
 from tailscope.api.bench import find_max as run_find_max
 from tailscope.api.bench import sweep as run_sweep
-from tailscope.cli.common import DB, JSON_OUT, command_app, err_console, store_path, typed_params
+from tailscope.cli.common import DB, JSON_OUT, command_app, err_console, store_path, typed_params, verbatim
 from tailscope.errors import ConfigError
 from tailscope.metrics.document import clean_json, run_to_json, write_export
 from tailscope.records import Target
@@ -66,7 +66,7 @@ app = command_app()
 
 
 @app.command("bench", help=(
-    "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n" + _EXAMPLES
+    "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n\n" + verbatim(_EXAMPLES)
 ))  # fmt: skip
 def bench(
     ctx: typer.Context,
@@ -76,11 +76,15 @@ def bench(
     model: str | None = typer.Option(None, "--model", help="Model name to request (default: the first listed)."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat (/v1/chat/completions) or completions."),
     profile: Path | None = typer.Option(None, "--profile", help="Workload profile YAML (flags override its fields)."),
-    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Closed loop: requests kept in flight."),
-    rate: float | None = typer.Option(None, "--rate", "-r", help="Open loop: requests per second."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", "--max-concurrency", help="Closed loop: requests kept in flight (default 1)."
+    ),
+    rate: float | None = typer.Option(None, "--rate", "-r", "--request-rate", help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="Open-loop process: constant, poisson or gamma."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson)."),
-    requests: int | None = typer.Option(None, "--requests", "-n", help="Stop after N requests (warmup included)."),
+    requests: int | None = typer.Option(
+        None, "--requests", "-n", "--num-prompts", help="Stop after N requests (warmup included)."
+    ),
     duration: float | None = typer.Option(None, "--duration", help="Stop starting requests after this many seconds."),
     warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
     input_tokens: str = typer.Option("256", "--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG."),

@@ -68,3 +68,10 @@ def err_console() -> Any:
 def command_app(**kwargs: Any) -> typer.Typer:
     """A command module's Typer: plain (not rich-markup) help like the root app, no shell-completion options."""
     return typer.Typer(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False, **kwargs)
+
+
+def verbatim(text: str) -> str:
+    """Help text whose paragraphs click prints as written (no re-wrapping that would break ``\\`` continuations,
+    paths and aligned comments): each paragraph is marked with click's ``\\b``."""
+    paragraphs = [p for p in text.strip("\n").split("\n\n")]
+    return "\n\n".join("\b\n" + p if p.strip() else p for p in paragraphs)

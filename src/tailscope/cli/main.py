@@ -80,9 +80,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from tailscope import __version__
+
+        print(f"tailscope {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
 ) -> None:
     if debug:
         os.environ["TAILSCOPE_DEBUG"] = "1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,6 +49,11 @@ class LoadShape:
             raise ConfigError(f"--concurrency must be ≥ 1 (got {self.concurrency})")
         if self.rate is not None and not self.rate > 0:
             raise ConfigError(f"--rate must be > 0 requests/s (got {self.rate})")
+        if self.rate is not None and math.isinf(self.rate):
+            raise ConfigError(
+                "--rate inf: every request at once is a burst, not a rate; use --concurrency N (closed loop) or a "
+                "profile burst stage"
+            )
         if self.arrival not in PROCESSES:
             raise ConfigError(f"--arrival {self.arrival!r}: use one of {', '.join(PROCESSES)}")
         if not self.burstiness > 0:

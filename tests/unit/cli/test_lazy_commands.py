@@ -33,3 +33,37 @@ def test_top_level_help_imports_no_command_module() -> None:
     assert out.stderr.strip() == "[]", out.stderr
     for name in COMMANDS:
         assert name in out.stdout
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from tailscope.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out = capsys.readouterr()
+    return int(info.value.code or 0), out.out, out.err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tailscope
+
+    code, out, _ = run_main(["--version"], capsys)
+    assert code == 0
+    assert out.strip() == f"tailscope {tailscope.__version__}"
+
+
+def test_help_examples_are_printed_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["bench", "--help"], capsys)
+    assert code == 0
+    # a continued example keeps its backslash at the end of its line and its indented second line
+    assert "--requests 500 \\\n        --input-tokens uniform:100:900" in out
+    assert "Exit codes:" in out
+
+
+def test_vllm_bench_flag_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(["bench", "--request-rate", "inf", "--num-prompts", "3"], capsys)
+    assert code == 1
+    assert "--rate inf" in err  # the alias reached --rate (and the burst is refused before any load)
+    code, _, err = run_main(["bench", "--max-concurrency", "2", "--rate", "3", "--num-prompts", "3"], capsys)
+    assert code == 1
+    assert "exclude each other" in err
