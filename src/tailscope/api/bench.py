@@ -102,6 +102,7 @@ async def bench_async(
     builtin_model: str = "llama-3.1-8b",
     builtin_gpu: str = "h100-sxm",
     http_client: str = "raw",
+    same_prompts: bool = False,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

@@ -132,6 +132,12 @@ def bench(
     find_max_tolerance: float = typer.Option(
         0.05, "--find-max-tolerance", help="Stop the search when the bracket is within this fraction."
     ),
+    same_prompts: bool = typer.Option(
+        False,
+        "--same-prompts",
+        help="Send the same prompt text as earlier --same-prompts runs (warm caches on purpose; default: new text "
+        "every run, same lengths and times).",
+    ),
     max_error_rate: float = typer.Option(
         0.01, "--max-error-rate", help="Fail (exit 3) when more than this share of requests fails (default 1 %)."
     ),

@@ -66,6 +66,7 @@ class BenchConfig:
     seed: int = 0
     slos: tuple[Slo, ...] = ()
     tokenizer: str | None = None
+    prompt_nonce: int | None = None  # fresh prompt text per run (cold caches); None = text from the seed alone
     metrics_url: str | None = "auto"
     scrape_interval_s: float = 1.0
     flush_interval_s: float = 1.0
@@ -302,7 +303,7 @@ async def run_bench(
             samples.extend(batch)
             writer.add_samples(batch)
 
-        synth = PromptSynthesizer(cfg.tokenizer)
+        synth = PromptSynthesizer(cfg.tokenizer, nonce=cfg.prompt_nonce)
         count_tokens = synth.counter()
         opts = ClientOptions(
             endpoint=cfg.endpoint,

@@ -66,6 +66,9 @@ class BenchOptions:
         ray: run the workers as Ray actors: ``auto``, ``local`` or a cluster address.
         builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
         http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
+        same_prompts: send the same prompt text as every other ``same_prompts`` run with this seed (warm caches on
+            purpose); by default each run's text is its own (cold caches), while lengths, classes and arrivals still
+            follow the seed.
     """
 
     url: str | None = None
@@ -100,6 +103,7 @@ class BenchOptions:
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
     http_client: str = "raw"
+    same_prompts: bool = False
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

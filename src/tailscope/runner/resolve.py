@@ -9,6 +9,7 @@ here, before the target is contacted.
 from __future__ import annotations
 
 import itertools
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -117,7 +118,9 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
     slos = slos_of(opts.slo)
     endpoint = opts.value("endpoint")
     tokenizer = str(opts.tokenizer) if opts.tokenizer else None
+    nonce = None if opts.same_prompts else secrets.randbits(32) | 1
     settings: dict[str, Any] = {
+        "prompt_content": "same" if opts.same_prompts else "fresh",
         "endpoint": endpoint,
         "ignore_eos": opts.ignore_eos,
         "slo": [s.key + "=" + f"{s.threshold_ms:g}ms" for s in slos],
@@ -138,6 +141,7 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         seed=opts.value("seed"),
         slos=slos,
         tokenizer=tokenizer,
+        prompt_nonce=nonce,
         metrics_url=None if opts.metrics_url == "off" else opts.metrics_url,
         settings=settings,
         builtin_model=opts.builtin_model,

@@ -156,7 +156,7 @@ class WorkerCore:
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
         )
-        synth = PromptSynthesizer(s["tokenizer"])
+        synth = PromptSynthesizer(s["tokenizer"], nonce=s.get("prompt_nonce"))
         opts = ClientOptions(
             endpoint=s["endpoint"],
             model=s["model"],

@@ -126,6 +126,7 @@ def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: i
         "continuous_usage": cfg.continuous_usage,
         "timeouts": [cfg.timeouts.connect_s, cfg.timeouts.first_token_s, cfg.timeouts.total_s],
         "tokenizer": cfg.tokenizer,
+        "prompt_nonce": cfg.prompt_nonce,
         "auth_header": _auth_header(cfg.api_key_env),
         "concurrency": slots,
         "duration_s": d.duration_s,

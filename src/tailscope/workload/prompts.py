@@ -5,6 +5,13 @@ cut or extended to the requested count and decoded. Without one, prompts are app
 token (short lowercase words are single tokens in typical BPE vocabularies); the achieved prompt length is taken from
 the server's usage either way. Each request gets its own words (seeded per request), so prompts differ unless a shared
 prefix is asked for; a shared prefix variant is the same text for every request that uses it.
+
+Cold by default: a bench run passes a per-run ``nonce`` (see :mod:`tailscope.runner.resolve`) that seeds the words
+after any shared prefix together with the request's seed, so two runs with the same seed send the same lengths at the
+same times but different text (common one-token words either way, so prompt token counts do not shift): a rerun does
+not find the previous run's prompts in the server's prefix cache. Only the shared prefixes a profile declares stay
+identical across runs (as a real system prompt does). Without a nonce (``--same-prompts``) the text depends only on
+the seed and the request, as before.
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ class PromptSynthesizer:
 
     Args:
         tokenizer_path: path to a ``tokenizer.json``; ``None`` for the approximate word-per-token mode.
+        nonce: the run's content nonce (fresh text per run); ``None`` = text from the seed alone.
     """
 
-    def __init__(self, tokenizer_path: str | Path | None = None) -> None:
+    def __init__(self, tokenizer_path: str | Path | None = None, *, nonce: int | None = None) -> None:
+        self.nonce = nonce
         self._tok: Any = None
         self.exact = False
         if tokenizer_path is not None:
@@ -94,7 +103,8 @@ class PromptSynthesizer:
 
     def make(self, n_tokens: int, seed: int, *, prefix_id: int | None = None, prefix_tokens: int = 0) -> str:
         """A prompt of ``n_tokens`` tokens (exact with a tokenizer), starting with the shared prefix if given."""
-        rng = random.Random(seed)
+        nonce = self.nonce
+        rng = random.Random(seed if nonce is None else (nonce << 40) ^ seed)
         if prefix_id is not None and prefix_tokens > 0:
             pre = self.prefix(prefix_id, min(prefix_tokens, n_tokens))
             rest = max(0, n_tokens - prefix_tokens)
