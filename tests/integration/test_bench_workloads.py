@@ -349,6 +349,13 @@ def test_example_profile_scaled_down_with_mixed_traffic_and_dialects(
         ({"find_max": True, "duration": 1.0}, "--find-max needs an SLO"),
         ({"replay": "TRACE", "rate": 3.0}, "--rate does not apply to --replay"),
         ({"profile": "BAD", "replay": "TRACE"}, "exclude each other"),
+        ({"input_tokens": "100000000", "requests": 2}, "beyond any model's context"),
+        ({"output_tokens": "1000000000000", "requests": 2}, "beyond any model's context"),
+        ({"duration": 1e12}, "--duration"),
+        ({"warmup": 10, "requests": 5}, "no request would be measured"),
+        ({"replay": "LONGTRACE"}, "spans 11,574 days"),
+        ({"timeout_total": 1e9, "requests": 2}, "--timeout-total"),
+        ({"requests": 2, "workers": 0}, "--workers 0"),
     ],
 )
 def test_bad_workload_flags_fail_before_any_load(
@@ -360,7 +367,12 @@ def test_bad_workload_flags_fail_before_any_load(
     )
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp_s": 0, "input_tokens": 5, "output_tokens": 5}\n')
-    paths = {"BAD": bad, "TRACE": trace}
+    long_trace = tmp_path / "long.jsonl"  # two requests 31 years apart
+    long_trace.write_text(
+        '{"timestamp_s": 0, "input_tokens": 5, "output_tokens": 5}\n'
+        '{"timestamp_s": 1000000000, "input_tokens": 5, "output_tokens": 5}\n'
+    )
+    paths = {"BAD": bad, "TRACE": trace, "LONGTRACE": long_trace}
     kw = {k: paths.get(v, v) if isinstance(v, str) else v for k, v in flags.items()}
     argv = ["bench", "--url", "http://127.0.0.1:9", "--db", str(tmp_path / "db"), "-q"]
     for k, v in kw.items():

@@ -33,7 +33,7 @@ from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSamp
 from tailscope.runner.bench_extras import MixedTraffic, saturation_check
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.persist import RunPersistence
-from tailscope.runner.preflight import preflight
+from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
 from tailscope.workload.model import MixedTarget
@@ -81,6 +81,7 @@ class BenchConfig:
     # constant rate (requested_rate set), () = no test
     saturation_windows: tuple[tuple[float, float], ...] | None = None
     http_client: str = "raw"  # raw (lean asyncio HTTP/1.1, stamps at the socket) | aiohttp
+    lengths: tuple[LengthBound, ...] = ()  # the workload's length distributions, checked against the served context
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,7 @@ class TargetSession:
     transport: Transport
     target: Target
     metrics_url: str | None
+    warnings: tuple[str, ...] = ()  # what preflight found worth saying in the run's summary
 
 
 async def open_target(
@@ -202,13 +204,18 @@ async def open_target(
     )
     stack.push_async_callback(transport.close)
     info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
+    warnings = check_context(cfg.lengths, info.max_model_len, info.model)
+    for mixed in cfg.mixed_traffic:
+        await check_reachable(mixed.name, mixed.url)
     target = Target(url=base_url, model=info.model, endpoint=cfg.endpoint, builtin=builtin, description=description)
     if on_target is not None:
         on_target(target)
     metrics_url = cfg.metrics_url
     if metrics_url == "auto":
         metrics_url = base_url + "/metrics" if await probe_metrics(transport, base_url + "/metrics") else None
-    return TargetSession(base_url=base_url, transport=transport, target=target, metrics_url=metrics_url)
+    return TargetSession(
+        base_url=base_url, transport=transport, target=target, metrics_url=metrics_url, warnings=warnings
+    )
 
 
 def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
@@ -362,5 +369,6 @@ async def run_bench(
             loop_lag_ms=dispatch.loop_lag_ms,
             signal_name=dispatch.signal_name,
             t0_ns=t0,
+            extra_warnings=ts.warnings,
             extra_summary={"mixed": mixed_summary} if mixed_summary else None,
         )

@@ -1,20 +1,89 @@
-"""Preflight: prove the target speaks the OpenAI API before any load is sent."""
+"""Preflight: prove the target speaks the OpenAI API, and that the workload fits it, before any load is sent."""
 
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tailscope.client.transport import Transport
-from tailscope.errors import TargetError
+from tailscope.errors import ConfigError, TargetError
+from tailscope.workload.lengths import LengthDist
+
+#: tokens a chat template and special tokens add to a prompt, kept free when checking the context window
+TEMPLATE_MARGIN_TOKENS = 16
 
 
 @dataclass(frozen=True, slots=True)
 class PreflightInfo:
-    """What the target told us."""
+    """What the target told us.
+
+    Attributes:
+        max_model_len: the served context length of ``model`` (vLLM, SGLang and the built-in engine list it in
+            ``/v1/models``), or None when the server does not say.
+    """
 
     models: tuple[str, ...]
     model: str
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LengthBound:
+    """The prompt and output lengths of one part of a workload (the flags, a profile class, a replay)."""
+
+    label: str
+    input_tokens: LengthDist
+    output_tokens: LengthDist
+
+
+def check_context(bounds: Sequence[LengthBound], max_model_len: int | None, model: str) -> tuple[str, ...]:
+    """Refuse a workload whose typical prompt + max_tokens cannot fit the served context; warn when its longest can't.
+
+    Raises:
+        ConfigError: naming the part of the workload, its lengths and the server's context length.
+
+    Returns:
+        Warnings for parts whose longest possible request would be refused (the server answers those with HTTP 400).
+    """
+    if max_model_len is None:
+        return ()
+    usable = max_model_len - TEMPLATE_MARGIN_TOKENS
+    warnings: list[str] = []
+    for b in bounds:
+        typical = b.input_tokens.mean() + b.output_tokens.mean()
+        if typical > usable:
+            raise ConfigError(
+                f"{b.label}: a typical request asks for {typical:,.0f} tokens (prompt + max_tokens) but {model} serves "
+                f"a context of {max_model_len:,}; lower --input-tokens/--output-tokens"
+            )
+        longest = _longest(b.input_tokens) + _longest(b.output_tokens)
+        if longest > usable:
+            warnings.append(
+                f"CONTEXT: {b.label}: the longest requests (≈ {longest:,} tokens) exceed the served context of "
+                f"{max_model_len:,} tokens; the server refuses those (HTTP 400). Clamp the lengths with :max=N"
+            )
+    return tuple(warnings)
+
+
+def _longest(dist: LengthDist) -> int:
+    """The largest length a distribution produces: its bound, or the 99.9th percentile of an unbounded one."""
+    bound = dist.max_value()
+    if bound is not None:
+        return bound
+    rng = random.Random(0)
+    samples = sorted(dist.sample(rng) for _ in range(4000))
+    return samples[int(0.999 * (len(samples) - 1))]
+
+
+def _max_model_len(doc: Any, model: str) -> int | None:
+    for entry in doc.get("data", []) if isinstance(doc, dict) else []:
+        if isinstance(entry, dict) and str(entry.get("id")) == model:
+            value = entry.get("max_model_len")
+            return int(value) if isinstance(value, int | float) and value > 0 else None
+    return None
 
 
 def _looks_html(body: bytes, content_type: str) -> bool:
@@ -60,7 +129,34 @@ async def preflight(
     if model is None:
         if not models:
             raise TargetError(f"{url} lists no models; pass --model NAME")
-        return PreflightInfo(models=models, model=models[0])
-    if models and model not in models:
+        model = models[0]
+    elif models and model not in models:
         raise TargetError(f"model {model!r} is not served by {base_url}; it serves: {', '.join(models)} (use --model)")
-    return PreflightInfo(models=models, model=model)
+    return PreflightInfo(models=models, model=model, max_model_len=_max_model_len(doc, model))
+
+
+async def check_reachable(name: str, url: str, *, timeout_s: float = 3.0) -> None:
+    """Open (and close) a TCP connection to a mixed-traffic target, so an unreachable one fails before any load.
+
+    Raises:
+        ConfigError: naming the target, its URL and why the connection failed.
+    """
+    import asyncio
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname
+    if parts.scheme not in ("http", "https") or not host:
+        raise ConfigError(f"mixed_traffic {name!r}: {url!r} is not an http(s) URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, TimeoutError) as exc:
+        if isinstance(exc, TimeoutError):
+            reason = f"no answer within {timeout_s:g} s"
+        else:
+            reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"mixed_traffic {name!r}: cannot connect to {url} ({reason}); start it or remove it from the profile"
+        ) from None
+    writer.close()

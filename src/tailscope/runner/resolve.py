@@ -21,10 +21,11 @@ from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.runner.bench import BenchConfig
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.options import BenchOptions
+from tailscope.runner.preflight import LengthBound
 from tailscope.runner.progress import Progress
-from tailscope.workload.lengths import parse_length_spec
+from tailscope.workload.lengths import empirical, parse_length_spec
 from tailscope.workload.model import Overrides, Profile, apply_overrides, flag_overrides
-from tailscope.workload.simple import LoadShape, simple_requests
+from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds, simple_requests
 from tailscope.workload.spec import RequestSpec
 
 #: options that count as "overrides" of a profile, in the order they are stored with the run
@@ -88,6 +89,7 @@ def _flags(opts: BenchOptions) -> Resolved:
     out_dist = parse_length_spec(str(opts.value("output_tokens")), what="--output-tokens")
     specs = simple_requests(shape, in_dist, out_dist, seed=opts.value("seed"))
     cfg = _config(opts, concurrency=concurrency)
+    cfg = replace(cfg, lengths=(LengthBound("--input-tokens/--output-tokens", in_dist, out_dist),))
     settings = {
         **cfg.settings,
         "mode": "open" if shape.open_loop else "closed",
@@ -113,6 +115,10 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
     ):
         if not value > 0:
             raise ConfigError(f"{name} must be > 0 seconds (got {value})")
+        check_bounds((name, value, 86_400.0))
+    check_bounds(("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6))
+    if opts.workers is not None and not 1 <= opts.workers <= 1024:
+        raise ConfigError(f"--workers {opts.workers}: use 1 to 1024 worker processes")
     if opts.http_client not in ("raw", "aiohttp"):
         raise ConfigError(f"--http-client {opts.http_client!r}: use raw or aiohttp")
     slos = slos_of(opts.slo)
@@ -257,6 +263,7 @@ def _profile(opts: BenchOptions) -> Resolved:
         profile_name=p.name,
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
+        lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes),
     )
     return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
 
@@ -312,6 +319,12 @@ def _replay(opts: BenchOptions) -> Resolved:
     if not specs:
         raise ConfigError(f"--replay {opts.replay}: no request falls inside --duration/--requests")
     last_s = max((s.at_ns or 0) for s in specs) / 1e9
+    if last_s > MAX_DURATION_S:
+        raise ConfigError(
+            f"--replay {opts.replay}: the trace spans {last_s / 86_400:,.0f} days after --time-scale (more than "
+            f"{MAX_DURATION_S / 86_400:g}); check its timestamps' unit, speed it up with --time-scale or cut it with "
+            "--duration"
+        )
     firsts = [s for s in specs if s.at_ns is not None]
     mean_rate = (len(firsts) - 1) / last_s if last_s > 0 and len(firsts) > 1 else 1.0
     if opts.max_rate is not None and mean_rate > opts.max_rate:
@@ -341,5 +354,12 @@ def _replay(opts: BenchOptions) -> Resolved:
         settings=settings,
         profile_name=f"replay:{Path(opts.replay).name}",
         saturation_windows=(),
+        lengths=(
+            LengthBound(
+                f"--replay {opts.replay}",
+                empirical([s.input_tokens for s in specs]),
+                empirical([s.output_tokens for s in specs]),
+            ),
+        ),
     )
     return Resolved(cfg, iter(specs), Progress(total=len(specs), duration_s=opts.duration))

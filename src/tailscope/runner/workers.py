@@ -430,7 +430,7 @@ async def run_bench_distributed(
             loop_lag_ms=_worst_loop_lag(states),
             signal_name=driver.signal_name,
             t0_ns=t0,
-            extra_warnings=tuple(warnings),
+            extra_warnings=(*ts.warnings, *warnings),
             extra_summary={
                 "workers": rows,
                 "lost": lost,

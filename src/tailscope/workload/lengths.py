@@ -116,6 +116,17 @@ def empirical(values: Sequence[int], *, lo: int = 1, hi: int | None = None, what
 
 _ARITY = {"uniform": 2, "normal": 2, "lognormal": 2, "exponential": 1}
 
+#: no model serves a context this long: a length beyond it is a typo (refused before any prompt is synthesized)
+MAX_LENGTH_TOKENS = 10_000_000
+
+
+def _check_bound(what: str, text: str, value: float) -> None:
+    if value > MAX_LENGTH_TOKENS:
+        raise ProfileError(
+            f"{what}: {value:,.0f} tokens in {text!r} is beyond any model's context ({MAX_LENGTH_TOKENS:,} at most); "
+            "check the number"
+        )
+
 
 def parse_length_spec(text: str | int, *, what: str = "length") -> LengthDist:
     """Parse a length spec (see module doc).
@@ -144,14 +155,17 @@ def parse_length_spec(text: str | int, *, what: str = "length") -> LengthDist:
             raise ProfileError(f"{what}: unknown clamp {key!r} in {text!r}; use min= or max=")
     if hi is not None and hi < lo:
         raise ProfileError(f"{what}: min must be ≤ max (got {lo} > {hi})")
+    _check_bound(what, text, lo)
     head = parts[0].lower() if parts else ""
     try:
         if len(parts) == 1 and head.isdigit():
             n = int(head)
             if n < 1:
                 raise ProfileError(f"{what}: length must be ≥ 1 (got {n})")
+            _check_bound(what, text, n)
             return LengthDist("fixed", float(n), lo=lo, hi=hi)
         if head == "fixed" and len(parts) == 2:
+            _check_bound(what, text, int(parts[1]))
             return LengthDist("fixed", float(int(parts[1])), lo=lo, hi=hi)
         if head not in _ARITY:
             raise ProfileError(f"{what}: unknown length spec {text!r}; {help_}")
@@ -162,6 +176,9 @@ def parse_length_spec(text: str | int, *, what: str = "length") -> LengthDist:
         raise ProfileError(f"{what}: parameters must be numbers in {text!r}; {help_}") from None
     a = nums[0]
     b = nums[1] if len(nums) > 1 else 0.0
+    if not all(math.isfinite(x) for x in nums):
+        raise ProfileError(f"{what}: parameters must be finite numbers in {text!r}; {help_}")
+    _check_bound(what, text, a if head != "uniform" else b)
     if head == "uniform" and (a < 1 or b < a):
         raise ProfileError(f"{what}: uniform:A:B needs 1 ≤ A ≤ B (got {text!r})")
     if head in ("normal", "lognormal") and (a <= 0 or b < 0):

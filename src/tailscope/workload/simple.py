@@ -12,6 +12,23 @@ from tailscope.workload.arrivals import PROCESSES, arrival_offsets_ns
 from tailscope.workload.lengths import LengthDist
 from tailscope.workload.spec import RequestSpec
 
+#: the largest values a load flag accepts: beyond them a number is a typo, refused before any load
+MAX_REQUESTS = 100_000_000
+MAX_DURATION_S = 7 * 24 * 3600.0
+MAX_CONCURRENCY = 100_000
+MAX_RATE = 1_000_000.0
+
+
+def check_bounds(*checks: tuple[str, float | None, float]) -> None:
+    """Refuse a value above its bound (or NaN) with one line naming the flag: ``(flag, value, bound)``."""
+    for flag, value, bound in checks:
+        if value is None:
+            continue
+        if value != value:  # NaN
+            raise ConfigError(f"{flag} {value}: not a number")
+        if value > bound:
+            raise ConfigError(f"{flag} {value:g}: above the largest accepted value {bound:,g}; check the number")
+
 
 @dataclass(frozen=True, slots=True)
 class LoadShape:
@@ -36,9 +53,17 @@ class LoadShape:
     warmup: int = 0
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` for an unbounded or contradictory shape."""
+        """Raise :class:`ConfigError` for an unbounded, contradictory or out-of-range shape."""
         if self.requests is None and self.duration_s is None:
             raise ConfigError("give --requests N or --duration SECONDS: every run is bounded")
+        check_bounds(
+            ("--requests", self.requests, MAX_REQUESTS),
+            ("--duration", self.duration_s, MAX_DURATION_S),
+            ("--concurrency", self.concurrency, MAX_CONCURRENCY),
+            ("--rate", self.rate, MAX_RATE),
+            ("--warmup", self.warmup, MAX_REQUESTS),
+            ("--burstiness", self.burstiness, 1000.0),
+        )
         if self.requests is not None and self.requests < 1:
             raise ConfigError(f"--requests must be ≥ 1 (got {self.requests})")
         if self.duration_s is not None and self.duration_s <= 0:

@@ -215,3 +215,16 @@ def test_sweep_knee_with_a_fake_server() -> None:
     # throughput is the same (the fake's 20 requests) while TTFT, and with it E2E, grows past 10/s
     assert out.knee == 1
     assert out.to_dict()["knee"] == {"index": 1, "load": 8.0}
+
+
+def test_context_check_refuses_typical_and_warns_for_the_tail() -> None:
+    from tailscope.runner.preflight import LengthBound, check_context
+    from tailscope.workload.lengths import parse_length_spec as spec
+
+    with pytest.raises(ConfigError, match="serves a context of 4,096"):
+        check_context([LengthBound("flags", spec("4000"), spec("200"))], 4096, "m")
+    warned = check_context([LengthBound("class a", spec("uniform:100:6000"), spec("64"))], 4096, "m")
+    assert len(warned) == 1
+    assert "class a" in warned[0]
+    assert check_context([LengthBound("flags", spec("1000"), spec("100"))], 4096, "m") == ()
+    assert check_context([LengthBound("flags", spec("99999"), spec("100"))], None, "m") == ()  # server did not say
