@@ -132,6 +132,15 @@ def bench(
     find_max_tolerance: float = typer.Option(
         0.05, "--find-max-tolerance", help="Stop the search when the bracket is within this fraction."
     ),
+    dataset: str | None = typer.Option(
+        None,
+        "--dataset",
+        help="Real prompts: sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH or parquet:PATH (docs/workload.md).",
+    ),
+    dataset_turns: str = typer.Option("first", "--dataset-turns", help="first user turn, or all (a session)."),
+    dataset_sample: str = typer.Option("random", "--dataset-sample", help="random (seeded) or sequential rows."),
+    dataset_min_input: int | None = typer.Option(None, "--dataset-min-input", help="Skip prompts shorter (tokens)."),
+    dataset_max_input: int | None = typer.Option(None, "--dataset-max-input", help="Skip prompts longer (tokens)."),
     same_prompts: bool = typer.Option(
         False,
         "--same-prompts",

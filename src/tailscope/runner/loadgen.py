@@ -58,7 +58,7 @@ class DispatchResult:
 @dataclass(slots=True)
 class _Prepared:
     spec: RequestSpec
-    prompt: str
+    prompt: str | list[dict[str, str]]
     followups: list[RequestSpec]
 
 
@@ -131,9 +131,15 @@ class LoadGenerator:
                 else:
                     self._lookahead = nxt
                     break
-        prompt = self.synth.make(
-            spec.input_tokens, spec.seed, prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens
-        )
+        prompt: str | list[dict[str, str]]
+        if spec.messages is not None:  # a dataset's chat, sent verbatim
+            prompt = [{"role": role, "content": content} for role, content in spec.messages]
+        elif spec.prompt is not None:  # a dataset's prompt
+            prompt = spec.prompt
+        else:
+            prompt = self.synth.make(
+                spec.input_tokens, spec.seed, prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens
+            )
         return _Prepared(spec=spec, prompt=prompt, followups=followups)
 
     def _now_rel(self) -> int:
@@ -201,14 +207,17 @@ class LoadGenerator:
         # Only turn 0 is built with the shared prefix (the workload contract); later turns carry it inside their
         # history, so they still start with it and are marked shared, and the prefix is never sent twice.
         shared = spec.prefix_id is not None
-        history: list[dict[str, str]] = [{"role": "user", "content": prep.prompt}]
+        history: list[dict[str, str]] = (
+            list(prep.prompt) if isinstance(prep.prompt, list) else [{"role": "user", "content": prep.prompt}]
+        )
         out = await self._send(spec, list(history), scheduled, spec.input_tokens)
         context = spec.input_tokens  # the conversation so far, in (synthesized) tokens
         for turn in prep.followups:
             if not out.record.ok or self._stop.is_set():
                 return
             history.append({"role": "assistant", "content": out.text})
-            history.append({"role": "user", "content": self.synth.make(turn.input_tokens, turn.seed)})
+            text = turn.prompt if turn.prompt is not None else self.synth.make(turn.input_tokens, turn.seed)
+            history.append({"role": "user", "content": text})
             context += (out.record.output_tokens or 0) + turn.input_tokens
             prev_end = out.record.end_ns if out.record.end_ns is not None else self._now_rel()
             due = prev_end + turn.think_time_ns

@@ -66,6 +66,12 @@ class BenchOptions:
         ray: run the workers as Ray actors: ``auto``, ``local`` or a cluster address.
         builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
         http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
+        dataset: real prompts from a file, ``FORMAT:PATH`` (``sharegpt``, ``jsonl``, ``text``, ``csv:COLUMN``,
+            ``parquet``; see :mod:`tailscope.io.datasets`).
+        dataset_turns: ``first`` (a conversation's first user turn) or ``all`` (every turn, as one session).
+        dataset_sample: ``random`` (seeded order, default) or ``sequential`` (file order); rows repeat only when the
+            run outlasts the file.
+        dataset_min_input, dataset_max_input: keep rows whose prompt has this many tokens at least / at most.
         same_prompts: send the same prompt text as every other ``same_prompts`` run with this seed (warm caches on
             purpose); by default each run's text is its own (cold caches), while lengths, classes and arrivals still
             follow the seed.
@@ -103,6 +109,11 @@ class BenchOptions:
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
     http_client: str = "raw"
+    dataset: str | None = None
+    dataset_turns: str = "first"
+    dataset_sample: str = "random"
+    dataset_min_input: int | None = None
+    dataset_max_input: int | None = None
     same_prompts: bool = False
 
     def given(self, name: str) -> bool:

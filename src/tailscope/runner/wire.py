@@ -59,6 +59,12 @@ def spec_to_wire(s: RequestSpec) -> list[Any]:
     return [getattr(s, name) for name in _SPEC_FIELDS]
 
 
+_I_MESSAGES = _SPEC_FIELDS.index("messages")
+
+
 def spec_from_wire(row: list[Any]) -> RequestSpec:
     """Inverse of :func:`spec_to_wire`."""
-    return RequestSpec(*row)
+    vals = list(row)
+    if vals[_I_MESSAGES] is not None:
+        vals[_I_MESSAGES] = tuple((str(r), str(c)) for r, c in vals[_I_MESSAGES])
+    return RequestSpec(*vals)

@@ -60,6 +60,7 @@ class TruthLog:
     token_ns: dict[str, list[int]] = field(default_factory=dict)
     completed: int = 0
     authorization: list[str] = field(default_factory=list)  # Authorization headers seen (tests of key handling)
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # every request body received, in arrival order
 
 
 class _App:
@@ -107,6 +108,8 @@ class _App:
         if cfg.mode == "unauthorized":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         body: dict[str, Any] = await request.json()
+        if cfg.log:
+            self.truth.bodies.append(body)
         if "Authorization" in request.headers:
             self.truth.authorization.append(request.headers["Authorization"])
         rid = f"cmpl-{next(self._ids)}"

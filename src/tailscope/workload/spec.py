@@ -24,6 +24,9 @@ class RequestSpec:
         think_time_ns: user think time before this turn (turn > 0).
         warmup: excluded from statistics (still sent and stored).
         seed: per-request seed for prompt synthesis (prompts differ per request).
+        prompt: real prompt text to send instead of a synthesized one (datasets); ``input_tokens`` is then its
+            estimated length.
+        messages: a whole chat to send verbatim, as ``(role, content)`` pairs (datasets).
     """
 
     id: int
@@ -38,3 +41,5 @@ class RequestSpec:
     think_time_ns: int = 0
     warmup: bool = False
     seed: int = 0
+    prompt: str | None = None
+    messages: tuple[tuple[str, str], ...] | None = None

@@ -201,3 +201,13 @@ def test_closed_loop_lost_share_is_the_lost_slots() -> None:
         WorkerState(1, "process", slots=2, assigned=30, received=20, buffered=4, lost="exited"),
     ]
     assert lost_share(states, None, 5) == {"workers": [1], "requests": 6, "share": pytest.approx(0.4)}
+
+
+def test_dataset_content_crosses_the_worker_wire() -> None:
+    from tailscope.runner.wire import pack, spec_from_wire, spec_to_wire, unpack
+    from tailscope.workload.spec import RequestSpec
+
+    spec = RequestSpec(3, 12, 5, prompt=None, messages=(("system", "be terse"), ("user", "hello")))
+    assert spec_from_wire(unpack(pack(spec_to_wire(spec)))) == spec
+    text = RequestSpec(4, 2, 5, prompt="plain text")
+    assert spec_from_wire(unpack(pack(spec_to_wire(text)))) == text
