@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tailscope.metrics import request as rq
+from tailscope.metrics.perceived import Perceived, PerceivedThresholds, perceived
 from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
 from tailscope.metrics.slo import Slo
 from tailscope.records import RequestRecord, Status
@@ -118,6 +119,7 @@ class RunSummary:
     turns: dict[int, GroupLatency] = field(default_factory=dict)
     shared_prefix: dict[str, GroupLatency] = field(default_factory=dict)
     loop_lag_ms: Stats | None = None  # the client's event-loop lag (bench runs; None for simulations and imports)
+    perceived: Perceived | None = None  # what a reader notices: slow streams, stalls, slow first tokens
 
     def metric(self, name: str) -> Stats:
         """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
@@ -157,6 +159,7 @@ class RunSummary:
             "turns": {str(k): v.to_dict() for k, v in sorted(self.turns.items())},
             "shared_prefix": {k: v.to_dict() for k, v in self.shared_prefix.items()},
             **({"loop_lag_ms": self.loop_lag_ms.to_dict()} if self.loop_lag_ms is not None else {}),
+            **({"perceived": self.perceived.to_dict()} if self.perceived is not None else {}),
         }
 
 
@@ -321,6 +324,7 @@ def summarize(
     requested_rate_rps: float | None = None,
     loop_lag_ms: Stats | None = None,
     by_class: bool = True,
+    perceived_thresholds: PerceivedThresholds | None = None,
 ) -> RunSummary:
     """Summarize a run's records.
 
@@ -403,6 +407,7 @@ def summarize(
         turns=_by_turn(ok),
         shared_prefix=_by_prefix(ok),
         loop_lag_ms=loop_lag_ms,
+        perceived=perceived(measured, perceived_thresholds, tpot_ms=s["tpot"], ttft_ms=s["ttft"]),
     )
 
 

@@ -78,6 +78,9 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     rates.add_row("total tokens/s", _fmt_rate(summary.get("total_tokens_per_s"), "tok/s"))
     rates.add_row("requests/s", _fmt_rate(summary.get("requests_per_s"), "req/s"))
     rates.add_row("goodput", _fmt_rate(summary.get("goodput_rps"), "req/s"))
+    pv = summary.get("perceived") or {}
+    if pv.get("requests"):
+        rates.add_row("perceived", _perceived_line(pv))
     adj = summary.get("error_adjusted_ms") or {}
     if req.get("failed"):
         rates.add_row(
@@ -119,6 +122,21 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     if mixed:
         parts.append(mixed_table(mixed))
     return Group(*parts)
+
+
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1%}"
+
+
+def _perceived_line(pv: dict[str, Any]) -> str:
+    """Slow streams, stalls and slow first tokens in one line (docs/metrics.md, perceived)."""
+    per = pv.get("stalls_per_request")
+    return (
+        f"{_share(pv.get('slow_stream_share'))} slower than reading ({pv['reading_tokens_per_s']:g} tok/s), "
+        f"{'—' if per is None else f'{per:.2f}'} stalls ≥ {pv['stall_ms']:g} ms per request "
+        f"({_share(pv.get('stalled_share'))} of requests), {_share(pv.get('slow_ttft_share'))} first token "
+        f"> {pv['slow_ttft_ms'] / 1000:g} s"
+    )
 
 
 def _group_tables(summary: dict[str, Any]) -> list[Table]:
