@@ -32,16 +32,28 @@ def _num(v: float | None) -> str:
     return f"{v:,.0f}" if abs(v) >= 10_000 else f"{v:.1f}"
 
 
+#: the mark of a percentile estimated from fewer samples than a 95 % interval needs
+THIN = "*"
+
+
 def latency_table(summary: dict[str, Any], title: str = "Latency in ms, from the intended send time") -> Table:
-    """TTFT/TPOT/ITL/E2E percentiles table (milliseconds)."""
+    """TTFT/TPOT/ITL/E2E percentiles table (milliseconds); percentiles from too few samples are marked ``*``."""
+    thin_any = False
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     t.add_column("metric")
     for c in _COLS:
         t.add_column("p99.9" if c == "p999" else c, justify="right")
     for label, key in _LATENCY_ROWS:
         st = summary.get(key) or {}
-        cells = [_num(st.get(c)) if c != "count" else str(st.get("count", 0)) for c in _COLS]
+        thin = set(st.get("too_few") or ())
+        thin_any = thin_any or bool(thin)
+        cells = [
+            str(st.get("count", 0)) if c == "count" else _num(st.get(c)) + (THIN if c in thin else "") for c in _COLS
+        ]
         t.add_row(label, *cells)
+    if thin_any:
+        t.caption = f"{THIN} too few samples for a 95 % interval of that percentile (p99 needs 368, p99.9 3,688)"
+        t.caption_justify = "left"
     return t
 
 
