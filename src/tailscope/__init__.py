@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "PlanError": "tailscope.errors",
     "ProfileError": "tailscope.errors",
     "Progress": "tailscope.runner.progress",
+    "RepeatedBench": "tailscope.api.bench",
     "RequestRecord": "tailscope.records",
     "RequestSpec": "tailscope.workload.spec",
     "Run": "tailscope.records",
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "TraceFormatError": "tailscope.errors",
     "bench": "tailscope.api.bench",
     "bench_async": "tailscope.api.bench",
+    "bench_repeat": "tailscope.api.bench",
     "compute_stats": "tailscope.metrics.percentiles",
     "find_max": "tailscope.api.bench",
     "parse_length_spec": "tailscope.workload.lengths",
@@ -76,6 +78,7 @@ __all__ = [
     "PlanError",
     "ProfileError",
     "Progress",
+    "RepeatedBench",
     "RequestRecord",
     "RequestSpec",
     "Run",
@@ -99,6 +102,7 @@ __all__ = [
     "__version__",
     "bench",
     "bench_async",
+    "bench_repeat",
     "compute_stats",
     "find_max",
     "parse_length_spec",
@@ -123,7 +127,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from tailscope.api.bench import bench, bench_async, find_max, sweep
+    from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.errors import (
         CatalogError,
         ConfigError,

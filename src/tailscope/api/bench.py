@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from tailscope.api._support import StorePath, open_store, public, sync_twin
 from tailscope.errors import ConfigError
+from tailscope.gate.precision import Precision, PrecisionTarget, across_runs, parse_precision, precision_of
 from tailscope.metrics.slo import Slo
+from tailscope.metrics.summary import RunSummary, summarize
+from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import Target
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
 from tailscope.runner.options import BenchOptions, PathLike
@@ -233,3 +236,94 @@ def find_max(
         raise ConfigError("--find-max needs an SLO to search against: --slo ttft_p99=1.5s (or slo: in the profile)")
     max_rate = options.max_rate if options.max_rate is not None else 10_000.0
     return run_find_max(build, execute, start=start, max_rate=max_rate, rel_tol=tolerance)
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedBench:
+    """The same bench run several times (``--repeat``/``--until-precise``).
+
+    Attributes:
+        runs: every run, each complete on its own (and stored when a store was given).
+        pooled: the summary of all runs' records together: latency percentiles over every sample (rates in it are
+            not meaningful across runs; see ``across``).
+        across: per figure, the median, min and max over the runs (:func:`tailscope.gate.precision.across_runs`).
+        precision: the ``until_precise`` target's estimate and 95 % interval over the pooled samples, when asked.
+        stopped: why the repetition ended: ``repeats`` (all done), ``precise`` (the target was met),
+            ``max-repeats`` (it was not, within the limit) or ``interrupted``.
+    """
+
+    runs: tuple[BenchResult, ...]
+    pooled: RunSummary
+    across: dict[str, dict[str, float | None]]
+    precision: Precision | None
+    stopped: str
+
+    def verdict(self, *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> Verdict:
+        """The pooled run's verdict (SLOs over every sample, failures over every request)."""
+        return run_verdict(self.pooled, max_error_rate=max_error_rate)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": [r.run.id for r in self.runs],
+            "stopped": self.stopped,
+            "across": self.across,
+            "pooled": self.pooled.to_dict(),
+            "precision": None if self.precision is None else self.precision.to_dict(),
+        }
+
+
+@public
+def bench_repeat(
+    options: BenchOptions | None = None,
+    *,
+    repeat: int | None = None,
+    until_precise: str | PrecisionTarget | None = None,
+    max_repeats: int = 10,
+    store: StorePath | RunStore | None = None,
+    handle_signals: bool = False,
+    watch: Watch | None = None,
+    on_target: Callable[[Target], None] | None = None,
+) -> RepeatedBench:
+    """Run the same bench ``repeat`` times, or until a percentile is known precisely enough.
+
+    Every run has the same schedule, lengths and classes (the options' seed) and fresh prompt text, so caches are
+    not flattered by the repetition.
+
+    Args:
+        repeat: how many runs (≥ 2); exclusive with ``until_precise``.
+        until_precise: ``ttft_ms.p99=5%``: repeat until the 95 % bootstrap interval of that percentile over the
+            pooled samples is within ±5 % of its estimate, at most ``max_repeats`` runs.
+    """
+    options = options or BenchOptions()
+    target = parse_precision(until_precise) if isinstance(until_precise, str) else until_precise
+    if (repeat is None) == (target is None):
+        raise ConfigError("give --repeat N or --until-precise METRIC.PCT=X%, one of them")
+    if repeat is not None and not 2 <= repeat <= 1000:
+        raise ConfigError(f"--repeat {repeat}: use 2 to 1000 runs")
+    if not 1 <= max_repeats <= 1000:
+        raise ConfigError(f"--max-repeats {max_repeats}: use 1 to 1000")
+    limit = repeat if repeat is not None else max_repeats
+    resolve(options)  # bad options fail before any load
+    opened = open_store(store)
+    runs: list[BenchResult] = []
+    precision: Precision | None = None
+    stopped = "repeats" if repeat is not None else "max-repeats"
+    from tailscope.api._support import run_sync
+
+    while len(runs) < limit:
+        result = run_sync(
+            _run_one(resolve(options), options, opened, handle_signals=handle_signals, watch=watch,
+                     on_target=on_target)
+        )  # fmt: skip
+        runs.append(result)
+        if result.signal_name:
+            stopped = "interrupted"
+            break
+        if target is not None:
+            precision = precision_of([r for run in runs for r in run.records], target)
+            if precision.met:
+                stopped = "precise"
+                break
+    records = [r for run in runs for r in run.records]
+    pooled = summarize(records, slos=tuple(x.slo for x in runs[0].summary.slo))
+    return RepeatedBench(tuple(runs), pooled, across_runs([r.summary_dict() for r in runs]), precision, stopped)

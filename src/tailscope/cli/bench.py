@@ -147,6 +147,11 @@ def bench(
         help="Send the same prompt text as earlier --same-prompts runs (warm caches on purpose; default: new text "
         "every run, same lengths and times).",
     ),
+    repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
+    until_precise: str | None = typer.Option(
+        None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."
+    ),
+    max_repeats: int = typer.Option(10, "--max-repeats", help="Most runs --until-precise makes."),
     max_error_rate: float = typer.Option(
         0.01, "--max-error-rate", help="Fail (exit 3) when more than this share of requests fails (default 1 %)."
     ),
@@ -162,6 +167,10 @@ def bench(
     if sweep is not None or find_max:
         code = _sweep_or_search(options, store, sweep, find_max_tolerance, json_out, html_out, quiet, bool(dialect))
         raise typer.Exit(code)
+    if repeat is not None or until_precise is not None:
+        raise typer.Exit(
+            _repeated(options, store, repeat, until_precise, max_repeats, json_out, quiet, max_error_rate, no_fail)
+        )
     shown: list[Target] = []
     result = run_bench(
         options=options,
@@ -283,6 +292,48 @@ def _sweep_or_search(
         err.print(f"[yellow]interrupted by {last.signal_name}: {len(runs)} run(s) kept[/]")
         return last.exit_code
     return 0
+
+
+def _repeated(
+    options: BenchOptions,
+    store: Any,
+    repeat: int | None,
+    until_precise: str | None,
+    max_repeats: int,
+    json_out: Path | None,
+    quiet: bool,
+    max_error_rate: float,
+    no_fail: bool,
+) -> int:
+    """``--repeat`` / ``--until-precise``: the runs, their spread, the pooled latencies; returns the exit code."""
+    from tailscope.api.bench import bench_repeat
+    from tailscope.report.console import latency_table
+    from tailscope.report.sweep_console import repeat_renderable
+
+    err = err_console()
+    shown: list[Target] = []
+    out = bench_repeat(
+        options, repeat=repeat, until_precise=until_precise, max_repeats=max_repeats, store=store, handle_signals=True,
+        watch=lambda p: live_progress(p, quiet=quiet, console=err), on_target=lambda t: _show_target(t, shown, err),
+    )  # fmt: skip
+    doc = out.to_dict()
+    con = stdout_console()
+    con.print(repeat_renderable(doc))
+    con.print(latency_table(doc["pooled"], title=f"Pooled over {len(out.runs)} runs, ms from the intended send time"))
+    if json_out is not None:
+        write_export(json_out, clean_json({"repeat": doc, "runs": [_run_doc(r) for r in out.runs]}))
+        err.print(f"wrote {json_out}")
+    if out.stopped == "interrupted":
+        return out.runs[-1].exit_code
+    verdict = out.verdict(max_error_rate=max_error_rate)
+    for reason in verdict.reasons:
+        err.print(f"[red]FAIL[/] {reason}")
+    if out.precision is not None and not out.precision.met:
+        err.print(f"[red]FAIL[/] {out.precision.target} not reached within --max-repeats {max_repeats}")
+        verdict_ok = False
+    else:
+        verdict_ok = verdict.passed
+    return 0 if verdict_ok or no_fail else EXIT_VERDICT
 
 
 def _run_doc(result: BenchResult) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def points_table(rows: list[dict[str, Any]], *, title: str, knee: int | None = N
         t.add_column(c, justify="left" if c in ("note", "verdict") else "right")
     for i, r in enumerate(rows):
         if verdicts:
-            note = "[green]pass[/]" if r.get("passed") else "[red]fail[/]"
+            note = "[green]pass[/]" if r.get("passed") else f"[red]fail[/] {r.get('reason') or ''}".rstrip()
         else:
             note = "[bold cyan]← knee[/]" if knee == i else ""
             if r.get("saturated"):
@@ -98,4 +98,32 @@ def find_max_renderable(outcome: dict[str, Any]) -> Group:
     ]
     if outcome.get("interrupted"):
         parts.append(Text("search interrupted: no answer", style="yellow"))
+    return Group(*parts)
+
+
+def repeat_renderable(doc: dict[str, Any]) -> Group:
+    """Repeated runs of one bench: each run's headline figures, their spread, and the precision reached."""
+    t = Table(title=f"{len(doc['runs'])} runs of the same workload", title_justify="left", show_edge=False,
+              header_style="bold")  # fmt: skip
+    for c in ("figure", "median", "min", "max", "spread"):
+        t.add_column(c, justify="left" if c == "figure" else "right")
+    for key, v in doc["across"].items():
+        ms = key.endswith(("p50", "p90", "p99"))
+        fmt = format_ms if ms else _rate
+        spread = "—"
+        if v["median"] and v["min"] is not None and v["max"] is not None:
+            spread = f"±{(v['max'] - v['min']) / 2 / v['median']:.1%}"
+        t.add_row(key, fmt(v["median"]), fmt(v["min"]), fmt(v["max"]), spread)
+    parts: list[Any] = [t, Text("runs: " + ", ".join(doc["runs"]), style="dim")]
+    p = doc.get("precision")
+    if p:
+        rel = p["rel_half_width"]
+        state = "[green]met[/]" if p["met"] else "[red]not met[/]"
+        parts.append(
+            Text.from_markup(
+                f"precision {p['target']}: {format_ms(p['estimate'])} (95 % interval {format_ms(p['low'])}–"
+                f"{format_ms(p['high'])}, ±{'—' if rel is None else f'{rel:.1%}'}) over {p['samples']:,} pooled "
+                f"samples — {state} ({doc['stopped']})"
+            )
+        )
     return Group(*parts)

@@ -70,6 +70,7 @@ class PointRun:
             "e2e_p99_ms": s.e2e_ms.p99,
             "slo_passed": all(r.passed for r in s.slo) if s.slo else None,
             "saturated": any(w.startswith("OVER-SATURATED") for w in s.warnings),
+            "reason": probe_verdict(self.result) if self.passed is False else None,
         }
 
 
@@ -125,17 +126,29 @@ def run_sweep(spec: SweepSpec, build: Build, execute: Execute, *, sweep_id: str 
     return SweepOutcome(sid, spec.param, tuple(points), knee_index(points))
 
 
-def probe_passed(res: BenchResult) -> bool:
-    """Whether a capacity-search probe met the SLO (see the module docstring for the rule)."""
+def probe_verdict(res: BenchResult) -> str | None:
+    """Why a capacity-search probe failed (see the module docstring for the rule), or None when it passed."""
     s = res.summary
-    if res.status is not RunStatus.COMPLETE or s.requests.total == 0:
-        return False
-    if any(not r.passed for r in s.slo):
-        return False
+    if res.status is not RunStatus.COMPLETE:
+        return f"run {res.status.value}"
+    if s.requests.total == 0:
+        return "no request measured"
+    missed = [r for r in s.slo if not r.passed]
+    if missed:
+        r = missed[0]
+        seen = "∞" if r.observed_ms is None or r.observed_ms == float("inf") else f"{r.observed_ms:,.0f} ms"
+        return f"SLO {r.slo.key} {seen} > {r.slo.threshold_ms:,.0f} ms"
     bad = s.requests.failed + s.requests.incomplete
     if bad > MAX_FAILED_FRACTION * s.requests.total:
-        return False
-    return not any(w.startswith("OVER-SATURATED") for w in s.warnings)
+        return f"{bad} of {s.requests.total} requests failed or cut off"
+    if any(w.startswith("OVER-SATURATED") for w in s.warnings):
+        return "over-saturated (TTFT still growing at the end)"
+    return None
+
+
+def probe_passed(res: BenchResult) -> bool:
+    """Whether a capacity-search probe met the SLO."""
+    return probe_verdict(res) is None
 
 
 @dataclass(frozen=True, slots=True)
