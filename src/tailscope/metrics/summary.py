@@ -15,6 +15,7 @@ from tailscope.metrics import request as rq
 from tailscope.metrics.perceived import Perceived, PerceivedThresholds, perceived
 from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
 from tailscope.metrics.slo import Slo
+from tailscope.metrics.steady import SteadyWindow, steady_window
 from tailscope.records import RequestRecord, Status
 
 _MS = 1e6
@@ -120,6 +121,7 @@ class RunSummary:
     shared_prefix: dict[str, GroupLatency] = field(default_factory=dict)
     loop_lag_ms: Stats | None = None  # the client's event-loop lag (bench runs; None for simulations and imports)
     perceived: Perceived | None = None  # what a reader notices: slow streams, stalls, slow first tokens
+    steady: SteadyWindow | None = None  # the run without its ramp-up and drain (None: too few requests)
 
     def metric(self, name: str) -> Stats:
         """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
@@ -160,6 +162,7 @@ class RunSummary:
             "shared_prefix": {k: v.to_dict() for k, v in self.shared_prefix.items()},
             **({"loop_lag_ms": self.loop_lag_ms.to_dict()} if self.loop_lag_ms is not None else {}),
             **({"perceived": self.perceived.to_dict()} if self.perceived is not None else {}),
+            "steady": None if self.steady is None else self.steady.to_dict(),
         }
 
 
@@ -361,6 +364,14 @@ def summarize(
     achieved = _achieved_rate(measured)
     lag_stats = compute_stats(s["lag"])
     warnings = _warnings(counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok)
+    steady = steady_window(measured) if by_class else None
+    if steady is not None and steady.stationary is False and steady.ttft_drift is not None:
+        warnings = (
+            *warnings,
+            f"NON-STATIONARY: TTFT drifted {steady.ttft_drift:+.0%} across the steady window "
+            f"({steady.start_s:.1f}–{steady.end_s:.1f} s): the load never settled, so the percentiles mix regimes. "
+            "Run longer, or read them by time window.",
+        )
 
     classes: dict[str, RunSummary] = {}
     if by_class:
@@ -408,6 +419,7 @@ def summarize(
         shared_prefix=_by_prefix(ok),
         loop_lag_ms=loop_lag_ms,
         perceived=perceived(measured, perceived_thresholds, tpot_ms=s["tpot"], ttft_ms=s["ttft"]),
+        steady=steady,
     )
 
 
