@@ -30,7 +30,7 @@ def test_first_wave_and_drain_are_left_out() -> None:
     recs = closed_loop(slots=4, per_slot=30, service_ms=100)
     w = steady_window(recs)
     assert w is not None
-    assert w.ramp_up == 4  # the first wave went out before anything completed
+    assert 4 <= w.ramp_up <= 8  # the first wave (and what its first completions sent) is left out
     assert 0.09 <= w.start_s <= 0.11
     assert w.requests + w.ramp_up + w.drain <= len(recs)
     assert w.drain <= 4
