@@ -78,7 +78,11 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One measurement (a bench run, a simulation, or an ingested trace set)."""
+    """One measurement (a bench run, a simulation, or an ingested trace set).
+
+    ``probe`` names what made a run that only serves another command (``calibrate``, ``find-max``,
+    ``twin-check``): such runs are tagged ``probe`` and never resolve as ``latest``. None for a measurement.
+    """
 
     id: str
     kind: RunKind
@@ -91,6 +95,7 @@ class Run:
     status: RunStatus = RunStatus.RUNNING
     sweep_id: str | None = None
     host: dict[str, Any] = field(default_factory=dict)
+    probe: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

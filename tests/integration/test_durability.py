@@ -71,7 +71,7 @@ def test_kill_9_loses_at_most_the_last_flush_interval(tmp_path: Path, seed: int)
         proc.wait(10)
         finished = {rid: times[-1] for rid, times in srv.truth.token_ns.items() if len(times) == 6}
     # the store opens and the crashed run is repaired (folded + marked incomplete) on the next command
-    listing = cli("runs", "list", "--json", "--db", str(db))
+    listing = cli("runs", "list", "--json", "-", "--db", str(db))
     assert listing.returncode == 0, listing.stderr
     runs = json.loads(listing.stdout)
     assert runs[0]["run"]["status"] == RunStatus.INCOMPLETE.value

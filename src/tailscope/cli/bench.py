@@ -203,6 +203,9 @@ def bench(
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
         raise typer.Exit(result.exit_code)
+    if result.store_error:  # the result is whole (printed above), the store is not: exit 1, as for a store error
+        err.print(f"tailscope: error: {result.store_error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(result.exit_code)
     verdict = result.verdict(max_error_rate=max_error_rate)
     for reason in verdict.reasons:
         err.print(f"[red]FAIL[/] {reason}")
