@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def test_repair_folds_a_dead_writers_batches(tmp_path: Path) -> None:
     (pending_dir(db, "r3") / "00000000-x.ndjson").write_text(
         "".join(encode_record_line("r3", make_record(i)) + "\n" for i in range(4))
     )
-    (pending_dir(db, "r3") / "writer.json").write_text('{"pid": 999999999, "host": "%s"}' % socket.gethostname())
+    (pending_dir(db, "r3") / "writer.json").write_text(json.dumps({"pid": 999999999, "host": socket.gethostname()}))
     with db.write() as con:
         con.execute("UPDATE runs SET writer_pid = 999999999")
     assert store.repair().run_ids == ["r3"]
