@@ -178,3 +178,23 @@ class Span:
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """How many requests ended which way. ``total`` excludes warmup requests; ``warmup`` counts them."""
+
+    total: int
+    completed: int
+    failed: int
+    incomplete: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "completed": self.completed,
+            "failed": self.failed,
+            "incomplete": self.incomplete,
+            "warmup": self.warmup,
+        }

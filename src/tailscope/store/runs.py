@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope.clock import utc_now_iso
 from tailscope.errors import NotFoundError, StoreError
-from tailscope.metrics.summary import RequestCounts
-from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
+from tailscope.records import RequestCounts, RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.store.bounds import BoundNotes, bound_text, check_run
 from tailscope.store.codec import row_to_record, row_to_sample
 from tailscope.store.db import Database

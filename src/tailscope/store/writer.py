@@ -222,23 +222,30 @@ class RecordWriter:
     def _seal(self) -> None:
         """Fsync and rename the open journals into sealed batches; stamp the heartbeat."""
         with self._io_lock:
-            sealed = False
+            ready: list[tuple[str, _Journal]] = []
             for kind, j in self._journals.items():
                 if j is None or not j.rows:
                     continue
                 try:
                     os.fsync(j.fd)
-                    faults.hit("seal")
                 except OSError as exc:
                     self.io_error = exc
                     continue  # kept open: retried at the next seal
+                ready.append((kind, j))
+            if ready:
+                try:
+                    faults.hit("seal")
+                except OSError as exc:
+                    self.io_error = exc
+                    ready = []  # kept open: retried at the next seal
+            for kind, j in ready:
                 os.close(j.fd)
                 try:
                     os.replace(j.path, j.path.with_suffix(""))
                 except OSError as exc:  # pragma: no cover - a rename in one folder does not fail for space
                     self.io_error = exc  # the journal stays on disk, salvaged by `runs repair`
                 self._journals[kind] = None
-                sealed = True
+            sealed = bool(ready)
             if sealed:
                 with contextlib.suppress(OSError):
                     dir_fd = os.open(self.folder, os.O_RDONLY)
