@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -418,3 +419,32 @@ def test_a_real_full_filesystem_keeps_the_store_readable_and_what_reached_the_di
         assert run["requests"]["total"] + run["requests"]["warmup"] == int(kept.group(1).replace(",", ""))
     else:  # the database filled up first: every record waited on disk and is folded now
         assert run["requests"]["total"] == 1000
+
+
+def test_runs_delete_and_list_json_to_a_file(tmp_path: Path) -> None:
+    from tailscope.records import Run, RunKind, Target
+
+    db = tmp_path / "s.duckdb"
+    store = RunStore(db)
+    for i, probe in ((1, None), (2, "find-max")):
+        run = Run(f"2026120{i}-000000-aaaaaa", RunKind.BENCH, "0", f"2026-12-0{i}T00:00:00Z", Target("u", "m"), 0)
+        store.create_run(replace(run, probe=probe))
+        store.finish_run(run.id, RunStatus.COMPLETE, None)
+    out = tmp_path / "runs" / "list.json"
+    p = cli("runs", "list", "--json", str(out), "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    runs = json.loads(out.read_text())
+    assert [(r["run"]["id"], r["run"]["probe"], r["tags"]) for r in runs] == [
+        ("20261202-000000-aaaaaa", "find-max", ["probe"]),
+        ("20261201-000000-aaaaaa", None, []),
+    ]
+    assert runs[0]["requests"] == {"total": 0, "completed": 0, "failed": 0, "incomplete": 0, "warmup": 0}
+    shown = cli("runs", "show", "latest", "--json", "--db", str(db))
+    assert json.loads(shown.stdout)["run"]["id"] == "20261201-000000-aaaaaa"  # a probe is never latest
+    p = cli("runs", "delete", "20261201", "nope", "--db", str(db))
+    assert p.returncode == 1
+    assert "no run 'nope'" in p.stderr
+    p = cli("runs", "delete", "20261201", "latest:probe", "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    assert "deleted 2 run(s)" in p.stdout
+    assert RunStore(db).list_runs() == []

@@ -409,7 +409,7 @@ def sets(db: Path | None = _DB) -> None:
     if not found:
         typer.echo("no trace sets yet — run `tailscope trace ingest FILES --set NAME`")
         return
-    width = max(len(s.name) for s in found)
+    width = max(3, *(len(s.name) for s in found))
     typer.echo(f"{'set':<{width}}  {'spans':>12}  {'traces':>10}  updated               source")
     for s in found:
         typer.echo(f"{s.name:<{width}}  {s.spans:>12,}  {s.traces:>10,}  {s.updated_at[:19]:<20}  {s.source}")

@@ -80,6 +80,23 @@ def bound_text(value: str, name: str, notes: BoundNotes) -> str:
     return value
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` (JSON-like) with what DuckDB's JSON reader refuses made storable: lone surrogates in text replaced,
+    integers beyond the 64-bit range written as text. For the rare rows a fast encoder refused (the slow path)."""
+    if isinstance(obj, str):
+        return bound_text(obj, "", BoundNotes())
+    if isinstance(obj, bool) or obj is None or isinstance(obj, float):
+        return obj
+    if isinstance(obj, int):
+        lo, hi = INT_RANGES["BIGINT"]
+        return obj if lo <= obj <= hi else str(obj)
+    if isinstance(obj, dict):
+        return {json_safe(k) if isinstance(k, str) else k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def _bound_int(value: Any, name: str, kind: str, notes: BoundNotes) -> int | None:
     lo, hi = INT_RANGES[kind]
     if type(value) is int:
