@@ -113,17 +113,18 @@ def _bound_int(value: Any, name: str, kind: str, notes: BoundNotes) -> int | Non
 
 
 def _bound_int_list(value: Any, name: str, kind: str, notes: BoundNotes) -> list[int]:
-    if not isinstance(value, list | tuple):
+    if type(value) is not list and not isinstance(value, tuple):
         notes.add(name, value, "not a list, stored empty")
         return []
     if not value:
         return []
     lo, hi = INT_RANGES[kind]
     try:
+        # min/max run in C; a non-number raises. A float element is rounded by DuckDB, never refused.
         ok = lo <= min(value) and max(value) <= hi
     except TypeError:
         ok = False
-    if ok and all(type(x) is int for x in value):
+    if ok:
         return value if isinstance(value, list) else list(value)
     notes.add(name, value, "an element beyond the range or not an integer, stored empty")
     return []
@@ -139,21 +140,50 @@ def _bound_double(value: Any, name: str, notes: BoundNotes) -> float | None:
         return None
 
 
+_INT, _TEXT, _LIST, _BOOL, _DOUBLE, _OTHER = range(6)
+_PLANS: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str, int, int, int], ...]] = {}
+
+
+def _plan(columns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str, int, int, int], ...]:
+    """(name, type, check, lo, hi) per column, computed once per column set."""
+    plan = _PLANS.get(columns)
+    if plan is None:
+        out = []
+        for name, kind in columns:
+            base = kind[:-2] if kind.endswith("[]") else kind
+            lo, hi = INT_RANGES.get(base, (0, 0))
+            if kind.endswith("[]"):
+                check = _LIST
+            elif kind in INT_RANGES:
+                check = _INT
+            else:
+                check = {"VARCHAR": _TEXT, "BOOLEAN": _BOOL, "DOUBLE": _DOUBLE}.get(kind, _OTHER)
+            out.append((name, base, check, lo, hi))
+        plan = _PLANS[columns] = tuple(out)
+    return plan
+
+
 def bound_row(row: dict[str, Any], columns: tuple[tuple[str, str], ...], notes: BoundNotes) -> dict[str, Any]:
-    """``row`` with every value made storable in its column (see the module docstring); changes are counted."""
-    for name, kind in columns:
+    """``row`` with every value made storable in its column (see the module docstring); changes are counted.
+
+    The common case (every value already fits) costs a few type checks per field and one min/max per list.
+    """
+    for name, kind, check, lo, hi in _plan(columns):
         v = row.get(name)
         if v is None:
             continue
-        if kind in INT_RANGES:
-            row[name] = _bound_int(v, name, kind, notes)
-        elif kind == "VARCHAR":
-            row[name] = bound_text(v if type(v) is str else str(v), name, notes)
-        elif kind.endswith("[]"):
-            row[name] = _bound_int_list(v, name, kind[:-2], notes)
-        elif kind == "BOOLEAN":
-            row[name] = bool(v)
-        elif kind == "DOUBLE":
+        if check == _INT:
+            if type(v) is not int or not lo <= v <= hi:
+                row[name] = _bound_int(v, name, kind, notes)
+        elif check == _TEXT:
+            if type(v) is not str or not v.isascii() or len(v) > MAX_TEXT:
+                row[name] = bound_text(v if type(v) is str else str(v), name, notes)
+        elif check == _LIST:
+            row[name] = _bound_int_list(v, name, kind, notes)
+        elif check == _BOOL:
+            if type(v) is not bool:
+                row[name] = bool(v)
+        elif check == _DOUBLE and type(v) is not float:
             row[name] = _bound_double(v, name, notes)
     return row
 
