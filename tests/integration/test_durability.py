@@ -155,8 +155,8 @@ def test_unwritable_store_fails_before_any_load(tmp_path: Path) -> None:
 #: journal:1 = before anything reached the disk; journal:3 = journaled, not yet sealed (the first flush); seal:2 =
 #: fsynced, not renamed; fold:2 = inside the DuckDB transaction; folded:2 = committed, batch files not yet deleted.
 KILL_PHASES = ["journal:1", "journal:3", "seal:2", "fold:2", "folded:2"]
-JOURNAL_S = 0.05  # RecordWriter.journal_interval_s: the kill -9 loss window
-SLACK_S = 0.95  # the client's own delay between a server's last byte and its record, on a loaded 2-core machine
+JOURNAL_S = 0.2  # RecordWriter.journal_interval_s: the kill -9 loss window
+SLACK_S = 0.8  # the client's own delay between a server's last byte and its record, on a loaded 2-core machine
 
 
 def bench_args(url: str, db: Path, *extra: str) -> list[str]:
@@ -309,9 +309,17 @@ def test_one_huge_number_never_breaks_the_store(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     with ScriptedServer(ScriptedConfig(ttft_ms=5, itl_ms=1)) as srv:
         p = cli(
-            *bench_args(srv.url, db, "--requests", "3", "--output-tokens", "1000000000000", "--timeout-total", "0.5")[
-                3:
-            ]
+            *bench_args(
+                srv.url,
+                db,
+                "--requests",
+                "3",
+                "--output-tokens",
+                "1000000000000",
+                "--timeout-total",
+                "0.5",
+                "--no-fail",
+            )[3:]
         )
     assert "Traceback" not in p.stderr
     if p.returncode != 0:  # refused before any load (a bound on the flag): one line, and a store left as it was
@@ -334,11 +342,9 @@ def _bench_in_process(url: str, db: Path, requests: int) -> Any:
     from tailscope.workload.lengths import fixed
     from tailscope.workload.simple import LoadShape, simple_requests
 
-    cfg = BenchConfig(
-        url=url, model=None, dispatch=DispatchConfig(concurrency=4), db=str(db), metrics_url=None, handle_signals=False
-    )
+    cfg = BenchConfig(url=url, model=None, dispatch=DispatchConfig(concurrency=4), metrics_url=None)
     shape = LoadShape(concurrency=4, requests=requests)
-    return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(4), seed=0)))
+    return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(4), seed=0), store=RunStore(db)))
 
 
 def test_a_disk_full_for_a_while_loses_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

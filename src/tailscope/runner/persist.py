@@ -1,7 +1,7 @@
 """The store side of a run, or nothing: a run writes a store only when it was given one.
 
 :class:`RunPersistence` creates the run row, streams finished records and server samples to the store in the
-background (:class:`~tailscope.store.writer.RecordWriter`: journaled within ~50 ms, then batch files folded into
+background (:class:`~tailscope.store.writer.RecordWriter`: journaled every 0.2 s, then batch files folded into
 DuckDB, so a ``kill -9`` loses only the last moments) and finishes the run with its summary. A store that cannot be
 written (a full disk) never raises here: :attr:`RunPersistence.store_error` says what it could not keep, and
 :attr:`RunPersistence.warnings` what it had to bound or set aside. Without a store every call is a no-op: the records
