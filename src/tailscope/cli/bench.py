@@ -49,8 +49,9 @@ Examples:
 Without --rate the load is a closed loop with --concurrency requests in flight (default 1).
 
 Exit codes: 0 the run met its SLOs with at most --max-error-rate failed requests; 1 bad input or the target could
-not be reached (nothing was sent); 3 the run finished but missed an SLO or had too many failures (--no-fail: 0);
-130/143 interrupted by SIGINT/SIGTERM (completed records are kept).
+not be reached (nothing was sent), or the store could not keep every record (disk full: the result is printed, the
+run stored incomplete); 3 the run finished but missed an SLO or had too many failures (--no-fail: 0); 130/143
+interrupted by SIGINT/SIGTERM (completed records are kept).
 """
 
 #: options a profile can set too: passed to the library only when typed on the command line
