@@ -124,8 +124,7 @@ def repair_store(db: Database) -> RepairReport:
     """
     if not db.exists:
         return RepairReport()
-    db.ensure_schema()  # a store of an older tailscope gains the writer columns first
-    with db.read() as con:
+    with db.read() as con:  # (a store of an older tailscope gains the writer columns here first)
         cur = con.execute(
             "SELECT id, status, writer_pid, writer_host, writer_start, heartbeat_at FROM runs "
             "WHERE status = ? OR id IN (SELECT unnest(?))",
