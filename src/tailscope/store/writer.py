@@ -146,8 +146,8 @@ class RecordWriter:
                     self._seal()
                     fold = fold_pending(self.db, self.run_id, lock_timeout_s=0.5, heartbeat=True)
                     self.quarantined += fold.quarantined
-            except StoreError:
-                pass  # the database is busy or full: batches wait on disk for the next tick
+            except (StoreError, OSError):
+                pass  # the database is busy or the disk full: batches wait on disk for the next tick
             except BaseException as exc:  # pragma: no cover - surfaced by close()
                 self._error = exc
                 return
@@ -179,7 +179,10 @@ class RecordWriter:
                 name = f"unstorable-{self._token}{_KINDS[kind]}"
                 self.quarantined.append(name)
                 why = f"{len(rows)} {kind} cannot be stored (see each line)"
-                quarantine_lines(self.db, self.run_id, name, rows, why)
+                try:
+                    quarantine_lines(self.db, self.run_id, name, rows, why)
+                except OSError as exc:  # a full disk: they cannot be kept aside either; say so in the warnings
+                    self.notes.add(kind, f"{len(rows)} unstorable rows", f"not kept aside: {exc.strerror}")
 
     def _journal_tick(self) -> None:
         """Bound and encode what was queued, and append it to the open journals (kept in memory when that fails)."""
@@ -282,23 +285,32 @@ class RecordWriter:
                 fold_error = None
             except StoreError as exc:
                 fold_error = exc
+            except OSError as exc:  # setting a bad batch aside on a full disk
+                fold_error = StoreError(f"cannot fold: {exc.strerror}")
             left = self.unwritten
             waiting = any(p.name.endswith(".ndjson") for p in self.folder.iterdir()) if self.folder.is_dir() else False
             if (not left and not waiting and not self._open_rows()) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
+        unsealed = self._open_rows()
+        for j in self._journals.values():  # what they hold stays on disk for `runs repair`
+            if j is not None:
+                with contextlib.suppress(OSError):
+                    os.close(j.fd)
+        self._journals = dict.fromkeys(_KINDS)
         if self._error is not None:
             raise StoreError(f"writing run {self.run_id} failed: {self._error}")
-        if left or self._open_rows():
-            reason = self.io_error.strerror if self.io_error is not None else "unknown"
+        reason = self.io_error.strerror if self.io_error is not None else None
+        if left:
             raise StoreError(
-                f"the store could not write {left:,} of the records of run {self.run_id} to {self.folder} ({reason}); "
-                f"{self.written:,} are kept — free space, then `tailscope runs repair` folds them"
+                f"the store could not write {left:,} of the records of run {self.run_id} to {self.folder} "
+                f"({reason or 'unknown'}); {self.written:,} are kept — free space, then `tailscope runs repair` "
+                "folds them"
             )
-        if waiting:
+        if unsealed or waiting:
             raise StoreError(
-                f"records of run {self.run_id} wait in {self.folder}: {fold_error or 'the store is busy'} — "
-                "`tailscope runs repair` folds them once the store can be written"
+                f"records of run {self.run_id} wait in {self.folder}: {reason or fold_error or 'the store is busy'} "
+                "— `tailscope runs repair` folds them once the store can be written"
             )
         with contextlib.suppress(FileNotFoundError):
             (self.folder / WRITER_FILE).unlink()
