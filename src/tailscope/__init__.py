@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "ProfileError": "tailscope.errors",
     "Progress": "tailscope.runner.progress",
     "RepeatedBench": "tailscope.api.bench",
+    "RequestCounts": "tailscope.records",
     "RequestRecord": "tailscope.records",
     "RequestSpec": "tailscope.workload.spec",
     "Run": "tailscope.records",
@@ -79,6 +80,7 @@ __all__ = [
     "ProfileError",
     "Progress",
     "RepeatedBench",
+    "RequestCounts",
     "RequestRecord",
     "RequestSpec",
     "Run",
@@ -148,6 +150,7 @@ if TYPE_CHECKING:
     from tailscope.metrics.summary import RunSummary, summarize
     from tailscope.records import (
         ErrorClass,
+        RequestCounts,
         RequestRecord,
         Run,
         RunKind,

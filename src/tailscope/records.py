@@ -78,7 +78,11 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One measurement (a bench run, a simulation, or an ingested trace set)."""
+    """One measurement (a bench run, a simulation, or an ingested trace set).
+
+    ``probe`` names what made a run that only serves another command (``calibrate``, ``find-max``,
+    ``twin-check``): such runs are tagged ``probe`` and never resolve as ``latest``. None for a measurement.
+    """
 
     id: str
     kind: RunKind
@@ -91,6 +95,7 @@ class Run:
     status: RunStatus = RunStatus.RUNNING
     sweep_id: str | None = None
     host: dict[str, Any] = field(default_factory=dict)
+    probe: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,3 +178,23 @@ class Span:
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """How many requests ended which way. ``total`` excludes warmup requests; ``warmup`` counts them."""
+
+    total: int
+    completed: int
+    failed: int
+    incomplete: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "completed": self.completed,
+            "failed": self.failed,
+            "incomplete": self.incomplete,
+            "warmup": self.warmup,
+        }

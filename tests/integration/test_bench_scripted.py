@@ -219,11 +219,11 @@ def test_store_readers_never_fail_while_a_run_writes(tmp_path: Path) -> None:
         reads = 0
         time.sleep(1.5)
         while proc.poll() is None:
-            p = run_cli("runs", "list", "--json", "--db", str(db))
+            p = run_cli("runs", "list", "--json", "-", "--db", str(db))
             assert p.returncode == 0, p.stderr
             reads += 1
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
     assert reads >= 2
-    final = json.loads(run_cli("runs", "list", "--json", "--db", str(db)).stdout)
+    final = json.loads(run_cli("runs", "list", "--json", "-", "--db", str(db)).stdout)
     assert final[0]["run"]["status"] == "complete"

@@ -139,3 +139,57 @@ def test_connection_refused_then_server_restarted_mid_run(tmp_path: Path) -> Non
     assert tail
     assert all(r.ok for r in tail)
     assert res.summary.requests.completed + res.summary.requests.failed == 50
+
+
+def test_two_writers_and_readers_on_one_store_lose_nothing_and_never_fail(tmp_path: Path) -> None:
+    """Two benches write one store while `runs list` (which repairs) and `runs show` read it in a loop."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "s.duckdb"
+    env = {**os.environ}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tailscope", *args, "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+
+    with ScriptedServer(ScriptedConfig(ttft_ms=5, itl_ms=2)) as srv:
+
+        def bench(i: int) -> list[str]:
+            out = str(tmp_path / f"b{i}.json")
+            return [sys.executable, "-m", "tailscope", "bench", "--url", srv.url, "--concurrency", "6", "--duration",
+                    "4", "--output-tokens", "8", "--db", str(db), "--quiet", "--json", out]  # fmt: skip
+
+        benches = [
+            subprocess.Popen(bench(i), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(2)
+        ]
+        t0 = time.monotonic()
+        reads = 0
+        time.sleep(1.5)
+        while any(b.poll() is None for b in benches):
+            for args in (("runs", "list", "--json", "-"), ("runs", "show", "latest", "--json")):
+                p = cli(*args)
+                assert p.returncode == 0, p.stderr
+                assert "Traceback" not in p.stderr
+                reads += 1
+        for b in benches:
+            _, err = b.communicate(timeout=60)
+            assert b.returncode == 0, err
+        print(f"benches done in {time.monotonic() - t0:.1f} s with {reads} reads")
+    assert reads >= 2
+    listing = cli("runs", "list", "--json", "-")
+    runs = {r["run"]["id"]: r for r in json.loads(listing.stdout)}
+    for i in range(2):
+        export = json.loads((tmp_path / f"b{i}.json").read_text())
+        stored = runs[export["run"]["id"]]
+        assert stored["run"]["status"] == "complete"
+        assert stored["requests"]["total"] == len([r for r in export["requests"] if not r.get("warmup")]) > 0
+        assert stored["requests"]["completed"] == export["summary"]["requests"]["completed"]

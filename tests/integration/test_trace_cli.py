@@ -75,3 +75,27 @@ def test_demo_ingest_analyze_show_diff(tmp_path: Path) -> None:
     r = ts("trace", "analyze", "--set", "before", "--db", db, "--policy", "zipkin")
     assert r.returncode == 1
     assert "--policy" in r.stderr
+
+
+def test_trace_sets_lists_and_trace_delete_removes(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.duckdb")
+    demo = tmp_path / "demo"
+    assert ts("trace", "demo", "--out", str(demo), "--traces", "50").returncode == 0
+    for name in ("before", "after"):
+        r = ts("trace", "ingest", str(demo / f"{name}.otlp.json"), "--set", name, "--db", db)
+        assert r.returncode == 0, r.stderr
+    r = ts("trace", "sets", "--db", db)
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[1:]}
+    assert set(rows) == {"before", "after"}
+    assert rows["before"][2] == "50"  # traces
+    assert int(rows["before"][1].replace(",", "")) > 50  # spans
+    r = ts("trace", "delete", "before", "nope", "--db", db)
+    assert r.returncode == 1
+    assert "no trace set 'nope'" in r.stderr
+    assert "before" in ts("trace", "sets", "--db", db).stdout  # nothing deleted when one name is wrong
+    r = ts("trace", "delete", "before", "--db", db)
+    assert r.returncode == 0, r.stderr
+    assert "deleted 'before'" in r.stdout
+    r = ts("trace", "sets", "--db", db)
+    assert [line.split()[0] for line in r.stdout.splitlines()[1:]] == ["after"]

@@ -49,8 +49,9 @@ Examples:
 Without --rate the load is a closed loop with --concurrency requests in flight (default 1).
 
 Exit codes: 0 the run met its SLOs with at most --max-error-rate failed requests; 1 bad input or the target could
-not be reached (nothing was sent); 3 the run finished but missed an SLO or had too many failures (--no-fail: 0);
-130/143 interrupted by SIGINT/SIGTERM (completed records are kept).
+not be reached (nothing was sent), or the store could not keep every record (disk full: the result is printed, the
+run stored incomplete); 3 the run finished but missed an SLO or had too many failures (--no-fail: 0); 130/143
+interrupted by SIGINT/SIGTERM (completed records are kept).
 """
 
 #: options a profile can set too: passed to the library only when typed on the command line
@@ -202,6 +203,9 @@ def bench(
         err.print(f"wrote {html_out}")
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
+        raise typer.Exit(result.exit_code)
+    if result.store_error:  # the result is whole (printed above), the store is not: exit 1, as for a store error
+        err.print(f"tailscope: error: {result.store_error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(result.exit_code)
     verdict = result.verdict(max_error_rate=max_error_rate)
     for reason in verdict.reasons:

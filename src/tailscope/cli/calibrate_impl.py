@@ -257,6 +257,7 @@ def cmd_twin_check(
         settings={"twin_check": str(calibration), **wl.settings},
         profile_name=wl.profile,
         handle_signals=False,
+        probe="twin-check",
     )
     anchors: list[tuple[float, float]] = []
     lone: list[dict[int, list[float]]] = []

@@ -1,4 +1,4 @@
-"""``tailscope runs``: list, show, export, tag and repair the runs kept in the store."""
+"""``tailscope runs``: list, show, export, tag, delete and repair the runs kept in the store."""
 
 from __future__ import annotations
 
@@ -20,14 +20,16 @@ _DB = typer.Option(None, "--db", help="Store path (default $TAILSCOPE_DB or .tai
 def list_(
     limit: int = typer.Option(30, "--limit", help="How many runs (newest first)."),
     kind: str | None = typer.Option(None, "--kind", help="Only bench, sim or trace runs."),
-    tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag (probe: calibration probes)."),
+    json_out: str | None = typer.Option(
+        None, "--json", metavar="PATH", help="Write the runs with their request counts as JSON to PATH (- = stdout)."
+    ),
     db: Path | None = _DB,
 ) -> None:
-    """List runs with their headline numbers. Example: tailscope runs list --kind bench --limit 10"""
+    """List runs with their headline numbers; repairs crashed runs first. Example: tailscope runs list --limit 10"""
     from tailscope.cli.runs_impl import list_runs
 
-    list_runs(db=db, limit=limit, kind=kind, tag=tag, as_json=json_out)
+    list_runs(db=db, limit=limit, kind=kind, tag=tag, json_out=json_out)
 
 
 @runs_app.command("show")
@@ -71,10 +73,24 @@ def tag(
     typer.echo(f"tagged {full} as {name}")
 
 
-@runs_app.command("repair")
-def repair(db: Path | None = _DB) -> None:
-    """Fold records of crashed runs into the store and mark them incomplete. Example: tailscope runs repair"""
+@runs_app.command("delete")
+def delete(
+    run_ids: list[str] = typer.Argument(..., help="Run ids, unique prefixes, latest or latest:TAG."),
+    db: Path | None = _DB,
+) -> None:
+    """Delete runs with their records, samples, tags and leftovers. Example: tailscope runs delete 20261129-0800"""
     from tailscope.store.runs import RunStore
 
-    fixed = RunStore(db).repair()
-    typer.echo(f"repaired {len(fixed)} run(s)" + (": " + ", ".join(fixed) if fixed else ""))
+    deleted = RunStore(db).delete_runs(run_ids)
+    typer.echo(f"deleted {len(deleted)} run(s): " + ", ".join(deleted))
+
+
+@runs_app.command("repair")
+def repair(db: Path | None = _DB) -> None:
+    """Fold records of crashed runs into the store, mark them incomplete, list quarantined batches.
+
+    Example: tailscope runs repair
+    """
+    from tailscope.cli.runs_impl import repair_runs
+
+    repair_runs(db=db)

@@ -1,4 +1,5 @@
-"""``tailscope trace``: ingest and collect traces, show one, analyze a set, diff two sets, write demo traces."""
+"""``tailscope trace``: ingest and collect traces, show one, analyze a set, diff two sets, list and delete sets,
+write demo traces."""
 
 from __future__ import annotations
 
@@ -397,6 +398,36 @@ def demo(
         f"tailscope trace ingest {out}/after.otlp.json --set after && tailscope trace analyze --set before && "
         "tailscope trace diff --before before --after after"
     )
+
+
+@trace_app.command("sets")
+def sets(db: Path | None = _DB) -> None:
+    """List the trace sets in the store with their span and trace counts. Example: tailscope trace sets"""
+    from tailscope.store.spans import SpanStore
+
+    found = SpanStore(db).list_sets()
+    if not found:
+        typer.echo("no trace sets yet — run `tailscope trace ingest FILES --set NAME`")
+        return
+    width = max(3, *(len(s.name) for s in found))
+    typer.echo(f"{'set':<{width}}  {'spans':>12}  {'traces':>10}  updated               source")
+    for s in found:
+        typer.echo(f"{s.name:<{width}}  {s.spans:>12,}  {s.traces:>10,}  {s.updated_at[:19]:<20}  {s.source}")
+
+
+@trace_app.command("delete")
+def delete(
+    set_names: list[str] = typer.Argument(..., help="Names of the trace sets to delete."),
+    db: Path | None = _DB,
+) -> None:
+    """Delete trace sets and their spans. Example: tailscope trace delete before"""
+    from tailscope.store.spans import SpanStore
+
+    store = SpanStore(db)
+    gone = [store.get_set(name) for name in set_names]  # every name must exist before anything is deleted
+    for s in gone:
+        store.delete_set(s.name)
+    typer.echo("deleted " + ", ".join(f"{s.name!r} ({s.spans:,} spans, {s.traces:,} traces)" for s in gone))
 
 
 def _stdout() -> Any:

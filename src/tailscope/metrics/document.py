@@ -63,6 +63,7 @@ def run_to_json(run: Run) -> dict[str, Any]:
         "seed": run.seed,
         "profile": run.profile,
         "sweep_id": run.sweep_id,
+        "probe": run.probe,
         "settings": run.settings,
         "host": run.host,
     }

@@ -16,7 +16,7 @@ from tailscope.metrics.perceived import Perceived, PerceivedThresholds, perceive
 from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.steady import SteadyWindow, steady_window
-from tailscope.records import RequestRecord, Status
+from tailscope.records import RequestCounts, RequestRecord, Status
 
 _MS = 1e6
 
@@ -26,26 +26,6 @@ SEND_LAG_WARN_MS = 5.0
 LOOP_LAG_WARN_MS = 5.0
 #: achieved send rate below this fraction of the requested rate means the client fell behind.
 RATE_WARN_FRACTION = 0.95
-
-
-@dataclass(frozen=True, slots=True)
-class RequestCounts:
-    """How many requests ended which way. ``total`` excludes warmup requests; ``warmup`` counts them."""
-
-    total: int
-    completed: int
-    failed: int
-    incomplete: int
-    warmup: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "total": self.total,
-            "completed": self.completed,
-            "failed": self.failed,
-            "incomplete": self.incomplete,
-            "warmup": self.warmup,
-        }
 
 
 @dataclass(frozen=True, slots=True)

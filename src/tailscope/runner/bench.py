@@ -75,6 +75,7 @@ class BenchConfig:
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
     sweep_id: str | None = None
+    probe: str | None = None  # what this run probes for (calibrate, find-max, twin-check): tagged, never ``latest``
     handle_signals: bool = False
     mixed_traffic: tuple[MixedTarget, ...] = ()  # plain HTTP sent beside the LLM load (profile mixed_traffic)
     # steady stages (start_s, end_s) tested for over-saturation; None = one window when the run is open loop at one
@@ -98,14 +99,17 @@ class BenchResult:
     t0_ns: int = 0  # the run start on the monotonic clock (record times are relative to it)
     extra: dict[str, Any] = field(default_factory=dict)  # summary keys beyond RunSummary (e.g. ``mixed``)
     samples: list[ServerSample] = field(default_factory=list)  # the scraped server telemetry
+    store_error: str | None = None  # the store could not keep every record (disk full, …): what and what to do
 
     @property
     def exit_code(self) -> int:
-        """0, or 130 (SIGINT) / 143 (SIGTERM) for an interrupted run."""
+        """0; 130 (SIGINT) / 143 (SIGTERM) for an interrupted run; 1 when the store could not keep every record."""
         if self.signal_name == "SIGTERM":
             return 143
         if self.signal_name:
             return 130
+        if self.store_error:
+            return 1
         return 0
 
     def verdict(self, *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> Verdict:
@@ -231,6 +235,7 @@ def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
         profile=cfg.profile_name,
         sweep_id=cfg.sweep_id,
         host=host_facts(),
+        probe=cfg.probe,
     )
 
 
@@ -248,13 +253,22 @@ def finish_bench(
     extra_warnings: tuple[str, ...] = (),
     extra_summary: dict[str, Any] | None = None,
 ) -> BenchResult:
-    """Summarize the records, finish the run in the store and build the result."""
+    """Summarize the records, finish the run in the store and build the result.
+
+    A store that cannot be written at the end (disk full) does not lose the result: it is returned with
+    ``store_error`` set (what the store could not keep), and a run left ``running`` is marked incomplete by the next
+    ``runs list``.
+    """
     summary = summarize(records, slos=cfg.slos, requested_rate_rps=cfg.requested_rate, loop_lag_ms=loop_lag_ms)
-    extra_warnings = extra_warnings + saturation_check(
-        records,
-        cfg.saturation_windows,
-        open_loop=cfg.dispatch.concurrency is None,
-        constant_rate=cfg.requested_rate is not None,
+    extra_warnings = (
+        extra_warnings
+        + store.warnings
+        + saturation_check(
+            records,
+            cfg.saturation_windows,
+            open_loop=cfg.dispatch.concurrency is None,
+            constant_rate=cfg.requested_rate is not None,
+        )
     )
     if extra_warnings:
         summary = replace(summary, warnings=summary.warnings + extra_warnings)
@@ -271,7 +285,7 @@ def finish_bench(
         samples=samples,
     )
     store.finish(run.id, status, result.summary_dict())
-    return result
+    return replace(result, store_error=store.store_error) if store.store_error else result
 
 
 async def run_bench(
@@ -358,7 +372,8 @@ async def run_bench(
             for sig in installed:
                 loop.remove_signal_handler(sig)
             writer.close()
-        status = RunStatus.INCOMPLETE if dispatch.interrupted else RunStatus.COMPLETE
+        # a store that could not keep every record holds an incomplete run, whatever the load did
+        status = RunStatus.INCOMPLETE if dispatch.interrupted or writer.store_error else RunStatus.COMPLETE
         return finish_bench(
             cfg,
             writer,

@@ -149,6 +149,7 @@ async def run_probe(
         timeouts=Timeouts(connect_s=10, first_token_s=120, total_s=300),
         handle_signals=False,
         sweep_id="calibrate-" + new_run_id(),
+        probe="calibrate",
     )
     results: list[BenchResult] = []
     requested: list[tuple[int, int]] = []  # (requested prompt tokens, server's prompt tokens)

@@ -1,15 +1,18 @@
 """The store side of a run, or nothing: a run writes a store only when it was given one.
 
 :class:`RunPersistence` creates the run row, streams finished records and server samples to the store in the
-background (:class:`~tailscope.store.writer.RecordWriter`: batch files folded into DuckDB, so a crash loses at most
-one flush interval) and finishes the run with its summary. Without a store every call is a no-op: the records stay in
-memory in the result, and nothing is written anywhere.
+background (:class:`~tailscope.store.writer.RecordWriter`: journaled every 0.2 s, then batch files folded into
+DuckDB, so a ``kill -9`` loses only the last moments) and finishes the run with its summary. A store that cannot be
+written (a full disk) never raises here: :attr:`RunPersistence.store_error` says what it could not keep, and
+:attr:`RunPersistence.warnings` what it had to bound or set aside. Without a store every call is a no-op: the records
+stay in memory in the result, and nothing is written anywhere.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tailscope.errors import StoreError
 from tailscope.records import RequestRecord, Run, RunStatus, ServerSample
 
 if TYPE_CHECKING:
@@ -29,6 +32,8 @@ class RunPersistence:
         self.store = store
         self.flush_interval_s = flush_interval_s
         self._writer: RecordWriter | None = None
+        self.store_error: str | None = None
+        self.warnings: tuple[str, ...] = ()
         if store is not None:
             store.db.ensure_schema()  # a bad store path fails here, before any load
 
@@ -58,12 +63,31 @@ class RunPersistence:
             self._writer.add_samples(samples)
 
     def close(self) -> None:
-        """Flush what is queued and stop the writer (idempotent)."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Flush what is queued and stop the writer (idempotent); never raises for the disk (see the module)."""
+        w, self._writer = self._writer, None
+        if w is None:
+            return
+        try:
+            w.close()
+        except StoreError as exc:
+            self.store_error = str(exc)
+        warnings = list(w.notes.lines())
+        if w.quarantined:
+            warnings.append(
+                f"store: {len(w.quarantined)} batch(es) could not be stored and were set aside in "
+                f"{w.db.quarantine_root / w.run_id} (see `tailscope runs repair`)"
+            )
+        if self.store_error:
+            warnings.append(self.store_error)
+        self.warnings = tuple(warnings)
 
     def finish(self, run_id: str, status: RunStatus, summary: dict[str, Any]) -> None:
-        """Store the run's final status and summary."""
-        if self.store is not None:
+        """Store the run's final status and summary (a store that cannot be written sets :attr:`store_error`)."""
+        if self.store is None:
+            return
+        try:
             self.store.finish_run(run_id, status, summary)
+        except StoreError as exc:
+            self.store_error = self.store_error or (
+                f"{exc} — the run's records are kept; `tailscope runs repair` marks it incomplete"
+            )

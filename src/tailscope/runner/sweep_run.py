@@ -208,7 +208,7 @@ def run_find_max(
 
     def measure(rate: float) -> tuple[bool, Any]:
         cfg, specs, progress = build("rate", rate)
-        res = execute(replace(cfg, sweep_id=sid), specs, progress)
+        res = execute(replace(cfg, sweep_id=sid, probe="find-max"), specs, progress)
         ok = probe_passed(res)
         probes.append(PointRun("rate", rate, res, phase="probe", passed=ok))
         if res.signal_name:

@@ -410,7 +410,7 @@ async def run_bench_distributed(
         rows = worker_rows(states, records)
         lost = lost_share(states, total_scheduled, conc)
         interrupted = driver.signal_name is not None
-        if interrupted:
+        if interrupted or writer.store_error:
             status = RunStatus.INCOMPLETE
         elif lost["workers"]:
             status = RunStatus.DEGRADED

@@ -20,7 +20,8 @@ from typing import Any
 from tailscope.errors import StoreError
 
 DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
-SCHEMA_VERSION = 1
+#: 2: runs gained ``probe`` and the writer's identity and heartbeat; ``folded_batches`` records every folded batch.
+SCHEMA_VERSION = 2
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -77,12 +78,27 @@ CREATE TABLE IF NOT EXISTS runs (
     sweep_id VARCHAR,
     host_json VARCHAR,
     summary_json VARCHAR,
-    extra_json VARCHAR
+    extra_json VARCHAR,
+    probe VARCHAR,
+    writer_pid BIGINT,
+    writer_host VARCHAR,
+    writer_start VARCHAR,
+    heartbeat_at VARCHAR
 );
 CREATE TABLE IF NOT EXISTS requests ({", ".join(f"{n} {t}" for n, t in REQUEST_COLUMNS)});
 CREATE TABLE IF NOT EXISTS server_samples ({", ".join(f"{n} {t}" for n, t in SAMPLE_COLUMNS)});
 CREATE TABLE IF NOT EXISTS tags (run_id VARCHAR, tag VARCHAR, created_at VARCHAR);
+CREATE TABLE IF NOT EXISTS folded_batches (run_id VARCHAR, batch VARCHAR, rows BIGINT, folded_at VARCHAR);
 """
+
+#: Columns added to ``runs`` since schema 1 (added in place to older stores).
+_RUNS_ADDED = (
+    ("probe", "VARCHAR"),
+    ("writer_pid", "BIGINT"),
+    ("writer_host", "VARCHAR"),
+    ("writer_start", "VARCHAR"),
+    ("heartbeat_at", "VARCHAR"),
+)
 
 
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
@@ -112,10 +128,24 @@ class Database:
         self.path = resolve_db_path(path)
         self.lock_timeout_s = lock_timeout_s
         self._schema_ready = False
+        self._version_checked = False
 
     @property
     def exists(self) -> bool:
         return self.path.exists()
+
+    @property
+    def pending_root(self) -> Path:
+        """This store's unfolded batch files: ``<folder>/pending/<store file name>/<run id>/``.
+
+        Keyed by the store's file name, so two stores in one folder never fold each other's runs.
+        """
+        return self.path.parent / "pending" / self.path.name
+
+    @property
+    def quarantine_root(self) -> Path:
+        """Batches that could not be folded, kept with the reason: ``<folder>/quarantine/<store file name>/``."""
+        return self.path.parent / "quarantine" / self.path.name
 
     def _open(self, read_only: bool) -> Any:
         import duckdb
@@ -150,6 +180,8 @@ class Database:
             raise StoreError(f"the store folder {self.path.parent} is not writable; choose another with --db")
         with self.write() as con:
             con.execute(_SCHEMA)
+            for name, kind in _RUNS_ADDED:
+                con.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
             con.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                 [str(SCHEMA_VERSION)],
@@ -179,6 +211,14 @@ class Database:
         finally:
             con.close()
 
+    @staticmethod
+    def _old_schema(con: Any) -> bool:
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except Exception:  # no meta table yet: a store still being created
+            return False
+        return row is not None and int(row[0]) < SCHEMA_VERSION
+
     @contextmanager
     def read(self) -> Iterator[Any]:
         """A read-only connection (the store must exist)."""
@@ -187,6 +227,13 @@ class Database:
                 f"no store at {self.path} yet: run `tailscope bench` first, or point --db / TAILSCOPE_DB at one"
             )
         con = self._open(read_only=True)
+        if not self._version_checked:
+            if self._old_schema(con):
+                # a store written by an older tailscope: add the new columns once, then read
+                con.close()
+                self.ensure_schema()
+                con = self._open(read_only=True)
+            self._version_checked = True
         try:
             yield con
         except Exception as exc:

@@ -1,18 +1,33 @@
-"""Runs in the store: create, finish, list, look up, tag, load records, repair."""
+"""Runs in the store: create, finish, list (with request counts), look up, tag, delete, load records, repair."""
 
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.clock import utc_now_iso
-from tailscope.errors import NotFoundError
-from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
+from tailscope.errors import NotFoundError, StoreError
+from tailscope.records import RequestCounts, RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
+from tailscope.store.bounds import BoundNotes, bound_text, check_run
 from tailscope.store.codec import row_to_record, row_to_sample
 from tailscope.store.db import Database
-from tailscope.store.writer import fold_pending, pending_dir
+from tailscope.store.pending import (
+    Quarantined,
+    WriterId,
+    list_quarantine,
+    pending_dir,
+    remove_run_files,
+    this_writer,
+    writer_alive,
+)
+
+if TYPE_CHECKING:
+    from tailscope.store.repair import RepairReport
+
+#: The tag every probe run carries (``runs list --tag probe``, ``latest:probe``).
+PROBE_TAG = "probe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +39,11 @@ class StoredRun:
     summary: dict[str, Any] | None
     tags: tuple[str, ...]
     extra: dict[str, Any]
+    requests: RequestCounts | None = None  # counted from the stored records (``list_runs``)
+    heartbeat_at: str | None = None  # the writer's last sign of life (UTC ISO)
 
 
-def _row_to_stored(row: dict[str, Any], tags: tuple[str, ...]) -> StoredRun:
+def _row_to_stored(row: dict[str, Any], tags: tuple[str, ...], counts: RequestCounts | None = None) -> StoredRun:
     target_d = json.loads(row["target_json"]) if row["target_json"] else {"url": row["target_url"], "model": ""}
     run = Run(
         id=row["id"],
@@ -40,6 +57,7 @@ def _row_to_stored(row: dict[str, Any], tags: tuple[str, ...]) -> StoredRun:
         status=RunStatus(row["status"]),
         sweep_id=row["sweep_id"],
         host=json.loads(row["host_json"]) if row["host_json"] else {},
+        probe=row.get("probe"),
     )
     return StoredRun(
         run=run,
@@ -47,6 +65,8 @@ def _row_to_stored(row: dict[str, Any], tags: tuple[str, ...]) -> StoredRun:
         summary=json.loads(row["summary_json"]) if row["summary_json"] else None,
         tags=tags,
         extra=json.loads(row["extra_json"]) if row["extra_json"] else {},
+        requests=counts,
+        heartbeat_at=row.get("heartbeat_at"),
     )
 
 
@@ -68,28 +88,48 @@ class RunStore:
 
     # -- writing ---------------------------------------------------------------------------------------------
     def create_run(self, run: Run) -> None:
-        """Insert a new run row (status ``running``)."""
+        """Insert a new run row (status ``running``), naming this process as its writer.
+
+        Raises:
+            StoreError: when the run's id or seed cannot be stored (see :func:`~tailscope.store.bounds.check_run`).
+        """
+        check_run(run)
         self.db.ensure_schema()
+        notes = BoundNotes()
+
+        def text(value: str | None, name: str) -> str | None:
+            return None if value is None else bound_text(value, name, notes)
+
+        w = this_writer()
+        now = utc_now_iso()
         with self.db.write() as con:
             con.execute(
                 "INSERT INTO runs (id, kind, tool_version, started_at, target_url, target_model, target_json, seed, "
-                "settings_json, profile, status, sweep_id, host_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "settings_json, profile, status, sweep_id, host_json, probe, writer_pid, writer_host, writer_start, "
+                "heartbeat_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     run.id,
                     run.kind.value,
-                    run.tool_version,
-                    run.started_at,
-                    run.target.url,
-                    run.target.model,
-                    json.dumps(asdict(run.target)),
+                    text(run.tool_version, "tool_version"),
+                    text(run.started_at, "started_at"),
+                    text(run.target.url, "target_url"),
+                    text(run.target.model, "target_model"),
+                    json.dumps(asdict(run.target), default=str),
                     run.seed,
                     json.dumps(run.settings, default=str),
-                    run.profile,
+                    text(run.profile, "profile"),
                     run.status.value,
-                    run.sweep_id,
+                    text(run.sweep_id, "sweep_id"),
                     json.dumps(run.host, default=str),
+                    text(run.probe, "probe"),
+                    w.pid,
+                    w.host,
+                    w.start,
+                    now,
                 ],
             )
+            if run.probe:
+                con.execute("INSERT INTO tags VALUES (?, ?, ?)", [run.id, PROBE_TAG, now])
 
     def finish_run(
         self,
@@ -105,8 +145,8 @@ class RunStore:
                 [
                     status.value,
                     utc_now_iso(),
-                    json.dumps(summary) if summary is not None else None,
-                    json.dumps(extra) if extra else None,
+                    json.dumps(summary, default=str) if summary is not None else None,
+                    json.dumps(extra, default=str) if extra else None,
                     run_id,
                 ],
             )
@@ -130,7 +170,7 @@ class RunStore:
 
     # -- reading ---------------------------------------------------------------------------------------------
     def list_runs(self, *, limit: int = 50, kind: str | None = None, tag: str | None = None) -> list[StoredRun]:
-        """Most recent runs first."""
+        """Most recent runs first, each with its request counts from the stored records."""
         if not self.db.exists:
             return []
         where: list[str] = []
@@ -146,8 +186,10 @@ class RunStore:
         params.append(limit)
         with self.db.read() as con:
             rows = _fetch_dicts(con, sql, params)
-            tags = self._tags(con, [r["id"] for r in rows])
-        return [_row_to_stored(r, tags.get(r["id"], ())) for r in rows]
+            ids = [r["id"] for r in rows]
+            tags = self._tags(con, ids)
+            counts = _request_counts(con, ids)
+        return [_row_to_stored(r, tags.get(r["id"], ()), counts.get(r["id"], _NO_REQUESTS)) for r in rows]
 
     def _tags(self, con: Any, ids: list[str]) -> dict[str, tuple[str, ...]]:
         if not ids:
@@ -162,6 +204,9 @@ class RunStore:
     def resolve_id(self, ref: str) -> str:
         """Full run id for ``ref``: an id, a unique id prefix, ``latest``, or ``latest:TAG``.
 
+        ``latest`` is the newest run that is not a probe (calibration, find-max or twin-check runs); ``latest:probe``
+        finds those.
+
         Raises:
             NotFoundError: naming the reference and how to list runs.
         """
@@ -175,9 +220,11 @@ class RunStore:
                         [tag],
                     ).fetchone()
                 else:
-                    row = con.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1").fetchone()
+                    row = con.execute(
+                        "SELECT id FROM runs WHERE probe IS NULL ORDER BY started_at DESC, id DESC LIMIT 1"
+                    ).fetchone()
                 if row is None:
-                    what = f"tagged {tag!r}" if tag else "at all"
+                    what = f"tagged {tag!r}" if tag else "(other than probe runs)"
                     raise NotFoundError(f"no run {what} in {self.db.path}; list runs with `tailscope runs list`")
                 return str(row[0])
             rows = con.execute("SELECT id FROM runs WHERE id LIKE ? || '%' LIMIT 3", [ref]).fetchall()
@@ -212,50 +259,79 @@ class RunStore:
             )
         return [row_to_sample(r) for r in rows]
 
-    # -- repair ----------------------------------------------------------------------------------------------
-    def repair(self) -> list[str]:
-        """Fold the batches of runs whose writer died (crash, ``kill -9``) and mark those runs incomplete.
+    # -- deleting and repair ---------------------------------------------------------------------------------
+    def delete_runs(self, refs: list[str]) -> list[str]:
+        """Delete runs (ids, unique prefixes, ``latest``, ``latest:TAG``) with their records, samples, tags,
+        pending batches and quarantine; return the ids deleted.
 
-        Returns the ids of the runs repaired. Runs whose writer process is still alive are left alone.
+        Raises:
+            NotFoundError: for a reference that matches no run (nothing is deleted then).
+            StoreError: for a run still being written by a live process (stop it first).
         """
-        root = self.db.path.parent / "pending"
-        repaired: list[str] = []
-        if not root.is_dir():
-            return repaired
-        for folder in sorted(root.iterdir()):
-            if not folder.is_dir():
-                continue
-            pid_file = folder / "writer.pid"
-            if pid_file.exists() and _pid_alive(pid_file.read_text().strip()):
-                continue
-            run_id = folder.name
-            fold_pending(self.db, run_id)
-            with self.db.write() as con:
-                con.execute(
-                    "UPDATE runs SET status = ? WHERE id = ? AND status = ?",
-                    [RunStatus.INCOMPLETE.value, run_id, RunStatus.RUNNING.value],
-                )
-            for p in folder.iterdir():
-                p.unlink()
-            folder.rmdir()
-            repaired.append(run_id)
-        return repaired
+        ids: list[str] = []
+        for ref in refs:
+            full = self.resolve_id(ref)
+            if full not in ids:
+                ids.append(full)
+        if not ids:
+            return []
+        with self.db.read() as con:
+            rows = _fetch_dicts(
+                con,
+                "SELECT id, status, writer_pid, writer_host, writer_start FROM runs WHERE id IN (SELECT unnest(?))",
+                [ids],
+            )
+        for r in rows:
+            if r["status"] == RunStatus.RUNNING.value and r["writer_pid"] is not None:
+                w = WriterId(int(r["writer_pid"]), r["writer_host"] or "", r["writer_start"] or "")
+                if writer_alive(w, 0.0):
+                    raise StoreError(
+                        f"run {r['id']} is still being written by process {w.pid} on {w.host}; stop it first"
+                    )
+        with self.db.write() as con:
+            for table, column in (
+                ("requests", "run_id"),
+                ("server_samples", "run_id"),
+                ("tags", "run_id"),
+                ("folded_batches", "run_id"),
+                ("runs", "id"),
+            ):
+                con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [ids])  # noqa: S608
+        for run_id in ids:
+            remove_run_files(self.db, run_id)
+        return ids
+
+    def repair(self) -> RepairReport:
+        """Fold what dead writers left, mark their runs incomplete, and list what is quarantined.
+
+        See :func:`tailscope.store.repair.repair_store`.
+        """
+        from tailscope.store.repair import repair_store
+
+        return repair_store(self.db)
 
     def pending_exists(self, run_id: str) -> bool:
         return pending_dir(self.db, run_id).is_dir()
 
+    def quarantined(self, run_id: str | None = None) -> list[Quarantined]:
+        """Batches of this store set aside because they could not be folded (every run, or one)."""
+        return list_quarantine(self.db, run_id)
 
-def _pid_alive(text: str) -> bool:
-    try:
-        pid = int(text)
-    except ValueError:
-        return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+
+_NO_REQUESTS = RequestCounts(total=0, completed=0, failed=0, incomplete=0, warmup=0)
+
+
+def _request_counts(con: Any, ids: list[str]) -> dict[str, RequestCounts]:
+    """Request counts per run, from the stored records (warmup requests apart, as the summary counts them)."""
+    if not ids:
+        return {}
+    rows = con.execute(
+        "SELECT run_id, count(*) FILTER (NOT coalesce(warmup, false)), "
+        "count(*) FILTER (NOT coalesce(warmup, false) AND status = 'ok'), "
+        "count(*) FILTER (NOT coalesce(warmup, false) AND status = 'error'), "
+        "count(*) FILTER (NOT coalesce(warmup, false) AND status = 'incomplete'), "
+        "count(*) FILTER (coalesce(warmup, false)) "
+        "FROM requests WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id",
+        [ids],
+    ).fetchall()
+    return {r[0]: RequestCounts(*(int(v) for v in r[1:])) for r in rows}

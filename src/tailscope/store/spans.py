@@ -23,6 +23,7 @@ import orjson
 from tailscope.clock import utc_now_iso
 from tailscope.errors import NotFoundError, StoreError
 from tailscope.records import Span
+from tailscope.store.bounds import json_safe
 from tailscope.store.db import Database
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -128,7 +129,7 @@ def span_row(span: Span) -> dict[str, Any]:
         "status": span.status,
         "layer": span.layer,
         "follows_from": span.follows_from,
-        "resend": resend if isinstance(resend, int) else None,
+        "resend": resend if isinstance(resend, int) and 0 <= resend < 2**31 else None,
         "attributes": attrs or None,
         "links": span.links or None,
     }
@@ -142,8 +143,8 @@ def encode_row(row: dict[str, Any]) -> bytes:
     try:
         # orjson is ~5x faster than the stdlib encoder (the JSON encoding was a fifth of the ingest time).
         return orjson.dumps(row, default=str, option=_ORJSON_OPTS)
-    except TypeError:  # what orjson refuses (ints beyond 64 bits, lone surrogates) the stdlib encoder writes
-        return (_ENCODER.encode(row) + "\n").encode()
+    except TypeError:  # what orjson refuses (ints beyond 64 bits, lone surrogates): made storable, then encoded
+        return (_ENCODER.encode(json_safe(row)) + "\n").encode()
 
 
 #: A span as :meth:`SpanStore.iter_trace_rows` reads it: trace id, span id, parent id, name, start ns, end ns,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,7 @@ def test_writer_flushes_and_folds_exactly_once(tmp_path: Path) -> None:
     assert len(store.load_records("r2")) == 10
     # simulate a crash between commit and delete: the same batch file folded again adds nothing
     folder = pending_dir(db, "r2")
-    (folder / "00000099.ndjson").write_text(
+    (folder / "00000000-x.ndjson").write_text(
         "\n".join(encode_record_line("r2", make_record(i)) for i in range(5)) + "\n"
     )
     fold_pending(db, "r2")
@@ -95,16 +97,15 @@ def test_repair_folds_a_dead_writers_batches(tmp_path: Path) -> None:
     db = Database(tmp_path / "s.duckdb")
     store = RunStore(db)
     store.create_run(make_run("r3"))
-    w = RecordWriter(db, "r3", flush_interval_s=3600)
-    for i in range(4):
-        w.add(make_record(i))
-    # write the batch file but do not fold it, then "die": a pid that is not alive
-    w._write_batch(
-        "00000000.ndjson",
-        (encode_record_line("r3", make_record(i)) for i in range(4)),
+    RecordWriter(db, "r3", flush_interval_s=3600)
+    # a sealed batch that was never folded, then "die": a writer pid that is not alive, in the folder and the row
+    (pending_dir(db, "r3") / "00000000-x.ndjson").write_text(
+        "".join(encode_record_line("r3", make_record(i)) + "\n" for i in range(4))
     )
-    (pending_dir(db, "r3") / "writer.pid").write_text("999999999")
-    assert store.repair() == ["r3"]
+    (pending_dir(db, "r3") / "writer.json").write_text(json.dumps({"pid": 999999999, "host": socket.gethostname()}))
+    with db.write() as con:
+        con.execute("UPDATE runs SET writer_pid = 999999999")
+    assert store.repair().run_ids == ["r3"]
     assert len(store.load_records("r3")) == 4
     assert store.get_run("r3").run.status is RunStatus.INCOMPLETE
 

@@ -189,6 +189,10 @@ def parse_status(value: Any) -> str:
     return text if text in ("UNSET", "OK", "ERROR") else "UNSET"
 
 
+#: The store's time columns are signed 64-bit nanoseconds.
+_NS_MIN, _NS_MAX = -(2**63), 2**63 - 1
+
+
 def _pos(position: str | tuple[str, int]) -> str:
     return f"{position[0]}[{position[1]}]" if isinstance(position, tuple) else position
 
@@ -213,6 +217,9 @@ def _checked_ids_and_times(
         return None
     if start_ns is None or end_ns is None:
         ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
+        return None
+    if not (_NS_MIN <= start_ns <= _NS_MAX and _NS_MIN <= end_ns <= _NS_MAX):
+        ctx.problem(_pos(position), f"span {sid}: start/end time beyond the store's 64-bit range, skipped")
         return None
     if end_ns < start_ns:
         ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
@@ -303,7 +310,7 @@ def make_row(
         "status": status,
         "layer": classify(name_s, kind, attrs, service=service, rules=ctx.rules),
         "follows_from": follows_from,
-        "resend": resend if isinstance(resend, int) else None,
+        "resend": resend if isinstance(resend, int) and 0 <= resend < 2**31 else None,
         "attributes": attrs or None,
         "links": links or None,
     }
