@@ -10,8 +10,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tailscope.cli.common import write_export
 from tailscope.errors import ConfigError
-from tailscope.metrics.document import build_export, run_to_json, write_export
+from tailscope.metrics.document import build_export, run_to_json
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 from tailscope.store.runs import RunStore, StoredRun
 from tailscope.units import format_ms

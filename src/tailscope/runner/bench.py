@@ -23,6 +23,7 @@ from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
 from tailscope.errors import ConfigError
+from tailscope.io.tokenizer import load_tokenizer
 from tailscope.metrics.document import build_export
 from tailscope.metrics.percentiles import Stats
 from tailscope.metrics.server import summarize_server
@@ -310,7 +311,7 @@ async def run_bench(
             samples.extend(batch)
             writer.add_samples(batch)
 
-        synth = PromptSynthesizer(cfg.tokenizer, nonce=cfg.prompt_nonce)
+        synth = PromptSynthesizer(load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None, nonce=cfg.prompt_nonce)
         count_tokens = synth.counter()
         opts = ClientOptions(
             endpoint=cfg.endpoint,

@@ -183,7 +183,7 @@ def _primed(specs: Iterator[RequestSpec]) -> Iterator[RequestSpec]:
 
 
 def _load_profile(opts: BenchOptions) -> Profile:
-    from tailscope.workload.profile import load_profile
+    from tailscope.io.profile import load_profile
 
     assert opts.profile is not None
     return load_profile(Path(opts.profile))
@@ -304,7 +304,8 @@ def sessions_follow_turn0(specs: Iterable[RequestSpec]) -> list[RequestSpec]:
 
 
 def _replay(opts: BenchOptions) -> Resolved:
-    from tailscope.workload.replay import read_replay, replay_requests
+    from tailscope.io.replay import read_replay
+    from tailscope.workload.replay import replay_requests
 
     assert opts.replay is not None
     for flag, name in (("--rate", "rate"), ("--concurrency", "concurrency")):
@@ -448,7 +449,7 @@ def _token_counter(opts: BenchOptions) -> Callable[[str], int]:
 
     if opts.tokenizer is None:
         return approx_tokens
-    from tailscope.workload.prompts import load_tokenizer
+    from tailscope.io.tokenizer import load_tokenizer
 
     tok = load_tokenizer(str(opts.tokenizer))
     return lambda text: max(1, len(tok.encode(text, add_special_tokens=False).ids))

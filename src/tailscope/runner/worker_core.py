@@ -22,6 +22,7 @@ from typing import Any
 from tailscope.client.openai import ClientOptions, Timeouts
 from tailscope.client.transport import Transport
 from tailscope.clock import Clock, MonotonicClock
+from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.progress import Progress
@@ -156,7 +157,8 @@ class WorkerCore:
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
         )
-        synth = PromptSynthesizer(s["tokenizer"], nonce=s.get("prompt_nonce"))
+        tokenizer = load_tokenizer(s["tokenizer"]) if s["tokenizer"] else None
+        synth = PromptSynthesizer(tokenizer, nonce=s.get("prompt_nonce"))
         opts = ClientOptions(
             endpoint=s["endpoint"],
             model=s["model"],

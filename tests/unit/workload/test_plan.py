@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailscope.errors import ConfigError
+from tailscope.io.profile import load_profile
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import fixed
 from tailscope.workload.model import (
@@ -27,7 +28,6 @@ from tailscope.workload.model import (
     Warmup,
 )
 from tailscope.workload.plan import arrival_times_s, offered_rate, profile_requests, stage_windows
-from tailscope.workload.profile import load_profile
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "support-chat.yaml"
 

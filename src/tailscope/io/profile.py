@@ -1,5 +1,5 @@
-"""Workload profile files (YAML): pydantic at the file boundary, converted to the pure model in
-:mod:`tailscope.workload.model`.
+"""Workload profile files (YAML): pydantic at the file boundary (:mod:`tailscope.io.profile_schema`), converted to
+the pure model in :mod:`tailscope.workload.model`.
 
 Every problem becomes one :class:`~tailscope.errors.ProfileError` that names the file, the line, the field path and
 what is allowed, e.g. ``profile.yaml:14: classes[1].input_tokens.min must be ≤ max (got 3000 > 1000)``. Unknown keys
@@ -9,8 +9,8 @@ The format is documented in ``docs/workload.md``.
 
 from __future__ import annotations
 
-import csv
 import json
+import os
 import types
 import typing
 from pathlib import Path
@@ -21,14 +21,16 @@ from pydantic import BaseModel, ValidationError
 
 from tailscope.errors import ConfigError, ProfileError
 from tailscope.files import read_user_text
+from tailscope.io._yaml import field_path, line_of, parse_yaml
+from tailscope.io.lengths import read_lengths
+from tailscope.io.profile_schema import ArrivalM, ClassM, DistM, MixedM, ProfileM
 from tailscope.metrics.slo import parse_slo
 from tailscope.workload import model as m
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import LengthDist
-from tailscope.workload.profile_schema import ArrivalM, ClassM, DistM, MixedM, ProfileM
 
 
-def load_profile(path: str | Path) -> m.Profile:
+def load_profile(path: str | os.PathLike[str]) -> m.Profile:
     """Read, validate and convert a profile file.
 
     Raises:
@@ -41,14 +43,7 @@ def load_profile(path: str | Path) -> m.Profile:
 
 def parse_profile(text: str, *, source: str = "<profile>", base_dir: Path | None = None) -> m.Profile:
     """Validate profile YAML text. ``base_dir`` resolves relative ``empirical`` files (default: current folder)."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileError(f"{source}:{line}: not valid YAML ({problem})") from None
+    data, root = parse_yaml(text, source=source, error=ProfileError)
     if not isinstance(data, dict):
         raise ProfileError(
             f"{source}:1: a profile is a YAML mapping with name, classes, arrival, … (see docs/workload.md)"
@@ -61,33 +56,7 @@ def parse_profile(text: str, *, source: str = "<profile>", base_dir: Path | None
 
 
 def _loc_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "profile"
-
-
-def line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
-    """1-based line of the deepest YAML node that exists along ``loc`` (a key's line for mapping entries)."""
-    if root is None:
-        return 1
-    node: yaml.Node = root
-    line = node.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    line = key.start_mark.line + 1
-                    node = value
-                    break
-            else:
-                break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
+    return field_path(loc) or "profile"
 
 
 def _unwrap_model(tp: Any) -> type[BaseModel] | None:
@@ -294,69 +263,3 @@ class _Converter:
             headers=tuple(sorted(t.headers.items())),
             timeout_s=t.timeout_s,
         )
-
-
-def read_lengths(path: Path, *, column: str | None = None) -> tuple[int, ...]:
-    """Observed lengths from a CSV (one column, or ``column`` by header name) or JSONL (numbers, or objects with
-    ``column``) file.
-
-    Raises:
-        ProfileError: ``file:line: …`` for a bad row, or when the file holds no lengths.
-    """
-    out: list[int] = []
-    text = read_user_text(path, what="lengths file", error=ProfileError)
-    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProfileError(f"{path}:{n}: not JSON ({exc.msg})") from None
-            if isinstance(obj, dict):
-                if column is None or column not in obj:
-                    raise ProfileError(
-                        f"{path}:{n}: an object row needs the key named by column (got column={column!r})"
-                    )
-                obj = obj[column]
-            out.append(_length_value(obj, path, n))
-    else:
-        rows = list(csv.reader(text.splitlines()))
-        idx = 0
-        start = 0
-        if rows and not all(_is_number(c) for c in rows[0] if c.strip()):
-            header = [c.strip() for c in rows[0]]
-            if column is not None:
-                if column not in header:
-                    raise ProfileError(f"{path}:1: no column {column!r} (columns: {', '.join(header)})")
-                idx = header.index(column)
-            elif len(header) != 1:
-                raise ProfileError(f"{path}:1: several columns ({', '.join(header)}); name one with column:")
-            start = 1
-        for n, row in enumerate(rows[start:], start + 1):
-            if not row or not any(c.strip() for c in row):
-                continue
-            if idx >= len(row):
-                raise ProfileError(f"{path}:{n}: row has no column {idx + 1}")
-            out.append(_length_value(row[idx].strip(), path, n))
-    if not out:
-        raise ProfileError(f"{path}: holds no lengths")
-    return tuple(out)
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
-
-
-def _length_value(v: Any, path: Path, n: int) -> int:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ProfileError(f"{path}:{n}: a length must be a number (got {v!r})") from None
-    if x < 0 or x != x:
-        raise ProfileError(f"{path}:{n}: a length must be ≥ 0 (got {v!r})")
-    return round(x)
