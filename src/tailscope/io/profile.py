@@ -1,5 +1,5 @@
 """Workload profile files (YAML): pydantic at the file boundary (:mod:`tailscope.io.profile_schema`), converted to
-the pure model in :mod:`tailscope.workload.model`.
+the pure model in :mod:`tailscope.workload.profile`.
 
 Every problem becomes one :class:`~tailscope.errors.ProfileError` that names the file, the line, the field path and
 what is allowed, e.g. ``profile.yaml:14: classes[1].input_tokens.min must be ≤ max (got 3000 > 1000)``. Unknown keys
@@ -25,7 +25,7 @@ from tailscope.io._yaml import field_path, line_of, parse_yaml
 from tailscope.io.lengths import read_lengths
 from tailscope.io.profile_schema import ArrivalM, ClassM, DistM, MixedM, ProfileM
 from tailscope.metrics.slo import parse_slo
-from tailscope.workload import model as m
+from tailscope.workload import profile as m
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import LengthDist
 

@@ -26,18 +26,19 @@ from tailscope.errors import ConfigError
 from tailscope.io.tokenizer import load_tokenizer
 from tailscope.metrics.document import build_export
 from tailscope.metrics.percentiles import Stats
+from tailscope.metrics.saturation import saturation_check
 from tailscope.metrics.server import summarize_server
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
-from tailscope.runner.bench_extras import MixedTraffic, saturation_check
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
+from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
-from tailscope.workload.model import MixedTarget
+from tailscope.workload.profile import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tailscope.workload.datasets import Conversation
 from tailscope.runner.progress import Progress
 from tailscope.workload.lengths import empirical, parse_length_spec
-from tailscope.workload.model import Overrides, Profile, apply_overrides, flag_overrides
+from tailscope.workload.profile import Overrides, Profile, apply_overrides, flag_overrides
 from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds, simple_requests
 from tailscope.workload.spec import RequestSpec
 
@@ -190,7 +190,7 @@ def _load_profile(opts: BenchOptions) -> Profile:
 
 
 def _profile(opts: BenchOptions) -> Resolved:
-    from tailscope.workload.plan import profile_requests, stage_windows
+    from tailscope.workload.profile_stream import profile_requests, stage_windows
 
     base = _load_profile(opts)
     source = str(opts.profile)

@@ -139,8 +139,8 @@ def resolve_specs(a: SimArgs) -> Workload:
     slos = tuple(parse_slo(s) for s in a.slo)
     if a.profile is not None:
         from tailscope.io.profile import load_profile
-        from tailscope.workload.model import apply_overrides, flag_overrides
-        from tailscope.workload.plan import profile_requests
+        from tailscope.workload.profile import apply_overrides, flag_overrides
+        from tailscope.workload.profile_stream import profile_requests
 
         def pick(name: str) -> Any:
             # sim has no --model/--url load flags of a profile's kind: those never override the profile here

@@ -16,7 +16,7 @@ from tailscope.errors import ConfigError
 from tailscope.io.profile import load_profile
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import fixed
-from tailscope.workload.model import (
+from tailscope.workload.profile import (
     Arrival,
     Overrides,
     Profile,
@@ -27,7 +27,7 @@ from tailscope.workload.model import (
     Stop,
     Warmup,
 )
-from tailscope.workload.plan import arrival_times_s, offered_rate, profile_requests, stage_windows
+from tailscope.workload.profile_stream import arrival_times_s, offered_rate, profile_requests, stage_windows
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "support-chat.yaml"
 

@@ -1,8 +1,8 @@
 """The pure workload-profile model: frozen dataclasses built from a validated profile file (or from code).
 
 :mod:`tailscope.io.profile` reads YAML with pydantic at the file boundary and converts to these;
-:mod:`tailscope.workload.plan` turns them into :class:`~tailscope.workload.spec.RequestSpec` streams. Nothing here
-does IO. Command-line overrides are applied with :func:`apply_overrides` (CLI > file > defaults).
+:mod:`tailscope.workload.profile_stream` turns them into :class:`~tailscope.workload.spec.RequestSpec` streams.
+Nothing here does IO. Command-line overrides are applied with :func:`apply_overrides` (CLI > file > defaults).
 """
 
 from __future__ import annotations
