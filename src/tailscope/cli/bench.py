@@ -243,7 +243,7 @@ def _show_target(t: Target, shown: list[Target], err: Any) -> None:
 def _worker_lines(result: BenchResult) -> list[str]:
     if "workers" not in result.extra:
         return []
-    from tailscope.runner.workers import describe_workers
+    from tailscope.runner.workers.driver import describe_workers
 
     return describe_workers(result.extra["workers"])
 

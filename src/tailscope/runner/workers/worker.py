@@ -1,6 +1,6 @@
 """One load-generator worker: its share of the schedule → records, inside a worker process or a Ray actor.
 
-The worker is driven by a few messages from the driver (see :mod:`tailscope.runner.wire`): ``setup`` (target, request
+The worker is driven by a few messages from the driver (see :mod:`.wire`): ``setup`` (target, request
 shaping, its share or its closed-loop slots), ``ping`` (its monotonic clock, for the driver's offset estimate),
 ``start`` (the common start barrier ``t0`` on *this* worker's clock), ``feed`` (more closed-loop requests), ``poll``
 (records finished since the last poll, live counters, and at the end its own report) and ``stop``. All record times
@@ -26,7 +26,7 @@ from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.progress import Progress
-from tailscope.runner.wire import record_to_wire, spec_from_wire
+from tailscope.runner.workers.wire import record_to_wire, spec_from_wire
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 

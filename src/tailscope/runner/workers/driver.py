@@ -3,7 +3,7 @@
 The driver (this process) keeps everything that must happen once: the target's preflight, the whole schedule, the
 /metrics scraper, the store writer and the live progress. Workers only send requests and measure:
 
-1. The driver builds the schedule and splits it (:mod:`tailscope.runner.partition`): open-loop shares keep their
+1. The driver builds the schedule and splits it (:mod:`.partition`): open-loop shares keep their
    absolute target times, so the aggregate arrival process is exactly the requested one; closed-loop concurrency is
    split and requests are fed on demand in whole sessions.
 2. It estimates each worker's clock offset with a few pings (offset = worker time − midpoint of the round trip,
@@ -29,13 +29,13 @@ from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
 from tailscope.runner.bench import BenchConfig, BenchResult, _auth_header, finish_bench, new_run, open_target
-from tailscope.runner.partition import Feeder, partition_open, split_concurrency
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper
-from tailscope.runner.wire import record_from_wire, spec_to_wire
-from tailscope.runner.worker_pool import WorkerHandle, WorkerLost, start_process_workers
-from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows, worker_warnings
+from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_process_workers
+from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
+from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
+from tailscope.runner.workers.wire import record_from_wire, spec_to_wire
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _ms(v: float | None) -> str:
 async def _start_pool(n: int, ray_address: str | None, ray_num_cpus: float) -> list[WorkerHandle]:
     if ray_address is None:
         return list(await start_process_workers(n))
-    from tailscope.runner.workers_ray import start_ray_workers
+    from tailscope.runner.workers.ray_actors import start_ray_workers
 
     return list(await start_ray_workers(n, ray_address, num_cpus=ray_num_cpus))
 
@@ -320,7 +320,7 @@ async def run_bench_distributed(
     total_scheduled = sum(len(s) for s in shares) if shares is not None else None
     writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
     if ray_address is not None:
-        from tailscope.runner.workers_ray import connect_ray
+        from tailscope.runner.workers.ray_actors import connect_ray
 
         # before anything else runs on the loop: ray.init blocks for seconds, and it wants the main thread
         connect_ray(ray_address)
