@@ -276,6 +276,29 @@ def finish_bench(
     return result
 
 
+def install_signal_handlers(on_signal: Callable[[str], None], *, enabled: bool) -> Callable[[], None]:
+    """Route SIGINT and SIGTERM to ``on_signal(name)`` on the running loop (when ``enabled`` and the platform allows).
+
+    Returns:
+        The function that removes the handlers again.
+    """
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    if enabled:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal, sig.name)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    def restore() -> None:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+    return restore
+
+
 async def run_bench(
     cfg: BenchConfig,
     specs: Iterator[RequestSpec],
@@ -330,15 +353,7 @@ async def run_bench(
             count_tokens=count_tokens,
             progress=progress,
         )
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
-        if cfg.handle_signals:
-            for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-                try:
-                    loop.add_signal_handler(sig, gen.interrupt, name)
-                    installed.append(sig)
-                except (NotImplementedError, RuntimeError, ValueError):
-                    pass
+        restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
         t0 = clock.now_ns()
         mixed = MixedTraffic(
@@ -357,8 +372,7 @@ async def run_bench(
         finally:
             if scraper is not None:
                 await scraper.stop()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            restore_signals()
             writer.close()
         status = RunStatus.INCOMPLETE if dispatch.interrupted else RunStatus.COMPLETE
         return finish_bench(

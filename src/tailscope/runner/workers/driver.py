@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import signal
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,15 @@ from tailscope.clock import Clock, MonotonicClock
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
-from tailscope.runner.bench import BenchConfig, BenchResult, _auth_header, finish_bench, new_run, open_target
+from tailscope.runner.bench import (
+    BenchConfig,
+    BenchResult,
+    _auth_header,
+    finish_bench,
+    install_signal_handlers,
+    new_run,
+    open_target,
+)
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper
@@ -369,8 +376,7 @@ async def run_bench_distributed(
             writer.add_samples(batch)
 
         driver = _Driver(handles, states, feeder, sink, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s)
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
+        restore_signals: Callable[[], None] | None = None
         scraper: Scraper | None = None
         try:
             if feeder is not None:
@@ -382,13 +388,7 @@ async def run_bench_distributed(
                 )
             if on_workers is not None:
                 on_workers(states)
-            if cfg.handle_signals:
-                for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-                    try:
-                        loop.add_signal_handler(sig, driver.interrupt, name)
-                        installed.append(sig)
-                    except (NotImplementedError, RuntimeError, ValueError):
-                        pass
+            restore_signals = install_signal_handlers(driver.interrupt, enabled=cfg.handle_signals)
             t0 = clock.now_ns() + max(int(START_LEAD_S * 1e9), 10 * max(rtts))
             await asyncio.gather(
                 *(h.call("start", [t0 + st.clock_offset_ns]) for h, st in zip(handles, states, strict=True))
@@ -403,8 +403,8 @@ async def run_bench_distributed(
         finally:
             if scraper is not None:
                 await scraper.stop()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            if restore_signals is not None:
+                restore_signals()
             writer.close()
         records.sort(key=lambda r: r.id)
         rows = worker_rows(states, records)
