@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # (vllm, browser and prometheus are phony too: their scripts keep their own stamps and return at once when done)
-.PHONY: vllm browser prometheus demo test check lint fmt typecheck unit integration bench setup clean
+.PHONY: vllm browser prometheus demo test check lint lint-imports fmt typecheck unit integration bench setup clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,12 +39,16 @@ prometheus:
 test: $(STAMP) vllm browser prometheus
 	$(MAKE) check
 
-check: lint typecheck
+check: lint typecheck lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+
+## lint-imports: the layer rules of docs/architecture.md ([tool.importlinter] in pyproject.toml)
+lint-imports: $(STAMP)
+	$(BIN)/lint-imports --no-logo
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks
@@ -57,4 +61,4 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
 clean:
-	rm -rf $(VENV) .tailscope .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tailscope .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -37,7 +37,7 @@ import numpy as np
 from tailscope.client.openai import Timeouts
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
 from tailscope.runner.loadgen import DispatchConfig
-from tailscope.runner.workers import run_bench_distributed
+from tailscope.runner.workers.driver import run_bench_distributed
 from tailscope.store.runs import RunStore
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests

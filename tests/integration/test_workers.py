@@ -26,8 +26,8 @@ from tailscope.metrics.request import e2e_ms, ttft_ms
 from tailscope.records import RunStatus
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
 from tailscope.runner.loadgen import DispatchConfig
-from tailscope.runner.worker_report import WorkerState
-from tailscope.runner.workers import run_bench_distributed
+from tailscope.runner.workers.driver import run_bench_distributed
+from tailscope.runner.workers.report import WorkerState
 from tailscope.store.runs import RunStore
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 from tailscope.workload.lengths import fixed

@@ -59,7 +59,7 @@ async def _run_one(
         live = progress
     with watch(live) if watch is not None else nullcontext():
         if options.workers is not None or options.ray is not None:
-            from tailscope.runner.workers import check_worker_flags, run_bench_distributed
+            from tailscope.runner.workers.driver import check_worker_flags, run_bench_distributed
 
             n = check_worker_flags(options.workers, options.ray)
             return await run_bench_distributed(

@@ -15,9 +15,18 @@ import typer
 from tailscope.api.bench import bench as run_bench
 from tailscope.api.bench import find_max as run_find_max
 from tailscope.api.bench import sweep as run_sweep
-from tailscope.cli.common import DB, JSON_OUT, command_app, err_console, store_path, typed_params, verbatim
+from tailscope.cli.common import (
+    DB,
+    JSON_OUT,
+    command_app,
+    err_console,
+    store_path,
+    typed_params,
+    verbatim,
+    write_export,
+)
 from tailscope.errors import ConfigError
-from tailscope.metrics.document import clean_json, run_to_json, write_export
+from tailscope.metrics.document import clean_json, run_to_json
 from tailscope.records import Target
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 from tailscope.report.live import live_progress
@@ -238,7 +247,7 @@ def _show_target(t: Target, shown: list[Target], err: Any) -> None:
 def _worker_lines(result: BenchResult) -> list[str]:
     if "workers" not in result.extra:
         return []
-    from tailscope.runner.workers import describe_workers
+    from tailscope.runner.workers.driver import describe_workers
 
     return describe_workers(result.extra["workers"])
 

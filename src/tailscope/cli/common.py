@@ -46,6 +46,11 @@ def write_text(path: Path, text: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
+def write_export(path: Path, doc: dict[str, Any]) -> None:
+    """Write an export document (run, summary, every request) as JSON; ConfigError naming ``--json`` when it cannot."""
+    write_text(path, json.dumps(doc, indent=1), "--json")
+
+
 def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
     """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
     if path is None:

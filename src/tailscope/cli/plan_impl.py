@@ -175,7 +175,7 @@ def _mean_lengths(a: CapacityArgs) -> tuple[int, int]:
             round(parse_length_spec(a.input_tokens, what="--input-tokens").mean()),
             round(parse_length_spec(a.output_tokens, what="--output-tokens").mean()),
         )
-    from tailscope.workload.profile import load_profile
+    from tailscope.io.profile import load_profile
 
     p = load_profile(a.profile)
     total = sum(c.weight for c in p.classes)

@@ -10,8 +10,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tailscope.cli.common import write_export
 from tailscope.errors import ConfigError, StoreError
-from tailscope.metrics.document import build_export, clean_json, run_to_json, write_export
+from tailscope.metrics.document import build_export, clean_json, run_to_json
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 from tailscope.store.pending import Quarantined
 from tailscope.store.repair import RepairReport

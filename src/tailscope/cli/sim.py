@@ -68,7 +68,8 @@ def sim(
 
     from rich.console import Console
 
-    from tailscope.metrics.document import build_export, run_to_json, write_export
+    from tailscope.cli.common import write_export
+    from tailscope.metrics.document import build_export, run_to_json
     from tailscope.report.console import print_summary
     from tailscope.sim.run import SimArgs, run_sim
 

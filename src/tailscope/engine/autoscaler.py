@@ -10,7 +10,8 @@ A new replica serves only after its cold start::
 
     cold_start = provisioning_s + weight bytes per GPU / (load_gbps · 10⁹) + engine_init_s
 
-so a scale-up decided during a burst arrives minutes late, as it does in reality. Policy file (YAML)::
+so a scale-up decided during a burst arrives minutes late, as it does in reality. Policy file (YAML, read by
+:mod:`tailscope.io.autoscaler`)::
 
     metric: queue_depth        # queue_depth | running | kv_usage | ttft_p99
     target: 8                  # per replica (ttft_p99: milliseconds; kv_usage: fraction)
@@ -28,9 +29,7 @@ so a scale-up decided during a burst arrives minutes late, as it does in reality
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 from tailscope.errors import ConfigError
 
@@ -72,37 +71,6 @@ class AutoscalePolicy:
     def cold_start_s(self, weight_bytes_per_gpu: float) -> float:
         """Seconds from the scale-up decision until the new replica serves."""
         return self.provisioning_s + weight_bytes_per_gpu / (self.load_gbps * 1e9) + self.engine_init_s
-
-
-def policy_from_mapping(data: Any, *, source: str) -> AutoscalePolicy:
-    """Validate a parsed policy mapping. Raises ConfigError naming ``source`` and the field."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: an autoscale policy is a mapping (metric, target, min_replicas, …)")
-    known = {f.name: f for f in fields(AutoscalePolicy)}
-    unknown = set(data) - set(known)
-    if unknown:
-        raise ConfigError(f"{source}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(known)}")
-    values: dict[str, Any] = {}
-    for k, v in data.items():
-        try:
-            values[k] = str(v) if k == "metric" else (int(v) if k.endswith("replicas") else float(v))
-        except (TypeError, ValueError):
-            raise ConfigError(f"{source}: {k} must be a number (got {v!r})") from None
-    return AutoscalePolicy(**values).validate(source)
-
-
-def load_policy(path: str | Path) -> AutoscalePolicy:
-    """Read an autoscale policy YAML file."""
-    import yaml
-
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: autoscale policy file not found") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{p}: cannot read autoscale YAML ({exc})") from None
-    return policy_from_mapping(data, source=str(p))
 
 
 class Autoscaler:

@@ -1,19 +1,16 @@
 """The export document: run, summary and per-request records as JSON-ready dicts (key names are a stable interface).
 
-Pure: builds dicts. :func:`write_export` is the one place that writes a document to a file. Times of requests are in
-seconds since the run start here (nanoseconds in the store and in Parquet/CSV exports); docs/metrics.md has the
+Pure: builds dicts (the command line writes them with :func:`tailscope.cli.common.write_export`). Times of requests
+are in seconds since the run start here (nanoseconds in the store and in Parquet/CSV exports); docs/metrics.md has the
 layout.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
-from tailscope.errors import ConfigError
 from tailscope.records import RequestRecord, Run
 
 
@@ -90,17 +87,3 @@ def build_export(run: Run, summary: dict[str, Any], records: list[RequestRecord]
         }
     )
     return doc
-
-
-def write_export(path: str | Path, doc: dict[str, Any]) -> None:
-    """Write an export document, creating the folder.
-
-    Raises:
-        ConfigError: naming the path when it cannot be written.
-    """
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--json {path}: cannot write it ({exc.strerror})") from None

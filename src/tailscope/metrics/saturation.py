@@ -189,3 +189,34 @@ def _betainc(a: float, b: float, x: float) -> float:
         if abs(step - 1.0) < 1e-12:
             break
     return math.exp(ln_front) * f / a
+
+
+def saturation_check(
+    records: Sequence[RequestRecord],
+    windows: Sequence[tuple[float, float]] | None,
+    *,
+    open_loop: bool,
+    constant_rate: bool,
+) -> tuple[str, ...]:
+    """Over-saturation warnings for the steady stages of a run.
+
+    Args:
+        records: the run's records.
+        windows: the steady (constant-rate) stages as (start_s, end_s) from the run start; ``None`` = decide from
+            the load: a flag-only open-loop run at one constant rate is one steady window over the whole run.
+        open_loop: the run was open loop (a closed loop regulates itself: its TTFT cannot grow without bound).
+        constant_rate: the whole open-loop run offered one constant rate.
+
+    Returns:
+        One warning per saturated window (empty when none is, or there is nothing steady to test).
+    """
+    if not open_loop:
+        return ()
+    if windows is None:
+        if not constant_rate:
+            return ()
+        return saturation_warnings(detect_saturation(records, windows=None, labels=["the run"]))
+    if not windows:
+        return ()
+    labels = [f"steady stage {i + 1}" for i in range(len(windows))]
+    return saturation_warnings(detect_saturation(records, windows=list(windows), labels=labels))

@@ -23,20 +23,22 @@ from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
 from tailscope.errors import ConfigError
+from tailscope.io.tokenizer import load_tokenizer
 from tailscope.metrics.document import build_export
 from tailscope.metrics.percentiles import Stats
+from tailscope.metrics.saturation import saturation_check
 from tailscope.metrics.server import summarize_server
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
-from tailscope.runner.bench_extras import MixedTraffic, saturation_check
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
+from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
-from tailscope.workload.model import MixedTarget
+from tailscope.workload.profile import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
@@ -288,6 +290,29 @@ def finish_bench(
     return replace(result, store_error=store.store_error) if store.store_error else result
 
 
+def install_signal_handlers(on_signal: Callable[[str], None], *, enabled: bool) -> Callable[[], None]:
+    """Route SIGINT and SIGTERM to ``on_signal(name)`` on the running loop (when ``enabled`` and the platform allows).
+
+    Returns:
+        The function that removes the handlers again.
+    """
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    if enabled:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal, sig.name)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    def restore() -> None:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+    return restore
+
+
 async def run_bench(
     cfg: BenchConfig,
     specs: Iterator[RequestSpec],
@@ -324,7 +349,7 @@ async def run_bench(
             samples.extend(batch)
             writer.add_samples(batch)
 
-        synth = PromptSynthesizer(cfg.tokenizer, nonce=cfg.prompt_nonce)
+        synth = PromptSynthesizer(load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None, nonce=cfg.prompt_nonce)
         count_tokens = synth.counter()
         opts = ClientOptions(
             endpoint=cfg.endpoint,
@@ -342,15 +367,7 @@ async def run_bench(
             count_tokens=count_tokens,
             progress=progress,
         )
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
-        if cfg.handle_signals:
-            for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-                try:
-                    loop.add_signal_handler(sig, gen.interrupt, name)
-                    installed.append(sig)
-                except (NotImplementedError, RuntimeError, ValueError):
-                    pass
+        restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
         t0 = clock.now_ns()
         mixed = MixedTraffic(
@@ -369,8 +386,7 @@ async def run_bench(
         finally:
             if scraper is not None:
                 await scraper.stop()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            restore_signals()
             writer.close()
         # a store that could not keep every record holds an incomplete run, whatever the load did
         status = RunStatus.INCOMPLETE if dispatch.interrupted or writer.store_error else RunStatus.COMPLETE

@@ -4,7 +4,8 @@ Gateways, auth services and sidecars are often shared between LLM calls and ordi
 only sends LLM requests misses their contention. :func:`run_mixed` sends each target's requests at absolute
 scheduled times (constant rate, or Poisson with a seeded RNG) until ``duration_s`` or until ``stop`` is set, to the
 target's URL only, and :func:`summarize_mixed` gives each target its own latency summary (latency measured from the
-scheduled time, like the LLM requests). A failure is a record, never an exception.
+scheduled time, like the LLM requests). A failure is a record, never an exception. :class:`MixedTraffic` runs it on
+a bench run's event loop with the run's ``t0`` (so its times share the run's origin).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import aiohttp
 
 from tailscope.clock import Clock, MonotonicClock
 from tailscope.metrics.percentiles import Stats, compute_stats
-from tailscope.workload.model import MixedTarget
+from tailscope.workload.profile import MixedTarget
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,3 +200,68 @@ async def _one(
         out.append(MixedRecord(target.name, at, sent, clk.now_ns() - origin, None, "connect"))
     except aiohttp.ClientError as exc:
         out.append(MixedRecord(target.name, at, sent, clk.now_ns() - origin, None, type(exc).__name__))
+
+
+#: mixed traffic of a run bounded only by a request count is scheduled this far ahead and stopped with the LLM load.
+MIXED_HORIZON_S = 3600.0
+
+
+class MixedTraffic:
+    """Plain HTTP targets sent beside the LLM load, from the run's start until the load stops.
+
+    Args:
+        targets: the profile's ``mixed_traffic`` entries.
+        clock: the run's clock.
+        t0_ns: the run's start on ``clock`` (mixed records share the run's time origin).
+        duration_s: the run's duration bound, or None when only a request count bounds it (then the traffic runs
+            until :meth:`finish`, at most :data:`MIXED_HORIZON_S`).
+        seed: the run's seed.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[MixedTarget],
+        *,
+        clock: Clock,
+        t0_ns: int,
+        duration_s: float | None,
+        seed: int = 0,
+    ) -> None:
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[list[MixedRecord]] | None = None
+        if targets:
+            self._task = asyncio.create_task(
+                run_mixed(
+                    targets,
+                    duration_s=duration_s if duration_s is not None else MIXED_HORIZON_S,
+                    stop=self._stop,
+                    clock=clock,
+                    t0_ns=t0_ns,
+                    seed=seed,
+                )
+            )
+
+    async def finish(self, *, grace_s: float = 15.0) -> dict[str, Any]:
+        """Stop scheduling, let requests in flight finish (each has its own timeout) and summarize per target.
+
+        Returns:
+            ``{target name: MixedSummary.to_dict()}`` (empty without targets).
+        """
+        if self._task is None:
+            return {}
+        self._stop.set()
+        try:
+            records = await asyncio.wait_for(asyncio.shield(self._task), grace_s)
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            return {}
+        return {name: s.to_dict() for name, s in summarize_mixed(records).items()}
+
+    async def cancel(self) -> None:
+        """Stop at once (the run failed)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tailscope.workload.datasets import Conversation
 from tailscope.runner.progress import Progress
 from tailscope.workload.lengths import empirical, parse_length_spec
-from tailscope.workload.model import Overrides, Profile, apply_overrides, flag_overrides
+from tailscope.workload.profile import Overrides, Profile, apply_overrides, flag_overrides
 from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds, simple_requests
 from tailscope.workload.spec import RequestSpec
 
@@ -183,14 +183,14 @@ def _primed(specs: Iterator[RequestSpec]) -> Iterator[RequestSpec]:
 
 
 def _load_profile(opts: BenchOptions) -> Profile:
-    from tailscope.workload.profile import load_profile
+    from tailscope.io.profile import load_profile
 
     assert opts.profile is not None
     return load_profile(Path(opts.profile))
 
 
 def _profile(opts: BenchOptions) -> Resolved:
-    from tailscope.workload.plan import profile_requests, stage_windows
+    from tailscope.workload.profile_stream import profile_requests, stage_windows
 
     base = _load_profile(opts)
     source = str(opts.profile)
@@ -304,7 +304,8 @@ def sessions_follow_turn0(specs: Iterable[RequestSpec]) -> list[RequestSpec]:
 
 
 def _replay(opts: BenchOptions) -> Resolved:
-    from tailscope.workload.replay import read_replay, replay_requests
+    from tailscope.io.replay import read_replay
+    from tailscope.workload.replay import replay_requests
 
     assert opts.replay is not None
     for flag, name in (("--rate", "rate"), ("--concurrency", "concurrency")):
@@ -448,7 +449,7 @@ def _token_counter(opts: BenchOptions) -> Callable[[str], int]:
 
     if opts.tokenizer is None:
         return approx_tokens
-    from tailscope.workload.prompts import load_tokenizer
+    from tailscope.io.tokenizer import load_tokenizer
 
     tok = load_tokenizer(str(opts.tokenizer))
     return lambda text: max(1, len(tok.encode(text, add_special_tokens=False).ids))

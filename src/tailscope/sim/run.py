@@ -15,7 +15,6 @@ from typing import Any
 
 from tailscope import __version__
 from tailscope.clock import utc_now_iso
-from tailscope.engine.autoscaler import load_policy
 from tailscope.engine.calibration import load_calibration
 from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.gpus import load_gpu_file, resolve_gpu
@@ -23,6 +22,7 @@ from tailscope.engine.model_catalog import resolve_model
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.engine.replica import EngineConfig, vllm_default_limits
 from tailscope.errors import ConfigError
+from tailscope.io.autoscaler import load_policy
 from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.sim.simulator import SimResult, Simulation
@@ -138,9 +138,9 @@ def resolve_specs(a: SimArgs) -> Workload:
 
     slos = tuple(parse_slo(s) for s in a.slo)
     if a.profile is not None:
-        from tailscope.workload.model import apply_overrides, flag_overrides
-        from tailscope.workload.plan import profile_requests
-        from tailscope.workload.profile import load_profile
+        from tailscope.io.profile import load_profile
+        from tailscope.workload.profile import apply_overrides, flag_overrides
+        from tailscope.workload.profile_stream import profile_requests
 
         def pick(name: str) -> Any:
             # sim has no --model/--url load flags of a profile's kind: those never override the profile here

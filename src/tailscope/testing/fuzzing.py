@@ -66,7 +66,7 @@ def _slo(data: bytes) -> object:
 
 
 def _profile(data: bytes) -> object:
-    from tailscope.workload.profile import parse_profile
+    from tailscope.io.profile import parse_profile
 
     return parse_profile(_text(data), source="fuzz.yaml", base_dir=Path(tempfile.gettempdir()))
 
@@ -121,12 +121,30 @@ def _otlp_proto(data: bytes) -> object:
 
 
 def _replay(data: bytes) -> object:
-    from tailscope.workload.replay import read_replay
+    from tailscope.io.replay import read_replay
 
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as fh:
         fh.write(data)
         fh.flush()
         return read_replay(fh.name)
+
+
+def _autoscale(data: bytes) -> object:
+    from tailscope.io.autoscaler import parse_policy
+
+    return parse_policy(_text(data), source="fuzz.yaml")
+
+
+def _lengths(data: bytes) -> object:
+    from tailscope.io.lengths import read_lengths
+
+    out = []
+    for suffix in (".csv", ".jsonl"):
+        with tempfile.NamedTemporaryFile(suffix=suffix) as fh:
+            fh.write(data)
+            fh.flush()
+            out.append(read_lengths(Path(fh.name), column="n"))
+    return out
 
 
 def _bench_export(data: bytes) -> object:
@@ -239,6 +257,8 @@ TARGETS: dict[str, tuple[Target, list[bytes]]] = {
             b'"output_tokens": 3, "class": "a"}\n'
         ],
     ),
+    "autoscale": (_autoscale, [b"metric: ttft_p99\ntarget: 2000\nmin_replicas: 1\nmax_replicas: 4\nwindow_s: 30\n"]),
+    "lengths": (_lengths, [b"n\n10\n20\n", b'{"n": 7}\n9\n']),
     "bench_export": (
         _bench_export,
         [

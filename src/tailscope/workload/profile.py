@@ -1,362 +1,232 @@
-"""Workload profile files (YAML): pydantic at the file boundary, converted to the pure model in
-:mod:`tailscope.workload.model`.
+"""The pure workload-profile model: frozen dataclasses built from a validated profile file (or from code).
 
-Every problem becomes one :class:`~tailscope.errors.ProfileError` that names the file, the line, the field path and
-what is allowed, e.g. ``profile.yaml:14: classes[1].input_tokens.min must be ≤ max (got 3000 > 1000)``. Unknown keys
-are errors. Line numbers come from the YAML node tree (``yaml.compose``), walked along pydantic's error location.
-The format is documented in ``docs/workload.md``.
+:mod:`tailscope.io.profile` reads YAML with pydantic at the file boundary and converts to these;
+:mod:`tailscope.workload.profile_stream` turns them into :class:`~tailscope.workload.spec.RequestSpec` streams.
+Nothing here does IO. Command-line overrides are applied with :func:`apply_overrides` (CLI > file > defaults).
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import types
-import typing
-from pathlib import Path
-from typing import Annotated, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
-
-from tailscope.errors import ConfigError, ProfileError
-from tailscope.files import read_user_text
-from tailscope.metrics.slo import parse_slo
-from tailscope.workload import model as m
+from tailscope.metrics.slo import Slo
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import LengthDist
-from tailscope.workload.profile_schema import ArrivalM, ClassM, DistM, MixedM, ProfileM
 
 
-def load_profile(path: str | Path) -> m.Profile:
-    """Read, validate and convert a profile file.
+@dataclass(frozen=True, slots=True)
+class SessionShape:
+    """Multi-turn conversations: how many turns and how long the user thinks between them.
 
-    Raises:
-        ProfileError: ``file:line: field.path message (got …)`` for any problem.
+    Attributes:
+        turns: turns per session (≥ 1).
+        think_time_s: pause after a response before the next turn is sent, in seconds.
     """
-    p = Path(path)
-    text = read_user_text(p, what="profile", error=ProfileError)
-    return parse_profile(text, source=str(path), base_dir=p.parent)
+
+    turns: LengthDist
+    think_time_s: FloatDist
 
 
-def parse_profile(text: str, *, source: str = "<profile>", base_dir: Path | None = None) -> m.Profile:
-    """Validate profile YAML text. ``base_dir`` resolves relative ``empirical`` files (default: current folder)."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileError(f"{source}:{line}: not valid YAML ({problem})") from None
-    if not isinstance(data, dict):
-        raise ProfileError(
-            f"{source}:1: a profile is a YAML mapping with name, classes, arrival, … (see docs/workload.md)"
-        )
-    try:
-        pm = ProfileM.model_validate(data)
-    except ValidationError as exc:
-        raise _to_profile_error(exc, root, source) from None
-    return _Converter(pm, root, source, base_dir or Path.cwd()).profile()
+@dataclass(frozen=True, slots=True)
+class RequestClass:
+    """One class of the business mix.
 
-
-def _loc_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "profile"
-
-
-def line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
-    """1-based line of the deepest YAML node that exists along ``loc`` (a key's line for mapping entries)."""
-    if root is None:
-        return 1
-    node: yaml.Node = root
-    line = node.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    line = key.start_mark.line + 1
-                    node = value
-                    break
-            else:
-                break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _unwrap_model(tp: Any) -> type[BaseModel] | None:
-    origin = typing.get_origin(tp)
-    if origin is None:
-        return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
-    if origin in (list, typing.Union, types.UnionType, Annotated):
-        for arg in typing.get_args(tp):
-            found = _unwrap_model(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    cls: type[BaseModel] | None = ProfileM
-    for part in loc:
-        if isinstance(part, int) or cls is None:
-            continue
-        f = cls.model_fields.get(part)
-        if f is None:
-            return None
-        cls = _unwrap_model(f.annotation)
-    return cls
-
-
-def _to_profile_error(exc: ValidationError, root: yaml.Node | None, source: str) -> ProfileError:
-    msgs = [_format_error(e, root, source) for e in exc.errors(include_url=False)]
-    text = msgs[0]
-    if len(msgs) > 1:
-        text += f" (and {len(msgs) - 1} more problem{'s' if len(msgs) > 2 else ''}; fix this one first)"
-    err = ProfileError(text)
-    err.args = (text,)
-    return err
-
-
-def _format_error(e: Any, root: yaml.Node | None, source: str) -> str:
-    loc: tuple[int | str, ...] = tuple(e["loc"])
-    msg: str = e["msg"]
-    kind: str = e["type"]
-    inp = e.get("input")
-    if msg.startswith("Value error, "):
-        msg = msg.removeprefix("Value error, ")
-    if msg.startswith("@"):
-        field, _, rest = msg[1:].partition(": ")
-        loc, msg = (*loc, field), rest
-    elif kind == "missing":
-        msg = "is required"
-    elif kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent is not None else "see docs/workload.md"
-        msg = f"is not a known field (allowed: {allowed})"
-    elif msg.startswith("Input should be"):
-        msg = msg.replace("Input should be", "must be", 1)
-    elif msg.startswith("Value should"):
-        msg = msg.replace("Value should", "must", 1)
-    got = ""
-    if kind not in ("missing", "extra_forbidden") and "(got" not in msg and not isinstance(inp, dict | list):
-        got = f" (got {inp!r})"
-    return f"{source}:{line_of(root, loc)}: {_loc_path(loc)} {msg}{got}"
-
-
-class _Converter:
-    """Validated pydantic tree → pure dataclasses, with checks that span fields (file:line on each)."""
-
-    def __init__(self, pm: ProfileM, root: yaml.Node | None, source: str, base_dir: Path) -> None:
-        self.pm, self.root, self.source, self.base_dir = pm, root, source, base_dir
-
-    def fail(self, loc: tuple[int | str, ...], msg: str) -> ProfileError:
-        return ProfileError(f"{self.source}:{line_of(self.root, loc)}: {_loc_path(loc)} {msg}")
-
-    def profile(self) -> m.Profile:
-        pm = self.pm
-        names = [c.name for c in pm.classes]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                raise self.fail(("classes", i, "name"), f"must be unique (got {name!r} twice)")
-        slos = []
-        for key, value in pm.slo.items():
-            try:
-                slos.append(parse_slo(f"{key}={value}"))
-            except ConfigError as exc:
-                raise self.fail(("slo", key), str(exc).split(": ", 1)[-1]) from None
-        return m.Profile(
-            name=pm.name,
-            description=pm.description,
-            endpoint=pm.endpoint,
-            model=pm.model,
-            url=pm.url,
-            seed=pm.seed,
-            classes=tuple(self.request_class(i, c) for i, c in enumerate(pm.classes)),
-            shared_prefix=(
-                m.SharedPrefix(pm.shared_prefix.tokens, pm.shared_prefix.variants, pm.shared_prefix.share)
-                if pm.shared_prefix
-                else None
-            ),
-            arrival=self.arrival(pm.arrival),
-            warmup=m.Warmup(pm.warmup.requests, pm.warmup.duration_s),
-            stop=m.Stop(pm.stop.requests, pm.stop.duration_s),
-            slos=tuple(slos),
-            mixed_traffic=tuple(self.mixed(t) for t in pm.mixed_traffic),
-            source=self.source,
-        )
-
-    def request_class(self, i: int, c: ClassM) -> m.RequestClass:
-        loc: tuple[int | str, ...] = ("classes", i)
-        session = None
-        if c.session is not None:
-            session = m.SessionShape(
-                turns=self.length(c.session.turns, (*loc, "session", "turns")),
-                think_time_s=self.time(c.session.think_time_s, (*loc, "session", "think_time_s")),
-            )
-        return m.RequestClass(
-            name=c.name,
-            weight=c.weight,
-            input_tokens=self.length(c.input_tokens, (*loc, "input_tokens")),
-            output_tokens=self.length(c.output_tokens, (*loc, "output_tokens")),
-            session=session,
-        )
-
-    def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:
-        lo = max(1, int(d.min)) if d.min is not None else 1
-        hi = int(d.max) if d.max is not None else None
-        if d.dist == "fixed":
-            assert d.value is not None
-            if d.value < 1:
-                raise self.fail((*loc, "value"), f"must be ≥ 1 token (got {d.value:g})")
-            return LengthDist("fixed", float(round(d.value)), lo=lo, hi=hi)
-        if d.dist == "uniform":
-            assert d.min is not None
-            assert d.max is not None
-            if d.min < 1:
-                raise self.fail((*loc, "min"), f"must be ≥ 1 token (got {d.min:g})")
-            return LengthDist("uniform", float(int(d.min)), float(int(d.max)), lo=lo, hi=hi)
-        if d.dist == "empirical":
-            values = self.empirical(d, loc)
-            return LengthDist("empirical", lo=lo, hi=hi, values=values)
-        a = d.mean if d.dist in ("normal", "exponential") else d.median
-        b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
-        assert a is not None
-        assert b is not None
-        if d.dist == "normal" and a <= 0:
-            raise self.fail((*loc, "mean"), f"must be > 0 (got {a:g})")
-        return LengthDist(d.dist, float(a), float(b), lo=lo, hi=hi)
-
-    def time(self, d: DistM, loc: tuple[int | str, ...]) -> FloatDist:
-        if d.dist == "empirical":
-            raise self.fail((*loc, "dist"), "must be fixed, uniform, normal, lognormal or exponential for a time")
-        lo = d.min or 0.0
-        if d.dist == "fixed":
-            return FloatDist("fixed", d.value or 0.0, lo=lo, hi=d.max)
-        if d.dist == "uniform":
-            assert d.min is not None
-            assert d.max is not None
-            return FloatDist("uniform", d.min, d.max, lo=lo, hi=d.max)
-        a = d.mean if d.dist in ("normal", "exponential") else d.median
-        b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
-        assert a is not None
-        assert b is not None
-        return FloatDist(d.dist, a, b, lo=lo, hi=d.max)
-
-    def empirical(self, d: DistM, loc: tuple[int | str, ...]) -> tuple[int, ...]:
-        assert d.file is not None
-        path = Path(d.file)
-        if not path.is_absolute():
-            path = self.base_dir / path
-        if not path.is_file():
-            raise self.fail(
-                (*loc, "file"), f"no such file {d.file!r} (looked at {path}; paths are relative to the profile)"
-            )
-        try:
-            values = read_lengths(path, column=d.column)
-        except ProfileError as exc:
-            raise self.fail((*loc, "file"), f"is unusable: {exc}") from None
-        return values
-
-    def arrival(self, a: ArrivalM) -> m.Arrival:
-        if a.mode == "closed":
-            return m.Arrival(mode="closed", process=a.process, burstiness=a.burstiness, concurrency=a.concurrency)
-        stages: list[m.Stage] = []
-        if a.rate is not None:
-            stages.append(m.Stage("rate", a.rate))
-        for i, s in enumerate(a.stages or []):
-            if s.burst is not None:
-                stages.append(m.Stage("burst", count=s.burst, at_s=s.at_s or 0.0))
-            elif s.ramp_to is not None:
-                stages.append(m.Stage("ramp", s.ramp_to, s.duration_s, ramp_from=s.ramp_from))
-            else:
-                assert s.rate is not None
-                stages.append(m.Stage("rate", s.rate, s.duration_s))
-            timed = [j for j, st in enumerate(a.stages or []) if st.burst is None]
-            if s.burst is None and s.duration_s is None and i != timed[-1]:
-                raise self.fail(("arrival", "stages", i), "needs duration_s (only the last timed stage may omit it)")
-        return m.Arrival(mode="open", process=a.process, burstiness=a.burstiness, stages=tuple(stages))
-
-    def mixed(self, t: MixedM) -> m.MixedTarget:
-        body = json.dumps(t.body) if isinstance(t.body, dict) else t.body
-        return m.MixedTarget(
-            name=t.name,
-            url=t.url,
-            rate=t.rate,
-            method=t.method,
-            body=body,
-            headers=tuple(sorted(t.headers.items())),
-            timeout_s=t.timeout_s,
-        )
-
-
-def read_lengths(path: Path, *, column: str | None = None) -> tuple[int, ...]:
-    """Observed lengths from a CSV (one column, or ``column`` by header name) or JSONL (numbers, or objects with
-    ``column``) file.
-
-    Raises:
-        ProfileError: ``file:line: …`` for a bad row, or when the file holds no lengths.
+    Attributes:
+        name: class name (appears in records and per-class summaries).
+        weight: relative share of arrivals (weights are normalised over classes).
+        input_tokens: new prompt tokens per request (per turn for sessions; history is carried on top).
+        output_tokens: ``max_tokens`` per request.
+        session: multi-turn shape, or None for single requests.
     """
-    out: list[int] = []
-    text = read_user_text(path, what="lengths file", error=ProfileError)
-    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProfileError(f"{path}:{n}: not JSON ({exc.msg})") from None
-            if isinstance(obj, dict):
-                if column is None or column not in obj:
-                    raise ProfileError(
-                        f"{path}:{n}: an object row needs the key named by column (got column={column!r})"
-                    )
-                obj = obj[column]
-            out.append(_length_value(obj, path, n))
-    else:
-        rows = list(csv.reader(text.splitlines()))
-        idx = 0
-        start = 0
-        if rows and not all(_is_number(c) for c in rows[0] if c.strip()):
-            header = [c.strip() for c in rows[0]]
-            if column is not None:
-                if column not in header:
-                    raise ProfileError(f"{path}:1: no column {column!r} (columns: {', '.join(header)})")
-                idx = header.index(column)
-            elif len(header) != 1:
-                raise ProfileError(f"{path}:1: several columns ({', '.join(header)}); name one with column:")
-            start = 1
-        for n, row in enumerate(rows[start:], start + 1):
-            if not row or not any(c.strip() for c in row):
-                continue
-            if idx >= len(row):
-                raise ProfileError(f"{path}:{n}: row has no column {idx + 1}")
-            out.append(_length_value(row[idx].strip(), path, n))
-    if not out:
-        raise ProfileError(f"{path}: holds no lengths")
-    return tuple(out)
+
+    name: str
+    weight: float
+    input_tokens: LengthDist
+    output_tokens: LengthDist
+    session: SessionShape | None = None
 
 
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
+@dataclass(frozen=True, slots=True)
+class SharedPrefix:
+    """System prompts shared across requests: ``variants`` prefixes of ``tokens`` tokens used by ``share`` of them."""
+
+    tokens: int
+    variants: int = 1
+    share: float = 1.0
 
 
-def _length_value(v: Any, path: Path, n: int) -> int:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ProfileError(f"{path}:{n}: a length must be a number (got {v!r})") from None
-    if x < 0 or x != x:
-        raise ProfileError(f"{path}:{n}: a length must be ≥ 0 (got {v!r})")
-    return round(x)
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One piece of the open-loop rate curve.
+
+    Attributes:
+        kind: ``rate`` (constant rate), ``ramp`` (linear from the previous rate, or ``ramp_from``, to ``rate``) or
+            ``burst`` (``count`` requests at once at ``at_s``; bursts do not take time in the sequence).
+        rate: requests/s (the target rate for a ramp).
+        duration_s: length of a rate/ramp stage; None = until the run stops (last stage only).
+        ramp_from: start rate of a ramp; None = the rate the previous stage ended at (0 for a first stage).
+        count: burst size.
+        at_s: burst time, seconds from the run start.
+    """
+
+    kind: str
+    rate: float = 0.0
+    duration_s: float | None = None
+    ramp_from: float | None = None
+    count: int = 0
+    at_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """How load is offered.
+
+    Attributes:
+        mode: ``open`` (send at scheduled times) or ``closed`` (keep ``concurrency`` requests in flight).
+        process: inter-arrival process for open loop: constant | poisson | gamma.
+        burstiness: gamma shape (< 1 burstier than Poisson, 1 = Poisson, > 1 smoother).
+        stages: the rate curve (open loop).
+        concurrency: in-flight requests (closed loop).
+    """
+
+    mode: str = "open"
+    process: str = "poisson"
+    burstiness: float = 1.0
+    stages: tuple[Stage, ...] = ()
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Warmup:
+    """Requests excluded from statistics (still sent and stored): the first ``requests`` ones, and every
+    session/request that starts before ``duration_s``."""
+
+    requests: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """When a run stops: after ``requests`` requests (warmup included) and/or ``duration_s`` seconds."""
+
+    requests: int | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MixedTarget:
+    """Plain HTTP traffic sent beside the LLM load at its own rate (requests/s)."""
+
+    name: str
+    url: str
+    rate: float
+    method: str = "GET"
+    body: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A complete, validated workload profile."""
+
+    name: str
+    classes: tuple[RequestClass, ...]
+    arrival: Arrival
+    stop: Stop = field(default_factory=Stop)
+    warmup: Warmup = field(default_factory=Warmup)
+    shared_prefix: SharedPrefix | None = None
+    slos: tuple[Slo, ...] = ()
+    mixed_traffic: tuple[MixedTarget, ...] = ()
+    endpoint: str = "chat"
+    model: str | None = None
+    url: str | None = None
+    seed: int | None = None
+    description: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Command-line values that replace profile fields (``None`` = keep the file's value).
+
+    ``rate`` replaces the whole rate curve with one constant-rate stage (bursts included) and switches to open
+    loop; ``concurrency`` switches to closed loop. ``input_tokens``/``output_tokens`` replace every class's lengths.
+    ``duration_s``/``requests`` replace the matching ``stop`` field only.
+    """
+
+    rate: float | None = None
+    concurrency: int | None = None
+    process: str | None = None
+    burstiness: float | None = None
+    duration_s: float | None = None
+    requests: int | None = None
+    warmup: int | None = None
+    input_tokens: LengthDist | None = None
+    output_tokens: LengthDist | None = None
+    model: str | None = None
+    url: str | None = None
+    seed: int | None = None
+    slos: tuple[Slo, ...] | None = None
+
+
+def apply_overrides(profile: Profile, ov: Overrides | None) -> Profile:
+    """The profile with command-line values applied (CLI > file > defaults)."""
+    if ov is None:
+        return profile
+    arrival = profile.arrival
+    if ov.rate is not None:
+        arrival = replace(arrival, mode="open", stages=(Stage("rate", ov.rate),), concurrency=None)
+    if ov.concurrency is not None:
+        arrival = replace(arrival, mode="closed", stages=(), concurrency=ov.concurrency)
+    if ov.process is not None:
+        arrival = replace(arrival, process=ov.process)
+    if ov.burstiness is not None:
+        arrival = replace(arrival, burstiness=ov.burstiness)
+    stop = profile.stop
+    if ov.duration_s is not None:
+        stop = replace(stop, duration_s=ov.duration_s)
+    if ov.requests is not None:
+        stop = replace(stop, requests=ov.requests)
+    warmup = profile.warmup if ov.warmup is None else replace(profile.warmup, requests=ov.warmup)
+    classes = profile.classes
+    if ov.input_tokens is not None:
+        classes = tuple(replace(c, input_tokens=ov.input_tokens) for c in classes)
+    if ov.output_tokens is not None:
+        classes = tuple(replace(c, output_tokens=ov.output_tokens) for c in classes)
+    return replace(
+        profile,
+        arrival=arrival,
+        stop=stop,
+        warmup=warmup,
+        classes=classes,
+        model=ov.model if ov.model is not None else profile.model,
+        url=ov.url if ov.url is not None else profile.url,
+        seed=ov.seed if ov.seed is not None else profile.seed,
+        slos=ov.slos if ov.slos is not None else profile.slos,
+    )
+
+
+def flag_overrides(pick: Callable[[str], Any], *, slos: tuple[Slo, ...] | None = None) -> Overrides:
+    """The :class:`Overrides` from command-line flags; ``pick(name)`` is a flag's typed value or None when the flag
+    was not given (so a flag left at its default never replaces a profile field)."""
+    from tailscope.workload.lengths import parse_length_spec
+
+    in_spec, out_spec = pick("input_tokens"), pick("output_tokens")
+    return Overrides(
+        rate=pick("rate"),
+        concurrency=pick("concurrency"),
+        process=pick("arrival"),
+        burstiness=pick("burstiness"),
+        duration_s=pick("duration"),
+        requests=pick("requests"),
+        warmup=pick("warmup"),
+        input_tokens=parse_length_spec(in_spec, what="--input-tokens") if in_spec is not None else None,
+        output_tokens=parse_length_spec(out_spec, what="--output-tokens") if out_spec is not None else None,
+        model=pick("model"),
+        url=pick("url"),
+        seed=pick("seed"),
+        slos=slos,
+    )

@@ -1,10 +1,10 @@
 """Prompt synthesis to a requested token length.
 
-With a tokenizer (a ``tokenizer.json`` loaded by the ``tokenizers`` library) prompts are exact: text is built, encoded,
-cut or extended to the requested count and decoded. Without one, prompts are approximate: one common English word per
-token (short lowercase words are single tokens in typical BPE vocabularies); the achieved prompt length is taken from
-the server's usage either way. Each request gets its own words (seeded per request), so prompts differ unless a shared
-prefix is asked for; a shared prefix variant is the same text for every request that uses it.
+With a tokenizer (a ``tokenizer.json`` loaded by :mod:`tailscope.io.tokenizer`) prompts are exact: text is built,
+encoded, cut or extended to the requested count and decoded. Without one, prompts are approximate: one common English
+word per token (short lowercase words are single tokens in typical BPE vocabularies); the achieved prompt length is
+taken from the server's usage either way. Each request gets its own words (seeded per request), so prompts differ
+unless a shared prefix is asked for; a shared prefix variant is the same text for every request that uses it.
 
 Cold by default: a bench run passes a per-run ``nonce`` (see :mod:`tailscope.runner.resolve`) that seeds the words
 after any shared prefix together with the request's seed, so two runs with the same seed send the same lengths at the
@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-from tailscope.errors import ConfigError
 
 _WORDS = (
     "the of and to in is that for it as was with be by on not he this are or his from at which but have an they "
@@ -38,17 +35,15 @@ class PromptSynthesizer:
     """Builds prompts of a given token length.
 
     Args:
-        tokenizer_path: path to a ``tokenizer.json``; ``None`` for the approximate word-per-token mode.
+        tokenizer: a loaded ``tokenizers.Tokenizer`` (:func:`tailscope.io.tokenizer.load_tokenizer`); ``None`` for
+            the approximate word-per-token mode.
         nonce: the run's content nonce (fresh text per run); ``None`` = text from the seed alone.
     """
 
-    def __init__(self, tokenizer_path: str | Path | None = None, *, nonce: int | None = None) -> None:
+    def __init__(self, tokenizer: Any = None, *, nonce: int | None = None) -> None:
         self.nonce = nonce
-        self._tok: Any = None
-        self.exact = False
-        if tokenizer_path is not None:
-            self._tok = load_tokenizer(tokenizer_path)
-            self.exact = True
+        self._tok: Any = tokenizer
+        self.exact = tokenizer is not None
         self._prefix_cache: dict[tuple[int, int], str] = {}
 
     def count(self, text: str) -> int | None:
@@ -120,22 +115,3 @@ class PromptSynthesizer:
 def _approx(text: str, n_tokens: int) -> str:
     words = text.split()
     return " ".join(words[:n_tokens])
-
-
-def load_tokenizer(path: str | Path) -> Any:
-    """Load a ``tokenizer.json`` (or a folder holding one) with the ``tokenizers`` library.
-
-    Raises:
-        ConfigError: naming the path when it is missing or unreadable.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "tokenizer.json"
-    if not p.is_file():
-        raise ConfigError(f"--tokenizer {path}: no tokenizer.json there; pass the file or its folder")
-    try:
-        from tokenizers import Tokenizer
-
-        return Tokenizer.from_file(str(p))
-    except Exception as exc:
-        raise ConfigError(f"--tokenizer {p}: cannot load it ({exc})") from None

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.engine.autoscaler import AutoscalePolicy, Autoscaler, load_policy
+from tailscope.engine.autoscaler import AutoscalePolicy, Autoscaler
 from tailscope.engine.router import Router
 from tailscope.errors import ConfigError
+from tailscope.io.autoscaler import load_policy
 
 
 def test_round_robin_cycles_over_ready() -> None:

@@ -25,7 +25,7 @@ from tailscope.runner.bench import TargetSession, new_run
 from tailscope.runner.mixed import MixedRecord, summarize_mixed
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.resolve import resolve
-from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows
+from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows
 from tailscope.store.db import REQUEST_COLUMNS
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from tailscope.runner.mixed import MixedRecord, run_mixed, schedule_ns, summarize_mixed
-from tailscope.workload.model import MixedTarget
+from tailscope.workload.profile import MixedTarget
 
 MS = 1_000_000
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tailscope.io.profile import parse_profile
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import LengthDist
-from tailscope.workload.profile import parse_profile
 
 N = 20_000
 

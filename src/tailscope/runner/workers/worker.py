@@ -1,6 +1,6 @@
 """One load-generator worker: its share of the schedule → records, inside a worker process or a Ray actor.
 
-The worker is driven by a few messages from the driver (see :mod:`tailscope.runner.wire`): ``setup`` (target, request
+The worker is driven by a few messages from the driver (see :mod:`.wire`): ``setup`` (target, request
 shaping, its share or its closed-loop slots), ``ping`` (its monotonic clock, for the driver's offset estimate),
 ``start`` (the common start barrier ``t0`` on *this* worker's clock), ``feed`` (more closed-loop requests), ``poll``
 (records finished since the last poll, live counters, and at the end its own report) and ``stop``. All record times
@@ -22,10 +22,11 @@ from typing import Any
 from tailscope.client.openai import ClientOptions, Timeouts
 from tailscope.client.transport import Transport
 from tailscope.clock import Clock, MonotonicClock
+from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.progress import Progress
-from tailscope.runner.wire import record_to_wire, spec_from_wire
+from tailscope.runner.workers.wire import record_to_wire, spec_from_wire
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
@@ -156,7 +157,8 @@ class WorkerCore:
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
         )
-        synth = PromptSynthesizer(s["tokenizer"], nonce=s.get("prompt_nonce"))
+        tokenizer = load_tokenizer(s["tokenizer"]) if s["tokenizer"] else None
+        synth = PromptSynthesizer(tokenizer, nonce=s.get("prompt_nonce"))
         opts = ClientOptions(
             endpoint=s["endpoint"],
             model=s["model"],

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailscope.errors import ConfigError
+from tailscope.io.profile import load_profile
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import fixed
-from tailscope.workload.model import (
+from tailscope.workload.profile import (
     Arrival,
     Overrides,
     Profile,
@@ -26,8 +27,7 @@ from tailscope.workload.model import (
     Stop,
     Warmup,
 )
-from tailscope.workload.plan import arrival_times_s, offered_rate, profile_requests, stage_windows
-from tailscope.workload.profile import load_profile
+from tailscope.workload.profile_stream import arrival_times_s, offered_rate, profile_requests, stage_windows
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "support-chat.yaml"
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from tailscope.errors import ProfileError
-from tailscope.workload.model import Overrides, apply_overrides
-from tailscope.workload.profile import load_profile, parse_profile, read_lengths
+from tailscope.io.lengths import read_lengths
+from tailscope.io.profile import load_profile, parse_profile
+from tailscope.workload.profile import Overrides, apply_overrides
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support-chat.yaml"

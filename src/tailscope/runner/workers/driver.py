@@ -3,7 +3,7 @@
 The driver (this process) keeps everything that must happen once: the target's preflight, the whole schedule, the
 /metrics scraper, the store writer and the live progress. Workers only send requests and measure:
 
-1. The driver builds the schedule and splits it (:mod:`tailscope.runner.partition`): open-loop shares keep their
+1. The driver builds the schedule and splits it (:mod:`.partition`): open-loop shares keep their
    absolute target times, so the aggregate arrival process is exactly the requested one; closed-loop concurrency is
    split and requests are fed on demand in whole sessions.
 2. It estimates each worker's clock offset with a few pings (offset = worker time − midpoint of the round trip,
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import signal
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
@@ -28,14 +27,22 @@ from tailscope.clock import Clock, MonotonicClock
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
-from tailscope.runner.bench import BenchConfig, BenchResult, _auth_header, finish_bench, new_run, open_target
-from tailscope.runner.partition import Feeder, partition_open, split_concurrency
+from tailscope.runner.bench import (
+    BenchConfig,
+    BenchResult,
+    _auth_header,
+    finish_bench,
+    install_signal_handlers,
+    new_run,
+    open_target,
+)
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper
-from tailscope.runner.wire import record_from_wire, spec_to_wire
-from tailscope.runner.worker_pool import WorkerHandle, WorkerLost, start_process_workers
-from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows, worker_warnings
+from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_process_workers
+from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
+from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
+from tailscope.runner.workers.wire import record_from_wire, spec_to_wire
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:
@@ -89,7 +96,7 @@ def _ms(v: float | None) -> str:
 async def _start_pool(n: int, ray_address: str | None, ray_num_cpus: float) -> list[WorkerHandle]:
     if ray_address is None:
         return list(await start_process_workers(n))
-    from tailscope.runner.workers_ray import start_ray_workers
+    from tailscope.runner.workers.ray_actors import start_ray_workers
 
     return list(await start_ray_workers(n, ray_address, num_cpus=ray_num_cpus))
 
@@ -320,7 +327,7 @@ async def run_bench_distributed(
     total_scheduled = sum(len(s) for s in shares) if shares is not None else None
     writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
     if ray_address is not None:
-        from tailscope.runner.workers_ray import connect_ray
+        from tailscope.runner.workers.ray_actors import connect_ray
 
         # before anything else runs on the loop: ray.init blocks for seconds, and it wants the main thread
         connect_ray(ray_address)
@@ -369,8 +376,7 @@ async def run_bench_distributed(
             writer.add_samples(batch)
 
         driver = _Driver(handles, states, feeder, sink, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s)
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
+        restore_signals: Callable[[], None] | None = None
         scraper: Scraper | None = None
         try:
             if feeder is not None:
@@ -382,13 +388,7 @@ async def run_bench_distributed(
                 )
             if on_workers is not None:
                 on_workers(states)
-            if cfg.handle_signals:
-                for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-                    try:
-                        loop.add_signal_handler(sig, driver.interrupt, name)
-                        installed.append(sig)
-                    except (NotImplementedError, RuntimeError, ValueError):
-                        pass
+            restore_signals = install_signal_handlers(driver.interrupt, enabled=cfg.handle_signals)
             t0 = clock.now_ns() + max(int(START_LEAD_S * 1e9), 10 * max(rtts))
             await asyncio.gather(
                 *(h.call("start", [t0 + st.clock_offset_ns]) for h, st in zip(handles, states, strict=True))
@@ -403,8 +403,8 @@ async def run_bench_distributed(
         finally:
             if scraper is not None:
                 await scraper.stop()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            if restore_signals is not None:
+                restore_signals()
             writer.close()
         records.sort(key=lambda r: r.id)
         rows = worker_rows(states, records)

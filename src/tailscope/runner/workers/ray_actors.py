@@ -1,6 +1,6 @@
 """Workers as Ray actors (``pip install 'tailscope[ray]'``); Ray is imported only when this is used.
 
-Each actor is an async actor holding a :class:`~tailscope.runner.worker_core.WorkerCore`; the driver sends it the same
+Each actor is an async actor holding a :class:`~.worker.WorkerCore`; the driver sends it the same
 msgpack messages a local worker process gets, through one actor method. An actor that dies (node lost, process
 killed) raises ``RayActorError`` on its calls, which becomes :class:`WorkerLost`.
 """
@@ -13,8 +13,8 @@ import os
 from typing import Any
 
 from tailscope.errors import ConfigError
-from tailscope.runner.wire import pack, unpack
-from tailscope.runner.worker_pool import ProcessWorker, WorkerLost
+from tailscope.runner.workers.handles import ProcessWorker, WorkerLost
+from tailscope.runner.workers.wire import pack, unpack
 
 
 class RayWorkerActor:

@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from tailscope.errors import TailscopeError
-from tailscope.runner.wire import pack, unpack
+from tailscope.runner.workers.wire import pack, unpack
 
 
 class WorkerLost(TailscopeError):
@@ -61,7 +61,7 @@ def process_main(conn: Connection) -> None:
 
 
 async def _serve(conn: Connection) -> None:
-    from tailscope.runner.worker_core import WorkerCore
+    from tailscope.runner.workers.worker import WorkerCore
 
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[bytes | None] = asyncio.Queue()

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from tailscope.errors import ConfigError
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
-from tailscope.runner.partition import Feeder, group_sessions, partition_open, split_concurrency
-from tailscope.runner.wire import pack, record_from_wire, record_to_wire, spec_from_wire, spec_to_wire, unpack
+from tailscope.runner.workers.partition import Feeder, group_sessions, partition_open, split_concurrency
+from tailscope.runner.workers.wire import pack, record_from_wire, record_to_wire, spec_from_wire, spec_to_wire, unpack
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
 from tailscope.workload.spec import RequestSpec
@@ -168,7 +168,7 @@ def _rec(i: int, worker: int, lag_ms: float) -> RequestRecord:
 
 
 def test_worker_report_flags_the_bottleneck_and_the_lost_share() -> None:
-    from tailscope.runner.worker_report import WorkerState, lost_share, worker_rows, worker_warnings
+    from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
 
     calm = {"cpu_util": 0.2, "cpu_s": 1.0, "wall_s": 5.0, "starved_s": 0.0, "loop_lag_ms": {"p99": 0.4}}
     hot = {"cpu_util": 0.97, "cpu_s": 4.9, "wall_s": 5.0, "starved_s": 0.0, "loop_lag_ms": {"p99": 12.0}}
@@ -194,7 +194,7 @@ def test_worker_report_flags_the_bottleneck_and_the_lost_share() -> None:
 
 
 def test_closed_loop_lost_share_is_the_lost_slots() -> None:
-    from tailscope.runner.worker_report import WorkerState, lost_share
+    from tailscope.runner.workers.report import WorkerState, lost_share
 
     states = [
         WorkerState(0, "process", slots=3, assigned=40, received=35, buffered=5),
@@ -204,7 +204,7 @@ def test_closed_loop_lost_share_is_the_lost_slots() -> None:
 
 
 def test_dataset_content_crosses_the_worker_wire() -> None:
-    from tailscope.runner.wire import pack, spec_from_wire, spec_to_wire, unpack
+    from tailscope.runner.workers.wire import pack, spec_from_wire, spec_to_wire, unpack
     from tailscope.workload.spec import RequestSpec
 
     spec = RequestSpec(3, 12, 5, prompt=None, messages=(("system", "be terse"), ("user", "hello")))

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tailscope.errors import ProfileError
-from tailscope.workload.replay import read_replay, replay_requests
+from tailscope.io.replay import parse_replay, read_replay
+from tailscope.workload.replay import replay_requests
 
 
 def _write(tmp_path: Path, name: str, lines: list[str]) -> Path:
@@ -143,3 +144,26 @@ def test_bad_time_scale_and_format(tmp_path: Path) -> None:
         read_replay(p, fmt="xml")
     with pytest.raises(ProfileError, match="cannot read the trace"):
         read_replay(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("row", "match"),
+    [
+        ('"input_tokens": true', r"t\.jsonl:1: input_tokens must be a number \(got True\)"),
+        ('"input_tokens": 3, "class": ""', r"t\.jsonl:1: class must be a non-empty string"),
+        ('"input_tokens": 3, "session": [1]', r"t\.jsonl:1: session must be a string or number \(got \[1\]\)"),
+        ('"input_tokens": 3, "think_time_s": NaN', r"t\.jsonl:1: think_time_s must be a finite number"),
+    ],
+)
+def test_row_types_are_checked_at_the_boundary(row: str, match: str) -> None:
+    text = '{"timestamp_s": 0, "output_tokens": 5, ' + row + "}\n"
+    with pytest.raises(ProfileError, match=match):
+        parse_replay(text, source="t.jsonl")
+
+
+def test_format_is_detected_from_the_name_and_first_row() -> None:
+    csv_text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5,10,0\n"
+    (row,) = parse_replay(csv_text, source="trace.csv")
+    assert (row.input_tokens, row.output_tokens) == (10, 1)
+    (row,) = parse_replay('{"timestamp": 1500, "input_length": 7, "output_length": 2}\n', source="x.jsonl")
+    assert (row.timestamp_s, row.input_tokens, row.output_tokens) == (0.0, 7, 2)

@@ -1,7 +1,7 @@
 """The profile file schema: pydantic models at the file boundary (unknown keys forbidden).
 
 Cross-field checks that belong to one mapping live here as model validators; their messages start with ``@field:``
-when they are about one field of that mapping, so :mod:`tailscope.workload.profile` can point at that key's line.
+when they are about one field of that mapping, so :mod:`tailscope.io.profile` can point at that key's line.
 Checks that span the file (unique class names, empirical files, SLO grammar) happen during conversion.
 """
 

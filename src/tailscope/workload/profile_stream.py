@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tailscope.errors import ConfigError
-from tailscope.workload.model import Arrival, Overrides, Profile, RequestClass, Stage, apply_overrides
+from tailscope.workload.profile import Arrival, Overrides, Profile, RequestClass, Stage, apply_overrides
 from tailscope.workload.spec import RequestSpec
 
 _NS = 1_000_000_000

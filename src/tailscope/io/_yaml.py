@@ -1,0 +1,65 @@
+"""YAML at the boundary: parse text once into data and a node tree, and find the line of a field path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tailscope.errors import TailscopeError
+
+
+def parse_yaml(text: str, *, source: str, error: type[TailscopeError]) -> tuple[Any, yaml.Node | None]:
+    """``(data, node tree)`` of YAML ``text``.
+
+    Raises:
+        error: ``source:line: not valid YAML (problem)``.
+    """
+    try:
+        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(f"{source}:{line}: not valid YAML ({problem})") from None
+
+
+def line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
+    """1-based line of the deepest YAML node that exists along ``loc`` (a key's line for mapping entries)."""
+    if root is None:
+        return 1
+    node: yaml.Node = root
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    line = key.start_mark.line + 1
+                    node = value
+                    break
+            else:
+                break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """``gpus[1].hbm_gbps`` from pydantic's location tuple."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def first_error(exc: ValidationError, root: yaml.Node | None, source: str) -> str:
+    """One line for the first validation error: ``source:line: field.path message (got value)``."""
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+    return f"{source}:{line_of(root, loc)}: {field_path(loc) or 'file'} {msg}{got}"

@@ -1,0 +1,75 @@
+"""Autoscale policy files (``--autoscale FILE``): YAML validated by pydantic, handed on as
+:class:`~tailscope.engine.autoscaler.AutoscalePolicy`.
+
+The fields and their meaning are in :mod:`tailscope.engine.autoscaler`. Unknown keys are errors; every error names
+the file, the line and the field (``policy.yaml:3: max_replicas must be ≥ min_replicas (got 0)``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tailscope.engine.autoscaler import METRICS, AutoscalePolicy
+from tailscope.errors import ConfigError
+from tailscope.files import read_user_text
+from tailscope.io._schema import describe, first_problem
+from tailscope.io._yaml import line_of, parse_yaml
+
+_DEFAULT = AutoscalePolicy()
+
+
+class _PolicyM(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = _DEFAULT.metric
+    target: float = Field(default=_DEFAULT.target, gt=0)
+    min_replicas: int = Field(default=_DEFAULT.min_replicas, ge=1)
+    max_replicas: int = Field(default=_DEFAULT.max_replicas, ge=1)
+    scrape_interval_s: float = Field(default=_DEFAULT.scrape_interval_s, gt=0)
+    scale_up_cooldown_s: float = Field(default=_DEFAULT.scale_up_cooldown_s, ge=0)
+    scale_down_cooldown_s: float = Field(default=_DEFAULT.scale_down_cooldown_s, ge=0)
+    provisioning_s: float = Field(default=_DEFAULT.provisioning_s, ge=0)
+    load_gbps: float = Field(default=_DEFAULT.load_gbps, gt=0)
+    engine_init_s: float = Field(default=_DEFAULT.engine_init_s, ge=0)
+    window_s: float = Field(default=_DEFAULT.window_s, ge=0)
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        if v not in METRICS:
+            raise ValueError(f"must be one of {', '.join(METRICS)} (got {v!r})")
+        return v
+
+
+def load_policy(path: str | os.PathLike[str]) -> AutoscalePolicy:
+    """Read an autoscale policy YAML file.
+
+    Raises:
+        ConfigError: ``file:line: field what is wrong`` (or the file cannot be read, or is not UTF-8).
+    """
+    return parse_policy(read_user_text(path, what="autoscale policy"), source=str(path))
+
+
+def parse_policy(text: str, *, source: str = "<autoscale policy>") -> AutoscalePolicy:
+    """Validate autoscale policy YAML text.
+
+    Raises:
+        ConfigError: ``source:line: field what is wrong``.
+    """
+    data, root = parse_yaml(text, source=source, error=ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}:1: an autoscale policy is a mapping (metric, target, min_replicas, …)")
+    try:
+        m = _PolicyM.model_validate(data)
+    except ValidationError as exc:
+        e = first_problem(exc)
+        raise ConfigError(f"{source}:{line_of(root, tuple(e['loc']))}: {describe(e, _PolicyM)}") from None
+    if m.max_replicas < m.min_replicas:
+        raise ConfigError(
+            f"{source}:{line_of(root, ('max_replicas',))}: max_replicas must be ≥ min_replicas "
+            f"(got {m.max_replicas} < {m.min_replicas})"
+        )
+    return AutoscalePolicy(**{f.name: getattr(m, f.name) for f in fields(AutoscalePolicy)}).validate(source)

@@ -1,0 +1,265 @@
+"""Workload profile files (YAML): pydantic at the file boundary (:mod:`tailscope.io.profile_schema`), converted to
+the pure model in :mod:`tailscope.workload.profile`.
+
+Every problem becomes one :class:`~tailscope.errors.ProfileError` that names the file, the line, the field path and
+what is allowed, e.g. ``profile.yaml:14: classes[1].input_tokens.min must be ≤ max (got 3000 > 1000)``. Unknown keys
+are errors. Line numbers come from the YAML node tree (``yaml.compose``), walked along pydantic's error location.
+The format is documented in ``docs/workload.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tailscope.errors import ConfigError, ProfileError
+from tailscope.files import read_user_text
+from tailscope.io._yaml import field_path, line_of, parse_yaml
+from tailscope.io.lengths import read_lengths
+from tailscope.io.profile_schema import ArrivalM, ClassM, DistM, MixedM, ProfileM
+from tailscope.metrics.slo import parse_slo
+from tailscope.workload import profile as m
+from tailscope.workload.dists import FloatDist
+from tailscope.workload.lengths import LengthDist
+
+
+def load_profile(path: str | os.PathLike[str]) -> m.Profile:
+    """Read, validate and convert a profile file.
+
+    Raises:
+        ProfileError: ``file:line: field.path message (got …)`` for any problem.
+    """
+    p = Path(path)
+    text = read_user_text(p, what="profile", error=ProfileError)
+    return parse_profile(text, source=str(path), base_dir=p.parent)
+
+
+def parse_profile(text: str, *, source: str = "<profile>", base_dir: Path | None = None) -> m.Profile:
+    """Validate profile YAML text. ``base_dir`` resolves relative ``empirical`` files (default: current folder)."""
+    data, root = parse_yaml(text, source=source, error=ProfileError)
+    if not isinstance(data, dict):
+        raise ProfileError(
+            f"{source}:1: a profile is a YAML mapping with name, classes, arrival, … (see docs/workload.md)"
+        )
+    try:
+        pm = ProfileM.model_validate(data)
+    except ValidationError as exc:
+        raise _to_profile_error(exc, root, source) from None
+    return _Converter(pm, root, source, base_dir or Path.cwd()).profile()
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    return field_path(loc) or "profile"
+
+
+def _unwrap_model(tp: Any) -> type[BaseModel] | None:
+    origin = typing.get_origin(tp)
+    if origin is None:
+        return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+    if origin in (list, typing.Union, types.UnionType, Annotated):
+        for arg in typing.get_args(tp):
+            found = _unwrap_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    cls: type[BaseModel] | None = ProfileM
+    for part in loc:
+        if isinstance(part, int) or cls is None:
+            continue
+        f = cls.model_fields.get(part)
+        if f is None:
+            return None
+        cls = _unwrap_model(f.annotation)
+    return cls
+
+
+def _to_profile_error(exc: ValidationError, root: yaml.Node | None, source: str) -> ProfileError:
+    msgs = [_format_error(e, root, source) for e in exc.errors(include_url=False)]
+    text = msgs[0]
+    if len(msgs) > 1:
+        text += f" (and {len(msgs) - 1} more problem{'s' if len(msgs) > 2 else ''}; fix this one first)"
+    err = ProfileError(text)
+    err.args = (text,)
+    return err
+
+
+def _format_error(e: Any, root: yaml.Node | None, source: str) -> str:
+    loc: tuple[int | str, ...] = tuple(e["loc"])
+    msg: str = e["msg"]
+    kind: str = e["type"]
+    inp = e.get("input")
+    if msg.startswith("Value error, "):
+        msg = msg.removeprefix("Value error, ")
+    if msg.startswith("@"):
+        field, _, rest = msg[1:].partition(": ")
+        loc, msg = (*loc, field), rest
+    elif kind == "missing":
+        msg = "is required"
+    elif kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent is not None else "see docs/workload.md"
+        msg = f"is not a known field (allowed: {allowed})"
+    elif msg.startswith("Input should be"):
+        msg = msg.replace("Input should be", "must be", 1)
+    elif msg.startswith("Value should"):
+        msg = msg.replace("Value should", "must", 1)
+    got = ""
+    if kind not in ("missing", "extra_forbidden") and "(got" not in msg and not isinstance(inp, dict | list):
+        got = f" (got {inp!r})"
+    return f"{source}:{line_of(root, loc)}: {_loc_path(loc)} {msg}{got}"
+
+
+class _Converter:
+    """Validated pydantic tree → pure dataclasses, with checks that span fields (file:line on each)."""
+
+    def __init__(self, pm: ProfileM, root: yaml.Node | None, source: str, base_dir: Path) -> None:
+        self.pm, self.root, self.source, self.base_dir = pm, root, source, base_dir
+
+    def fail(self, loc: tuple[int | str, ...], msg: str) -> ProfileError:
+        return ProfileError(f"{self.source}:{line_of(self.root, loc)}: {_loc_path(loc)} {msg}")
+
+    def profile(self) -> m.Profile:
+        pm = self.pm
+        names = [c.name for c in pm.classes]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise self.fail(("classes", i, "name"), f"must be unique (got {name!r} twice)")
+        slos = []
+        for key, value in pm.slo.items():
+            try:
+                slos.append(parse_slo(f"{key}={value}"))
+            except ConfigError as exc:
+                raise self.fail(("slo", key), str(exc).split(": ", 1)[-1]) from None
+        return m.Profile(
+            name=pm.name,
+            description=pm.description,
+            endpoint=pm.endpoint,
+            model=pm.model,
+            url=pm.url,
+            seed=pm.seed,
+            classes=tuple(self.request_class(i, c) for i, c in enumerate(pm.classes)),
+            shared_prefix=(
+                m.SharedPrefix(pm.shared_prefix.tokens, pm.shared_prefix.variants, pm.shared_prefix.share)
+                if pm.shared_prefix
+                else None
+            ),
+            arrival=self.arrival(pm.arrival),
+            warmup=m.Warmup(pm.warmup.requests, pm.warmup.duration_s),
+            stop=m.Stop(pm.stop.requests, pm.stop.duration_s),
+            slos=tuple(slos),
+            mixed_traffic=tuple(self.mixed(t) for t in pm.mixed_traffic),
+            source=self.source,
+        )
+
+    def request_class(self, i: int, c: ClassM) -> m.RequestClass:
+        loc: tuple[int | str, ...] = ("classes", i)
+        session = None
+        if c.session is not None:
+            session = m.SessionShape(
+                turns=self.length(c.session.turns, (*loc, "session", "turns")),
+                think_time_s=self.time(c.session.think_time_s, (*loc, "session", "think_time_s")),
+            )
+        return m.RequestClass(
+            name=c.name,
+            weight=c.weight,
+            input_tokens=self.length(c.input_tokens, (*loc, "input_tokens")),
+            output_tokens=self.length(c.output_tokens, (*loc, "output_tokens")),
+            session=session,
+        )
+
+    def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:
+        lo = max(1, int(d.min)) if d.min is not None else 1
+        hi = int(d.max) if d.max is not None else None
+        if d.dist == "fixed":
+            assert d.value is not None
+            if d.value < 1:
+                raise self.fail((*loc, "value"), f"must be ≥ 1 token (got {d.value:g})")
+            return LengthDist("fixed", float(round(d.value)), lo=lo, hi=hi)
+        if d.dist == "uniform":
+            assert d.min is not None
+            assert d.max is not None
+            if d.min < 1:
+                raise self.fail((*loc, "min"), f"must be ≥ 1 token (got {d.min:g})")
+            return LengthDist("uniform", float(int(d.min)), float(int(d.max)), lo=lo, hi=hi)
+        if d.dist == "empirical":
+            values = self.empirical(d, loc)
+            return LengthDist("empirical", lo=lo, hi=hi, values=values)
+        a = d.mean if d.dist in ("normal", "exponential") else d.median
+        b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
+        assert a is not None
+        assert b is not None
+        if d.dist == "normal" and a <= 0:
+            raise self.fail((*loc, "mean"), f"must be > 0 (got {a:g})")
+        return LengthDist(d.dist, float(a), float(b), lo=lo, hi=hi)
+
+    def time(self, d: DistM, loc: tuple[int | str, ...]) -> FloatDist:
+        if d.dist == "empirical":
+            raise self.fail((*loc, "dist"), "must be fixed, uniform, normal, lognormal or exponential for a time")
+        lo = d.min or 0.0
+        if d.dist == "fixed":
+            return FloatDist("fixed", d.value or 0.0, lo=lo, hi=d.max)
+        if d.dist == "uniform":
+            assert d.min is not None
+            assert d.max is not None
+            return FloatDist("uniform", d.min, d.max, lo=lo, hi=d.max)
+        a = d.mean if d.dist in ("normal", "exponential") else d.median
+        b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
+        assert a is not None
+        assert b is not None
+        return FloatDist(d.dist, a, b, lo=lo, hi=d.max)
+
+    def empirical(self, d: DistM, loc: tuple[int | str, ...]) -> tuple[int, ...]:
+        assert d.file is not None
+        path = Path(d.file)
+        if not path.is_absolute():
+            path = self.base_dir / path
+        if not path.is_file():
+            raise self.fail(
+                (*loc, "file"), f"no such file {d.file!r} (looked at {path}; paths are relative to the profile)"
+            )
+        try:
+            values = read_lengths(path, column=d.column)
+        except ProfileError as exc:
+            raise self.fail((*loc, "file"), f"is unusable: {exc}") from None
+        return values
+
+    def arrival(self, a: ArrivalM) -> m.Arrival:
+        if a.mode == "closed":
+            return m.Arrival(mode="closed", process=a.process, burstiness=a.burstiness, concurrency=a.concurrency)
+        stages: list[m.Stage] = []
+        if a.rate is not None:
+            stages.append(m.Stage("rate", a.rate))
+        for i, s in enumerate(a.stages or []):
+            if s.burst is not None:
+                stages.append(m.Stage("burst", count=s.burst, at_s=s.at_s or 0.0))
+            elif s.ramp_to is not None:
+                stages.append(m.Stage("ramp", s.ramp_to, s.duration_s, ramp_from=s.ramp_from))
+            else:
+                assert s.rate is not None
+                stages.append(m.Stage("rate", s.rate, s.duration_s))
+            timed = [j for j, st in enumerate(a.stages or []) if st.burst is None]
+            if s.burst is None and s.duration_s is None and i != timed[-1]:
+                raise self.fail(("arrival", "stages", i), "needs duration_s (only the last timed stage may omit it)")
+        return m.Arrival(mode="open", process=a.process, burstiness=a.burstiness, stages=tuple(stages))
+
+    def mixed(self, t: MixedM) -> m.MixedTarget:
+        body = json.dumps(t.body) if isinstance(t.body, dict) else t.body
+        return m.MixedTarget(
+            name=t.name,
+            url=t.url,
+            rate=t.rate,
+            method=t.method,
+            body=body,
+            headers=tuple(sorted(t.headers.items())),
+            timeout_s=t.timeout_s,
+        )
