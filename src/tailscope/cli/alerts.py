@@ -37,8 +37,8 @@ def alerts(
 
     from tailscope.cli.gate import load_contract_file
     from tailscope.errors import ConfigError
-    from tailscope.gate.alerts import AlertOptions, alert_rules
-    from tailscope.gate.grafana import dashboard
+    from tailscope.verify.alerts import AlertOptions, alert_rules
+    from tailscope.verify.grafana import dashboard
 
     duration = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
     for flag, value in (("--for", for_), ("--window", window)):

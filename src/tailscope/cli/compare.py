@@ -38,8 +38,8 @@ def compare(
 
     from tailscope.cli.gate import load_run_data
     from tailscope.errors import ConfigError
-    from tailscope.gate.compare import compare_runs, parse_metrics, render_compare_markdown, render_compare_text
-    from tailscope.gate.contract import canonical_percentile
+    from tailscope.verify.compare import compare_runs, parse_metrics, render_compare_markdown, render_compare_text
+    from tailscope.verify.contract import canonical_percentile
 
     if len(runs) < 2:
         raise ConfigError("compare needs at least two runs (e.g. `tailscope compare latest:main latest`)")

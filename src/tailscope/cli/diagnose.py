@@ -54,8 +54,8 @@ def diagnose(
     import json
 
     from tailscope.cli.gate import load_run_data
-    from tailscope.gate.diagnose import diagnose as run_rules
-    from tailscope.gate.diagnose import render_findings_text
+    from tailscope.verify.diagnose import diagnose as run_rules
+    from tailscope.verify.diagnose import render_findings_text
 
     data = load_run_data(run, db)
     trace = _trace_analysis(traces, db) if traces else None

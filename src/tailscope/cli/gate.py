@@ -14,7 +14,7 @@ import typer
 from tailscope.cli.common import command_app
 
 if TYPE_CHECKING:
-    from tailscope.gate.rundata import RunData
+    from tailscope.verify.rundata import RunData
 
 _HELP = """Check a run against a performance contract (SLOs, regressions vs a baseline, dependency layers).
 
@@ -33,7 +33,7 @@ Examples:
 def load_contract_file(path: Path) -> Any:
     """Read and validate a contract file (ContractError names file:line: field)."""
     from tailscope.errors import ContractError
-    from tailscope.gate.contract import parse_contract
+    from tailscope.verify.contract import parse_contract
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -59,7 +59,7 @@ def load_run_data(ref: str, db: Path | None = None) -> RunData:
     if is_export_ref(ref):
         import json
 
-        from tailscope.gate.rundata import run_from_export
+        from tailscope.verify.rundata import run_from_export
 
         path = Path(ref)
         try:
@@ -70,8 +70,8 @@ def load_run_data(ref: str, db: Path | None = None) -> RunData:
             raise ContractError(f"{ref}:{exc.lineno}: invalid JSON ({exc.msg})") from None
         return run_from_export(doc, source=ref)
 
-    from tailscope.gate.rundata import RunData
     from tailscope.store.runs import RunStore
+    from tailscope.verify.rundata import RunData
 
     store = RunStore(db)
     if not store.db.exists:
@@ -96,7 +96,7 @@ def load_layer_samples(ref: str, db: Path | None = None) -> dict[str, Any]:
         ContractError: the file is malformed. NotFoundError: no such trace set.
     """
     from tailscope.errors import ContractError, NotFoundError
-    from tailscope.gate.layers import layer_samples_from_facts, layer_samples_from_json
+    from tailscope.verify.layers import layer_samples_from_facts, layer_samples_from_json
 
     if is_export_ref(ref):
         import json
@@ -145,8 +145,8 @@ def gate(
     import numpy as np
 
     from tailscope.errors import NotFoundError, TailscopeError
-    from tailscope.gate.evaluate import evaluate
-    from tailscope.gate.render import render_github, render_junit, render_markdown, render_text
+    from tailscope.verify.evaluate import evaluate
+    from tailscope.verify.render import render_github, render_junit, render_markdown, render_text
 
     spec = load_contract_file(contract)
     try:
@@ -181,8 +181,8 @@ def gate(
     findings_text = findings_md = ""
     findings: list[Any] = []
     if diagnose and result.exit_code != 0 and run_data.records:
-        from tailscope.gate.diagnose import diagnose as run_rules
-        from tailscope.gate.diagnose import render_findings_markdown, render_findings_text
+        from tailscope.verify.diagnose import diagnose as run_rules
+        from tailscope.verify.diagnose import render_findings_markdown, render_findings_text
 
         findings = run_rules(run_data.records, run_data.samples, settings=run_data.settings)
         findings_text = "\n" + render_findings_text(findings, run_data.id)

@@ -36,9 +36,9 @@ def _load(ref: str, store: Any) -> Any:
     import json
 
     from tailscope.errors import ConfigError
-    from tailscope.gate.rundata import run_from_export
     from tailscope.metrics.summary import summarize
     from tailscope.report.html import ReportRun
+    from tailscope.verify.rundata import run_from_export
 
     try:
         doc = json.loads(Path(ref).read_text(encoding="utf-8"))

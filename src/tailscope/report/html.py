@@ -134,7 +134,7 @@ def _per_turn(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
 def _findings(item: ReportRun) -> list[dict[str, Any]]:
     """The diagnosis rules' findings for the run (``tailscope diagnose``), highest impact first."""
     try:
-        from tailscope.gate.diagnose import diagnose
+        from tailscope.verify.diagnose import diagnose
     except ImportError:  # the gate is optional for reports
         return []
     if not item.records:
@@ -192,8 +192,8 @@ def render_run_report(item: ReportRun, *, nav: bool = False) -> str:
 
 def _compare(items: Sequence[ReportRun], resamples: int, seed: int) -> dict[str, Any] | None:
     try:
-        from tailscope.gate.compare import compare_runs
-        from tailscope.gate.rundata import RunData
+        from tailscope.verify.compare import compare_runs
+        from tailscope.verify.rundata import RunData
     except ImportError:  # the gate is optional for the report; without it differences are shown unmarked
         return None
     import numpy as np

@@ -8,10 +8,10 @@ import pytest
 from gate_factory import lognormal_run, record
 
 from tailscope.errors import ContractError
-from tailscope.gate.compare import compare_runs, parse_metrics, render_compare_text
-from tailscope.gate.rundata import run_from_export
 from tailscope.metrics.summary import summarize
 from tailscope.records import ErrorClass, Status
+from tailscope.verify.compare import compare_runs, parse_metrics, render_compare_text
+from tailscope.verify.rundata import run_from_export
 
 
 def test_compare_marks_significant_differences() -> None:
@@ -90,7 +90,7 @@ def test_export_errors_name_the_request() -> None:
 
 
 def test_compare_markdown() -> None:
-    from tailscope.gate.compare import render_compare_markdown
+    from tailscope.verify.compare import render_compare_markdown
 
     a = lognormal_run("aaaa", 800, seed=1)
     c = lognormal_run("cccc", 800, seed=3, ttft_median_ms=400.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tailscope.errors import ContractError
-from tailscope.gate.layers import layer_samples_from_json
+from tailscope.verify.layers import layer_samples_from_json
 
 MS = 1_000_000
 

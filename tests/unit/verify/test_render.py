@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 from gate_factory import lognormal_run
 
-from tailscope.gate.contract import parse_contract
-from tailscope.gate.evaluate import GateResult, evaluate
-from tailscope.gate.render import render_github, render_junit, render_markdown, render_text
+from tailscope.verify.contract import parse_contract
+from tailscope.verify.evaluate import GateResult, evaluate
+from tailscope.verify.render import render_github, render_junit, render_markdown, render_text
 
 CONTRACT = """\
 name: chat

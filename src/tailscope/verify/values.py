@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.gate.contract import LATENCY_METRICS, SloCheck
 from tailscope.metrics import request as rq
 from tailscope.metrics.percentiles import percentile_fraction
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import meets_slos
 from tailscope.records import RequestRecord, Status
+from tailscope.verify.contract import LATENCY_METRICS, SloCheck
 
 
 def measured(records: Sequence[RequestRecord], request_class: str | None = None) -> list[RequestRecord]:

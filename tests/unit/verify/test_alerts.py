@@ -7,10 +7,10 @@ import json
 
 import yaml
 
-from tailscope.gate.alerts import AlertOptions, alert_rules
-from tailscope.gate.contract import parse_contract
-from tailscope.gate.diagnose import CHECKLISTS
-from tailscope.gate.grafana import dashboard
+from tailscope.verify.alerts import AlertOptions, alert_rules
+from tailscope.verify.contract import parse_contract
+from tailscope.verify.diagnose import CHECKLISTS
+from tailscope.verify.grafana import dashboard
 
 CONTRACT = parse_contract(
     """\

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.gate.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
-from tailscope.gate.contract import (
+from tailscope.verify.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
+from tailscope.verify.contract import (
     LATENCY_METRICS,
     Contract,
     LayerCheck,
@@ -29,10 +29,10 @@ from tailscope.gate.contract import (
     SloCheck,
     percentile_label,
 )
-from tailscope.gate.findings import build_view
-from tailscope.gate.rules_client import client_bottleneck
-from tailscope.gate.rundata import RunData
-from tailscope.gate.values import (
+from tailscope.verify.findings import build_view
+from tailscope.verify.rules_client import client_bottleneck
+from tailscope.verify.rundata import RunData
+from tailscope.verify.values import (
     latency_groups,
     latency_samples,
     measured,

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.gate.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
-from tailscope.gate.contract import HIGHER_IS_BETTER, LATENCY_METRICS, METRICS, percentile_label
-from tailscope.gate.rundata import RunData
-from tailscope.gate.values import latency_groups, latency_samples, measured, rate_data, stat_of
+from tailscope.verify.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
+from tailscope.verify.contract import HIGHER_IS_BETTER, LATENCY_METRICS, METRICS, percentile_label
+from tailscope.verify.rundata import RunData
+from tailscope.verify.values import latency_groups, latency_samples, measured, rate_data, stat_of
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "ttft_ms",

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tailscope.gate.rundata import RunData
 from tailscope.records import ErrorClass, RequestRecord, ServerSample, Status
+from tailscope.verify.rundata import RunData
 
 MS = 1_000_000
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailscope.gate import bootstrap as bs
+from tailscope.verify import bootstrap as bs
 
 
 @settings(max_examples=40, deadline=None)

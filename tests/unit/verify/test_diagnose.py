@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from gate_factory import gauge, record
 
-from tailscope.gate.diagnose import RULES, diagnose, render_findings_text
 from tailscope.records import ErrorClass, RequestRecord, ServerSample, Status
+from tailscope.verify.diagnose import RULES, diagnose, render_findings_text
 
 N = 200
 STEP_MS = 100.0
@@ -236,7 +236,7 @@ def test_kv_usage_of_several_engines_is_the_fullest_not_the_sum() -> None:
 
 
 def test_findings_markdown() -> None:
-    from tailscope.gate.diagnose import render_findings_markdown
+    from tailscope.verify.diagnose import render_findings_markdown
 
     md = render_findings_markdown(diagnose(healthy_records(lag_ms=50.0)), "r1")
     assert md.startswith("#### Diagnosis of run `r1`: 1 finding")

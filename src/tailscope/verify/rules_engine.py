@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailscope.gate.findings import Finding, RunView, clip01, corr, finite, pct
+from tailscope.verify.findings import Finding, RunView, clip01, corr, finite, pct
 
 #: saturation: share of scrapes with a waiting queue, and how much TTFT must rise (late / early median).
 SATURATION_QUEUED_SHARE = 0.2

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tailscope.gate.findings import Finding, RunView, clip01
+from tailscope.verify.findings import Finding, RunView, clip01
 
 #: a non-inference layer dominates at this share of the tail bucket's critical path.
 LAYER_SHARE = 0.3

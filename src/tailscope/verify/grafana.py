@@ -1,6 +1,6 @@
 """A Grafana dashboard for a contract: one panel per golden signal, the contract's limits drawn as thresholds.
 
-Panels query the recording rules of :mod:`tailscope.gate.alerts` (load both files together). The datasource is a
+Panels query the recording rules of :mod:`tailscope.verify.alerts` (load both files together). The datasource is a
 dashboard variable, so the JSON imports into any Grafana with a Prometheus datasource.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailscope.gate.alerts import GOLDEN_QUANTILES, HISTOGRAMS, quantile_record, series
-from tailscope.gate.contract import Contract, percentile_label
+from tailscope.verify.alerts import GOLDEN_QUANTILES, HISTOGRAMS, quantile_record, series
+from tailscope.verify.contract import Contract, percentile_label
 
 _DS = {"type": "prometheus", "uid": "${datasource}"}
 

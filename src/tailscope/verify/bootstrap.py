@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tailscope.gate.values import stat_of
 from tailscope.metrics.percentiles import percentile_fraction
+from tailscope.verify.values import stat_of
 
 #: Largest ``n × B`` resampled exactly; above it the asymptotic draw is used.
 EXACT_LIMIT = 60_000_000

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from tailscope.errors import ConfigError
-from tailscope.gate.bootstrap import percentile_replicates
-from tailscope.gate.contract import LATENCY_METRICS
-from tailscope.gate.values import latency_samples, stat_of
 from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction
 from tailscope.records import RequestRecord
+from tailscope.verify.bootstrap import percentile_replicates
+from tailscope.verify.contract import LATENCY_METRICS
+from tailscope.verify.values import latency_samples, stat_of
 
 _TARGET = re.compile(r"^\s*([a-z0-9_]+)\.(p[0-9.]+|mean|median)\s*=\s*([0-9.]+)\s*%\s*$", re.IGNORECASE)
 

@@ -6,9 +6,9 @@ from collections import Counter
 
 import numpy as np
 
-from tailscope.gate.findings import Finding, RunView, clip01, finite, pct
 from tailscope.metrics.summary import RATE_WARN_FRACTION, SEND_LAG_WARN_MS
 from tailscope.records import ErrorClass, Status
+from tailscope.verify.findings import Finding, RunView, clip01, finite, pct
 
 #: error rule: error share that triggers it (any 429 triggers it too).
 ERROR_SHARE = 0.01

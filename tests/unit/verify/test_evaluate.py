@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from gate_factory import lognormal_run, record
 
-from tailscope.gate.contract import parse_contract
-from tailscope.gate.evaluate import Verdict, evaluate
-from tailscope.gate.rundata import RunData
 from tailscope.metrics.summary import summarize
 from tailscope.records import Status
+from tailscope.verify.contract import parse_contract
+from tailscope.verify.evaluate import Verdict, evaluate
+from tailscope.verify.rundata import RunData
 
 REG = """\
 name: svc

@@ -1,7 +1,7 @@
 """``diagnose``: run every rule over a run (records + server samples + optional trace analysis), order by impact.
 
-The rules live in :mod:`tailscope.gate.rules_engine`, :mod:`tailscope.gate.rules_client` and
-:mod:`tailscope.gate.rules_trace`. :data:`CHECKLISTS` holds the diagnosis steps per symptom; the alert rules carry
+The rules live in :mod:`tailscope.verify.rules_engine`, :mod:`tailscope.verify.rules_client` and
+:mod:`tailscope.verify.rules_trace`. :data:`CHECKLISTS` holds the diagnosis steps per symptom; the alert rules carry
 them as runbook annotations, so the page an on-call engineer gets says what ``tailscope diagnose`` would check.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tailscope.gate import rules_client, rules_engine, rules_trace
-from tailscope.gate.findings import Finding, RunView, build_view
 from tailscope.records import RequestRecord, ServerSample
+from tailscope.verify import rules_client, rules_engine, rules_trace
+from tailscope.verify.findings import Finding, RunView, build_view
 
 Rule = Callable[[RunView], Finding | None]
 

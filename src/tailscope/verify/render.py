@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from tailscope.gate.evaluate import CheckResult, GateResult, Verdict
+from tailscope.verify.evaluate import CheckResult, GateResult, Verdict
 
 _MARK = {Verdict.PASS: "PASS", Verdict.FAIL: "FAIL", Verdict.INCONCLUSIVE: "INCONCLUSIVE", Verdict.MISSING: "MISSING"}
 _EMOJI = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️", Verdict.MISSING: "❔"}

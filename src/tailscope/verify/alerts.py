@@ -13,7 +13,7 @@ The rules read vLLM's metric names (the built-in ``tailscope serve`` exposes the
 
 Every latency, error and throughput SLO of the contract becomes an alert with the contract's limit; the saturation
 alerts are always generated. Each alert has ``for:``, a ``severity`` label and a ``runbook`` annotation holding the
-diagnosis checklist for its symptom (:data:`tailscope.gate.diagnose.CHECKLISTS`). Per-class SLOs cannot be alerted on
+diagnosis checklist for its symptom (:data:`tailscope.verify.diagnose.CHECKLISTS`). Per-class SLOs cannot be alerted on
 from engine metrics (they carry no request class); they are listed in :attr:`AlertRules.skipped`.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 
 import yaml
 
-from tailscope.gate.contract import Contract, SloCheck, percentile_label
-from tailscope.gate.diagnose import CHECKLISTS
 from tailscope.metrics.percentiles import percentile_fraction
+from tailscope.verify.contract import Contract, SloCheck, percentile_label
+from tailscope.verify.diagnose import CHECKLISTS
 
 #: contract latency metric → (engine histogram, short name, checklist key).
 HISTOGRAMS: dict[str, tuple[str, str, str]] = {

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tailscope.errors import ConfigError
-from tailscope.gate.precision import across_runs, parse_precision, precision_of
 from tailscope.records import RequestRecord, Status
+from tailscope.verify.precision import across_runs, parse_precision, precision_of
 
 
 def recs(ttfts_ms: np.ndarray) -> list[RequestRecord]:
