@@ -28,7 +28,7 @@ Examples:
 
 def _load(ref: str, store: Any) -> Any:
     """A run from the store, or from a ``--json`` export file (``ref`` ending in .json or naming a file)."""
-    from tailscope.cli.gate import is_export_ref
+    from tailscope.api.verify import is_export_ref
     from tailscope.report.dashboard import load_report_run
 
     if not is_export_ref(ref):

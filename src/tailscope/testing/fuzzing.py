@@ -72,7 +72,7 @@ def _profile(data: bytes) -> object:
 
 
 def _contract(data: bytes) -> object:
-    from tailscope.verify.contract import parse_contract
+    from tailscope.io.contracts import parse_contract
 
     return parse_contract(_text(data), source="fuzz.yaml")
 

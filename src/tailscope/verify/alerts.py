@@ -19,11 +19,14 @@ from engine metrics (they carry no request class); they are listed in :attr:`Ale
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from tailscope.errors import ConfigError
 from tailscope.metrics.percentiles import percentile_fraction
 from tailscope.verify.contract import Contract, SloCheck, percentile_label
 from tailscope.verify.diagnose import CHECKLISTS
@@ -60,6 +63,25 @@ class AlertOptions:
     kv_limit: float = KV_USAGE_LIMIT
 
 
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+_MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
+
+
+def check_options(opts: AlertOptions) -> None:
+    """Refuse options Prometheus would reject, naming the flag (``--for``, ``--window``, ``--selector``, …).
+
+    Raises:
+        ConfigError: one line naming the option and the expected form.
+    """
+    for flag, value in (("--for", opts.for_), ("--window", opts.window)):
+        if not _DURATION.match(value):
+            raise ConfigError(f"{flag} {value!r}: expected a Prometheus duration like 30s, 5m or 1h")
+    if opts.selector.strip() and not re.fullmatch(f"{_MATCHER}(,{_MATCHER})*,?", opts.selector):
+        raise ConfigError(f'--selector {opts.selector!r}: expected label matchers like job="vllm",namespace=~"prod.*"')
+    if not 0 < opts.kv_limit <= 1:
+        raise ConfigError(f"--kv-limit must be in (0, 1] (got {opts.kv_limit})")
+
+
 class _Dumper(yaml.SafeDumper):
     """Safe dumper writing multi-line strings as ``|`` blocks."""
 
@@ -74,10 +96,21 @@ _Dumper.add_representer(str, _str)
 
 @dataclass(frozen=True, slots=True)
 class AlertRules:
-    """Generated rule groups (the Prometheus rule-file document) and the SLOs that could not be alerted on."""
+    """Generated rule groups (the Prometheus rule-file document) and the SLOs that could not be alerted on.
+
+    Attributes:
+        document: the rule file (``{"groups": [recording rules, alerts]}``); :meth:`to_yaml` writes it.
+        skipped: one line per SLO that engine metrics cannot alert on (per-class SLOs, means, maxima).
+        grafana: a Grafana dashboard over the recording rules (:func:`tailscope.verify.grafana.dashboard`), when made.
+    """
 
     document: dict[str, Any]
     skipped: tuple[str, ...] = field(default=())
+    grafana: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rule file as a dict (what :meth:`to_yaml` writes)."""
+        return self.document
 
     def to_yaml(self) -> str:
         """The rule file as YAML (multi-line runbooks as literal blocks)."""
@@ -85,10 +118,12 @@ class AlertRules:
 
     @property
     def alert_names(self) -> list[str]:
+        """The alerts' names, in file order."""
         return [r["alert"] for g in self.document["groups"] for r in g["rules"] if "alert" in r]
 
     @property
     def record_names(self) -> list[str]:
+        """The recording rules' names, in file order."""
         return [r["record"] for g in self.document["groups"] for r in g["rules"] if "record" in r]
 
 

@@ -62,13 +62,30 @@ class CompareRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class ComparisonResult:
+    """Runs compared with the first one (the reference).
+
+    Attributes:
+        run_ids: the runs, the reference first.
+        rows: one per metric (and statistic, for latencies).
+        confidence: the level of every interval (0.95).
+        resamples: bootstrap resamples per interval.
+    """
+
     run_ids: tuple[str, ...]
     rows: tuple[CompareRow, ...]
     confidence: float
     resamples: int
 
+    def row(self, label: str) -> CompareRow:
+        """The row of ``ttft_ms.p99``, ``requests_per_s``, … (KeyError when it was not compared)."""
+        for r in self.rows:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
     def to_dict(self) -> dict[str, Any]:
+        """The document ``tailscope compare --json`` prints."""
         return {
             "runs": list(self.run_ids),
             "reference": self.run_ids[0] if self.run_ids else None,
@@ -101,7 +118,7 @@ def compare_runs(
     confidence: float = 0.95,
     resamples: int = 2000,
     rng: np.random.Generator | None = None,
-) -> Comparison:
+) -> ComparisonResult:
     """Compare ``runs[1:]`` with ``runs[0]`` on every metric (and, for latencies, every statistic)."""
     gen = rng if rng is not None else np.random.default_rng(0)
     recs = [measured(r.records) for r in runs]
@@ -152,58 +169,4 @@ def compare_runs(
                     )
                 )
             rows.append(CompareRow(metric, None, values, tuple(rate_diffs)))
-    return Comparison(tuple(r.id for r in runs), tuple(rows), confidence, resamples)
-
-
-def _fmt_value(metric: str, v: float | None) -> str:
-    if v is None:
-        return "—"
-    if metric in LATENCY_METRICS:
-        return f"{v:.1f}"
-    return f"{v:.4g}"
-
-
-def _fmt_diff(metric: str, d: DiffCI | None, direction: str) -> str:
-    if d is None:
-        return "—"
-    mark = {"worse": " * worse", "better": " * better", "same": ""}[direction]
-    if d.rel is not None and d.rel_low is not None and d.rel_high is not None:
-        return f"{d.rel * 100:+.1f}% [{d.rel_low * 100:+.1f}, {d.rel_high * 100:+.1f}]{mark}"
-    return f"{d.diff:+.4g} [{d.diff_low:+.4g}, {d.diff_high:+.4g}]{mark}"
-
-
-def render_compare_text(cmp: Comparison) -> str:
-    """One table: metric, each run's value, and each later run's change vs the first with its CI and a mark."""
-    short = [rid if len(rid) <= 24 else rid[:23] + "…" for rid in cmp.run_ids]
-    header = ["metric", *short] + [f"Δ {s} vs {short[0]}" for s in short[1:]]
-    rows = [header]
-    for r in cmp.rows:
-        cells = [r.label] + [_fmt_value(r.metric, v) for v in r.values]
-        cells += [_fmt_diff(r.metric, d, r.direction(i)) for i, d in enumerate(r.diffs)]
-        rows.append(cells)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append(
-        f"latencies in ms; Δ = relative change with its {cmp.confidence * 100:g}% bootstrap CI "
-        f"({cmp.resamples} resamples); * = significant (CI excludes 0)"
-    )
-    return "\n".join(lines) + "\n"
-
-
-def render_compare_markdown(cmp: Comparison) -> str:
-    """The comparison table as markdown (e.g. for a pull-request comment)."""
-    header = ["metric", *[f"`{r}`" for r in cmp.run_ids]] + [f"Δ `{r}`" for r in cmp.run_ids[1:]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in cmp.rows:
-        cells = [f"`{r.label}`"] + [_fmt_value(r.metric, v) for v in r.values]
-        for i, d in enumerate(r.diffs):
-            text = _fmt_diff(r.metric, d, r.direction(i))
-            cells.append(f"**{text}**" if r.direction(i) == "worse" else text)
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(
-        f"Latencies in ms; Δ = relative change vs `{cmp.run_ids[0]}` with its {cmp.confidence * 100:g}% bootstrap "
-        "interval; * = significant (the interval excludes 0)."
-    )
-    return "\n".join(lines) + "\n"
+    return ComparisonResult(tuple(r.id for r in runs), tuple(rows), confidence, resamples)

@@ -8,6 +8,7 @@ them as runbook annotations, so the page an on-call engineer gets says what ``ta
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tailscope.records import RequestRecord, ServerSample
@@ -83,6 +84,25 @@ CHECKLISTS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The findings of one run, highest impact first.
+
+    Attributes:
+        run_id: the run diagnosed.
+        findings: what the rules found (empty: no rule triggered).
+        rules: the ids of the rules that ran.
+    """
+
+    run_id: str
+    findings: tuple[Finding, ...]
+    rules: tuple[str, ...] = tuple(RULES)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``tailscope diagnose --json`` prints: ``{"run", "findings"}``."""
+        return {"run": self.run_id, "findings": [f.to_dict() for f in self.findings]}
+
+
 def diagnose(
     records: Sequence[RequestRecord],
     samples: Sequence[ServerSample] = (),
@@ -105,37 +125,3 @@ def diagnose(
     order = {name: i for i, name in enumerate(chosen)}
     found = [f for f in (rule(view) for rule in chosen.values()) if f is not None]
     return sorted(found, key=lambda f: (-f.impact, order.get(f.rule, 0)))
-
-
-def render_findings_text(findings: Sequence[Finding], run_id: str) -> str:
-    """Plain-text report of findings."""
-    if not findings:
-        return f"run {run_id}: no findings — none of the {len(RULES)} rules triggered ({', '.join(RULES)}).\n"
-    lines = [f"run {run_id}: {len(findings)} finding{'s' if len(findings) != 1 else ''}, highest impact first", ""]
-    for i, f in enumerate(findings, 1):
-        lines.append(f"{i}. {f.title}  [{f.rule}, impact {f.impact:.2f}]")
-        lines.append(f"   symptom:  {f.symptom}")
-        for e in f.evidence:
-            lines.append(f"   evidence: {e}")
-        lines.append(f"   cause:    {f.cause}")
-        for a in f.actions:
-            lines.append(f"   action:   {a}")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def render_findings_markdown(findings: Sequence[Finding], run_id: str) -> str:
-    """Findings as markdown (for CI summaries next to the gate's table)."""
-    if not findings:
-        return f"#### Diagnosis of run `{run_id}`: no findings\n"
-    lines = [f"#### Diagnosis of run `{run_id}`: {len(findings)} finding{'s' if len(findings) != 1 else ''}", ""]
-    for f in findings:
-        lines.append(f"**{f.title}** (impact {f.impact:.2f}) — {f.symptom}")
-        lines.append("")
-        lines.extend(f"- {e}" for e in f.evidence)
-        lines.append(f"- *likely cause:* {f.cause}")
-        lines.append("")
-        lines.append("Next:")
-        lines.extend(f"1. {a}" for a in f.actions)
-        lines.append("")
-    return "\n".join(lines)

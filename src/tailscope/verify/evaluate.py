@@ -29,7 +29,8 @@ from tailscope.verify.contract import (
     SloCheck,
     percentile_label,
 )
-from tailscope.verify.findings import build_view
+from tailscope.verify.diagnose import Diagnosis
+from tailscope.verify.findings import Finding, build_view
 from tailscope.verify.rules_client import client_bottleneck
 from tailscope.verify.rundata import RunData
 from tailscope.verify.values import (
@@ -94,7 +95,17 @@ class CheckResult:
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
-    """All check results of one gate evaluation."""
+    """All check results of one gate evaluation.
+
+    Attributes:
+        contract: the contract's name.
+        run_id: the run under test.
+        baseline_id: the baseline of the regression checks (None: none was found or needed).
+        checks: one result per check, in the contract's order (SLOs, regressions, layers).
+        strict: inconclusive regression checks fail the gate.
+        notes: caveats about the data (an incomplete run, a client that fell behind, …).
+        diagnosis: the run's findings when asked for and the gate did not pass (else None).
+    """
 
     contract: str
     run_id: str
@@ -102,9 +113,21 @@ class GateResult:
     checks: tuple[CheckResult, ...]
     strict: bool = False
     notes: tuple[str, ...] = field(default=())
+    diagnosis: Diagnosis | None = None
 
     def count(self, verdict: Verdict) -> int:
+        """How many checks have this verdict."""
         return sum(1 for c in self.checks if c.verdict is verdict)
+
+    @property
+    def passed(self) -> bool:
+        """True when the gate passes (exit code 0): no failure, no missing data (and no inconclusive when strict)."""
+        return self.exit_code == 0
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The diagnosis's findings (empty unless a diagnosis was asked for and the gate did not pass)."""
+        return self.diagnosis.findings if self.diagnosis is not None else ()
 
     @property
     def exit_code(self) -> int:
@@ -117,9 +140,11 @@ class GateResult:
 
     @property
     def verdict(self) -> str:
+        """``pass``, ``fail`` or ``missing data``."""
         return {0: "pass", 1: "fail", 2: "missing data"}[self.exit_code]
 
     def to_dict(self) -> dict[str, Any]:
+        """The document ``tailscope gate --json`` writes (``findings`` only when there are some)."""
         return {
             "contract": self.contract,
             "run": self.run_id,
@@ -129,6 +154,7 @@ class GateResult:
             "strict": self.strict,
             "checks": [c.to_dict() for c in self.checks],
             "notes": list(self.notes),
+            **({"findings": [f.to_dict() for f in self.findings]} if self.findings else {}),
         }
 
 

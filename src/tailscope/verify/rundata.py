@@ -1,7 +1,8 @@
 """What the gate, compare and diagnose read about one run: records, server samples, summary — from any source.
 
-A run comes from the store (bench, sim or trace runs alike) or from a bench ``--json`` export. The export loader here is
-pure (a parsed JSON dict in, records out); reading the file is the CLI's job.
+A run comes from the store (bench, sim or trace runs alike), from a bench ``--json`` export or from a result object of
+the API (:func:`tailscope.load_run` makes one from any of them). The export loader here is pure (a parsed JSON dict in,
+records out); reading the file is :mod:`tailscope.io.exports`'s job.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class RunData:
         summary: the stored JSON summary when one exists (used only when records are absent).
         settings: the run's settings (requested rate, concurrency, …) when known.
         status: the run's lifecycle status (``complete``, ``running``, ``incomplete``, ``degraded``).
+        run: the run's metadata as the export's ``run`` object (target, settings, sweep id, …; may be partial).
+        tags: the run's tags in the store.
     """
 
     id: str
@@ -36,6 +39,8 @@ class RunData:
     summary: Mapping[str, Any] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     status: str = "complete"
+    run: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
 
 
 def _opt_ns(value: Any) -> int | None:
@@ -132,4 +137,5 @@ def run_from_export(doc: Any, *, source: str = "<export>") -> RunData:
         summary=summary if isinstance(summary, Mapping) else None,
         settings=run.get("settings") or {},
         status=str(run.get("status") or "complete"),
+        run=run if isinstance(run, Mapping) else {},
     )

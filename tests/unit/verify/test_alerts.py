@@ -7,8 +7,8 @@ import json
 
 import yaml
 
+from tailscope.io.contracts import parse_contract
 from tailscope.verify.alerts import AlertOptions, alert_rules
-from tailscope.verify.contract import parse_contract
 from tailscope.verify.diagnose import CHECKLISTS
 from tailscope.verify.grafana import dashboard
 

@@ -10,7 +10,8 @@ from gate_factory import lognormal_run, record
 from tailscope.errors import ContractError
 from tailscope.metrics.summary import summarize
 from tailscope.records import ErrorClass, Status
-from tailscope.verify.compare import compare_runs, parse_metrics, render_compare_text
+from tailscope.report.verify import compare_text
+from tailscope.verify.compare import compare_runs, parse_metrics
 from tailscope.verify.rundata import run_from_export
 
 
@@ -28,7 +29,7 @@ def test_compare_marks_significant_differences() -> None:
     assert d is not None
     assert d.rel is not None
     assert d.rel == pytest.approx(1.0, abs=0.1)
-    text = render_compare_text(cmp)
+    text = compare_text(cmp)
     assert "* worse" in text
     assert "ttft_ms.p99" in text
     doc = json.loads(json.dumps(cmp.to_dict()))
@@ -90,11 +91,11 @@ def test_export_errors_name_the_request() -> None:
 
 
 def test_compare_markdown() -> None:
-    from tailscope.verify.compare import render_compare_markdown
+    from tailscope.report.verify import compare_markdown
 
     a = lognormal_run("aaaa", 800, seed=1)
     c = lognormal_run("cccc", 800, seed=3, ttft_median_ms=400.0)
-    md = render_compare_markdown(compare_runs([a, c], metrics=("ttft_ms",), stats=("p50",)))
+    md = compare_markdown(compare_runs([a, c], metrics=("ttft_ms",), stats=("p50",)))
     lines = md.splitlines()
     assert lines[0] == "| metric | `aaaa` | `cccc` | Δ `cccc` |"
     assert lines[1] == "|---|---|---|---|"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tailscope.errors import ContractError
-from tailscope.verify.contract import dump_contract, parse_contract
+from tailscope.io.contracts import dump_contract, parse_contract
 
 DOC = """\
 name: chat-service

@@ -9,7 +9,8 @@ import pytest
 from gate_factory import gauge, record
 
 from tailscope.records import ErrorClass, RequestRecord, ServerSample, Status
-from tailscope.verify.diagnose import RULES, diagnose, render_findings_text
+from tailscope.report.verify import findings_text
+from tailscope.verify.diagnose import RULES, Diagnosis, diagnose
 
 N = 200
 STEP_MS = 100.0
@@ -47,7 +48,7 @@ def rules_fired(records: Sequence[RequestRecord], samples: Sequence[ServerSample
 def test_healthy_run_has_no_findings() -> None:
     findings = diagnose(healthy_records(), healthy_samples(), trace=HEALTHY_TRACE)
     assert findings == []
-    assert "no findings" in render_findings_text(findings, "r1")
+    assert "no findings" in findings_text(Diagnosis("r1", tuple(findings)))
 
 
 def test_saturation() -> None:
@@ -220,7 +221,7 @@ def test_findings_are_ordered_by_impact_and_render() -> None:
     recs = healthy_records(lag_ms=50.0, ttft_ms=lambda i: 3000.0 if i < 5 else 85.0)
     findings = diagnose(recs)
     assert [f.rule for f in findings] == ["client_bottleneck", "cold_start"]
-    text = render_findings_text(findings, "r1")
+    text = findings_text(Diagnosis("r1", tuple(findings)))
     assert text.index("Client bottleneck") < text.index("Cold start")
     assert "action:" in text
     assert set(RULES) >= {f.rule for f in findings}
@@ -236,10 +237,10 @@ def test_kv_usage_of_several_engines_is_the_fullest_not_the_sum() -> None:
 
 
 def test_findings_markdown() -> None:
-    from tailscope.verify.diagnose import render_findings_markdown
+    from tailscope.report.verify import findings_markdown
 
-    md = render_findings_markdown(diagnose(healthy_records(lag_ms=50.0)), "r1")
+    md = findings_markdown(Diagnosis("r1", tuple(diagnose(healthy_records(lag_ms=50.0)))))
     assert md.startswith("#### Diagnosis of run `r1`: 1 finding")
     assert "**Client bottleneck: results not trustworthy** (impact 1.00)" in md
     assert "\n1. rerun with more client processes" in md
-    assert render_findings_markdown([], "r1") == "#### Diagnosis of run `r1`: no findings\n"
+    assert findings_markdown(Diagnosis("r1", ())) == "#### Diagnosis of run `r1`: no findings\n"

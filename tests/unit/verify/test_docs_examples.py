@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tailscope.verify.contract import parse_contract
+from tailscope.io.contracts import parse_contract
 
 REPO = Path(__file__).resolve().parents[3]
 

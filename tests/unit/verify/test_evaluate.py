@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from gate_factory import lognormal_run, record
 
+from tailscope.io.contracts import parse_contract
 from tailscope.metrics.summary import summarize
 from tailscope.records import Status
-from tailscope.verify.contract import parse_contract
 from tailscope.verify.evaluate import Verdict, evaluate
 from tailscope.verify.rundata import RunData
 

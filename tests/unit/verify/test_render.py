@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 from gate_factory import lognormal_run
 
-from tailscope.verify.contract import parse_contract
+from tailscope.io.contracts import parse_contract
+from tailscope.report.verify import gate_github, gate_junit, gate_markdown, gate_text
 from tailscope.verify.evaluate import GateResult, evaluate
-from tailscope.verify.render import render_github, render_junit, render_markdown, render_text
 
 CONTRACT = """\
 name: chat
@@ -29,7 +29,7 @@ def _result(strict: bool = False) -> GateResult:
 
 def test_junit_one_testcase_per_check() -> None:
     result = _result()
-    root = ET.fromstring(render_junit(result))  # noqa: S314 (our own output)
+    root = ET.fromstring(gate_junit(result))  # noqa: S314 (our own output)
     assert root.tag == "testsuite"
     cases = root.findall("testcase")
     assert [c.get("name") for c in cases] == [c.name for c in result.checks]
@@ -49,7 +49,7 @@ def test_junit_one_testcase_per_check() -> None:
 
 
 def test_junit_strict_turns_inconclusive_into_failure() -> None:
-    root = ET.fromstring(render_junit(_result(strict=True)))  # noqa: S314
+    root = ET.fromstring(gate_junit(_result(strict=True)))  # noqa: S314
     case = next(c for c in root.findall("testcase") if c.get("name") == "regression ttft_ms.p99")
     assert case.find("failure") is not None
     assert root.get("failures") == "2"
@@ -57,18 +57,18 @@ def test_junit_strict_turns_inconclusive_into_failure() -> None:
 
 def test_markdown_and_text() -> None:
     result = _result()
-    md = render_markdown(result)
+    md = gate_markdown(result)
     assert md.startswith("### ❌ gate 'chat' on run cand vs baseline base: FAIL")
     assert md.count("\n| ") == len(result.checks) + 1
     assert "| ❌ | `slo tpot_ms.p95` |" in md
-    text = render_text(result)
+    text = gate_text(result)
     assert "FAIL: slo tpot_ms.p95: observed" in text
     assert "INCONCLUSIVE: regression ttft_ms.p99" in text
     assert text.rstrip().endswith("FAIL (1 pass, 1 fail, 1 inconclusive, 1 missing)")
 
 
 def test_github_annotations() -> None:
-    out = render_github(_result(), contract_path="perf/contract.yaml").splitlines()
+    out = gate_github(_result(), contract_path="perf/contract.yaml").splitlines()
     assert out[0].startswith("::error file=perf/contract.yaml,line=4,title=slo tpot_ms.p95 fail::observed ")
     assert any(line.startswith("::warning file=perf/contract.yaml,line=5,title=slo e2e_ms.p99[missing_class]")
                for line in out)  # fmt: skip
