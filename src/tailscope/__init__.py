@@ -70,9 +70,11 @@ _EXPORTS: dict[str, str] = {
     "load_run": "tailscope.api.verify",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
+    "report_html": "tailscope.api.report",
     "simple_requests": "tailscope.workload.simple",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
+    "write_report": "tailscope.api.report",
 }
 
 #: the public names (a test checks them against _EXPORTS and the TYPE_CHECKING imports)
@@ -135,9 +137,11 @@ __all__ = [
     "load_run",
     "parse_length_spec",
     "parse_slo",
+    "report_html",
     "simple_requests",
     "summarize",
     "sweep",
+    "write_report",
 ]
 
 
@@ -156,6 +160,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.report import report_html, write_report
     from tailscope.api.verify import alerts, compare, diagnose, gate, load_run
     from tailscope.errors import (
         CatalogError,

@@ -7,7 +7,10 @@ when the store holds spans.
 Safety: it binds 127.0.0.1 unless told otherwise; while bound to a loopback address it answers only requests whose
 ``Host`` is a loopback name (so a web page elsewhere cannot reach it through DNS rebinding). With a token, every request
 must carry it (``?token=…`` once — it is then kept in a same-site cookie — or the ``X-Tailscope-Token`` header). The
-store is only ever opened read-only.
+store is only ever read.
+
+A front end like the CLI: it reads the store through the library (:mod:`tailscope.api.report`, which also prepares
+every page's numbers) and draws with the renderers of :mod:`tailscope.report`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tailscope.metrics.document import build_export, clean_json, run_to_json
-from tailscope.records import RequestRecord
-from tailscope.report.html import ReportRun, _env, fmt_num, lookup, render_compare_report, render_run_report
-from tailscope.store.runs import RunStore
+from tailscope.api.report import compare_html, run_export, run_index, stored_item, sweep_run_ids, trace_html
+from tailscope.report.html import render_run_index, render_run_report
 
 TOKEN_COOKIE = "tailscope_token"
 TOKEN_HEADER = "X-Tailscope-Token"
@@ -46,27 +47,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def load_report_run(store: RunStore, ref: str) -> ReportRun:
-    """A stored run as the report reads it: the export's run and summary (summary recomputed when none was stored).
-
-    Raises:
-        NotFoundError: when ``ref`` names no run.
-    """
-    from tailscope.metrics.server import summarize_server
-    from tailscope.metrics.summary import summarize
-
-    stored = store.get_run(ref)
-    records = store.load_records(stored.run.id)
-    samples = store.load_samples(stored.run.id)
-    summary: dict[str, Any]
-    if stored.summary is not None:
-        summary = stored.summary
-    else:  # a run still going, or one that crashed before it was summarised
-        summary = summarize(records).to_dict()
-        summary["server"] = summarize_server(samples)
-    return ReportRun(run_to_json(stored.run), clean_json(summary), records, samples, stored.tags)
 
 
 def _host_only(host_header: str) -> str:
@@ -100,16 +80,11 @@ def _html(text: str) -> web.Response:
     return web.Response(text=text, content_type="text/html", charset="utf-8")
 
 
-def _matches(text: str, *fields: Any) -> bool:
-    needle = text.lower()
-    return any(needle in str(f).lower() for f in fields if f)
-
-
 class Dashboard:
-    """The dashboard's handlers over one store (opened read-only per request)."""
+    """The dashboard's handlers over one store (read per request, in a worker thread)."""
 
-    def __init__(self, store: RunStore) -> None:
-        self.store = store
+    def __init__(self, db: str | Path | None) -> None:
+        self.db = db
 
     async def runs(self, request: web.Request) -> web.Response:
         kind = request.query.get("kind") or None
@@ -117,47 +92,31 @@ class Dashboard:
         text = request.query.get("q", "").strip()
 
         def build() -> str:
-            stored = self.store.list_runs(limit=LIST_LIMIT, kind=kind, tag=tag)
-            rows = []
-            for s in stored:
-                r = s.run
-                if text and not _matches(text, r.id, r.target.url, r.target.model, r.profile, r.sweep_id, *s.tags):
-                    continue
-                rows.append({"run": r, "tags": s.tags, "summary": s.summary or {}, "finished_at": s.finished_at})
-            sets = _trace_sets(self.store)
-            return str(
-                _env()
-                .get_template("dashboard.html.j2")
-                .render(
-                    rows=rows,
-                    kind=kind or "",
-                    tag=tag or "",
-                    q=text,
-                    store=str(self.store.db.path),
-                    exists=self.store.db.exists,
-                    limit=LIST_LIMIT,
-                    trace_sets=sets,
-                    lookup=lookup,
-                    fmt=fmt_num,
-                )
+            index = run_index(store=self.db, kind=kind, tag=tag, text=text, limit=LIST_LIMIT)
+            rows = [
+                {"run": s.run, "tags": s.tags, "summary": s.summary or {}, "finished_at": s.finished_at}
+                for s in index.runs
+            ]
+            return render_run_index(
+                rows,
+                index.trace_sets,
+                store=index.store,
+                exists=index.exists,
+                kind=kind or "",
+                tag=tag or "",
+                q=text,
+                limit=LIST_LIMIT,
             )
 
         return _html(await asyncio.to_thread(build))
 
     async def run_page(self, request: web.Request) -> web.Response:
         ref = request.match_info["run_id"]
-        item = await asyncio.to_thread(load_report_run, self.store, ref)
-        return _html(await asyncio.to_thread(lambda: render_run_report(item, nav=True)))
+        return _html(await asyncio.to_thread(lambda: render_run_report(stored_item(ref, store=self.db), nav=True)))
 
     async def run_export(self, request: web.Request) -> web.Response:
         ref = request.match_info["run_id"]
-
-        def build() -> dict[str, Any]:
-            stored = self.store.get_run(ref)
-            records: list[RequestRecord] = self.store.load_records(stored.run.id)
-            return build_export(stored.run, stored.summary or {}, records)
-
-        doc = await asyncio.to_thread(build)
+        doc = await asyncio.to_thread(run_export, ref, store=self.db)
         return web.Response(text=json.dumps(doc), content_type="application/json")
 
     async def compare(self, request: web.Request) -> web.Response:
@@ -166,8 +125,8 @@ class Dashboard:
             return web.Response(status=400, text="tailscope ui: pick two or more runs to compare (?run=A&run=B)\n")
 
         def build() -> str:
-            items = [load_report_run(self.store, ref) for ref in refs]
-            return render_compare_report(items, resamples=DASHBOARD_RESAMPLES, nav=True)
+            items = [stored_item(ref, store=self.db) for ref in refs]
+            return compare_html(items, resamples=DASHBOARD_RESAMPLES, nav=True)
 
         return _html(await asyncio.to_thread(build))
 
@@ -177,35 +136,18 @@ class Dashboard:
         def build() -> str:
             from tailscope.errors import NotFoundError
 
-            ids = [s.run.id for s in self.store.list_runs(limit=10_000) if s.run.sweep_id == sweep_id]
+            ids = sweep_run_ids(sweep_id, store=self.db)
             if len(ids) < 2:
                 raise NotFoundError(f"sweep {sweep_id!r} has {len(ids)} run(s) in the store; a sweep page needs two")
-            items = [load_report_run(self.store, ref) for ref in reversed(ids)]
-            return render_compare_report(items, resamples=DASHBOARD_RESAMPLES, nav=True)
+            items = [stored_item(ref, store=self.db) for ref in ids]
+            return compare_html(items, resamples=DASHBOARD_RESAMPLES, nav=True)
 
         return _html(await asyncio.to_thread(build))
 
     async def trace_set(self, request: web.Request) -> web.Response:
-        from tailscope.report.html_traces import render_trace_report
-
         name = request.match_info["name"]
         after = request.query.get("after") or None
-        html = await asyncio.to_thread(lambda: render_trace_report(self.store.db, name, after, nav=True))
-        return _html(html)
-
-
-def _trace_sets(store: RunStore) -> list[Any]:
-    """Trace sets in the store (empty when the store has none or the trace layer is absent)."""
-    if not store.db.exists:
-        return []
-    try:
-        from tailscope.store.spans import SpanStore
-    except ImportError:
-        return []
-    try:
-        return list(SpanStore(store.db).list_sets())
-    except Exception:  # a store written before spans existed has no span tables; show runs anyway
-        return []
+        return _html(await asyncio.to_thread(lambda: trace_html(name, after, store=self.db, nav=True)))
 
 
 @web.middleware
@@ -230,7 +172,7 @@ def create_app(
         token: when set, every request must carry it.
         loopback_only: refuse requests whose ``Host`` is not a loopback name (set when bound to loopback).
     """
-    dash = Dashboard(RunStore(db))
+    dash = Dashboard(db)
     app = web.Application(middlewares=[_guard(token, loopback_only), _errors])
     app.router.add_get("/", dash.runs)
     app.router.add_get("/runs/{run_id}", dash.run_page)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tailscope.report.dashboard import _host_only, is_loopback
+from tailscope.ui.dashboard import _host_only, is_loopback
 
 
 @pytest.mark.parametrize(
