@@ -180,3 +180,13 @@ def test_alerts_check_options_before_reading_the_contract(tmp_path: Path) -> Non
     assert rules.to_dict() == rules.document
     assert rules.grafana is not None
     assert rules.grafana["title"]
+
+
+def test_tailscope_gate_stays_the_function_whatever_was_imported_first() -> None:
+    """A subpackage named ``gate`` would replace the function on ``tailscope`` once imported: the core is verify/."""
+    import subprocess
+    import sys
+
+    code = "import tailscope.verify.evaluate, tailscope.report.verify, tailscope; print(callable(tailscope.gate))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "True"
