@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from tailscope.api.verify import alerts as make_alerts
 from tailscope.cli.common import command_app, write_text
 
 _HELP = """Generate Prometheus recording and alerting rules from a contract: P99 TTFT/E2E from the engine's histograms,
@@ -34,6 +33,8 @@ def alerts(
     ),
     kv_limit: float = typer.Option(0.9, "--kv-limit", help="KV-cache usage (0-1) that counts as near full."),
 ) -> None:
+    from tailscope.api.verify import alerts as make_alerts
+
     rules = make_alerts(
         contract, for_=for_, window=window, selector=selector, queue_limit=queue_limit, kv_limit=kv_limit
     )

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tailscope.api.verify import compare as run_compare
 from tailscope.cli.common import DB, command_app, write_text
-from tailscope.report.verify import compare_markdown, compare_text
 
 _HELP = """Compare runs against the first one: per metric and percentile, the change, its confidence interval and a
 significance mark (* when the interval excludes zero). Works on bench, sim and trace runs and on export files alike.
@@ -35,6 +33,9 @@ def compare(
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table as markdown here."),
     db: Path | None = DB,
 ) -> None:
+    from tailscope.api.verify import compare as run_compare
+    from tailscope.report.verify import compare_markdown, compare_text
+
     result = run_compare(
         runs,
         metrics=metrics,

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tailscope.api.verify import diagnose as run_diagnose
 from tailscope.cli.common import DB, command_app
-from tailscope.report.verify import findings_text
 
 _HELP = """Diagnose a run: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference,
 long-output tails, stalls, client bottleneck, rate limiting and error bursts, cold start, and (with --traces)
@@ -31,6 +29,9 @@ def diagnose(
     json_out: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     db: Path | None = DB,
 ) -> None:
+    from tailscope.api.verify import diagnose as run_diagnose
+    from tailscope.report.verify import findings_text
+
     diagnosis = run_diagnose(run, traces=traces, store=db)
     if json_out:
         typer.echo(json.dumps(diagnosis.to_dict(), indent=2))

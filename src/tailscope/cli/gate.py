@@ -1,7 +1,8 @@
 """``tailscope gate``: check a run against a performance contract; the exit code fails a CI build.
 
 Parse → :func:`tailscope.gate` → render (:mod:`tailscope.report.verify`). A run or trace set that is not there is exit
-code 2 (missing data), like an invalid contract.
+code 2 (missing data), like an invalid contract. The verify commands import the library when they run, so their
+``--help`` loads no numpy, pydantic or DuckDB.
 """
 
 from __future__ import annotations
@@ -10,12 +11,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.api.verify import gate as run_gate
-from tailscope.api.verify import load_layer_samples, load_run
 from tailscope.cli.common import DB, command_app, emit_json, write_text
 from tailscope.errors import NotFoundError, TailscopeError
-from tailscope.io.contracts import load_contract
-from tailscope.report.verify import findings_markdown, findings_text, gate_github, gate_junit, gate_markdown, gate_text
 
 _HELP = """Check a run against a performance contract (SLOs, regressions vs a baseline, dependency layers).
 
@@ -54,6 +51,18 @@ def gate(
     seed: int | None = typer.Option(None, "--seed", help="Bootstrap seed (default: the contract's, else 0)."),
     db: Path | None = DB,
 ) -> None:
+    from tailscope.api.verify import gate as run_gate
+    from tailscope.api.verify import load_layer_samples, load_run
+    from tailscope.io.contracts import load_contract
+    from tailscope.report.verify import (
+        findings_markdown,
+        findings_text,
+        gate_github,
+        gate_junit,
+        gate_markdown,
+        gate_text,
+    )
+
     spec = load_contract(contract)
     try:
         run_data = load_run(run, store=db)

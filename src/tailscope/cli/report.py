@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from tailscope.api.report import write_report
 from tailscope.cli.common import DB, command_app
 
 _HELP = """Write a self-contained HTML report (one file, works offline): one run, or a comparison of several (the first
@@ -37,6 +36,8 @@ def report(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     db: Path | None = DB,
 ) -> None:
+    from tailscope.api.report import write_report
+
     path = write_report(out, runs or None, sweep=sweep, traces=traces or None, store=db, resamples=resamples, seed=seed)
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
