@@ -5,6 +5,7 @@
 * :mod:`~tailscope.verify.evaluate` — SLO, regression and layer checks and their verdicts;
 * :mod:`~tailscope.verify.bootstrap` — vectorised bootstrap intervals of percentile and rate differences;
 * :mod:`~tailscope.verify.compare` — N-run comparison with significance marks;
+* :mod:`~tailscope.verify.precision` — how precisely repeated runs know a percentile, and when to stop repeating;
 * :mod:`~tailscope.verify.diagnose` — findings from the ``rules_*`` modules, ordered by impact;
 * :mod:`~tailscope.verify.alerts` / :mod:`~tailscope.verify.grafana` — Prometheus rules and a dashboard from a contract.
 
