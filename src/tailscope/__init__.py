@@ -13,13 +13,20 @@ __version__ = "0.1.0"
 
 #: public name → defining module
 _EXPORTS: dict[str, str] = {
+    "AlertRules": "tailscope.verify.alerts",
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "CatalogError": "tailscope.errors",
+    "CheckResult": "tailscope.verify.evaluate",
+    "ComparisonResult": "tailscope.verify.compare",
     "ConfigError": "tailscope.errors",
+    "Contract": "tailscope.verify.contract",
     "ContractError": "tailscope.errors",
+    "Diagnosis": "tailscope.verify.diagnose",
     "ErrorClass": "tailscope.records",
     "FindMaxOutcome": "tailscope.runner.sweep_run",
+    "Finding": "tailscope.verify.findings",
+    "GateResult": "tailscope.verify.evaluate",
     "InternalError": "tailscope.errors",
     "Interrupted": "tailscope.errors",
     "LengthDist": "tailscope.workload.lengths",
@@ -33,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "RequestRecord": "tailscope.records",
     "RequestSpec": "tailscope.workload.spec",
     "Run": "tailscope.records",
+    "RunData": "tailscope.verify.rundata",
     "RunKind": "tailscope.records",
     "RunStatus": "tailscope.records",
     "RunStore": "tailscope.store.runs",
@@ -50,27 +58,42 @@ _EXPORTS: dict[str, str] = {
     "TargetError": "tailscope.errors",
     "TokensSource": "tailscope.records",
     "TraceFormatError": "tailscope.errors",
+    "Verdict": "tailscope.verify.evaluate",
+    "alerts": "tailscope.api.verify",
     "bench": "tailscope.api.bench",
     "bench_async": "tailscope.api.bench",
     "bench_repeat": "tailscope.api.bench",
+    "compare": "tailscope.api.verify",
     "compute_stats": "tailscope.metrics.percentiles",
+    "diagnose": "tailscope.api.verify",
     "find_max": "tailscope.api.bench",
+    "gate": "tailscope.api.verify",
+    "load_run": "tailscope.api.verify",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
+    "report_html": "tailscope.api.report",
     "simple_requests": "tailscope.workload.simple",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
+    "write_report": "tailscope.api.report",
 }
 
 #: the public names (a test checks them against _EXPORTS and the TYPE_CHECKING imports)
 __all__ = [
+    "AlertRules",
     "BenchOptions",
     "BenchResult",
     "CatalogError",
+    "CheckResult",
+    "ComparisonResult",
     "ConfigError",
+    "Contract",
     "ContractError",
+    "Diagnosis",
     "ErrorClass",
     "FindMaxOutcome",
+    "Finding",
+    "GateResult",
     "InternalError",
     "Interrupted",
     "LengthDist",
@@ -84,6 +107,7 @@ __all__ = [
     "RequestRecord",
     "RequestSpec",
     "Run",
+    "RunData",
     "RunKind",
     "RunStatus",
     "RunStore",
@@ -101,17 +125,25 @@ __all__ = [
     "TargetError",
     "TokensSource",
     "TraceFormatError",
+    "Verdict",
     "__version__",
+    "alerts",
     "bench",
     "bench_async",
     "bench_repeat",
+    "compare",
     "compute_stats",
+    "diagnose",
     "find_max",
+    "gate",
+    "load_run",
     "parse_length_spec",
     "parse_slo",
+    "report_html",
     "simple_requests",
     "summarize",
     "sweep",
+    "write_report",
 ]
 
 
@@ -130,6 +162,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.report import report_html, write_report
+    from tailscope.api.verify import alerts, compare, diagnose, gate, load_run
     from tailscope.errors import (
         CatalogError,
         ConfigError,
@@ -166,6 +200,13 @@ if TYPE_CHECKING:
     from tailscope.runner.progress import Progress
     from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
     from tailscope.store.runs import RunStore
+    from tailscope.verify.alerts import AlertRules
+    from tailscope.verify.compare import ComparisonResult
+    from tailscope.verify.contract import Contract
+    from tailscope.verify.diagnose import Diagnosis
+    from tailscope.verify.evaluate import CheckResult, GateResult, Verdict
+    from tailscope.verify.findings import Finding
+    from tailscope.verify.rundata import RunData
     from tailscope.workload.lengths import LengthDist, parse_length_spec
     from tailscope.workload.simple import LoadShape, simple_requests
     from tailscope.workload.spec import RequestSpec

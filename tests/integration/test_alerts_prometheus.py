@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tailscope.gate.alerts import AlertOptions, alert_rules
-from tailscope.gate.contract import parse_contract
+from tailscope.io.contracts import parse_contract
+from tailscope.verify.alerts import AlertOptions, alert_rules
 
 pytestmark = [pytest.mark.integration, pytest.mark.prometheus]
 

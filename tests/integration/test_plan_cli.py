@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.gate.contract import parse_contract
+from tailscope.io.contracts import parse_contract
 
 pytestmark = pytest.mark.integration
 

@@ -151,12 +151,9 @@ def test_run_report_renders_without_errors_and_shows_export_numbers(
 
 
 def test_xss_probe_is_inert(browser: Any, report_store: dict[str, Any], tmp_path: Path) -> None:
-    from tailscope.report.dashboard import load_report_run
-    from tailscope.report.html import render_run_report, write_html
-    from tailscope.store.runs import RunStore
+    import tailscope
 
-    item = load_report_run(RunStore(report_store["db"]), report_store["xss"])
-    out = write_html(tmp_path / "xss.html", render_run_report(item))
+    out = tailscope.write_report(tmp_path / "xss.html", report_store["xss"], store=report_store["db"])
     p = Page(browser)
     try:
         page = p.open(out.as_uri())
@@ -173,7 +170,7 @@ def test_xss_probe_is_inert(browser: Any, report_store: dict[str, Any], tmp_path
 
 
 def test_trace_report_renders(browser: Any, report_store: dict[str, Any], tmp_path: Path) -> None:
-    from tailscope.report.html_traces import render_trace_report
+    import tailscope
     from tailscope.store.db import Database
     from tailscope.store.spans import SpanStore
     from tailscope.trace.demo import demo_traces
@@ -182,8 +179,7 @@ def test_trace_report_renders(browser: Any, report_store: dict[str, Any], tmp_pa
     store = SpanStore(db)
     if "browser-demo" not in {s.name for s in store.list_sets()}:
         store.write("browser-demo", (s for t in demo_traces(60) for s in t), source=XSS)
-    out = tmp_path / "traces.html"
-    out.write_text(render_trace_report(db, "browser-demo"), encoding="utf-8")
+    out = tailscope.write_report(tmp_path / "traces.html", traces="browser-demo", store=report_store["db"])
     p = Page(browser)
     try:
         page = p.open(out.as_uri())

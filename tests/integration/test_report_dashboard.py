@@ -19,11 +19,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from tailscope.client.openai import Timeouts
 from tailscope.metrics.summary import summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target, TokensSource
-from tailscope.report.dashboard import create_app
 from tailscope.runner.bench import BenchConfig, run_bench
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.store.runs import RunStore
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+from tailscope.ui.dashboard import create_app
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
 

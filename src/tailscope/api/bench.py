@@ -13,7 +13,6 @@ from typing import Any
 
 from tailscope.api._support import StorePath, open_store, public, sync_twin
 from tailscope.errors import ConfigError
-from tailscope.gate.precision import Precision, PrecisionTarget, across_runs, parse_precision, precision_of
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
@@ -24,6 +23,7 @@ from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import Resolved, resolve
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
+from tailscope.verify.precision import Precision, PrecisionTarget, across_runs, parse_precision, precision_of
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
 
@@ -246,7 +246,7 @@ class RepeatedBench:
         runs: every run, each complete on its own (and stored when a store was given).
         pooled: the summary of all runs' records together: latency percentiles over every sample (rates in it are
             not meaningful across runs; see ``across``).
-        across: per figure, the median, min and max over the runs (:func:`tailscope.gate.precision.across_runs`).
+        across: per figure, the median, min and max over the runs (:func:`tailscope.verify.precision.across_runs`).
         precision: the ``until_precise`` target's estimate and 95 % interval over the pooled samples, when asked.
         stopped: why the repetition ended: ``repeats`` (all done), ``precise`` (the target was met),
             ``max-repeats`` (it was not, within the limit) or ``interrupted``.

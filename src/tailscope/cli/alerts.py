@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import command_app
+from tailscope.cli.common import command_app, write_text
 
 _HELP = """Generate Prometheus recording and alerting rules from a contract: P99 TTFT/E2E from the engine's histograms,
 error ratio, queue waiting, KV usage, preemptions and engine-down — each with for:, a severity label and a runbook
@@ -32,33 +33,16 @@ def alerts(
     ),
     kv_limit: float = typer.Option(0.9, "--kv-limit", help="KV-cache usage (0-1) that counts as near full."),
 ) -> None:
-    import json
-    import re
+    from tailscope.api.verify import alerts as make_alerts
 
-    from tailscope.cli.gate import load_contract_file
-    from tailscope.errors import ConfigError
-    from tailscope.gate.alerts import AlertOptions, alert_rules
-    from tailscope.gate.grafana import dashboard
-
-    duration = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-    for flag, value in (("--for", for_), ("--window", window)):
-        if not duration.match(value):
-            raise ConfigError(f"{flag} {value!r}: expected a Prometheus duration like 30s, 5m or 1h")
-    matcher = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
-    if selector.strip() and not re.fullmatch(f"{matcher}(,{matcher})*,?", selector):
-        raise ConfigError(f'--selector {selector!r}: expected label matchers like job="vllm",namespace=~"prod.*"')
-    if not 0 < kv_limit <= 1:
-        raise ConfigError(f"--kv-limit must be in (0, 1] (got {kv_limit})")
-    spec = load_contract_file(contract)
-    rules = alert_rules(
-        spec, AlertOptions(for_=for_, window=window, selector=selector, queue_limit=queue_limit, kv_limit=kv_limit)
+    rules = make_alerts(
+        contract, for_=for_, window=window, selector=selector, queue_limit=queue_limit, kv_limit=kv_limit
     )
     text = rules.to_yaml()
     if str(out) == "-":
         typer.echo(text, nl=False)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text(out, text, "--out")
         typer.echo(
             f"wrote {out}: {len(rules.record_names)} recording rules, {len(rules.alert_names)} alerts "
             f"({', '.join(rules.alert_names)})",
@@ -67,8 +51,7 @@ def alerts(
     for note in rules.skipped:
         typer.echo(f"not alerted: {note}", err=True)
     if grafana is not None:
-        grafana.parent.mkdir(parents=True, exist_ok=True)
-        grafana.write_text(json.dumps(dashboard(spec), indent=2) + "\n", encoding="utf-8")
+        write_text(grafana, json.dumps(rules.grafana, indent=2) + "\n", "--grafana")
         typer.echo(f"wrote {grafana}", err=True)
 
 

@@ -206,9 +206,9 @@ def bench(
         write_export(json_out, build_export(result.run, summary, result.records))
         err.print(f"wrote {json_out}")
     if html_out is not None:
-        from tailscope.report.html import write_html_report
+        from tailscope.api.report import write_report
 
-        write_html_report(html_out, run_to_json(result.run), summary, result.records, result.samples)
+        write_report(html_out, result)
         err.print(f"wrote {html_out}")
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
@@ -292,13 +292,9 @@ def _sweep_or_search(
         write_export(json_out, clean_json(doc))
         err.print(f"wrote {json_out}")
     if html_out is not None and len(runs) >= 2:
-        from tailscope.report.html import ReportRun, render_compare_report, write_html
+        from tailscope.api.report import write_report
 
-        items = [
-            ReportRun(run_to_json(p.result.run), p.result.summary_dict(), p.result.records, p.result.samples)
-            for p in runs
-        ]
-        write_html(html_out, render_compare_report(items))  # the sweep curves, knee and SLO lines
+        write_report(html_out, [p.result for p in runs])  # the sweep curves, knee and SLO lines
         err.print(f"wrote {html_out}")
     last = runs[-1].result if runs else None
     if outcome.interrupted and last is not None:

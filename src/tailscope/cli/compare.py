@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import command_app
+from tailscope.cli.common import DB, command_app, write_text
 
 _HELP = """Compare runs against the first one: per metric and percentile, the change, its confidence interval and a
 significance mark (* when the interval excludes zero). Works on bench, sim and trace runs and on export files alike.
@@ -30,47 +31,26 @@ def compare(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table as markdown here."),
-    db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
+    db: Path | None = DB,
 ) -> None:
-    import json
+    from tailscope.api.verify import compare as run_compare
+    from tailscope.report.verify import compare_markdown, compare_text
 
-    import numpy as np
-
-    from tailscope.cli.gate import load_run_data
-    from tailscope.errors import ConfigError
-    from tailscope.gate.compare import compare_runs, parse_metrics, render_compare_markdown, render_compare_text
-    from tailscope.gate.contract import canonical_percentile
-
-    if len(runs) < 2:
-        raise ConfigError("compare needs at least two runs (e.g. `tailscope compare latest:main latest`)")
-    if not 0.5 < confidence < 1.0:
-        raise ConfigError(f"--confidence must be between 0.5 and 1 (got {confidence})")
-    if resamples < 100:
-        raise ConfigError(f"--resamples must be ≥ 100 (got {resamples})")
-    try:
-        names = parse_metrics(metrics)
-        stats = tuple(canonical_percentile(p.strip()) for p in percentiles.split(",") if p.strip())
-    except ValueError as exc:
-        raise ConfigError(f"--metrics/--percentiles: {exc}") from None
-    data = [load_run_data(ref, db) for ref in runs]
-    result = compare_runs(
-        data,
-        metrics=names,
-        stats=stats,
+    result = run_compare(
+        runs,
+        metrics=metrics,
+        percentiles=percentiles,
         confidence=confidence,
         resamples=resamples,
-        rng=np.random.default_rng(seed),
+        seed=seed,
+        store=db,
     )
     if json_out:
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        typer.echo(render_compare_text(result), nl=False)
+        typer.echo(compare_text(result), nl=False)
     if markdown is not None:
-        try:
-            markdown.parent.mkdir(parents=True, exist_ok=True)
-            markdown.write_text(render_compare_markdown(result), encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--markdown {markdown}: cannot write it ({exc.strerror or exc})") from None
+        write_text(markdown, compare_markdown(result), "--markdown")
 
 
 app = command_app()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import command_app
+from tailscope.cli.common import DB, command_app
 
 _HELP = """Serve a local dashboard over the store: runs with filters (kind, tag, text), a page per run (the HTML
 report), comparisons of two or more runs, and trace sets. Read-only; binds 127.0.0.1 unless --host says otherwise.
@@ -24,12 +24,12 @@ def ui(
     port: int = typer.Option(8787, "--port", help="TCP port."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (anything but loopback exposes your runs)."),
     token: str | None = typer.Option(None, "--token", help="Require this token (?token=… once, then a cookie)."),
-    db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
+    db: Path | None = DB,
 ) -> None:
     from aiohttp import web
 
     from tailscope.errors import ConfigError
-    from tailscope.report.dashboard import create_app, is_loopback
+    from tailscope.ui.dashboard import create_app, is_loopback
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be 1-65535 (got {port})")

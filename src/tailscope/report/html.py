@@ -6,12 +6,16 @@ export. Chart data travels as one JSON document inside ``<script type="applicati
 escaped, so user text cannot close the tag), read by the embedded script and drawn with the embedded plotly.js
 (basic bundle, MIT, see ``templates/vendor/plotly-LICENSE.txt``). A Content-Security-Policy with a per-page nonce
 forbids every network fetch and every script but the page's own.
+
+The renderers draw the model they are given: a run's findings and per-turn summaries, a comparison's bootstrap marks
+and a sweep's knee are prepared by the library (:func:`tailscope.report_html`, :mod:`tailscope.api._pages`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +52,9 @@ class ReportRun:
         records: every request record of the run.
         samples: scraped server samples.
         tags: the run's tags in the store.
+        findings: the run's diagnosis (``Finding.to_dict()`` of each finding, highest impact first), prepared by the
+            caller (:func:`tailscope.write_report`); empty: no findings section.
+        per_turn: summaries per session turn (``{"0": summary, …}``), prepared by the caller; empty: no turn table.
     """
 
     run: Mapping[str, Any]
@@ -55,6 +62,8 @@ class ReportRun:
     records: Sequence[RequestRecord] = ()
     samples: Sequence[ServerSample] = ()
     tags: Sequence[str] = field(default_factory=tuple)
+    findings: Sequence[Mapping[str, Any]] = ()
+    per_turn: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def fmt_num(v: Any) -> str:
@@ -122,26 +131,6 @@ def _run_label(run: Mapping[str, Any], tags: Sequence[str]) -> str:
     return f"{rid} ({', '.join(tags)})" if tags else rid
 
 
-def _per_turn(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
-    from tailscope.metrics.summary import summarize
-
-    turns = sorted({r.turn for r in records if r.turn is not None})
-    if len(turns) < 2:
-        return {}
-    return {str(t): summarize([r for r in records if r.turn == t], by_class=False).to_dict() for t in turns}
-
-
-def _findings(item: ReportRun) -> list[dict[str, Any]]:
-    """The diagnosis rules' findings for the run (``tailscope diagnose``), highest impact first."""
-    try:
-        from tailscope.gate.diagnose import diagnose
-    except ImportError:  # the gate is optional for reports
-        return []
-    if not item.records:
-        return []
-    return [f.to_dict() for f in diagnose(item.records, item.samples, settings=item.run.get("settings") or {})]
-
-
 def _chart_run(item: ReportRun, *, gantt: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": item.run.get("id"),
@@ -177,95 +166,43 @@ def _page(template: str, context: dict[str, Any], data: dict[str, Any], *, nav: 
 
 
 def render_run_report(item: ReportRun, *, nav: bool = False) -> str:
-    """The HTML report of one run (a complete, self-contained page; ``nav`` adds the dashboard's back link)."""
+    """The HTML report of one run (a complete, self-contained page; ``nav`` adds the dashboard's back link).
+
+    Draws ``item`` as given: its findings and per-turn summaries are prepared by the caller.
+    """
     data = {"mode": "run", "runs": [_chart_run(item, gantt=True)]}
     ctx = {
         "mode": "run",
         "title": f"tailscope run {item.run.get('id', '')}",
         "item": item,
-        "per_turn": _per_turn(item.records),
-        "findings": _findings(item),
+        "per_turn": dict(item.per_turn),
+        "findings": list(item.findings),
         "classes": dict(item.summary.get("classes") or {}),
     }
     return _page("report.html.j2", ctx, data, nav=nav)
 
 
-def _compare(items: Sequence[ReportRun], resamples: int, seed: int) -> dict[str, Any] | None:
-    try:
-        from tailscope.gate.compare import compare_runs
-        from tailscope.gate.rundata import RunData
-    except ImportError:  # the gate is optional for the report; without it differences are shown unmarked
-        return None
-    import numpy as np
-
-    data = [
-        RunData(id=str(i.run.get("id")), kind=str(i.run.get("kind", "bench")), records=tuple(i.records)) for i in items
-    ]
-    if any(not d.records for d in data):
-        return None
-    result = compare_runs(data, resamples=resamples, rng=np.random.default_rng(seed))
-    doc: dict[str, Any] = result.to_dict()
-    return doc
-
-
-def sweep_points(items: Sequence[ReportRun]) -> dict[str, Any] | None:
-    """Sweep curves when the runs share a ``sweep_id`` and differ in concurrency or rate (else ``None``).
-
-    Returns:
-        ``{"sweep_id", "param", "points": [{"run", "load", "out_tok_s", "rps", "ttft_p50", "ttft_p99",
-        "e2e_p99"}], "knee": index or None, "slo": [{"metric", "threshold_ms"}]}``; points sorted by load, the knee
-        found by :func:`tailscope.workload.sweep.find_knee` on output tok/s against TTFT p99.
-    """
-    from tailscope.workload.sweep import SweepPoint, find_knee
-
-    ids = {i.run.get("sweep_id") for i in items}
-    if len(items) < 2 or len(ids) != 1 or None in ids:
-        return None
-    param = None
-    for name in ("concurrency", "rate"):
-        vals = [(i.run.get("settings") or {}).get(name) for i in items]
-        if all(isinstance(v, int | float) for v in vals) and len(set(vals)) > 1:
-            param = name
-            break
-    if param is None:
-        return None
-    points = []
-    for i in items:
-        s = i.summary
-        points.append(
-            {
-                "run": i.run.get("id"),
-                "load": float((i.run.get("settings") or {})[param]),
-                "out_tok_s": lookup(s, "output_tokens_per_s"),
-                "rps": lookup(s, "requests_per_s"),
-                "ttft_p50": lookup(s, "ttft_ms.p50"),
-                "ttft_p99": lookup(s, "ttft_ms.p99"),
-                "e2e_p99": lookup(s, "e2e_ms.p99"),
-            }
-        )
-    points.sort(key=lambda p: p["load"])
-    usable = [p for p in points if p["out_tok_s"] is not None and p["ttft_p99"] is not None]
-    knee_i = find_knee([SweepPoint(p["load"], p["out_tok_s"], p["ttft_p99"]) for p in usable]) if usable else None
-    knee = points.index(usable[knee_i]) if knee_i is not None else None
-    slo = [
-        {"metric": str(x.get("slo", "")), "threshold_ms": x.get("threshold_ms")}
-        for x in (items[0].summary.get("slo") or [])
-    ]
-    return {"sweep_id": next(iter(ids)), "param": param, "points": points, "knee": knee, "slo": slo}
-
-
-def render_compare_report(
-    items: Sequence[ReportRun], *, resamples: int = 1000, seed: int = 0, nav: bool = False
+def render_compare_page(
+    items: Sequence[ReportRun],
+    *,
+    comparison: Mapping[str, Any] | None = None,
+    sweep: Mapping[str, Any] | None = None,
+    nav: bool = False,
 ) -> str:
-    """The HTML comparison of two or more runs (the first is the reference), with sweep curves for a sweep.
+    """The HTML comparison of two or more runs (the first is the reference).
+
+    Args:
+        items: the runs.
+        comparison: the bootstrap comparison (``tailscope compare``'s JSON) that marks significant differences;
+            None: the differences are shown unmarked.
+        sweep: the sweep's curve and knee (:func:`tailscope.api._pages.sweep_points`); None: no sweep section.
+        nav: add the dashboard's back link.
 
     Raises:
         ConfigError: with fewer than two runs.
     """
     if len(items) < 2:
         raise ConfigError("a comparison needs at least two runs")
-    cmp = _compare(items, resamples, seed)
-    sweep = sweep_points(items)
     runs = [_chart_run(i, gantt=False) for i in items]
     labels = [_run_label(i.run, i.tags) for i in items]
     if sweep is not None:  # in a sweep the swept value tells the runs apart better than their ids
@@ -281,13 +218,44 @@ def render_compare_report(
         "title": "tailscope comparison of " + ", ".join(str(i.run.get("id")) for i in items),
         "items": list(items),
         "labels": labels,
-        "cmp": cmp,
+        "cmp": comparison,
         "sweep": sweep,
     }
     return _page("report.html.j2", ctx, data, nav=nav)
 
 
-def write_html(path: str | Path, html: str) -> Path:
+def render_run_index(
+    rows: Sequence[Mapping[str, Any]],
+    trace_sets: Sequence[Any],
+    *,
+    store: str,
+    exists: bool,
+    kind: str = "",
+    tag: str = "",
+    q: str = "",
+    limit: int = 500,
+) -> str:
+    """The dashboard's list page: one row per run (``{"run": Run, "tags", "summary", "finished_at"}``), newest first,
+    and the store's trace sets (objects with ``name``, ``source``, ``updated_at``, ``spans``, ``traces``)."""
+    return str(
+        _env()
+        .get_template("dashboard.html.j2")
+        .render(
+            rows=rows,
+            kind=kind,
+            tag=tag,
+            q=q,
+            store=store,
+            exists=exists,
+            limit=limit,
+            trace_sets=trace_sets,
+            lookup=lookup,
+            fmt=fmt_num,
+        )
+    )
+
+
+def write_html(path: str | os.PathLike[str], html: str) -> Path:
     """Write a page, creating the folder.
 
     Raises:
@@ -302,6 +270,23 @@ def write_html(path: str | Path, html: str) -> Path:
     return p
 
 
+# -- kept for callers not yet on tailscope.write_report (cli/sim.py, the twin check's report) ------------------------
+
+
+def render_compare_report(
+    items: Sequence[ReportRun], *, resamples: int = 1000, seed: int = 0, nav: bool = False
+) -> str:
+    """Deprecated: prepare (comparison, sweep, findings) and render a comparison; use :func:`tailscope.report_html`.
+
+    Kept only until its last callers move to the API; the preparation lives in the library, not here.
+    """
+    from tailscope.api._pages import comparison, sweep_points
+
+    return render_compare_page(
+        items, comparison=comparison(items, resamples=resamples, seed=seed), sweep=sweep_points(items), nav=nav
+    )
+
+
 def write_html_report(
     path: str | Path,
     run_json: Mapping[str, Any],
@@ -311,14 +296,11 @@ def write_html_report(
     *,
     tags: Sequence[str] = (),
 ) -> Path:
-    """Render one run's report and write it to ``path`` (what ``bench --html PATH`` calls).
+    """Deprecated: render one run's report with its diagnosis and write it; use :func:`tailscope.write_report`.
 
-    Args:
-        path: the output file.
-        run_json: :func:`tailscope.metrics.document.run_to_json` of the run.
-        summary: the summary dict, as exported (``RunSummary.to_dict()`` plus ``server``).
-        records: the run's request records.
-        samples: the run's scraped server samples.
-        tags: tags to show.
+    Kept only until its last callers move to the API; the diagnosis is prepared by the library, not here.
     """
-    return write_html(path, render_run_report(ReportRun(run_json, summary, records, samples, tuple(tags))))
+    from tailscope.api._pages import with_findings
+
+    item = with_findings(ReportRun(run_json, summary, records, samples, tuple(tags)))
+    return write_html(path, render_run_report(item))

@@ -72,7 +72,7 @@ def _profile(data: bytes) -> object:
 
 
 def _contract(data: bytes) -> object:
-    from tailscope.gate.contract import parse_contract
+    from tailscope.io.contracts import parse_contract
 
     return parse_contract(_text(data), source="fuzz.yaml")
 
@@ -148,7 +148,7 @@ def _lengths(data: bytes) -> object:
 
 
 def _bench_export(data: bytes) -> object:
-    from tailscope.gate.rundata import run_from_export
+    from tailscope.verify.rundata import run_from_export
 
     try:
         doc = json.loads(data)

@@ -16,10 +16,6 @@ _STEPMODEL = pytest.mark.xfail(
     raises=UnicodeDecodeError,
     reason="read around the shared reader until helper 'stepmodel' moves the loader to tailscope.io; remove the mark",
 )
-_VERIFY = pytest.mark.xfail(
-    raises=UnicodeDecodeError,
-    reason="read around the shared reader until helper 'verify' moves it to tailscope.io.contracts; remove the mark",
-)
 
 # (kind, file name, content with one bad byte on line 2, the command line with {f} for the file, {db} for a store)
 CASES = [
@@ -42,7 +38,7 @@ CASES = [
     pytest.param(
         "model", "config.json", b'{"a": 1,\n"b": "\xe9"}', "plan kv --context 9 --model {f}", marks=_STEPMODEL
     ),
-    pytest.param("contract", "k.yaml", b"name: c\n# \xe9\n", "gate {f} --run latest --db {db}", marks=_VERIFY),
+    pytest.param("contract", "k.yaml", b"name: c\n# \xe9\n", "gate {f} --run latest --db {db}"),
 ]
 IDS = ["profile", "replay", "dataset", "calibration", "autoscale", "gpus", "model", "contract"]
 

@@ -13,14 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tailscope.api._pages import sweep_points, with_findings
+from tailscope.api.report import compare_html
 from tailscope.errors import ConfigError
 from tailscope.report.html import (
     ReportRun,
     fmt_num,
     lookup,
+    render_compare_page,
     render_compare_report,
     render_run_report,
-    sweep_points,
     write_html_report,
 )
 
@@ -65,7 +67,8 @@ def parse(html: str) -> Cells:
 
 
 def item(doc: dict[str, Any], tags: tuple[str, ...] = ()) -> ReportRun:
-    return ReportRun(doc["run"], doc["summary"], doc["records"], doc["samples"], tags)
+    """A run as the library prepares it for its page (findings and per-turn summaries included)."""
+    return with_findings(ReportRun(doc["run"], doc["summary"], doc["records"], doc["samples"], tags))
 
 
 def test_every_number_shown_is_the_export_number(synthetic: Callable[..., dict[str, Any]]) -> None:
@@ -136,7 +139,7 @@ def test_per_class_and_per_turn_breakdowns(synthetic: Callable[..., dict[str, An
 def test_comparison_marks_significant_differences(synthetic: Callable[..., dict[str, Any]]) -> None:
     a = synthetic(run_id="run-a")
     b = synthetic(run_id="run-b", slow=2.0)
-    html = render_compare_report([item(a), item(b)], resamples=200)
+    html = compare_html([item(a), item(b)], resamples=200)
     assert 'id="cmp"' in html
     assert 'data-significant="true"' in html
     assert "sig worse" in html  # b is twice as slow: TTFT got worse, significantly
@@ -148,13 +151,13 @@ def test_comparison_marks_significant_differences(synthetic: Callable[..., dict[
 
 def test_comparison_without_records_says_so(synthetic: Callable[..., dict[str, Any]]) -> None:
     a, b = synthetic(run_id="run-a"), synthetic(run_id="run-b")
-    html = render_compare_report([ReportRun(a["run"], a["summary"]), ReportRun(b["run"], b["summary"])])
+    html = compare_html([ReportRun(a["run"], a["summary"]), ReportRun(b["run"], b["summary"])])
     assert 'id="no-significance"' in html
 
 
 def test_comparison_needs_two_runs(synthetic: Callable[..., dict[str, Any]]) -> None:
     with pytest.raises(ConfigError, match="at least two"):
-        render_compare_report([item(synthetic())])
+        render_compare_page([item(synthetic())])
 
 
 def test_sweep_points_and_knee(synthetic: Callable[..., dict[str, Any]]) -> None:
@@ -170,7 +173,7 @@ def test_sweep_points_and_knee(synthetic: Callable[..., dict[str, Any]]) -> None
     assert [p["load"] for p in sw["points"]] == [1.0, 2.0, 4.0, 8.0]
     assert sw["knee"] == 2  # 4 → 8 adds 2.6 % throughput for +233 % latency
     assert sw["slo"][0]["threshold_ms"] == 200.0
-    html = render_compare_report(items, resamples=100)
+    html = compare_html(items, resamples=100)
     assert 'id="sweep"' in html
 
 
@@ -179,9 +182,13 @@ def test_no_sweep_without_a_shared_id(synthetic: Callable[..., dict[str, Any]]) 
 
 
 def test_write_html_report(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
+    """The old entry point (kept for callers not yet on tailscope.write_report) still adds the diagnosis."""
     doc = synthetic(n=30)
     out = write_html_report(tmp_path / "sub" / "r.html", doc["run"], doc["summary"], doc["records"], doc["samples"])
-    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert 'id="findings"' in page
+    assert 'id="cmp"' in render_compare_report([item(doc), item(synthetic(run_id="b", slow=2.0))], resamples=100)
 
 
 def test_write_html_report_names_an_unwritable_path(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
@@ -250,7 +257,7 @@ def test_runs_without_successes_still_render(synthetic: Callable[..., dict[str, 
     for it in (empty, all_failed):
         data = json.loads(parse(render_run_report(it)).script_data)
         assert data["runs"][0]["charts"]["ttft_ms"]["n"] == 0
-    html = render_compare_report([empty, all_failed])
+    html = compare_html([empty, all_failed])
     assert 'id="no-significance"' in html
     assert "connect" in render_run_report(all_failed)
 
@@ -310,3 +317,16 @@ def test_run_report_shows_the_diagnosis(synthetic: Callable[..., dict[str, Any]]
     html = render_run_report(item(synthetic()))  # TTFT climbs while the server queue is non-empty
     assert 'id="findings"' in html
     assert "Saturation" in html
+
+
+def test_renderers_draw_only_what_they_are_given(synthetic: Callable[..., dict[str, Any]]) -> None:
+    """No diagnosis, comparison or knee-finding inside the renderer: an unprepared model shows none of them."""
+    doc = synthetic()
+    bare = ReportRun(doc["run"], doc["summary"], doc["records"], doc["samples"])
+    html = render_run_report(bare)
+    assert 'id="findings"' not in html
+    assert 'id="per-turn"' not in html
+    other = ReportRun({**doc["run"], "id": "other"}, doc["summary"], doc["records"], doc["samples"])
+    page = render_compare_page([bare, other])
+    assert 'id="cmp"' not in page
+    assert 'id="no-significance"' in page

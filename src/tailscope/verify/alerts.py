@@ -1,0 +1,330 @@
+"""Prometheus recording and alerting rules from a contract: the golden signals of an LLM engine.
+
+The rules read vLLM's metric names (the built-in ``tailscope serve`` exposes the same names):
+
+* latency quantiles from the engine's histograms — ``histogram_quantile(q, sum by (le) (rate(X_bucket[w])))`` over
+  ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``,
+  ``vllm:request_time_per_output_token_seconds`` and ``vllm:inter_token_latency_seconds``;
+* the error ratio from the HTTP layer's ``http_requests_total{status}`` (5xx over all);
+* throughput from ``vllm:request_success_total`` and ``vllm:generation_tokens_total``;
+* saturation: ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``, ``vllm:num_preemptions_total``;
+* the engine being down (crash, OOM kill): ``up == 0``. vLLM has no OOM counter; a killed engine stops answering
+  scrapes, which this alert catches.
+
+Every latency, error and throughput SLO of the contract becomes an alert with the contract's limit; the saturation
+alerts are always generated. Each alert has ``for:``, a ``severity`` label and a ``runbook`` annotation holding the
+diagnosis checklist for its symptom (:data:`tailscope.verify.diagnose.CHECKLISTS`). Per-class SLOs cannot be alerted on
+from engine metrics (they carry no request class); they are listed in :attr:`AlertRules.skipped`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from tailscope.errors import ConfigError
+from tailscope.metrics.percentiles import percentile_fraction
+from tailscope.verify.contract import Contract, SloCheck, percentile_label
+from tailscope.verify.diagnose import CHECKLISTS
+
+#: contract latency metric → (engine histogram, short name, checklist key).
+HISTOGRAMS: dict[str, tuple[str, str, str]] = {
+    "ttft_ms": ("vllm:time_to_first_token_seconds", "ttft", "ttft"),
+    "e2e_ms": ("vllm:e2e_request_latency_seconds", "e2e", "e2e"),
+    "tpot_ms": ("vllm:request_time_per_output_token_seconds", "tpot", "tpot"),
+    "itl_ms": ("vllm:inter_token_latency_seconds", "itl", "tpot"),
+}
+#: golden-signal quantiles always recorded, per histogram.
+GOLDEN_QUANTILES: tuple[str, ...] = ("p50", "p99")
+KV_USAGE_LIMIT = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class AlertOptions:
+    """Knobs of the generated rules.
+
+    Attributes:
+        for_: how long a condition must hold before the alert fires (Prometheus duration, e.g. ``5m``).
+        window: the rate window of the quantiles and ratios (``5m``).
+        selector: label matchers added to every engine metric, e.g. ``job="vllm",namespace="prod"``.
+        queue_limit: the backlog alert fires when the waiting queue stayed above this for the whole window (a queue
+            that never drained: saturation, not a momentary blip).
+        kv_limit: KV-cache usage (0–1) above which the KV alert fires.
+    """
+
+    for_: str = "5m"
+    window: str = "5m"
+    selector: str = ""
+    queue_limit: float = 0.0
+    kv_limit: float = KV_USAGE_LIMIT
+
+
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+_MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
+
+
+def check_options(opts: AlertOptions) -> None:
+    """Refuse options Prometheus would reject, naming the flag (``--for``, ``--window``, ``--selector``, …).
+
+    Raises:
+        ConfigError: one line naming the option and the expected form.
+    """
+    for flag, value in (("--for", opts.for_), ("--window", opts.window)):
+        if not _DURATION.match(value):
+            raise ConfigError(f"{flag} {value!r}: expected a Prometheus duration like 30s, 5m or 1h")
+    if opts.selector.strip() and not re.fullmatch(f"{_MATCHER}(,{_MATCHER})*,?", opts.selector):
+        raise ConfigError(f'--selector {opts.selector!r}: expected label matchers like job="vllm",namespace=~"prod.*"')
+    if not 0 < opts.kv_limit <= 1:
+        raise ConfigError(f"--kv-limit must be in (0, 1] (got {opts.kv_limit})")
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe dumper writing multi-line strings as ``|`` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRules:
+    """Generated rule groups (the Prometheus rule-file document) and the SLOs that could not be alerted on.
+
+    Attributes:
+        document: the rule file (``{"groups": [recording rules, alerts]}``); :meth:`to_yaml` writes it.
+        skipped: one line per SLO that engine metrics cannot alert on (per-class SLOs, means, maxima).
+        grafana: a Grafana dashboard over the recording rules (:func:`tailscope.verify.grafana.dashboard`), when made.
+    """
+
+    document: dict[str, Any]
+    skipped: tuple[str, ...] = field(default=())
+    grafana: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rule file as a dict (what :meth:`to_yaml` writes)."""
+        return self.document
+
+    def to_yaml(self) -> str:
+        """The rule file as YAML (multi-line runbooks as literal blocks)."""
+        return yaml.dump(self.document, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+    @property
+    def alert_names(self) -> list[str]:
+        """The alerts' names, in file order."""
+        return [r["alert"] for g in self.document["groups"] for r in g["rules"] if "alert" in r]
+
+    @property
+    def record_names(self) -> list[str]:
+        """The recording rules' names, in file order."""
+        return [r["record"] for g in self.document["groups"] for r in g["rules"] if "record" in r]
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_").lower() or "contract"
+
+
+def _camel(text: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in _slug(text).split("_"))
+
+
+def _sel(opts: AlertOptions, extra: str = "") -> str:
+    parts = [p for p in (opts.selector.strip().rstrip(","), extra) if p]
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def quantile_record(metric: str, stat: str) -> str:
+    """Recording-rule name of a latency quantile, e.g. ``tailscope:ttft_seconds:p99``."""
+    return f"tailscope:{HISTOGRAMS[metric][1]}_seconds:{stat}"
+
+
+def _quantile_expr(metric: str, stat: str, opts: AlertOptions) -> str:
+    hist = HISTOGRAMS[metric][0]
+    q = percentile_fraction(stat)
+    return f"histogram_quantile({q:g}, sum by (le) (rate({hist}_bucket{_sel(opts)}[{opts.window}])))"
+
+
+def _runbook(key: str) -> str:
+    return "\n".join(f"{i}. {step}" for i, step in enumerate(CHECKLISTS[key], 1))
+
+
+def _alert(
+    name: str, expr: str, severity: str, summary: str, description: str, runbook: str, opts: AlertOptions, **labels: str
+) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": opts.for_,
+        "labels": {"severity": severity, **labels},
+        "annotations": {"summary": summary, "description": description, "runbook": _runbook(runbook)},
+    }
+
+
+def _recordings(contract: Contract, opts: AlertOptions) -> list[dict[str, Any]]:
+    wanted: dict[str, set[str]] = {m: set(GOLDEN_QUANTILES) for m in ("ttft_ms", "e2e_ms")}
+    for s in contract.slos:
+        if s.metric in HISTOGRAMS and s.percentile not in (None, "mean", "max") and s.request_class is None:
+            wanted.setdefault(s.metric, set(GOLDEN_QUANTILES)).add(s.percentile)
+    rules: list[dict[str, Any]] = []
+    for metric in HISTOGRAMS:
+        for stat in sorted(wanted.get(metric, ()), key=percentile_fraction):
+            rules.append({"record": quantile_record(metric, stat), "expr": _quantile_expr(metric, stat, opts)})
+    w = opts.window
+    five_xx = _sel(opts, 'status=~"5..|5xx"')
+    errors = f"sum(rate(http_requests_total{five_xx}[{w}]))"
+    total = f"sum(rate(http_requests_total{_sel(opts)}[{w}]))"
+    rules += [
+        {"record": "tailscope:error_ratio", "expr": f"({errors} or vector(0)) / {total}"},
+        {"record": "tailscope:requests_per_s", "expr": f"sum(rate(vllm:request_success_total{_sel(opts)}[{w}]))"},
+        {
+            "record": "tailscope:output_tokens_per_s",
+            "expr": f"sum(rate(vllm:generation_tokens_total{_sel(opts)}[{w}]))",
+        },
+        {"record": "tailscope:requests_waiting", "expr": f"sum(vllm:num_requests_waiting{_sel(opts)})"},
+        {"record": "tailscope:kv_cache_usage", "expr": f"max(vllm:kv_cache_usage_perc{_sel(opts)})"},
+        {
+            "record": "tailscope:preemptions_per_s",
+            "expr": f"sum(rate(vllm:num_preemptions_total{_sel(opts)}[{w}]))",
+        },
+    ]
+    for rule in rules:
+        rule["labels"] = {"contract": contract.name}
+    return rules
+
+
+def series(record: str, contract: Contract) -> str:
+    """A recorded series of ``contract`` as a PromQL selector: ``tailscope:error_ratio{contract="chat"}``."""
+    return f'{record}{{contract="{_escape(contract.name)}"}}'
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _slo_alert(contract: Contract, s: SloCheck, opts: AlertOptions) -> dict[str, Any] | None:
+    base = _camel(contract.name)
+    labels = {"contract": contract.name, "slo": s.name}
+    if s.metric in HISTOGRAMS and s.max is not None and s.percentile not in (None, "mean", "max"):
+        stat = s.percentile or "p99"
+        short, key = HISTOGRAMS[s.metric][1], HISTOGRAMS[s.metric][2]
+        limit_s = s.max / 1000.0
+        return _alert(
+            f"{base}{short.upper()}{percentile_label(stat).replace('.', '').upper()}SloBreach",
+            f"{series(quantile_record(s.metric, stat), contract)} > {limit_s:g}",
+            "critical",
+            f"{short.upper()} {percentile_label(stat)} above {s.max:g} ms ({contract.name})",
+            f"{short.upper()} {percentile_label(stat)} is {{{{ $value | humanizeDuration }}}} over the last "
+            f"{opts.window}; the contract allows {s.max:g} ms.",
+            key,
+            opts,
+            **labels,
+        )
+    if s.metric == "error_rate" and s.max is not None:
+        return _alert(
+            f"{base}ErrorRatioSloBreach",
+            f"{series('tailscope:error_ratio', contract)} > {s.max:g}",
+            "critical",
+            f"error ratio above {s.max:g} ({contract.name})",
+            f"{{{{ $value | humanizePercentage }}}} of requests failed over the last {opts.window}; "
+            f"the contract allows {s.max:g}.",
+            "errors",
+            opts,
+            **labels,
+        )
+    if s.metric in ("requests_per_s", "goodput_rps", "output_tokens_per_s") and s.min is not None:
+        record = "tailscope:output_tokens_per_s" if s.metric == "output_tokens_per_s" else "tailscope:requests_per_s"
+        note = " (goodput is approximated by completed requests: engine metrics carry no per-request SLO verdict)"
+        return _alert(
+            f"{base}{_camel(s.metric)}Low",
+            f"{series(record, contract)} < {s.min:g}",
+            "warning",
+            f"{s.metric} below {s.min:g}/s ({contract.name})",
+            f"{s.metric} is {{{{ $value }}}}/s over the last {opts.window}; the contract wants ≥ {s.min:g}/s"
+            + (note if s.metric == "goodput_rps" else "")
+            + ".",
+            "throughput",
+            opts,
+            **labels,
+        )
+    return None
+
+
+def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str, Any]]:
+    base = _camel(contract.name)
+    labels = {"contract": contract.name}
+    w = opts.window
+    return [
+        _alert(
+            f"{base}RequestsQueueing",
+            f"min_over_time({series('tailscope:requests_waiting', contract)}[{w}]) > {opts.queue_limit:g}",
+            "warning",
+            f"requests wait in the engine queue ({contract.name})",
+            f"at least {{{{ $value }}}} requests waited at every moment of the last {w}: the engine is saturated "
+            "and TTFT grows.",
+            "queue",
+            opts,
+            **labels,
+        ),
+        _alert(
+            f"{base}KvCacheNearFull",
+            f"{series('tailscope:kv_cache_usage', contract)} > {opts.kv_limit:g}",
+            "warning",
+            f"KV cache above {opts.kv_limit:.0%} ({contract.name})",
+            "KV-cache usage is {{ $value | humanizePercentage }}: expect preemptions and slower decoding.",
+            "kv",
+            opts,
+            **labels,
+        ),
+        _alert(
+            f"{base}Preemptions",
+            f"{series('tailscope:preemptions_per_s', contract)} > 0",
+            "warning",
+            f"the engine preempts requests ({contract.name})",
+            "{{ $value }} preemptions/s: requests are evicted from the KV cache and recomputed.",
+            "preemption",
+            opts,
+            **labels,
+        ),
+        _alert(
+            f"{base}EngineDown",
+            f"up{_sel(opts)} == 0",
+            "critical",
+            f"an engine stopped answering scrapes ({contract.name})",
+            "{{ $labels.instance }} is down: crashed, OOM-killed or restarting.",
+            "errors",
+            opts,
+            **labels,
+        ),
+    ]
+
+
+def alert_rules(contract: Contract, opts: AlertOptions | None = None) -> AlertRules:
+    """The Prometheus rule file for ``contract`` (two groups: recording rules, then alerts)."""
+    o = opts or AlertOptions()
+    slug = _slug(contract.name)
+    alerts: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for s in contract.slos:
+        if s.request_class is not None:
+            skipped.append(f"{s.name}: engine metrics carry no request class; gate it with `tailscope gate`")
+            continue
+        rule = _slo_alert(contract, s, o)
+        if rule is None:
+            skipped.append(f"{s.name}: no engine metric for this statistic; gate it with `tailscope gate`")
+        else:
+            alerts.append(rule)
+    alerts += _saturation_alerts(contract, o)
+    doc = {
+        "groups": [
+            {"name": f"tailscope-{slug}-recording", "rules": _recordings(contract, o)},
+            {"name": f"tailscope-{slug}-alerts", "rules": alerts},
+        ]
+    }
+    return AlertRules(document=doc, skipped=tuple(skipped))
