@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tailscope.api.bench import _point
-from tailscope.cli.runs_impl import show_run
+from tailscope.api.runs import show_run
 from tailscope.errors import ConfigError
 from tailscope.records import RequestRecord
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
@@ -305,10 +305,8 @@ def test_example_profile_scaled_down_with_mixed_traffic_and_dialects(
             "--dialect", "vllm", "--dialect", "guidellm",
         )  # fmt: skip
         assert p.returncode == 0, p.stderr
-    show_run(db=db, ref="latest", dialect="aiperf", as_json=False)
-    shown = capsys.readouterr().out
-    show_run(db=db, ref="latest", dialect="sglang", as_json=True)
-    shown_json = capsys.readouterr().out
+    shown = run_cli("runs", "show", "latest", "--dialect", "aiperf", "--db", str(db)).stdout
+    shown_json = run_cli("runs", "show", "latest", "--dialect", "sglang", "--json", "--db", str(db)).stdout
     doc = json.loads(out.read_text())
     s = doc["summary"]
     assert doc["run"]["profile"] == "support-chat"
@@ -337,7 +335,7 @@ def test_example_profile_scaled_down_with_mixed_traffic_and_dialects(
     assert "Inter Token" in shown  # the tool's own metric names label the rows
     assert json.loads(shown_json)["summary"]["dialect"] == "sglang"
     with pytest.raises(ConfigError, match="--dialect 'locust'"):
-        show_run(db=db, ref="latest", dialect="locust", as_json=False)
+        show_run("latest", dialect="locust", store=db)
 
 
 @pytest.mark.parametrize(

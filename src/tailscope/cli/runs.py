@@ -1,4 +1,4 @@
-"""``tailscope runs``: list, show, export, tag, delete and repair the runs kept in the store."""
+"""``tailscope runs``: list, show, export, tag, delete and repair the runs kept in the store (parse, call, render)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,12 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import command_app
+from tailscope.cli.common import DB, command_app, emit_json, err_console
 
 runs_app = command_app(
     help="Runs kept in the embedded store.\n\nExample: tailscope runs list; tailscope runs show latest",
     no_args_is_help=True,
 )
-
-_DB = typer.Option(None, "--db", help="Store path (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")
 
 
 @runs_app.command("list")
@@ -21,15 +19,31 @@ def list_(
     limit: int = typer.Option(30, "--limit", help="How many runs (newest first)."),
     kind: str | None = typer.Option(None, "--kind", help="Only bench, sim or trace runs."),
     tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag (probe: calibration probes)."),
-    json_out: str | None = typer.Option(
+    json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the runs with their request counts as JSON to PATH (- = stdout)."
     ),
-    db: Path | None = _DB,
+    db: Path | None = DB,
 ) -> None:
     """List runs with their headline numbers; repairs crashed runs first. Example: tailscope runs list --limit 10"""
-    from tailscope.cli.runs_impl import list_runs
+    from tailscope.api.runs import list_runs
+    from tailscope.metrics.document import clean_json
+    from tailscope.report.console import stdout_console
+    from tailscope.report.runs_console import print_repair, runs_table
 
-    list_runs(db=db, limit=limit, kind=kind, tag=tag, json_out=json_out)
+    listing = list_runs(store=db, limit=limit, kind=kind, tag=tag)
+    err = err_console()
+    if listing.repair_error:
+        err.print(f"warning: could not repair crashed runs now: {listing.repair_error}", highlight=False)
+    print_repair(listing.repair, err)
+    if json_out is not None:
+        if not emit_json(clean_json(listing.to_dict()), json_out):
+            err.print(f"wrote {json_out}")
+        return
+    con = stdout_console()
+    if not listing.runs:
+        con.print(f"no runs in {listing.store_path} yet — try `tailscope bench --requests 50`")
+        return
+    con.print(runs_table(listing.runs))
 
 
 @runs_app.command("show")
@@ -39,12 +53,27 @@ def show(
         "tailscope", "--dialect", help="Recompute metrics as tailscope, vllm, aiperf, guidellm or sglang define them."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    db: Path | None = _DB,
+    db: Path | None = DB,
 ) -> None:
     """Show a run's summary again. Example: tailscope runs show latest --dialect vllm"""
-    from tailscope.cli.runs_impl import show_run
+    import json
 
-    show_run(db=db, ref=run_id, dialect=dialect, as_json=json_out)
+    from tailscope.api.runs import show_run
+    from tailscope.metrics.document import run_to_json
+    from tailscope.report.console import dialect_renderable, print_summary, stdout_console
+
+    view = show_run(run_id, dialect=dialect, store=db)
+    if json_out:
+        print(json.dumps(view.to_dict(), indent=1))
+        return
+    con = stdout_console()
+    if view.dialect != "tailscope":
+        run = view.run
+        con.print(f"[bold]run {run.id}[/]  {run.kind.value}  {run.status.value}\ntarget {run.target.url}  model "
+                  f"{run.target.model}")  # fmt: skip
+        con.print(dialect_renderable(view.summary))
+        return
+    print_summary(run_to_json(view.run), view.summary, con)
 
 
 @runs_app.command("export")
@@ -52,45 +81,54 @@ def export(
     run_id: str = typer.Argument(..., help="Run id, unique prefix, latest or latest:TAG."),
     fmt: str = typer.Option("json", "--format", help="parquet, csv or json."),
     out: Path = typer.Option(..., "--out", help="Output file."),
-    db: Path | None = _DB,
+    db: Path | None = DB,
 ) -> None:
     """Export a run's records. Example: tailscope runs export latest --format parquet --out run.parquet"""
-    from tailscope.cli.runs_impl import export_run
+    from tailscope.api.runs import export_run
 
-    export_run(db=db, ref=run_id, fmt=fmt, out=out)
+    err_console().print(f"wrote {export_run(run_id, out, fmt=fmt, store=db)}")
 
 
 @runs_app.command("tag")
 def tag(
     run_id: str = typer.Argument(..., help="Run id, unique prefix or latest."),
     name: str = typer.Argument(..., help="Tag name, e.g. main (baselines are found as latest:main)."),
-    db: Path | None = _DB,
+    db: Path | None = DB,
 ) -> None:
     """Tag a run (tags name baselines). Example: tailscope runs tag latest main"""
-    from tailscope.store.runs import RunStore
+    from tailscope.api.runs import tag_run
 
-    full = RunStore(db).tag(run_id, name)
-    typer.echo(f"tagged {full} as {name}")
+    typer.echo(f"tagged {tag_run(run_id, name, store=db)} as {name}")
 
 
 @runs_app.command("delete")
 def delete(
     run_ids: list[str] = typer.Argument(..., help="Run ids, unique prefixes, latest or latest:TAG."),
-    db: Path | None = _DB,
+    db: Path | None = DB,
 ) -> None:
     """Delete runs with their records, samples, tags and leftovers. Example: tailscope runs delete 20261129-0800"""
-    from tailscope.store.runs import RunStore
+    from tailscope.api.runs import delete_runs
 
-    deleted = RunStore(db).delete_runs(run_ids)
+    deleted = delete_runs(run_ids, store=db)
     typer.echo(f"deleted {len(deleted)} run(s): " + ", ".join(deleted))
 
 
 @runs_app.command("repair")
-def repair(db: Path | None = _DB) -> None:
+def repair(db: Path | None = DB) -> None:
     """Fold records of crashed runs into the store, mark them incomplete, list quarantined batches.
 
     Example: tailscope runs repair
     """
-    from tailscope.cli.runs_impl import repair_runs
+    from tailscope.api.runs import repair_store
+    from tailscope.report.console import stdout_console
+    from tailscope.report.runs_console import print_repair
 
-    repair_runs(db=db)
+    report = repair_store(store=db)
+    con = stdout_console()
+    print_repair(report, con, limit=1_000)
+    con.print(
+        f"repaired {len(report.repaired)} run(s)"
+        + (": " + ", ".join(report.run_ids) if report.repaired else "")
+        + (f"; {len(report.quarantined)} batch(es) in quarantine" if report.quarantined else ""),
+        highlight=False,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailscope.clock import utc_now_iso
@@ -300,6 +301,28 @@ class RunStore:
         for run_id in ids:
             remove_run_files(self.db, run_id)
         return ids
+
+    def export_requests(self, run_id: str, path: Path, *, fmt: str) -> None:
+        """Write a run's request rows (the store's columns, times in ns) as ``parquet`` or ``csv`` (chunk arrays as
+        JSON text: CSV has no lists), with DuckDB's ``COPY``.
+
+        Raises:
+            StoreError: naming the path when it cannot be written.
+        """
+        options = "(FORMAT parquet)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
+        select = "SELECT * FROM requests"
+        if fmt == "csv":
+            select = (
+                "SELECT * REPLACE (to_json(chunk_times_ns) AS chunk_times_ns, to_json(chunk_tokens) AS chunk_tokens) "
+                "FROM requests"
+            )
+        quoted, rid = str(path).replace("'", "''"), run_id.replace("'", "''")  # COPY takes no parameters
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self.db.read() as con:
+                con.execute(f"COPY ({select} WHERE run_id = '{rid}' ORDER BY id) TO '{quoted}' {options}")
+        except OSError as exc:
+            raise StoreError(f"--out {path}: cannot write it ({exc.strerror or exc})") from None
 
     def repair(self) -> RepairReport:
         """Fold what dead writers left, mark their runs incomplete, and list what is quarantined.
