@@ -188,13 +188,14 @@ def compare_text(cmp: ComparisonResult) -> str:
         f"latencies in ms; Δ = relative change with its {cmp.confidence * 100:g}% bootstrap CI "
         f"({cmp.resamples} resamples); * = significant (CI excludes 0)"
     )
-    return "\n".join(lines) + "\n"
+    return "".join(f"⚠ {w}\n" for w in cmp.warnings) + "\n".join(lines) + "\n"
 
 
 def compare_markdown(cmp: ComparisonResult) -> str:
     """The comparison table as markdown (e.g. for a pull-request comment)."""
     header = ["metric", *[f"`{r}`" for r in cmp.run_ids]] + [f"Δ `{r}`" for r in cmp.run_ids[1:]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [f"> ⚠ {w}" for w in cmp.warnings] + ([""] if cmp.warnings else [])
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in cmp.rows:
         cells = [f"`{r.label}`"] + [_fmt_value(r.metric, v) for v in r.values]
         for i, d in enumerate(r.diffs):

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tailscope.verify.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
+from tailscope.verify.comparable import comparability
 from tailscope.verify.contract import HIGHER_IS_BETTER, LATENCY_METRICS, METRICS, percentile_label
 from tailscope.verify.rundata import RunData
 from tailscope.verify.values import latency_groups, latency_samples, measured, rate_data, stat_of
@@ -76,6 +77,7 @@ class ComparisonResult:
     rows: tuple[CompareRow, ...]
     confidence: float
     resamples: int
+    warnings: tuple[str, ...] = ()  # the runs did not measure the same thing (verify/comparable.py)
 
     def row(self, label: str) -> CompareRow:
         """The row of ``ttft_ms.p99``, ``requests_per_s``, … (KeyError when it was not compared)."""
@@ -92,6 +94,7 @@ class ComparisonResult:
             "confidence": self.confidence,
             "resamples": self.resamples,
             "rows": [r.to_dict() for r in self.rows],
+            "warnings": list(self.warnings),
         }
 
 
@@ -169,4 +172,5 @@ def compare_runs(
                     )
                 )
             rows.append(CompareRow(metric, None, values, tuple(rate_diffs)))
-    return ComparisonResult(tuple(r.id for r in runs), tuple(rows), confidence, resamples)
+    warnings = tuple(w for other in runs[1:] for w in comparability(runs[0], other))
+    return ComparisonResult(tuple(r.id for r in runs), tuple(rows), confidence, resamples, warnings)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tailscope.verify.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
+from tailscope.verify.comparable import comparability
 from tailscope.verify.contract import (
     LATENCY_METRICS,
     Contract,
@@ -378,6 +379,8 @@ def evaluate(
                 "and latencies are a lower bound; rerun with more client processes"
             )
     reg = contract.regression
+    if reg is not None and reg.limits and baseline is not None:
+        notes.extend(comparability(baseline, run))
     if reg is not None and reg.limits:
         gen = rng if rng is not None else np.random.default_rng(reg.seed)
         if baseline is None:
