@@ -25,6 +25,7 @@ from tailscope.errors import NotFoundError, StoreError
 from tailscope.records import Span
 from tailscope.store.bounds import json_safe
 from tailscope.store.db import Database
+from tailscope.trace.tree import SpanRow
 
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "VARCHAR"),
@@ -147,9 +148,6 @@ def encode_row(row: dict[str, Any]) -> bytes:
         return (_ENCODER.encode(json_safe(row)) + "\n").encode()
 
 
-#: A span as :meth:`SpanStore.iter_trace_rows` reads it: trace id, span id, parent id, name, start ns, end ns,
-#: service, kind, status, layer, follows-from, ``http.request.resend_count`` (or None).
-SpanRow = tuple[str, str, str | None, str, int, int, str, str, str, str, bool, int | None]
 _ROW_COLUMNS = (
     "trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, layer, follows_from, resend"
 )

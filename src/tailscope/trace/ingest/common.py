@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,22 +51,24 @@ class ParseContext:
             self.problems.append(Problem(self.source, position, message))
 
 
-def loads_json(data: bytes, text: str | None = None) -> Any:
-    """Parse a JSON document like :func:`json.loads` (of ``text`` when given, else of ``data``), with orjson.
+def loads_json(data: bytes | str) -> Any:
+    """Parse one JSON document with orjson (a leading UTF-8 byte-order mark is skipped).
 
-    orjson is several times faster on the object-heavy OTLP documents. Where it refuses input the stdlib accepts
-    (``NaN``, very deep nesting), and for every error, the stdlib parses, so results and error positions stay those
-    of :mod:`json`. One difference remains: an integer literal beyond 64 bits becomes a float (the stdlib keeps it
-    exact). No valid time is that large — nanoseconds since the epoch fit in int64 — and :func:`parse_int` refuses
-    floats outside int64, so such a time is reported as not an integer instead of going through float.
+    Strict RFC 8259 JSON: ``NaN``/``Infinity`` and lone surrogates are errors (the OTLP/JSON mapping writes non-finite
+    doubles as strings). An integer literal beyond 64 bits becomes a float; no valid time is that large, and
+    :func:`parse_int` refuses floats outside int64, so such a time is reported as not an integer instead of being
+    rounded into one.
 
     Raises:
-        json.JSONDecodeError, UnicodeDecodeError: like :func:`json.loads`.
+        json.JSONDecodeError: orjson's subclass of it, with ``msg``, ``lineno`` and ``colno`` of the first error
+            (invalid UTF-8 included).
     """
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(text if text is not None else data)
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+    elif data.startswith("\ufeff"):
+        data = data[1:]
+    return orjson.loads(data)
 
 
 _ID_CACHES: dict[int, dict[str, str | None]] = {}
@@ -205,8 +206,7 @@ def _checked_ids_and_times(
     start_ns: int | None,
     end_ns: int | None,
 ) -> tuple[str, str, int, int] | None:
-    """Normalized (trace id, span id, start, end) of one span, or None with the problem recorded (shared by
-    :func:`make_span` and :func:`make_row`, so both paths report the same problems)."""
+    """Normalized (trace id, span id, start, end) of one span, or None with the problem recorded."""
     tid = normalize_id(trace_id, width=32)
     if tid is None:
         ctx.problem(_pos(position), "span without trace id, skipped")
@@ -227,50 +227,6 @@ def _checked_ids_and_times(
     return tid, sid, start_ns, end_ns
 
 
-def make_span(
-    ctx: ParseContext,
-    position: str | tuple[str, int],
-    *,
-    trace_id: Any,
-    span_id: Any,
-    parent_id: Any,
-    name: Any,
-    start_ns: int | None,
-    end_ns: int | None,
-    service: str,
-    kind: str,
-    status: str,
-    attributes: Mapping[str, Any],
-    links: tuple[tuple[str, str], ...] = (),
-    follows_from: bool = False,
-) -> Span | None:
-    """Validate and build one span (layer classified); record a problem and return None when it is unusable.
-
-    ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded.
-    """
-    checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
-    if checked is None:
-        return None
-    tid, sid, start_ns, end_ns = checked
-    name_s = name if type(name) is str else str(name) if name is not None else ""
-    attrs = attributes if type(attributes) is dict else dict(attributes)
-    return Span(
-        trace_id=tid,
-        span_id=sid,
-        parent_id=normalize_id(parent_id, width=16),
-        name=name_s,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        service=service,
-        kind=kind,
-        status=status,
-        attributes=attrs,
-        links=links,
-        layer=classify(name_s, kind, attrs, service=service, rules=ctx.rules),
-        follows_from=follows_from,
-    )
-
-
 def make_row(
     ctx: ParseContext,
     position: str | tuple[str, int],
@@ -287,9 +243,11 @@ def make_row(
     links: tuple[tuple[str, str], ...] = (),
     follows_from: bool = False,
 ) -> dict[str, Any] | None:
-    """:func:`make_span`, returning the span as the store's batch row (what ``store.spans.span_row`` makes of it).
+    """Validate one span and make it the store's batch row (layer classified); record a problem and return None when
+    it is unusable. Every parser builds its spans here, so every format is validated and reported the same way.
 
-    The same validation and problems; the ingest fast path uses it to skip building a Span only to encode it.
+    ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded. The row has
+    the store's columns (``store.spans.SPAN_COLUMNS``); :func:`row_span` makes it a :class:`~tailscope.records.Span`.
     """
     checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
     if checked is None:
@@ -298,7 +256,7 @@ def make_row(
     name_s = name if type(name) is str else str(name) if name is not None else ""
     attrs = attributes if type(attributes) is dict else dict(attributes)
     resend = attrs.get("http.request.resend_count") if attrs else None
-    return {
+    return {  # the store's SPAN_COLUMNS, in order
         "trace_id": tid,
         "span_id": sid,
         "parent_id": normalize_id(parent_id, width=16),
@@ -314,3 +272,22 @@ def make_row(
         "attributes": attrs or None,
         "links": links or None,
     }
+
+
+def row_span(row: Mapping[str, Any]) -> Span:
+    """A batch row (:func:`make_row`) as a :class:`~tailscope.records.Span`."""
+    return Span(
+        trace_id=row["trace_id"],
+        span_id=row["span_id"],
+        parent_id=row["parent_id"],
+        name=row["name"],
+        start_ns=row["start_ns"],
+        end_ns=row["end_ns"],
+        service=row["service"],
+        kind=row["kind"],
+        status=row["status"],
+        attributes=row["attributes"] or {},
+        links=row["links"] or (),
+        layer=row["layer"],
+        follows_from=row["follows_from"],
+    )
