@@ -71,15 +71,10 @@ def loads_json(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
-_ID_CACHES: dict[int, dict[str, str | None]] = {}
-
-
-def id_cache(width: int) -> dict[str, str | None]:
-    """The cache of :func:`normalize_id` for one width: id text → normalised id (None for an unusable id)."""
-    cache = _ID_CACHES.get(width)
-    if cache is None:
-        cache = _ID_CACHES[width] = {}
-    return cache
+#: The caches of :func:`normalize_id` per width: id text → normalised id (None for an unusable id).
+_ID_CACHES: dict[int, dict[str, str | None]] = {16: {}, 32: {}}
+_SPAN_IDS = _ID_CACHES[16]
+_TRACE_IDS = _ID_CACHES[32]
 
 
 def normalize_id(value: Any, *, width: int) -> str | None:
@@ -92,7 +87,7 @@ def normalize_id(value: Any, *, width: int) -> str | None:
     if value is None:
         return None
     if type(value) is str:
-        cache = id_cache(width)
+        cache = _ID_CACHES.setdefault(width, {})
         hit = cache.get(value, "")
         if hit != "":
             return hit
@@ -198,35 +193,6 @@ def _pos(position: str | tuple[str, int]) -> str:
     return f"{position[0]}[{position[1]}]" if isinstance(position, tuple) else position
 
 
-def _checked_ids_and_times(
-    ctx: ParseContext,
-    position: str | tuple[str, int],
-    trace_id: Any,
-    span_id: Any,
-    start_ns: int | None,
-    end_ns: int | None,
-) -> tuple[str, str, int, int] | None:
-    """Normalized (trace id, span id, start, end) of one span, or None with the problem recorded."""
-    tid = normalize_id(trace_id, width=32)
-    if tid is None:
-        ctx.problem(_pos(position), "span without trace id, skipped")
-        return None
-    sid = normalize_id(span_id, width=16)
-    if sid is None:
-        ctx.problem(_pos(position), "span without span id, skipped")
-        return None
-    if start_ns is None or end_ns is None:
-        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
-        return None
-    if not (_NS_MIN <= start_ns <= _NS_MAX and _NS_MIN <= end_ns <= _NS_MAX):
-        ctx.problem(_pos(position), f"span {sid}: start/end time beyond the store's 64-bit range, skipped")
-        return None
-    if end_ns < start_ns:
-        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
-        end_ns = start_ns
-    return tid, sid, start_ns, end_ns
-
-
 def make_row(
     ctx: ParseContext,
     position: str | tuple[str, int],
@@ -249,17 +215,37 @@ def make_row(
     ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded. The row has
     the store's columns (``store.spans.SPAN_COLUMNS``); :func:`row_span` makes it a :class:`~tailscope.records.Span`.
     """
-    checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
-    if checked is None:
+    # Ids seen before are looked up in normalize_id's caches here: this runs once per span of every file.
+    tid = _TRACE_IDS.get(trace_id) if type(trace_id) is str else None
+    if tid is None and (tid := normalize_id(trace_id, width=32)) is None:
+        ctx.problem(_pos(position), "span without trace id, skipped")
         return None
-    tid, sid, start_ns, end_ns = checked
+    sid = _SPAN_IDS.get(span_id) if type(span_id) is str else None
+    if sid is None and (sid := normalize_id(span_id, width=16)) is None:
+        ctx.problem(_pos(position), "span without span id, skipped")
+        return None
+    if start_ns is None or end_ns is None:
+        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
+        return None
+    if not (_NS_MIN <= start_ns <= _NS_MAX and _NS_MIN <= end_ns <= _NS_MAX):
+        ctx.problem(_pos(position), f"span {sid}: start/end time beyond the store's 64-bit range, skipped")
+        return None
+    if end_ns < start_ns:
+        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
+        end_ns = start_ns
+    if parent_id is not None:
+        pid = _SPAN_IDS.get(parent_id) if type(parent_id) is str else None
+        if pid is None:
+            pid = normalize_id(parent_id, width=16)
+    else:
+        pid = None
     name_s = name if type(name) is str else str(name) if name is not None else ""
     attrs = attributes if type(attributes) is dict else dict(attributes)
     resend = attrs.get("http.request.resend_count") if attrs else None
     return {  # the store's SPAN_COLUMNS, in order
         "trace_id": tid,
         "span_id": sid,
-        "parent_id": normalize_id(parent_id, width=16),
+        "parent_id": pid,
         "name": name_s,
         "start_ns": start_ns,
         "end_ns": end_ns,

@@ -121,7 +121,7 @@ def ingest_paths(
     written: list[Path] = []
     report = IngestReport()
     try:
-        with _runner(n_workers) as submit:
+        with _runner(n_workers) as submit, no_cyclic_gc():  # a large document is parsed here to be cut
             jobs: list[tuple[str, ParseContext, list[Any]]] = []
             for path in map(str, paths):
                 ctx = ParseContext(source=path, rules=rules)
