@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailscope.trace.tree import NON_BLOCKING_CHILD_KINDS, TraceTree
+from tailscope.trace.tree import TraceTree
 
 POLICIES = ("default", "jaeger")
 
@@ -79,7 +79,7 @@ def raw_default_path(
     Iterative (no recursion limit on deep trees); cost O(n log n) in the number of spans under ``root``.
     """
     starts, ends, children = tree.starts, tree.ends, tree.children
-    blocking = None if async_blocking else _blocking(tree)
+    blocking = None if async_blocking else tree.blocking
     out: list[tuple[int, int, int]] = []
     clipped: list[int] = []
     ignored: list[int] = []
@@ -137,11 +137,6 @@ def raw_default_path(
     return out, clipped, ignored
 
 
-def _blocking(tree: TraceTree) -> list[bool]:
-    """Whether each span blocks its parent (not follows-from, not a CONSUMER)."""
-    return [not (f or k in NON_BLOCKING_CHILD_KINDS) for f, k in zip(tree.follows_from, tree.kinds, strict=True)]
-
-
 def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[list[tuple[int, int, int]], list[int]]:
     """Jaeger UI's critical-path sections as raw ``(span index, start, end)`` triples, plus dropped child indices.
 
@@ -150,7 +145,7 @@ def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[l
     start = list(tree.starts)
     end = list(tree.ends)
     n = len(start)
-    blocking = [True] * n if async_blocking else _blocking(tree)
+    blocking = [True] * n if async_blocking else tree.blocking
     alive = [True] * n
     kids: list[list[int]] = [[c for c in k if blocking[c]] for k in tree.children]  # non-blocking subtrees removed
     dropped: list[int] = []

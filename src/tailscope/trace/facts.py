@@ -6,7 +6,6 @@ held as facts while the spans themselves stay in the store.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,13 +216,15 @@ def _inclusive_ops(tree: TraceTree, order: list[int], incl: list[int], facts: Tr
         elif p >= 0 and branch_of[p] >= 0:
             branch_of[i] = branch_of[p]
     root_name = names[primary]
-    repeated = {name for name, count in Counter(names).items() if count > 1}
+    count: dict[str, int] = {}
+    for name in names:
+        count[name] = count.get(name, 0) + 1
     incl_op, branch = facts.incl_op, facts.branch
     for i in order:
         name = names[i]
         if incl[i] <= 0 or i == primary or branch_of[i] < 0 or name == root_name:
             continue
-        if name in repeated and _nested_in_itself(tree, i):
+        if count[name] > 1 and _nested_in_itself(tree, i):
             continue
         incl_op[name] = incl_op.get(name, 0) + incl[i]
         if name not in branch:

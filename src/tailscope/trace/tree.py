@@ -67,6 +67,7 @@ class TraceTree:
         duplicates: how many spans were dropped because their span id repeated.
         outside: children not contained in their parent.
         primary: index of the root the trace's latency is measured on (-1 for an empty tree).
+        blocking: whether each span blocks its parent (not follows-from, not a CONSUMER).
         source: the :class:`Span` objects the tree was built from (empty when built from rows).
     """
 
@@ -90,6 +91,7 @@ class TraceTree:
     duplicates: int
     outside: Sequence[OutsideParent]
     primary: int
+    blocking: Sequence[bool] = ()
     source: tuple[Span, ...] = ()
 
     @property
@@ -131,7 +133,7 @@ class TraceTree:
 
     def is_blocking(self, child: int, *, async_blocking: bool = False) -> bool:
         """Whether a child blocks its parent: follows-from links and CONSUMER children do not, by default."""
-        return async_blocking or not (self.follows_from[child] or self.kinds[child] in NON_BLOCKING_CHILD_KINDS)
+        return async_blocking or self.blocking[child]
 
     def depth(self, index: int) -> int:
         """Number of ancestors of a span (0 for a root)."""
@@ -180,7 +182,7 @@ def tree_from_rows(
     if not rows:
         none: tuple[()] = ()
         columns = (none,) * 11
-        return TraceTree(trace_id or "", *columns, none, none, none, none, none, duplicates, none, -1, source)
+        return TraceTree(trace_id or "", *columns, none, none, none, none, none, duplicates, none, -1, none, source)
     cols = list(zip(*rows, strict=True))
     index = {sid: i for i, sid in enumerate(cols[1])}
     if len(index) != len(rows):
@@ -214,6 +216,7 @@ def tree_from_rows(
         duplicates=duplicates,
         outside=_outside(parent, starts, ends, cols[6], sids),
         primary=_primary(roots, orphans, starts, ends, sids),
+        blocking=[not (f or k in NON_BLOCKING_CHILD_KINDS) for f, k in zip(cols[10], cols[7], strict=True)],
         source=source,
     )
 

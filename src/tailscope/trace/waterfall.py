@@ -78,17 +78,20 @@ def find_waterfalls(
         async_blocking: treat async children as blocking.
     """
     groups: list[WaterfallGroup] = []
-    candidate = [layer in CANDIDATE_LAYERS and not m for layer, m in zip(layers, has_model, strict=True)]
+    blocks = tree.blocking
     for p, kids in enumerate(tree.children):
-        if len(kids) < 2 or sum(candidate[c] for c in kids) < 2:
+        if len(kids) < 2:
             continue
-        blocking = [c for c in kids if tree.is_blocking(c, async_blocking=async_blocking)]
-        for members in _runs(tree, blocking, candidate):
+        candidate = {c for c in kids if layers[c] in CANDIDATE_LAYERS and not has_model[c]}
+        if len(candidate) < 2:
+            continue
+        siblings = list(kids) if async_blocking else [c for c in kids if blocks[c]]
+        for members in _runs(tree, siblings, candidate):
             groups.append(_group(tree, p, members, incl, own_segments.get(p, ())))
     return groups
 
 
-def _runs(tree: TraceTree, siblings: list[int], candidate: Sequence[bool]) -> list[list[int]]:
+def _runs(tree: TraceTree, siblings: list[int], candidate: set[int]) -> list[list[int]]:
     """Maximal runs of ≥ 2 candidate siblings (in start order) that ran alone, one after another, not retrying."""
     starts, ends, names, statuses = tree.starts, tree.ends, tree.names, tree.statuses
     # A member must have run alone: it overlaps no other sibling (a concurrent batch is not a waterfall).
@@ -107,7 +110,7 @@ def _runs(tree: TraceTree, siblings: list[int], candidate: Sequence[bool]) -> li
     prev_name = ""
     prev_error = False
     for k, c in enumerate(siblings):
-        if not candidate[c] or not alone[k]:
+        if c not in candidate or not alone[k]:
             if len(run) > 1:
                 runs.append(run)
             run = []
@@ -139,14 +142,14 @@ def _group(
     starts, ends, names, sids = tree.starts, tree.ends, tree.names, tree.span_ids
     w0 = starts[members[0]]
     w1 = longest = 0
+    on_path = 0  # path time in the window owned by the members' subtrees (they lie inside it) or the parent itself
     for m in members:
         if ends[m] > w1:
             w1 = ends[m]
         if ends[m] - starts[m] > longest:
             longest = ends[m] - starts[m]
+        on_path += incl[m]
     local = max(0, (w1 - w0) - longest)
-    # Path time in the window owned by the members' subtrees (they lie inside it) or by the parent itself.
-    on_path = sum(incl[m] for m in members)
     for s, e in parent_segments:
         if e > w0 and s < w1:
             on_path += min(e, w1) - max(s, w0)
