@@ -72,7 +72,7 @@ def loads_json(data: bytes | str) -> Any:
 
 
 #: The caches of :func:`normalize_id` per width: id text → normalised id (None for an unusable id).
-_ID_CACHES: dict[int, dict[str, str | None]] = {16: {}, 32: {}}
+_ID_CACHES: dict[int, dict[str | bytes, str | None]] = {16: {}, 32: {}}
 _SPAN_IDS = _ID_CACHES[16]
 _TRACE_IDS = _ID_CACHES[32]
 
@@ -86,7 +86,7 @@ def normalize_id(value: Any, *, width: int) -> str | None:
     """
     if value is None:
         return None
-    if type(value) is str:
+    if type(value) is str or type(value) is bytes:
         cache = _ID_CACHES.setdefault(width, {})
         hit = cache.get(value, "")
         if hit != "":
@@ -100,7 +100,11 @@ def normalize_id(value: Any, *, width: int) -> str | None:
 
 def _normalize_id(value: Any, width: int) -> str | None:
     if isinstance(value, bytes | bytearray):
-        text = bytes(value).hex()
+        if not value.strip(b"\0"):
+            return None
+        text = bytes(value).hex()  # lowercase hex already
+        if len(text) == width or len(text) == 32:
+            return text
     elif isinstance(value, int) and not isinstance(value, bool):
         text = format(value, "x")
     else:
@@ -216,11 +220,11 @@ def make_row(
     the store's columns (``store.spans.SPAN_COLUMNS``); :func:`row_span` makes it a :class:`~tailscope.records.Span`.
     """
     # Ids seen before are looked up in normalize_id's caches here: this runs once per span of every file.
-    tid = _TRACE_IDS.get(trace_id) if type(trace_id) is str else None
+    tid = _TRACE_IDS.get(trace_id) if type(trace_id) is str or type(trace_id) is bytes else None
     if tid is None and (tid := normalize_id(trace_id, width=32)) is None:
         ctx.problem(_pos(position), "span without trace id, skipped")
         return None
-    sid = _SPAN_IDS.get(span_id) if type(span_id) is str else None
+    sid = _SPAN_IDS.get(span_id) if type(span_id) is str or type(span_id) is bytes else None
     if sid is None and (sid := normalize_id(span_id, width=16)) is None:
         ctx.problem(_pos(position), "span without span id, skipped")
         return None
@@ -234,7 +238,7 @@ def make_row(
         ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
         end_ns = start_ns
     if parent_id is not None:
-        pid = _SPAN_IDS.get(parent_id) if type(parent_id) is str else None
+        pid = _SPAN_IDS.get(parent_id) if type(parent_id) is str or type(parent_id) is bytes else None
         if pid is None:
             pid = normalize_id(parent_id, width=16)
     else:

@@ -23,12 +23,13 @@ def _tags(tags: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(tags, list):
         return out
-    for t in tags:
-        if isinstance(t, Mapping) and "key" in t:
+    for t in tags:  # parsed JSON: objects are dicts (a dict check is much cheaper than an ABC one)
+        if type(t) is dict and "key" in t:
             value = t.get("value")
-            if t.get("type") in ("int64", "INT64") and isinstance(value, str):
+            if type(value) is str and t.get("type") in ("int64", "INT64"):
                 value = parse_int(value)
-            out[str(t["key"])] = value
+            key = t["key"]
+            out[key if type(key) is str else str(key)] = value
     return out
 
 
@@ -66,7 +67,7 @@ def jaeger_trace_rows(traces: list[Any], base: str, ctx: ParseContext, first: in
         procs = trace.get("processes")
         processes: Mapping[str, Any] = procs if isinstance(procs, Mapping) else {}
         for k, sp in enumerate(trace["spans"]):
-            if not isinstance(sp, Mapping):
+            if type(sp) is not dict:
                 ctx.problem(f"{tpos}.spans[{k}]", "span is not an object, skipped")
                 continue
             row = _jaeger_row(sp, trace, processes, (f"{tpos}.spans", k), ctx)
@@ -75,7 +76,7 @@ def jaeger_trace_rows(traces: list[Any], base: str, ctx: ParseContext, first: in
 
 
 def _jaeger_row(
-    sp: Mapping[str, Any],
+    sp: dict[str, Any],
     trace: Mapping[str, Any],
     processes: Mapping[str, Any],
     pos: tuple[str, int],
@@ -83,8 +84,8 @@ def _jaeger_row(
 ) -> dict[str, Any] | None:
     tags = _tags(sp.get("tags"))
     proc = sp.get("process") or processes.get(str(sp.get("processID")), {})
-    service = str(proc.get("serviceName", "")) if isinstance(proc, Mapping) else ""
-    refs = [r for r in sp.get("references") or () if isinstance(r, Mapping)]
+    service = str(proc.get("serviceName", "")) if type(proc) is dict else ""
+    refs = [r for r in sp.get("references") or () if type(r) is dict]
     parent, follows = sp.get("parentSpanID"), False
     if refs:
         child_of = [r for r in refs if str(r.get("refType", "")).upper() == _REF_CHILD]
