@@ -145,12 +145,12 @@ class TraceTree:
         return d
 
 
-def span_row(span: Span) -> SpanRow:
+def as_row(span: Span) -> SpanRow:
     """One span as a :data:`SpanRow` (``resend`` from its attributes)."""
     resend = span.attributes.get("http.request.resend_count") if span.attributes else None
     return (span.trace_id, span.span_id, span.parent_id, span.name, span.start_ns, span.end_ns, span.service,
             span.kind, span.status, span.layer, span.follows_from,
-            resend if isinstance(resend, int) else None)  # fmt: skip
+            resend if type(resend) is int and -(2**31) <= resend < 2**31 else None)  # fmt: skip
 
 
 def build_tree(spans: Sequence[Span], trace_id: str | None = None) -> TraceTree:
@@ -164,7 +164,7 @@ def build_tree(spans: Sequence[Span], trace_id: str | None = None) -> TraceTree:
     kept = [s for s in spans if not (s.span_id in seen or seen.add(s.span_id))]  # type: ignore[func-returns-value]
     kept.sort(key=lambda s: (s.start_ns, s.end_ns, s.span_id))
     return tree_from_rows(
-        [span_row(s) for s in kept],
+        [as_row(s) for s in kept],
         duplicates=len(spans) - len(kept),
         trace_id=trace_id if trace_id is not None else (spans[0].trace_id if spans else ""),
         source=tuple(kept),

@@ -43,8 +43,9 @@ class IngestReport:
 
 
 def default_workers() -> int:
-    """Worker processes to use: the CPU count, at most 8."""
-    return max(1, min(os.cpu_count() or 1, 8))
+    """Worker processes to use: the CPUs this process may run on (its affinity, e.g. under ``taskset``), at most 8."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, 8))
 
 
 @contextlib.contextmanager
