@@ -108,11 +108,6 @@ def encode_rows(rows: list[dict[str, Any]]) -> bytes:
         return orjson.dumps(json_safe(rows), default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
-def encode_span(span: Span) -> str:
-    """One span as a batch-file line (the store's column names), without the newline."""
-    return encode_row(span_row(span))[:-1].decode()
-
-
 def span_row(span: Span) -> dict[str, Any]:
     """One span as a batch-file row: the store's columns (``resend`` from the attributes; empty ones as None)."""
     attrs = span.attributes
@@ -133,11 +128,6 @@ def span_row(span: Span) -> dict[str, Any]:
         "attributes": attrs or None,
         "links": span.links or None,
     }
-
-
-def encode_row(row: dict[str, Any]) -> bytes:
-    """One batch row as a JSON line (with the newline)."""
-    return encode_rows([row])[1:-1] + b"\n"
 
 
 _ROW_COLUMNS = (

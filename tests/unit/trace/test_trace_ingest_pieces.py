@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_trace_ingest import jaeger_doc, otlp_doc
 
-from tailscope.store.spans import encode_span, span_row
+from tailscope.store.spans import encode_rows, span_row
 from tailscope.trace.demo import demo_traces, to_otlp_json
 from tailscope.trace.ingest import pieces
 from tailscope.trace.ingest.common import ParseContext, loads_json, parse_int
@@ -94,7 +94,7 @@ def test_line_pieces_number_lines_like_the_whole_file(tmp_path: Path, monkeypatc
 def test_encoded_rows_are_the_stdlib_encoding_of_the_same_values() -> None:
     for spans in demo_traces(5):
         for s in spans:
-            assert json.loads(encode_span(s)) == json.loads(json.dumps(span_row(s), default=str))
+            assert json.loads(encode_rows([span_row(s)])) == [json.loads(json.dumps(span_row(s), default=str))]
 
 
 @pytest.mark.parametrize(
@@ -193,10 +193,4 @@ def test_pieces_equal_the_whole_file_on_odd_spans(tmp_path_factory: Any, spans: 
     assert problems == whole_problems
     for row in rows:  # every row is storable: int64 times, encodable values
         assert -(2**63) <= row["start_ns"] <= row["end_ns"] < 2**63
-        json.loads(encode_span_row(row))
-
-
-def encode_span_row(row: dict[str, Any]) -> bytes:
-    from tailscope.store.spans import encode_rows
-
-    return encode_rows([row])
+        json.loads(encode_rows([row]))

@@ -119,33 +119,21 @@ def ingest_paths(
             size += os.path.getsize(p)
     n_workers = workers if workers is not None else (default_workers() if size >= PARALLEL_MIN_BYTES else 1)
     stem = store.batch_path("i")
-    written: list[Path] = []
     report = IngestReport()
     try:
         with _runner(n_workers) as submit, no_cyclic_gc():  # a large document is parsed here to be cut
             jobs: list[tuple[str, ParseContext, list[Any]]] = []
+            # enough pieces for every worker to have a few, whether they come from many files or from cutting few
+            parts = -(-n_workers * PIECES_PER_WORKER // max(1, len(paths))) if n_workers > 1 else 1
             for path in map(str, paths):
                 ctx = ParseContext(source=path, rules=rules)
-                parts = n_workers * PIECES_PER_WORKER if n_workers > 1 else 1
                 pieces = split_file(path, fmt, parts, ctx)
                 futures = [
                     submit(_parse_piece, piece, tuple(rules), f"{stem}-{len(jobs)}-{k}")
                     for k, piece in enumerate(pieces)
                 ]
                 jobs.append((path, ctx, futures))
-            for path, ctx, futures in jobs:
-                n_file = 0
-                problems, dropped = list(ctx.problems), ctx.dropped
-                for fut in futures:
-                    n, found, lost, files = fut.result()
-                    written.extend(Path(f) for f in files)
-                    n_file += n
-                    problems.extend(found)
-                    dropped += lost
-                report.files[path] = n_file
-                report.spans += n_file
-                report.problems.extend(problems)
-                report.problem_count += dropped
+            written = _collect(jobs, report)
         _check_something_loaded(report)
         store.fold(set_name, written, source=", ".join(str(p) for p in paths)[:500])
     finally:
@@ -200,6 +188,26 @@ def rows_facts(
 ) -> list[TraceFacts]:
     """Per-trace facts of a stream of traces as store rows."""
     return [facts_from_rows(t, policy=policy, async_blocking=async_blocking) for t in traces]
+
+
+def _collect(jobs: list[tuple[str, ParseContext, list[Any]]], report: IngestReport) -> list[Path]:
+    """Wait for every piece of every file, in order; add spans and problems per file to ``report``; return the
+    batch files written."""
+    written: list[Path] = []
+    for path, ctx, futures in jobs:
+        n_file = 0
+        problems, dropped = list(ctx.problems), ctx.dropped
+        for fut in futures:
+            n, found, lost, files = fut.result()
+            written.extend(Path(f) for f in files)
+            n_file += n
+            problems.extend(found)
+            dropped += lost
+        report.files[path] = n_file
+        report.spans += n_file
+        report.problems.extend(problems)
+        report.problem_count += dropped
+    return written
 
 
 #: Hash buckets of trace ids that the processes of :func:`set_facts` share out.
