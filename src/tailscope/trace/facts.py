@@ -95,7 +95,8 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
         duration_ns=tree.duration_ns,
         spans=len(tree.span_ids),
     )
-    _count(facts.anomalies, tree_anomalies(tree))
+    if tree.orphans or len(tree.roots) > 1 or tree.cycles_broken or tree.outside or tree.duplicates:
+        _count(facts.anomalies, tree_anomalies(tree))
     if p < 0:
         return facts
     if policy == "jaeger":
@@ -103,7 +104,8 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
         clipped: list[int] = []
     else:
         path, clipped, ignored = raw_default_path(tree, p, async_blocking=async_blocking)
-    _count(facts.anomalies, {"clipped": len(clipped), "ignored": len(ignored)})
+    if clipped or ignored:
+        _count(facts.anomalies, {"clipped": len(clipped), "ignored": len(ignored)})
     layers = span_layers(tree)
     excl, own_segments = _path_time(tree, path, layers, facts)
     order = preorder(tree)

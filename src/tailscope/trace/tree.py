@@ -194,7 +194,7 @@ def tree_from_rows(
     sids, starts, ends = cols[1], cols[4], cols[5]
     parent, orphans, backward = _link(cols[2], index)
     cycles = break_cycles(parent, lambda j: (starts[j], sids[j])) if backward else []
-    children, roots = _children(parent)
+    children, roots, outside = _children(parent, starts, ends)
     return TraceTree(
         trace_id=rows[0][0] if trace_id is None else trace_id,
         span_ids=sids,
@@ -214,7 +214,7 @@ def tree_from_rows(
         orphans=orphans,
         cycles_broken=cycles,
         duplicates=duplicates,
-        outside=_outside(parent, starts, ends, cols[6], sids),
+        outside=_outside(outside, parent, starts, ends, cols[6], sids) if outside else (),
         primary=_primary(roots, orphans, starts, ends, sids),
         blocking=[not (f or k in NON_BLOCKING_CHILD_KINDS) for f, k in zip(cols[10], cols[7], strict=True)],
         source=source,
@@ -240,29 +240,39 @@ def _link(parent_ids: Sequence[str | None], index: dict[str, int]) -> tuple[list
     return parent, orphans, backward
 
 
-def _children(parent: list[int]) -> tuple[list[Sequence[int]], list[int]]:
-    """Children lists (``()`` for leaves, no list per leaf) and roots, both in span order."""
+def _children(
+    parent: list[int], starts: Sequence[int], ends: Sequence[int]
+) -> tuple[list[Sequence[int]], list[int], list[int]]:
+    """Children lists (``()`` for leaves, no list per leaf) and roots, both in span order, and the children that
+    are not inside their parent's interval."""
     children: list[Sequence[int]] = [()] * len(parent)
     roots: list[int] = []
+    outside: list[int] = []
     for i, p in enumerate(parent):
         if p < 0:
             roots.append(i)
+            continue
+        kids = children[p]
+        if kids:
+            kids.append(i)  # type: ignore[attr-defined]
         else:
-            kids = children[p]
-            if kids:
-                kids.append(i)  # type: ignore[attr-defined]
-            else:
-                children[p] = [i]
-    return children, roots
+            children[p] = [i]
+        if starts[i] < starts[p] or ends[i] > ends[p]:
+            outside.append(i)
+    return children, roots, outside
 
 
 def _outside(
-    parent: list[int], starts: Sequence[int], ends: Sequence[int], services: Sequence[str], sids: Sequence[str]
+    outside: list[int],
+    parent: list[int],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    services: Sequence[str],
+    sids: Sequence[str],
 ) -> list[OutsideParent]:
     out: list[OutsideParent] = []
-    for i, p in enumerate(parent):
-        if p < 0 or (starts[i] >= starts[p] and ends[i] <= ends[p]):
-            continue
+    for i in outside:
+        p = parent[i]
         out.append(
             OutsideParent(
                 span_id=sids[i],
