@@ -17,7 +17,7 @@ from tailscope.trace.demo import demo_traces
 from tailscope.trace.facts import TraceFacts, facts_from_rows, facts_from_tuple, facts_to_tuple, trace_facts
 from tailscope.trace.ingest.sets import set_facts
 from tailscope.trace.layers import LAYERS
-from tailscope.trace.tree import SpanRow, build_tree
+from tailscope.trace.tree import SpanRow, build_tree, tree_from_rows
 
 KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 
@@ -147,3 +147,12 @@ def test_set_facts_with_a_worker_process_equals_one_process(tmp_path: Path) -> N
     assert one == two
     jaeger = set_facts(store, "s", workers=1, policy="jaeger")
     assert {f.trace_id for f in jaeger} == {f.trace_id for f in one}
+
+
+def test_a_tree_of_rows_gives_back_its_spans() -> None:
+    rows = to_rows(next(iter(demo_traces(1, retry_rate=1.0))))
+    tree = tree_from_rows(rows)
+    assert list(tree.spans) == rows_to_spans(rows)
+    assert tree.root is not None
+    assert tree.root.name == "POST /chat"
+    assert build_tree(list(tree.spans)).span_ids == tree.span_ids
