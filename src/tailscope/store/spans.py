@@ -108,6 +108,11 @@ def encode_rows(rows: list[dict[str, Any]]) -> bytes:
         return orjson.dumps(json_safe(rows), default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
+def encode_row(row: dict[str, Any]) -> bytes:
+    """One batch row as a JSON line (with the newline), by :func:`encode_rows`."""
+    return encode_rows([row])[1:-1] + b"\n"
+
+
 def span_row(span: Span) -> dict[str, Any]:
     """One span as a batch-file row: the store's columns (``resend`` from the attributes; empty ones as None)."""
     attrs = span.attributes

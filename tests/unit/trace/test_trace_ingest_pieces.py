@@ -1,5 +1,5 @@
 """Cutting files into pieces for worker processes changes nothing: the rows and the problems (with their positions)
-are those of reading the file whole, for every shape; and the one JSON reader is strict orjson."""
+are those of reading the file whole, for every shape; and the JSON reader reads what the stdlib reads."""
 
 from __future__ import annotations
 
@@ -101,22 +101,29 @@ def test_encoded_rows_are_the_stdlib_encoding_of_the_same_values() -> None:
     "text",
     [
         b'{"a": 18446744073709551615, "b": -9223372036854775808, "c": "12345678901234567890123"}',
+        b'{"a": NaN, "b": Infinity}',  # the stdlib accepts them, orjson does not
+        b'{"name": "bad \\ud800 name"}',  # a lone surrogate: the stdlib reads it (the store makes it storable)
         b'{"startTimeUnixNano": 1767225600000000000, "x": [1.5, -2, true, null, 1e300, -0.0]}',
         b'\xef\xbb\xbf{"bom": 1}',
     ],
 )
 def test_loads_json_reads_what_the_stdlib_reads(text: bytes) -> None:
-    assert repr(loads_json(text)) == repr(json.loads(text))  # repr shows the types: 1 vs 1.0
+    assert repr(loads_json(text)) == repr(json.loads(text))  # repr shows the types: 1 vs 1.0, nan
 
 
-@pytest.mark.parametrize(
-    ("text", "line", "col"),
-    [(b'{"a": 1', 1, 8), (b'{\n"a": }', 2, 6), (b"\xff\xfe", 1, 1), (b'{"a": NaN}', 1, 7), (b'["\\ud800"]', 1, 3)],
-)
-def test_loads_json_errors_are_strict_with_positions(text: bytes, line: int, col: int) -> None:
+@pytest.mark.parametrize("text", [b'{"a": 1', b'{"a": }', b'{\n"a": tru}'])
+def test_loads_json_errors_are_the_stdlib_errors(text: bytes) -> None:
     with pytest.raises(json.JSONDecodeError) as got:
         loads_json(text)
-    assert (got.value.lineno, got.value.colno) == (line, col)
+    with pytest.raises(json.JSONDecodeError) as want:
+        json.loads(text)
+    assert str(got.value) == str(want.value)
+
+
+def test_loads_json_reports_bytes_that_are_not_utf8_with_their_position() -> None:
+    with pytest.raises(json.JSONDecodeError) as got:
+        loads_json(b'{"a": "\xff"}')
+    assert (got.value.lineno, got.value.colno) == (1, 8)
 
 
 def test_integers_beyond_64_bits_never_become_times() -> None:
@@ -142,14 +149,8 @@ json_values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_loads_json_matches_the_stdlib_on_random_documents(value: Any) -> None:
-    text = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    try:
-        expected = json.loads(text)
-    except UnicodeDecodeError:  # a lone surrogate: not UTF-8, refused by both
-        with pytest.raises(json.JSONDecodeError):
-            loads_json(text)
-        return
-    assert repr(loads_json(text)) == repr(expected)
+    text = json.dumps(value).encode()
+    assert repr(loads_json(text)) == repr(json.loads(text))
 
 
 ids = st.sampled_from(["", "0000000000000000", "eee19b7ec3c1b174", "7uGbfsPBsXQ=", "EEE19B7EC3C1B173", "span-1", 12])
