@@ -1,96 +1,252 @@
-"""Benchmark: ingest plus analyze of ~1,000,000 spans (~50,000 agent traces) with ``tailscope trace``.
+"""Benchmark: ingest plus analyze of ~1,000,000 spans with ``tailscope trace``, on every input shape.
 
-Generates synthetic OTLP JSON-lines files (not timed), then times ``ingest`` (parse, classify, bulk-load into DuckDB)
-and ``analyze`` (stream traces from the store, trees, critical paths, waterfalls, set aggregation) separately.
+Generates the same synthetic agent traces (``trace.demo``) written five ways (not timed):
 
-    .venv/bin/python benchmarks/trace_scale.py [--traces 50000] [--extra-calls 3] [--data /tmp/trace-scale]
+* ``lines``   — OTLP JSON lines in 4 files, 5,000 spans per line (what the OpenTelemetry collector's file exporter
+  writes);
+* ``lines1``  — the same lines in one file;
+* ``doc``     — one large OTLP JSON document, one resource per service (``trace.demo.to_otlp_json`` of all spans);
+* ``proto``   — one OTLP protobuf ``ExportTraceServiceRequest`` file;
+* ``jaeger``  — one Jaeger query-API JSON document (``{"data": [trace, …]}``, times in µs).
 
-``--data DIR`` keeps the generated files and reuses them on the next run (generation takes longer than the run).
+Then, per shape, runs ``tailscope trace ingest`` and ``tailscope trace analyze --json`` as fresh processes (as a user
+would), times each, and prints a table: wall-clock seconds, seconds per million spans, the CPU seconds of the two
+commands and their workers (less sensitive to other load than wall-clock time), and the 1-minute load average
+before the run (the machine may be shared: compare shapes measured side by side, and repeat a run when the load was
+high). The ``analysis`` column checks that every shape gives the same ``analyze`` JSON.
+
+    .venv/bin/python benchmarks/trace_scale.py [--traces 50000] [--extra-calls 3] [--shapes lines,doc,...]
+                                               [--repeat 1] [--data /tmp/trace-scale]
+
+``--data DIR`` keeps the generated files and reuses them on the next run (generating takes longer than the runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
+import ctypes
 import json
-import multiprocessing
 import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from tailscope.store.spans import SpanStore
-from tailscope.trace.analysis import analyze_facts
+from tailscope.records import Span
 from tailscope.trace.demo import demo_traces, to_otlp_json
-from tailscope.trace.ingest.sets import default_workers, ingest_paths, set_facts
+
+SHAPES = ("lines", "lines1", "doc", "proto", "jaeger")
+CHUNK_TRACES = 250  # 250 traces of 20 spans = 5,000 spans per OTLP JSON line
 
 
-def generate(folder: Path, traces: int, extra_calls: int, files: int) -> list[Path]:
-    """Write the synthetic traces as ``files`` OTLP JSON-lines files (5,000 spans per line); return their paths."""
-    t = time.perf_counter()
-    paths = [folder / f"part{k}.otlp.json" for k in range(files)]
-    handles = [open(p, "w", encoding="utf-8") for p in paths]  # noqa: SIM115
-    spans_total = 0
-    batch: list = []
-    for k, spans in enumerate(demo_traces(traces, extra_calls=extra_calls)):
-        batch.extend(spans)
-        spans_total += len(spans)
-        if len(batch) >= 5000:
-            handles[k % files].write(json.dumps(to_otlp_json(batch), separators=(",", ":")) + "\n")
+def chunks(traces: int, extra_calls: int) -> Iterator[list[list[Span]]]:
+    """The demo traces in chunks of :data:`CHUNK_TRACES`."""
+    batch: list[list[Span]] = []
+    for spans in demo_traces(traces, extra_calls=extra_calls):
+        batch.append(spans)
+        if len(batch) == CHUNK_TRACES:
+            yield batch
             batch = []
     if batch:
-        handles[0].write(json.dumps(to_otlp_json(batch), separators=(",", ":")) + "\n")
-    for h in handles:
-        h.close()
-    size_mb = sum(p.stat().st_size for p in paths) / 1e6
-    print(
-        f"generated {spans_total:,} spans in {traces:,} traces ({size_mb:.0f} MB OTLP JSON) "
-        f"in {time.perf_counter() - t:.1f} s (not timed)"
-    )
-    (folder / "DONE").write_text(f"{traces} {extra_calls} {files}")
+        yield batch
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def jaeger_trace(spans: list[Span]) -> dict[str, Any]:
+    """One trace in Jaeger's query-API JSON (µs times, tags, one process per service)."""
+    procs: dict[str, str] = {}
+    out = []
+    for s in spans:
+        pid = procs.setdefault(s.service, f"p{len(procs) + 1}")
+        tags = [{"key": k, "type": "string", "value": str(v)} for k, v in s.attributes.items()]
+        tags.append({"key": "span.kind", "type": "string", "value": s.kind.lower()})
+        if s.status == "ERROR":
+            tags.append({"key": "error", "type": "bool", "value": True})
+        out.append(
+            {
+                "traceID": s.trace_id,
+                "spanID": s.span_id,
+                "operationName": s.name,
+                "references": [{"refType": "CHILD_OF", "traceID": s.trace_id, "spanID": s.parent_id}]
+                if s.parent_id
+                else [],
+                "startTime": s.start_ns // 1000,
+                "duration": (s.end_ns - s.start_ns) // 1000,
+                "tags": tags,
+                "processID": pid,
+            }
+        )
+    processes = {pid: {"serviceName": svc, "tags": []} for svc, pid in procs.items()}
+    return {"traceID": spans[0].trace_id, "spans": out, "processes": processes}
+
+
+def proto_chunk(spans: list[Span]) -> bytes:
+    """A chunk of spans as one serialized ``ExportTraceServiceRequest`` (serialized requests concatenate into one)."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    doc = to_otlp_json(spans)
+    for rs in doc["resourceSpans"]:
+        for scope in rs["scopeSpans"]:
+            for sp in scope["spans"]:  # the protobuf JSON mapping wants base64 ids
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in sp:
+                        sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
+    return ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()  # type: ignore[no-any-return]
+
+
+def file_paths(folder: Path) -> dict[str, list[Path]]:
+    """The files of each shape."""
+    return {
+        "lines": [folder / f"part{k}.otlp.jsonl" for k in range(4)],
+        "lines1": [folder / "all.otlp.jsonl"],
+        "doc": [folder / "doc.otlp.json"],
+        "proto": [folder / "doc.otlp.pb"],
+        "jaeger": [folder / "doc.jaeger.json"],
+    }
+
+
+def generate(folder: Path, traces: int, extra_calls: int, shapes: list[str]) -> dict[str, list[Path]]:
+    """Write every shape's files; return them per shape."""
+    t = time.perf_counter()
+    paths = file_paths(folder)
+    parts = [open(p, "w", encoding="utf-8") for p in paths["lines"]]  # noqa: SIM115
+    one = open(paths["lines1"][0], "w", encoding="utf-8")  # noqa: SIM115
+    proto = open(paths["proto"][0], "wb")  # noqa: SIM115
+    by_service: dict[str, list[str]] = {}
+    jaeger: list[str] = []
+    spans_total = 0
+    for k, batch in enumerate(chunks(traces, extra_calls)):
+        flat = [s for t in batch for s in t]
+        spans_total += len(flat)
+        line = _dumps(to_otlp_json(flat)) + "\n"
+        parts[k % 4].write(line)
+        one.write(line)
+        if "doc" in shapes:
+            for rs in to_otlp_json(flat)["resourceSpans"]:
+                service = rs["resource"]["attributes"][0]["value"]["stringValue"]
+                by_service.setdefault(service, []).extend(_dumps(sp) for sp in rs["scopeSpans"][0]["spans"])
+        if "jaeger" in shapes:
+            jaeger.extend(_dumps(jaeger_trace(t)) for t in batch)
+        if "proto" in shapes:
+            proto.write(proto_chunk(flat))
+    for fh in [*parts, one, proto]:
+        fh.close()
+    with open(paths["doc"][0], "w", encoding="utf-8") as fh:
+        resources = []
+        for svc, spans in by_service.items():
+            head = _dumps({"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": svc}}]}})
+            resources.append(head[:-1] + ',"scopeSpans":[{"scope":{"name":"tailscope.demo"},"spans":[')
+            resources.append(",".join(spans) + "]}]}")
+        fh.write('{"resourceSpans":[' + ",".join(resources[k] + resources[k + 1] for k in range(0, len(resources), 2)))
+        fh.write("]}")
+    with open(paths["jaeger"][0], "w", encoding="utf-8") as fh:
+        fh.write('{"data":[' + ",".join(jaeger) + '],"total":0,"limit":0,"offset":0,"errors":null}')
+    for shape, files in paths.items():
+        size = sum(p.stat().st_size for p in files) / 1e6
+        print(f"generated {shape:7s} {size:6.0f} MB in {len(files)} file(s)")
+    print(f"{spans_total:,} spans in {traces:,} traces, generated in {time.perf_counter() - t:.0f} s (not timed)")
+    (folder / "DONE").write_text(json.dumps({"key": [traces, extra_calls], "spans": spans_total}))
     return paths
 
 
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux), so the CPU time of a command's worker
+    processes — children of a fork server the command does not wait for — is counted in ``RUSAGE_CHILDREN``."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def run(args: list[str]) -> tuple[float, float, float]:
+    """Wall-clock seconds of one ``tailscope`` command in a fresh process, and CPU seconds (user + system) of its
+    main process and of its worker processes."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tailscope", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # not Popen.wait: wait4 gives the main process's own CPU time
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    took = time.perf_counter() - t
+    with contextlib.suppress(ChildProcessError):
+        while True:  # the orphaned fork server and workers, adopted by adopt_orphans()
+            os.waitpid(-1, 0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if code:
+        raise SystemExit(f"tailscope {' '.join(args)} failed:\n{stderr}")
+    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    main_cpu = usage.ru_utime + usage.ru_stime
+    return took, main_cpu, total - main_cpu
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=50_000)
     parser.add_argument("--extra-calls", type=int, default=3, help="cache calls per tool (3 → 20 spans per trace)")
-    parser.add_argument("--files", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: CPU count)")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per shape (shapes alternate between runs)")
     parser.add_argument("--data", type=Path, default=None, help="keep the generated files here and reuse them")
     args = parser.parse_args()
+    shapes = [s for s in args.shapes.split(",") if s]
+    cpu_note = "" if adopt_orphans() else " (CPU s: the main processes only; workers not counted here)"
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        data = args.data or folder
+        data = args.data or Path(tmp)
         data.mkdir(parents=True, exist_ok=True)
-        key = f"{args.traces} {args.extra_calls} {args.files}"
         done = data / "DONE"
-        if done.exists() and done.read_text() == key:
-            paths = [data / f"part{k}.otlp.json" for k in range(args.files)]
-            print(f"reusing {sum(p.stat().st_size for p in paths) / 1e6:.0f} MB of OTLP JSON in {data}")
+        key = [args.traces, args.extra_calls]
+        if done.exists() and json.loads(done.read_text())["key"] == key:
+            spans = json.loads(done.read_text())["spans"]
+            paths = file_paths(data)
+            print(f"reusing the generated files in {data} ({spans:,} spans)")
         else:
-            # Generated in a child process: the timed part then runs in a process that has not just made and freed
-            # a million Span objects (like the CLI, where ingest and analyze are fresh processes).
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-                paths = pool.submit(generate, data, args.traces, args.extra_calls, args.files).result()
-        workers = args.workers or default_workers()
-        store = SpanStore(folder / "bench.duckdb")
-        t0 = time.perf_counter()
-        report = ingest_paths(store, "bench", [str(p) for p in paths], workers=workers)
-        t1 = time.perf_counter()
-        facts = set_facts(store, "bench", workers=workers)
-        t2 = time.perf_counter()
-        result = analyze_facts(facts)
-        t3 = time.perf_counter()
-        print(f"ingest:  {t1 - t0:6.2f} s  ({report.spans:,} spans, {report.spans / (t1 - t0):,.0f} spans/s)")
-        print(f"facts:   {t2 - t1:6.2f} s  ({len(facts):,} traces: trees, critical paths, waterfalls)")
-        print(f"analyze: {t3 - t2:6.2f} s  (set aggregation)")
-        print(f"total ingest + analyze: {t3 - t0:.2f} s for {report.spans:,} spans ({workers} processes)")
-        print(f"load average after the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        top = result["waterfalls"][0] if result["waterfalls"] else None
-        if top:
-            print(f"top waterfall: {top['pattern']} in {top['traces']:,} traces, p99 saving {top['p99_saving_ms']} ms")
+            paths = generate(data, args.traces, args.extra_calls, list(SHAPES))
+            spans = json.loads(done.read_text())["spans"]
+        header = (
+            f"{'shape':7s} {'load':>5s} {'ingest':>7s} {'analyze':>8s} {'total':>7s} {'per 1M':>7s}  "
+            f"{'CPU s main+workers':>24s}  {'quiet 2-CPU est.':>16s}"
+        )
+        print(f"\n{header}  analysis")
+        first: dict[str, Any] | None = None
+        for r in range(args.repeat):
+            for shape in shapes:
+                db = Path(tmp) / f"{shape}-{r}.duckdb"
+                load = os.getloadavg()[0]
+                ingest, main_i, work_i = run(
+                    ["trace", "ingest", *map(str, paths[shape]), "--set", "b", "--db", str(db)]
+                )
+                analyze, main_a, work_a = run(
+                    ["trace", "analyze", "--set", "b", "--db", str(db), "--json", str(db) + ".json"]
+                )
+                total = ingest + analyze
+                result = json.loads(Path(str(db) + ".json").read_text())
+                first = first or result
+                # Jaeger's µs times round the demo's ns: its percentiles differ in the last digits
+                same = (
+                    "same as the first" if result == first else "differs (µs times)" if shape == "jaeger" else "DIFFERS"
+                )
+                per_million = total / spans * 1e6
+                # On a quiet 2-CPU machine: the ingest's workers share 2 CPUs after the main process cut the files
+                # (and before it folds them in); the analyze's main process and its one worker run side by side.
+                quiet = main_i + work_i / 2 + max(main_a, work_a)
+                cpu = f"ingest {main_i:4.1f}+{work_i:4.1f} analyze {main_a:4.1f}+{work_a:4.1f}"
+                figures = f"{load:5.2f} {ingest:6.2f}s {analyze:7.2f}s {total:6.2f}s {per_million:6.1f}s  {cpu}"
+                print(f"{shape:7s} {figures}  {quiet / spans * 1e6:5.1f}s per 1M  {same}", flush=True)
+                db.unlink()
+        loads = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"load average after the runs: {loads} ({os.cpu_count()} CPUs){cpu_note}")
 
 
 if __name__ == "__main__":

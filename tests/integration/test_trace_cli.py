@@ -99,3 +99,43 @@ def test_trace_sets_lists_and_trace_delete_removes(tmp_path: Path) -> None:
     assert "deleted 'before'" in r.stdout
     r = ts("trace", "sets", "--db", db)
     assert [line.split()[0] for line in r.stdout.splitlines()[1:]] == ["after"]
+
+
+def test_ingest_that_loads_no_span_fails_with_one_line_naming_the_file(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(
+        json.dumps(
+            {
+                "resourceSpans": [
+                    {
+                        "scopeSpans": [
+                            {"spans": [{"traceId": "ab", "spanId": "cd", "startTimeUnixNano": 1, "endTimeUnixNano": 2}]}
+                        ]
+                    }
+                ]
+            }
+        )
+    )
+    cases = {
+        "empty.json": (b"", "empty file"),
+        "blob.bin": (bytes(range(256)) * 4, "not a protobuf ExportTraceServiceRequest"),
+        "notes.txt": (b"hello, these are notes\n", "text that is not JSON"),
+        "cut.json": (good.read_bytes()[:40], "truncated JSON"),
+        "none.json": (b'{"resourceSpans": []}', "no span in this file"),
+    }
+    db = str(tmp_path / "s.duckdb")
+    for name, (data, why) in cases.items():
+        bad = tmp_path / name
+        bad.write_bytes(data)
+        r = ts("trace", "ingest", str(bad), "--set", "x", "--db", db)
+        assert r.returncode == 1, (name, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, (name, r.stderr)
+        assert str(bad) in lines[0]
+        assert why in lines[0]
+        assert "expected OTLP JSON" in lines[0]
+        assert "Traceback" not in r.stderr
+    r = ts("trace", "ingest", str(good), str(tmp_path / "none.json"), "--set", "x", "--db", db)
+    assert r.returncode == 0, r.stderr  # beside a file with spans, a file without is a warning
+    assert "(1 spans, 1 traces in the set)" in r.stdout  # the failed ingests created no set
+    assert f"warning: {tmp_path / 'none.json'}: no span in this file" in r.stderr

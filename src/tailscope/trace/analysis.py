@@ -141,6 +141,20 @@ def analyze_facts(facts: Sequence[TraceFacts], *, root_op: str | None = None) ->
         for layer in LAYERS:
             comp.setdefault(layer, {"ms_per_trace": 0.0, "share": 0.0})
     op_path = {name: composition(b, "path_op") for name, b in bks.items()}
+    return {
+        "traces": {"count": len(facts), "spans": sum(f.spans for f in facts)},
+        "root_ops": root_ops,
+        "layers": layers,
+        "operations": operation_table(facts, op_path),
+        "waterfalls": waterfall_table(facts),
+        "retries": retry_table(facts),
+        "anomalies": anomaly_table(facts),
+    }
+
+
+def operation_table(facts: Sequence[TraceFacts], op_path: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """Per operation: spans, traces, mean duration, self share, gaps per trace, fan-out and its share of each
+    bucket's critical path (``op_path``: :func:`composition` of ``path_op`` per bucket), ordered by tail share."""
     # Per operation: spans, traces, duration, self, gap, gap on path, widest fan-out, most children (a list per
     # operation: this loop runs once per operation per trace, and list slots cost less than dict keys and max()).
     ops: dict[str, list[int]] = {}
@@ -174,7 +188,11 @@ def analyze_facts(facts: Sequence[TraceFacts], *, root_op: str | None = None) ->
             "tail_bucket_share": op_path.get("tail_bucket", {}).get(name, {}).get("share", 0.0),
             "tail_p95_bucket_share": op_path.get("tail_p95_bucket", {}).get(name, {}).get("share", 0.0),
         }
-    operations = dict(sorted(operations.items(), key=lambda kv: (-kv[1]["tail_bucket_share"], -kv[1]["spans"], kv[0])))
+    return dict(sorted(operations.items(), key=lambda kv: (-kv[1]["tail_bucket_share"], -kv[1]["spans"], kv[0])))
+
+
+def retry_table(facts: Sequence[TraceFacts]) -> list[dict[str, Any]]:
+    """Per retried operation: groups, traces, extra attempts and the path time of failed attempts, costliest first."""
     retries: dict[str, dict[str, Any]] = {}
     for f in facts:
         for r in f.retries:
@@ -183,7 +201,7 @@ def analyze_facts(facts: Sequence[TraceFacts], *, root_op: str | None = None) ->
             row["traces"].add(f.trace_id)
             row["extra_attempts"] += r.attempts - 1
             row["cost_ns"] += r.cost_ns
-    retries_out = [
+    return [
         {
             "op": op,
             "groups": row["groups"],
@@ -194,18 +212,14 @@ def analyze_facts(facts: Sequence[TraceFacts], *, root_op: str | None = None) ->
         }
         for op, row in sorted(retries.items(), key=lambda kv: -kv[1]["cost_ns"])
     ]
+
+
+def anomaly_table(facts: Sequence[TraceFacts]) -> dict[str, dict[str, int]]:
+    """Per anomaly kind: its count and the traces that have it."""
     anomalies: dict[str, int] = {}
     traces_with: dict[str, int] = {}
     for f in facts:
         for key, v in f.anomalies.items():
             anomalies[key] = anomalies.get(key, 0) + v
             traces_with[key] = traces_with.get(key, 0) + 1
-    return {
-        "traces": {"count": len(facts), "spans": sum(f.spans for f in facts)},
-        "root_ops": root_ops,
-        "layers": layers,
-        "operations": operations,
-        "waterfalls": waterfall_table(facts),
-        "retries": retries_out,
-        "anomalies": {k: {"count": anomalies[k], "traces": traces_with[k]} for k in sorted(anomalies)},
-    }
+    return {k: {"count": anomalies[k], "traces": traces_with[k]} for k in sorted(anomalies)}

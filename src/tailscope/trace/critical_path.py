@@ -23,6 +23,7 @@ The path segments of the ``default`` policy never overlap and, when nothing is c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tailscope.trace.tree import TraceTree
 
@@ -77,42 +78,42 @@ def raw_default_path(
 
     Iterative (no recursion limit on deep trees); cost O(n log n) in the number of spans under ``root``.
     """
-    spans = tree.spans
-    children = tree.children
+    starts, ends, children = tree.starts, tree.ends, tree.children
+    blocking = None if async_blocking else tree.blocking
     out: list[tuple[int, int, int]] = []
     clipped: list[int] = []
     ignored: list[int] = []
 
     def prepare(i: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """The blocking children of ``i`` clipped to ``[lo, hi]``, as (-end, start, index) sorted: latest end first."""
         kids: list[tuple[int, int, int]] = []
         for c in children[i]:
-            if not async_blocking and not tree.is_blocking(c):
+            if blocking is not None and not blocking[c]:
                 continue
-            s = spans[c]
-            cs, ce = s.start_ns, s.end_ns
+            cs, ce = starts[c], ends[c]
             if cs >= lo and ce <= hi:
                 if ce > cs:
                     kids.append((-ce, cs, c))
                 continue
-            cs2, ce2 = max(cs, lo), min(ce, hi)
-            if ce2 <= cs2:
+            if cs < lo:
+                cs = lo
+            if ce > hi:
+                ce = hi
+            if ce <= cs:
                 ignored.append(c)
                 continue
             clipped.append(c)
-            kids.append((-ce2, cs2, c))
-        kids.sort()
+            kids.append((-ce, cs, c))
+        if len(kids) > 1:
+            kids.sort()
         return kids
 
-    r = spans[root]
+    r0, r1 = starts[root], ends[root]
     # frame: [span index, lo, sorted kids, position, cursor]
-    stack: list[list[object]] = [[root, r.start_ns, prepare(root, r.start_ns, r.end_ns), 0, r.end_ns]]
+    stack: list[list[Any]] = [[root, r0, prepare(root, r0, r1), 0, r1]]
     while stack:
         frame = stack[-1]
-        i: int = frame[0]  # type: ignore[assignment]
-        lo: int = frame[1]  # type: ignore[assignment]
-        kids: list[tuple[int, int, int]] = frame[2]  # type: ignore[assignment]
-        pos: int = frame[3]  # type: ignore[assignment]
-        cursor: int = frame[4]  # type: ignore[assignment]
+        i, lo, kids, pos, cursor = frame
         descended = False
         while pos < len(kids) and cursor > lo:
             neg_end, cs, c = kids[pos]
@@ -141,12 +142,12 @@ def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[l
 
     Sections come in Jaeger's emission order (backwards in time within a root), roots in start order.
     """
-    spans = tree.spans
-    n = len(spans)
-    start = [s.start_ns for s in spans]
-    end = [s.end_ns for s in spans]
+    start = list(tree.starts)
+    end = list(tree.ends)
+    n = len(start)
+    blocking = [True] * n if async_blocking else tree.blocking
     alive = [True] * n
-    kids: list[list[int]] = [list(k) for k in tree.children]
+    kids: list[list[int]] = [[c for c in k if blocking[c]] for k in tree.children]  # non-blocking subtrees removed
     dropped: list[int] = []
     sections: list[tuple[int, int, int]] = []
     for root in tree.roots:
@@ -156,13 +157,7 @@ def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[l
         while todo:
             i = todo.pop()
             order.append(i)
-            keep: list[int] = []
-            for c in kids[i]:
-                if not async_blocking and not tree.is_blocking(c):
-                    continue  # non-blocking subtree removed (never visited)
-                keep.append(c)
-            kids[i] = keep
-            todo.extend(reversed(keep))
+            todo.extend(reversed(kids[i]))
         for i in order:
             p = tree.parent[i]
             if p < 0:
@@ -184,36 +179,46 @@ def raw_jaeger_path(tree: TraceTree, *, async_blocking: bool = False) -> tuple[l
             if not alive[i]:
                 dropped.append(i)
                 kids[p] = [c for c in kids[p] if c != i]
-        span = root
-        returning: int | None = None
-        while True:
-            lfc = -1
-            max_end = -1
-            for c in kids[span]:
-                if not alive[c]:
-                    continue
-                ce = end[c]
-                # Jaeger tests ``returning`` for truthiness, which loops forever on a start time of exactly 0;
-                # epoch timestamps are never 0, so testing for None is the same everywhere it terminates.
-                if returning is not None:
-                    if ce < returning and ce > max_end:
-                        max_end, lfc = ce, c
-                elif ce > max_end:
-                    max_end, lfc = ce, c
-            section_end = returning if returning is not None else end[span]
-            if lfc >= 0:
-                if end[lfc] != section_end:
-                    sections.append((span, end[lfc], section_end))
-                span, returning = lfc, None
-            else:
-                if start[span] != section_end:
-                    sections.append((span, start[span], section_end))
-                p = tree.parent[span]
-                if p < 0 or span == root:
-                    break
-                returning = start[span]
-                span = p
+        sections.extend(_jaeger_sections(tree, root, kids, alive, start, end))
     return sections, dropped
+
+
+def _jaeger_sections(
+    tree: TraceTree, root: int, kids: list[list[int]], alive: list[bool], start: list[int], end: list[int]
+) -> list[tuple[int, int, int]]:
+    """From ``root``: take the child that finishes last, descend; on the way back a sibling must end strictly before
+    the returning child's start."""
+    sections: list[tuple[int, int, int]] = []
+    span = root
+    returning: int | None = None
+    while True:
+        lfc = -1
+        max_end = -1
+        for c in kids[span]:
+            if not alive[c]:
+                continue
+            ce = end[c]
+            # Jaeger tests ``returning`` for truthiness, which loops forever on a start time of exactly 0;
+            # epoch timestamps are never 0, so testing for None is the same everywhere it terminates.
+            if returning is not None:
+                if ce < returning and ce > max_end:
+                    max_end, lfc = ce, c
+            elif ce > max_end:
+                max_end, lfc = ce, c
+        section_end = returning if returning is not None else end[span]
+        if lfc >= 0:
+            if end[lfc] != section_end:
+                sections.append((span, end[lfc], section_end))
+            span, returning = lfc, None
+        else:
+            if start[span] != section_end:
+                sections.append((span, start[span], section_end))
+            p = tree.parent[span]
+            if p < 0 or span == root:
+                break
+            returning = start[span]
+            span = p
+    return sections
 
 
 def critical_path(tree: TraceTree, *, policy: str = "default", async_blocking: bool = False) -> CriticalPath:
@@ -227,7 +232,6 @@ def critical_path(tree: TraceTree, *, policy: str = "default", async_blocking: b
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown critical-path policy {policy!r}: use one of {', '.join(POLICIES)}")
-    spans = tree.spans
     if tree.primary < 0:
         return CriticalPath(trace_id=tree.trace_id, policy=policy, segments=())
     clipped: list[int] = []
@@ -237,7 +241,8 @@ def critical_path(tree: TraceTree, *, policy: str = "default", async_blocking: b
     else:
         raw, ignored = raw_jaeger_path(tree, async_blocking=async_blocking)
         raw = sorted(raw, key=lambda t: (t[1], t[2]))
-    segments = tuple(Segment(i, spans[i].span_id, spans[i].name, s, e) for i, s, e in raw)
+    sids, names = tree.span_ids, tree.names
+    segments = tuple(Segment(i, sids[i], names[i], s, e) for i, s, e in raw)
     exclusive: dict[str, int] = {}
     for seg in segments:
         exclusive[seg.span_id] = exclusive.get(seg.span_id, 0) + seg.end_ns - seg.start_ns
@@ -246,6 +251,6 @@ def critical_path(tree: TraceTree, *, policy: str = "default", async_blocking: b
         policy=policy,
         segments=segments,
         exclusive_ns=exclusive,
-        clipped=tuple(spans[i].span_id for i in clipped),
-        ignored=tuple(spans[i].span_id for i in ignored),
+        clipped=tuple(sids[i] for i in clipped),
+        ignored=tuple(sids[i] for i in ignored),
     )

@@ -6,12 +6,13 @@ held as facts while the spans themselves stay in the store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tailscope.trace.critical_path import raw_default_path, raw_jaeger_path
 from tailscope.trace.layers import refine_layer
-from tailscope.trace.tree import TraceTree
+from tailscope.trace.tree import SpanRow, TraceTree, tree_from_rows
 from tailscope.trace.waterfall import WaterfallGroup, find_waterfalls
 
 
@@ -81,21 +82,77 @@ class TraceFacts:
     spans: int = 0
 
 
+def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
+    """Compute the per-trace facts of one tree under a critical-path policy (``default`` or ``jaeger``).
+
+    Stages: anomalies of the tree; the critical path; layers refined with the tree; path time per span, layer and
+    operation; inclusive path time, model calls and branches per subtree; per-operation totals; retries; waterfalls.
+    """
+    p = tree.primary
+    facts = TraceFacts(
+        trace_id=tree.trace_id,
+        root_op=tree.names[p] if p >= 0 else "",
+        duration_ns=tree.duration_ns,
+        spans=len(tree.span_ids),
+    )
+    if tree.orphans or len(tree.roots) > 1 or tree.cycles_broken or tree.outside or tree.duplicates:
+        _count(facts.anomalies, tree_anomalies(tree))
+    if p < 0:
+        return facts
+    if policy == "jaeger":
+        path, ignored = raw_jaeger_path(tree, async_blocking=async_blocking)
+        clipped: list[int] = []
+    else:
+        path, clipped, ignored = raw_default_path(tree, p, async_blocking=async_blocking)
+    if clipped or ignored:
+        _count(facts.anomalies, {"clipped": len(clipped), "ignored": len(ignored)})
+    layers = span_layers(tree)
+    excl, own_segments = _path_time(tree, path, layers, facts)
+    order = preorder(tree)
+    incl, has_model = _subtree_totals(tree, order, excl, layers)
+    _inclusive_ops(tree, order, incl, facts)
+    _op_totals(tree, own_segments, facts.ops)
+    facts.retries.extend(find_retries(tree, incl))
+    facts.waterfalls = find_waterfalls(tree, layers, has_model, incl, own_segments, async_blocking=async_blocking)
+    return facts
+
+
+def facts_from_rows(rows: Sequence[SpanRow], *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
+    """:func:`trace_facts` of one trace's store rows (sorted by ``(start, end, span id)``, as the store reads them)."""
+    return trace_facts(tree_from_rows(rows), policy=policy, async_blocking=async_blocking)
+
+
+def tree_anomalies(tree: TraceTree) -> dict[str, int]:
+    """What the tree builder found: orphans, extra roots, cycles, skew, overflow, duplicates."""
+    skew = sum(1 for o in tree.outside if o.skew)
+    return {
+        "orphans": len(tree.orphans),
+        "extra_roots": max(0, len(tree.roots) - 1),
+        "cycles": len(tree.cycles_broken),
+        "skew": skew,
+        "overflow": len(tree.outside) - skew,
+        "duplicates": tree.duplicates,
+    }
+
+
+def _count(anomalies: dict[str, int], found: dict[str, int]) -> None:
+    for key, value in found.items():
+        if value:
+            anomalies[key] = value
+
+
 def span_layers(tree: TraceTree) -> list[str]:
     """Each span's layer, refined with the tree (a CLIENT call without a SERVER child is an external API)."""
-    spans = tree.spans
-    out: list[str] = []
-    for i, s in enumerate(spans):
-        layer = s.layer
+    out = list(tree.layers)
+    kinds, children, parent = tree.kinds, tree.children, tree.parent
+    for i, layer in enumerate(out):
         if layer == "network" or layer == "gateway":
-            kinds = [spans[c].kind for c in tree.children[i]]
-            layer = refine_layer(layer, s.kind, kinds, is_root=tree.parent[i] < 0)
-        out.append(layer)
+            out[i] = refine_layer(layer, kinds[i], [kinds[c] for c in children[i]], is_root=parent[i] < 0)
     return out
 
 
-def _preorder(tree: TraceTree) -> list[int]:
-    """Span indices with every parent before its children."""
+def preorder(tree: TraceTree) -> list[int]:
+    """Span indices with every parent before its children (children in start order)."""
     order: list[int] = []
     children = tree.children
     stack = list(reversed(tree.roots))
@@ -108,24 +165,151 @@ def _preorder(tree: TraceTree) -> list[int]:
     return order
 
 
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for s, e in intervals:  # sorted by start (children are)
-        if merged and s <= merged[-1][1]:
-            if e > merged[-1][1]:
-                merged[-1] = (merged[-1][0], e)
-        else:
-            merged.append((s, e))
-    return merged
+def _path_time(
+    tree: TraceTree, path: list[tuple[int, int, int]], layers: list[str], facts: TraceFacts
+) -> tuple[list[int], dict[int, list[tuple[int, int]]]]:
+    """Exclusive path ns per span, summed per operation and layer into ``facts``; the path segments of spans that
+    have children (their own time on the path)."""
+    names, children = tree.names, tree.children
+    excl = [0] * len(names)
+    own_segments: dict[int, list[tuple[int, int]]] = {}
+    path_layer, path_op = facts.path_layer, facts.path_op
+    for i, s, e in path:
+        d = e - s
+        excl[i] += d
+        name = names[i]
+        path_op[name] = path_op.get(name, 0) + d
+        layer = layers[i]
+        path_layer[layer] = path_layer.get(layer, 0) + d
+        if children[i]:
+            segs = own_segments.get(i)
+            if segs is None:
+                own_segments[i] = [(s, e)]
+            else:
+                segs.append((s, e))
+    return excl, own_segments
 
 
-def _overlap(a: list[tuple[int, int]], s: int, e: int) -> int:
-    total = 0
-    for x, y in a:
-        if y <= s or x >= e:
+def _subtree_totals(
+    tree: TraceTree, order: list[int], excl: list[int], layers: list[str]
+) -> tuple[list[int], list[bool]]:
+    """Inclusive path ns of each span's subtree, and whether it holds a model call (an inference span)."""
+    parent = tree.parent
+    incl = excl[:]
+    has_model = [layer == "inference" for layer in layers]
+    for i in reversed(order):
+        p = parent[i]
+        if p >= 0:
+            incl[p] += incl[i]
+            if has_model[i]:
+                has_model[p] = True
+    return incl, has_model
+
+
+def _inclusive_ops(tree: TraceTree, order: list[int], incl: list[int], facts: TraceFacts) -> None:
+    """Inclusive path ns per operation below the primary root, with the branch (root's child) it was first found
+    under; an operation nested in itself counts once."""
+    names, parent, primary = tree.names, tree.parent, tree.primary
+    branch_of = [-1] * len(names)
+    for i in order:
+        p = parent[i]
+        if p == primary:
+            branch_of[i] = i
+        elif p >= 0 and branch_of[p] >= 0:
+            branch_of[i] = branch_of[p]
+    root_name = names[primary]
+    count: dict[str, int] = {}
+    for name in names:
+        count[name] = count.get(name, 0) + 1
+    incl_op, branch = facts.incl_op, facts.branch
+    for i in order:
+        name = names[i]
+        if incl[i] <= 0 or i == primary or branch_of[i] < 0 or name == root_name:
             continue
-        total += min(y, e) - max(x, s)
-    return total
+        if count[name] > 1 and _nested_in_itself(tree, i):
+            continue
+        incl_op[name] = incl_op.get(name, 0) + incl[i]
+        if name not in branch:
+            branch[name] = names[branch_of[i]]
+
+
+def _nested_in_itself(tree: TraceTree, i: int) -> bool:
+    """Whether an ancestor of span ``i`` below the primary root has its name."""
+    names, parent, primary = tree.names, tree.parent, tree.primary
+    p = parent[i]
+    while p >= 0 and p != primary:
+        if names[p] == names[i]:
+            return True
+        p = parent[p]
+    return False
+
+
+def _op_totals(tree: TraceTree, own_segments: dict[int, list[tuple[int, int]]], ops: dict[str, OpFacts]) -> None:
+    """Per operation: spans, duration, self time, gaps (and the part on the path), widest fan-out, most children."""
+    names, starts, ends, children = tree.names, tree.starts, tree.ends, tree.children
+    for i, name in enumerate(names):
+        op = ops.get(name)
+        if op is None:
+            op = ops[name] = OpFacts()
+        op.count += 1
+        dur = ends[i] - starts[i]
+        op.duration_ns += dur
+        kids = children[i]
+        if not kids:
+            op.self_ns += dur
+            continue
+        union, clip, overlap = _children_union(tree, i)
+        gap = dur - sum(y - x for x, y in union)
+        op.self_ns += gap
+        op.gap_ns += gap
+        for x, y in own_segments.get(i, ()):
+            op.gap_path_ns += (y - x) - _covered(union, x, y)
+        if len(kids) > op.children:
+            op.children = len(kids)
+        width = (fanout_width(clip) if overlap else 1) if clip else 0
+        if width > op.fanout:
+            op.fanout = width
+
+
+def _children_union(tree: TraceTree, i: int) -> tuple[list[list[int]], list[tuple[int, int]], bool]:
+    """The children of ``i`` clipped to it: the union of their intervals, the clipped intervals, and whether any two
+    overlap (one pass; children are sorted by start)."""
+    starts, ends = tree.starts, tree.ends
+    s0, e0 = starts[i], ends[i]
+    union: list[list[int]] = []
+    clip: list[tuple[int, int]] = []
+    overlap = False
+    reach = s0
+    last: list[int] = []
+    for c in tree.children[i]:
+        x, y = starts[c], ends[c]
+        if y <= s0 or x >= e0:
+            continue
+        if x < s0:
+            x = s0
+        if y > e0:
+            y = e0
+        clip.append((x, y))
+        if last and x < reach:
+            overlap = True
+        if last and x <= last[1]:
+            if y > last[1]:
+                last[1] = y
+        else:
+            last = [x, y]
+            union.append(last)
+        if y > reach:
+            reach = y
+    return union, clip, overlap
+
+
+def _covered(union: list[list[int]], x: int, y: int) -> int:
+    """How much of ``[x, y)`` the union covers."""
+    covered = 0
+    for u0, u1 in union:
+        if u1 > x and u0 < y:
+            covered += (u1 if u1 < y else y) - (u0 if u0 > x else x)
+    return covered
 
 
 def fanout_width(intervals: list[tuple[int, int]]) -> int:
@@ -145,175 +329,27 @@ def fanout_width(intervals: list[tuple[int, int]]) -> int:
     return best
 
 
-def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
-    """Compute the per-trace facts of one tree under a critical-path policy."""
-    spans = tree.spans
-    root = tree.root
-    facts = TraceFacts(
-        trace_id=tree.trace_id,
-        root_op=root.name if root is not None else "",
-        duration_ns=tree.duration_ns,
-        spans=len(spans),
-    )
-    anomalies = facts.anomalies
-    for key, value in (
-        ("orphans", len(tree.orphans)),
-        ("extra_roots", max(0, len(tree.roots) - 1)),
-        ("cycles", len(tree.cycles_broken)),
-        ("skew", sum(1 for o in tree.outside if o.skew)),
-        ("overflow", sum(1 for o in tree.outside if not o.skew)),
-        ("duplicates", tree.duplicates),
-    ):
-        if value:
-            anomalies[key] = value
-    if root is None:
-        return facts
-    if policy == "jaeger":
-        path, ignored = raw_jaeger_path(tree, async_blocking=async_blocking)
-        clipped: list[int] = []
-    else:
-        path, clipped, ignored = raw_default_path(tree, tree.primary, async_blocking=async_blocking)
-    if clipped:
-        anomalies["clipped"] = len(clipped)
-    if ignored:
-        anomalies["ignored"] = len(ignored)
-    layers = span_layers(tree)
-    order = _preorder(tree)
-    n = len(spans)
-    excl = [0] * n
-    own_segments: dict[int, list[tuple[int, int]]] = {}
-    path_layer = facts.path_layer
-    path_op = facts.path_op
-    for i, s, e in path:
-        d = e - s
-        excl[i] += d
-        name = spans[i].name
-        path_op[name] = path_op.get(name, 0) + d
-        layer = layers[i]
-        path_layer[layer] = path_layer.get(layer, 0) + d
-        if tree.children[i]:
-            own_segments.setdefault(i, []).append((s, e))
-    # Inclusive path per span (post-order), has-model per subtree, branch (child of the primary root) per span.
-    incl = excl[:]
-    has_model = [layer == "inference" for layer in layers]
-    for i in reversed(order):
-        p = tree.parent[i]
-        if p >= 0:
-            incl[p] += incl[i]
-            if has_model[i]:
-                has_model[p] = True
-    primary = tree.primary
-    branch_of: dict[int, int] = {}
-    for i in order:
-        p = tree.parent[i]
-        if p == primary:
-            branch_of[i] = i
-        elif p >= 0 and p in branch_of:
-            branch_of[i] = branch_of[p]
-    root_name = root.name
-    name_count: dict[str, int] = {}
-    for sp in spans:
-        name_count[sp.name] = name_count.get(sp.name, 0) + 1
-    incl_op = facts.incl_op
-    branch = facts.branch
-    for i in order:
-        if incl[i] <= 0 or i == primary or i not in branch_of:
-            continue
-        name = spans[i].name
-        if name == root_name:
-            continue
-        # Count an operation nested in itself once: skip when an ancestor has the same name.
-        p = tree.parent[i]
-        nested = False
-        while name_count[name] > 1 and p >= 0 and p != primary:
-            if spans[p].name == name:
-                nested = True
-                break
-            p = tree.parent[p]
-        if nested:
-            continue
-        incl_op[name] = incl_op.get(name, 0) + incl[i]
-        if name not in branch:
-            branch[name] = spans[branch_of[i]].name
-    # Per-operation self time, gaps, fan-out; retries.
-    ops = facts.ops
-    children = tree.children
-    for i, sp in enumerate(spans):
-        op = ops.get(sp.name)
-        if op is None:
-            op = ops[sp.name] = OpFacts()
-        op.count += 1
-        s0, e0 = sp.start_ns, sp.end_ns
-        dur = e0 - s0
-        op.duration_ns += dur
-        kids = children[i]
-        if not kids:
-            op.self_ns += dur
-            continue
-        # One pass over the children (sorted by start): clipped union, and whether any two overlap.
-        union: list[tuple[int, int]] = []
-        clip: list[tuple[int, int]] = []
-        overlap = False
-        reach = s0
-        for c in kids:
-            k = spans[c]
-            x, y = k.start_ns, k.end_ns
-            if y <= s0 or x >= e0:
-                continue
-            if x < s0:
-                x = s0
-            if y > e0:
-                y = e0
-            clip.append((x, y))
-            if union and x < reach:
-                overlap = True
-            if union and x <= union[-1][1]:
-                if y > union[-1][1]:
-                    union[-1] = (union[-1][0], y)
-            else:
-                union.append((x, y))
-            if y > reach:
-                reach = y
-        busy = 0
-        for x, y in union:
-            busy += y - x
-        op.self_ns += dur - busy
-        op.gap_ns += dur - busy
-        segs = own_segments.get(i)
-        if segs:
-            for x, y in segs:
-                op.gap_path_ns += (y - x) - _overlap(union, x, y)
-        if len(kids) > op.children:
-            op.children = len(kids)
-        width = (fanout_width(clip) if overlap else 1) if clip else 0
-        if width > op.fanout:
-            op.fanout = width
-        if len(kids) > 1:
-            _retries(tree, kids, incl, facts.retries)
-    facts.waterfalls = find_waterfalls(tree, layers, has_model, incl, own_segments, async_blocking=async_blocking)
-    return facts
-
-
-def _retries(tree: TraceTree, kids: tuple[int, ...], incl: list[int], out: list[Retry]) -> None:
-    """Runs of same-name siblings where each later one follows an error or carries ``http.request.resend_count``."""
-    spans = tree.spans
-    k = 0
-    while k < len(kids):
-        first = spans[kids[k]]
-        j = k + 1
-        cost = 0
-        while j < len(kids):
-            prev, cur = spans[kids[j - 1]], spans[kids[j]]
-            if cur.name != first.name:
-                break
-            resend = cur.attributes.get("http.request.resend_count") if cur.attributes else None
-            if prev.status != "ERROR" and not resend:
-                break
-            cost += incl[kids[j - 1]]
-            j += 1
-        if j - k > 1:
-            out.append(Retry(op=first.name, attempts=j - k, cost_ns=cost))
-        k = j
+def find_retries(tree: TraceTree, incl: list[int]) -> list[Retry]:
+    """Runs of same-name siblings where each later one follows an error or carries ``http.request.resend_count``;
+    the cost of a run is the path time of its failed attempts (all but the last)."""
+    names, statuses, resends = tree.names, tree.statuses, tree.resends
+    out: list[Retry] = []
+    for kids in tree.children:
+        k = 0
+        while k < len(kids) - 1:
+            first = names[kids[k]]
+            j = k + 1
+            cost = 0
+            while j < len(kids):
+                cur, prev = kids[j], kids[j - 1]
+                if names[cur] != first or (statuses[prev] != "ERROR" and not resends[cur]):
+                    break
+                cost += incl[prev]
+                j += 1
+            if j - k > 1:
+                out.append(Retry(op=first, attempts=j - k, cost_ns=cost))
+            k = j
+    return out
 
 
 #: A :class:`TraceFacts` as nested tuples, lists and dicts of str and int only (``marshal``-able).

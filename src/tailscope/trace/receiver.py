@@ -23,7 +23,7 @@ from aiohttp import web
 
 from tailscope.errors import TraceFormatError
 from tailscope.records import Span
-from tailscope.trace.ingest.common import ParseContext
+from tailscope.trace.ingest.common import ParseContext, loads_json, row_span
 from tailscope.trace.ingest.otlp import parse_otlp_json, parse_otlp_proto
 from tailscope.trace.layers import LayerRule
 
@@ -142,13 +142,13 @@ class OtlpReceiver:
         ctx = ParseContext(source="otlp/http", rules=self.rules, max_problems=20)
         try:
             if proto:
-                spans = list(parse_otlp_proto(body, ctx))
+                spans = [row_span(r) for r in parse_otlp_proto(body, ctx)]
             else:
                 try:
-                    doc = json.loads(body)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    doc = loads_json(body)
+                except json.JSONDecodeError as exc:
                     return web.json_response({"error": f"malformed JSON: {exc}"}, status=400)
-                spans = list(parse_otlp_json(doc, ctx))
+                spans = [row_span(r) for r in parse_otlp_json(doc, ctx)]
         except TraceFormatError as exc:
             return web.json_response({"error": str(exc)}, status=415)
         if not spans and ctx.problems:

@@ -77,56 +77,59 @@ def find_waterfalls(
         own_segments: for spans with children, their own critical-path segments ``(start, end)``.
         async_blocking: treat async children as blocking.
     """
-    spans = tree.spans
     groups: list[WaterfallGroup] = []
+    blocks = tree.blocking
     for p, kids in enumerate(tree.children):
         if len(kids) < 2:
             continue
-        candidates = 0
-        for c in kids:
-            if layers[c] in CANDIDATE_LAYERS and not has_model[c]:
-                candidates += 1
-        if candidates < 2:
+        candidate = {c for c in kids if layers[c] in CANDIDATE_LAYERS and not has_model[c]}
+        if len(candidate) < 2:
             continue
-        blocking = [c for c in kids if async_blocking or tree.is_blocking(c)]
-        # A member must have run alone: it overlaps no other sibling (a concurrent batch is not a waterfall).
-        # Siblings are sorted by start, so only the running max end before k and the next start matter.
-        n = len(blocking)
-        alone = [True] * n
-        max_end = -(2**63)
-        for k, c in enumerate(blocking):
-            s = spans[c]
-            if s.start_ns < max_end or (k + 1 < n and spans[blocking[k + 1]].start_ns < s.end_ns):
-                alone[k] = False
-            max_end = max(max_end, s.end_ns)
-        run: list[int] = []
-        runs: list[list[int]] = []
-        run_end = 0
-        prev_name = ""
-        prev_error = False
-        for k, c in enumerate(blocking):
-            s = spans[c]
-            if layers[c] not in CANDIDATE_LAYERS or has_model[c] or not alone[k]:
-                if len(run) > 1:
-                    runs.append(run)
-                run = []
-                continue
-            retry = prev_error and prev_name == s.name
-            prev_name, prev_error = s.name, s.status == "ERROR"
-            if run and s.start_ns >= run_end and not retry:
-                run.append(c)
-                if s.end_ns > run_end:
-                    run_end = s.end_ns
-                continue
-            if len(run) > 1:
-                runs.append(run)
-            run = [c]
-            run_end = s.end_ns
-        if len(run) > 1:
-            runs.append(run)
-        for members in runs:
+        siblings = list(kids) if async_blocking else [c for c in kids if blocks[c]]
+        for members in _runs(tree, siblings, candidate):
             groups.append(_group(tree, p, members, incl, own_segments.get(p, ())))
     return groups
+
+
+def _runs(tree: TraceTree, siblings: list[int], candidate: set[int]) -> list[list[int]]:
+    """Maximal runs of ≥ 2 candidate siblings (in start order) that ran alone, one after another, not retrying."""
+    starts, ends, names, statuses = tree.starts, tree.ends, tree.names, tree.statuses
+    # A member must have run alone: it overlaps no other sibling (a concurrent batch is not a waterfall).
+    # Siblings are sorted by start, so only the running max end before k and the next start matter.
+    n = len(siblings)
+    alone = [True] * n
+    max_end = -(2**63)
+    for k, c in enumerate(siblings):
+        if starts[c] < max_end or (k + 1 < n and starts[siblings[k + 1]] < ends[c]):
+            alone[k] = False
+        if ends[c] > max_end:
+            max_end = ends[c]
+    run: list[int] = []
+    runs: list[list[int]] = []
+    run_end = 0
+    prev_name = ""
+    prev_error = False
+    for k, c in enumerate(siblings):
+        if c not in candidate or not alone[k]:
+            if len(run) > 1:
+                runs.append(run)
+            run = []
+            continue
+        name = names[c]
+        retry = prev_error and prev_name == name
+        prev_name, prev_error = name, statuses[c] == "ERROR"
+        if run and starts[c] >= run_end and not retry:
+            run.append(c)
+            if ends[c] > run_end:
+                run_end = ends[c]
+            continue
+        if len(run) > 1:
+            runs.append(run)
+        run = [c]
+        run_end = ends[c]
+    if len(run) > 1:
+        runs.append(run)
+    return runs
 
 
 def _group(
@@ -136,28 +139,24 @@ def _group(
     incl: Sequence[int],
     parent_segments: Sequence[tuple[int, int]],
 ) -> WaterfallGroup:
-    spans = tree.spans
-    w0 = spans[members[0]].start_ns
+    starts, ends, names, sids = tree.starts, tree.ends, tree.names, tree.span_ids
+    w0 = starts[members[0]]
     w1 = longest = 0
+    on_path = 0  # path time in the window owned by the members' subtrees (they lie inside it) or the parent itself
     for m in members:
-        sm = spans[m]
-        if sm.end_ns > w1:
-            w1 = sm.end_ns
-        if sm.end_ns - sm.start_ns > longest:
-            longest = sm.end_ns - sm.start_ns
-    local = (w1 - w0) - longest
-    if local < 0:
-        local = 0
-    # Path time in the window owned by the members' subtrees (they lie inside it) or by the parent itself.
-    on_path = sum(incl[m] for m in members)
+        if ends[m] > w1:
+            w1 = ends[m]
+        if ends[m] - starts[m] > longest:
+            longest = ends[m] - starts[m]
+        on_path += incl[m]
+    local = max(0, (w1 - w0) - longest)
     for s, e in parent_segments:
         if e > w0 and s < w1:
             on_path += min(e, w1) - max(s, w0)
-    parent = spans[p]
     return WaterfallGroup(
-        pattern=pattern_of(parent.name, tuple(spans[m].name for m in members)),
-        parent_id=parent.span_id,
-        member_ids=tuple(spans[m].span_id for m in members),
+        pattern=pattern_of(names[p], tuple(names[m] for m in members)),
+        parent_id=sids[p],
+        member_ids=tuple(sids[m] for m in members),
         window_ns=w1 - w0,
         local_saving_ns=local,
         saving_ns=min(local, on_path),

@@ -47,3 +47,15 @@ def test_missing_set_and_trace_are_clear_errors(tmp_path: Path) -> None:
         store.get_set("nope")
     store.delete_set("a")
     assert store.list_sets() == []
+
+
+def test_values_orjson_cannot_encode_are_stored_not_lost(tmp_path: Path) -> None:
+    store = SpanStore(tmp_path / "s.duckdb")
+    odd = {"big": 2**70, "lone": "a\ud800b", "nested": [-(2**64), {"x": "\udfff"}], "http.request.resend_count": 2**40}
+    assert store.write("odd", [span("r", None, 0, 10, "root", trace="cc03", attributes=odd)]) == 1
+    _, [got] = store.load_trace("odd", "cc03")
+    assert got.attributes["big"] == str(2**70)
+    assert got.attributes["lone"] == "a?b"  # the lone surrogate replaced (store.bounds.json_safe)
+    assert got.attributes["nested"] == [str(-(2**64)), {"x": "?"}]
+    [[row]] = list(store.iter_trace_rows("odd"))
+    assert row[11] is None  # a resend count beyond the INTEGER column is not a resend count

@@ -52,33 +52,39 @@ class ParseContext:
             self.problems.append(Problem(self.source, position, message))
 
 
-def loads_json(data: bytes, text: str | None = None) -> Any:
-    """Parse a JSON document like :func:`json.loads` (of ``text`` when given, else of ``data``), with orjson.
+def loads_json(data: bytes | str) -> Any:
+    """Parse one JSON document like :func:`json.loads`, with orjson (several times faster on OTLP documents).
 
-    orjson is several times faster on the object-heavy OTLP documents. Where it refuses input the stdlib accepts
-    (``NaN``, very deep nesting), and for every error, the stdlib parses, so results and error positions stay those
-    of :mod:`json`. One difference remains: an integer literal beyond 64 bits becomes a float (the stdlib keeps it
-    exact). No valid time is that large — nanoseconds since the epoch fit in int64 — and :func:`parse_int` refuses
-    floats outside int64, so such a time is reported as not an integer instead of going through float.
+    What orjson refuses and the stdlib accepts — escapes of lone surrogates (text the store keeps, made storable),
+    ``NaN``/``Infinity``, very deep nesting — and every error go to the stdlib, so results and error positions are
+    those of :mod:`json`. One difference remains: an integer literal beyond 64 bits becomes a float; no valid time is
+    that large, and :func:`parse_int` refuses floats outside int64, so such a time is reported as not an integer
+    instead of being rounded into one. A leading UTF-8 byte-order mark is skipped.
 
     Raises:
-        json.JSONDecodeError, UnicodeDecodeError: like :func:`json.loads`.
+        json.JSONDecodeError: with ``msg``, ``lineno`` and ``colno`` of the first error (invalid UTF-8 included).
     """
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+    elif data.startswith("\ufeff"):
+        data = data[1:]
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(text if text is not None else data)
+        pass
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise json.JSONDecodeError(f"not UTF-8 text ({exc.reason})", "", exc.start) from None
+    return json.loads(data)
 
 
-_ID_CACHES: dict[int, dict[str, str | None]] = {}
-
-
-def id_cache(width: int) -> dict[str, str | None]:
-    """The cache of :func:`normalize_id` for one width: id text → normalised id (None for an unusable id)."""
-    cache = _ID_CACHES.get(width)
-    if cache is None:
-        cache = _ID_CACHES[width] = {}
-    return cache
+#: The caches of :func:`normalize_id` per width: id text → normalised id (None for an unusable id).
+_ID_CACHES: dict[int, dict[str | bytes, str | None]] = {16: {}, 32: {}}
+_SPAN_IDS = _ID_CACHES[16]
+_TRACE_IDS = _ID_CACHES[32]
 
 
 def normalize_id(value: Any, *, width: int) -> str | None:
@@ -90,8 +96,8 @@ def normalize_id(value: Any, *, width: int) -> str | None:
     """
     if value is None:
         return None
-    if type(value) is str:
-        cache = id_cache(width)
+    if type(value) is str or type(value) is bytes:
+        cache = _ID_CACHES.setdefault(width, {})
         hit = cache.get(value, "")
         if hit != "":
             return hit
@@ -104,7 +110,11 @@ def normalize_id(value: Any, *, width: int) -> str | None:
 
 def _normalize_id(value: Any, width: int) -> str | None:
     if isinstance(value, bytes | bytearray):
-        text = bytes(value).hex()
+        if not value.strip(b"\0"):
+            return None
+        text = bytes(value).hex()  # lowercase hex already
+        if len(text) == width or len(text) == 32:
+            return text
     elif isinstance(value, int) and not isinstance(value, bool):
         text = format(value, "x")
     else:
@@ -197,80 +207,6 @@ def _pos(position: str | tuple[str, int]) -> str:
     return f"{position[0]}[{position[1]}]" if isinstance(position, tuple) else position
 
 
-def _checked_ids_and_times(
-    ctx: ParseContext,
-    position: str | tuple[str, int],
-    trace_id: Any,
-    span_id: Any,
-    start_ns: int | None,
-    end_ns: int | None,
-) -> tuple[str, str, int, int] | None:
-    """Normalized (trace id, span id, start, end) of one span, or None with the problem recorded (shared by
-    :func:`make_span` and :func:`make_row`, so both paths report the same problems)."""
-    tid = normalize_id(trace_id, width=32)
-    if tid is None:
-        ctx.problem(_pos(position), "span without trace id, skipped")
-        return None
-    sid = normalize_id(span_id, width=16)
-    if sid is None:
-        ctx.problem(_pos(position), "span without span id, skipped")
-        return None
-    if start_ns is None or end_ns is None:
-        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
-        return None
-    if not (_NS_MIN <= start_ns <= _NS_MAX and _NS_MIN <= end_ns <= _NS_MAX):
-        ctx.problem(_pos(position), f"span {sid}: start/end time beyond the store's 64-bit range, skipped")
-        return None
-    if end_ns < start_ns:
-        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
-        end_ns = start_ns
-    return tid, sid, start_ns, end_ns
-
-
-def make_span(
-    ctx: ParseContext,
-    position: str | tuple[str, int],
-    *,
-    trace_id: Any,
-    span_id: Any,
-    parent_id: Any,
-    name: Any,
-    start_ns: int | None,
-    end_ns: int | None,
-    service: str,
-    kind: str,
-    status: str,
-    attributes: Mapping[str, Any],
-    links: tuple[tuple[str, str], ...] = (),
-    follows_from: bool = False,
-) -> Span | None:
-    """Validate and build one span (layer classified); record a problem and return None when it is unusable.
-
-    ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded.
-    """
-    checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
-    if checked is None:
-        return None
-    tid, sid, start_ns, end_ns = checked
-    name_s = name if type(name) is str else str(name) if name is not None else ""
-    attrs = attributes if type(attributes) is dict else dict(attributes)
-    return Span(
-        trace_id=tid,
-        span_id=sid,
-        parent_id=normalize_id(parent_id, width=16),
-        name=name_s,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        service=service,
-        kind=kind,
-        status=status,
-        attributes=attrs,
-        links=links,
-        layer=classify(name_s, kind, attrs, service=service, rules=ctx.rules),
-        follows_from=follows_from,
-    )
-
-
 def make_row(
     ctx: ParseContext,
     position: str | tuple[str, int],
@@ -287,21 +223,43 @@ def make_row(
     links: tuple[tuple[str, str], ...] = (),
     follows_from: bool = False,
 ) -> dict[str, Any] | None:
-    """:func:`make_span`, returning the span as the store's batch row (what ``store.spans.span_row`` makes of it).
+    """Validate one span and make it the store's batch row (layer classified); record a problem and return None when
+    it is unusable. Every parser builds its spans here, so every format is validated and reported the same way.
 
-    The same validation and problems; the ingest fast path uses it to skip building a Span only to encode it.
+    ``position`` is a JSON path, or ``(array path, index)`` formatted only when a problem is recorded. The row has
+    the store's columns (``store.spans.SPAN_COLUMNS``); :func:`row_span` makes it a :class:`~tailscope.records.Span`.
     """
-    checked = _checked_ids_and_times(ctx, position, trace_id, span_id, start_ns, end_ns)
-    if checked is None:
+    # Ids seen before are looked up in normalize_id's caches here: this runs once per span of every file.
+    tid = _TRACE_IDS.get(trace_id) if type(trace_id) is str or type(trace_id) is bytes else None
+    if tid is None and (tid := normalize_id(trace_id, width=32)) is None:
+        ctx.problem(_pos(position), "span without trace id, skipped")
         return None
-    tid, sid, start_ns, end_ns = checked
+    sid = _SPAN_IDS.get(span_id) if type(span_id) is str or type(span_id) is bytes else None
+    if sid is None and (sid := normalize_id(span_id, width=16)) is None:
+        ctx.problem(_pos(position), "span without span id, skipped")
+        return None
+    if start_ns is None or end_ns is None:
+        ctx.problem(_pos(position), f"span {sid}: start/end time missing or not an integer, skipped")
+        return None
+    if not (_NS_MIN <= start_ns <= _NS_MAX and _NS_MIN <= end_ns <= _NS_MAX):
+        ctx.problem(_pos(position), f"span {sid}: start/end time beyond the store's 64-bit range, skipped")
+        return None
+    if end_ns < start_ns:
+        ctx.problem(_pos(position), f"span {sid}: ends before it starts ({end_ns} < {start_ns}); end set to start")
+        end_ns = start_ns
+    if parent_id is not None:
+        pid = _SPAN_IDS.get(parent_id) if type(parent_id) is str or type(parent_id) is bytes else None
+        if pid is None:
+            pid = normalize_id(parent_id, width=16)
+    else:
+        pid = None
     name_s = name if type(name) is str else str(name) if name is not None else ""
     attrs = attributes if type(attributes) is dict else dict(attributes)
     resend = attrs.get("http.request.resend_count") if attrs else None
-    return {
+    return {  # the store's SPAN_COLUMNS, in order
         "trace_id": tid,
         "span_id": sid,
-        "parent_id": normalize_id(parent_id, width=16),
+        "parent_id": pid,
         "name": name_s,
         "start_ns": start_ns,
         "end_ns": end_ns,
@@ -314,3 +272,22 @@ def make_row(
         "attributes": attrs or None,
         "links": links or None,
     }
+
+
+def row_span(row: Mapping[str, Any]) -> Span:
+    """A batch row (:func:`make_row`) as a :class:`~tailscope.records.Span`."""
+    return Span(
+        trace_id=row["trace_id"],
+        span_id=row["span_id"],
+        parent_id=row["parent_id"],
+        name=row["name"],
+        start_ns=row["start_ns"],
+        end_ns=row["end_ns"],
+        service=row["service"],
+        kind=row["kind"],
+        status=row["status"],
+        attributes=row["attributes"] or {},
+        links=row["links"] or (),
+        layer=row["layer"],
+        follows_from=row["follows_from"],
+    )

@@ -8,18 +8,18 @@ document is salvaged: every complete span object before the damage is read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tailscope.errors import TraceFormatError
 from tailscope.records import Span
-from tailscope.store.spans import span_row
-from tailscope.trace.ingest.common import ParseContext, loads_json
+from tailscope.trace.ingest.common import ParseContext, loads_json, row_span
 from tailscope.trace.ingest.jaeger import parse_jaeger_json, parse_zipkin_json
-from tailscope.trace.ingest.otlp import otlp_json_rows, parse_otlp_json, parse_otlp_proto
+from tailscope.trace.ingest.otlp import parse_otlp_json, parse_otlp_proto
 
 FORMATS = ("auto", "otlp-json", "otlp-proto", "jaeger", "zipkin")
 _PROTO_SUFFIXES = (".pb", ".bin", ".protobuf", ".proto")
@@ -46,12 +46,8 @@ def detect_json_format(doc: Any) -> str | None:
     return None
 
 
-def parse_document(doc: Any, fmt: str, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
-    """Spans of one parsed JSON document in format ``fmt`` (``auto`` detects it)."""
-    yield from _parse_document(doc, fmt, ctx, where, as_rows=False)
-
-
-def _parse_document(doc: Any, fmt: str, ctx: ParseContext, where: str, *, as_rows: bool) -> Iterator[Any]:
+def parse_document(doc: Any, fmt: str, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
+    """Store rows of one parsed JSON document in format ``fmt`` (``auto`` detects it)."""
     if fmt == "auto":
         detected = detect_json_format(doc)
         if detected is None:
@@ -59,16 +55,13 @@ def _parse_document(doc: Any, fmt: str, ctx: ParseContext, where: str, *, as_row
             return
         fmt = detected
     if fmt == "otlp-json" or (fmt == "jaeger" and isinstance(doc, Mapping) and "result" in doc):
-        # api_v3 is OTLP inside "result"; OTLP JSON has a row fast path (the bulk of real-world input)
-        yield from (otlp_json_rows if as_rows else parse_otlp_json)(doc, ctx, where=where)
-        return
-    if fmt == "jaeger":
-        spans = parse_jaeger_json(doc, ctx, where=where)
+        yield from parse_otlp_json(doc, ctx, where=where)  # api_v3 is OTLP inside "result"
+    elif fmt == "jaeger":
+        yield from parse_jaeger_json(doc, ctx, where=where)
     elif fmt == "zipkin":
-        spans = parse_zipkin_json(doc, ctx, where=where)
+        yield from parse_zipkin_json(doc, ctx, where=where)
     else:
         raise TraceFormatError(f"{ctx.source}: format {fmt!r} is not a JSON format; use one of {', '.join(FORMATS)}")
-    yield from (map(span_row, spans) if as_rows else spans)
 
 
 def _line_col(text: str, pos: int) -> str:
@@ -81,7 +74,7 @@ _SPANS_ARRAY = re.compile(r'"spans"\s*:\s*\[')
 _SERVICE = re.compile(r'"(?:service\.name"\s*,\s*"value"\s*:\s*\{\s*"stringValue|serviceName)"\s*:\s*"([^"]*)"')
 
 
-def _salvage(text: str, fmt: str, ctx: ParseContext) -> Iterator[Span]:
+def _salvage(text: str, fmt: str, ctx: ParseContext) -> Iterator[dict[str, Any]]:
     """Complete span objects from a damaged JSON document, read one by one until the damage."""
     decoder = json.JSONDecoder()
     arrays: list[int] = []
@@ -128,85 +121,156 @@ def _salvage(text: str, fmt: str, ctx: ParseContext) -> Iterator[Span]:
 
 
 def iter_file(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = None) -> Iterator[Span]:
-    """Stream the spans of one trace file; problems go to ``ctx.problems`` (good spans still load).
+    """:func:`iter_file_rows` as :class:`~tailscope.records.Span` objects."""
+    return map(row_span, iter_file_rows(path, fmt, ctx))
+
+
+def iter_file_rows(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = None) -> Iterator[dict[str, Any]]:
+    """Stream the spans of one trace file as store rows; problems go to ``ctx.problems`` (good spans still load).
 
     Raises:
         TraceFormatError: when the file cannot be opened or the format name is unknown.
     """
-    yield from _iter_file(path, fmt, ctx, as_rows=False)
-
-
-def iter_file_rows(path: str | Path, fmt: str = "auto", ctx: ParseContext | None = None) -> Iterator[dict[str, Any]]:
-    """:func:`iter_file` yielding the store's batch rows (``store.spans.span_row`` of each span), for ingest."""
-    yield from _iter_file(path, fmt, ctx, as_rows=True)
-
-
-def _iter_file(path: str | Path, fmt: str, ctx: ParseContext | None, *, as_rows: bool) -> Iterator[Any]:
     p = Path(path)
     ctx = ctx if ctx is not None else ParseContext(source=str(p))
-    if fmt not in FORMATS:
-        raise TraceFormatError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    try:
-        fh = open(p, "rb")  # noqa: SIM115 - closed in finally; the generator streams lines
-    except OSError as exc:
-        raise TraceFormatError(f"{p}: cannot open ({exc.strerror})") from None
-    try:
-        head = fh.read(1)
-        while head and head in b" \t\r\n":
-            head = fh.read(1)
-        if fmt == "otlp-proto" or (
-            fmt == "auto" and (p.suffix.lower() in _PROTO_SUFFIXES or (head and head not in b"{[")) and head != b""
-        ):
-            fh.seek(0)
-            proto = parse_otlp_proto(fh.read(), ctx)
-            yield from (map(span_row, proto) if as_rows else proto)
+    with open_trace_file(p, fmt) as fh:
+        shape = sniff(fh, p, fmt)
+        if shape == "lines":
+            yield from line_rows(fh, 0, None, 1, fmt, ctx)
             return
-        if not head:
-            ctx.problem("", "empty file")
-            return
-        fh.seek(0)
-        first = fh.readline()
-        rest_head = fh.readline()
-        first_doc: Any = None
-        try:
-            first_doc = loads_json(first)
-            ndjson = bool(rest_head.strip())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            ndjson = False
-        if ndjson:
-            yield from _parse_document(first_doc, fmt, ctx, "line 1: ", as_rows=as_rows)
-            lineno = 2
-            line = rest_head
-            while line:
-                if line.strip():
-                    try:
-                        doc = loads_json(line)
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        col = exc.colno if isinstance(exc, json.JSONDecodeError) else 1
-                        ctx.problem(f"{lineno}:{col}", f"invalid JSON line, skipped ({_reason(exc)})")
-                    else:
-                        yield from _parse_document(doc, fmt, ctx, f"line {lineno}: ", as_rows=as_rows)
-                lineno += 1
-                line = fh.readline()
+        if shape in SHAPE_PROBLEMS:
+            ctx.problem("", SHAPE_PROBLEMS[shape])
             return
         fh.seek(0)
         raw = fh.read()
-    finally:
-        fh.close()
+    if shape == "proto":
+        yield from parse_otlp_proto(raw, ctx)
+    else:
+        yield from document_rows(raw, fmt, ctx)
+
+
+#: What a file of each unusable shape is reported as.
+SHAPE_PROBLEMS = {
+    "empty": "empty file",
+    "text": "text that is not JSON (a JSON trace file starts with '{' or '['; name protobuf files *.pb)",
+}
+
+
+@contextlib.contextmanager
+def open_trace_file(path: Path, fmt: str) -> Iterator[BinaryIO]:
+    """The file opened for binary reading.
+
+    Raises:
+        TraceFormatError: when the format name is unknown or the file cannot be opened.
+    """
+    if fmt not in FORMATS:
+        raise TraceFormatError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     try:
-        text = raw.decode("utf-8")
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot open ({exc.strerror})") from None
+    with fh:
+        yield fh
+
+
+def sniff(fh: BinaryIO, path: Path, fmt: str) -> str:
+    """The shape of a trace file: ``proto``, ``lines`` (JSON lines), ``document`` (one JSON document), ``empty`` or
+    ``text`` (neither JSON nor protobuf). Reads from the start; leaves the position anywhere."""
+    fh.seek(0)
+    head = fh.read(1)
+    while head and head in b" \t\r\n":
+        head = fh.read(1)
+    if head == b"\xef":  # a UTF-8 byte-order mark before JSON
+        bom = fh.read(2)
+        head = fh.read(1) if bom == b"\xbb\xbf" else head
+    proto_name = path.suffix.lower() in _PROTO_SUFFIXES
+    if fmt == "otlp-proto" or (fmt == "auto" and head and (proto_name or head not in b"{[")):
+        if fmt == "auto" and not proto_name and _is_text(path):
+            return "text"
+        return "proto"
+    if not head:
+        return "empty"
+    fh.seek(0)
+    end = _line_end(fh)
+    if end is None or not _more_text(fh):
+        return "document"  # one line (or one document followed by blank lines)
+    fh.seek(0)
+    try:
+        loads_json(fh.read(end))
+    except json.JSONDecodeError:
+        return "document"  # a document spread over lines
+    return "lines"
+
+
+def _line_end(fh: BinaryIO, chunk: int = 1 << 20) -> int | None:
+    """The offset after the first newline from the position (None when there is none), found chunk by chunk and
+    left there: ``readline`` on a one-line document of hundreds of megabytes costs about a microsecond per span."""
+    start = fh.tell()
+    seen = 0
+    while block := fh.read(chunk):
+        cut = block.find(b"\n")
+        if cut >= 0:
+            fh.seek(start + seen + cut + 1)
+            return start + seen + cut + 1
+        seen += len(block)
+    return None
+
+
+def _more_text(fh: BinaryIO, chunk: int = 1 << 20) -> bool:
+    """Whether anything but whitespace follows the position."""
+    while block := fh.read(chunk):
+        if block.strip():
+            return True
+    return False
+
+
+def _is_text(path: Path) -> bool:
+    """Whether the file starts like text (UTF-8 without control characters) rather than protobuf."""
+    with open(path, "rb") as fh:
+        sample = fh.read(4096)
+    try:
+        text = sample.decode("utf-8")
     except UnicodeDecodeError as exc:
-        ctx.problem(f"byte {exc.start}", "not UTF-8 text (use --format otlp-proto for protobuf files)")
-        return
+        if exc.start < len(sample) - 4:  # not just a character cut at the end of the sample
+            return False
+        text = sample[: exc.start].decode("utf-8")
+    return all(ch.isprintable() or ch in "\t\r\n" for ch in text)
+
+
+def line_rows(
+    fh: BinaryIO, start: int, end: int | None, first_line: int, fmt: str, ctx: ParseContext
+) -> Iterator[dict[str, Any]]:
+    """Store rows of the JSON lines from byte ``start`` (a line start) up to byte ``end`` (None: the end of the file);
+    ``first_line`` numbers the first of them in problem positions."""
+    fh.seek(start)
+    pos = start
+    lineno = first_line
+    while end is None or pos < end:
+        line = fh.readline()
+        if not line:
+            break
+        pos += len(line)
+        if line.strip():
+            try:
+                doc = loads_json(line)
+            except json.JSONDecodeError as exc:
+                ctx.problem(f"{lineno}:{exc.colno}", f"invalid JSON line, skipped ({exc.msg})")
+            else:
+                yield from parse_document(doc, fmt, ctx, where=f"line {lineno}: ")
+        lineno += 1
+
+
+def document_rows(raw: bytes, fmt: str, ctx: ParseContext) -> Iterator[dict[str, Any]]:
+    """Store rows of a file that holds one JSON document; a damaged one is salvaged (see :func:`_salvage`)."""
     try:
-        doc = loads_json(raw, text)
+        doc = loads_json(raw)
     except json.JSONDecodeError as exc:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            ctx.problem(f"byte {bad.start}", "not UTF-8 text (use --format otlp-proto for protobuf files)")
+            return
         ctx.problem(f"{exc.lineno}:{exc.colno}", f"invalid or truncated JSON ({exc.msg}); reading what precedes it")
-        salvaged = _salvage(text, fmt, ctx)
-        yield from (map(span_row, salvaged) if as_rows else salvaged)
+        yield from _salvage(text, fmt, ctx)
         return
-    yield from _parse_document(doc, fmt, ctx, "", as_rows=as_rows)
-
-
-def _reason(exc: Exception) -> str:
-    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+    yield from parse_document(doc, fmt, ctx)

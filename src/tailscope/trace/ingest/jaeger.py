@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tailscope.records import Span
-from tailscope.trace.ingest.common import ParseContext, make_span, normalize_id, parse_int, parse_kind
+from tailscope.trace.ingest.common import ParseContext, make_row, normalize_id, parse_int, parse_kind
 
 _REF_CHILD = "CHILD_OF"
 
@@ -24,12 +23,13 @@ def _tags(tags: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(tags, list):
         return out
-    for t in tags:
-        if isinstance(t, Mapping) and "key" in t:
+    for t in tags:  # parsed JSON: objects are dicts (a dict check is much cheaper than an ABC one)
+        if type(t) is dict and "key" in t:
             value = t.get("value")
-            if t.get("type") in ("int64", "INT64") and isinstance(value, str):
+            if type(value) is str and t.get("type") in ("int64", "INT64"):
                 value = parse_int(value)
-            out[str(t["key"])] = value
+            key = t["key"]
+            out[key if type(key) is str else str(key)] = value
     return out
 
 
@@ -41,8 +41,9 @@ def _status(tags: Mapping[str, Any]) -> str:
     return code if code in ("OK", "ERROR") else "UNSET"
 
 
-def parse_jaeger_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
-    """Spans of a Jaeger query-API JSON document (``{"data": [...]}``, a list of traces, or one trace object)."""
+def jaeger_traces(doc: Any, ctx: ParseContext, where: str = "") -> tuple[str, list[Any]] | None:
+    """The traces list of a Jaeger query-API document (``{"data": [...]}``, a list of traces, or one trace object)
+    and its JSON path; None with the problem recorded when there is none."""
     if isinstance(doc, Mapping) and "data" in doc:
         traces, base = doc["data"], f"{where}data"
     elif isinstance(doc, list):
@@ -51,8 +52,14 @@ def parse_jaeger_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterat
         traces, base = [doc], where or "$"
     if not isinstance(traces, list):
         ctx.problem(base, "expected a list of traces")
-        return
-    for t_i, trace in enumerate(traces):
+        return None
+    return base, traces
+
+
+def jaeger_trace_rows(traces: list[Any], base: str, ctx: ParseContext, first: int = 0) -> Iterator[dict[str, Any]]:
+    """Store rows of Jaeger trace objects; ``first`` is the index of ``traces[0]`` in its array (a piece of a large
+    document starts inside it), used in problem positions."""
+    for t_i, trace in enumerate(traces, first):
         tpos = f"{base}[{t_i}]"
         if not isinstance(trace, Mapping) or not isinstance(trace.get("spans"), list):
             ctx.problem(tpos, "not a Jaeger trace (no spans list), skipped")
@@ -60,46 +67,64 @@ def parse_jaeger_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterat
         procs = trace.get("processes")
         processes: Mapping[str, Any] = procs if isinstance(procs, Mapping) else {}
         for k, sp in enumerate(trace["spans"]):
-            pos = f"{tpos}.spans[{k}]"
-            if not isinstance(sp, Mapping):
-                ctx.problem(pos, "span is not an object, skipped")
+            if type(sp) is not dict:
+                ctx.problem(f"{tpos}.spans[{k}]", "span is not an object, skipped")
                 continue
-            tags = _tags(sp.get("tags"))
-            proc = sp.get("process") or processes.get(str(sp.get("processID")), {})
-            service = str(proc.get("serviceName", "")) if isinstance(proc, Mapping) else ""
-            refs = [r for r in sp.get("references") or [] if isinstance(r, Mapping)]
-            parent, follows = sp.get("parentSpanID"), False
-            child_of = [r for r in refs if str(r.get("refType", "")).upper() == _REF_CHILD]
-            if child_of:
-                parent = child_of[0].get("spanID")
-            elif refs:
-                parent, follows = refs[0].get("spanID"), True
-            start_us = parse_int(sp.get("startTime"))
-            dur_us = parse_int(sp.get("duration"))
-            start = start_us * 1000 if start_us is not None else None
-            end = start + dur_us * 1000 if start is not None and dur_us is not None else None
-            span = make_span(
-                ctx,
-                pos,
-                trace_id=sp.get("traceID") or trace.get("traceID"),
-                span_id=sp.get("spanID"),
-                parent_id=parent,
-                name=sp.get("operationName"),
-                start_ns=start,
-                end_ns=end,
-                service=service,
-                kind=parse_kind(tags.get("span.kind")),
-                status=_status(tags),
-                attributes=tags,
-                links=tuple((str(r.get("traceID", "")), str(r.get("spanID", ""))) for r in refs[1:]),
-                follows_from=follows,
-            )
-            if span is not None:
-                yield span
+            row = _jaeger_row(sp, trace, processes, (f"{tpos}.spans", k), ctx)
+            if row is not None:
+                yield row
 
 
-def parse_zipkin_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
-    """Spans of a Zipkin v2 JSON list (or a list of such lists, as the Zipkin API returns for several traces)."""
+def _jaeger_row(
+    sp: dict[str, Any],
+    trace: Mapping[str, Any],
+    processes: Mapping[str, Any],
+    pos: tuple[str, int],
+    ctx: ParseContext,
+) -> dict[str, Any] | None:
+    tags = _tags(sp.get("tags"))
+    proc = sp.get("process") or processes.get(str(sp.get("processID")), {})
+    service = str(proc.get("serviceName", "")) if type(proc) is dict else ""
+    refs = [r for r in sp.get("references") or () if type(r) is dict]
+    parent, follows = sp.get("parentSpanID"), False
+    if refs:
+        child_of = [r for r in refs if str(r.get("refType", "")).upper() == _REF_CHILD]
+        if child_of:
+            parent = child_of[0].get("spanID")
+        else:
+            parent, follows = refs[0].get("spanID"), True
+    start_us = parse_int(sp.get("startTime"))
+    dur_us = parse_int(sp.get("duration"))
+    start = start_us * 1000 if start_us is not None else None
+    end = start + dur_us * 1000 if start is not None and dur_us is not None else None
+    return make_row(
+        ctx,
+        pos,
+        sp.get("traceID") or trace.get("traceID"),
+        sp.get("spanID"),
+        parent,
+        sp.get("operationName"),
+        start,
+        end,
+        service,
+        parse_kind(tags.get("span.kind")),
+        _status(tags),
+        tags,
+        tuple((str(r.get("traceID", "")), str(r.get("spanID", ""))) for r in refs[1:]),
+        follows,
+    )
+
+
+def parse_jaeger_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
+    """Store rows of a Jaeger query-API JSON document (``{"data": [...]}``, a list of traces, or one trace
+    object); see :func:`~tailscope.trace.ingest.common.make_row`."""
+    found = jaeger_traces(doc, ctx, where)
+    if found is not None:
+        yield from jaeger_trace_rows(found[1], found[0], ctx)
+
+
+def parse_zipkin_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
+    """Store rows of a Zipkin v2 JSON list (or a list of such lists, as the Zipkin API returns for several traces)."""
     if not isinstance(doc, list):
         ctx.problem(where or "$", "Zipkin v2 JSON must be a list of spans")
         return
@@ -133,19 +158,8 @@ def parse_zipkin_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterat
         start = ts * 1000 if ts is not None else None
         end = start + (dur or 0) * 1000 if start is not None else None
         err = "error" in tags
-        span = make_span(
-            ctx,
-            pos,
-            trace_id=tid,
-            span_id=sid,
-            parent_id=pid,
-            name=sp.get("name"),
-            start_ns=start,
-            end_ns=end,
-            service=service,
-            kind=kind,
-            status="ERROR" if err else "UNSET",
-            attributes=tags,
+        row = make_row(
+            ctx, pos, tid, sid, pid, sp.get("name"), start, end, service, kind, "ERROR" if err else "UNSET", tags
         )
-        if span is not None:
-            yield span
+        if row is not None:
+            yield row

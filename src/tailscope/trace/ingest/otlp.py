@@ -11,19 +11,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tailscope.errors import TraceFormatError
-from tailscope.records import Span
 from tailscope.trace.ingest.common import (
     KIND_BY_INT,
     STATUS_BY_INT,
     ParseContext,
-    id_cache,
     make_row,
-    make_span,
     parse_int,
     parse_kind,
     parse_status,
 )
-from tailscope.trace.layers import classify
 
 
 def any_value(v: Any) -> Any:
@@ -61,8 +57,9 @@ def attributes_of(items: Any) -> dict[str, Any]:
     return out
 
 
-def _otlp_spans(doc: Any, ctx: ParseContext, where: str) -> Iterator[tuple[str, int, dict[str, Any], str]]:
-    """Walk an ``ExportTraceServiceRequest``: ``(array path, index, span object, service)`` per span object."""
+def otlp_span_lists(doc: Any, ctx: ParseContext, where: str = "") -> Iterator[tuple[str, str, list[Any]]]:
+    """Walk an ``ExportTraceServiceRequest`` (also ``{"result": {...}}`` from Jaeger api_v3): ``(array path,
+    service, spans list)`` per scope; problems with the enclosing structure are recorded."""
     if isinstance(doc, Mapping) and "result" in doc and "resourceSpans" not in doc:
         doc = doc["result"]
         where = f"{where}result." if where else "result."
@@ -81,14 +78,8 @@ def _otlp_spans(doc: Any, ctx: ParseContext, where: str) -> Iterator[tuple[str, 
             scopes, key = rs.get("instrumentationLibrarySpans"), "instrumentationLibrarySpans"
         for s_i, scope in enumerate(scopes or []):
             spans = scope.get("spans") if isinstance(scope, Mapping) else None
-            if not isinstance(spans, list):
-                continue
-            prefix = f"{where}resourceSpans[{r}].{key}[{s_i}].spans"
-            for k, sp in enumerate(spans):
-                if type(sp) is not dict:
-                    ctx.problem(f"{prefix}[{k}]", "span is not an object, skipped")
-                    continue
-                yield prefix, k, sp, service
+            if isinstance(spans, list):
+                yield f"{where}resourceSpans[{r}].{key}[{s_i}].spans", service, spans
 
 
 def _links(sp: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -98,97 +89,43 @@ def _links(sp: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple((str(ln.get("traceId", "")), str(ln.get("spanId", ""))) for ln in raw_links if isinstance(ln, Mapping))
 
 
-def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[Span]:
-    """Spans of one ``ExportTraceServiceRequest`` JSON document (also ``{"result": {...}}`` from Jaeger api_v3)."""
-    for prefix, k, sp, service in _otlp_spans(doc, ctx, where):
-        status = sp.get("status")
-        span = make_span(
-            ctx,
-            (prefix, k),
-            trace_id=sp.get("traceId"),
-            span_id=sp.get("spanId"),
-            parent_id=sp.get("parentSpanId"),
-            name=sp.get("name"),
-            start_ns=parse_int(sp.get("startTimeUnixNano")),
-            end_ns=parse_int(sp.get("endTimeUnixNano")),
-            service=service,
-            kind=parse_kind(sp.get("kind")),
-            status=parse_status(status.get("code") if type(status) is dict else None),
-            attributes=attributes_of(sp.get("attributes")),
-            links=_links(sp),
-        )
-        if span is not None:
-            yield span
-
-
-def otlp_json_rows(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
-    """What :func:`parse_otlp_json` yields, as store batch rows (:func:`~tailscope.trace.ingest.common.make_row`).
-
-    The ingest fast path: no :class:`~tailscope.records.Span` is built only to be turned into a row, and a span whose
-    ids are already known and whose times are plain integers is made into a row inline; anything else (a new or bad
-    id, a missing or odd time) goes through :func:`~tailscope.trace.ingest.common.make_row`, which validates, reports
-    and fills the id caches.
-    """
-    trace_ids = id_cache(32)
-    span_ids = id_cache(16)
-    rules = ctx.rules
-    for prefix, k, sp, service in _otlp_spans(doc, ctx, where):
+def otlp_span_rows(
+    spans: list[Any], service: str, prefix: str, ctx: ParseContext, first: int = 0
+) -> Iterator[dict[str, Any]]:
+    """Store rows of the span objects of one scope; ``first`` is the index of ``spans[0]`` in its array (a piece of
+    a large document starts inside it), used in problem positions."""
+    for k, sp in enumerate(spans, first):
+        if type(sp) is not dict:
+            ctx.problem(f"{prefix}[{k}]", "span is not an object, skipped")
+            continue
         get = sp.get
-        t, s, p = get("traceId"), get("spanId"), get("parentSpanId")
-        st, en = get("startTimeUnixNano"), get("endTimeUnixNano")
-        tid = trace_ids.get(t) if type(t) is str else None
-        sid = span_ids.get(s) if type(s) is str else None
-        pid = None if p is None else span_ids.get(p, "") if type(p) is str else ""
-        try:
-            start = int(st) if type(st) is str else st if type(st) is int else None
-            end = int(en) if type(en) is str else en if type(en) is int else None
-        except ValueError:
-            start = end = None
         status = get("status")
         code = status.get("code") if type(status) is dict else None
-        kind_v = get("kind")
-        kind = KIND_BY_INT.get(kind_v, "INTERNAL") if type(kind_v) is int else parse_kind(kind_v)
-        status_s = STATUS_BY_INT.get(code, "UNSET") if type(code) is int else parse_status(code)
-        attrs = attributes_of(get("attributes"))
-        if tid is None or sid is None or pid == "" or start is None or end is None or end < start:
-            row = make_row(
-                ctx,
-                (prefix, k),
-                t,
-                s,
-                p,
-                get("name"),
-                parse_int(st),
-                parse_int(en),
-                service,
-                kind,
-                status_s,
-                attrs,
-                _links(sp),
-            )
-            if row is not None:
-                yield row
-            continue
-        name = get("name")
-        name_s = name if type(name) is str else str(name) if name is not None else ""
-        resend = attrs.get("http.request.resend_count") if attrs else None
-        links = _links(sp)
-        yield {
-            "trace_id": tid,
-            "span_id": sid,
-            "parent_id": pid,
-            "name": name_s,
-            "start_ns": start,
-            "end_ns": end,
-            "service": service,
-            "kind": kind,
-            "status": status_s,
-            "layer": classify(name_s, kind, attrs, service=service, rules=rules),
-            "follows_from": False,
-            "resend": resend if isinstance(resend, int) else None,
-            "attributes": attrs or None,
-            "links": links or None,
-        }
+        kind = get("kind")
+        row = make_row(
+            ctx,
+            (prefix, k),
+            get("traceId"),
+            get("spanId"),
+            get("parentSpanId"),
+            get("name"),
+            parse_int(get("startTimeUnixNano")),
+            parse_int(get("endTimeUnixNano")),
+            service,
+            KIND_BY_INT.get(kind, "INTERNAL") if type(kind) is int else parse_kind(kind),
+            STATUS_BY_INT.get(code, "UNSET") if type(code) is int else parse_status(code),
+            attributes_of(get("attributes")),
+            _links(sp) if "links" in sp else (),
+        )
+        if row is not None:
+            yield row
+
+
+def parse_otlp_json(doc: Any, ctx: ParseContext, *, where: str = "") -> Iterator[dict[str, Any]]:
+    """Store rows of one ``ExportTraceServiceRequest`` JSON document (also ``{"result": {...}}`` from Jaeger
+    api_v3); see :func:`~tailscope.trace.ingest.common.make_row`."""
+    for prefix, service, spans in otlp_span_lists(doc, ctx, where):
+        yield from otlp_span_rows(spans, service, prefix, ctx)
 
 
 def _pb_value(v: Any) -> Any:
@@ -204,8 +141,8 @@ def _pb_value(v: Any) -> Any:
     return getattr(v, which)
 
 
-def parse_otlp_proto(data: bytes, ctx: ParseContext) -> Iterator[Span]:
-    """Spans of one protobuf-encoded ``ExportTraceServiceRequest``.
+def otlp_proto_request(data: bytes, ctx: ParseContext) -> Any:
+    """A protobuf ``ExportTraceServiceRequest`` message, or None with the problem recorded.
 
     Raises:
         TraceFormatError: when ``opentelemetry-proto`` is not installed.
@@ -218,30 +155,55 @@ def parse_otlp_proto(data: bytes, ctx: ParseContext) -> Iterator[Span]:
             f"{ctx.source}: OTLP protobuf needs the opentelemetry-proto package: pip install 'tailscope[trace]'"
         ) from None
     try:
-        req = ExportTraceServiceRequest.FromString(data)
+        return ExportTraceServiceRequest.FromString(data)
     except (DecodeError, ValueError) as exc:
         ctx.problem(f"byte 0..{len(data)}", f"not a protobuf ExportTraceServiceRequest ({exc})")
-        return
+        return None
+
+
+def proto_span_lists(req: Any) -> Iterator[tuple[str, str, Any]]:
+    """``(array path, service, repeated spans)`` per scope of a protobuf request."""
     for r, rs in enumerate(req.resource_spans):
-        resource = {kv.key: _pb_value(kv.value) for kv in rs.resource.attributes}
-        service = str(resource.get("service.name") or "")
+        service = ""
+        for kv in rs.resource.attributes:
+            if kv.key == "service.name":
+                service = str(_pb_value(kv.value) or "")
         for s_i, scope in enumerate(rs.scope_spans):
-            for k, sp in enumerate(scope.spans):
-                attrs = {kv.key: _pb_value(kv.value) for kv in sp.attributes}
-                span = make_span(
-                    ctx,
-                    f"resource_spans[{r}].scope_spans[{s_i}].spans[{k}]",
-                    trace_id=sp.trace_id or None,
-                    span_id=sp.span_id or None,
-                    parent_id=sp.parent_span_id or None,
-                    name=sp.name,
-                    start_ns=int(sp.start_time_unix_nano),
-                    end_ns=int(sp.end_time_unix_nano),
-                    service=service,
-                    kind=parse_kind(int(sp.kind)),
-                    status=parse_status(int(sp.status.code)),
-                    attributes=attrs,
-                    links=tuple((ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links),
-                )
-                if span is not None:
-                    yield span
+            yield f"resource_spans[{r}].scope_spans[{s_i}].spans", service, scope.spans
+
+
+def proto_span_rows(
+    spans: Any, service: str, prefix: str, ctx: ParseContext, first: int = 0
+) -> Iterator[dict[str, Any]]:
+    """Store rows of the protobuf spans of one scope (``first`` as in :func:`otlp_span_rows`)."""
+    for k, sp in enumerate(spans, first):
+        attrs = {kv.key: _pb_value(kv.value) for kv in sp.attributes}
+        row = make_row(
+            ctx,
+            (prefix, k),
+            sp.trace_id or None,
+            sp.span_id or None,
+            sp.parent_span_id or None,
+            sp.name,
+            sp.start_time_unix_nano,
+            sp.end_time_unix_nano,
+            service,
+            KIND_BY_INT.get(sp.kind, "INTERNAL"),
+            STATUS_BY_INT.get(sp.status.code, "UNSET"),
+            attrs,
+            tuple((ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links),
+        )
+        if row is not None:
+            yield row
+
+
+def parse_otlp_proto(data: bytes, ctx: ParseContext) -> Iterator[dict[str, Any]]:
+    """Store rows of one protobuf-encoded ``ExportTraceServiceRequest``.
+
+    Raises:
+        TraceFormatError: when ``opentelemetry-proto`` is not installed.
+    """
+    req = otlp_proto_request(data, ctx)
+    if req is not None:
+        for prefix, service, spans in proto_span_lists(req):
+            yield from proto_span_rows(spans, service, prefix, ctx)

@@ -19,14 +19,13 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
-from tailscope.records import Span
-from tailscope.store.spans import SpanRow, SpanStore, rows_to_spans, write_rows_files
-from tailscope.trace.facts import TraceFacts, facts_from_tuple, facts_to_tuple, trace_facts
-from tailscope.trace.fastfacts import facts_from_rows
+from tailscope.errors import TraceFormatError
+from tailscope.store.spans import SpanStore, write_rows_files
+from tailscope.trace.facts import TraceFacts, facts_from_rows, facts_from_tuple, facts_to_tuple
 from tailscope.trace.ingest.common import ParseContext, Problem
-from tailscope.trace.ingest.files import iter_file_rows
+from tailscope.trace.ingest.pieces import Piece, piece_rows, split_file
 from tailscope.trace.layers import LayerRule
-from tailscope.trace.tree import build_tree
+from tailscope.trace.tree import SpanRow
 
 #: Inputs at least this large (bytes of files, or spans in a set) use worker processes.
 PARALLEL_MIN_BYTES = 20_000_000
@@ -44,8 +43,9 @@ class IngestReport:
 
 
 def default_workers() -> int:
-    """Worker processes to use: the CPU count, at most 8."""
-    return max(1, min(os.cpu_count() or 1, 8))
+    """Worker processes to use: the CPUs this process may run on (its affinity, e.g. under ``taskset``), at most 8."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, 8))
 
 
 @contextlib.contextmanager
@@ -78,12 +78,11 @@ def _mp_context() -> BaseContext:
     return ctx
 
 
-def _parse_to_batch(
-    path: str, fmt: str, rules: Sequence[LayerRule], out: str
-) -> tuple[int, list[Problem], int, list[str]]:
-    ctx = ParseContext(source=path, rules=rules)
+def _parse_piece(piece: Piece, rules: Sequence[LayerRule], out: str) -> tuple[int, list[Problem], int, list[str]]:
+    """Parse one piece into batch files ``OUT.K.json`` (in a worker process or inline)."""
+    ctx = ParseContext(source=piece.path, rules=rules)
     with no_cyclic_gc():
-        n, files = write_rows_files(Path(out), iter_file_rows(path, fmt, ctx))
+        n, files = write_rows_files(Path(out), piece_rows(piece, ctx))
     return n, ctx.problems, ctx.dropped, [str(f) for f in files]
 
 
@@ -98,6 +97,10 @@ def ingest_paths(
 ) -> IngestReport:
     """Parse trace files and append their spans to a set; bad input is reported, good spans still load.
 
+    Every file is cut into pieces (:mod:`tailscope.trace.ingest.pieces`: line ranges, slices of a large document's
+    span arrays, slices of a protobuf request), parsed into batch files by worker processes when the input is large,
+    and all batch files are folded into the store in one transaction at the end.
+
     Args:
         store: the span store.
         set_name: the set to add to.
@@ -105,75 +108,112 @@ def ingest_paths(
         fmt: ``auto`` or a format name (see :data:`tailscope.trace.ingest.files.FORMATS`).
         rules: user layer rules.
         workers: worker processes (default: CPU count when the files are large, else 1).
+
+    Raises:
+        TraceFormatError: when no file yields a span (empty, truncated before the first span, not a trace file),
+            naming the first file and why.
     """
-    report = IngestReport()
-    source = ", ".join(str(p) for p in paths)[:500]
     size = 0
     for p in paths:
         with contextlib.suppress(OSError):
             size += os.path.getsize(p)
     n_workers = workers if workers is not None else (default_workers() if size >= PARALLEL_MIN_BYTES else 1)
-    n_workers = min(n_workers, len(paths))
-    if n_workers > 1:
-        files: list[Path] = []
-        stems = [store.batch_path(f"w{k}-") for k in range(len(paths))]
-        try:
-            ctx = _mp_context()
-            with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+    stem = store.batch_path("i")
+    report = IngestReport()
+    try:
+        with _runner(n_workers) as submit, no_cyclic_gc():  # a large document is parsed here to be cut
+            jobs: list[tuple[str, ParseContext, list[Any]]] = []
+            # enough pieces for every worker to have a few, whether they come from many files or from cutting few
+            parts = -(-n_workers * PIECES_PER_WORKER // max(1, len(paths))) if n_workers > 1 else 1
+            for path in map(str, paths):
+                ctx = ParseContext(source=path, rules=rules)
+                pieces = split_file(path, fmt, parts, ctx)
                 futures = [
-                    pool.submit(_parse_to_batch, str(p), fmt, tuple(rules), str(o))
-                    for p, o in zip(paths, stems, strict=True)
+                    submit(_parse_piece, piece, tuple(rules), f"{stem}-{len(jobs)}-{k}")
+                    for k, piece in enumerate(pieces)
                 ]
-                for p, fut in zip(paths, futures, strict=True):
-                    n, problems, dropped, written = fut.result()
-                    files.extend(Path(f) for f in written)
-                    report.files[str(p)] = n
-                    report.spans += n
-                    report.problems.extend(problems)
-                    report.problem_count += dropped
-            store.fold(set_name, files, source=source)
-        finally:
-            for stem in stems:  # also the files of a worker that failed half-way
-                for f in stem.parent.glob(f"{stem.name}.*.json"):
-                    with contextlib.suppress(FileNotFoundError):
-                        f.unlink()
-        return report
-
-    def rows() -> Iterator[dict[str, Any]]:
-        for path in paths:
-            ctx = ParseContext(source=str(path), rules=rules)
-            n = 0
-            for row in iter_file_rows(path, fmt, ctx):
-                n += 1
-                yield row
-            report.files[str(path)] = n
-            report.problems.extend(ctx.problems)
-            report.problem_count += ctx.dropped
-
-    with no_cyclic_gc():
-        report.spans = store.write_rows(set_name, rows(), source=source)
+                jobs.append((path, ctx, futures))
+            written = _collect(jobs, report)
+        _check_something_loaded(report)
+        store.fold(set_name, written, source=", ".join(str(p) for p in paths)[:500])
+    finally:
+        for f in stem.parent.glob(f"{stem.name}-*.json"):  # also the files of a piece that failed half-way
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
     return report
 
 
-def facts_of(
-    traces: Iterable[list[Span]], *, policy: str = "default", async_blocking: bool = False
-) -> list[TraceFacts]:
-    """Per-trace facts of a stream of traces (each a list of spans of one trace)."""
-    return [trace_facts(build_tree(t), policy=policy, async_blocking=async_blocking) for t in traces]
+_EXPECTED = "expected OTLP JSON or JSON lines, OTLP protobuf, Jaeger JSON or Zipkin v2 JSON"
+
+
+def _check_something_loaded(report: IngestReport) -> None:
+    """Raise when no file yielded a span, naming the first file and why (its first problem); a file without spans
+    beside files with spans is reported as a problem (bad input never stops an ingest)."""
+    empty = [path for path, n in report.files.items() if n == 0]
+    for path in empty:
+        if not any(p.source == path for p in report.problems):
+            report.problems.append(Problem(path, "", "no span in this file"))
+            report.problem_count += 1
+    if report.spans or not empty:
+        return
+    path = empty[0]
+    found = next(p for p in report.problems if p.source == path)
+    why = f"{found.position}: {found.message}" if found.position else found.message
+    more = f"; {len(empty) - 1} more file(s) without spans" if len(empty) > 1 else ""
+    raise TraceFormatError(f"{path}: no spans ({why}){more}; {_EXPECTED}; nothing was ingested")
+
+
+class _Inline:
+    """A finished future (for the one-process path)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+@contextlib.contextmanager
+def _runner(workers: int) -> Iterator[Any]:
+    """``submit(fn, *args)``: in a pool of worker processes, or inline when ``workers`` is 1."""
+    if workers <= 1:
+        yield lambda fn, *args: _Inline(fn(*args))
+        return
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as pool:
+        yield pool.submit
 
 
 def rows_facts(
     traces: Iterable[list[SpanRow]], *, policy: str = "default", async_blocking: bool = False
 ) -> list[TraceFacts]:
-    """Per-trace facts of a stream of traces as store rows (the fast path for the default policy)."""
-    if policy == "jaeger":
-        return facts_of((rows_to_spans(t) for t in traces), policy=policy, async_blocking=async_blocking)
-    return [facts_from_rows(t, async_blocking=async_blocking) for t in traces]
+    """Per-trace facts of a stream of traces as store rows."""
+    return [facts_from_rows(t, policy=policy, async_blocking=async_blocking) for t in traces]
+
+
+def _collect(jobs: list[tuple[str, ParseContext, list[Any]]], report: IngestReport) -> list[Path]:
+    """Wait for every piece of every file, in order; add spans and problems per file to ``report``; return the
+    batch files written."""
+    written: list[Path] = []
+    for path, ctx, futures in jobs:
+        n_file = 0
+        problems, dropped = list(ctx.problems), ctx.dropped
+        for fut in futures:
+            n, found, lost, files = fut.result()
+            written.extend(Path(f) for f in files)
+            n_file += n
+            problems.extend(found)
+            dropped += lost
+        report.files[path] = n_file
+        report.spans += n_file
+        report.problems.extend(problems)
+        report.problem_count += dropped
+    return written
 
 
 #: Hash buckets of trace ids that the processes of :func:`set_facts` share out.
 FACT_BUCKETS = 1000
-#: Pieces each worker's share is cut into, so the main process decodes early pieces while later ones are computed.
+#: Pieces each worker's share is cut into: of a large file (for balance), of a set's traces (so the main process
+#: decodes early pieces while later ones are computed).
 PIECES_PER_WORKER = 2
 
 

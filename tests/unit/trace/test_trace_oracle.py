@@ -1,4 +1,5 @@
-"""The fast path (facts straight from store rows) equals the reference path (spans → tree → facts) exactly."""
+"""The production facts (store rows → column tree → staged facts) equal the oracle's (tests/unit/trace/oracle.py:
+spans → tree of Span objects → the reference functions) exactly, on random messy trees and on demo traces."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import oracle_facts
 
 from tailscope.records import Span
-from tailscope.store.spans import SpanRow, SpanStore, rows_to_spans
+from tailscope.store.spans import SpanStore, rows_to_spans
 from tailscope.trace.demo import demo_traces
-from tailscope.trace.facts import TraceFacts, facts_from_tuple, facts_to_tuple, trace_facts
-from tailscope.trace.fastfacts import facts_from_rows
+from tailscope.trace.facts import TraceFacts, facts_from_rows, facts_from_tuple, facts_to_tuple, trace_facts
 from tailscope.trace.ingest.sets import set_facts
 from tailscope.trace.layers import LAYERS
-from tailscope.trace.tree import build_tree
+from tailscope.trace.tree import SpanRow, build_tree, tree_from_rows
 
 KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 
@@ -46,8 +47,8 @@ def to_rows(spans: list[Span]) -> list[SpanRow]:
     return rows
 
 
-def reference(rows: list[SpanRow], async_blocking: bool = False) -> TraceFacts:
-    return trace_facts(build_tree(rows_to_spans(rows)), async_blocking=async_blocking)
+def reference(rows: list[SpanRow], async_blocking: bool = False, policy: str = "default") -> TraceFacts:
+    return oracle_facts(rows_to_spans(rows), policy=policy, async_blocking=async_blocking)
 
 
 @st.composite
@@ -87,22 +88,45 @@ def messy_traces(draw: st.DrawFn) -> list[SpanRow]:
     return rows
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(messy_traces(), st.booleans())
-def test_fast_facts_equal_the_reference_on_messy_traces(rows: list[SpanRow], async_blocking: bool) -> None:
-    assert facts_from_rows(rows, async_blocking=async_blocking) == reference(rows, async_blocking)
+_MESSY = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
-def test_fast_facts_equal_the_reference_on_demo_traces() -> None:
+@_MESSY
+@given(messy_traces(), st.booleans(), st.sampled_from(("default", "jaeger")))
+def test_facts_equal_the_oracle_on_messy_traces(rows: list[SpanRow], async_blocking: bool, policy: str) -> None:
+    assert facts_from_rows(rows, policy=policy, async_blocking=async_blocking) == reference(
+        rows, async_blocking, policy
+    )
+
+
+@_MESSY
+@given(messy_traces(), st.randoms(use_true_random=False))
+def test_facts_of_spans_in_any_order_equal_the_oracle(rows: list[SpanRow], rnd: random.Random) -> None:
+    spans = rows_to_spans(rows)
+    rnd.shuffle(spans)  # build_tree sorts; of repeated span ids the first given is kept, like the oracle
+    assert in_any_order(trace_facts(build_tree(spans))) == in_any_order(oracle_facts(spans))
+
+
+def in_any_order(f: TraceFacts) -> TraceFacts:
+    """The facts with retries and waterfalls sorted (their order follows span order, which the analyses ignore)."""
+    f.retries.sort(key=repr)
+    f.waterfalls.sort(key=repr)
+    return f
+
+
+def test_facts_equal_the_oracle_on_demo_traces() -> None:
     for spans in demo_traces(300, extra_calls=2, retry_rate=0.3):
         rows = to_rows(spans)
         fast = facts_from_rows(rows)
         assert fast == reference(rows)
+        assert facts_from_rows(rows, policy="jaeger") == reference(rows, policy="jaeger")
     assert fast.waterfalls or fast.path_op  # the comparison covered real content
 
 
-def test_fast_facts_of_an_empty_trace() -> None:
-    assert facts_from_rows([]) == trace_facts(build_tree([]))
+def test_facts_of_an_empty_trace() -> None:
+    assert facts_from_rows([]) == oracle_facts([])
 
 
 def test_facts_survive_the_trip_between_processes() -> None:
@@ -123,3 +147,12 @@ def test_set_facts_with_a_worker_process_equals_one_process(tmp_path: Path) -> N
     assert one == two
     jaeger = set_facts(store, "s", workers=1, policy="jaeger")
     assert {f.trace_id for f in jaeger} == {f.trace_id for f in one}
+
+
+def test_a_tree_of_rows_gives_back_its_spans() -> None:
+    rows = to_rows(next(iter(demo_traces(1, retry_rate=1.0))))
+    tree = tree_from_rows(rows)
+    assert list(tree.spans) == rows_to_spans(rows)
+    assert tree.root is not None
+    assert tree.root.name == "POST /chat"
+    assert build_tree(list(tree.spans)).span_ids == tree.span_ids
