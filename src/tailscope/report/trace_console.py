@@ -1,0 +1,131 @@
+"""Console rendering of traces: one trace's tree, a set's analysis, a diff, the list of sets (prepared models only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tailscope.units import format_ms
+
+
+def print_trace(con: Console, tree: Any, cp: Any, layers: list[str]) -> None:
+    """One trace's tree with its critical path marked, and notes about orphans, cycles and clock skew."""
+    t0 = min((s.start_ns for s in tree.spans), default=0)
+    table = Table(show_edge=False, header_style="bold", title=f"trace {tree.trace_id}  (● = on the critical path)")
+    for col in ("start", "duration", "on path", "span", "layer", "service"):
+        table.add_column(col, justify="right" if col in ("start", "duration", "on path") else "left")
+    todo = [(r, 0) for r in reversed(tree.roots)]
+    while todo:
+        i, depth = todo.pop()
+        s = tree.spans[i]
+        excl = cp.exclusive_ns.get(s.span_id, 0)
+        mark = "● " if excl else "  "
+        table.add_row(
+            format_ms((s.start_ns - t0) / 1e6),
+            format_ms(s.duration_ns / 1e6),
+            format_ms(excl / 1e6) if excl else "",
+            f"{'  ' * depth}{mark}{s.name}" + (" [error]" if s.status == "ERROR" else ""),
+            layers[i],
+            s.service,
+        )
+        todo.extend((c, depth + 1) for c in reversed(tree.children[i]))
+    con.print(table)
+    notes = []
+    if tree.orphans:
+        notes.append(f"{len(tree.orphans)} orphan span(s) shown as extra roots")
+    if tree.cycles_broken:
+        notes.append(f"{len(tree.cycles_broken)} parent cycle(s) broken")
+    skew = [o for o in tree.outside if o.skew]
+    if skew:
+        notes.append(f"{len(skew)} child span(s) outside their parent across services (clock skew?)")
+    if cp.clipped or cp.ignored:
+        notes.append(f"{len(cp.clipped)} child span(s) clipped, {len(cp.ignored)} ignored (outside the parent)")
+    for n in notes:
+        con.print(f"note: {n}")
+    con.print(f"critical path {format_ms(cp.total_ns / 1e6)} of {format_ms(tree.duration_ns / 1e6)} ({cp.policy})")
+
+
+def print_analysis(con: Console, r: dict[str, Any]) -> None:
+    """A set's analysis: root operations, the tail by layer, operations, waterfalls, retries, anomalies."""
+    con.print(f"[bold]{r['traces']['count']} traces, {r['traces']['spans']} spans[/bold] (set {r.get('set')})")
+    t = Table(title="latency per root operation", show_edge=False, header_style="bold")
+    for col in ("root operation", "traces", "p50", "p95", "p99", "max"):
+        t.add_column(col, justify="left" if col == "root operation" else "right")
+    for op, s in list(r["root_ops"].items())[:10]:
+        t.add_row(
+            op, str(s["count"]), format_ms(s["p50"]), format_ms(s["p95"]), format_ms(s["p99"]), format_ms(s["max"])
+        )
+    con.print(t)
+    layers = r["layers"]
+    if layers:
+        t = Table(title="what explains the tail: critical-path time per trace by layer", show_edge=False)
+        t.add_column("layer")
+        for name, label in (("median_bucket", "median"), ("tail_p95_bucket", "≥ p95"), ("tail_bucket", "≥ p99")):
+            t.add_column(f"{label} ({layers[name]['traces']})", justify="right")
+        for layer in layers["tail_bucket"]["composition"]:
+            cells = []
+            for name in ("median_bucket", "tail_p95_bucket", "tail_bucket"):
+                c = layers[name]["composition"].get(layer, {"ms_per_trace": 0.0, "share": 0.0})
+                cells.append(f"{format_ms(c['ms_per_trace'])} {c['share'] * 100:4.0f}%")
+            t.add_row(layer, *cells)
+        con.print(t)
+    t = Table(title="operations (by share of the p99 tail's critical path)", show_edge=False, header_style="bold")
+    for col in ("operation", "spans", "mean", "self", "tail share", "median share", "gap on path", "fan-out"):
+        t.add_column(col, justify="left" if col == "operation" else "right")
+    for op, o in list(r["operations"].items())[:12]:
+        t.add_row(
+            op,
+            str(o["spans"]),
+            format_ms(o["mean_ms"]),
+            f"{o['self_share'] * 100:.0f}%",
+            f"{o['tail_bucket_share'] * 100:.1f}%",
+            f"{o['median_bucket_share'] * 100:.1f}%",
+            format_ms(o["gap_on_path_ms_per_trace"]),
+            str(o["fanout_max"]),
+        )
+    con.print(t)
+    n = max(r["traces"]["count"], 1)
+    for w in r["waterfalls"][:5]:
+        con.print(
+            f"waterfall: {w['pattern']} sequential in {w['traces'] / n * 100:.0f} % of traces; "
+            f"parallel would cut P99 by {format_ms(w['p99_saving_ms'])} (→ {format_ms(w['projected_p99_ms'])}), "
+            f"P50 by {format_ms(w['p50_saving_ms'])}"
+        )
+    for rt in r["retries"][:5]:
+        con.print(
+            f"retries: {rt['op']} retried {rt['extra_attempts']}× in {rt['traces']} traces, "
+            f"{format_ms(rt['path_cost_ms_per_trace'])} of critical path per affected trace"
+        )
+    if r["anomalies"]:
+        con.print(
+            "anomalies: " + ", ".join(f"{k} {v['count']} (in {v['traces']} traces)" for k, v in r["anomalies"].items())
+        )
+
+
+def print_diff(con: Console, result: dict[str, Any]) -> None:
+    """Why latency moved between two sets: per root operation, the p50/p99 change and its ranked explanations."""
+    for op, d in result["root_ops"].items():
+        b, a = d["before"], d["after"]
+        con.print(
+            f"[bold]{escape(op)}[/bold]: p50 {format_ms(b['p50'])} → {format_ms(a['p50'])}, "
+            f"p99 {format_ms(b['p99'])} → {format_ms(a['p99'])} ({d['delta_p99_ms']:+.1f} ms); "
+            f"tail = traces ≥ {d['tail']}"
+        )
+        for k, e in enumerate(d["explanations"][:8], 1):
+            via = f" (branch {e['branch']})" if e["branch"] != e["op"] else ""
+            con.print(escape(f"  {k}. [{e['kind']}] {e['detail']}{via}"))
+    for name in ("only_before", "only_after"):
+        if result[name]:
+            con.print(f"{name.replace('_', ' ')}: {', '.join(result[name])}")
+
+
+def sets_lines(sets: list[Any]) -> list[str]:
+    """The trace sets with their span and trace counts, one plain line each under a header (easy to grep)."""
+    width = max(3, *(len(s.name) for s in sets))
+    lines = [f"{'set':<{width}}  {'spans':>12}  {'traces':>10}  updated               source"]
+    for s in sets:
+        lines.append(f"{s.name:<{width}}  {s.spans:>12,}  {s.traces:>10,}  {s.updated_at[:19]:<20}  {s.source}")
+    return lines
