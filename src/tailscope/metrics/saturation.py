@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tailscope.records import RequestRecord
+from tailscope.records import RequestRecord, ServerSample
 
 _NS = 1e9
 
@@ -50,9 +50,28 @@ class StageVerdict:
     start_level_ms: float | None
     failed_fraction: float
     saturated: bool
+    rise_from_sent_ms: float | None = None  # the same fit on TTFT from the *actual* send
+    queue_max: float | None = None  # the server's largest waiting queue in the window, when scraped
+
+    @property
+    def client_side(self) -> bool:
+        """The growth is the client's: TTFT from the actual send rose less than half as much as from the intended
+        send (the requests went out late, not slow), or the server's queue stayed empty."""
+        if self.rise_ms is None or self.rise_ms <= 0:
+            return False
+        late = self.rise_from_sent_ms is not None and self.rise_from_sent_ms < 0.5 * self.rise_ms
+        return late or self.queue_max == 0
 
     def message(self) -> str:
         """One line for the summary's warnings."""
+        if self.client_side and self.failed_fraction <= 0.5:
+            queue = "" if self.queue_max is None else f", the server's queue peaked at {self.queue_max:g}"
+            return (
+                f"CLIENT BEHIND in {self.label} ({self.start_s:g}–{self.end_s:g} s): TTFT from the intended send grew "
+                f"+{self.rise_ms or 0:.0f} ms but from the actual send only +{self.rise_from_sent_ms or 0:.0f} ms"
+                f"{queue}: the load generator fell behind its schedule; the server was not the bottleneck. Use "
+                "--workers, fewer streams or a quieter machine."
+            )
         if self.failed_fraction > 0.5 and (self.slope_ms_per_s is None or not self.saturated or self.n < 3):
             return (
                 f"OVER-SATURATED in {self.label} ({self.start_s:g}–{self.end_s:g} s): {self.failed_fraction:.0%} of "
@@ -103,16 +122,21 @@ def detect_saturation(
         inside = [r for r in recs if a <= r.scheduled_ns / _NS < b]
         xs: list[float] = []
         ys: list[float] = []
+        ys_sent: list[float] = []
         for r in inside:
             if r.ok and r.first_token_ns is not None:
                 xs.append(r.scheduled_ns / _NS)
                 ys.append((r.first_token_ns - r.scheduled_ns) / 1e6)
+                ys_sent.append((r.first_token_ns - (r.sent_ns if r.sent_ns is not None else r.scheduled_ns)) / 1e6)
         failed = sum(1 for r in inside if not r.ok)
         frac = failed / len(inside) if inside else 0.0
-        slope = p = rise = level = None
+        slope = p = rise = level = rise_sent = None
         sat = False
         if len(xs) >= 3:
             fit = _ols(xs, ys)
+            fit_sent = _ols(xs, ys_sent)
+            if fit_sent is not None:
+                rise_sent = fit_sent[1] * (b - a)
             if fit is not None:
                 intercept, slope, se = fit
                 level = intercept + slope * a
@@ -126,7 +150,7 @@ def detect_saturation(
                     and rise >= min_rise_fraction * max(level, 0.0)
                 )
         sat = sat or (len(inside) >= min_points and frac > 0.5)
-        out.append(StageVerdict(label, a, b, len(xs), slope, p, rise, level, frac, sat))
+        out.append(StageVerdict(label, a, b, len(xs), slope, p, rise, level, frac, sat, rise_sent))
     return out
 
 
@@ -191,12 +215,29 @@ def _betainc(a: float, b: float, x: float) -> float:
     return math.exp(ln_front) * f / a
 
 
+def _with_queue(verdicts: list[StageVerdict], samples: Sequence[ServerSample]) -> list[StageVerdict]:
+    """The verdicts with the server's largest waiting queue in each window, when the run scraped one."""
+    from dataclasses import replace
+
+    from tailscope.metrics.server import GAUGES
+
+    for name in GAUGES["queue_depth"]:
+        points = [(s.t_ns / _NS, s.value) for s in samples if s.name == name]
+        if points:
+            return [
+                replace(v, queue_max=max((q for t, q in points if v.start_s <= t < v.end_s + 1.0), default=None))
+                for v in verdicts
+            ]
+    return verdicts
+
+
 def saturation_check(
     records: Sequence[RequestRecord],
     windows: Sequence[tuple[float, float]] | None,
     *,
     open_loop: bool,
     constant_rate: bool,
+    samples: Sequence[ServerSample] = (),
 ) -> tuple[str, ...]:
     """Over-saturation warnings for the steady stages of a run.
 
@@ -206,6 +247,7 @@ def saturation_check(
             the load: a flag-only open-loop run at one constant rate is one steady window over the whole run.
         open_loop: the run was open loop (a closed loop regulates itself: its TTFT cannot grow without bound).
         constant_rate: the whole open-loop run offered one constant rate.
+        samples: the scraped server telemetry: a window whose server queue stayed 0 is the client's, not the server's.
 
     Returns:
         One warning per saturated window (empty when none is, or there is nothing steady to test).
@@ -215,8 +257,9 @@ def saturation_check(
     if windows is None:
         if not constant_rate:
             return ()
-        return saturation_warnings(detect_saturation(records, windows=None, labels=["the run"]))
+        return saturation_warnings(_with_queue(detect_saturation(records, windows=None, labels=["the run"]), samples))
     if not windows:
         return ()
     labels = [f"steady stage {i + 1}" for i in range(len(windows))]
-    return saturation_warnings(detect_saturation(records, windows=list(windows), labels=labels))
+    found = detect_saturation(records, windows=list(windows), labels=labels)
+    return saturation_warnings(_with_queue(found, samples))

@@ -270,6 +270,7 @@ def finish_bench(
             cfg.saturation_windows,
             open_loop=cfg.dispatch.concurrency is None,
             constant_rate=cfg.requested_rate is not None,
+            samples=samples,
         )
     )
     if extra_warnings:

@@ -99,3 +99,28 @@ def test_student_t_tail_matches_tables() -> None:
     assert _t_sf(1.96, 10_000) == pytest.approx(0.025, abs=2e-4)
     assert _t_sf(0.0, 5) == pytest.approx(0.5)
     assert _t_sf(-2.228, 10) == pytest.approx(0.975, abs=2e-4)
+
+
+def test_a_client_that_falls_behind_is_not_called_server_saturation() -> None:
+    """TTFT from the intended send grows because the sends went out later and later; from the actual send it is
+    flat: the client is behind, not the server (issue 26: the old warning said 'add replicas')."""
+    from dataclasses import replace
+
+    from tailscope.metrics.saturation import saturation_check
+    from tailscope.records import ServerSample
+
+    recs = _records(lambda t: 120.0)
+    late = [replace(r, sent_ns=r.scheduled_ns + round(10 * (r.scheduled_ns / 1e9) * MS),
+                    first_token_ns=(r.first_token_ns or 0) + round(10 * (r.scheduled_ns / 1e9) * MS))
+            for r in recs]  # fmt: skip
+    v = detect_saturation(late)[0]
+    assert v.saturated  # TTFT from the intended send does grow …
+    assert v.client_side  # … but not from the actual send
+    assert v.message().startswith("CLIENT BEHIND")
+    assert "add replicas" not in v.message()
+    queue = [ServerSample(t_ns=t * 10**9, name="vllm:num_requests_waiting", value=0.0) for t in range(60)]
+    (warning,) = saturation_check(late, None, open_loop=True, constant_rate=True, samples=queue)
+    assert "queue peaked at 0" in warning
+    server = _records(lambda t: 120.0 + 20.0 * t)  # the server's own queue grows: sends on time
+    (grown,) = saturation_check(server, None, open_loop=True, constant_rate=True)
+    assert grown.startswith("OVER-SATURATED")
