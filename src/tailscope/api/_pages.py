@@ -25,7 +25,7 @@ from tailscope.trace.tree import build_tree
 from tailscope.verify.compare import compare_runs
 from tailscope.verify.diagnose import diagnose
 from tailscope.verify.rundata import RunData
-from tailscope.workload.sweep import SweepPoint, find_knee
+from tailscope.workload.sweep import knee_of
 
 #: Spans drawn per trace waterfall at most (the first ones in depth-first order).
 MAX_WATERFALL_SPANS = 400
@@ -77,7 +77,7 @@ def sweep_points(items: Sequence[ReportRun]) -> dict[str, Any] | None:
     Returns:
         ``{"sweep_id", "param", "points": [{"run", "load", "out_tok_s", "rps", "ttft_p50", "ttft_p99",
         "e2e_p99"}], "knee": index or None, "slo": [{"metric", "threshold_ms"}]}``; points sorted by load, the knee
-        found by :func:`tailscope.workload.sweep.find_knee` on output tok/s against TTFT p99.
+        found by :func:`tailscope.workload.sweep.knee_of` (requests/s against E2E p50, as on the console).
     """
     ids = {i.run.get("sweep_id") for i in items}
     if len(items) < 2 or len(ids) != 1 or None in ids:
@@ -101,13 +101,12 @@ def sweep_points(items: Sequence[ReportRun]) -> dict[str, Any] | None:
                 "rps": lookup(s, "requests_per_s"),
                 "ttft_p50": lookup(s, "ttft_ms.p50"),
                 "ttft_p99": lookup(s, "ttft_ms.p99"),
+                "e2e_p50": lookup(s, "e2e_ms.p50"),
                 "e2e_p99": lookup(s, "e2e_ms.p99"),
             }
         )
     points.sort(key=lambda p: p["load"])
-    usable = [p for p in points if p["out_tok_s"] is not None and p["ttft_p99"] is not None]
-    knee_i = find_knee([SweepPoint(p["load"], p["out_tok_s"], p["ttft_p99"]) for p in usable]) if usable else None
-    knee = points.index(usable[knee_i]) if knee_i is not None else None
+    knee = knee_of([(p["load"], p["rps"], p["e2e_p50"]) for p in points])
     slo = [
         {"metric": str(x.get("slo", "")), "threshold_ms": x.get("threshold_ms")}
         for x in (items[0].summary.get("slo") or [])

@@ -23,7 +23,7 @@ from tailscope.records import RunStatus
 from tailscope.runner.bench import BenchConfig, BenchResult
 from tailscope.runner.progress import Progress
 from tailscope.workload.spec import RequestSpec
-from tailscope.workload.sweep import FindMaxResult, SweepPoint, SweepSpec, find_knee, find_max
+from tailscope.workload.sweep import FindMaxResult, SweepSpec, find_max, knee_of
 
 #: a probe with more failed or incomplete requests than this fraction fails, whatever its percentiles say.
 MAX_FAILED_FRACTION = 0.01
@@ -100,13 +100,8 @@ class SweepOutcome:
 
 
 def knee_index(points: list[PointRun]) -> int | None:
-    """The knee of measured points: the last load before E2E p50 grows faster than request throughput."""
-    pts = [SweepPoint(p.load, p.result.summary.requests_per_s, p.result.summary.e2e_ms.p50 or 0.0) for p in points]
-    idx = find_knee(pts)
-    if idx is None:
-        return None
-    load = sorted(pts, key=lambda q: q.load)[idx].load
-    return next(i for i, p in enumerate(points) if p.load == load)
+    """The knee of measured points (:func:`tailscope.workload.sweep.knee_of`: requests/s against E2E p50)."""
+    return knee_of([(p.load, p.result.summary.requests_per_s, p.result.summary.e2e_ms.p50) for p in points])
 
 
 def run_sweep(spec: SweepSpec, build: Build, execute: Execute, *, sweep_id: str | None = None) -> SweepOutcome:

@@ -94,6 +94,18 @@ def find_knee(points: Sequence[SweepPoint], *, min_latency_rise: float = 0.1) ->
     return None
 
 
+def knee_of(points: Sequence[tuple[float, float | None, float | None]]) -> int | None:
+    """The knee of ``(load, requests/s, E2E p50 ms)`` points, as an index into ``points`` — the one definition the
+    console, the JSON and the HTML report share (points with an undefined value are skipped)."""
+    usable = [(i, SweepPoint(load, rps, e2e)) for i, (load, rps, e2e) in enumerate(points)
+              if rps is not None and e2e is not None]  # fmt: skip
+    k = find_knee([p for _, p in usable])
+    if k is None:
+        return None
+    load = sorted(p.load for _, p in usable)[k]
+    return next(i for i, p in usable if p.load == load)
+
+
 @dataclass(frozen=True, slots=True)
 class Probe:
     """One measurement of the search."""

@@ -165,13 +165,13 @@ def test_sweep_points_and_knee(synthetic: Callable[..., dict[str, Any]]) -> None
     for conc, tput, p99 in ((1, 100.0, 50.0), (2, 200.0, 52.0), (4, 390.0, 60.0), (8, 400.0, 200.0)):
         doc = synthetic(n=20, run_id=f"r{conc}", concurrency=conc)
         run = {**doc["run"], "sweep_id": "sw1"}
-        summary = {**doc["summary"], "output_tokens_per_s": tput, "ttft_ms": {**doc["summary"]["ttft_ms"], "p99": p99}}
+        summary = {**doc["summary"], "requests_per_s": tput, "e2e_ms": {**doc["summary"]["e2e_ms"], "p50": p99}}
         items.append(ReportRun(run, summary, doc["records"]))
     sw = sweep_points(list(reversed(items)))
     assert sw is not None
     assert sw["param"] == "concurrency"
     assert [p["load"] for p in sw["points"]] == [1.0, 2.0, 4.0, 8.0]
-    assert sw["knee"] == 2  # 4 → 8 adds 2.6 % throughput for +233 % latency
+    assert sw["knee"] == 2  # 4 → 8 adds 2.6 % requests/s for +233 % E2E p50: the console's knee, the same definition
     assert sw["slo"][0]["threshold_ms"] == 200.0
     html = compare_html(items, resamples=100)
     assert 'id="sweep"' in html
