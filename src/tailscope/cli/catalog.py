@@ -58,7 +58,8 @@ def catalog(
             t.add_row(*row)
         console.print(t)
     elif what == "gpus":
-        from tailscope.engine.gpus import GPUS, load_gpu_file
+        from tailscope.engine.gpus import GPUS
+        from tailscope.io.gpus import load_gpu_file
 
         extra = load_gpu_file(gpu_file) if gpu_file is not None else ()
         t = Table(title="GPUs (dense tensor throughput)")

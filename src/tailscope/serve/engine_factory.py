@@ -90,9 +90,10 @@ def build_replica(
     """
     from tailscope.engine.calibration import load_calibration
     from tailscope.engine.cluster import ClusterSpec
-    from tailscope.engine.gpus import load_gpu_file, resolve_gpu
-    from tailscope.engine.model_catalog import resolve_model
+    from tailscope.engine.gpus import resolve_gpu
     from tailscope.engine.replica import EngineConfig, vllm_default_limits
+    from tailscope.io.gpus import load_gpu_file
+    from tailscope.io.models import resolve_model
 
     if engine_flags:
         unknown = set(engine_flags) - set(EngineFlags.__dataclass_fields__)

@@ -17,12 +17,13 @@ from tailscope import __version__
 from tailscope.clock import utc_now_iso
 from tailscope.engine.calibration import load_calibration
 from tailscope.engine.cluster import ClusterSpec
-from tailscope.engine.gpus import load_gpu_file, resolve_gpu
-from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.engine.replica import EngineConfig, vllm_default_limits
 from tailscope.errors import ConfigError
 from tailscope.io.autoscaler import load_policy
+from tailscope.io.gpus import load_gpu_file
+from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.sim.simulator import SimResult, Simulation
