@@ -11,12 +11,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tailscope.engine.calibration import load_calibration
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.perf import StepTimeModel
 from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import ConfigError, PlanError
+from tailscope.io.calibration import load_calibration
 from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import parse_slo
 from tailscope.plan.budget import BudgetPlan, budget_from_shares, plan_budget

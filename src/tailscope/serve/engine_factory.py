@@ -88,10 +88,10 @@ def build_replica(
         ConfigError / CatalogError: an unknown model or GPU or an invalid flag, naming it.
         PlanError: the model does not fit on the GPU.
     """
-    from tailscope.engine.calibration import load_calibration
     from tailscope.engine.cluster import ClusterSpec
     from tailscope.engine.gpus import resolve_gpu
     from tailscope.engine.replica import EngineConfig, vllm_default_limits
+    from tailscope.io.calibration import load_calibration
     from tailscope.io.gpus import load_gpu_file
     from tailscope.io.models import resolve_model
 
