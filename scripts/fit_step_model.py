@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("csv", nargs="?", default=None)
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--theta-out", default=None, help="also save the fitted parameter vector (numpy .npy)")
     args = ap.parse_args(argv)
     path = Path(args.csv) if args.csv else find_corpus()
     if path is None or not path.is_file():
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     res = fit(ds, on_iteration=lambda i, loss: print(f"iteration {i}: loss {loss:.3f}", file=sys.stderr))
     secs = time.perf_counter() - t0
+    if args.theta_out:
+        np.save(args.theta_out, res.theta)
     full = Dataset(obs)
     ttft, tpot = predict(full, res.params.design(full), res.theta)
     agg = ~full.disagg

@@ -29,13 +29,18 @@ from tailscope.engine.step_terms import (
 from tailscope.errors import ConfigError, PlanError
 
 
-def precision_class(weights_dtype: str) -> str:
-    """The learned coefficients' precision key: ``bf16``, ``fp8``, ``fp4`` (NVFP4, MXFP4) or ``int4``."""
+def precision_class(weights_dtype: str, gpu: GpuSpec | None = None) -> str:
+    """The learned coefficients' precision key.
+
+    ``bf16`` (and fp16), ``fp8`` (and int8: W8A8 on the same tensor cores), ``fp4`` (NVFP4 or MXFP4 on FP4 tensor
+    cores) or ``int4`` — 4-bit weights multiplied at a higher precision after dequantising: INT4 weight-only, and
+    FP4 on a GPU without FP4 tensor cores (gpt-oss's MXFP4 on an H100 runs the same kind of kernel).
+    """
     w = weights_dtype.lower()
     if w in ("fp8", "int8"):
         return "fp8"
     if w in ("fp4", "mxfp4"):
-        return "fp4"
+        return "fp4" if gpu is None or gpu.fp4_tflops else "int4"
     if w == "int4":
         return "int4"
     return "bf16"
@@ -71,7 +76,7 @@ class TrainedStepModel:
         self.weights_dtype = (weights_dtype or model.default_weights_dtype).lower()
         dtype_bytes(self.weights_dtype, what="weights dtype")
         self.kv_dtype = kv_dtype.lower()
-        self.precision_class = precision_class(self.weights_dtype)
+        self.precision_class = precision_class(self.weights_dtype, gpu)
         self.efficiency = efficiency or learned_efficiencies(engine, self.precision_class)
         self.terms = step_terms(model, gpu, self.par, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype)
         self.coeffs: StepCoefficients = coefficients(self.terms, self.efficiency)

@@ -165,7 +165,7 @@ def step_terms(
     routed_active = model.moe_layers * model.active_experts * expert_params
     dense_params = model.body_params - routed_active
     head_params = model.vocab * h
-    moe_flops_tok = 2.0 * model.active_experts * expert_params * adp / g if model.is_moe else 0.0
+    moe_flops_tok = 2.0 * model.moe_layers * model.active_experts * expert_params * adp / g if model.is_moe else 0.0
     moe_bytes_all = model.moe_layers * model.experts * expert_params * expert_b / g
     # attention
     if model.is_mla:

@@ -116,11 +116,6 @@ class CorpusRow:
         """The configuration this row belongs to: (model, system, engine, precision, mode)."""
         return (self.model, self.system, self.engine, self.precision, self.mode)
 
-    @property
-    def precision_class(self) -> str:
-        """``bf16``, ``fp8``, ``fp4`` (NVFP4 and MXFP4) or ``int4``: the learned step-model parameters' key."""
-        return "fp4" if self.precision == "mxfp4" else self.precision
-
     def sim_flags(self) -> list[str]:
         """``tailscope sim`` flags that run this row's deployment and workload."""
         flags = [
