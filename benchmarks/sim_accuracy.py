@@ -180,6 +180,7 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
             np.array([float(cluster.engine_config().max_num_batched_tokens)]),
             np.array([m.efficiency.frontend_ms / 1e3]),
             np.array([m.efficiency.inflight_us / 1e6]),
+            np.array([m.efficiency.burst]),
         )
         t0 = time.perf_counter()
         s = run_sim(args).summary

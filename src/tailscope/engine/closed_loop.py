@@ -16,8 +16,10 @@ time, in chunks of the budget left after the decodes (``K − B`` tokens). Promp
     τ   = t_d / (1 − ρ)                 ρ = λ Δ   (the share of step time spent on prefills)
     T₁  = F + r + n_chunks · t_d + Δ + W
 
-with ``F`` the front end (``frontend_ms`` + ``inflight_us × C``), ``r = (τ² + λτ δ²) / 2τ`` the residual of the step
-in progress at arrival (``δ = Δ / n_chunks``), and ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1).
+with ``F`` the front end (``frontend_ms`` + ``inflight_us × C``, plus ``burst × (C − 1) / 2 × S₁``: measured closed
+loops with fixed lengths stay partly synchronised, so a request arrives with a learned share of the others and waits
+for half of their prefills, each ``S₁`` alone), ``r = (τ² + λτ δ²) / 2τ`` the residual of the step in progress at
+arrival (``δ = Δ / n_chunks``), and ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1).
 Written in the decode batch ``B``, the closed loop ``C = λ T₁ + B`` (clients waiting for a first token plus
 clients decoding) is increasing in ``B``; it is solved by bisection on ``[0, C]``, so the answer is a smooth,
 deterministic function of the coefficients (the fit differentiates it numerically).
@@ -113,6 +115,7 @@ def aggregated(
     budget: Arr,
     frontend_s: Arr,
     inflight_s: Arr,
+    burst: Arr = 0.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring)."""
     isl = np.asarray(isl, dtype=float)
@@ -123,6 +126,9 @@ def aggregated(
     gen = np.maximum(osl - 1.0, 1e-9)  # one output token: no decode phase (B → 0)
 
     zero = np.zeros_like(isl)
+    # partly synchronised arrivals: a request waits for half the prefills of the burst × (C − 1) arriving with it
+    alone = step(zero, zero, isl, zero, zero + 1.0)
+    together = burst * np.maximum(clients - 1.0, 0.0) * 0.5 * alone
 
     def state(b: Arr) -> tuple[Arr, Arr, Arr]:
         t_d = step(b, ctx, zero, zero, b)
@@ -134,7 +140,7 @@ def aggregated(
         per_chunk = delta / np.maximum(n, 1.0)
         resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
         wait = rho * delta / (2.0 * (1.0 - rho))
-        ttft = front + resid + n * t_d + delta + wait
+        ttft = front + together + resid + n * t_d + delta + wait
         return lam, ttft, tau
 
     def excess(b: Arr) -> Arr:

@@ -39,7 +39,7 @@ ENGINES = ("vllm", "sglang", "trtllm")
 CLASSES = ("bf16", "fp8", "fp4", "int4")
 FIELDS = Efficiencies.names()
 #: fractions of a peak (logit scale); the other fields are positive times (log scale)
-FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer"})
+FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst"})
 #: fields that also vary by precision class, and by engine and class together
 BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
@@ -236,7 +236,14 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
         a = np.flatnonzero(agg)
         c = coefficients(_rows(ds.main, a), _rows(e, a))
         t1, tau = closed_loop.aggregated(
-            closed_loop.coefficient_step(c), ds.isl[a], ds.osl[a], ds.clients[a], ds.budget[a], front[a], inflight[a]
+            closed_loop.coefficient_step(c),
+            ds.isl[a],
+            ds.osl[a],
+            ds.clients[a],
+            ds.budget[a],
+            front[a],
+            inflight[a],
+            e.burst[a],
         )
         ttft[a], tpot[a] = t1, tau
     if ds.disagg.any():

@@ -97,6 +97,8 @@ class TrainedStepModel:
         self._window = float(model.sliding_window or 0)
         self._front_ns = e.frontend_ms * 1e6 * 2.0
         self._inflight_ns = e.inflight_us * 1e3
+        self._burst = e.burst
+        self._prefill_alone: dict[int, float] = {}
         wb = self.weights_dtype
         experts = model.moe_layers * model.experts * model.expert_params_per_layer
         routed = experts * dtype_bytes(wb) if model.is_moe else 0.0
@@ -205,6 +207,24 @@ class TrainedStepModel:
         """API-server latency requests do not queue for: ``frontend_ms`` spread uniformly over [0, 2×] by ``u``, plus
         ``inflight_us`` per request in flight on the replica (``in_flight`` counts this one), ns."""
         return int(self._front_ns * u + self._inflight_ns * in_flight)
+
+    def arrival_burst_ns(self, in_flight: int, prompt_tokens: int) -> int:
+        """Extra arrival delay of a closed-loop request from the clients that arrive with it, ns.
+
+        Measured closed loops with fixed lengths stay partly synchronised: a request arrives together with
+        ``burst × (in_flight − 1)`` others and waits, on average, for half of their prefills. ``burst`` is learned
+        (:attr:`Efficiencies.burst`); the closed-loop analysis charges the same term
+        (:func:`tailscope.engine.closed_loop.aggregated`), and the simulator adds it to the front end, so the two
+        agree. ``in_flight`` counts this request.
+        """
+        if in_flight <= 1 or self._burst <= 0:
+            return 0
+        s1 = self._prefill_alone.get(prompt_tokens)
+        if s1 is None:
+            s1 = self.step_s([(prompt_tokens, 0)], 0, 0)
+            if len(self._prefill_alone) < 4096:
+                self._prefill_alone[prompt_tokens] = s1
+        return int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
 
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""

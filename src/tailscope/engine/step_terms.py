@@ -259,6 +259,7 @@ class Efficiencies:
     inflight_us: float = 500.0
     kv_xfer: float = 0.5
     kv_xfer_ms: float = 5.0
+    burst: float = 0.05
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

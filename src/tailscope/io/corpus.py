@@ -28,6 +28,9 @@ row alike and never to fit a figure:
    B200s with a few GB to spare), so the rows' ``sim`` flags give ``--gpu-memory-utilization 0.95``.
 8. A pool whose recorded GPUs cannot hold the weights (20 DeepSeek-R1 FP4 rows on one GB200) lost its parallelism
    in the export: it gets the smallest power of two of GPUs that holds them, as tensor (and expert) parallelism.
+9. A tensor-parallel size that does not divide the model's attention heads cannot be tensor parallelism (DeepSeek-R1
+   "TP 36" or "TP 72" on a GB200 NVL72): an MoE model's GPUs then run attention data parallelism with expert
+   parallelism over all of them (wide EP).
 """
 
 from __future__ import annotations
@@ -246,8 +249,9 @@ def _pool(
     concurrency: int | None,
     row_id: str,
     dense: bool,
+    heads: int,
 ) -> PoolDeployment:
-    """Rules 2–4 of the module docstring for one pool."""
+    """Rules 2–4 and 9 of the module docstring for one pool."""
     tp, adp, mtp, mep = _int(tp_s), _int(adp_s), _int(mtp_s), _int(mep_s)
     batch = _int(batch_s, 0) or None
     m = _PRODUCT_ID.match(row_id)
@@ -264,6 +268,8 @@ def _pool(
         gpus, ep = tp * adp, mep
     ep = max(1, min(ep, gpus))
     workers = _int(workers_s)
+    if not dense and adp == 1 and gpus > 1 and heads % gpus:  # rule 9
+        return PoolDeployment(gpus, 1, gpus, gpus, workers, batch)
     if adp == 1 and concurrency and batch and concurrency > batch and concurrency % batch == 0:  # rule 4
         k = concurrency // batch
         if dense:  # a dense model: k data-parallel replicas of this size
@@ -313,7 +319,18 @@ def row_from_record(rec: dict[str, str], *, line: int, source: str = "silicon_de
     dense = not arch.is_moe
     agg = prefill = decode = None
     if r.mode == "agg":
-        agg = _pool(r.tp_size, r.attention_dp_size, r.moe_tp_size, r.moe_ep_size, r.batch_size, "", conc, r.id, dense)
+        agg = _pool(
+            r.tp_size,
+            r.attention_dp_size,
+            r.moe_tp_size,
+            r.moe_ep_size,
+            r.batch_size,
+            "",
+            conc,
+            r.id,
+            dense,
+            arch.heads,
+        )
         if conc is None:
             conc = (agg.batch or 1) * agg.attention_dp * agg.workers
     else:
@@ -327,6 +344,7 @@ def row_from_record(rec: dict[str, str], *, line: int, source: str = "silicon_de
             None,
             r.id,
             dense,
+            arch.heads,
         )
         decode = _pool(
             r.decode_tp_size,
@@ -338,6 +356,7 @@ def row_from_record(rec: dict[str, str], *, line: int, source: str = "silicon_de
             None,
             r.id,
             dense,
+            arch.heads,
         )
         if conc is None:
             conc = (decode.batch or 1) * decode.attention_dp * decode.workers
