@@ -174,22 +174,23 @@ class Params:
         self.prior = np.array([_to_x(f, getattr(_DEFAULT, f)) if lvl == "base" else 0.0 for lvl, _, _, f in names])
 
     def design(self, ds: Dataset) -> dict[str, np.ndarray]:
-        """Per field, the 0/1 matrix (rows × parameters) whose product with θ is the field's transformed value."""
+        """Per field, the indices (rows × 4) of the parameters that add up to the field's transformed value on each
+        row; index ``size`` stands for a parameter that is not there (θ is extended with a 0)."""
         out: dict[str, np.ndarray] = {}
         for f in FIELDS:
-            m = np.zeros((ds.n, self.size))
+            idx = np.full((ds.n, 4), self.size, dtype=np.intp)
             for j, (lvl, e, k, g) in enumerate(self.names):
                 if g != f:
                     continue
                 if lvl == "base":
-                    m[:, j] = 1.0
+                    idx[:, 0] = j
                 elif lvl == "engine":
-                    m[:, j] = ds.engine == ENGINES.index(e)
+                    idx[ds.engine == ENGINES.index(e), 1] = j
                 elif lvl == "class":
-                    m[:, j] = ds.klass == CLASSES.index(k)
+                    idx[ds.klass == CLASSES.index(k), 2] = j
                 else:
-                    m[:, j] = (ds.engine == ENGINES.index(e)) & (ds.klass == CLASSES.index(k))
-            out[f] = m
+                    idx[(ds.engine == ENGINES.index(e)) & (ds.klass == CLASSES.index(k)), 3] = j
+            out[f] = idx
         return out
 
     def efficiencies(self, theta: np.ndarray, engine: str, klass: str) -> Efficiencies:
@@ -226,7 +227,8 @@ def _from_x(field: str, x: Any) -> Any:
 # ---- prediction ---------------------------------------------------------------------------------------------
 def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean ``(TTFT, TPOT)`` in seconds for every row of ``ds`` under θ."""
-    e = SimpleNamespace(**{f: _from_x(f, design[f] @ theta) for f in FIELDS})
+    ext = np.append(theta, 0.0)
+    e = SimpleNamespace(**{f: _from_x(f, ext[design[f]].sum(axis=1)) for f in FIELDS})
     ttft = np.zeros(ds.n)
     tpot = np.zeros(ds.n)
     front = e.frontend_ms * 1e-3
@@ -317,7 +319,9 @@ def fit(
     w_row = 1.0 / np.sqrt(counts[ds.group])
     w_row = w_row / w_row.mean()
     prior_w = np.array([np.sqrt(prior_weight) if lvl == "base" else np.sqrt(ridge) for lvl, *_ in params.names])
-    touched = [np.flatnonzero(np.any([design[f][:, j] != 0 for f in FIELDS], axis=0)) for j in range(params.size)]
+    touched = [
+        np.flatnonzero(np.any([(design[f] == j).any(axis=1) for f in FIELDS], axis=0)) for j in range(params.size)
+    ]
     meas = np.concatenate([ds.ttft, ds.tpot])
     w2 = np.concatenate([w_row, w_row])
 
@@ -376,6 +380,6 @@ def fit(
             lam *= 4.0
         if on_iteration is not None:
             on_iteration(it, loss)
-        if not improved or (loss_prev - loss) < 1e-6 * max(loss, 1.0):
+        if not improved or (loss_prev - loss) < 2e-4 * max(loss, 1.0):
             break
     return FitResult(theta, params, loss, it)

@@ -31,7 +31,7 @@ achieved rates — peak × learned efficiency — into seconds per unit of work 
     step = Σ_op max(compute_op / (peak_op · eff_op), bytes_op / (HBM · eff_mem))
          + n_collectives · latency + comm_bytes / (link · eff_comm)
          + step_overhead + layer_overhead · L + moe_layer_overhead · L_moe + seq_overhead · sequences
-         + prefill_layer_overhead · L   (steps that carry prefill tokens)
+         + prefill_layer_overhead · L · chunks
 
 Every function here is plain arithmetic on floats *or* numpy arrays (the ``maximum`` argument is ``max`` or
 ``numpy.maximum``): the simulator calls it with floats for one step, the fit with arrays over thousands of corpus
@@ -233,8 +233,8 @@ class Efficiencies:
         step_ms: fixed cost of one step (scheduling, input preparation, launch, sampling), ms.
         layer_us: per layer per step (kernel floors and launches that do not shrink with the work), µs.
         moe_layer_us: per MoE layer per step on top (routing, token permutation, expert dispatch), µs.
-        prefill_layer_us: per layer of a step that carries prefill tokens (those steps run outside the decode CUDA
-            graphs: kernel launches, attention metadata), µs.
+        prefill_layer_us: per layer and prefill chunk (chunks run outside the decode CUDA graphs: kernel launches,
+            attention metadata; charged per chunk so that costs add up the same whether prompts share a step), µs.
         seq_us: per scheduled sequence per step (bookkeeping, sampling, detokenisation), µs.
         frontend_ms: latency before the engine sees a request that requests do not queue for (HTTP, chat template,
             tokenisation, the measuring client), ms.
@@ -287,7 +287,7 @@ class StepCoefficients:
     window: Num
     kv_layers: Num
     fixed: Num  # s per step: overheads + collective latencies
-    prefill_fixed: Num  # s per step that carries prefill tokens
+    prefill_fixed: Num  # s per prefill chunk
     comm_tok: Num  # s per token
     seq: Num  # s per sequence
 
@@ -358,7 +358,7 @@ def step_seconds(
     pf_units = c.full_layers * pf_pairs_full + c.sliding_layers * pf_pairs_slide
     pf_kv = c.full_layers * pf_kv_full + c.sliding_layers * pf_kv_slide + c.kv_layers * pf_tokens
     t = t + maximum(c.attn_pf_c * pf_units, c.kv_m * pf_kv + c.lin_m * n_pf)
-    return t + c.fixed + c.prefill_fixed * (n_pf > 0) + c.comm_tok * tokens + c.seq * (n_dec + n_pf)
+    return t + c.fixed + c.prefill_fixed * n_pf + c.comm_tok * tokens + c.seq * (n_dec + n_pf)
 
 
 def chunk_sums(chunk: Num, done: Num, window: Num, minimum: Callable[[Num, Num], Num] = min) -> tuple[Num, ...]:
