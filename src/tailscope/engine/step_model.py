@@ -11,7 +11,7 @@ table for ``(engine, precision class)``, the learned table's engine-wide values 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tailscope.engine.calibration import Efficiency
 from tailscope.engine.gpus import GpuSpec
@@ -99,6 +99,8 @@ class TrainedStepModel:
         self._inflight_ns = e.inflight_us * 1e3
         self._burst = e.burst
         self._prefill_alone: dict[int, float] = {}
+        self._decode_ns = self._decode_fast()
+        self._mixed_ns = self._mixed_fast()
         wb = self.weights_dtype
         experts = model.moe_layers * model.experts * model.expert_params_per_layer
         routed = experts * dtype_bytes(wb) if model.is_moe else 0.0
@@ -169,17 +171,87 @@ class TrainedStepModel:
     def mixed_step_ns(
         self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int
     ) -> int:
-        """:meth:`step_ns` with the logit count given (the scheduler's call)."""
-        ns = math.ceil(self.step_s(prefill, n_decode, decode_ctx_sum, n_logits) * 1e9)
-        return ns if ns > 1 else 1
+        """:meth:`step_ns` with the logit count given (the scheduler's call; :func:`step_seconds` inlined with the
+        same float operations in the same order, so the same ns)."""
+        return self._mixed_ns(prefill, n_decode, decode_ctx_sum, n_logits)
 
     def decode_step_ns(self, n_decode: int, decode_ctx_sum: int) -> int:
-        """:meth:`step_ns` of a decode-only step."""
+        """:meth:`step_ns` of a decode-only step (the simulator's hot path: :func:`step_seconds` with the prefill
+        terms, which add exactly 0.0, left out — the same float operations in the same order, so the same ns)."""
+        return self._decode_ns(n_decode, decode_ctx_sum)
+
+    def _decode_fast(self) -> Callable[[int, int], int]:
+        c = self.coeffs
+        dense_c, dense_m, head_c, head_m = c.dense_c, c.dense_m, c.head_c, c.head_m
+        moe = self.model.is_moe
+        moe_c, moe_m, keep, mult = c.moe_c, c.moe_m, 1.0 - c.moe_frac, c.moe_tok_mult
+        full, sliding, kv_layers = c.full_layers, c.sliding_layers, c.kv_layers
+        attn_c, kv_m, lin_m = c.attn_dec_c, c.kv_m, c.lin_m
+        fixed, comm, seq = c.fixed, c.comm_tok, c.seq
         w = self._window or 1.0
-        slide = decode_ctx_sum if decode_ctx_sum < n_decode * w else n_decode * w
-        t = step_seconds(self.coeffs, n_decode, decode_ctx_sum, slide, 0, 0.0, 0.0, 0.0, 0.0, 0, n_decode)
-        ns = math.ceil(t * 1e9)
-        return ns if ns > 1 else 1
+        ceil = math.ceil
+
+        def decode_ns(n: int, ctx: int) -> int:
+            slide = ctx if ctx < n * w else n * w
+            a = dense_c * n
+            b = head_c * n
+            t = (a if a > dense_m else dense_m) + (b if b > head_m else head_m)
+            if moe:
+                a = moe_c * n
+                b = moe_m * (1.0 - keep ** (mult * n))
+                t = t + (a if a > b else b)
+            units = full * ctx + sliding * slide
+            a = attn_c * units
+            b = kv_m * (units + kv_layers * n) + lin_m * n
+            t = t + (a if a > b else b)
+            ns = ceil((t + fixed + comm * n + seq * n) * 1e9)
+            return ns if ns > 1 else 1
+
+        return decode_ns
+
+    def _mixed_fast(self) -> Callable[[Sequence[tuple[int, int]], int, int, int], int]:
+        c = self.coeffs
+        dense_c, dense_m, head_c, head_m = c.dense_c, c.dense_m, c.head_c, c.head_m
+        moe = self.model.is_moe
+        moe_c, moe_m, keep, mult = c.moe_c, c.moe_m, 1.0 - c.moe_frac, c.moe_tok_mult
+        full, sliding, kv_layers = c.full_layers, c.sliding_layers, c.kv_layers
+        attn_c, attn_pf, kv_m, lin_m = c.attn_dec_c, c.attn_pf_c, c.kv_m, c.lin_m
+        fixed, pf_fixed, comm, seq = c.fixed, c.prefill_fixed, c.comm_tok, c.seq
+        w = self._window or 1.0
+        ceil = math.ceil
+
+        def mixed_ns(prefill: Sequence[tuple[int, int]], n: int, ctx: int, logits: int) -> int:
+            pf_tokens = 0
+            pf = ps = kf = ks = 0.0
+            for ch, p in prefill:
+                pf_tokens += ch
+                mid = p + (ch + 1) / 2.0
+                pf += ch * mid
+                ps += ch * (mid if mid < w else w)
+                kf += p + ch
+                ks += p + ch if p + ch < w else w
+            n_pf = len(prefill)
+            slide = ctx if ctx < n * w else n * w
+            tokens = n + pf_tokens
+            a = dense_c * tokens
+            b = head_c * logits
+            t = (a if a > dense_m else dense_m) + (b if b > head_m else head_m)
+            if moe:
+                a = moe_c * tokens
+                b = moe_m * (1.0 - keep ** (mult * tokens))
+                t = t + (a if a > b else b)
+            units = full * ctx + sliding * slide
+            a = attn_c * units
+            b = kv_m * (units + kv_layers * n) + lin_m * n
+            t = t + (a if a > b else b)
+            units = full * pf + sliding * ps
+            a = attn_pf * units
+            b = kv_m * (full * kf + sliding * ks + kv_layers * pf_tokens) + lin_m * n_pf
+            t = t + (a if a > b else b)
+            ns = ceil((t + fixed + pf_fixed * n_pf + comm * tokens + seq * (n + n_pf)) * 1e9)
+            return ns if ns > 1 else 1
+
+        return mixed_ns
 
     def breakdown(
         self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
