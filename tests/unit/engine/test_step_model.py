@@ -178,3 +178,29 @@ def test_engine_profiles() -> None:
     assert engine_profile("trtllm").cuda_graph_max_batch == 128
     with pytest.raises(ConfigError, match="--engine"):
         engine_profile("tgi")
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "par", "dtype"),
+    [
+        ("llama-3.1-8b", "h100-sxm", Parallelism(), None),
+        ("deepseek-r1", "b200", Parallelism(1, 8, 8), "fp4"),
+        ("gpt-oss-120b", "h200", Parallelism(2), None),
+        ("qwen3.5-397b-a17b", "b300", Parallelism(4, 1, 4), "fp8"),
+    ],
+)
+def test_the_simulators_fast_paths_equal_the_general_formula(
+    model: str, gpu: str, par: Parallelism, dtype: str | None
+) -> None:
+    import random
+
+    m = _m(model, gpu, par, weights_dtype=dtype)
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(0, 600)
+        ctx = n * rng.randint(1, 9000)
+        if n:
+            assert m.decode_step_ns(n, ctx) == m.step_ns([], n, ctx)
+        pre = [(rng.randint(1, 4000), rng.randint(0, 20_000)) for _ in range(rng.randint(1, 4))]
+        logits = n + rng.randint(0, len(pre))
+        assert m.mixed_step_ns(pre, n, ctx, logits) == m.step_ns(pre, n, ctx, logits)
