@@ -267,7 +267,7 @@ def test_compare_and_diagnose_simulated_runs(tmp_path: Path) -> None:
     db = str(tmp_path / "ts.duckdb")
     common = ("--requests", "400", "--input-tokens", "uniform:200:1800", "--db", db)
     ids = []
-    for rate in ("5", "30"):
+    for rate in ("5", "150"):  # light, and far past what one H100 serves (≈ 20–40 req/s of these)
         p = cli("sim", "--rate", rate, *common)
         assert p.returncode == 0, p.stderr
         ids.append(re.search(r"run (\S+) stored", p.stdout + p.stderr).group(1))  # type: ignore[union-attr]
@@ -276,7 +276,7 @@ def test_compare_and_diagnose_simulated_runs(tmp_path: Path) -> None:
     p = cli("compare", ids[0], ids[1], "bench0001", "--metrics", "ttft_ms,requests_per_s", "--json", "--db", db)
     assert p.returncode == 0, p.stderr
     rows = {(r["metric"], r["stat"]): r for r in json.loads(p.stdout)["rows"]}
-    assert rows[("ttft_ms", "p99")]["diffs"][0]["direction"] == "worse"  # 30 req/s queues
+    assert rows[("ttft_ms", "p99")]["diffs"][0]["direction"] == "worse"  # 150 req/s queues
     assert rows[("requests_per_s", None)]["diffs"][0]["direction"] == "better"
     light = {f["rule"] for f in json.loads(cli("diagnose", ids[0], "--json", "--db", db).stdout)["findings"]}
     heavy = {f["rule"] for f in json.loads(cli("diagnose", ids[1], "--json", "--db", db).stdout)["findings"]}

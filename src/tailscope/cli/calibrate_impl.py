@@ -195,7 +195,7 @@ def cmd_twin_check(
     from dataclasses import replace
 
     from tailscope.client.openai import Timeouts
-    from tailscope.engine.calibration import load_calibration
+    from tailscope.io.calibration import load_calibration
     from tailscope.runner.bench import BenchConfig, run_bench
     from tailscope.runner.loadgen import DispatchConfig
     from tailscope.runner.twin_check import (

@@ -36,7 +36,19 @@ def catalog(
         from tailscope.engine.model_catalog import MODELS
 
         t = Table(title="Models (config.json values; params computed, checked against the published totals)")
-        for col in ("id", "params", "active", "layers", "hidden", "heads/kv", "head_dim", "experts", "KV B/token"):
+        for col in (
+            "id",
+            "params",
+            "active",
+            "layers",
+            "hidden",
+            "heads/kv",
+            "head_dim",
+            "experts",
+            "KV B/token",
+            "weights",
+            "aliases",
+        ):
             t.add_column(col, justify="left" if col == "id" else "right", no_wrap=True)
         if sources:
             t.add_column("source")
@@ -52,17 +64,30 @@ def catalog(
                 str(a.head_dim),
                 f"{a.active_experts}/{a.experts}" if a.is_moe else "",
                 f"{a.kv_bytes_per_token('bf16'):,}",
+                a.default_weights_dtype,
+                ", ".join((e.hf_repo, *e.aliases)),
             ]
             if sources:
                 row.append(f"{e.source}; totals: {e.published_source}")
             t.add_row(*row)
         console.print(t)
     elif what == "gpus":
-        from tailscope.engine.gpus import GPUS, load_gpu_file
+        from tailscope.engine.gpus import GPUS
+        from tailscope.io.gpus import load_gpu_file
 
         extra = load_gpu_file(gpu_file) if gpu_file is not None else ()
         t = Table(title="GPUs (dense tensor throughput)")
-        for col in ("id", "memory GB", "HBM GB/s", "BF16 TFLOPs", "FP8 TFLOPs", "link GB/s"):
+        for col in (
+            "id",
+            "memory GB",
+            "HBM GB/s",
+            "BF16 TFLOPs",
+            "FP8 TFLOPs",
+            "FP4 TFLOPs",
+            "link GB/s",
+            "NVLink GPUs",
+            "aliases",
+        ):
             t.add_column(col, justify="left" if col == "id" else "right", no_wrap=True)
         if sources:
             t.add_column("source")
@@ -73,7 +98,10 @@ def catalog(
                 f"{g.hbm_gbps:,.0f}",
                 f"{g.bf16_tflops:,.1f}",
                 "—" if g.fp8_tflops is None else f"{g.fp8_tflops:,.1f}",
+                "—" if g.fp4_tflops is None else f"{g.fp4_tflops:,.0f}",
                 f"{g.interconnect_gbps:g}",
+                str(g.nvlink_domain),
+                ", ".join(g.aliases),
             ]
             if sources:
                 row.append(g.source)

@@ -84,6 +84,7 @@ def capacity(
     users: int | None = typer.Option(None, "--users", help="Napkin form: concurrent users."),
     tokens_per_user_s: float | None = typer.Option(None, "--tokens-per-user-s", help="Napkin form."),
     gpu_tokens_s: float | None = typer.Option(None, "--gpu-tokens-s", help="Napkin form: tokens/s one GPU gives."),
+    engine: str = typer.Option("vllm", "--engine", help="Serving engine: vllm, sglang or trtllm."),
     json_out: Path | None = _JSON,
 ) -> None:
     """Cheapest configuration meeting the SLO at the target load (simulation-backed), or the napkin form.
@@ -117,6 +118,7 @@ def capacity(
             users,
             tokens_per_user_s,
             gpu_tokens_s,
+            engine,
         ),
         json_out,
     )

@@ -11,12 +11,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tailscope.engine.calibration import load_calibration
 from tailscope.engine.gpus import resolve_gpu
-from tailscope.engine.model_catalog import get_model_entry, resolve_model
+from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.step_model import TrainedStepModel
+from tailscope.engine.step_terms import Parallelism
 from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import ConfigError, PlanError
+from tailscope.io.calibration import load_calibration
+from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import parse_slo
 from tailscope.plan.budget import BudgetPlan, budget_from_shares, plan_budget
 from tailscope.plan.capacity import CapacityPlan, SimCheck, search_capacity
@@ -70,8 +73,15 @@ def _max_context(model_ref: str) -> int | None:
 
 
 def _perf(
-    model_ref: str, gpu_ref: str, tp: int, weights_dtype: str | None, kv_dtype: str, calibration: Path | None
-) -> StepTimeModel | TwinStepModel:
+    model_ref: str,
+    gpu_ref: str,
+    tp: int,
+    weights_dtype: str | None,
+    kv_dtype: str,
+    calibration: Path | None,
+    backend: str = "vllm",
+    ep: int = 1,
+) -> StepTimeModel | TrainedStepModel | TwinStepModel:
     cal = load_calibration(calibration)
     if cal.twin is not None:
         if tp != 1:
@@ -79,8 +89,11 @@ def _perf(
         return TwinStepModel(cal.twin)  # the twin's fitted costs and KV capacity replace the catalogs
     model = resolve_model(model_ref)
     gpu = resolve_gpu(gpu_ref)
-    eff = cal.efficiency(gpu.id, model_ref)
-    return StepTimeModel(model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
+    if cal.has_overrides:  # roofline efficiencies given: the plain roofline with them
+        eff = cal.efficiency(gpu.id, model_ref)
+        return StepTimeModel(model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
+    par = Parallelism(tp, 1, ep if model.is_moe else 1)
+    return TrainedStepModel(model, gpu, par, engine=backend, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
 
 
 def cmd_kv(
@@ -165,6 +178,7 @@ class CapacityArgs:
     users: int | None
     tokens_per_user_s: float | None
     gpu_tokens_s: float | None
+    backend: str = "vllm"
 
 
 def _mean_lengths(a: CapacityArgs) -> tuple[int, int]:
@@ -209,8 +223,9 @@ def cmd_capacity(a: CapacityArgs, json_out: Path | None) -> None:
     if load_calibration(a.calibration).twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
 
-    def perf_for_tp(tp: int) -> StepTimeModel | TwinStepModel:
-        return _perf(model_ref, gpu_ref, tp, a.weights_dtype, a.kv_dtype, a.calibration)
+    def perf_for_tp(tp: int) -> StepTimeModel | TrainedStepModel | TwinStepModel:
+        # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
+        return _perf(model_ref, gpu_ref, tp, a.weights_dtype, a.kv_dtype, a.calibration, a.backend, tp)
 
     def simulate(tp: int, replicas: int) -> SimCheck:
         from tailscope.sim.run import SimArgs, run_sim
@@ -220,6 +235,8 @@ def cmd_capacity(a: CapacityArgs, json_out: Path | None) -> None:
             gpu=sim_gpu,
             tp=tp,
             replicas=replicas,
+            backend=a.backend,
+            ep=tp if resolve_model(model_ref).is_moe and sim_model == model_ref else 1,
             weights_dtype=a.weights_dtype,
             kv_dtype=a.kv_dtype,
             calibration=a.calibration,

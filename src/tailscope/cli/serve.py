@@ -30,7 +30,11 @@ def serve(
         None, "--served-model-name", help="Name clients use (default: --model)."
     ),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype", help="bf16, fp8, int8 or int4 weights."),
+    engine_kind: str = typer.Option("vllm", "--engine", help="Engine modelled: vllm, sglang or trtllm."),
+    ep: int = typer.Option(1, "--ep", help="Expert parallelism of an MoE model (divides --tp)."),
+    weights_dtype: str | None = typer.Option(
+        None, "--weights-dtype", help="bf16, fp8, int8, int4, fp4 or mxfp4 weights."
+    ),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16 or fp8 KV cache."),
     max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Running requests at most (vLLM default)."),
     max_num_batched_tokens: int | None = typer.Option(
@@ -85,6 +89,8 @@ def serve(
         max_model_len=max_model_len,
         calibration=calibration,
         gpu_file=gpu_file,
+        backend=engine_kind,
+        ep=ep,
     )
     engine, options = build_replica(
         model,

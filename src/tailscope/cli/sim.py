@@ -20,6 +20,9 @@ Examples:
 
   tailscope sim --model qwen3-32b --gpu h100-sxm --tp 4 --concurrency 64 --requests 2000 \\
       --input-tokens 1024 --output-tokens 512 --calibration my-cluster.yaml
+
+  tailscope sim --model deepseek-ai/DeepSeek-R1 --gpu b200_sxm --engine sglang --tp 8 --ep 8 \\
+      --weights-dtype fp4 --kv-dtype fp8 --concurrency 64 --input-tokens 1024 --output-tokens 1024
 """
 
 
@@ -27,13 +30,18 @@ def sim(
     ctx: typer.Context,
     model: str = typer.Option("llama-3.1-8b", "--model", help="Catalog model id or a path to a config.json."),
     gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id (tailscope catalog gpus)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (per attention-DP rank)."),
+    engine: str = typer.Option("vllm", "--engine", help="Serving engine: vllm, sglang or trtllm (costs, defaults)."),
+    ep: int = typer.Option(1, "--ep", help="Expert parallelism of an MoE model (divides tp × attention-dp)."),
+    attention_dp: int = typer.Option(
+        1, "--attention-dp", help="Attention data-parallel ranks per replica (each with --tp GPUs)."
+    ),
     replicas: int = typer.Option(1, "--replicas", help="Replicas behind the router (initial count with --autoscale)."),
     router: str = typer.Option(
         "least_outstanding", "--router", help="round_robin, least_outstanding or prefix_affinity."
     ),
     weights_dtype: str | None = typer.Option(
-        None, "--weights-dtype", help="bf16, fp8, int8, int4 (default: the checkpoint's own)."
+        None, "--weights-dtype", help="bf16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's own)."
     ),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16 or fp8 KV cache."),
     max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Running requests at most (vLLM default)."),
@@ -81,6 +89,9 @@ def sim(
         gpu=gpu,
         tp=tp,
         replicas=replicas,
+        backend=engine,
+        ep=ep,
+        attention_dp=attention_dp,
         weights_dtype=weights_dtype,
         kv_dtype=kv_dtype,
         max_num_seqs=max_num_seqs,
@@ -112,7 +123,7 @@ def sim(
         if not quiet:
             err.print(f"simulated {done:,} requests ({virtual_s:,.0f} s of virtual time)")
 
-    from tailscope.engine.calibration import load_calibration
+    from tailscope.io.calibration import load_calibration
 
     interval: dict[str, Any] | None = None
     if load_calibration(calibration).twin is not None:

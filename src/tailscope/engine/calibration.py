@@ -14,17 +14,18 @@ file refines them per GPU, per model or per (model, GPU) pair::
     pairs:
       llama-3.1-8b@h100-sxm: {mbu: 0.85}
 
-The loader is generic (a mapping of field → number per section) so that a fitting tool can write the same file.
+The loader is generic (a mapping of field → number per section) so that a fitting tool can write the same file;
+reading the YAML is :func:`tailscope.io.calibration.load_calibration`'s job. Without a file the trained step model
+(:mod:`tailscope.engine.step_model`) is used; a file of roofline efficiencies selects the plain roofline
+(:class:`~tailscope.engine.perf.StepTimeModel`) with them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import ConfigError
-from tailscope.files import read_user_text
 
 if TYPE_CHECKING:
     from tailscope.engine.twin import TwinModel
@@ -104,6 +105,11 @@ class Calibration:
     source: str = "built-in defaults"
     twin: TwinModel | None = None  # a digital twin fitted on a real server replaces the roofline entirely
 
+    @property
+    def has_overrides(self) -> bool:
+        """Whether any section sets roofline efficiencies (then the plain roofline model is used)."""
+        return bool(self.default or self.gpus or self.models or self.pairs)
+
     def efficiency(self, gpu_id: str, model_id: str = "") -> Efficiency:
         """The coefficients for ``model_id`` on ``gpu_id``."""
         eff = _apply(Efficiency(), DEFAULT_BY_GPU.get(gpu_id, {}), "built-in defaults")
@@ -145,22 +151,3 @@ def calibration_from_mapping(data: Any, *, source: str) -> Calibration:
         for name, ov in table.items():
             _apply(Efficiency(), ov, f"{source}: {sec}.{name}")
     return cal
-
-
-def load_calibration(path: str | Path | None) -> Calibration:
-    """Read a calibration YAML file; ``None`` gives the built-in defaults."""
-    if path is None:
-        return BUILTIN
-    import yaml
-
-    p = Path(path)
-    text = read_user_text(p, what="calibration file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: cannot read calibration YAML ({exc})") from None
-    if isinstance(data, dict) and "coefficients_us" in data:
-        from tailscope.engine.twin import twin_from_mapping
-
-        return replace(BUILTIN, source=str(p), twin=twin_from_mapping(data, source=str(p)))
-    return calibration_from_mapping(data, source=str(p))

@@ -7,11 +7,14 @@ from typing import Any
 
 from tailscope.engine.autoscaler import AutoscalePolicy
 from tailscope.engine.calibration import BUILTIN, Calibration
+from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch
 from tailscope.engine.perf import StepModel, StepTimeModel
-from tailscope.engine.replica import EngineConfig, Replica, vllm_default_limits
+from tailscope.engine.replica import EngineConfig, Replica
 from tailscope.engine.router import ROUTERS
+from tailscope.engine.step_model import TrainedStepModel
+from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError
 
 
@@ -26,7 +29,12 @@ class ClusterSpec:
         replicas: replicas at start (the autoscaler's min/max bound it later).
         router: round_robin | least_outstanding | prefix_affinity.
         autoscale: None = fixed replica count.
-        calibration: efficiency overrides.
+        calibration: a digital twin, or roofline efficiency overrides (which select the plain roofline,
+            :class:`~tailscope.engine.perf.StepTimeModel`); the built-in default is the trained step model.
+        backend: serving engine whose learned costs and defaults apply: ``vllm``, ``sglang`` or ``trtllm``.
+        ep / attention_dp: expert parallelism and attention data parallelism of a worker (``tp × attention_dp``
+            GPUs). The simulator runs each attention-DP rank as a replica of ``tp`` GPUs, so callers give
+            ``replicas`` = workers × ``attention_dp``.
     """
 
     model: ModelArch
@@ -40,12 +48,17 @@ class ClusterSpec:
     autoscale: AutoscalePolicy | None = None
     calibration: Calibration = field(default=BUILTIN)
     model_id: str = ""
+    backend: str = "vllm"
+    ep: int = 1
+    attention_dp: int = 1
 
     def validate(self) -> ClusterSpec:
         if self.replicas < 1:
             raise ConfigError(f"--replicas must be ≥ 1 (got {self.replicas})")
         if self.router not in ROUTERS:
             raise ConfigError(f"router {self.router!r}: use one of {', '.join(ROUTERS)}")
+        engine_profile(self.backend)
+        Parallelism(self.tp, self.attention_dp, self.ep).validate()
         return self
 
     def engine_config(self) -> EngineConfig:
@@ -61,7 +74,7 @@ class ClusterSpec:
                 num_blocks=f.num_blocks,
                 enable_prefix_caching=f.enable_prefix_caching,
             )
-        seqs, tokens = vllm_default_limits(self.gpu)
+        seqs, tokens = engine_profile(self.backend).limits(self.gpu)
         return EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
     def perf(self) -> StepModel:
@@ -69,9 +82,23 @@ class ClusterSpec:
             from tailscope.engine.twin import TwinStepModel
 
             return TwinStepModel(self.calibration.twin)
-        eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
-        return StepTimeModel(
-            self.model, self.gpu, tp=self.tp, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, efficiency=eff
+        if self.calibration.has_overrides:
+            eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
+            return StepTimeModel(
+                self.model,
+                self.gpu,
+                tp=self.tp,
+                weights_dtype=self.weights_dtype,
+                kv_dtype=self.kv_dtype,
+                efficiency=eff,
+            )
+        return TrainedStepModel(
+            self.model,
+            self.gpu,
+            Parallelism(self.tp, self.attention_dp, self.ep),
+            engine=self.backend,
+            weights_dtype=self.weights_dtype,
+            kv_dtype=self.kv_dtype,
         )
 
     def new_replica(self, perf: StepModel | None = None) -> Replica:
@@ -85,6 +112,10 @@ class ClusterSpec:
             "model": self.model_id or self.model.name,
             "gpu": self.gpu.id,
             "tp": self.tp,
+            "backend": self.backend,
+            "ep": self.ep,
+            "attention_dp": self.attention_dp,
+            "step_model": type(perf).__name__,
             "weights_dtype": perf.weights_dtype,
             "kv_dtype": perf.kv_dtype,
             "replicas": self.replicas,

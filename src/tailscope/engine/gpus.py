@@ -1,7 +1,8 @@
 """GPU catalog: memory, HBM bandwidth, dense tensor throughput and interconnect, each with its source.
 
-Throughput figures are *dense* (no 2:4 sparsity), as the datasheets print them next to the sparse ones. Users add
-accelerators in a YAML file (:func:`load_gpu_file`)::
+Throughput figures are *dense* (no 2:4 sparsity): datasheets print the sparse figure, often twice as large, next to
+it, and for several Blackwell parts only the sparse one (then the dense value is half of it, as NVIDIA's footnotes
+say). Users add accelerators in a YAML file, read by :func:`tailscope.io.gpus.load_gpu_file`::
 
     gpus:
       - id: my-gpu
@@ -9,15 +10,18 @@ accelerators in a YAML file (:func:`load_gpu_file`)::
         hbm_gbps: 4000
         bf16_tflops: 800
         fp8_tflops: 1600        # optional; omitted = no FP8 tensor cores
-        interconnect_gbps: 450  # optional; per-direction bandwidth between GPUs of one node
+        fp4_tflops: 3200        # optional; omitted = no FP4 tensor cores
+        interconnect_gbps: 450  # optional; per-direction bandwidth between GPUs of one NVLink domain
+        nvlink_domain: 8        # optional; GPUs that share that fabric (8 for an HGX board, 72 for NVL72)
         source: "vendor datasheet URL"
+
+Ids are lowercase with dashes (``h100-sxm``); the names other tools use (AIConfigurator's ``h100_sxm``,
+``b200_sxm``, ``gb200``) are accepted as aliases.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from tailscope.errors import CatalogError
 
@@ -40,6 +44,12 @@ class GpuSpec:
         memory_binary: ``memory_gb`` is really GiB (2³⁰ bytes), as for HBM parts: an "80 GB" H100 reports
             81,559 MiB to CUDA, and vLLM sizes the KV cache from what CUDA reports. GDDR cards (L4, L40S, A10G)
             report decimal GB.
+        fp4_tflops: dense FP4 (NVFP4/MXFP4) tensor throughput, TFLOP/s; None = no FP4 tensor cores (FP4 weights
+            are dequantised and multiplied at the FP8 or BF16 rate).
+        nvlink_domain: GPUs reachable over ``interconnect_gbps`` (an HGX board: 8; GB200/GB300 NVL72: 72). Groups
+            larger than that communicate over the scale-out network (``scaleout_gbps``).
+        scaleout_gbps: per-GPU bandwidth between NVLink domains (one 400 Gb/s NIC per GPU = 50 GB/s).
+        aliases: other names accepted for this GPU.
     """
 
     id: str
@@ -51,6 +61,10 @@ class GpuSpec:
     interconnect_gbps: float
     source: str
     memory_binary: bool = True
+    fp4_tflops: float | None = None
+    nvlink_domain: int = 8
+    scaleout_gbps: float = 50.0
+    aliases: tuple[str, ...] = ()
 
     @property
     def memory_bytes(self) -> float:
@@ -58,10 +72,16 @@ class GpuSpec:
         return self.memory_gb * (2**30 if self.memory_binary else GB)
 
     def peak_flops(self, compute_dtype: str) -> float:
-        """Dense FLOP/s for matmuls in ``compute_dtype`` (fp8 falls back to bf16 without FP8 units)."""
-        if compute_dtype == "fp8" and self.fp8_tflops:
+        """Dense FLOP/s for matmuls in ``compute_dtype`` (fp4 falls back to fp8, fp8 to bf16, without the units)."""
+        if compute_dtype == "fp4" and self.fp4_tflops:
+            return self.fp4_tflops * 1e12
+        if compute_dtype in ("fp4", "fp8") and self.fp8_tflops:
             return self.fp8_tflops * 1e12
         return self.bf16_tflops * 1e12
+
+    def link_gbps(self, group: int) -> float:
+        """Per-GPU bandwidth for collectives over ``group`` GPUs: NVLink within the domain, scale-out beyond."""
+        return self.interconnect_gbps if group <= self.nvlink_domain else self.scaleout_gbps
 
 
 _NV = "https://resources.nvidia.com/en-us-tensor-core"  # NVIDIA datasheet hub
@@ -98,6 +118,7 @@ GPUS: tuple[GpuSpec, ...] = (
         450,
         "NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100): 3.35 TB/s, BF16 1,979 TF sparse = 989 dense, "
         "FP8 3,958 sparse = 1,979 dense, NVLink 900 GB/s bidirectional",
+        aliases=("h100_sxm", "h100"),
     ),
     GpuSpec(
         "h100-pcie",
@@ -120,6 +141,7 @@ GPUS: tuple[GpuSpec, ...] = (
         450,
         "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): 141 GB, 4.8 TB/s, BF16 1,979 sparse, FP8 "
         "3,958 sparse, NVLink 900 GB/s",
+        aliases=("h200_sxm", "h200-sxm"),
     ),
     GpuSpec(
         "b200",
@@ -130,7 +152,54 @@ GPUS: tuple[GpuSpec, ...] = (
         4500,
         900,
         "NVIDIA HGX B200 spec (nvidia.com/en-us/data-center/hgx): 1.44 TB / 8 GPUs, 64 TB/s / 8, FP16/BF16 "
-        "36 PF sparse / 8 / 2, FP8 72 PF sparse / 8 / 2, NVLink5 1.8 TB/s bidirectional",
+        "36 PF sparse / 8 / 2, FP8 72 PF sparse / 8 / 2, FP4 144 PF sparse = 72 PF dense / 8, NVLink5 1.8 TB/s "
+        "bidirectional",
+        fp4_tflops=9000,
+        aliases=("b200_sxm", "b200-sxm"),
+    ),
+    GpuSpec(
+        "b300",
+        "NVIDIA B300 / Blackwell Ultra (HGX) 288GB",
+        288,
+        8000,
+        2250,
+        4500,
+        900,
+        "NVIDIA HGX B300 spec (nvidia.com/en-us/data-center/hgx): 2.3 TB HBM3e / 8 GPUs = 288 GB, 8 TB/s per GPU, "
+        "FP16/BF16 36 PF sparse / 8 / 2, FP8 72 PF sparse / 8 / 2, FP4 105 PF dense / 8 (≈ 13.1 PF; 144 PF sparse), "
+        "NVLink5 1.8 TB/s bidirectional",
+        fp4_tflops=13125,
+        aliases=("b300_sxm", "b300-sxm"),
+    ),
+    GpuSpec(
+        "gb200",
+        "NVIDIA GB200 NVL72 (Blackwell GPU, per GPU) 186GB",
+        186,
+        8000,
+        2500,
+        5000,
+        900,
+        "NVIDIA GB200 NVL72 spec (nvidia.com/en-us/data-center/gb200-nvl72): 72 GPUs, 13.4 TB HBM3e / 72 = 186 GB, "
+        "576 TB/s / 72 = 8 TB/s, FP16/BF16 360 PF sparse / 72 / 2 = 2.5 PF, FP8 720 PF sparse / 72 / 2 = 5 PF, "
+        "FP4 1,440 PF sparse / 72 / 2 = 10 PF dense, NVLink5 130 TB/s / 72 = 1.8 TB/s bidirectional per GPU",
+        fp4_tflops=10000,
+        nvlink_domain=72,
+        aliases=("gb200_nvl72", "gb200-nvl72"),
+    ),
+    GpuSpec(
+        "gb300",
+        "NVIDIA GB300 NVL72 (Blackwell Ultra GPU, per GPU) 279GB",
+        279,
+        8000,
+        2500,
+        5000,
+        900,
+        "NVIDIA GB300 NVL72 spec (nvidia.com/en-us/data-center/gb300-nvl72): 72 GPUs, 20 TB HBM3e / 72 = 279 GB, "
+        "576 TB/s / 72 = 8 TB/s, FP16/BF16 360 PF sparse / 72 / 2 = 2.5 PF, FP8 720 PF sparse / 72 / 2 = 5 PF, "
+        "FP4 1,080 PF dense / 72 = 15 PF, NVLink5 130 TB/s / 72 = 1.8 TB/s bidirectional per GPU",
+        fp4_tflops=15000,
+        nvlink_domain=72,
+        aliases=("gb300_nvl72", "gb300-nvl72"),
     ),
     GpuSpec(
         "l4",
@@ -194,7 +263,13 @@ GPUS: tuple[GpuSpec, ...] = (
 
 
 def _index(gpus: tuple[GpuSpec, ...]) -> dict[str, GpuSpec]:
-    return {g.id: g for g in gpus}
+    table: dict[str, GpuSpec] = {}
+    for g in gpus:
+        for alias in g.aliases:
+            table[alias.lower()] = g
+    for g in gpus:  # ids win over aliases
+        table[g.id] = g
+    return table
 
 
 def gpu_ids() -> list[str]:
@@ -202,59 +277,8 @@ def gpu_ids() -> list[str]:
     return [g.id for g in GPUS]
 
 
-def _spec_from_mapping(item: Any, where: str) -> GpuSpec:
-    if not isinstance(item, dict):
-        raise CatalogError(f"{where}: each GPU must be a mapping with id, memory_gb, hbm_gbps, bf16_tflops")
-    try:
-        gid = str(item["id"]).lower()
-        fp8 = item.get("fp8_tflops")
-        binary = "memory_gib" in item
-        spec = GpuSpec(
-            id=gid,
-            name=str(item.get("name", gid)),
-            memory_gb=float(item["memory_gib"] if binary else item["memory_gb"]),
-            hbm_gbps=float(item["hbm_gbps"]),
-            bf16_tflops=float(item["bf16_tflops"]),
-            fp8_tflops=float(fp8) if fp8 is not None else None,
-            interconnect_gbps=float(item.get("interconnect_gbps", 32)),
-            source=str(item.get("source", where)),
-            memory_binary=binary,
-        )
-    except KeyError as exc:
-        raise CatalogError(
-            f"{where}: GPU entry lacks {exc.args[0]!r} (need id, memory_gb, hbm_gbps, bf16_tflops)"
-        ) from None
-    except (TypeError, ValueError) as exc:
-        raise CatalogError(f"{where}: GPU entry has a non-numeric value ({exc})") from None
-    for name in ("memory_gb", "hbm_gbps", "bf16_tflops", "interconnect_gbps"):
-        if getattr(spec, name) <= 0:
-            raise CatalogError(f"{where}: GPU {gid!r} {name} must be > 0")
-    return spec
-
-
-def load_gpu_file(path: str | Path) -> tuple[GpuSpec, ...]:
-    """Read extra GPUs from a YAML file with a top-level ``gpus:`` list.
-
-    Raises:
-        CatalogError: naming the file and the problem.
-    """
-    import yaml
-
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CatalogError(f"{p}: GPU file not found") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise CatalogError(f"{p}: cannot read GPU YAML ({exc})") from None
-    items = data.get("gpus") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        raise CatalogError(f"{p}: expected a top-level 'gpus:' list")
-    return tuple(_spec_from_mapping(it, f"{p}: gpus[{i}]") for i, it in enumerate(items))
-
-
 def resolve_gpu(ref: str, extra: tuple[GpuSpec, ...] = ()) -> GpuSpec:
-    """The GPU called ``ref`` among the catalog and ``extra`` (user entries win).
+    """The GPU called ``ref`` (an id or alias) among the catalog and ``extra`` (user entries win).
 
     Raises:
         CatalogError: listing the known ids.
@@ -263,6 +287,8 @@ def resolve_gpu(ref: str, extra: tuple[GpuSpec, ...] = ()) -> GpuSpec:
     try:
         return table[ref.lower()]
     except KeyError:
+        ids = [g.id for g in (*GPUS, *extra)]
         raise CatalogError(
-            f"GPU {ref!r} is not in the catalog; use one of {', '.join(table)} or add it with a GPU YAML file"
+            f"GPU {ref!r} is not in the catalog; use one of {', '.join(dict.fromkeys(ids))} or add it with "
+            "--gpu-file FILE"
         ) from None

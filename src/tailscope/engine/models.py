@@ -1,22 +1,23 @@
 """Model architectures: the shapes that decide FLOPs, weight bytes and KV-cache bytes.
 
-A :class:`ModelArch` comes from a Hugging Face ``config.json`` (:func:`arch_from_hf_config`) or from the built-in
-catalog (:mod:`tailscope.engine.model_catalog`, which stores the public ``config.json`` values of popular models with
-their source). Parameter counts are computed from the shapes, not copied, and the catalog tests check them against
-the published totals.
+A :class:`ModelArch` comes from the keys of a Hugging Face ``config.json`` (:func:`arch_from_hf_config`; reading the
+file is :func:`tailscope.io.models.load_hf_config`'s job) or from the built-in catalog
+(:mod:`tailscope.engine.model_catalog`, which stores the public ``config.json`` values of popular models with their
+source). Parameter counts are computed from the shapes, not copied, and the catalog tests check them against the
+published totals.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tailscope.errors import CatalogError
 
-#: Bytes per element of each supported weight / KV precision. ``mxfp4`` = 4-bit values + one 8-bit scale per 32.
+#: Bytes per element of each supported weight / KV precision. ``mxfp4`` = 4-bit values + one 8-bit scale per 32;
+#: ``fp4`` = NVFP4, 4-bit values + one FP8 scale per 16 (NVIDIA's format; Blackwell has FP4 tensor cores);
+#: ``int4`` = 4-bit weight-only (group-quantised; the scales are left out, < 5 %).
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0,
     "bf16": 2.0,
@@ -25,8 +26,12 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
     "mxfp4": 4.25 / 8,
+    "fp4": 4.5 / 8,
 }
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "fp4")
+#: weight precisions that quantise only the routed experts of an MoE model (attention and dense parts stay 16-bit),
+#: as the checkpoints that use them ship (gpt-oss MXFP4, Kimi-K2.5 INT4 weight-only)
+EXPERT_ONLY_DTYPES = ("mxfp4", "int4")
 KV_DTYPES = ("bf16", "fp16", "fp8")
 
 
@@ -66,6 +71,13 @@ class ModelArch:
         kv_lora_rank / qk_rope_head_dim / qk_nope_head_dim / v_head_dim: multi-head latent attention (MLA);
             ``kv_lora_rank > 0`` means the KV cache stores one latent of ``kv_lora_rank + qk_rope_head_dim``
             values per token and layer.
+        q_lora_rank: MLA query compression rank (DeepSeek-V3 1536; 0 = a direct query projection).
+        shared_intermediate: width of a shared expert when it differs from ``moe_intermediate`` (Qwen3.5
+            ``shared_expert_intermediate_size``); 0 = ``moe_intermediate``.
+        linear_layers: layers with linear attention (Qwen3.5's Gated DeltaNet): a fixed-size recurrent state per
+            sequence instead of a KV cache.
+        linear_key_heads / linear_value_heads / linear_key_dim / linear_value_dim: their head counts and widths.
+        attn_output_gate: the full-attention query projection also produces an output gate (Qwen3.5), doubling it.
         learned_positions: rows of a learned position-embedding table (OPT), 0 for RoPE models.
         default_weights_dtype: precision the checkpoint ships in.
         source: where the numbers come from.
@@ -94,6 +106,14 @@ class ModelArch:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    q_lora_rank: int = 0
+    shared_intermediate: int = 0
+    linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    attn_output_gate: bool = False
     learned_positions: int = 0
     default_weights_dtype: str = "bf16"
     source: str = ""
@@ -114,19 +134,49 @@ class ModelArch:
             return self.heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
         return self.heads * self.head_dim
 
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV cache (full + sliding attention; linear-attention layers keep a state)."""
+        return self.layers - self.linear_layers
+
+    @property
+    def full_layers(self) -> int:
+        """Layers that attend to the whole context."""
+        return self.layers - self.linear_layers - self.sliding_layers
+
     def _attention_params(self) -> int:
+        """Parameters of one softmax-attention layer."""
         h = self.hidden
         if self.is_mla:
-            q = h * self.q_dim
+            if self.q_lora_rank:
+                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * self.q_dim
+            else:
+                q = h * self.q_dim
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + self.v_head_dim)
             o = self.heads * self.v_head_dim * h
             return q + kv_a + kv_b + o
         kv = self.kv_heads * self.head_dim
-        n = h * self.q_dim + 2 * h * kv + self.q_dim * h
+        q_out = self.q_dim * (2 if self.attn_output_gate else 1)
+        n = h * q_out + 2 * h * kv + self.q_dim * h
         if self.attention_bias:
             n += self.q_dim + 2 * kv
         return n
+
+    def _linear_attention_params(self) -> int:
+        """Parameters of one linear-attention (Gated DeltaNet) layer: q/k/v/z and gate projections, output."""
+        k = self.linear_key_heads * self.linear_key_dim
+        v = self.linear_value_heads * self.linear_value_dim
+        return self.hidden * (2 * k + 2 * v + 2 * self.linear_value_heads) + v * self.hidden
+
+    def _mixer_params_total(self) -> int:
+        """Attention (softmax and linear) parameters over all layers."""
+        return self.kv_layers * self._attention_params() + self.linear_layers * self._linear_attention_params()
+
+    def linear_state_bytes_per_seq(self) -> float:
+        """Recurrent state of one sequence over all linear-attention layers (fp32), bytes."""
+        per_layer = self.linear_value_heads * self.linear_key_dim * self.linear_value_dim * 4.0
+        return self.linear_layers * per_layer
 
     def _mlp_params(self, width: int) -> int:
         mats = 3 if self.gated_mlp else 2
@@ -137,7 +187,8 @@ class ModelArch:
 
     def _moe_layer_params(self, experts: int) -> int:
         """MLP parameters of one MoE layer counting ``experts`` routed experts (+ shared experts and router)."""
-        n = (experts + self.shared_experts) * self._mlp_params(self.moe_intermediate)
+        n = experts * self._mlp_params(self.moe_intermediate)
+        n += self.shared_experts * self._mlp_params(self.shared_intermediate or self.moe_intermediate)
         return n + self.hidden * self.experts
 
     def _layer_norm_params(self) -> int:
@@ -162,11 +213,11 @@ class ModelArch:
     @property
     def total_params(self) -> int:
         """Every stored parameter (what the weights occupy)."""
-        per_layer = self._attention_params() + self._layer_norm_params()
         return (
             self.embedding_params
             + self.lm_head_params
-            + self.layers * per_layer
+            + self._mixer_params_total()
+            + self.layers * self._layer_norm_params()
             + self._mlp_total(self.experts)
             + self.hidden
         )
@@ -178,9 +229,9 @@ class ModelArch:
         The input embedding is a lookup, not a matmul, so it is excluded; the LM head (or the tied embedding used
         as the head) is included.
         """
-        per_layer = self._attention_params() + self._layer_norm_params()
         head = self.vocab * self.hidden
-        return self.layers * per_layer + self._mlp_total(self.active_experts) + head
+        mixer = self._mixer_params_total() + self.layers * self._layer_norm_params()
+        return mixer + self._mlp_total(self.active_experts) + head
 
     @property
     def body_params(self) -> int:
@@ -204,7 +255,7 @@ class ModelArch:
         """
         b = dtype_bytes(weights_dtype, what="weights dtype")
         sixteen = self.embedding_params + self.lm_head_params
-        if weights_dtype.lower() == "mxfp4" and self.is_moe:
+        if weights_dtype.lower() in EXPERT_ONLY_DTYPES and self.is_moe:
             experts = self.moe_layers * self.experts * self.expert_params_per_layer
             return experts * b + (self.total_params - experts) * 2.0
         return (self.total_params - sixteen) * b + sixteen * 2.0
@@ -219,14 +270,15 @@ class ModelArch:
         full = self.kv_bytes_per_token(kv_dtype)
         if not self.sliding_layers or self.sliding_window is None:
             return float(full)
-        sliding_share = full * self.sliding_layers / self.layers
+        sliding_share = full * self.sliding_layers / self.kv_layers
         return full - sliding_share + sliding_share * min(1.0, self.sliding_window / typical_context)
 
     def kv_elements_per_token(self) -> int:
-        """KV-cache elements stored per token over all layers: ``2 × layers × kv_heads × head_dim`` (MLA: latent)."""
+        """KV-cache elements stored per token over all layers: ``2 × layers × kv_heads × head_dim`` (MLA: latent;
+        linear-attention layers store none)."""
         if self.is_mla:
-            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim)
-        return 2 * self.layers * self.kv_heads * self.head_dim
+            return self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return 2 * self.kv_layers * self.kv_heads * self.head_dim
 
     def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> int:
         """KV-cache bytes per token, e.g. OPT-13B in fp16 → 819,200 (the PagedAttention paper's "800 KB")."""
@@ -250,9 +302,11 @@ def arch_from_hf_config(cfg: dict[str, Any], *, name: str, source: str = "") -> 
     """Build a :class:`ModelArch` from the keys of a Hugging Face ``config.json``.
 
     Understands Llama/Mistral/Qwen2/Qwen3/Gemma2/Phi3 (``hidden_size``, ``num_key_value_heads``, ``head_dim``),
-    Mixtral/gpt-oss (``num_local_experts``, ``num_experts_per_tok``/``experts_per_token``), DeepSeek-V2
-    (MLA and ``n_routed_experts``), OPT (``ffn_dim``, ``word_embed_proj_dim``) and multimodal configs that nest the
-    language model under ``text_config``.
+    Mixtral/gpt-oss/MiniMax-M2/Qwen3-MoE (``num_local_experts``/``num_experts``, ``num_experts_per_tok``/
+    ``experts_per_token``), DeepSeek-V2/V3 and Kimi-K2 (MLA with ``q_lora_rank``, ``n_routed_experts``,
+    ``n_shared_experts``, ``first_k_dense_replace``), Qwen3.5 (``layer_types`` with linear-attention layers, a shared
+    expert of ``shared_expert_intermediate_size``, ``attn_output_gate``), OPT (``ffn_dim``) and multimodal configs
+    that nest the language model under ``text_config``.
 
     Raises:
         CatalogError: when a required key is missing (names the key).
@@ -278,16 +332,22 @@ def arch_from_hf_config(cfg: dict[str, Any], *, name: str, source: str = "") -> 
     sliding = _get(cfg, "sliding_window")
     use_sliding = cfg.get("use_sliding_window", True)
     layer_types = cfg.get("layer_types")
+    types = [str(t) for t in layer_types] if isinstance(layer_types, list) else []
+    linear_layers = sum(1 for t in types if "linear" in t)
     sliding_layers = 0
     if sliding is not None and use_sliding:
-        if isinstance(layer_types, list):
-            sliding_layers = sum(1 for t in layer_types if "sliding" in str(t))
+        if types:
+            sliding_layers = sum(1 for t in types if "sliding" in t)
         elif model_type == "gemma2":
             sliding_layers = layers // 2  # Gemma 2 alternates local (sliding) and global layers
         else:
             sliding_layers = layers
     if sliding_layers == 0:
         sliding = None
+    shared_width = int(_get(cfg, "shared_expert_intermediate_size", default=0)) if experts else 0
+    shared = int(_get(cfg, "n_shared_experts", default=0)) if experts else 0
+    if shared == 0 and shared_width > 0:  # Qwen2-MoE / Qwen3.5: one shared expert of its own width
+        shared = 1
     is_opt = model_type == "opt"
     return ModelArch(
         name=name,
@@ -306,13 +366,21 @@ def arch_from_hf_config(cfg: dict[str, Any], *, name: str, source: str = "") -> 
         sliding_layers=sliding_layers,
         experts=experts,
         active_experts=active,
-        shared_experts=int(_get(cfg, "n_shared_experts", default=0)) if experts else 0,
+        shared_experts=shared,
         moe_intermediate=moe_inter,
         dense_layers=int(_get(cfg, "first_k_dense_replace", default=0)) if experts else 0,
         kv_lora_rank=int(_get(cfg, "kv_lora_rank", default=0)),
         qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0)),
         qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=0)),
         v_head_dim=int(_get(cfg, "v_head_dim", default=0)),
+        q_lora_rank=int(_get(cfg, "q_lora_rank", default=0)),
+        shared_intermediate=shared_width if shared_width != moe_inter else 0,
+        linear_layers=linear_layers,
+        linear_key_heads=int(_get(cfg, "linear_num_key_heads", default=0)) if linear_layers else 0,
+        linear_value_heads=int(_get(cfg, "linear_num_value_heads", default=0)) if linear_layers else 0,
+        linear_key_dim=int(_get(cfg, "linear_key_head_dim", default=0)) if linear_layers else 0,
+        linear_value_dim=int(_get(cfg, "linear_value_head_dim", default=0)) if linear_layers else 0,
+        attn_output_gate=bool(cfg.get("attn_output_gate", False)),
         learned_positions=int(cfg.get("max_position_embeddings", 0)) + 2 if is_opt else 0,
         default_weights_dtype=_native_dtype(cfg),
         source=source,
@@ -320,34 +388,21 @@ def arch_from_hf_config(cfg: dict[str, Any], *, name: str, source: str = "") -> 
 
 
 def _native_dtype(cfg: dict[str, Any]) -> str:
+    """The checkpoint's weight precision from its ``quantization_config`` (bf16 when there is none)."""
     quant = cfg.get("quantization_config")
     if isinstance(quant, dict):
         method = str(quant.get("quant_method", "")).lower()
-        if method == "mxfp4":
-            return "mxfp4"
-        if method == "fp8":
-            return "fp8"
+        if method in ("mxfp4", "fp8"):
+            return method
+        if method in ("modelopt", "nvfp4") or "nvfp4" in str(quant.get("quant_algo", "")).lower():
+            return "fp4"
+        groups = quant.get("config_groups")
+        if isinstance(groups, dict):  # compressed-tensors: 4-bit integer weights (Kimi-K2.5)
+            for g in groups.values():
+                w = g.get("weights") if isinstance(g, dict) else None
+                if isinstance(w, dict) and w.get("num_bits") == 4 and w.get("type") == "int":
+                    return "int4"
     return "bf16"
-
-
-def load_hf_config(path: str | Path) -> ModelArch:
-    """Load a ``config.json`` file (or a directory holding one).
-
-    Raises:
-        CatalogError: when the file is missing or not JSON.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CatalogError(f"{p}: no such config.json; pass a catalog id or a Hugging Face config.json") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{p}: cannot read as JSON ({exc})") from None
-    if not isinstance(cfg, dict):
-        raise CatalogError(f"{p}: expected a JSON object")
-    return arch_from_hf_config(cfg, name=str(path), source=str(p))
 
 
 def blocks_for(tokens: int, block_size: int) -> int:

@@ -532,7 +532,7 @@ class Replica:
         if self._next_trim <= T:  # fast-forwarded stretches can skip any particular step number
             self._next_trim = T + 4096
             if T - self._times_base > 8192:
-                self._trim_times()
+                self._trim_times(finished)
         return duration, first, finished, preempted, prefill_tokens, n_dec
 
     def _finish_decode(self, r: _Req, T: int) -> Completion:
@@ -565,9 +565,11 @@ class Replica:
             self.completions.append(c)
         return c
 
-    def _trim_times(self) -> None:
+    def _trim_times(self, finished: list[Completion]) -> None:
         live = [s for r in self._all.values() for s in ([r.seg_start] if r.seg_start >= 0 else [])]
         live += [seg[0] for r in self._all.values() for seg in r.segments]
+        # completions of this very step have left _all, but the caller has yet to read their token times
+        live += [seg[0] for c in finished for seg in c.segments]
         low = min(live, default=self.steps)
         cut = low - self._times_base
         if cut > 4096:

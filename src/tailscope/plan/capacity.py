@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import PlanError
 from tailscope.metrics.slo import Slo
@@ -102,7 +103,7 @@ def _meets(est: Any, slos: Sequence[Slo]) -> bool:
 
 
 def analytic_replica_rps(
-    perf: StepTimeModel | TwinStepModel,
+    perf: StepTimeModel | TrainedStepModel | TwinStepModel,
     *,
     input_tokens: int,
     output_tokens: int,
@@ -129,7 +130,7 @@ def analytic_replica_rps(
 
 
 def search_capacity(
-    perf_for_tp: Callable[[int], StepTimeModel | TwinStepModel],
+    perf_for_tp: Callable[[int], StepTimeModel | TrainedStepModel | TwinStepModel],
     simulate: Callable[[int, int], SimCheck],
     *,
     tp_options: Sequence[int],

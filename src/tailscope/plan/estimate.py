@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.twin import TwinStepModel
 from tailscope.errors import PlanError
 
@@ -56,7 +57,7 @@ class Estimate:
 
 
 def estimate_request(
-    perf: StepTimeModel | TwinStepModel,
+    perf: StepTimeModel | TrainedStepModel | TwinStepModel,
     *,
     input_tokens: int,
     output_tokens: int,
@@ -123,7 +124,7 @@ def estimate_request(
     )
 
 
-def _describe(perf: StepTimeModel | TwinStepModel) -> str:
+def _describe(perf: StepTimeModel | TrainedStepModel | TwinStepModel) -> str:
     if isinstance(perf, TwinStepModel):
         f = perf.twin.facts
         return f"digital twin of {f.url or f.model} ({f.kv_capacity_tokens:,} KV tokens, costs fitted on the server)"

@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from tailscope.engine.calibration import load_calibration
 from tailscope.engine.twin import TwinModel
 from tailscope.errors import ConfigError
+from tailscope.io.calibration import load_calibration
 from tailscope.records import RequestRecord
 from tailscope.sim.run import SimArgs, SimOutcome, run_sim
 from tailscope.workload.spec import RequestSpec

@@ -33,6 +33,8 @@ class EngineFlags:
         max_model_len: context length; default = the model's, capped by the KV cache capacity.
         calibration: calibration YAML overriding the efficiency defaults.
         gpu_file: YAML with extra GPUs.
+        backend: serving engine whose learned step costs and defaults apply (vllm, sglang, trtllm).
+        ep: expert parallelism of an MoE model (divides ``tp``).
     """
 
     tp: int = 1
@@ -45,6 +47,8 @@ class EngineFlags:
     max_model_len: int | None = None
     calibration: Path | None = None
     gpu_file: Path | None = None
+    backend: str = "vllm"
+    ep: int = 1
 
 
 def _model_max_len(model: str) -> int:
@@ -88,11 +92,13 @@ def build_replica(
         ConfigError / CatalogError: an unknown model or GPU or an invalid flag, naming it.
         PlanError: the model does not fit on the GPU.
     """
-    from tailscope.engine.calibration import load_calibration
     from tailscope.engine.cluster import ClusterSpec
-    from tailscope.engine.gpus import load_gpu_file, resolve_gpu
-    from tailscope.engine.model_catalog import resolve_model
-    from tailscope.engine.replica import EngineConfig, vllm_default_limits
+    from tailscope.engine.engine_profiles import engine_profile
+    from tailscope.engine.gpus import resolve_gpu
+    from tailscope.engine.replica import EngineConfig
+    from tailscope.io.calibration import load_calibration
+    from tailscope.io.gpus import load_gpu_file
+    from tailscope.io.models import resolve_model
 
     if engine_flags:
         unknown = set(engine_flags) - set(EngineFlags.__dataclass_fields__)
@@ -103,7 +109,7 @@ def build_replica(
     arch = resolve_model(model)
     extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else ()
     gpu_spec = resolve_gpu(gpu, extra)
-    default_seqs, default_tokens = vllm_default_limits(gpu_spec)
+    default_seqs, default_tokens = engine_profile(flags.backend).limits(gpu_spec)
     config = EngineConfig(
         max_num_seqs=flags.max_num_seqs or default_seqs,
         max_num_batched_tokens=flags.max_num_batched_tokens or default_tokens,
@@ -120,6 +126,8 @@ def build_replica(
         engine=config,
         calibration=load_calibration(flags.calibration),
         model_id=model,
+        backend=flags.backend,
+        ep=flags.ep,
     ).validate()
     engine = spec.new_replica()
     perf = engine.perf

@@ -54,4 +54,6 @@ class Frontend:
         start = max(now_ns, self._free_ns)
         done = start + self.model.tokenize_ns(prompt_tokens)
         self._free_ns = done
-        return done - now_ns + self.model.frontend_delay_ns(in_flight, frontend_jitter(self.seed, key))
+        delay = done - now_ns + self.model.frontend_delay_ns(in_flight, frontend_jitter(self.seed, key))
+        burst = getattr(self.model, "arrival_burst_ns", None)  # the trained model's synchronised arrivals, as sim
+        return delay + burst(in_flight, prompt_tokens) if burst is not None else delay

@@ -15,14 +15,16 @@ from typing import Any
 
 from tailscope import __version__
 from tailscope.clock import utc_now_iso
-from tailscope.engine.calibration import load_calibration
 from tailscope.engine.cluster import ClusterSpec
-from tailscope.engine.gpus import load_gpu_file, resolve_gpu
-from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.engine_profiles import engine_profile
+from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
-from tailscope.engine.replica import EngineConfig, vllm_default_limits
+from tailscope.engine.replica import EngineConfig
 from tailscope.errors import ConfigError
 from tailscope.io.autoscaler import load_policy
+from tailscope.io.calibration import load_calibration
+from tailscope.io.gpus import load_gpu_file
+from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.sim.simulator import SimResult, Simulation
@@ -40,6 +42,9 @@ class SimArgs:
     gpu: str = "h100-sxm"
     tp: int = 1
     replicas: int = 1
+    backend: str = "vllm"
+    ep: int = 1
+    attention_dp: int = 1
     weights_dtype: str | None = None
     kv_dtype: str = "bf16"
     max_num_seqs: int | None = None
@@ -87,7 +92,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
     gpu = resolve_gpu(a.gpu, extra)
     model = resolve_model(a.model)
     calibration = load_calibration(a.calibration)
-    seqs, tokens = vllm_default_limits(gpu)
+    seqs, tokens = engine_profile(a.backend).limits(gpu)
     engine = EngineConfig(
         max_num_seqs=a.max_num_seqs or seqs,
         max_num_batched_tokens=a.max_num_batched_tokens or max(tokens, a.max_num_seqs or 0),
@@ -112,11 +117,14 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         weights_dtype=a.weights_dtype,
         kv_dtype=a.kv_dtype,
         engine=engine,
-        replicas=a.replicas,
+        replicas=a.replicas * a.attention_dp,  # each attention-DP rank schedules its own requests
         router=a.router,
         autoscale=load_policy(a.autoscale) if a.autoscale is not None else None,
         calibration=calibration,
         model_id=a.model,
+        backend=a.backend,
+        ep=a.ep,
+        attention_dp=a.attention_dp,
     ).validate()
     cluster.perf().kv_capacity_tokens(a.gpu_memory_utilization)  # fail now when the model does not fit
     return cluster

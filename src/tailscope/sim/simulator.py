@@ -117,6 +117,7 @@ class Simulation:
         self._ramp_ns = int(ramp_s * 1e9) if ramp_s is not None else None
         self._perf = cluster.perf()
         self._speed: Callable[[int], float] | None = getattr(self._perf, "speed_factor", None)
+        self._burst: Callable[[int, int], int] | None = getattr(self._perf, "arrival_burst_ns", None)
         #: a calibrated twin's measured client send lag (open loop only): ``(seed, request id) -> ns``
         self._send_lag: Callable[[int, int], int] | None = getattr(self._perf, "send_lag_ns", None)
         self._block = cluster.engine_config().block_size
@@ -242,6 +243,8 @@ class Simulation:
         done = start + perf.tokenize_ns(live.prompt)
         slot.frontend_free_ns = done
         delay = perf.frontend_delay_ns(slot.outstanding, frontend_jitter(spec.seed, rid))
+        if self._burst is not None:  # the trained model's partly synchronised closed-loop arrivals
+            delay += self._burst(slot.outstanding, live.prompt)
         if self._speed is not None:  # a calibrated twin replays the machine's speed noise on the front end too
             delay = int(delay * self._speed(now))
         heapq.heappush(self._heap, (done + delay, ARRIVE, next(self._seq), rid))

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.engine.calibration import Efficiency, load_calibration
+from tailscope.engine.calibration import Efficiency
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import resolve_model
 from tailscope.engine.perf import StepTimeModel
 from tailscope.errors import ConfigError, PlanError
+from tailscope.io.calibration import load_calibration
 
 
 def _model(name: str = "llama-3.1-8b", gpu: str = "h100-sxm", **kw: object) -> StepTimeModel:

@@ -208,3 +208,25 @@ def test_step_times_stay_bounded_over_long_runs() -> None:
             now += res[0]
     assert rep.steps > 20_000
     assert len(rep.step_end_ns) < 16_384
+
+
+def test_long_outputs_keep_their_token_times_when_old_steps_are_trimmed() -> None:
+    """Outputs longer than the step-time window (8,192 steps) that finish in a step that trims it still have every
+    token time (the trim used to forget the completions of its own step)."""
+    rep = Replica(PERF, EngineConfig(max_num_seqs=8, max_num_batched_tokens=2048, num_blocks=20_000))
+    now = 0
+    lengths = {}
+    for rid, osl in enumerate((9000, 9001, 12_289, 16_385, 8193)):
+        rep.add(rid, 64 + rid, osl, now)
+        lengths[rid] = osl
+    seen = 0
+    for _ in range(100_000):
+        res = rep.step_fast(now, now + 10**15, through_finishes=False)
+        if res is None:
+            break
+        duration, done, _ = res
+        now += duration
+        for c in done:
+            assert len(rep.token_times(c)) == lengths[c.id]
+            seen += 1
+    assert seen == len(lengths)

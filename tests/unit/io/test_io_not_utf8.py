@@ -12,11 +12,6 @@ import pytest
 
 from tailscope.cli.main import main
 
-_STEPMODEL = pytest.mark.xfail(
-    raises=UnicodeDecodeError,
-    reason="read around the shared reader until helper 'stepmodel' moves the loader to tailscope.io; remove the mark",
-)
-
 # (kind, file name, content with one bad byte on line 2, the command line with {f} for the file, {db} for a store)
 CASES = [
     ("profile", "p.yaml", b"name: x\n# caf\xe9\n", "bench --profile {f} --db {db}"),
@@ -34,10 +29,8 @@ CASES = [
         b"metric: running\n# \xe9\n",
         "sim --model llama-3.1-8b -n 5 -r 2 --autoscale {f} --db {db}",
     ),
-    pytest.param("gpus", "g.yaml", b"gpus:\n  - id: x # \xe9\n", "catalog gpus --gpu-file {f}", marks=_STEPMODEL),
-    pytest.param(
-        "model", "config.json", b'{"a": 1,\n"b": "\xe9"}', "plan kv --context 9 --model {f}", marks=_STEPMODEL
-    ),
+    ("gpus", "g.yaml", b"gpus:\n  - id: x # \xe9\n", "catalog gpus --gpu-file {f}"),
+    ("model", "config.json", b'{"a": 1,\n"b": "\xe9"}', "plan kv --context 9 --model {f}"),
     pytest.param("contract", "k.yaml", b"name: c\n# \xe9\n", "gate {f} --run latest --db {db}"),
 ]
 IDS = ["profile", "replay", "dataset", "calibration", "autoscale", "gpus", "model", "contract"]

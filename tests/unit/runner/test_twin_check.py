@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tailscope.engine.calibration import load_calibration
 from tailscope.engine.twin import ServerFacts, TwinCoefficients, TwinModel
 from tailscope.errors import ConfigError
+from tailscope.io.calibration import load_calibration
 from tailscope.records import RequestRecord, Status
 from tailscope.runner.twin_check import (
     LONE_ANCHOR,

@@ -1,0 +1,192 @@
+"""Steady state of a closed loop, analytically: mean TTFT and TPOT of ``C`` clients sending fixed-length requests.
+
+This is how the step model is fitted and cross-validated on thousands of measured closed-loop runs in seconds; the
+simulator (``tailscope sim``) runs the same step model request by request and lands close to it (the benchmark
+reports by how much). Everything is vectorised over rows (numpy arrays of equal length).
+
+**Aggregated** (one replica — one attention-DP rank — with ``C`` clients, prompts of ``I`` tokens, ``O`` outputs;
+decodes first and prefill chunks in the same step, as the simulator schedules): with ``τ`` the mean time per output
+token and ``T₁`` the mean TTFT, Little's law gives the request rate and the decode batch,
+
+    λ = C / (T₁ + (O − 1) τ)            B = λ (O − 1) τ            D = B (I + O/2)   (KV tokens the decodes read)
+
+a decode-only step takes ``t_d = step(B, D)``, and a prompt adds ``Δ = Σ_chunks step(B, D, chunk) − t_d`` of step
+time, in chunks of the budget left after the decodes (``K − B`` tokens). Prompts arrive ``λ τ`` per step, so
+
+    τ   = t_d / (1 − ρ)                 ρ = λ Δ   (the share of step time spent on prefills)
+    T₁  = F + r + n_chunks · t_d + Δ + W
+
+with ``F`` the front end (``frontend_ms`` + ``inflight_us × C``, plus ``burst × (C − 1) / 2 × S₁``: measured closed
+loops with fixed lengths stay partly synchronised, so a request arrives with a learned share of the others and waits
+for half of their prefills, each ``S₁`` alone), ``r = (τ² + λτ δ²) / 2τ`` the residual of the step in progress at
+arrival (``δ = Δ / n_chunks``), and ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1).
+Written in the decode batch ``B``, the closed loop ``C = λ T₁ + B`` (clients waiting for a first token plus
+clients decoding) is increasing in ``B``; it is solved by bisection on ``[0, C]``, so the answer is a smooth,
+deterministic function of the coefficients (the fit differentiates it numerically).
+
+**Disaggregated** (prefill workers, decode workers, KV moved between them): the decode pool runs decode-only steps
+with ``C / decode ranks`` requests each, ``τ = step(B, D)``; a prompt costs ``S = Σ_chunks step(0, 0, chunk)`` on a
+prefill rank that sees ``λ / prefill ranks`` of them (M/D/1 wait), then its KV crosses to the decode worker
+(:func:`tailscope.engine.disagg.kv_transfer_seconds`): ``T₁ = F + W + S + transfer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tailscope.engine.step_terms import StepCoefficients, chunk_sums, step_seconds
+
+Arr = Any  # numpy.ndarray of float64
+
+#: ``step(n_decode, context per decode, chunk tokens, tokens before the chunk, logits) → seconds``, vectorised
+StepFn = Callable[[Arr, Arr, Arr, Arr, Arr], Arr]
+
+_ITERS = 60
+_RHO_MAX = 0.97
+
+
+def coefficient_step(c: StepCoefficients) -> StepFn:
+    """The trained model's step time as a :data:`StepFn` over rows."""
+    cap = np.where(np.asarray(c.window) > 0, c.window, 1.0)
+
+    def step(n: Arr, ctx: Arr, chunk: Arr, done: Arr, logits: Arr) -> Arr:
+        pf, ps, kf, ks = chunk_sums(chunk, done, c.window, minimum=np.minimum)
+        n_pf = (chunk > 0) * 1.0
+        return step_seconds(
+            c, n, n * ctx, n * np.minimum(ctx, cap), chunk, pf, ps, kf, ks, n_pf, logits, maximum=np.maximum
+        )
+
+    return step
+
+
+def _prefill_cost(step: StepFn, isl: Arr, budget: Arr, b: Arr, ctx: Arr, base: Arr) -> tuple[Arr, Arr]:
+    """``(Δ, chunks)``: the step time a prompt adds over ``base`` in chunks of ``budget`` tokens next to ``b``
+    decodes of mean context ``ctx`` (``b`` 0 and ``base`` 0 give a prefill-only worker's service time)."""
+    budget = np.maximum(budget, 1.0)
+    n = np.ceil(isl / budget)
+    total = np.zeros_like(isl)
+    for j in range(int(np.max(n))):
+        done = j * budget
+        active = done < isl
+        chunk = np.where(active, np.minimum(budget, isl - done), 0.0)
+        last = active & (done + chunk >= isl)
+        t = step(b, ctx, chunk, np.where(active, done, 0.0), b + last)
+        total = total + np.where(active, t - base, 0.0)
+    return total, n
+
+
+def _bisect(g: Any, hi: Arr) -> Arr:
+    """The root in [0, hi] of the increasing function ``g`` (vectorised).
+
+    Regula falsi with the Illinois modification, ``_ITERS`` rounds at most: superlinear, always bracketed, and
+    deterministic — the answer is a smooth function of ``g`` (the fit differentiates it numerically).
+    """
+    lo = np.zeros_like(hi)
+    g_lo = g(lo)
+    g_hi = g(hi)
+    # g(0) = −C < 0 and g(C) ≥ 0 in a closed loop; guard against a degenerate bracket anyway
+    g_hi = np.where(g_hi <= 0, np.abs(g_lo) + 1.0, g_hi)
+    side = np.zeros_like(hi)
+    x = hi
+    for _ in range(_ITERS):
+        x = (lo * g_hi - hi * g_lo) / (g_hi - g_lo)
+        x = np.where(np.isfinite(x), np.clip(x, lo, hi), 0.5 * (lo + hi))
+        gx = g(x)
+        pos = gx > 0
+        # Illinois: halve the stale end's value when the same end moves twice, to keep superlinear convergence
+        g_lo = np.where(pos, np.where(side < 0, g_lo * 0.5, g_lo), gx)
+        g_hi = np.where(pos, gx, np.where(side > 0, g_hi * 0.5, g_hi))
+        lo = np.where(pos, lo, x)
+        hi = np.where(pos, x, hi)
+        side = np.where(pos, -1.0, 1.0)
+        if np.all(hi - lo <= 1e-9 * np.maximum(hi, 1.0)) or np.all(np.abs(gx) <= 1e-9):
+            break
+    return x
+
+
+def aggregated(
+    step: StepFn,
+    isl: Arr,
+    osl: Arr,
+    clients: Arr,
+    budget: Arr,
+    frontend_s: Arr,
+    inflight_s: Arr,
+    burst: Arr = 0.0,
+) -> tuple[Arr, Arr]:
+    """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring)."""
+    isl = np.asarray(isl, dtype=float)
+    osl = np.asarray(osl, dtype=float)
+    clients = np.asarray(clients, dtype=float)
+    ctx = isl + osl / 2.0
+    front = frontend_s + inflight_s * clients
+    gen = np.maximum(osl - 1.0, 1e-9)  # one output token: no decode phase (B → 0)
+
+    zero = np.zeros_like(isl)
+    # partly synchronised arrivals: a request waits for half the prefills of the burst × (C − 1) arriving with it
+    alone = step(zero, zero, isl, zero, zero + 1.0)
+    together = burst * np.maximum(clients - 1.0, 0.0) * 0.5 * alone
+
+    def state(b: Arr) -> tuple[Arr, Arr, Arr]:
+        t_d = step(b, ctx, zero, zero, b)
+        delta, n = _prefill_cost(step, isl, budget - b, b, ctx, t_d)
+        lam = b / (gen * t_d + b * delta)
+        lam = np.where(b > 0, lam, 0.0)
+        rho = np.minimum(lam * delta, _RHO_MAX)
+        tau = t_d / (1.0 - rho)
+        per_chunk = delta / np.maximum(n, 1.0)
+        resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
+        wait = rho * delta / (2.0 * (1.0 - rho))
+        ttft = front + together + resid + n * t_d + delta + wait
+        return lam, ttft, tau
+
+    def excess(b: Arr) -> Arr:
+        lam, ttft, _ = state(b)
+        return lam * ttft + b - clients
+
+    b = _bisect(excess, clients)
+    _, ttft, tau = state(b)
+    return ttft, tau
+
+
+def disaggregated(
+    pre: StepFn,
+    dec: StepFn,
+    isl: Arr,
+    osl: Arr,
+    clients: Arr,
+    prefill_ranks: Arr,
+    decode_ranks: Arr,
+    budget: Arr,
+    frontend_s: Arr,
+    inflight_s: Arr,
+    transfer_s: Arr,
+) -> tuple[Arr, Arr]:
+    """Mean ``(TTFT, TPOT)`` in seconds of a disaggregated deployment (see the module docstring)."""
+    isl = np.asarray(isl, dtype=float)
+    osl = np.asarray(osl, dtype=float)
+    clients = np.asarray(clients, dtype=float)
+    ctx = isl + osl / 2.0
+    gen = np.maximum(osl - 1.0, 1e-9)
+    ranks = np.maximum(decode_ranks, 1.0)
+    zero = np.zeros_like(isl)
+    service, _ = _prefill_cost(pre, isl, budget, zero, zero, zero)
+
+    def state(b: Arr) -> tuple[Arr, Arr, Arr]:
+        tau = dec(b, ctx, zero, zero, b)
+        lam = b * ranks / (gen * tau)
+        rho = np.minimum(lam / np.maximum(prefill_ranks, 1.0) * service, _RHO_MAX)
+        wait = rho * service / (2.0 * (1.0 - rho))
+        front = frontend_s + inflight_s * b
+        return lam, front + wait + service + transfer_s, tau
+
+    def excess(b: Arr) -> Arr:
+        lam, ttft, _ = state(b)
+        return lam * ttft + b * ranks - clients
+
+    b = _bisect(excess, clients / ranks)
+    _, ttft, tau = state(b)
+    return ttft, tau

@@ -1,0 +1,79 @@
+"""Prefill/decode disaggregation, the step-model side: the two pools' step models and the KV transfer between them.
+
+A disaggregated deployment runs prompts on *prefill workers* and generation on *decode workers*; a request's KV
+cache crosses from one to the other after its prefill. The scheduler side (pools, the router between them, the
+request's life across them) lives in the simulator's cluster; it needs from the engine model:
+
+* :func:`pool_step_models` — one :class:`~tailscope.engine.step_model.TrainedStepModel` per pool, each with its
+  own parallelism (a prefill pool typically runs wide tensor parallelism, a decode pool attention-DP + EP). A
+  prefill worker's steps carry prefill chunks only (``mixed_step_ns(prefill, 0, 0, n_logits)``), a decode worker's
+  steps decodes only (``decode_step_ns``); the same learned coefficients price both.
+* :func:`kv_transfer_seconds` / :meth:`KvTransfer.ns` — how long a prompt's KV takes to reach the decode worker::
+
+      transfer = kv_xfer_ms + tokens · kv_bytes_per_token / (link · min(prefill GPUs, decode GPUs) · kv_xfer)
+
+  ``kv_bytes_per_token`` covers every layer (the MLA latent for DeepSeek-style models); ``link`` is the per-GPU
+  NVLink bandwidth when both workers fit one NVLink domain (GB200/GB300 NVL72) and the scale-out network's otherwise
+  (one 400 Gb/s NIC per GPU); every GPU of the narrower worker sends or receives its shard in parallel. ``kv_xfer``
+  (achieved fraction) and ``kv_xfer_ms`` (fixed cost: handshake, allocation on the decode side) are learned per
+  engine with the other coefficients.
+
+The request's TTFT is then front end + wait for a prefill rank + its prefill + the transfer; its TPOT is the
+decode pool's step time (:func:`tailscope.engine.closed_loop.disaggregated` solves the closed loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailscope.engine.gpus import GpuSpec
+from tailscope.engine.models import ModelArch
+from tailscope.engine.step_model import TrainedStepModel
+from tailscope.engine.step_terms import Efficiencies, Parallelism
+
+
+def kv_link_bytes_per_s(gpu: GpuSpec, prefill_gpus: int, decode_gpus: int) -> float:
+    """Aggregate bandwidth between one prefill and one decode worker, bytes/s (before efficiency)."""
+    same_domain = prefill_gpus + decode_gpus <= gpu.nvlink_domain and gpu.nvlink_domain > 8
+    per_gpu = gpu.interconnect_gbps if same_domain else gpu.scaleout_gbps
+    return per_gpu * 1e9 * max(1, min(prefill_gpus, decode_gpus))
+
+
+def kv_transfer_seconds(tokens: float, kv_bytes_per_token: float, link_bytes_per_s: float, eff: Efficiencies) -> float:
+    """Seconds to move ``tokens`` of KV (see the module docstring)."""
+    return eff.kv_xfer_ms * 1e-3 + tokens * kv_bytes_per_token / (link_bytes_per_s * eff.kv_xfer)
+
+
+@dataclass(frozen=True, slots=True)
+class KvTransfer:
+    """The KV transfer of one deployment: ``ns(tokens)`` is what a request of ``tokens`` prompt tokens waits."""
+
+    kv_bytes_per_token: float
+    link_bytes_per_s: float
+    eff: Efficiencies
+
+    def ns(self, tokens: int) -> int:
+        """Nanoseconds to move ``tokens`` tokens of KV from the prefill to the decode worker."""
+        return int(kv_transfer_seconds(tokens, self.kv_bytes_per_token, self.link_bytes_per_s, self.eff) * 1e9)
+
+
+def pool_step_models(
+    model: ModelArch,
+    gpu: GpuSpec,
+    prefill: Parallelism,
+    decode: Parallelism,
+    *,
+    engine: str = "vllm",
+    weights_dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    efficiency: Efficiencies | None = None,
+) -> tuple[TrainedStepModel, TrainedStepModel, KvTransfer]:
+    """``(prefill pool model, decode pool model, KV transfer)`` for one disaggregated deployment."""
+    pre = TrainedStepModel(
+        model, gpu, prefill, engine=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency
+    )
+    dec = TrainedStepModel(
+        model, gpu, decode, engine=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency
+    )
+    link = kv_link_bytes_per_s(gpu, prefill.gpus, decode.gpus)
+    return pre, dec, KvTransfer(float(model.kv_bytes_per_token(kv_dtype)), link, dec.efficiency)

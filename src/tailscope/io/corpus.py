@@ -1,0 +1,451 @@
+"""The calibration corpus (``silicon_dev.csv``): real closed-loop serving measurements, read into typed rows.
+
+Each row is one benchmark point — a model served by one engine on one GPU type with a given parallelism, driven in a
+closed loop at a fixed concurrency with fixed input and output lengths — with its mean TTFT and TPOT (columns in
+``shared/calibration/README.md``). :func:`load_corpus` validates the CSV (pydantic, errors ``file:line: column``)
+and :func:`row_from_record` turns each record into a :class:`CorpusRow` whose deployment is *normalised*: the
+export writes the same parallelism in several encodings, and the rules below recover GPUs per worker, tensor
+parallelism, attention data parallelism and expert parallelism from them. They are data cleaning, applied to every
+row alike and never to fit a figure:
+
+1. Concurrency is the ``silicon_concurrency=N`` of ``silicon_data_source``; rows without it (19) use
+   ``batch_size × attention_dp``.
+2. Rows of the ``2026_04_06_…_tpX_epY_N`` export multiply the parallel sizes into the columns (``tp8_ep8`` is
+   written ``tp_size 64, moe_tp 8, moe_ep 8``; duplicates of the same measurement in the other exports say 8 GPUs):
+   X GPUs, expert parallelism Y; attention DP over all X GPUs when the row's ``attention_dp_size`` > 1.
+3. Elsewhere the same product encoding shows as ``tp_size = moe_tp × moe_ep`` with ``moe_tp = moe_ep`` ≥ 4 (GPUs =
+   moe_tp; seen with 4 and 8), as ``attention_dp = moe_tp × moe_ep`` with ``tp_size`` 1 (likewise), or as
+   ``moe_ep = tp × attention_dp`` with both > 1 (GPUs = tp_size); otherwise GPUs = ``tp_size × attention_dp_size``
+   (a row with ``tp_size 8, moe_tp 2, moe_ep 4`` is 8 GPUs).
+4. ``batch_size`` is per attention-DP rank: where ``concurrency / batch_size`` is an integer k > 1 and no attention
+   DP is recorded, a dense model runs k replicas and an MoE model k attention-DP ranks (when k divides its GPUs).
+5. Disaggregated rows without worker counts (1,009 of 1,224): as many decode workers as keep each decode rank's
+   batch within the engine's default CUDA-graph batch (vLLM 512, SGLang 256, TensorRT-LLM 128; a deployment is
+   sized so that decodes replay graphs), and as many prefill workers as decode workers.
+6. An empty precision is the checkpoint's own; KV caches are FP8 for FP8 and FP4 rows and BF16 otherwise (the
+   corpus does not record it).
+7. Memory: SGLang and TensorRT-LLM size the KV cache from what the weights leave (DeepSeek-V3 in FP8 runs on four
+   B200s with a few GB to spare), so the rows' ``sim`` flags give ``--gpu-memory-utilization 0.95``.
+8. A pool whose recorded GPUs cannot hold the weights (20 DeepSeek-R1 FP4 rows on one GB200) lost its parallelism
+   in the export: it gets the smallest power of two of GPUs that holds them, as tensor (and expert) parallelism.
+9. A tensor-parallel size that does not divide the model's attention heads cannot be tensor parallelism (DeepSeek-R1
+   "TP 36" or "TP 72" on a GB200 NVL72): an MoE model's GPUs then run attention data parallelism with expert
+   parallelism over all of them (wide EP).
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from tailscope.engine.engine_profiles import engine_profile
+from tailscope.engine.fit import Observation, Pool
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import get_model_entry
+from tailscope.engine.step_terms import Parallelism
+from tailscope.errors import ConfigError
+from tailscope.files import read_user_text
+
+ENGINES = ("vllm", "sglang", "trtllm")
+_PRODUCT_ID = re.compile(r"^2026_04_06_.*_tp(\d+)_ep(\d+)_\d+$")
+_CONC = re.compile(r"silicon_concurrency=(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDeployment:
+    """One pool of identical workers (an aggregated deployment is one pool).
+
+    Attributes:
+        gpus: GPUs per worker.
+        tp: tensor parallelism of attention within one attention-DP rank (``gpus = tp × attention_dp``).
+        attention_dp: attention data-parallel ranks per worker (each schedules its own batch; MoE layers span all).
+        ep: expert parallelism (experts spread over ``ep`` GPUs; the rest of the worker's GPUs split each expert).
+        workers: workers in the pool.
+        batch: requests per DP rank as recorded (None = not recorded).
+    """
+
+    gpus: int
+    tp: int
+    attention_dp: int
+    ep: int
+    workers: int = 1
+    batch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusRow:
+    """One measurement with its normalised deployment.
+
+    Attributes:
+        id: the corpus row id.
+        line: line in the CSV (for messages).
+        engine / engine_version: ``vllm``, ``sglang`` or ``trtllm`` and its version string.
+        model: the Hugging Face id (a catalog alias).
+        system: the GPU system name (a catalog alias).
+        precision: weight precision (``bf16``, ``fp8``, ``fp4``, ``mxfp4``, ``int4``), the checkpoint's own filled in.
+        kv_dtype: KV-cache precision assumed (rule 6).
+        mode: ``agg`` or ``disagg``.
+        isl / osl / concurrency: input tokens, output tokens, closed-loop clients.
+        agg / prefill / decode: the pools (``agg`` for aggregated rows, ``prefill`` and ``decode`` for disaggregated).
+        ttft_ms / tpot_ms: measured means.
+    """
+
+    id: str
+    line: int
+    engine: str
+    engine_version: str
+    model: str
+    system: str
+    precision: str
+    kv_dtype: str
+    mode: str
+    isl: int
+    osl: int
+    concurrency: int
+    agg: PoolDeployment | None
+    prefill: PoolDeployment | None
+    decode: PoolDeployment | None
+    ttft_ms: float
+    tpot_ms: float
+
+    @property
+    def config_key(self) -> tuple[str, str, str, str, str]:
+        """The configuration this row belongs to: (model, system, engine, precision, mode)."""
+        return (self.model, self.system, self.engine, self.precision, self.mode)
+
+    def sim_flags(self) -> list[str]:
+        """``tailscope sim`` flags that run this row's deployment and workload."""
+        flags = [
+            "--model",
+            self.model,
+            "--gpu",
+            self.system,
+            "--engine",
+            self.engine,
+            "--weights-dtype",
+            self.precision,
+            "--kv-dtype",
+            self.kv_dtype,
+            "--gpu-memory-utilization",
+            "0.95",
+        ]
+        if self.agg is not None:
+            flags += _pool_flags(self.agg, "")
+            flags += ["--replicas", str(self.agg.workers)]
+        else:
+            assert self.prefill is not None
+            assert self.decode is not None
+            flags += [
+                "--disagg",
+                f"prefill={self.prefill.workers}x{self.prefill.gpus},decode={self.decode.workers}x{self.decode.gpus}",
+            ]
+            flags += _pool_flags(self.decode, "")
+        flags += [
+            "--concurrency",
+            str(self.concurrency),
+            "--input-tokens",
+            str(self.isl),
+            "--output-tokens",
+            str(self.osl),
+        ]
+        return flags
+
+
+def _pool_flags(p: PoolDeployment, prefix: str) -> list[str]:
+    out = [f"--{prefix}tp", str(p.tp)]
+    if p.attention_dp > 1:
+        out += [f"--{prefix}attention-dp", str(p.attention_dp)]
+    if p.ep > 1:
+        out += [f"--{prefix}ep", str(p.ep)]
+    return out
+
+
+class _RecordM(BaseModel):
+    """The columns we use; the rest are ignored (the CSV has provenance columns too)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    silicon_data_source: str
+    backend: str
+    backend_version: str
+    model_path: str
+    system: str
+    precision: str
+    mode: str
+    isl: int
+    osl: int
+    batch_size: str
+    tp_size: str
+    attention_dp_size: str
+    moe_tp_size: str
+    moe_ep_size: str
+    prefill_batch_size: str
+    prefill_num_workers: str
+    prefill_tp_size: str
+    prefill_attention_dp_size: str
+    prefill_moe_tp_size: str
+    prefill_moe_ep_size: str
+    decode_batch_size: str
+    decode_num_workers: str
+    decode_tp_size: str
+    decode_attention_dp_size: str
+    decode_moe_tp_size: str
+    decode_moe_ep_size: str
+    silicon_ttft_ms: float
+    silicon_tpot_ms: float
+
+    @field_validator("backend")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        if v not in ENGINES:
+            raise ValueError(f"must be one of {', '.join(ENGINES)}")
+        return v
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in ("agg", "disagg"):
+            raise ValueError("must be agg or disagg")
+        return v
+
+    @field_validator("isl", "osl")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("must be ≥ 1")
+        return v
+
+    @field_validator("silicon_ttft_ms", "silicon_tpot_ms")
+    @classmethod
+    def _positive_ms(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError("must be > 0")
+        return v
+
+
+def _int(text: str, default: int = 1) -> int:
+    """A parallel-size column: empty or 0 means 1 (not used)."""
+    try:
+        v = int(float(text)) if text.strip() else 0
+    except ValueError:
+        return default
+    return v if v > 0 else default
+
+
+def _pool(
+    tp_s: str,
+    adp_s: str,
+    mtp_s: str,
+    mep_s: str,
+    batch_s: str,
+    workers_s: str,
+    concurrency: int | None,
+    row_id: str,
+    dense: bool,
+    heads: int,
+) -> PoolDeployment:
+    """Rules 2–4 and 9 of the module docstring for one pool."""
+    tp, adp, mtp, mep = _int(tp_s), _int(adp_s), _int(mtp_s), _int(mep_s)
+    batch = _int(batch_s, 0) or None
+    m = _PRODUCT_ID.match(row_id)
+    if m is not None:  # rule 2
+        gpus, ep = int(m.group(1)), int(m.group(2))
+        adp = gpus if adp > 1 else 1
+    elif mtp >= 4 and mtp == mep and adp == 1 and tp == mtp * mep:  # rule 3
+        gpus, ep = mtp, mep
+    elif mtp >= 4 and mtp == mep and tp == 1 and adp == mtp * mep:
+        gpus, ep, adp = mtp, mep, mtp
+    elif tp > 1 and adp > 1 and mtp == 1 and mep == tp * adp:
+        gpus, ep = tp, tp
+    else:
+        gpus, ep = tp * adp, mep
+    ep = max(1, min(ep, gpus))
+    workers = _int(workers_s)
+    if not dense and adp == 1 and gpus > 1 and heads % gpus:  # rule 9
+        return PoolDeployment(gpus, 1, gpus, gpus, workers, batch)
+    if adp == 1 and concurrency and batch and concurrency > batch and concurrency % batch == 0:  # rule 4
+        k = concurrency // batch
+        if dense:  # a dense model: k data-parallel replicas of this size
+            return PoolDeployment(gpus, gpus, 1, 1, workers * k, batch)
+        if gpus % k == 0:
+            adp = k
+    adp = max(1, min(adp, gpus))
+    if dense and adp > 1:  # attention DP of a dense model = independent replicas
+        return PoolDeployment(gpus // adp, gpus // adp, 1, 1, workers * adp, batch)
+    return PoolDeployment(gpus, gpus // adp, adp, ep if not dense else 1, workers, batch)
+
+
+def _fits(pool: PoolDeployment, weight_bytes: float, gpu_bytes: float, moe: bool) -> PoolDeployment:
+    """Rule 8: enough GPUs for the weights (90 % of memory at most)."""
+    if weight_bytes / pool.gpus <= 0.9 * gpu_bytes:
+        return pool
+    g = pool.gpus
+    while weight_bytes / g > 0.9 * gpu_bytes and g < 1024:
+        g *= 2
+    return replace(pool, gpus=g, tp=g, attention_dp=1, ep=g if moe else 1)
+
+
+def row_from_record(rec: dict[str, str], *, line: int, source: str = "silicon_dev.csv") -> CorpusRow:
+    """Validate and normalise one CSV record.
+
+    Raises:
+        ConfigError: ``source:line: column message`` for a value that does not parse, or an unknown model/GPU.
+    """
+    try:
+        r = _RecordM.model_validate(rec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        col = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{source}:{line}: {col} {err['msg'].removeprefix('Value error, ')}") from None
+    try:
+        entry = get_model_entry(r.model_path)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}:{line}: model_path {exc}") from None
+    arch = entry.arch()
+    native = arch.default_weights_dtype
+    precision = r.precision.strip().lower() or native
+    if precision == "fp4" and native == "mxfp4":
+        precision = "mxfp4"
+    kv = "fp8" if precision in ("fp8", "fp4", "mxfp4") else "bf16"
+    m = _CONC.search(r.silicon_data_source)
+    conc = int(m.group(1)) if m else None
+    dense = not arch.is_moe
+    agg = prefill = decode = None
+    if r.mode == "agg":
+        agg = _pool(
+            r.tp_size,
+            r.attention_dp_size,
+            r.moe_tp_size,
+            r.moe_ep_size,
+            r.batch_size,
+            "",
+            conc,
+            r.id,
+            dense,
+            arch.heads,
+        )
+        if conc is None:
+            conc = (agg.batch or 1) * agg.attention_dp * agg.workers
+    else:
+        prefill = _pool(
+            r.prefill_tp_size,
+            r.prefill_attention_dp_size,
+            r.prefill_moe_tp_size,
+            r.prefill_moe_ep_size,
+            r.prefill_batch_size,
+            r.prefill_num_workers,
+            None,
+            r.id,
+            dense,
+            arch.heads,
+        )
+        decode = _pool(
+            r.decode_tp_size,
+            r.decode_attention_dp_size,
+            r.decode_moe_tp_size,
+            r.decode_moe_ep_size,
+            r.decode_batch_size,
+            r.decode_num_workers,
+            None,
+            r.id,
+            dense,
+            arch.heads,
+        )
+        if conc is None:
+            conc = (decode.batch or 1) * decode.attention_dp * decode.workers
+        if not r.decode_num_workers.strip():  # rule 5
+            cap = engine_profile(r.backend).cuda_graph_max_batch
+            n = max(1, -(-conc // (decode.attention_dp * cap)))
+            decode = replace(decode, workers=n)
+            prefill = replace(prefill, workers=n)
+    wbytes = arch.weight_bytes(precision)
+    mem = resolve_gpu(r.system).memory_bytes
+    agg = _fits(agg, wbytes, mem, not dense) if agg is not None else None
+    prefill = _fits(prefill, wbytes, mem, not dense) if prefill is not None else None
+    decode = _fits(decode, wbytes, mem, not dense) if decode is not None else None
+    return CorpusRow(
+        id=r.id,
+        line=line,
+        engine=r.backend,
+        engine_version=r.backend_version,
+        model=r.model_path,
+        system=r.system,
+        precision=precision,
+        kv_dtype=kv,
+        mode=r.mode,
+        isl=r.isl,
+        osl=r.osl,
+        concurrency=max(1, conc),
+        agg=agg,
+        prefill=prefill,
+        decode=decode,
+        ttft_ms=r.silicon_ttft_ms,
+        tpot_ms=r.silicon_tpot_ms,
+    )
+
+
+def parse_corpus(text: str, *, source: str = "silicon_dev.csv") -> list[CorpusRow]:
+    """Every row of corpus CSV ``text`` (header line 1, rows from line 2)."""
+    reader = csv.DictReader(_io.StringIO(text))
+    missing = {"id", "backend", "model_path", "system", "mode", "isl", "osl"} - set(reader.fieldnames or ())
+    if missing:
+        raise ConfigError(f"{source}:1: missing column(s) {', '.join(sorted(missing))}")
+    return [row_from_record(rec, line=i + 2, source=source) for i, rec in enumerate(reader)]
+
+
+def load_corpus(path: str | Path) -> list[CorpusRow]:
+    """Read ``silicon_dev.csv`` (or a file with the same columns).
+
+    Raises:
+        ConfigError: naming the file, the line and the column.
+    """
+    p = Path(path)
+    return parse_corpus(read_user_text(p, what="corpus CSV"), source=str(p))
+
+
+def duplicate_groups(rows: Iterable[CorpusRow]) -> dict[tuple[float, float], list[int]]:
+    """Indices of rows that carry the same measurement (identical TTFT and TPOT): the export repeats hundreds of
+    measurements under other parallel encodings, and ≈ 300 of them under another model name (DeepSeek-R1 vs V3).
+    Cross-validation holds a configuration's copies out with it."""
+    groups: dict[tuple[float, float], list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault((r.ttft_ms, r.tpot_ms), []).append(i)
+    return groups
+
+
+def _fit_pool(p: PoolDeployment) -> Pool:
+    return Pool(Parallelism(p.tp, p.attention_dp, p.ep), p.workers)
+
+
+def observations(rows: Sequence[CorpusRow]) -> list[Observation]:
+    """The rows as fit observations; ``group`` numbers the configurations in order of first appearance."""
+    groups: dict[tuple[str, str, str, str, str], int] = {}
+    out: list[Observation] = []
+    for r in rows:
+        g = groups.setdefault(r.config_key, len(groups))
+        out.append(
+            Observation(
+                model=get_model_entry(r.model).arch(),
+                gpu=resolve_gpu(r.system),
+                engine=r.engine,
+                weights_dtype=r.precision,
+                kv_dtype=r.kv_dtype,
+                isl=r.isl,
+                osl=r.osl,
+                concurrency=r.concurrency,
+                ttft_s=r.ttft_ms / 1e3,
+                tpot_s=r.tpot_ms / 1e3,
+                agg=_fit_pool(r.agg) if r.agg is not None else None,
+                prefill=_fit_pool(r.prefill) if r.prefill is not None else None,
+                decode=_fit_pool(r.decode) if r.decode is not None else None,
+                group=g,
+            )
+        )
+    return out

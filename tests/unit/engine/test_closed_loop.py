@@ -1,0 +1,123 @@
+"""The steady-state closed loop, the fit that uses it, and the disaggregated pools' step models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tailscope.engine.closed_loop import aggregated, coefficient_step, disaggregated
+from tailscope.engine.disagg import kv_link_bytes_per_s, kv_transfer_seconds, pool_step_models
+from tailscope.engine.fit import Dataset, Observation, Pool, fit, predict
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.step_model import TrainedStepModel
+from tailscope.engine.step_terms import Efficiencies, Parallelism
+from tailscope.sim.run import SimArgs, run_sim
+
+
+def _a(*xs: float) -> np.ndarray:
+    return np.array(xs, dtype=float)
+
+
+def _closed(m: TrainedStepModel, isl: float, osl: float, clients: float, budget: float = 8192) -> tuple[float, float]:
+    e = m.efficiency
+    t1, tau = aggregated(
+        coefficient_step(m.coeffs),
+        _a(isl),
+        _a(osl),
+        _a(clients),
+        _a(budget),
+        _a(e.frontend_ms / 1e3),
+        _a(e.inflight_us / 1e6),
+        _a(e.burst),
+    )
+    return float(t1[0]), float(tau[0])
+
+
+def test_closed_loop_properties() -> None:
+    m = TrainedStepModel(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"))
+    prev = (0.0, 0.0)
+    for c in (1, 4, 16, 64, 256):
+        ttft, tpot = _closed(m, 1024, 256, c)
+        assert ttft > prev[0]
+        assert tpot > prev[1]
+        prev = (ttft, tpot)
+    # one client: TPOT is a decode step at batch ≈ 1, TTFT the front end + one prefill (+ the step in progress)
+    ttft, tpot = _closed(m, 1024, 256, 1)
+    assert tpot == pytest.approx(m.decode_step_ns(1, 1024 + 128) / 1e9, rel=0.05)
+    assert ttft > m.efficiency.frontend_ms / 1e3 + m.step_s([(1024, 0)], 0, 0)
+    # prompts that fill the budget are chunked: longer TTFT
+    assert _closed(m, 16000, 256, 8)[0] > 2 * _closed(m, 4000, 256, 8)[0]
+
+
+def test_vectorised_rows_are_independent() -> None:
+    m = TrainedStepModel(resolve_model("qwen3-32b"), resolve_gpu("h100-sxm"), Parallelism(4))
+    e = m.efficiency
+    step = coefficient_step(m.coeffs)
+    both = aggregated(step, _a(1024, 4096), _a(128, 512), _a(8, 64), _a(8192, 8192), e.frontend_ms / 1e3,
+                      e.inflight_us / 1e6, e.burst)  # fmt: skip
+    one = _closed(m, 4096, 512, 64)
+    assert both[0][1] == pytest.approx(one[0], rel=1e-9)
+    assert both[1][1] == pytest.approx(one[1], rel=1e-9)
+
+
+def test_simulation_lands_near_the_analytic_closed_loop() -> None:
+    """`tailscope sim` of a closed loop uses the same step model: its mean TTFT/TPOT come close to the analysis."""
+    args = SimArgs(
+        model="llama-3.1-70b", gpu="h200", tp=4, backend="trtllm", weights_dtype="fp8", kv_dtype="fp8",
+        concurrency=32, requests=320, warmup=64, input_tokens="1024", output_tokens="256", store=False,
+    )  # fmt: skip
+    s = run_sim(args).summary
+    m = TrainedStepModel(resolve_model("llama-3.1-70b"), resolve_gpu("h200"), Parallelism(4), engine="trtllm",
+                         weights_dtype="fp8", kv_dtype="fp8")  # fmt: skip
+    ttft, tpot = _closed(m, 1024, 256, 32)
+    assert s["tpot_ms"]["mean"] == pytest.approx(tpot * 1e3, rel=0.1)
+    assert s["ttft_ms"]["mean"] == pytest.approx(ttft * 1e3, rel=0.35)
+
+
+def test_disaggregated_pools_and_kv_transfer() -> None:
+    ds, gb200, b200 = resolve_model("deepseek-r1"), resolve_gpu("gb200"), resolve_gpu("b200")
+    pre, dec, xfer = pool_step_models(ds, gb200, Parallelism(4, 1, 4), Parallelism(1, 8, 8), engine="trtllm",
+                                      weights_dtype="fp4", kv_dtype="fp8")  # fmt: skip
+    assert pre.par.gpus == 4
+    assert dec.par.attention_dp == 8
+    # one NVL72 domain: NVLink between the workers; two HGX boards: the scale-out network
+    assert kv_link_bytes_per_s(gb200, 4, 8) == 4 * gb200.interconnect_gbps * 1e9
+    assert kv_link_bytes_per_s(b200, 4, 8) == 4 * b200.scaleout_gbps * 1e9
+    assert xfer.ns(8192) > xfer.ns(1024) > 0
+    eff = Efficiencies(kv_xfer=0.5, kv_xfer_ms=1.0)
+    assert kv_transfer_seconds(1000, 70_000, 100e9, eff) == pytest.approx(1e-3 + 1000 * 70_000 / 50e9)
+    # the closed loop: decode-only TPOT, TTFT = front end + prefill (+ wait) + transfer
+    ttft, tpot = disaggregated(
+        coefficient_step(pre.coeffs), coefficient_step(dec.coeffs), _a(8192), _a(1024), _a(64), _a(1), _a(8),
+        _a(16384), _a(0.05), _a(0.0), _a(xfer.ns(8192) / 1e9),
+    )  # fmt: skip
+    assert tpot[0] == pytest.approx(dec.decode_step_ns(8, 8 * (8192 + 512)) / 1e9, rel=0.1)
+    assert ttft[0] > 0.05 + pre.step_s([(8192, 0)], 0, 0) + xfer.ns(8192) / 1e9
+
+
+def test_fit_recovers_coefficients_from_synthetic_measurements() -> None:
+    """Measurements made by a known set of coefficients are predicted again after fitting from the defaults."""
+    llama, qwen = resolve_model("llama-3.1-8b"), resolve_model("qwen3-32b")
+    h100 = resolve_gpu("h100-sxm")
+    obs = [
+        Observation(model, h100, "vllm", "bf16", "bf16", isl, osl, c, 1.0, 1.0, agg=Pool(Parallelism(tp)), group=g)
+        for g, (model, tp) in enumerate(((llama, 1), (qwen, 2), (qwen, 4)))
+        for isl in (512, 2048)
+        for osl in (128, 512)
+        for c in (4, 32, 128)
+    ]
+    ds = Dataset(obs)
+    truth = fit(ds, iterations=0)  # the defaults as a parameter vector
+    theta = truth.theta.copy()
+    names = truth.params.names
+    theta[names.index(("base", "", "", "frontend_ms"))] += 0.5  # a slower front end…
+    theta[names.index(("base", "", "", "gemm"))] -= 0.4  # … and slower GEMMs than the defaults
+    ttft, tpot = predict(ds, truth.params.design(ds), theta)
+    made = Dataset([Observation(**{**o.__dict__, "ttft_s": a, "tpot_s": b}) if False else o for o, a, b in
+                    zip(obs, ttft, tpot, strict=True)])  # fmt: skip
+    made.ttft, made.tpot = ttft, tpot
+    res = fit(made, iterations=30)
+    p_ttft, p_tpot = predict(made, res.params.design(made), res.theta)
+    assert np.mean(np.abs(p_ttft / ttft - 1)) < 0.03
+    assert np.mean(np.abs(p_tpot / tpot - 1)) < 0.03

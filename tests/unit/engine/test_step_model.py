@@ -1,0 +1,206 @@
+"""The trained step model: roofline regimes, parallelism, precisions, MoE/MLA/linear attention, scalar = vector."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tailscope.engine.engine_profiles import ENGINES, engine_profile
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import resolve_model
+from tailscope.engine.step_model import TrainedStepModel, precision_class
+from tailscope.engine.step_params import TABLE, learned_efficiencies
+from tailscope.engine.step_terms import (
+    Efficiencies,
+    Parallelism,
+    chunk_sums,
+    coefficients,
+    step_seconds,
+    step_terms,
+)
+from tailscope.errors import ConfigError, PlanError
+
+
+def _m(
+    model: str = "llama-3.1-8b", gpu: str = "h100-sxm", par: Parallelism | None = None, **kw: object
+) -> TrainedStepModel:
+    return TrainedStepModel(resolve_model(model), resolve_gpu(gpu), par, **kw)  # type: ignore[arg-type]
+
+
+def test_learned_table_covers_every_engine_and_precision() -> None:
+    for engine in ENGINES:
+        for klass in ("bf16", "fp8", "fp4", "int4"):
+            assert (engine, klass) in TABLE
+            e = learned_efficiencies(engine, klass)
+            for f in ("gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst"):
+                assert 0 < getattr(e, f) <= 1, (engine, klass, f)
+            for f in ("step_ms", "layer_us", "seq_us", "frontend_ms", "inflight_us", "kv_xfer_ms"):
+                assert getattr(e, f) >= 0
+
+
+def test_prefill_is_compute_bound_and_small_decode_memory_bound() -> None:
+    m = _m()
+    pf = m.breakdown([(4096, 0)], 0, 0)
+    assert pf.bound == "compute"
+    dec = m.breakdown([], 8, 8 * 1000)
+    assert dec.bound == "memory"
+    # a small decode costs about the weights read once at the achieved bandwidth (plus fixed costs)
+    weights = m.weight_bytes_total / (3350e9 * m.efficiency.mem)
+    assert weights < m.step_s([], 1, 100) < weights + 0.02
+
+
+def test_step_time_grows_with_batch_context_and_prompt() -> None:
+    m = _m()
+    assert m.step_s([], 64, 64 * 4000) > m.step_s([], 64, 64 * 100) > m.step_s([], 1, 100)
+    assert m.step_s([(2048, 0)], 8, 8000) > m.step_s([(512, 0)], 8, 8000) > m.step_s([], 8, 8000)
+    assert m.step_s([(512, 4096)], 0, 0) > m.step_s([(512, 0)], 0, 0)  # attention over the cached part
+    assert m.decode_step_ns(32, 32 * 500) == m.step_ns([], 32, 32 * 500)
+    assert m.mixed_step_ns([(100, 0)], 4, 400, 5) == m.step_ns([(100, 0)], 4, 400, 5)
+
+
+def test_scalar_and_vector_evaluations_agree() -> None:
+    """The simulator (floats) and the fit (numpy arrays) run the same arithmetic."""
+    t = step_terms(resolve_model("deepseek-r1"), resolve_gpu("b200"), Parallelism(1, 8, 8), weights_dtype="fp4")
+    e = Efficiencies()
+    c = coefficients(t, e)
+    chunk, done = 700.0, 300.0
+    pf, ps, kf, ks = chunk_sums(chunk, done, c.window)
+    scalar = step_seconds(c, 16, 16 * 2000, 16 * 2000, chunk, pf, ps, kf, ks, 1, 17)
+    vec = step_seconds(
+        c,
+        np.array([16.0, 16.0]),
+        np.array([32000.0, 32000.0]),
+        np.array([32000.0, 32000.0]),
+        np.array([chunk, chunk]),
+        np.array([pf, pf]),
+        np.array([ps, ps]),
+        np.array([kf, kf]),
+        np.array([ks, ks]),
+        np.array([1.0, 1.0]),
+        np.array([17.0, 17.0]),
+        maximum=np.maximum,
+    )
+    assert vec[0] == pytest.approx(scalar, rel=1e-12)
+
+
+def test_tensor_parallelism_splits_work_and_adds_communication() -> None:
+    one = _m("llama-3.1-70b", "h200")
+    four = _m("llama-3.1-70b", "h200", Parallelism(tp=4))
+    assert four.step_s([(4096, 0)], 0, 0) < 0.5 * one.step_s([(4096, 0)], 0, 0)
+    assert one.terms.collectives == 0
+    assert four.terms.collectives == 2 * 80
+    # past the NVLink domain, collectives use the scale-out network
+    assert resolve_gpu("h100-sxm").link_gbps(16) < resolve_gpu("h100-sxm").link_gbps(8)
+    assert resolve_gpu("gb200").link_gbps(72) == resolve_gpu("gb200").interconnect_gbps
+
+
+def test_expert_and_attention_data_parallelism() -> None:
+    ds = resolve_model("deepseek-r1")
+    b200 = resolve_gpu("b200")
+    tp8 = step_terms(ds, b200, Parallelism(8, 1, 1), weights_dtype="fp8")
+    ep8 = step_terms(ds, b200, Parallelism(8, 1, 8), weights_dtype="fp8")
+    dp8 = step_terms(ds, b200, Parallelism(1, 8, 8), weights_dtype="fp8")
+    # each GPU holds 1/8 of the experts either way; attention DP replicates attention (more dense bytes per GPU)
+    assert ep8.moe_bytes_all == pytest.approx(tp8.moe_bytes_all)
+    assert dp8.dense_bytes == pytest.approx(8 * tp8.dense_bytes)
+    # with attention DP the experts see all ranks' tokens: 8× the expert FLOPs per token of one rank
+    assert dp8.moe_tok_mult == 8
+    assert dp8.moe_flops_tok == pytest.approx(8 * tp8.moe_flops_tok)
+    # attention DP + EP moves tokens with all-to-all; TP all-reduces
+    assert dp8.collectives == 2 * ds.moe_layers
+    assert tp8.collectives == 2 * ds.layers
+    # MLA latents are replicated across TP ranks, GQA heads split
+    assert tp8.kv_bytes == step_terms(ds, b200, Parallelism(1, 1, 1), weights_dtype="fp8").kv_bytes
+    llama = resolve_model("llama-3.1-70b")
+    assert step_terms(llama, b200, Parallelism(8)).kv_bytes == step_terms(llama, b200, Parallelism(1)).kv_bytes / 8
+    with pytest.raises(ConfigError, match="--ep"):
+        Parallelism(4, 1, 3).validate()
+
+
+def test_moe_reads_only_the_experts_its_tokens_reach() -> None:
+    m = _m("deepseek-r1", "b200", Parallelism(8, 1, 8), weights_dtype="fp8", kv_dtype="fp8")
+    c = m.coeffs
+    one = c.moe_m * (1 - (1 - c.moe_frac) ** 1)
+    many = c.moe_m * (1 - (1 - c.moe_frac) ** 512)
+    assert many > 20 * one
+    assert m.step_s([], 64, 64 * 2000) > m.step_s([], 1, 2000)
+
+
+def test_precisions() -> None:
+    b200 = resolve_gpu("b200")
+    assert b200.peak_flops("fp4") == 2 * b200.peak_flops("fp8") == 4 * b200.peak_flops("bf16")
+    fp8 = _m("llama-3.1-70b", "b200", Parallelism(4), weights_dtype="fp8", efficiency=Efficiencies())
+    fp4 = _m("llama-3.1-70b", "b200", Parallelism(4), weights_dtype="fp4", efficiency=Efficiencies())
+    assert fp4.terms.dense_peak == 2 * fp8.terms.dense_peak
+    assert fp4.terms.dense_bytes < 0.6 * fp8.terms.dense_bytes
+    assert precision_class("fp4", b200) == "fp4"
+    assert precision_class("mxfp4", resolve_gpu("h100-sxm")) == "int4"  # no FP4 tensor cores: weight-only 4-bit
+    assert precision_class("int8") == "fp8"
+    # expert-only formats keep the dense parts at 16 bit
+    oss = step_terms(resolve_model("gpt-oss-120b"), b200, Parallelism(1), weights_dtype="mxfp4")
+    assert oss.dense_peak == b200.peak_flops("bf16")
+    assert oss.moe_peak == b200.peak_flops("fp4")
+
+
+def test_linear_attention_layers_keep_a_state_not_a_kv_cache() -> None:
+    m = _m("qwen3.5-397b-a17b", "b200", Parallelism(8, 1, 8), weights_dtype="fp8")
+    assert m.terms.kv_layers == 15
+    assert m.terms.lin_bytes_seq > 0
+    short, long = m.step_s([], 32, 32 * 1000), m.step_s([], 32, 32 * 100_000)
+    assert long > short  # the 15 full-attention layers still read the context
+
+
+def test_kv_capacity_and_fit_errors() -> None:
+    cap = _m().kv_capacity_tokens(0.9)
+    assert 350_000 < cap < 550_000  # 0.9 × 80 GiB − 16 GB of weights − reserve, at 128 KiB/token
+    ep = _m("deepseek-r1", "b200", Parallelism(1, 8, 8), weights_dtype="fp8", kv_dtype="fp8")
+    assert ep.kv_capacity_tokens() > 100_000  # per rank: its own batch's latents
+    with pytest.raises(PlanError, match="--tp"):
+        _m("deepseek-r1", "h100-sxm", Parallelism(2), weights_dtype="fp8").kv_capacity_tokens()
+    with pytest.raises(ConfigError):
+        _m().kv_capacity_tokens(1.5)
+
+
+def test_front_end_and_synchronised_arrivals() -> None:
+    m = _m(engine="sglang")
+    e = m.efficiency
+    assert m.frontend_delay_ns(1, 0.5) == pytest.approx(e.frontend_ms * 1e6 + e.inflight_us * 1e3, rel=1e-6)
+    assert m.arrival_burst_ns(1, 1000) == 0
+    assert m.arrival_burst_ns(9, 1000) == pytest.approx(e.burst * 8 * 0.5 * m.step_s([(1000, 0)], 0, 0) * 1e9, rel=1e-6)
+    assert m.arrival_burst_ns(9, 4000) > m.arrival_burst_ns(9, 1000)
+
+
+def test_engine_profiles() -> None:
+    h100, b200 = resolve_gpu("h100-sxm"), resolve_gpu("b200")
+    assert engine_profile("vllm").limits(h100) == (1024, 8192)
+    assert engine_profile("vllm").limits(resolve_gpu("l4")) == (256, 2048)
+    assert engine_profile("sglang").limits(b200)[1] == 16384
+    assert engine_profile("trtllm").cuda_graph_max_batch == 128
+    with pytest.raises(ConfigError, match="--engine"):
+        engine_profile("tgi")
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "par", "dtype"),
+    [
+        ("llama-3.1-8b", "h100-sxm", Parallelism(), None),
+        ("deepseek-r1", "b200", Parallelism(1, 8, 8), "fp4"),
+        ("gpt-oss-120b", "h200", Parallelism(2), None),
+        ("qwen3.5-397b-a17b", "b300", Parallelism(4, 1, 4), "fp8"),
+    ],
+)
+def test_the_simulators_fast_paths_equal_the_general_formula(
+    model: str, gpu: str, par: Parallelism, dtype: str | None
+) -> None:
+    import random
+
+    m = _m(model, gpu, par, weights_dtype=dtype)
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(0, 600)
+        ctx = n * rng.randint(1, 9000)
+        if n:
+            assert m.decode_step_ns(n, ctx) == m.step_ns([], n, ctx)
+        pre = [(rng.randint(1, 4000), rng.randint(0, 20_000)) for _ in range(rng.randint(1, 4))]
+        logits = n + rng.randint(0, len(pre))
+        assert m.mixed_step_ns(pre, n, ctx, logits) == m.step_ns(pre, n, ctx, logits)

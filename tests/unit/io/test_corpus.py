@@ -1,0 +1,148 @@
+"""The calibration corpus: CSV validation, the parallelism normalisation rules, and every configuration runnable."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tailscope.engine.disagg import pool_step_models
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.step_terms import Parallelism
+from tailscope.errors import ConfigError, PlanError
+from tailscope.io.corpus import CorpusRow, load_corpus, parse_corpus
+from tailscope.io.models import resolve_model
+from tailscope.sim.run import SimArgs, build_cluster, run_sim
+
+HEADER = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
+    "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
+    "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
+    "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
+    "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms"
+)
+
+
+def _agg(
+    rid: str, conc: int, batch: int, tp: str, adp: str, mtp: str, mep: str, model: str = "deepseek-ai/DeepSeek-R1"
+):  # type: ignore[no-untyped-def]
+    src = f"db; silicon_concurrency={conc}; x"
+    return f"{rid},{src},sglang,0.5.9,{model},b200_sxm,fp8,agg,1024,1024,fp8,fp8,{batch},{tp},1,{adp},{mtp},{mep}" + (
+        ",,,,,,,,,,,,,,,100.5,10.25"
+    )
+
+
+def test_parallel_encodings_are_normalised() -> None:
+    text = "\n".join(
+        [
+            HEADER,
+            _agg("plain", 64, 64, "8", "1", "1", "8"),  # tp 8, EP 8
+            _agg("product", 64, 64, "64", "1", "8", "8"),  # tp_size = moe_tp × moe_ep: 8 GPUs
+            _agg("2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c64_tp8_ep8_12", 64, 1, "1", "64", "8", "8"),
+            _agg("dp", 256, 32, "1", "8", "1", "8"),  # attention DP 8: batch per rank
+            _agg("dense", 64, 32, "2", "", "1", "1", model="Qwen/Qwen3-32B"),  # 64 / 32: two replicas
+        ]
+    )
+    rows = {r.id: r for r in parse_corpus(text, source="x.csv")}
+    assert rows["plain"].agg is not None
+    assert (rows["plain"].agg.gpus, rows["plain"].agg.tp, rows["plain"].agg.ep) == (8, 8, 8)
+    assert rows["product"].agg == rows["plain"].agg
+    dp_id = next(k for k in rows if k.startswith("2026_04_06"))
+    p = rows[dp_id].agg
+    assert p is not None
+    assert (p.gpus, p.tp, p.attention_dp, p.ep) == (8, 1, 8, 8)
+    p = rows["dp"].agg
+    assert p is not None
+    assert (p.gpus, p.tp, p.attention_dp) == (8, 1, 8)
+    p = rows["dense"].agg
+    assert p is not None
+    assert (p.gpus, p.workers) == (2, 2)
+    assert rows["plain"].precision == "fp8"
+    assert rows["plain"].kv_dtype == "fp8"
+    assert rows["plain"].config_key == ("deepseek-ai/DeepSeek-R1", "b200_sxm", "sglang", "fp8", "agg")
+    assert "--ep" in rows["plain"].sim_flags()
+
+
+def test_bad_rows_name_file_line_and_column(tmp_path: Path) -> None:
+    good = _agg("ok", 4, 4, "8", "1", "8", "1")
+    with pytest.raises(ConfigError, match=r"x\.csv:3: backend must be one of"):
+        parse_corpus("\n".join([HEADER, good, good.replace("sglang", "tgi")]), source="x.csv")
+    with pytest.raises(ConfigError, match=r"x\.csv:2: isl"):
+        parse_corpus("\n".join([HEADER, good.replace(",1024,1024,", ",many,1024,")]), source="x.csv")
+    with pytest.raises(ConfigError, match=r"x\.csv:2: model_path"):
+        parse_corpus("\n".join([HEADER, good.replace("deepseek-ai/DeepSeek-R1", "acme/unknown-9b")]), source="x.csv")
+    with pytest.raises(ConfigError, match="missing column"):
+        parse_corpus("id,backend\nx,vllm\n", source="x.csv")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_corpus(tmp_path / "nope.csv")
+
+
+def _sim_args(row: CorpusRow, requests: int) -> SimArgs:
+    """Map the row's ``tailscope sim`` flags onto SimArgs (the CLI's own parsing is tested in the CLI tests)."""
+    flags = row.sim_flags()
+    opts = dict(zip(flags[0::2], flags[1::2], strict=True))
+    return SimArgs(
+        model=opts["--model"],
+        gpu=opts["--gpu"],
+        backend=opts["--engine"],
+        weights_dtype=opts["--weights-dtype"],
+        kv_dtype=opts["--kv-dtype"],
+        tp=int(opts["--tp"]),
+        attention_dp=int(opts.get("--attention-dp", 1)),
+        ep=int(opts.get("--ep", 1)),
+        replicas=int(opts.get("--replicas", 1)),
+        concurrency=int(opts["--concurrency"]),
+        gpu_memory_utilization=float(opts["--gpu-memory-utilization"]),
+        input_tokens=opts["--input-tokens"],
+        output_tokens=opts["--output-tokens"],
+        requests=requests,
+        store=False,
+    )
+
+
+def test_every_corpus_configuration_resolves_to_sim_flags(calibration_dir: Path) -> None:
+    """Every distinct deployment of silicon_dev.csv maps to ``tailscope sim`` flags that resolve (model, GPU, engine,
+    precision, parallelism, KV that fits); a handful are simulated end to end."""
+    rows = load_corpus(calibration_dir / "silicon_dev.csv")
+    assert len(rows) == 4255
+    distinct: dict[tuple[object, ...], CorpusRow] = {}
+    for r in rows:
+        distinct.setdefault((r.config_key, r.agg, r.prefill, r.decode), r)
+    configs: dict[tuple[str, ...], list[CorpusRow]] = defaultdict(list)
+    for r in distinct.values():
+        configs[r.config_key].append(r)
+    assert len(configs) == 85
+    for r in distinct.values():
+        if r.agg is not None:
+            cluster = build_cluster(_sim_args(r, 1))
+            assert cluster.perf().kv_capacity_tokens(0.95) >= r.isl + r.osl, r.id
+        else:
+            assert r.prefill is not None
+            assert r.decode is not None
+            pre, dec, xfer = pool_step_models(
+                resolve_model(r.model),
+                resolve_gpu(r.system),
+                Parallelism(r.prefill.tp, r.prefill.attention_dp, r.prefill.ep),
+                Parallelism(r.decode.tp, r.decode.attention_dp, r.decode.ep),
+                engine=r.engine,
+                weights_dtype=r.precision,
+                kv_dtype=r.kv_dtype,
+            )
+            try:
+                assert dec.kv_capacity_tokens(0.95) > 0
+            except PlanError:  # a decode rank too small to hold the weights would be a normalisation bug
+                pytest.fail(f"{r.id}: decode pool does not fit")
+            assert pre.step_ns([(r.isl, 0)], 0, 0) > 0
+            assert xfer.ns(r.isl) > 0
+    # a handful end to end: one per engine
+    seen: set[str] = set()
+    for key in sorted(configs):
+        r = configs[key][0]
+        if r.agg is None or r.engine in seen or r.concurrency > 64:
+            continue
+        seen.add(r.engine)
+        out = run_sim(_sim_args(r, 3 * r.concurrency))
+        assert out.summary["requests"]["completed"] == 3 * r.concurrency
+        assert out.summary["ttft_ms"]["mean"] > 0
+    assert seen == {"vllm", "sglang", "trtllm"}
