@@ -17,6 +17,11 @@ twin_app = command_app(
 )
 
 
+@twin_app.callback()
+def _twin_group() -> None:
+    """The calibrated digital twin (a group, so that ``twin check`` stays a subcommand while it is the only one)."""
+
+
 def calibrate(
     url: str | None = typer.Option(None, "--url", help="The server to probe (an OpenAI-compatible vLLM)."),
     model: str | None = typer.Option(None, "--model", help="Model name (default: the first listed)."),

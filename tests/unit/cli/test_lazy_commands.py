@@ -67,3 +67,21 @@ def test_vllm_bench_flag_aliases(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(["bench", "--max-concurrency", "2", "--rate", "3", "--num-prompts", "3"], capsys)
     assert code == 1
     assert "exclude each other" in err
+
+
+#: command → its subcommands, each reachable as ``tailscope COMMAND SUB`` (a group with one subcommand must not
+#: collapse into that subcommand: ``tailscope twin check`` once broke that way).
+SUBCOMMANDS = {
+    "runs": ["list", "show", "export"],
+    "plan": ["kv", "estimate", "capacity", "cost", "budget"],
+    "trace": ["analyze"],
+    "twin": ["check"],
+}
+
+
+@pytest.mark.parametrize("name", list(SUBCOMMANDS))
+def test_groups_keep_their_subcommands(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for sub in SUBCOMMANDS[name]:
+        code, out, err = run_main([name, sub, "--help"], capsys)
+        assert code == 0, (name, sub, err)
+        assert f"tailscope {name} {sub}" in out
