@@ -254,6 +254,7 @@ def finish_bench(
     t0_ns: int,
     extra_warnings: tuple[str, ...] = (),
     extra_summary: dict[str, Any] | None = None,
+    scraper: Scraper | None = None,
 ) -> BenchResult:
     """Summarize the records, finish the run in the store and build the result.
 
@@ -265,6 +266,7 @@ def finish_bench(
     extra_warnings = (
         extra_warnings
         + store.warnings
+        + (scraper.warnings() if scraper is not None else ())
         + saturation_check(
             records,
             cfg.saturation_windows,
@@ -279,7 +281,7 @@ def finish_bench(
         run=replace(run, status=status),
         status=status,
         summary=summary,
-        server=summarize_server(samples),
+        server={**summarize_server(samples), "scrapes": scraper.outcome()} if scraper else summarize_server(samples),
         records=records,
         signal_name=signal_name,
         store_path=store.path,
@@ -403,4 +405,5 @@ async def run_bench(
             t0_ns=t0,
             extra_warnings=ts.warnings,
             extra_summary={"mixed": mixed_summary} if mixed_summary else None,
+            scraper=scraper,
         )

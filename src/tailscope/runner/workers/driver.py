@@ -436,4 +436,5 @@ async def run_bench_distributed(
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
             },
+            scraper=scraper,
         )
