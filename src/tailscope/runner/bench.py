@@ -35,12 +35,13 @@ from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSamp
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
-from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight
+from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight, preflight_template
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
 from tailscope.workload.profile import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
+from tailscope.workload.template import RequestTemplate
 
 if TYPE_CHECKING:
     from tailscope.store.runs import RunStore
@@ -85,6 +86,23 @@ class BenchConfig:
     saturation_windows: tuple[tuple[float, float], ...] | None = None
     http_client: str = "raw"  # raw (lean asyncio HTTP/1.1, stamps at the socket) | aiohttp
     lengths: tuple[LengthBound, ...] = ()  # the workload's length distributions, checked against the served context
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
+    class_extra_body: dict[str, dict[str, Any]] = field(default_factory=dict)  # per class, over extra_body
+    headers: tuple[tuple[str, str], ...] = ()  # extra request headers (values never stored)
+    template: RequestTemplate | None = None  # a non-OpenAI API (None: OpenAI-compatible)
+
+    def client_options(self, model: str) -> ClientOptions:
+        """How this run's requests are shaped, for ``model``."""
+        return ClientOptions(
+            endpoint=self.endpoint,
+            model=model,
+            ignore_eos=self.ignore_eos,
+            continuous_usage=self.continuous_usage,
+            extra_body=self.extra_body,
+            headers=self.headers,
+            template=self.template,
+            class_extra_body=self.class_extra_body,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +227,10 @@ async def open_target(
         auth_header=_auth_header(cfg.api_key_env),
     )
     stack.push_async_callback(transport.close)
-    info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
+    if cfg.template is not None:
+        info = await preflight_template(base_url, cfg.model)
+    else:
+        info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
     warnings = check_context(cfg.lengths, info.max_model_len, info.model)
     for mixed in cfg.mixed_traffic:
         await check_reachable(mixed.name, mixed.url)
@@ -354,12 +375,7 @@ async def run_bench(
 
         synth = PromptSynthesizer(load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None, nonce=cfg.prompt_nonce)
         count_tokens = synth.counter()
-        opts = ClientOptions(
-            endpoint=cfg.endpoint,
-            model=ts.target.model,
-            ignore_eos=cfg.ignore_eos,
-            continuous_usage=cfg.continuous_usage,
-        )
+        opts = cfg.client_options(ts.target.model)
         gen = LoadGenerator(
             transport,
             opts,

@@ -135,28 +135,49 @@ async def preflight(
     return PreflightInfo(models=models, model=model, max_model_len=_max_model_len(doc, model))
 
 
+async def preflight_template(base_url: str, model: str | None, *, timeout_s: float = 10.0) -> PreflightInfo:
+    """A request template's target has no model list to read: check that it accepts connections.
+
+    Raises:
+        TargetError: naming the URL and why the connection failed.
+    """
+    reason = await _connect_problem(base_url, timeout_s)
+    if reason is not None:
+        raise TargetError(f"cannot connect to {base_url} ({reason}); is the application running and the URL right?")
+    return PreflightInfo(models=(), model=model or "")
+
+
+async def _connect_problem(url: str, timeout_s: float) -> str | None:
+    """Why a TCP connection to ``url``'s host and port fails, or None when it opens."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, TimeoutError) as exc:
+        if isinstance(exc, TimeoutError):
+            return f"no answer within {timeout_s:g} s"
+        return exc.strerror or str(exc)
+    writer.close()
+    return None
+
+
 async def check_reachable(name: str, url: str, *, timeout_s: float = 3.0) -> None:
     """Open (and close) a TCP connection to a mixed-traffic target, so an unreachable one fails before any load.
 
     Raises:
         ConfigError: naming the target, its URL and why the connection failed.
     """
-    import asyncio
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    host = parts.hostname
-    if parts.scheme not in ("http", "https") or not host:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"mixed_traffic {name!r}: {url!r} is not an http(s) URL")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    except (OSError, TimeoutError) as exc:
-        if isinstance(exc, TimeoutError):
-            reason = f"no answer within {timeout_s:g} s"
-        else:
-            reason = exc.strerror or str(exc)
+    reason = await _connect_problem(url, timeout_s)
+    if reason is not None:
         raise ConfigError(
             f"mixed_traffic {name!r}: cannot connect to {url} ({reason}); start it or remove it from the profile"
-        ) from None
-    writer.close()
+        )

@@ -61,6 +61,7 @@ class TruthLog:
     completed: int = 0
     authorization: list[str] = field(default_factory=list)  # Authorization headers seen (tests of key handling)
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every request body received, in arrival order
+    headers: list[dict[str, str]] = field(default_factory=list)  # every request's headers, in arrival order
 
 
 class _App:
@@ -110,6 +111,7 @@ class _App:
         body: dict[str, Any] = await request.json()
         if cfg.log:
             self.truth.bodies.append(body)
+            self.truth.headers.append(dict(request.headers))
         if "Authorization" in request.headers:
             self.truth.authorization.append(request.headers["Authorization"])
         rid = f"cmpl-{next(self._ids)}"
@@ -169,6 +171,48 @@ class _App:
         await resp.write_eof()
         return resp
 
+    async def app_api(self, request: web.Request) -> web.StreamResponse:
+        """A non-OpenAI application API (``POST /api/generate``): ``{"query", "history", "limit"}`` in; SSE
+        ``{"delta": {"text"}}`` events and a final ``{"done": true, "usage": {...}}`` out (``?format=ndjson``: the
+        same objects one per line; ``?format=json``: one ``{"answer", "usage"}`` body)."""
+        arrived = time.perf_counter_ns()
+        cfg = self.cfg
+        body: dict[str, Any] = await request.json()
+        if cfg.log:
+            self.truth.bodies.append(body)
+            self.truth.headers.append(dict(request.headers))
+        rid = f"app-{next(self._ids)}"
+        n = int(body.get("limit") or 16)
+        fmt = request.query.get("format", "sse")
+        times: list[int] = []
+        if cfg.log:
+            self.truth.arrived_ns[rid] = arrived
+            self.truth.token_ns[rid] = times
+        usage = {"input_tokens": len(str(body.get("query", "")).split()), "output_tokens": n}
+        if fmt == "json":
+            await self._sleep_until(arrived + int((cfg.ttft_ms + (n - 1) * cfg.itl_ms) * 1e6))
+            times.append(time.perf_counter_ns())
+            self.truth.completed += 1
+            return web.json_response({"answer": "tok " * n, "usage": usage})
+        ctype = "application/x-ndjson" if fmt == "ndjson" else "text/event-stream"
+        resp = web.StreamResponse(headers={"Content-Type": ctype, "x-request-id": rid})
+        await resp.prepare(request)
+
+        def frame(obj: dict[str, Any]) -> bytes:
+            text = json.dumps(obj)
+            return (text + "\n").encode() if fmt == "ndjson" else f"data: {text}\n\n".encode()
+
+        deadline = arrived + int(cfg.ttft_ms * 1e6)
+        for _ in range(n):
+            deadline = await self._sleep_until(deadline)
+            times.append(time.perf_counter_ns())
+            await resp.write(frame({"delta": {"text": "tok "}}))
+            deadline += int(cfg.itl_ms * 1e6)
+        await resp.write(frame({"done": True, "usage": usage}))
+        self.truth.completed += 1
+        await resp.write_eof()
+        return resp
+
 
 def _count_prompt(body: dict[str, Any]) -> int:
     if "messages" in body:
@@ -196,6 +240,7 @@ def build_app(cfg: ScriptedConfig) -> tuple[web.Application, _App]:
     app.router.add_get("/metrics", state.metrics)
     app.router.add_post("/v1/chat/completions", state.completions)
     app.router.add_post("/v1/completions", state.completions)
+    app.router.add_post("/api/generate", state.app_api)
     return app, state
 
 
