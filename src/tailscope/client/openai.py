@@ -12,7 +12,7 @@ import asyncio
 import errno
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -43,6 +43,7 @@ class ClientOptions:
         model: the model name sent in every request.
         ignore_eos: send vLLM/SGLang's ``ignore_eos`` so outputs run to ``max_tokens``.
         continuous_usage: ask vLLM for usage on every chunk (``stream_options.continuous_usage_stats``).
+        stream_options: send ``stream_options`` (usage in the stream); off for servers that refuse it.
         extra_body: extra JSON fields merged into every request body (sampling parameters, tools, reasoning
             options, …); a request's class may add its own on top.
         headers: extra request headers sent with every request.
@@ -54,6 +55,7 @@ class ClientOptions:
     model: str = ""
     ignore_eos: bool = True
     continuous_usage: bool = True
+    stream_options: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
     headers: tuple[tuple[str, str], ...] = ()
     template: RequestTemplate | None = None
@@ -96,10 +98,11 @@ def build_body(
         body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
-    stream_options: dict[str, Any] = {"include_usage": True}
-    if opts.continuous_usage:
-        stream_options["continuous_usage_stats"] = True
-    body["stream_options"] = stream_options
+    if opts.stream_options:
+        stream_options: dict[str, Any] = {"include_usage": True}
+        if opts.continuous_usage:
+            stream_options["continuous_usage_stats"] = True
+        body["stream_options"] = stream_options
     if opts.ignore_eos:
         body["ignore_eos"] = True
     if opts.extra_body:
@@ -107,6 +110,19 @@ def build_body(
     if extra_body:
         body.update(extra_body)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def without_extensions(opts: ClientOptions, refused: frozenset[str]) -> ClientOptions:
+    """``opts`` without the API extensions a server refused (``ignore_eos``, ``continuous_usage_stats``,
+    ``stream_options``)."""
+    if not refused:
+        return opts
+    return replace(
+        opts,
+        ignore_eos=opts.ignore_eos and "ignore_eos" not in refused,
+        continuous_usage=opts.continuous_usage and "continuous_usage_stats" not in refused,
+        stream_options=opts.stream_options and "stream_options" not in refused,
+    )
 
 
 def classify_status(status: int) -> ErrorClass:
@@ -170,6 +186,7 @@ class _State:
         "chunk_tokens",
         "completion_tokens",
         "done",
+        "finished",
         "first_event",
         "input_tokens",
         "last_usage_completion",
@@ -191,6 +208,7 @@ class _State:
         self.usage_per_chunk = False
         self.request_id: str | None = None
         self.done = False
+        self.finished = False  # a choice carried finish_reason: the answer is whole even if no [DONE] follows
 
 
 async def execute(
@@ -271,6 +289,8 @@ async def execute(
                     if not st.done:
                         consume(parser.close_data(), clock.now_ns() - t0_ns, st, count_tokens)
                     st.stream_end = clock.now_ns() - t0_ns
+                    if st.finished:
+                        st.done = True  # ended cleanly after finish_reason (transformers serve sends no [DONE])
                     if tpl is not None and tpl.ends_with_body():
                         st.done = True  # no end marker: a body that ended is a whole answer
                     if not st.done:
@@ -387,6 +407,8 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
                 raise _ServerErrorEvent(f"server sent an error event: {msg}")
             continue
         c0 = choices[0]
+        if c0.get("finish_reason"):
+            st.finished = True
         delta = c0.get("delta")
         if delta is not None:
             text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")

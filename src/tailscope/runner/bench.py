@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
-from tailscope.client.openai import ClientOptions, Timeouts
+from tailscope.client.openai import ClientOptions, Timeouts, build_body, without_extensions
 from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
@@ -35,7 +35,15 @@ from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSamp
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
-from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight, preflight_template
+from tailscope.runner.preflight import (
+    ACCEPTS_EXTENSIONS,
+    LengthBound,
+    check_context,
+    check_reachable,
+    preflight,
+    preflight_template,
+    probe_dialect,
+)
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
 from tailscope.workload.profile import MixedTarget
@@ -90,6 +98,19 @@ class BenchConfig:
     class_extra_body: dict[str, dict[str, Any]] = field(default_factory=dict)  # per class, over extra_body
     headers: tuple[tuple[str, str], ...] = ()  # extra request headers (values never stored)
     template: RequestTemplate | None = None  # a non-OpenAI API (None: OpenAI-compatible)
+    stream_options: bool = True  # send stream_options (usage in the stream)
+    probe_dialect: bool = True  # probe which extensions a (non-built-in) server accepts before the run
+
+    def without(self, refused: frozenset[str]) -> BenchConfig:
+        """This config with the extensions the server refused turned off."""
+        if not refused:
+            return self
+        return replace(
+            self,
+            ignore_eos=self.ignore_eos and "ignore_eos" not in refused,
+            continuous_usage=self.continuous_usage and "continuous_usage_stats" not in refused,
+            stream_options=self.stream_options and "stream_options" not in refused,
+        )
 
     def client_options(self, model: str) -> ClientOptions:
         """How this run's requests are shaped, for ``model``."""
@@ -98,6 +119,7 @@ class BenchConfig:
             model=model,
             ignore_eos=self.ignore_eos,
             continuous_usage=self.continuous_usage,
+            stream_options=self.stream_options,
             extra_body=self.extra_body,
             headers=self.headers,
             template=self.template,
@@ -199,6 +221,7 @@ class TargetSession:
     target: Target
     metrics_url: str | None
     warnings: tuple[str, ...] = ()  # what preflight found worth saying in the run's summary
+    refused: frozenset[str] = frozenset()  # API extensions the server refused (sent without them)
 
 
 async def open_target(
@@ -232,6 +255,15 @@ async def open_target(
     else:
         info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
     warnings = check_context(cfg.lengths, info.max_model_len, info.model)
+    refused: frozenset[str] = frozenset()
+    if not builtin and cfg.template is None and cfg.probe_dialect and info.owned_by not in ACCEPTS_EXTENSIONS:
+        probe = cfg.client_options(info.model)
+
+        def body_for(dropped: frozenset[str]) -> bytes:
+            return build_body(without_extensions(probe, dropped), "Say hi.", 1)
+
+        refused, said = await probe_dialect(transport, probe.path, body_for)
+        warnings = (*warnings, *said)
     for mixed in cfg.mixed_traffic:
         await check_reachable(mixed.name, mixed.url)
     target = Target(url=base_url, model=info.model, endpoint=cfg.endpoint, builtin=builtin, description=description)
@@ -241,7 +273,12 @@ async def open_target(
     if metrics_url == "auto":
         metrics_url = base_url + "/metrics" if await probe_metrics(transport, base_url + "/metrics") else None
     return TargetSession(
-        base_url=base_url, transport=transport, target=target, metrics_url=metrics_url, warnings=warnings
+        base_url=base_url,
+        transport=transport,
+        target=target,
+        metrics_url=metrics_url,
+        warnings=warnings,
+        refused=refused,
     )
 
 
@@ -254,7 +291,12 @@ def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
         started_at=utc_now_iso(),
         target=ts.target,
         seed=cfg.seed,
-        settings={**cfg.settings, "metrics_url": ts.metrics_url, **settings},
+        settings={
+            **cfg.settings,
+            "metrics_url": ts.metrics_url,
+            **({"server_refused": sorted(ts.refused)} if ts.refused else {}),
+            **settings,
+        },
         profile=cfg.profile_name,
         sweep_id=cfg.sweep_id,
         host=host_facts(),
@@ -359,6 +401,7 @@ async def run_bench(
     writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
     async with AsyncExitStack() as stack:
         ts = await open_target(cfg, stack, on_target)
+        cfg = cfg.without(ts.refused)
         transport, metrics_url = ts.transport, ts.metrics_url
         run = new_run(cfg, ts)
         writer.begin(run)

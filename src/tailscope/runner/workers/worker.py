@@ -166,6 +166,7 @@ class WorkerCore:
             model=s["model"],
             ignore_eos=bool(s["ignore_eos"]),
             continuous_usage=bool(s["continuous_usage"]),
+            stream_options=bool(s.get("stream_options", True)),
             extra_body=dict(s.get("extra_body") or {}),
             headers=tuple((str(k), str(v)) for k, v in s.get("headers") or ()),
             template=RequestTemplate.from_wire(tpl) if tpl else None,
