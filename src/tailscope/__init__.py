@@ -16,6 +16,8 @@ _EXPORTS: dict[str, str] = {
     "AlertRules": "tailscope.verify.alerts",
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
+    "BudgetPlan": "tailscope.plan.budget",
+    "CapacityResult": "tailscope.api.plan",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
     "CollectResult": "tailscope.api.trace",
@@ -23,16 +25,20 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "tailscope.errors",
     "Contract": "tailscope.verify.contract",
     "ContractError": "tailscope.errors",
+    "CostPlan": "tailscope.plan.napkin",
     "Diagnosis": "tailscope.verify.diagnose",
     "ErrorClass": "tailscope.records",
+    "Estimate": "tailscope.plan.estimate",
     "FindMaxOutcome": "tailscope.runner.sweep_run",
     "Finding": "tailscope.verify.findings",
     "GateResult": "tailscope.verify.evaluate",
     "IngestResult": "tailscope.api.trace",
     "InternalError": "tailscope.errors",
     "Interrupted": "tailscope.errors",
+    "KvPlan": "tailscope.plan.kv",
     "LengthDist": "tailscope.workload.lengths",
     "LoadShape": "tailscope.workload.simple",
+    "NapkinCapacity": "tailscope.plan.napkin",
     "NotFoundError": "tailscope.errors",
     "PlanError": "tailscope.errors",
     "ProfileError": "tailscope.errors",
@@ -87,6 +93,12 @@ _EXPORTS: dict[str, str] = {
     "load_run": "tailscope.api.verify",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
+    "plan_budget": "tailscope.api.plan",
+    "plan_capacity": "tailscope.api.plan",
+    "plan_cost": "tailscope.api.plan",
+    "plan_estimate": "tailscope.api.plan",
+    "plan_kv": "tailscope.api.plan",
+    "plan_napkin": "tailscope.api.plan",
     "repair_store": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
     "show_run": "tailscope.api.runs",
@@ -105,6 +117,8 @@ __all__ = [
     "AlertRules",
     "BenchOptions",
     "BenchResult",
+    "BudgetPlan",
+    "CapacityResult",
     "CatalogError",
     "CheckResult",
     "CollectResult",
@@ -112,16 +126,20 @@ __all__ = [
     "ConfigError",
     "Contract",
     "ContractError",
+    "CostPlan",
     "Diagnosis",
     "ErrorClass",
+    "Estimate",
     "FindMaxOutcome",
     "Finding",
     "GateResult",
     "IngestResult",
     "InternalError",
     "Interrupted",
+    "KvPlan",
     "LengthDist",
     "LoadShape",
+    "NapkinCapacity",
     "NotFoundError",
     "PlanError",
     "ProfileError",
@@ -177,6 +195,12 @@ __all__ = [
     "load_run",
     "parse_length_spec",
     "parse_slo",
+    "plan_budget",
+    "plan_capacity",
+    "plan_cost",
+    "plan_estimate",
+    "plan_kv",
+    "plan_napkin",
     "repair_store",
     "report_html",
     "show_run",
@@ -206,6 +230,15 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.plan import (
+        CapacityResult,
+        plan_budget,
+        plan_capacity,
+        plan_cost,
+        plan_estimate,
+        plan_kv,
+        plan_napkin,
+    )
     from tailscope.api.report import report_html, write_report
     from tailscope.api.runs import (
         RunListing,
@@ -252,6 +285,10 @@ if TYPE_CHECKING:
     from tailscope.metrics.percentiles import Stats, compute_stats
     from tailscope.metrics.slo import Slo, parse_slo
     from tailscope.metrics.summary import RunSummary, summarize
+    from tailscope.plan.budget import BudgetPlan
+    from tailscope.plan.estimate import Estimate
+    from tailscope.plan.kv import KvPlan
+    from tailscope.plan.napkin import CostPlan, NapkinCapacity
     from tailscope.records import (
         ErrorClass,
         RequestCounts,
