@@ -4,7 +4,7 @@ twin.
 
 The probe and the check send real load to the server; nothing is written unless asked: the probe's and the check's
 bench runs go to ``store=`` when given, and the twin file to ``out=`` when given. The method (the probe's ladders,
-the prediction interval, the anchors) is described in ``docs/twin.md``.
+the prediction interval, the anchors) is described in ``docs/engine.md``.
 """
 
 from __future__ import annotations
