@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,25 +89,16 @@ def sim_result(out: SimOutcome, *, interval: Any = None, store: RunStore | None 
     )
 
 
-def sim_args(values: dict[str, Any], explicit: Collection[str] | None) -> SimArgs:
-    """The simulator's arguments from :func:`simulate`'s keywords (``explicit``: those that override a profile)."""
-    defaults = SimArgs()
-    names = {
-        "model", "gpu", "tp", "replicas", "ep", "attention_dp", "weights_dtype", "kv_dtype", "max_num_seqs",
-        "max_num_batched_tokens", "gpu_memory_utilization", "prefix_caching", "router", "concurrency", "rate",
-        "arrival", "burstiness", "requests", "duration", "input_tokens", "output_tokens", "warmup", "seed",
-    }  # fmt: skip
-    kw = {n: values[n] for n in names}
-    kw["input_tokens"], kw["output_tokens"] = str(kw["input_tokens"]), str(kw["output_tokens"])
-    files = ("calibration", "gpu_file", "autoscale")
-    paths: dict[str, Any] = {n: Path(values[n]) if values[n] is not None else None for n in files}
-    profile = Path(values["profile"]) if values["profile"] is not None else None
-    slo = tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in values["slo"])
-    if explicit is None:  # the options given a value other than their default override the profile's fields
-        explicit = {n for n in names if kw[n] != getattr(defaults, n)}
-        explicit |= {"slo"} if slo else set()
-    return SimArgs(**kw, **paths, profile=profile, backend=values["engine"], slo=slo, store=False,
-                   explicit=frozenset(explicit))  # fmt: skip
+#: the options a profile's fields can be overridden by
+_PROFILE_OPTIONS = (
+    "model", "gpu", "tp", "replicas", "ep", "attention_dp", "weights_dtype", "kv_dtype", "max_num_seqs",
+    "max_num_batched_tokens", "gpu_memory_utilization", "prefix_caching", "router", "concurrency", "rate",
+    "arrival", "burstiness", "requests", "duration", "input_tokens", "output_tokens", "warmup", "seed", "slo",
+)  # fmt: skip
+
+
+def _path(value: PathLike | None) -> Path | None:
+    return Path(value) if value is not None else None
 
 
 @public
@@ -176,7 +167,20 @@ def simulate(
         ConfigError: a bad option, naming its flag. CatalogError: an unknown model or GPU. PlanError: the model does
         not fit the GPUs.
     """
-    args = sim_args(locals(), explicit)
+    args = SimArgs(
+        model=model, gpu=gpu, tp=tp, replicas=replicas, backend=engine, ep=ep, attention_dp=attention_dp,
+        weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+        prefix_caching=prefix_caching, router=router, calibration=_path(calibration), gpu_file=_path(gpu_file),
+        autoscale=_path(autoscale), profile=_path(profile), concurrency=concurrency, rate=rate, arrival=arrival,
+        burstiness=burstiness, requests=requests, duration=duration, input_tokens=str(input_tokens),
+        output_tokens=str(output_tokens), warmup=warmup, seed=seed,
+        slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), store=False,
+    )  # fmt: skip
+    if explicit is None:  # the options given a value other than their default override the profile's fields
+        default = SimArgs()
+        explicit = {n for n in _PROFILE_OPTIONS if getattr(args, n) != getattr(default, n)}
+    args = replace(args, explicit=frozenset(explicit))
     rs = open_store(store)
     from tailscope.io.calibration import load_calibration
 
