@@ -298,14 +298,15 @@ def plan_capacity(
             store=False,
             explicit=frozenset({"rate", "requests", "arrival"}),
         )
-        out = run_sim(args)
-        checks = out.summary.get("slo") or []
-        counts = out.summary.get("requests") or {}
+        summary = run_sim(args).run_summary
+        if summary is None:  # no request finished at all
+            return SimCheck(passed=False, observed={})
+        checks = summary.slo
         return SimCheck(
-            passed=bool(checks) and all(c["passed"] for c in checks) and counts.get("failed", 0) == 0,
-            observed={c["slo"]: c["observed_ms"] for c in checks},
-            requests=counts.get("total", 0),
-            goodput_rps=out.summary.get("goodput_rps"),
+            passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0,
+            observed={c.slo.key: c.observed_ms for c in checks},
+            requests=summary.requests.total,
+            goodput_rps=summary.goodput_rps,
         )
 
     t0 = time.perf_counter()
