@@ -111,6 +111,8 @@ async def bench_async(
     dataset_min_input: int | None = None,
     dataset_max_input: int | None = None,
     same_prompts: bool = False,
+    trace_context: str | float | bool = "off",
+    tracestate: str | None = None,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

@@ -43,6 +43,7 @@ class ClientOptions:
         ignore_eos: send vLLM/SGLang's ``ignore_eos`` so outputs run to ``max_tokens``.
         continuous_usage: ask vLLM for usage on every chunk (``stream_options.continuous_usage_stats``).
         extra_body: extra JSON fields merged into every request body.
+        tracestate: W3C ``tracestate`` sent beside ``traceparent`` on traced requests (``None`` = not sent).
     """
 
     endpoint: str = "chat"
@@ -50,6 +51,7 @@ class ClientOptions:
     ignore_eos: bool = True
     continuous_usage: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    tracestate: str | None = None
 
     @property
     def path(self) -> str:
@@ -80,6 +82,19 @@ def build_body(opts: ClientOptions, prompt: str | list[dict[str, str]], max_toke
     if opts.extra_body:
         body.update(opts.extra_body)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def request_headers(opts: ClientOptions, trace_id: str | None, span_id: str | None) -> dict[str, str]:
+    """The request's headers: JSON, plus W3C ``traceparent`` (sampled flag set) and ``tracestate`` when traced."""
+    if trace_id is None or span_id is None:
+        return _JSON_HEADERS
+    headers = {"Content-Type": "application/json", "traceparent": f"00-{trace_id}-{span_id}-01"}
+    if opts.tracestate:
+        headers["tracestate"] = opts.tracestate
+    return headers
 
 
 def classify_status(status: int) -> ErrorClass:
@@ -185,6 +200,8 @@ async def execute(
     shared_prefix: bool = False,
     input_tokens_hint: int | None = None,
     worker: int = 0,
+    trace_id: str | None = None,
+    span_id: str | None = None,
 ) -> Outcome:
     """Send one streaming request and measure it.
 
@@ -192,11 +209,14 @@ async def execute(
         scheduled_ns: intended send time, ns since run start (``t0_ns``).
         count_tokens: a local tokenizer's counter, used when the server does not report usage per chunk.
         input_tokens_hint: the synthesized prompt length, kept when the server reports no usage.
+        trace_id, span_id: W3C trace context sent as ``traceparent`` (both precomputed in the schedule), kept in
+            the record; ``None`` sends none.
 
     Returns:
         The record (never raises for server or network faults; cancellation yields an ``incomplete`` record).
     """
     body = build_body(opts, prompt, max_tokens)
+    headers = request_headers(opts, trace_id, span_id)
     st = _State()
     sent_ns = clock.now_ns() - t0_ns
     status = Status.OK
@@ -208,7 +228,7 @@ async def execute(
     deadline_total = loop.time() + timeouts.total_s
     try:
         async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
-            async with transport.post(opts.path, body, {"Content-Type": "application/json"}) as resp:
+            async with transport.post(opts.path, body, headers) as resp:
                 http_status = resp.status
                 st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:
@@ -303,6 +323,8 @@ async def execute(
         stream_end_ns=st.stream_end,
         first_event_ns=st.first_event,
         worker=worker,
+        trace_id=trace_id,
+        span_id=span_id,
     )
     return Outcome(record=record, text="".join(st.texts))
 

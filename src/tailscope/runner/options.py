@@ -75,6 +75,10 @@ class BenchOptions:
         same_prompts: send the same prompt text as every other ``same_prompts`` run with this seed (warm caches on
             purpose); by default each run's text is its own (cold caches), while lengths, classes and arrivals still
             follow the seed.
+        trace_context: send a W3C ``traceparent`` on requests: ``"off"`` (default), ``"on"`` (every request) or a
+            ratio in (0, 1] (``0.1`` or ``"0.1"``: that share, drawn from the seed so it repeats); the trace id and
+            client span id become fields of each traced record (``tailscope trace join`` keys on them).
+        tracestate: a W3C ``tracestate`` value sent beside ``traceparent`` (traced requests only).
     """
 
     url: str | None = None
@@ -115,6 +119,8 @@ class BenchOptions:
     dataset_min_input: int | None = None
     dataset_max_input: int | None = None
     same_prompts: bool = False
+    trace_context: str | float | bool = "off"
+    tracestate: str | None = None
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

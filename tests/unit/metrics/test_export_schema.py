@@ -133,6 +133,7 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
     summary["workers"] = worker_rows(states, records)
     summary["lost"] = lost_share(states, None, 4)
     summary["bottleneck_workers"] = []
+    summary["trace_context"] = {"ratio": 1.0, "traced": 20, "t0_unix_ns": 0}
     summary["dialects"] = {"vllm": summarize_dialect(records, "vllm")}
     opts = BenchOptions(url="http://127.0.0.1:9", requests=10, slo=("ttft_p99=1s",))
     cfg = resolve(opts).config

@@ -134,6 +134,7 @@ def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: i
         "timeouts": [cfg.timeouts.connect_s, cfg.timeouts.first_token_s, cfg.timeouts.total_s],
         "tokenizer": cfg.tokenizer,
         "prompt_nonce": cfg.prompt_nonce,
+        "tracestate": cfg.tracestate,
         "auth_header": _auth_header(cfg.api_key_env),
         "concurrency": slots,
         "duration_s": d.duration_s,

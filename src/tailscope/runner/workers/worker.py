@@ -164,6 +164,7 @@ class WorkerCore:
             model=s["model"],
             ignore_eos=bool(s["ignore_eos"]),
             continuous_usage=bool(s["continuous_usage"]),
+            tracestate=s.get("tracestate"),
         )
         self._gen = FedGenerator(
             self._transport,
