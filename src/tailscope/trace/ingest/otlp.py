@@ -152,7 +152,7 @@ def otlp_proto_request(data: bytes, ctx: ParseContext) -> Any:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:  # pragma: no cover - depends on the environment
         raise TraceFormatError(
-            f"{ctx.source}: OTLP protobuf needs the opentelemetry-proto package (a tailscope dependency): reinstall tailscope"
+            f"{ctx.source}: OTLP protobuf needs opentelemetry-proto (a tailscope dependency): reinstall tailscope"
         ) from None
     try:
         return ExportTraceServiceRequest.FromString(data)
