@@ -436,5 +436,11 @@ async def run_bench_distributed(
                 "workers": rows,
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
+                # each worker's clock has its own offset: no run-wide Unix start, so the join checks no bracket
+                **(
+                    {"trace_context": {"ratio": cfg.trace_ratio, "traced": sum(1 for r in records if r.trace_id)}}
+                    if cfg.trace_ratio > 0
+                    else {}
+                ),
             },
         )
