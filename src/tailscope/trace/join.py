@@ -16,7 +16,9 @@ tree), ``inference``
     layer of the span that owns each instant; the engine's span is split further:
 ``queue``, ``prefill``, ``decode``
     from the engine span's attributes (vLLM's ``gen_ai.latency.time_in_queue``, ``…time_in_model_prefill``,
-    ``…time_in_model_decode``, placed back from ``…time_to_first_token``);
+    ``…time_in_model_decode``, placed back from ``…time_to_first_token``; spans below it are split by the same
+    figures), or, for an engine that reports its phases as child spans, inference-layer spans named like them
+    (``queue``/``waiting``/``schedul…``, ``prefill``, ``decode``);
 ``frontend``
     what is left of the engine's span: its API server (receiving, tokenizing, handing to the engine core,
     detokenizing, the stream's end).
@@ -32,6 +34,7 @@ the network time is also split by direction (``network_request_ns`` / ``network_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +60,9 @@ PARTS: tuple[str, ...] = (
     "unexplained",
 )
 _LAYER_PART = {"network": "network_internal"}
+#: phase spans of an engine that reports them as children (inference-layer spans named so)
+_PREFILL_NAME = re.compile(r"(?i)prefill")
+_PHASE_NAME = re.compile(r"(?i)(?P<queue>queue|waiting|schedul)|(?P<prefill>prefill)|(?P<decode>decode)")
 TTFT_KEY = "gen_ai.latency.time_to_first_token"
 QUEUE_KEY = "gen_ai.latency.time_in_queue"
 PREFILL_KEY = "gen_ai.latency.time_in_model_prefill"
@@ -252,13 +258,32 @@ def server_parts(
     """The parts of the server's window ``[lo, hi)`` (they sum to ``hi − lo``)."""
     parts: dict[str, int] = {}
     for span, a, b in window_path(root, kids, lo, hi):
-        layer = _LAYER_PART.get(span.layer, span.layer if span.layer in PARTS else "other")
         phases = engines.get(span.span_id)
         if phases:
             _split(parts, a, b, phases, "frontend")
-        else:
-            parts[layer] = parts.get(layer, 0) + (b - a)
+            continue
+        part = _LAYER_PART.get(span.layer, span.layer if span.layer in PARTS else "other")
+        if span.layer == "inference":  # an engine that reports its phases as child spans (by name)
+            m = _PHASE_NAME.search(span.name)
+            if m is not None:
+                part = next(k for k, v in m.groupdict().items() if v is not None)
+        parts[part] = parts.get(part, 0) + (b - a)
     return parts
+
+
+def inherit_phases(
+    tree: Sequence[Span], kids: Mapping[str, Sequence[Span]], engines: dict[str, dict[str, tuple[int, int]]]
+) -> dict[str, dict[str, tuple[int, int]]]:
+    """``engines`` extended to every span below an engine span (its children are split by the engine's figures)."""
+    out = dict(engines)
+    stack = [s for s in tree if s.span_id in engines]
+    while stack:
+        s = stack.pop()
+        for c in kids.get(s.span_id, ()):
+            if c.span_id not in out:
+                out[c.span_id] = out[s.span_id]
+                stack.append(c)
+    return out
 
 
 def fit(parts: Mapping[str, int], total: int) -> dict[str, int]:
@@ -311,14 +336,18 @@ def decompose(
         return NO_SPANS
     kids = _children(spans)
     tree = _subtree(root, kids)
-    engines = {s.span_id: ph for s in tree if (ph := engine_intervals(s))}
-    firsts = [(s.start_ns + (_attr_ns(s, TTFT_KEY) or 0), s.span_id) for s in tree if s.span_id in engines]
+    own = {s.span_id: ph for s in tree if (ph := engine_intervals(s))}
+    engines = inherit_phases(tree, kids, own)
+    firsts = [(s.start_ns + (_attr_ns(s, TTFT_KEY) or 0), s.span_id) for s in tree if s.span_id in own]
     notes: list[str] = []
     start = max(r.sent_ns, r.scheduled_ns)
     client = start - r.scheduled_ns
     ttft = r.first_token_ns - r.scheduled_ns
     skew = False
     server_first = min(firsts)[0] if firsts else None  # the engine's first token (the earliest, if it retried)
+    if server_first is None:  # phases as child spans: the first token leaves when the (last) prefill span ends
+        prefills = [s.end_ns for s in tree if s.layer == "inference" and _PREFILL_NAME.search(s.name)]
+        server_first = max(prefills, default=None)
     # TTFT
     window = r.first_token_ns - start
     if server_first is None or server_first < root.start_ns:

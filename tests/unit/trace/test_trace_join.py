@@ -185,3 +185,18 @@ def test_window_path_tiles_the_window(spans: list[Span], lo: int, width: int) ->
     assert sum(y - x for x, y in pieces) == b - a
     for (_, y0), (x1, _) in itertools.pairwise(pieces):
         assert y0 == x1  # no gap, no overlap
+
+
+def test_an_engine_that_reports_phases_as_child_spans() -> None:
+    eng = Span(TID, "e2" * 8, CSPAN, "generate", T0 + 20 * MS, T0 + 250 * MS, service="sglang", layer="inference")
+    q = Span(TID, "q1" * 8, eng.span_id, "Queue Wait", T0 + 22 * MS, T0 + 40 * MS, service="sglang", layer="inference")
+    pf = Span(TID, "p1" * 8, eng.span_id, "Prefill Forward", T0 + 40 * MS, T0 + 90 * MS, layer="inference")
+    dc = Span(TID, "d1" * 8, eng.span_id, "Decode Forward", T0 + 90 * MS, T0 + 240 * MS, layer="inference")
+    p = decompose(_record(), [eng, q, pf, dc], t0_unix_ns=T0)
+    assert not isinstance(p, str)
+    assert p.ttft_parts_ns["queue"] == 18 * MS
+    assert p.ttft_parts_ns["prefill"] == 50 * MS
+    assert p.ttft_parts_ns["inference"] == 2 * MS  # the engine span's own time before the queue
+    assert p.ttft_parts_ns["network"] == 99 * MS - 70 * MS
+    assert p.e2e_parts_ns["decode"] == 150 * MS
+    assert sum(p.e2e_parts_ns.values()) == p.e2e_ns
