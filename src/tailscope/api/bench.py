@@ -114,6 +114,8 @@ async def bench_async(
     extra_body: Mapping[str, Any] | str | None = None,
     headers: Sequence[str] = (),
     request_template: PathLike | None = None,
+    trace_context: str | float | bool = "off",
+    tracestate: str | None = None,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

@@ -169,6 +169,15 @@ def bench(
         help="Drive a non-OpenAI streaming API: a YAML file with path, body ({{prompt}}, …) and how to read the "
         "answer (docs/workload.md).",
     ),
+    trace_context: str = typer.Option(
+        "off",
+        "--trace-context",
+        help="Send a W3C traceparent: on, off (default) or a ratio such as 0.1 (drawn from the seed); the trace id "
+        "and client span id are kept per request for `tailscope trace join`.",
+    ),
+    tracestate: str | None = typer.Option(
+        None, "--tracestate", help="A W3C tracestate sent with traceparent, e.g. 'vendor=value'."
+    ),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."

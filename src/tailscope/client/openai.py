@@ -49,6 +49,8 @@ class ClientOptions:
         headers: extra request headers sent with every request.
         template: a non-OpenAI API's request shape and answer reader; ``None`` = the OpenAI API.
         class_extra_body: per request class, body fields merged over ``extra_body`` (profile ``extra_body``).
+        extra_body: extra JSON fields merged into every request body.
+        tracestate: W3C ``tracestate`` sent beside ``traceparent`` on traced requests (``None`` = not sent).
     """
 
     endpoint: str = "chat"
@@ -60,6 +62,7 @@ class ClientOptions:
     headers: tuple[tuple[str, str], ...] = ()
     template: RequestTemplate | None = None
     class_extra_body: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tracestate: str | None = None
 
     @property
     def path(self) -> str:
@@ -123,6 +126,21 @@ def without_extensions(opts: ClientOptions, refused: frozenset[str]) -> ClientOp
         continuous_usage=opts.continuous_usage and "continuous_usage_stats" not in refused,
         stream_options=opts.stream_options and "stream_options" not in refused,
     )
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def request_headers(opts: ClientOptions, trace_id: str | None, span_id: str | None) -> dict[str, str]:
+    """The request's headers: JSON, the template's and the user's, plus W3C ``traceparent`` (sampled flag set) and
+    ``tracestate`` when traced."""
+    base = _JSON_HEADERS if opts.template is None and not opts.headers else opts.post_headers()
+    if trace_id is None or span_id is None:
+        return base
+    headers = {**base, "traceparent": f"00-{trace_id}-{span_id}-01"}
+    if opts.tracestate:
+        headers["tracestate"] = opts.tracestate
+    return headers
 
 
 def classify_status(status: int) -> ErrorClass:
@@ -230,6 +248,8 @@ async def execute(
     shared_prefix: bool = False,
     input_tokens_hint: int | None = None,
     worker: int = 0,
+    trace_id: str | None = None,
+    span_id: str | None = None,
 ) -> Outcome:
     """Send one streaming request and measure it.
 
@@ -237,6 +257,8 @@ async def execute(
         scheduled_ns: intended send time, ns since run start (``t0_ns``).
         count_tokens: a local tokenizer's counter, used when the server does not report usage per chunk.
         input_tokens_hint: the synthesized prompt length, kept when the server reports no usage.
+        trace_id, span_id: W3C trace context sent as ``traceparent`` (both precomputed in the schedule), kept in
+            the record; ``None`` sends none.
 
     Returns:
         The record (never raises for server or network faults; cancellation yields an ``incomplete`` record).
@@ -244,6 +266,7 @@ async def execute(
     body = build_body(opts, prompt, max_tokens, opts.class_extra_body.get(request_class))
     tpl = opts.template
     consume = _consume if tpl is None else tpl.consume
+    headers = request_headers(opts, trace_id, span_id)
     st = _State()
     sent_ns = clock.now_ns() - t0_ns
     status = Status.OK
@@ -255,7 +278,7 @@ async def execute(
     deadline_total = loop.time() + timeouts.total_s
     try:
         async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
-            async with transport.post(opts.path, body, opts.post_headers()) as resp:
+            async with transport.post(opts.path, body, headers) as resp:
                 http_status = resp.status
                 st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:
@@ -358,6 +381,8 @@ async def execute(
         stream_end_ns=st.stream_end,
         first_event_ns=st.first_event,
         worker=worker,
+        trace_id=trace_id,
+        span_id=span_id,
     )
     return Outcome(record=record, text="".join(st.texts))
 

@@ -11,6 +11,7 @@ import os
 import platform
 import secrets
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -100,6 +101,8 @@ class BenchConfig:
     template: RequestTemplate | None = None  # a non-OpenAI API (None: OpenAI-compatible)
     stream_options: bool = True  # send stream_options (usage in the stream)
     probe_dialect: bool = True  # probe which extensions a (non-built-in) server accepts before the run
+    trace_ratio: float = 0.0  # share of requests sent with a W3C traceparent (ids precomputed in the request stream)
+    tracestate: str | None = None  # W3C tracestate sent beside traceparent
 
     def without(self, refused: frozenset[str]) -> BenchConfig:
         """This config with the extensions the server refused turned off."""
@@ -124,6 +127,7 @@ class BenchConfig:
             headers=self.headers,
             template=self.template,
             class_extra_body=self.class_extra_body,
+            tracestate=self.tracestate,
         )
 
 
@@ -432,6 +436,7 @@ async def run_bench(
         restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
         t0 = clock.now_ns()
+        t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
         mixed = MixedTraffic(
             cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
         )
@@ -463,6 +468,23 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary={"mixed": mixed_summary} if mixed_summary else None,
+            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary),
             scraper=scraper,
         )
+
+
+def _extra_summary(
+    cfg: BenchConfig, records: list[RequestRecord], t0_unix_ns: int, mixed: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Summary keys beyond RunSummary: mixed traffic, and the trace context (traced count, the run start's Unix
+    time in ns)."""
+    extra: dict[str, Any] = {}
+    if mixed:
+        extra["mixed"] = mixed
+    if cfg.trace_ratio > 0:
+        extra["trace_context"] = {
+            "ratio": cfg.trace_ratio,
+            "traced": sum(1 for r in records if r.trace_id is not None),
+            "t0_unix_ns": t0_unix_ns,
+        }
+    return extra or None

@@ -81,6 +81,10 @@ class BenchOptions:
         headers: extra request headers, ``NAME:VALUE`` each (values are sent, never stored).
         request_template: a YAML/JSON file describing a non-OpenAI streaming API (path, body with ``{{prompt}}``
             placeholders, how to read the answer); see :mod:`tailscope.io.request_template`.
+        trace_context: send a W3C ``traceparent`` on requests: ``"off"`` (default), ``"on"`` (every request) or a
+            ratio in (0, 1] (``0.1`` or ``"0.1"``: that share, drawn from the seed so it repeats); the trace id and
+            client span id become fields of each traced record (``tailscope trace join`` keys on them).
+        tracestate: a W3C ``tracestate`` value sent beside ``traceparent`` (traced requests only).
     """
 
     url: str | None = None
@@ -124,6 +128,8 @@ class BenchOptions:
     extra_body: Mapping[str, Any] | str | None = None
     headers: Sequence[str] = ()
     request_template: PathLike | None = None
+    trace_context: str | float | bool = "off"
+    tracestate: str | None = None
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from tailscope.workload.lengths import empirical, parse_length_spec
 from tailscope.workload.profile import Overrides, Profile, apply_overrides, flag_overrides
 from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds, simple_requests
 from tailscope.workload.spec import RequestSpec
+from tailscope.workload.tracecontext import check_tracestate, parse_trace_context, with_trace_context
 
 #: options that count as "overrides" of a profile, in the order they are stored with the run
 _OVERRIDABLE = (
@@ -65,17 +67,30 @@ def resolve(opts: BenchOptions) -> Resolved:
         raise ConfigError(f"--endpoint {endpoint!r}: use chat or completions")
     if opts.profile is not None and opts.replay is not None:
         raise ConfigError("--profile and --replay exclude each other: a trace already fixes times and lengths")
+    ratio = parse_trace_context(opts.trace_context)
+    tracestate = check_tracestate(opts.tracestate)
+    if tracestate is not None and ratio == 0:
+        raise ConfigError("--tracestate is sent with traceparent only: add --trace-context on (or a ratio)")
     if opts.dataset is not None:
         if opts.profile is not None or opts.replay is not None:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
-        return _dataset(opts)
-    if opts.profile is not None:
+        resolved = _dataset(opts)
+    elif opts.profile is not None:
         if opts.given("rate") and opts.given("concurrency"):
             raise ConfigError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one")
-        return _profile(opts)
-    if opts.replay is not None:
-        return _replay(opts)
-    return _flags(opts)
+        resolved = _profile(opts)
+    elif opts.replay is not None:
+        resolved = _replay(opts)
+    else:
+        resolved = _flags(opts)
+    if ratio == 0:
+        return resolved
+    cfg = resolved.config
+    settings = {**cfg.settings, "trace_context": ratio, "tracestate": tracestate}
+    cfg = replace(cfg, trace_ratio=ratio, tracestate=tracestate, settings=settings)
+    # ids drawn while the stream is produced, ahead of the send path; which requests are traced follows the seed
+    specs = with_trace_context(resolved.specs, ratio, seed=cfg.seed, ids=random.Random(secrets.randbits(64)))
+    return Resolved(cfg, specs, resolved.progress)
 
 
 def _flags(opts: BenchOptions) -> Resolved:

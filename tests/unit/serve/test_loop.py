@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import itertools
+import os
 
 import pytest
 from fake_engine import FakeEngine

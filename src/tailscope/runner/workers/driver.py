@@ -139,6 +139,7 @@ def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: i
         "timeouts": [cfg.timeouts.connect_s, cfg.timeouts.first_token_s, cfg.timeouts.total_s],
         "tokenizer": cfg.tokenizer,
         "prompt_nonce": cfg.prompt_nonce,
+        "tracestate": cfg.tracestate,
         "auth_header": _auth_header(cfg.api_key_env),
         "concurrency": slots,
         "duration_s": d.duration_s,
@@ -441,6 +442,12 @@ async def run_bench_distributed(
                 "workers": rows,
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
+                # each worker's clock has its own offset: no run-wide Unix start, so the join checks no bracket
+                **(
+                    {"trace_context": {"ratio": cfg.trace_ratio, "traced": sum(1 for r in records if r.trace_id)}}
+                    if cfg.trace_ratio > 0
+                    else {}
+                ),
             },
             scraper=scraper,
         )

@@ -171,6 +171,7 @@ class WorkerCore:
             headers=tuple((str(k), str(v)) for k, v in s.get("headers") or ()),
             template=RequestTemplate.from_wire(tpl) if tpl else None,
             class_extra_body={str(k): dict(v) for k, v in (s.get("class_extra_body") or {}).items()},
+            tracestate=s.get("tracestate"),
         )
         self._gen = FedGenerator(
             self._transport,
