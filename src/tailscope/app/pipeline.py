@@ -49,6 +49,7 @@ class Outcome:
     faq_hits: int = 0
     agent_steps: int = 0
     cache_hit: bool = False
+    simple: bool = False
 
 
 class Pipeline:
@@ -145,20 +146,12 @@ class Pipeline:
             self.pool.release(conn)
 
     async def retrieve(self, rng: random.Random, outcome: Outcome) -> list[str]:
-        """Semantic cache, query embedding, the knowledge-base searches and the rerank; returns passages."""
+        """Query embedding, the knowledge-base searches (serial or together) and the rerank; returns passages."""
         p = self.preset
         searches = p.searches[:1] if self.state.degrade == 2 else p.searches
         with self.tracer.span("retrieve", "retrieval", {"gen_ai.operation.name": "retrieval",
                                                          "app.retrieval.parallel": p.parallel_search,
                                                          "app.retrieval.top_k": p.top_k}) as parent:  # fmt: skip
-            if p.semantic_cache:
-                with self.tracer.span("semantic cache lookup", "retrieval") as s:
-                    await self.cost(p.cache_lookup, rng)
-                    outcome.cache_hit = rng.random() < p.cache_hit_rate
-                    s.set("app.cache.hit", outcome.cache_hit)
-                if outcome.cache_hit:
-                    parent.set("app.cache.hit", True)
-                    return [f"cached passage {k}" for k in range(3)]
             with self.tracer.span("embed query", "retrieval", {"gen_ai.operation.name": "embeddings"}):
                 await self.cost(p.embed, rng)
             if "retrieval-down" in self.state.faults:
@@ -202,6 +195,7 @@ class Pipeline:
                     r.set("app.route", "simple" if simple else "agent")
                 if simple:
                     a.set("app.agent.steps", 0)
+                    outcome.simple = True
                     return
             wanted = p.draw_steps(rng)
             steps = min(wanted, p.max_iterations)
@@ -231,11 +225,15 @@ class Pipeline:
         return [{"role": "system", "content": system}, {"role": "user", "content": f"{context}\n\n{question}"}]
 
     async def answer(
-        self, rng: random.Random, messages: list[dict[str, str]], max_tokens: int
+        self, rng: random.Random, messages: list[dict[str, str]], max_tokens: int, *, small: bool = False
     ) -> AsyncIterator[bytes]:
-        """Stream the model's answer (SSE payloads); the ``chat`` span covers the API's queue and the stream."""
+        """Stream the model's answer (SSE payloads); the ``chat`` span covers the API's queue and the stream.
+
+        ``small``: a simple question routed to the small model (small-model routing).
+        """
         p = self.preset
-        model = self.engines.names.get("large", p.engine.model)
+        role = "small" if small else "large"
+        model = self.engines.names.get(role, (p.small_engine if small else p.engine).model)
         attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.provider.name": "openai",
                  "gen_ai.request.max_tokens": max_tokens, "app.prompt_cache": p.prompt_cache}  # fmt: skip
         with self.tracer.span(f"chat {model}", "inference", attrs, kind="client") as s:
@@ -247,7 +245,7 @@ class Pipeline:
             if "llm-slow" in self.state.faults:
                 await self.cost(p.api_ttft, rng, factor=4.0)
             tokens = 0
-            async for payload in self.engines.stream("large", messages, max_tokens):
+            async for payload in self.engines.stream(role, messages, max_tokens):
                 tokens += 1
                 yield payload
             s.set("gen_ai.usage.output_tokens", max(tokens - 1, 0))
@@ -261,6 +259,15 @@ class Pipeline:
         if self.state.degrade >= 3:
             outcome.fallback = "static"
             return rng, outcome, None
+        p = self.preset
+        if p.semantic_cache and self.state.degrade == 0:
+            # a semantic cache keeps answers: a hit skips retrieval, the agent and the model (method 004, §4.2)
+            with self.tracer.span("semantic cache lookup", "retrieval", {"app.cache.kind": "semantic"}) as s:
+                await self.cost(p.cache_lookup, rng)
+                outcome.cache_hit = rng.random() < p.cache_hit_rate
+                s.set("app.cache.hit", outcome.cache_hit)
+            if outcome.cache_hit:
+                return rng, outcome, None
         passages: list[str] = []
         if self.state.degrade != 1:
             try:
@@ -278,6 +285,9 @@ class Pipeline:
         await self.db(rng, "INSERT history", "INSERT INTO history (user_id, question, answer, at) VALUES (?, ?, ?, ?)",
                       (0, question[:200], answer[:200], time.time()))  # fmt: skip
 
-    def fallback_text(self, outcome: Outcome) -> str:
+    def canned_text(self, outcome: Outcome, tokens: int) -> str:
+        """The answer when the model is not asked: a cached answer (``tokens`` words), the FAQ's or a static one."""
+        if outcome.cache_hit and not outcome.fallback:
+            return " ".join(f"cached{k}" for k in range(tokens))
         return FAQ_ANSWER if outcome.faq_hits else STATIC_ANSWER
 

@@ -101,11 +101,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
         failed: str | None = None
         if messages is None:
-            for payload in _fallback_payloads(rid, model, pipe.fallback_text(outcome)):
+            for payload in _fallback_payloads(rid, model, pipe.canned_text(outcome, max_tokens)):
                 await emit(payload)
         else:
             try:
-                async for payload in pipe.answer(rng, messages, max_tokens):
+                async for payload in pipe.answer(rng, messages, max_tokens, small=outcome.simple):
                     text, u = delta_text(payload)
                     text_parts.append(text)
                     usage = u or usage
@@ -116,7 +116,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 else:
                     outcome.fallback = "faq" if outcome.faq_hits else "static"
                     pipe.state.fallbacks += 1
-                    for payload in _fallback_payloads(rid, model, pipe.fallback_text(outcome)):
+                    for payload in _fallback_payloads(rid, model, pipe.canned_text(outcome, max_tokens)):
                         await emit(payload)
         if outcome.fallback:
             root.set("app.fallback", outcome.fallback)
