@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 #: public name → defining module
 _EXPORTS: dict[str, str] = {
     "AlertRules": "tailscope.verify.alerts",
+    "AppServer": "tailscope.api.app",
+    "AppStats": "tailscope.api.app",
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "CatalogError": "tailscope.errors",
@@ -89,9 +91,12 @@ _EXPORTS: dict[str, str] = {
     "parse_slo": "tailscope.metrics.slo",
     "repair_store": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
+    "run_app": "tailscope.api.app",
+    "run_app_async": "tailscope.api.app",
     "show_run": "tailscope.api.runs",
     "show_trace": "tailscope.api.trace",
     "simple_requests": "tailscope.workload.simple",
+    "start_app": "tailscope.api.app",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
@@ -103,6 +108,8 @@ _EXPORTS: dict[str, str] = {
 #: the public names (a test checks them against _EXPORTS and the TYPE_CHECKING imports)
 __all__ = [
     "AlertRules",
+    "AppServer",
+    "AppStats",
     "BenchOptions",
     "BenchResult",
     "CatalogError",
@@ -179,9 +186,12 @@ __all__ = [
     "parse_slo",
     "repair_store",
     "report_html",
+    "run_app",
+    "run_app_async",
     "show_run",
     "show_trace",
     "simple_requests",
+    "start_app",
     "summarize",
     "sweep",
     "tag_run",
@@ -205,6 +215,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.report import report_html, write_report
     from tailscope.api.runs import (

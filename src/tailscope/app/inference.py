@@ -118,8 +118,11 @@ class Engines:
             "stream_options": {"include_usage": True},
         }
         try:
-            async with self._session.post(f"{self.urls[role]}/v1/chat/completions", data=orjson.dumps(body),
-                                          headers={"Content-Type": "application/json"}) as resp:  # fmt: skip
+            async with self._session.post(
+                f"{self.urls[role]}/v1/chat/completions",
+                data=orjson.dumps(body),
+                headers={"Content-Type": "application/json"},
+            ) as resp:
                 if resp.status != 200:
                     raise ModelError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
                 async for line in resp.content:

@@ -16,7 +16,7 @@ from typing import Any
 
 from tailscope.app.business import USERS, SqlitePool
 from tailscope.app.inference import Engines, ModelError
-from tailscope.app.tracing import AppTracer, SpanRef
+from tailscope.app.tracing import AppTracer, AttrValue, SpanRef
 from tailscope.workload.app_preset import AppPreset, Dist
 
 #: faults the admin endpoint toggles (for drills)
@@ -133,8 +133,9 @@ class Pipeline:
 
     async def db(self, rng: random.Random, name: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
         """One query: wait for a pooled connection (a span), then run it."""
-        with self.tracer.span("db pool wait", "business", {"db.client.connection.pool.name": "app",
-                                                            "app.pool.in_use": self.pool.in_use}):  # fmt: skip
+        with self.tracer.span(
+            "db pool wait", "business", {"db.client.connection.pool.name": "app", "app.pool.in_use": self.pool.in_use}
+        ):
             conn = await self.pool.acquire()
         try:
             attrs = {"db.system.name": "sqlite", "db.query.text": sql, "db.operation.name": name.split()[0]}
@@ -149,9 +150,15 @@ class Pipeline:
         """Query embedding, the knowledge-base searches (serial or together) and the rerank; returns passages."""
         p = self.preset
         searches = p.searches[:1] if self.state.degrade == 2 else p.searches
-        with self.tracer.span("retrieve", "retrieval", {"gen_ai.operation.name": "retrieval",
-                                                         "app.retrieval.parallel": p.parallel_search,
-                                                         "app.retrieval.top_k": p.top_k}) as parent:  # fmt: skip
+        with self.tracer.span(
+            "retrieve",
+            "retrieval",
+            {
+                "gen_ai.operation.name": "retrieval",
+                "app.retrieval.parallel": p.parallel_search,
+                "app.retrieval.top_k": p.top_k,
+            },
+        ):
             with self.tracer.span("embed query", "retrieval", {"gen_ai.operation.name": "embeddings"}):
                 await self.cost(p.embed, rng)
             if "retrieval-down" in self.state.faults:
@@ -160,9 +167,11 @@ class Pipeline:
             refs: list[SpanRef] = []
 
             async def one(name: str, seconds: float) -> None:
-                with self.tracer.span(f"search {name}", "retrieval", {"gen_ai.operation.name": "retrieval",
-                                                                      "db.collection.name": name,
-                                                                      "app.top_k": p.top_k}) as s:  # fmt: skip
+                with self.tracer.span(
+                    f"search {name}",
+                    "retrieval",
+                    {"gen_ai.operation.name": "retrieval", "db.collection.name": name, "app.top_k": p.top_k},
+                ) as s:
                     refs.append(s)
                     await self.connect(rng, f"search-{name}")
                     await asyncio.sleep(seconds * self.time_scale)
@@ -173,9 +182,12 @@ class Pipeline:
                 for s, sec in draws:
                     await one(s.name, sec)
             consumed = [f"search {s.name}" for s in searches]
-            with self.tracer.span("rerank", "retrieval", {"app.consumes": consumed, "app.top_k": p.top_k,
-                                                           "gen_ai.operation.name": "retrieval"},
-                                  links=[r.context for r in refs]):  # fmt: skip
+            with self.tracer.span(
+                "rerank",
+                "retrieval",
+                {"app.consumes": consumed, "app.top_k": p.top_k, "gen_ai.operation.name": "retrieval"},
+                links=[r.context for r in refs],
+            ):
                 await self.connect(rng, "reranker")
                 await self.cost(p.rerank_per_doc, rng, factor=p.top_k)
         outcome.faq_hits = 1
@@ -184,12 +196,17 @@ class Pipeline:
     async def agent(self, rng: random.Random, outcome: Outcome) -> None:
         """Route the question (small-model routing) and run the ReAct loop: plan, call a tool, until done."""
         p = self.preset
-        large, small = self.engines.names.get("large", p.engine.model), self.engines.names.get("small", p.small_engine.model)
-        with self.tracer.span("agent", "agent", {"gen_ai.operation.name": "invoke_agent",
-                                                  "gen_ai.agent.name": p.name}) as a:  # fmt: skip
+        large, small = (
+            self.engines.names.get("large", p.engine.model),
+            self.engines.names.get("small", p.small_engine.model),
+        )
+        with self.tracer.span(
+            "agent", "agent", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": p.name}
+        ) as a:
             if p.routing:
-                with self.tracer.span(f"route {small}", "agent", {"gen_ai.operation.name": "chat",
-                                                                   "gen_ai.request.model": small}) as r:  # fmt: skip
+                with self.tracer.span(
+                    f"route {small}", "agent", {"gen_ai.operation.name": "chat", "gen_ai.request.model": small}
+                ) as r:
                     await self.cost(p.route, rng)
                     simple = rng.random() < p.simple_share
                     r.set("app.route", "simple" if simple else "agent")
@@ -205,11 +222,13 @@ class Pipeline:
             for k in range(1, steps + 1):
                 tool = p.tools[rng.randrange(len(p.tools))]
                 with self.tracer.span(f"agent step {k}", "agent", {"app.agent.step": k}):
-                    with self.tracer.span(f"plan {planner}", "agent", {"gen_ai.operation.name": "chat",
-                                                                        "gen_ai.request.model": planner}):  # fmt: skip
+                    with self.tracer.span(
+                        f"plan {planner}", "agent", {"gen_ai.operation.name": "chat", "gen_ai.request.model": planner}
+                    ):
                         await self.cost(p.plan_small if p.routing else p.plan, rng)
-                    with self.tracer.span(f"tool {tool}", "agent", {"gen_ai.operation.name": "execute_tool",
-                                                                     "gen_ai.tool.name": tool}):  # fmt: skip
+                    with self.tracer.span(
+                        f"tool {tool}", "agent", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+                    ):
                         await self.connect(rng, tool)
                         await self.cost(p.tool, rng)
             outcome.agent_steps = steps
@@ -234,8 +253,13 @@ class Pipeline:
         p = self.preset
         role = "small" if small else "large"
         model = self.engines.names.get(role, (p.small_engine if small else p.engine).model)
-        attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.provider.name": "openai",
-                 "gen_ai.request.max_tokens": max_tokens, "app.prompt_cache": p.prompt_cache}  # fmt: skip
+        attrs: dict[str, AttrValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.max_tokens": max_tokens,
+            "app.prompt_cache": p.prompt_cache,
+        }
         with self.tracer.span(f"chat {model}", "inference", attrs, kind="client") as s:
             await self.connect(rng, "model-api")
             if "llm-down" in self.state.faults:
@@ -282,12 +306,15 @@ class Pipeline:
 
     async def finish(self, rng: random.Random, question: str, answer: str) -> None:
         """Write the conversation history (a real INSERT through the pool)."""
-        await self.db(rng, "INSERT history", "INSERT INTO history (user_id, question, answer, at) VALUES (?, ?, ?, ?)",
-                      (0, question[:200], answer[:200], time.time()))  # fmt: skip
+        await self.db(
+            rng,
+            "INSERT history",
+            "INSERT INTO history (user_id, question, answer, at) VALUES (?, ?, ?, ?)",
+            (0, question[:200], answer[:200], time.time()),
+        )
 
     def canned_text(self, outcome: Outcome, tokens: int) -> str:
         """The answer when the model is not asked: a cached answer (``tokens`` words), the FAQ's or a static one."""
         if outcome.cache_hit and not outcome.fallback:
             return " ".join(f"cached{k}" for k in range(tokens))
         return FAQ_ANSWER if outcome.faq_hits else STATIC_ANSWER
-

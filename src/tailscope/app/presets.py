@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tailscope.errors import ConfigError
@@ -19,8 +20,8 @@ def preset_names() -> list[str]:
 def resolve_preset(
     preset: str | Path = "knowledge-assistant",
     *,
-    fixes: str | list[str] | tuple[str, ...] = (),
-    incidents: str | list[str] | tuple[str, ...] = (),
+    fixes: str | Sequence[str] = (),
+    incidents: str | Sequence[str] = (),
 ) -> AppPreset:
     """The preset named ``preset`` (or read from that file), with ``fixes`` and then ``incidents`` applied.
 
@@ -31,5 +32,7 @@ def resolve_preset(
     if not (path.suffix in (".yaml", ".yml") or path.exists()):
         path = PRESETS_DIR / f"{preset}.yaml"
         if not path.is_file():
-            raise ConfigError(f"--preset {preset!r}: no such preset; use one of {', '.join(preset_names())} or a YAML file")
+            raise ConfigError(
+                f"--preset {preset!r}: no such preset; use one of {', '.join(preset_names())} or a YAML file"
+            )
     return apply_incidents(apply_fixes(load_app_preset(path), fixes), incidents)

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from tailscope.app.business import SqlitePool
 from tailscope.app.inference import Engines, ModelError, delta_text
-from tailscope.app.pipeline import FAULTS, Outcome, Pipeline
+from tailscope.app.pipeline import FAULTS, Pipeline
 from tailscope.app.tracing import AppTracer
 from tailscope.errors import ConfigError, TargetError
 from tailscope.workload.app_preset import AppPreset
@@ -38,8 +38,13 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
 
 def _chunk(rid: str, model: str, text: str | None, usage: dict[str, int] | None = None) -> bytes:
     choices = [] if text is None else [{"index": 0, "delta": {"content": text}, "finish_reason": None}]
-    body: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-                            "choices": choices}  # fmt: skip
+    body: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
     if usage is not None:
         body["usage"] = usage
     return orjson.dumps(body)
@@ -48,8 +53,9 @@ def _chunk(rid: str, model: str, text: str | None, usage: dict[str, int] | None 
 def _fallback_payloads(rid: str, model: str, text: str) -> list[bytes]:
     words = text.split(" ")
     out = [_chunk(rid, model, w if k == 0 else " " + w) for k, w in enumerate(words)]
-    out.append(_chunk(rid, model, None, {"prompt_tokens": 0, "completion_tokens": len(words),
-                                         "total_tokens": len(words)}))  # fmt: skip
+    out.append(
+        _chunk(rid, model, None, {"prompt_tokens": 0, "completion_tokens": len(words), "total_tokens": len(words)})
+    )
     return out
 
 
@@ -150,10 +156,13 @@ def _completion(rid: str, model: str, payloads: list[bytes], usage: dict[str, An
         text += t
         usage = u or usage
     return {
-        "id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": rid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-    }  # fmt: skip
+    }
 
 
 async def models(request: web.Request) -> web.StreamResponse:
@@ -168,9 +177,18 @@ async def health(request: web.Request) -> web.StreamResponse:
 async def admin_state(request: web.Request) -> web.StreamResponse:
     pipe = request.app[PIPELINE]
     s = pipe.state
-    return _json({"preset": pipe.preset.name, "degrade": s.degrade, "faults": sorted(s.faults),
-                  "requests": s.requests, "fallbacks": s.fallbacks, "errors": s.errors,
-                  "fallback": pipe.fallback, "time_scale": pipe.time_scale})  # fmt: skip
+    return _json(
+        {
+            "preset": pipe.preset.name,
+            "degrade": s.degrade,
+            "faults": sorted(s.faults),
+            "requests": s.requests,
+            "fallbacks": s.fallbacks,
+            "errors": s.errors,
+            "fallback": pipe.fallback,
+            "time_scale": pipe.time_scale,
+        }
+    )
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
@@ -200,7 +218,7 @@ async def admin_faults(request: web.Request) -> web.StreamResponse:
         return await admin_state(request)
     name = body.get("fault")
     if name not in FAULTS:
-        return _error(400, f"fault must be one of {', '.join(FAULTS)} (got {name!r}); or send {{\"clear\": true}}")
+        return _error(400, f'fault must be one of {", ".join(FAULTS)} (got {name!r}); or send {{"clear": true}}')
     if body.get("on", True):
         faults.add(name)
     else:
@@ -252,11 +270,18 @@ class ReferenceApp:
         self.host = host
         self.port = port
         self.tracer = AppTracer(otlp_endpoint, service=f"tailscope-app:{preset.name}")
-        self.engines = Engines(preset.engine, preset.small_engine, time_scale=time_scale, llm_url=llm_url,
-                               keep_alive=preset.keep_alive, seed=seed)  # fmt: skip
+        self.engines = Engines(
+            preset.engine,
+            preset.small_engine,
+            time_scale=time_scale,
+            llm_url=llm_url,
+            keep_alive=preset.keep_alive,
+            seed=seed,
+        )
         self.pool = SqlitePool(preset.pool_size)
-        self.pipeline = Pipeline(preset, self.tracer, self.engines, self.pool, time_scale=time_scale, seed=seed,
-                                 fallback=fallback)  # fmt: skip
+        self.pipeline = Pipeline(
+            preset, self.tracer, self.engines, self.pool, time_scale=time_scale, seed=seed, fallback=fallback
+        )
         self._runner: web.AppRunner | None = None
 
     @property
@@ -278,8 +303,9 @@ class ReferenceApp:
             try:
                 await site.start()
             except OSError as exc:
-                raise TargetError(f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); "
-                                  "pick another --port") from None  # fmt: skip
+                raise TargetError(
+                    f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); pick another --port"
+                ) from None
             server = getattr(site, "_server", None)
             if server is not None and server.sockets:
                 self.port = int(server.sockets[0].getsockname()[1])

@@ -115,14 +115,19 @@ class _PresetM(_Strict):
 
 # section field → AppPreset field (costs given in the section replace the defaults)
 _COSTS: dict[str, dict[str, str]] = {
-    "gateway": {"auth_sync": "auth_sync", "auth_cached": "auth_cached", "quota": "quota", "audit": "audit",
-                "audit_sync_cost": "audit_sync_cost"},
+    "gateway": {
+        "auth_sync": "auth_sync",
+        "auth_cached": "auth_cached",
+        "quota": "quota",
+        "audit": "audit",
+        "audit_sync_cost": "audit_sync_cost",
+    },
     "network": {"connect": "connect", "dns": "dns", "slow_dns": "slow_dns", "serialize": "serialize"},
     "retrieval": {"cache_lookup": "cache_lookup", "embed": "embed", "rerank_per_doc": "rerank_per_doc"},
     "agent": {"plan": "plan", "plan_small": "plan_small", "tool": "tool", "route": "route"},
     "inference": {"api_ttft": "api_ttft", "api_ttft_cached": "api_ttft_cached"},
     "business": {"query": "db_query"},
-}  # fmt: skip
+}
 
 
 def load_app_preset(path: str | os.PathLike[str]) -> AppPreset:

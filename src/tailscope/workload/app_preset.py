@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from tailscope.errors import ConfigError
@@ -40,7 +41,9 @@ class Dist:
     def check(self, where: str) -> None:
         """Raise :class:`ConfigError` when the distribution is impossible."""
         if self.median_s < 0 or self.p95_s < self.median_s:
-            raise ConfigError(f"{where}: need 0 ≤ median_ms ≤ p95_ms (got {self.median_s * 1e3:g}, {self.p95_s * 1e3:g})")
+            raise ConfigError(
+                f"{where}: need 0 ≤ median_ms ≤ p95_ms (got {self.median_s * 1e3:g}, {self.p95_s * 1e3:g})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +127,26 @@ class AppPreset:
     def validate(self, where: str = "preset") -> AppPreset:
         """Raise :class:`ConfigError` naming the field that is out of range; returns ``self``."""
         for f in (
-            "auth_sync", "auth_cached", "quota", "audit", "audit_sync_cost", "connect", "dns", "slow_dns",
-            "serialize", "embed", "rerank_per_doc", "cache_lookup", "plan", "plan_small", "tool", "route",
-            "api_ttft", "api_ttft_cached", "db_query",
-        ):  # fmt: skip
+            "auth_sync",
+            "auth_cached",
+            "quota",
+            "audit",
+            "audit_sync_cost",
+            "connect",
+            "dns",
+            "slow_dns",
+            "serialize",
+            "embed",
+            "rerank_per_doc",
+            "cache_lookup",
+            "plan",
+            "plan_small",
+            "tool",
+            "route",
+            "api_ttft",
+            "api_ttft_cached",
+            "db_query",
+        ):
             getattr(self, f).check(f"{where}: {f}")
         if not self.searches:
             raise ConfigError(f"{where}: retrieval.searches needs at least one knowledge base")
@@ -140,7 +159,9 @@ class AppPreset:
             raise ConfigError(f"{where}: cache_hit_rate and simple_share are fractions in [0, 1]")
         total = sum(p for _, p in self.steps)
         if not self.steps or any(n < 1 or p < 0 for n, p in self.steps) or abs(total - 1) > 1e-6:
-            raise ConfigError(f"{where}: agent.steps maps step counts ≥ 1 to probabilities that sum to 1 (sum {total:g})")
+            raise ConfigError(
+                f"{where}: agent.steps maps step counts ≥ 1 to probabilities that sum to 1 (sum {total:g})"
+            )
         return self
 
     def draw_steps(self, rng: random.Random) -> int:
@@ -180,7 +201,7 @@ INCIDENTS: dict[str, str] = {
 }
 
 
-def _names(spec: str | list[str] | tuple[str, ...], known: dict[str, str], flag: str) -> list[str]:
+def _names(spec: str | Sequence[str], known: dict[str, str], flag: str) -> list[str]:
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [s.strip() for s in items if s.strip()]
     if names == ["all"]:
@@ -197,7 +218,7 @@ def _names(spec: str | list[str] | tuple[str, ...], known: dict[str, str], flag:
     return names
 
 
-def apply_fixes(preset: AppPreset, fixes: str | list[str] | tuple[str, ...]) -> AppPreset:
+def apply_fixes(preset: AppPreset, fixes: str | Sequence[str]) -> AppPreset:
     """``preset`` with the named fixes applied (``"all"``, a comma-separated string or a list).
 
     Raises:
@@ -224,7 +245,7 @@ def apply_fixes(preset: AppPreset, fixes: str | list[str] | tuple[str, ...]) -> 
     return out
 
 
-def apply_incidents(preset: AppPreset, incidents: str | list[str] | tuple[str, ...]) -> AppPreset:
+def apply_incidents(preset: AppPreset, incidents: str | Sequence[str]) -> AppPreset:
     """``preset`` with the named incidents switched on (apply them after the fixes).
 
     Raises:
