@@ -36,7 +36,9 @@ CONCURRENCY = 8
 def _busy() -> str | None:
     load = os.getloadavg()[0]
     cpus = os.cpu_count() or 1
-    return f"load average {load:.1f} > {cpus} CPUs: timing assertions would measure the machine" if load > cpus else None
+    if load <= cpus:
+        return None
+    return f"load average {load:.1f} > {cpus} CPUs: timing assertions would measure the machine"
 
 
 async def _bench_app(fixes: str, spans: list[Span] | None) -> tuple[float, list[Span]]:
@@ -122,13 +124,15 @@ async def _surface() -> None:
                 assert (await r.json())["faults"] == ["llm-down"]
             async with http.post(f"{app.url}/v1/chat/completions", json={**body, "stream": True}) as r:
                 text = await r.text()
-            assert r.status == 200 and "FAQ" in text and text.rstrip().endswith("data: [DONE]")
+            assert r.status == 200
+            assert "FAQ" in text
+            assert text.rstrip().endswith("data: [DONE]")
             app._app.pipeline.fallback = False  # as --no-fallback
             async with http.post(f"{app.url}/v1/chat/completions", json=body) as r:
                 assert r.status == 502
             async with http.get(f"{app.url}/admin/state") as r:
                 state = await r.json()
-            assert state["fallbacks"] == 1 and state["errors"] == 1
+            assert (state["fallbacks"], state["errors"]) == (1, 1)
             await app.flush_spans()
     finally:
         await asyncio.sleep(0.3)
@@ -138,7 +142,7 @@ async def _surface() -> None:
     assert root.parent_id == "00f067aa0ba902b7"  # the incoming traceparent is the parent
     assert root.layer == "gateway"
     layers = {s.name: s.layer for s in mine}
-    assert layers["auth"] == "gateway" and layers["rerank"] == "retrieval" and layers["SELECT users"] == "business"
+    assert (layers["auth"], layers["rerank"], layers["SELECT users"]) == ("gateway", "retrieval", "business")
     assert any(s.layer == "inference" and s.name.startswith("chat ") for s in mine)
     rerank = next(s for s in mine if s.name == "rerank")
     assert set(rerank.attributes["app.consumes"]) == {"search faq", "search products", "search tickets"}
