@@ -68,3 +68,10 @@ def test_refine_network_and_downstream_servers() -> None:
     assert refine_layer("network", "CLIENT", []) == "business"  # external API
     assert refine_layer("gateway", "SERVER", [], is_root=False) == "business"
     assert refine_layer("gateway", "SERVER", [], is_root=True) == "gateway"
+
+
+def test_an_explicit_layer_attribute_wins_over_conventions() -> None:
+    # tailscope app marks each span's layer; the agent's planning model call is agent time, as the case counts it
+    assert classify("plan", "INTERNAL", {"layer": "agent", "gen_ai.operation.name": "chat"}) == "agent"
+    assert classify("auth", "INTERNAL", {"layer": "gateway"}) == "gateway"
+    assert classify("x", "INTERNAL", {"layer": "transformer-12", "gen_ai.request.model": "m"}) == "inference"
