@@ -86,7 +86,7 @@ class AppPreset:
     auth_cached: Dist = Dist(0.025, 0.05)
     quota: Dist = Dist(0.004, 0.01)
     audit: Dist = Dist(0.003, 0.008)
-    audit_sync_cost: Dist = Dist(0.03, 0.3)
+    audit_sync_cost: Dist = Dist(0.05, 0.18)
     auth_async: bool = False
     audit_sync: bool = False
     # network
