@@ -50,6 +50,7 @@ class Outcome:
     agent_steps: int = 0
     cache_hit: bool = False
     simple: bool = False
+    conn: Any = None  # a database connection the request keeps (the pool-exhaustion incident)
 
 
 class Pipeline:
@@ -131,12 +132,23 @@ class Pipeline:
                     await self.cost(p.audit_sync_cost, rng)
         return user
 
-    async def db(self, rng: random.Random, name: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """One query: wait for a pooled connection (a span), then run it."""
-        with self.tracer.span(
-            "db pool wait", "business", {"db.client.connection.pool.name": "app", "app.pool.in_use": self.pool.in_use}
-        ):
-            conn = await self.pool.acquire()
+    async def db(
+        self, rng: random.Random, name: str, sql: str, params: tuple[Any, ...], outcome: Outcome | None = None
+    ) -> list[Any]:
+        """One query: wait for a pooled connection (a span), then run it. With ``hold_connection`` (the
+        pool-exhaustion incident) the request keeps its connection in ``outcome`` until :meth:`release`."""
+        keep = outcome is not None and self.preset.hold_connection
+        conn = outcome.conn if outcome is not None else None
+        if conn is None:
+            with self.tracer.span(
+                "db pool wait",
+                "business",
+                {"db.client.connection.pool.name": "app", "app.pool.in_use": self.pool.in_use},
+            ):
+                conn = await self.pool.acquire()
+            if keep:
+                assert outcome is not None
+                outcome.conn = conn
         try:
             attrs = {"db.system.name": "sqlite", "db.query.text": sql, "db.operation.name": name.split()[0]}
             with self.tracer.span(name, "business", attrs, kind="client"):
@@ -144,7 +156,14 @@ class Pipeline:
                 hold = self.preset.db_query.sample(rng) * factor * self.time_scale
                 return await self.pool.run(conn, sql, params, hold)
         finally:
-            self.pool.release(conn)
+            if not keep:
+                self.pool.release(conn)
+
+    def release(self, outcome: Outcome) -> None:
+        """Give back the connection a request kept (pool-exhaustion incident); no-op otherwise."""
+        if outcome.conn is not None:
+            self.pool.release(outcome.conn)
+            outcome.conn = None
 
     async def retrieve(self, rng: random.Random, outcome: Outcome) -> list[str]:
         """Query embedding, the knowledge-base searches (serial or together) and the rerank; returns passages."""
@@ -274,15 +293,15 @@ class Pipeline:
                 yield payload
             s.set("gen_ai.usage.output_tokens", max(tokens - 1, 0))
 
-    async def prepare(self, question: str) -> tuple[random.Random, Outcome, list[dict[str, str]] | None]:
-        """Everything before the model: gateway, profile, retrieval, agent, prompt. None messages: static answer."""
+    async def prepare(self, question: str, outcome: Outcome) -> tuple[random.Random, list[dict[str, str]] | None]:
+        """Everything before the model: gateway, profile, retrieval, agent, prompt. None messages: a cached or static
+        answer. The caller calls :meth:`release` with ``outcome`` when the request ends, however it ends."""
         rng = self.rng()
-        outcome = Outcome()
         user = await self.gateway(rng)
-        await self.db(rng, "SELECT users", "SELECT name, tier, quota FROM users WHERE id = ?", (user,))
+        await self.db(rng, "SELECT users", "SELECT name, tier, quota FROM users WHERE id = ?", (user,), outcome)
         if self.state.degrade >= 3:
             outcome.fallback = "static"
-            return rng, outcome, None
+            return rng, None
         p = self.preset
         if p.semantic_cache and self.state.degrade == 0:
             # a semantic cache keeps answers: a hit skips retrieval, the agent and the model (method 004, §4.2)
@@ -291,7 +310,7 @@ class Pipeline:
                 outcome.cache_hit = rng.random() < p.cache_hit_rate
                 s.set("app.cache.hit", outcome.cache_hit)
             if outcome.cache_hit:
-                return rng, outcome, None
+                return rng, None
         passages: list[str] = []
         if self.state.degrade != 1:
             try:
@@ -302,15 +321,16 @@ class Pipeline:
             await self.agent(rng, outcome)
         with self.tracer.span("render prompt", "business"):
             await self.cost(self.preset.serialize, rng)
-        return rng, outcome, self.messages(question, passages, rng)
+        return rng, self.messages(question, passages, rng)
 
-    async def finish(self, rng: random.Random, question: str, answer: str) -> None:
+    async def finish(self, rng: random.Random, question: str, answer: str, outcome: Outcome) -> None:
         """Write the conversation history (a real INSERT through the pool)."""
         await self.db(
             rng,
             "INSERT history",
             "INSERT INTO history (user_id, question, answer, at) VALUES (?, ?, ?, ?)",
             (0, question[:200], answer[:200], time.time()),
+            outcome,
         )
 
     def canned_text(self, outcome: Outcome, tokens: int) -> str:

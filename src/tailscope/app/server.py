@@ -20,8 +20,8 @@ from aiohttp import web
 
 from tailscope.app.business import SqlitePool
 from tailscope.app.inference import Engines, ModelError, delta_text
-from tailscope.app.pipeline import FAULTS, Pipeline
-from tailscope.app.tracing import AppTracer
+from tailscope.app.pipeline import FAULTS, Outcome, Pipeline
+from tailscope.app.tracing import AppTracer, SpanRef
 from tailscope.errors import ConfigError, TargetError
 from tailscope.workload.app_preset import AppPreset
 
@@ -87,66 +87,76 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     attrs = {"http.request.method": "POST", "http.route": "/v1/chat/completions", "app.preset": pipe.preset.name}
     parent = pipe.tracer.extract(request.headers)
     with pipe.tracer.span("POST /v1/chat/completions", "gateway", attrs, kind="server", parent=parent) as root:
-        rng, outcome, messages = await pipe.prepare(question)
-        rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        model = pipe.preset.served_model
-        payloads: list[bytes] = []
-        resp: web.StreamResponse | None = None
-        text_parts: list[str] = []
-        usage: dict[str, Any] | None = None
+        outcome = Outcome()
+        try:
+            return await _answer(request, pipe, root, outcome, question, max_tokens, stream)
+        finally:
+            pipe.release(outcome)
 
-        async def emit(payload: bytes) -> None:
-            nonlocal resp
-            if not stream or pipe.preset.sse_buffering:
-                payloads.append(payload)
-                return
-            if resp is None:
-                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-                await resp.prepare(request)
-            await resp.write(b"data: " + payload + b"\n\n")
 
-        failed: str | None = None
-        if messages is None:
-            for payload in _fallback_payloads(rid, model, pipe.canned_text(outcome, max_tokens)):
-                await emit(payload)
-        else:
-            try:
-                async for payload in pipe.answer(rng, messages, max_tokens, small=outcome.simple):
-                    text, u = delta_text(payload)
-                    text_parts.append(text)
-                    usage = u or usage
-                    await emit(payload)
-            except ModelError as exc:
-                if not pipe.fallback:
-                    failed = str(exc)
-                else:
-                    outcome.fallback = "faq" if outcome.faq_hits else "static"
-                    pipe.state.fallbacks += 1
-                    for payload in _fallback_payloads(rid, model, pipe.canned_text(outcome, max_tokens)):
-                        await emit(payload)
-        if outcome.fallback:
-            root.set("app.fallback", outcome.fallback)
-        if failed is not None:
-            pipe.state.errors += 1
-            root.error(failed)
-            root.set("http.response.status_code", 502)
-            if resp is None:
-                return _error(502, f"the model failed and fallback is off: {failed}", "upstream_error")
-            with contextlib.suppress(ConnectionError):
-                await resp.write(b'data: {"error": {"message": "the model failed mid-stream", "code": 502}}\n\n')
-            return resp
-        answer = "".join(text_parts)
-        await pipe.finish(rng, question, answer)
-        root.set("http.response.status_code", 200)
-        if not stream:
-            return _json(_completion(rid, model, payloads, usage))
-        if resp is None:  # buffered (the sse-buffering incident): everything leaves at once
+async def _answer(
+    request: web.Request, pipe: Pipeline, root: SpanRef, outcome: Outcome, question: str, max_tokens: int, stream: bool
+) -> web.StreamResponse:
+    rng, messages = await pipe.prepare(question, outcome)
+    rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    model = pipe.preset.served_model
+    payloads: list[bytes] = []
+    resp: web.StreamResponse | None = None
+    text_parts: list[str] = []
+    usage: dict[str, Any] | None = None
+
+    async def emit(payload: bytes) -> None:
+        nonlocal resp
+        if not stream or pipe.preset.sse_buffering:
+            payloads.append(payload)
+            return
+        if resp is None:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
-            await resp.write(b"".join(b"data: " + p + b"\n\n" for p in payloads))
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
+        await resp.write(b"data: " + payload + b"\n\n")
+
+    failed: str | None = None
+    if messages is None:
+        for payload in _fallback_payloads(rid, model, pipe.canned_text(outcome, max_tokens)):
+            await emit(payload)
+    else:
+        try:
+            async for payload in pipe.answer(rng, messages, max_tokens, small=outcome.simple):
+                text, u = delta_text(payload)
+                text_parts.append(text)
+                usage = u or usage
+                await emit(payload)
+        except ModelError as exc:
+            if not pipe.fallback:
+                failed = str(exc)
+            else:
+                outcome.fallback = "faq" if outcome.faq_hits else "static"
+                pipe.state.fallbacks += 1
+                for payload in _fallback_payloads(rid, model, pipe.canned_text(outcome, max_tokens)):
+                    await emit(payload)
+    if outcome.fallback:
+        root.set("app.fallback", outcome.fallback)
+    if failed is not None:
+        pipe.state.errors += 1
+        root.error(failed)
+        root.set("http.response.status_code", 502)
+        if resp is None:
+            return _error(502, f"the model failed and fallback is off: {failed}", "upstream_error")
+        with contextlib.suppress(ConnectionError):
+            await resp.write(b'data: {"error": {"message": "the model failed mid-stream", "code": 502}}\n\n')
         return resp
+    answer = "".join(text_parts)
+    await pipe.finish(rng, question, answer, outcome)
+    root.set("http.response.status_code", 200)
+    if not stream:
+        return _json(_completion(rid, model, payloads, usage))
+    if resp is None:  # buffered (the sse-buffering incident): everything leaves at once
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        await resp.write(b"".join(b"data: " + p + b"\n\n" for p in payloads))
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
 
 
 def _completion(rid: str, model: str, payloads: list[bytes], usage: dict[str, Any] | None) -> dict[str, Any]:

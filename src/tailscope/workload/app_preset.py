@@ -71,7 +71,7 @@ class AppPreset:
 
     Switches (the preset's starting point; the fixes flip them): ``auth_async``, ``parallel_search``, ``top_k``,
     ``semantic_cache``, ``routing``, ``max_iterations``, ``prompt_cache``, ``keep_alive``. Incidents:
-    ``pool_size`` (exhaustion), ``audit_sync``, ``slow_dns``, ``sse_buffering``.
+    ``pool_size`` and ``hold_connection`` (exhaustion), ``audit_sync``, ``slow_dns``, ``sse_buffering``.
     """
 
     name: str
@@ -121,6 +121,7 @@ class AppPreset:
     prompt_cache: bool = False
     # business
     pool_size: int = 8
+    hold_connection: bool = False
     db_query: Dist = Dist(0.015, 0.04)
     sse_buffering: bool = False
 
@@ -193,7 +194,8 @@ FIXES: dict[str, str] = {
 
 #: incident name → what it breaks (the method's incident stories)
 INCIDENTS: dict[str, str] = {
-    "pool-exhaustion": "the database connection pool holds 1 connection: requests queue for it",
+    "pool-exhaustion": "a pool of 2 connections, and each request keeps its connection from the profile read to the "
+    "history write (across the model call): requests queue for a connection",
     "sync-audit": "the gateway writes its audit log synchronously (+≈300 ms at P99)",
     "slow-dns": "every new connection resolves its host slowly (hundreds of ms, long tail)",
     "no-reuse": "a new TCP+TLS connection per call even with the keep-alive fix",
@@ -254,7 +256,7 @@ def apply_incidents(preset: AppPreset, incidents: str | Sequence[str]) -> AppPre
     out = preset
     for name in _names(incidents, INCIDENTS, "--incident"):
         if name == "pool-exhaustion":
-            out = replace(out, pool_size=1)
+            out = replace(out, pool_size=min(out.pool_size, 2), hold_connection=True)
         elif name == "sync-audit":
             out = replace(out, audit_sync=True)
         elif name == "slow-dns":

@@ -93,7 +93,7 @@ def test_bad_fixes_say_what_to_use(spec: str, needle: str) -> None:
 def test_incidents_break_what_they_say_after_the_fixes() -> None:
     fixed = apply_fixes(parse_app_preset(MINIMAL), "all")
     broken = apply_incidents(fixed, "all")
-    assert broken.pool_size == 1
+    assert (broken.pool_size, broken.hold_connection) == (2, True)
     assert (broken.audit_sync, broken.use_slow_dns, broken.sse_buffering) == (True, True, True)
     assert not broken.keep_alive  # no-reuse undoes the keep-alive fix
     assert set(INCIDENTS) == {"pool-exhaustion", "sync-audit", "slow-dns", "no-reuse", "sse-buffering"}
