@@ -182,24 +182,27 @@ class Pipeline:
                 await self.cost(p.embed, rng)
             if "retrieval-down" in self.state.faults:
                 raise RetrievalDown("the retrieval fault is on")
-            draws = [(s, s.base.sample(rng) + s.per_doc.sample(rng) * p.top_k) for s in searches]
+            draws = [
+                (s, s.base.sample(rng) + s.per_doc.sample(rng) * p.top_k, random.Random(rng.getrandbits(64)))
+                for s in searches
+            ]
             refs: list[SpanRef] = []
 
-            async def one(name: str, seconds: float) -> None:
+            async def one(name: str, seconds: float, r: random.Random) -> None:
                 with self.tracer.span(
                     f"search {name}",
                     "retrieval",
                     {"gen_ai.operation.name": "retrieval", "db.collection.name": name, "app.top_k": p.top_k},
                 ) as s:
                     refs.append(s)
-                    await self.connect(rng, f"search-{name}")
+                    await self.connect(r, f"search-{name}")
                     await asyncio.sleep(seconds * self.time_scale)
 
             if p.parallel_search:
-                await asyncio.gather(*(one(s.name, sec) for s, sec in draws))
+                await asyncio.gather(*(one(s.name, sec, r) for s, sec, r in draws))
             else:
-                for s, sec in draws:
-                    await one(s.name, sec)
+                for s, sec, r in draws:
+                    await one(s.name, sec, r)
             consumed = [f"search {s.name}" for s in searches]
             with self.tracer.span(
                 "rerank",
@@ -239,18 +242,30 @@ class Pipeline:
             a.set("app.agent.stopped_early", steps < wanted)
             planner = small if p.routing else large
             for k in range(1, steps + 1):
-                tool = p.tools[rng.randrange(len(p.tools))]
                 with self.tracer.span(f"agent step {k}", "agent", {"app.agent.step": k}):
                     with self.tracer.span(
                         f"plan {planner}", "agent", {"gen_ai.operation.name": "chat", "gen_ai.request.model": planner}
                     ):
                         await self.cost(p.plan_small if p.routing else p.plan, rng)
-                    with self.tracer.span(
-                        f"tool {tool}", "agent", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
-                    ):
-                        await self.connect(rng, tool)
-                        await self.cost(p.tool, rng)
+                    # one RNG per call, drawn in order, so parallel calls draw the same costs run after run
+                    calls = [
+                        (p.tools[rng.randrange(len(p.tools))], random.Random(rng.getrandbits(64)))
+                        for _ in range(p.tools_per_step)
+                    ]
+                    if p.parallel_tools:
+                        await asyncio.gather(*(self.tool(name, call_rng) for name, call_rng in calls))
+                    else:
+                        for name, call_rng in calls:
+                            await self.tool(name, call_rng)
             outcome.agent_steps = steps
+
+    async def tool(self, name: str, rng: random.Random) -> None:
+        """One tool call of an agent step (an external API: a connection unless kept alive, then its cost)."""
+        with self.tracer.span(
+            f"tool {name}", "agent", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        ):
+            await self.connect(rng, name)
+            await self.cost(self.preset.tool, rng)
 
     def messages(self, question: str, passages: list[str], rng: random.Random) -> list[dict[str, str]]:
         """The answer prompt: a fixed system prompt first with prompt caching, else a per-request header first

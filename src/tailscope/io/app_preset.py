@@ -84,6 +84,8 @@ class _Agent(_Strict):
     tool: _Dist | None = None
     route: _Dist | None = None
     tools: list[str] | None = None
+    tools_per_step: int = Field(default=1, ge=1)
+    parallel_tools: bool = False
 
 
 class _Inference(_Strict):
@@ -174,6 +176,8 @@ def parse_app_preset(text: str, *, source: str = "<app preset>") -> AppPreset:
         "routing": m.agent.routing,
         "simple_share": m.agent.simple_share,
         "max_iterations": m.agent.max_iterations,
+        "tools_per_step": m.agent.tools_per_step,
+        "parallel_tools": m.agent.parallel_tools,
         "prompt_cache": m.inference.prompt_cache,
         "pool_size": m.business.pool_size,
     }

@@ -111,6 +111,8 @@ class AppPreset:
     plan_small: Dist = Dist(0.06, 0.1)
     tool: Dist = Dist(0.15, 0.4)
     tools: tuple[str, ...] = ("crm_lookup", "order_status", "policy_lookup")
+    tools_per_step: int = 1
+    parallel_tools: bool = False
     route: Dist = Dist(0.05, 0.08)
     simple_share: float = 0.9
     routing: bool = False
@@ -154,8 +156,10 @@ class AppPreset:
         for s in self.searches:
             s.base.check(f"{where}: search {s.name} base")
             s.per_doc.check(f"{where}: search {s.name} per_doc")
-        if self.top_k < 1 or self.answer_tokens < 1 or self.pool_size < 1 or self.max_iterations < 1:
-            raise ConfigError(f"{where}: top_k, answer_tokens, pool_size and max_iterations must be ≥ 1")
+        if min(self.top_k, self.answer_tokens, self.pool_size, self.max_iterations, self.tools_per_step) < 1:
+            raise ConfigError(
+                f"{where}: top_k, answer_tokens, pool_size, max_iterations and tools_per_step must be ≥ 1"
+            )
         if not 0 <= self.cache_hit_rate <= 1 or not 0 <= self.simple_share <= 1:
             raise ConfigError(f"{where}: cache_hit_rate and simple_share are fractions in [0, 1]")
         total = sum(p for _, p in self.steps)

@@ -108,3 +108,10 @@ def test_lognormal_cost_has_its_median_and_p95() -> None:
     assert draws[10_000] == pytest.approx(1.0, rel=0.05)
     assert draws[19_000] == pytest.approx(2.0, rel=0.07)
     assert Dist(0.0, 0.0).sample(rng) == 0.0
+
+
+def test_agent_tool_calls_per_step_serial_or_parallel(tmp_path: Path) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text(MINIMAL + "agent:\n  tools_per_step: 3\n  parallel_tools: true\n")
+    p = load_app_preset(f)
+    assert (p.tools_per_step, p.parallel_tools) == (3, True)
