@@ -84,6 +84,11 @@ def test_case_study_p95_model_share_and_fixes() -> None:
         assert tail[layer]["ms_per_trace"] > 0, (layer, tail)
     names = {s.name for s in spans}
     assert {"retrieve", "search faq", "search products", "search tickets", "rerank", "auth", "db pool wait"} <= names
+    # the agent's next plan reads the previous tool call's result: its call id, for trace's dependency evidence
+    call_ids = {s.attributes["gen_ai.tool.call.id"] for s in spans if s.name.startswith("tool ")}
+    observed = [o for s in spans if s.name.startswith("plan ") for o in s.attributes.get("app.observations", ())]
+    assert observed
+    assert set(observed) <= call_ids
     fixed_p95, _ = asyncio.run(_bench_app("all", None))
     print(f"P95 unfixed {p95:.3f} s, fixed {fixed_p95:.3f} s; model share of the tail {tail['inference']['share']:.3f}")
     busy = _busy()

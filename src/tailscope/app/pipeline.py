@@ -241,29 +241,42 @@ class Pipeline:
             a.set("app.agent.steps", steps)
             a.set("app.agent.stopped_early", steps < wanted)
             planner = small if p.routing else large
+            observed: list[str] = []  # the previous step's tool call ids: the next plan reads their results
             for k in range(1, steps + 1):
-                with self.tracer.span(f"agent step {k}", "agent", {"app.agent.step": k}):
-                    with self.tracer.span(
-                        f"plan {planner}", "agent", {"gen_ai.operation.name": "chat", "gen_ai.request.model": planner}
-                    ):
+                step_attrs: dict[str, AttrValue] = {"app.agent.step": k}
+                if p.tools_per_step > 1:
+                    step_attrs["gen_ai.request.parallel_tool_calls"] = p.parallel_tools
+                with self.tracer.span(f"agent step {k}", "agent", step_attrs):
+                    plan_attrs: dict[str, AttrValue] = {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.request.model": planner,
+                    }
+                    if observed:
+                        plan_attrs["app.observations"] = list(observed)
+                    with self.tracer.span(f"plan {planner}", "agent", plan_attrs):
                         await self.cost(p.plan_small if p.routing else p.plan, rng)
                     # one RNG per call, drawn in order, so parallel calls draw the same costs run after run
                     calls = [
-                        (p.tools[rng.randrange(len(p.tools))], random.Random(rng.getrandbits(64)))
+                        (p.tools[rng.randrange(len(p.tools))], f"call_{rng.getrandbits(48):012x}",
+                         random.Random(rng.getrandbits(64)))
                         for _ in range(p.tools_per_step)
-                    ]
+                    ]  # fmt: skip
                     if p.parallel_tools:
-                        await asyncio.gather(*(self.tool(name, call_rng) for name, call_rng in calls))
+                        await asyncio.gather(*(self.tool(name, cid, r) for name, cid, r in calls))
                     else:
-                        for name, call_rng in calls:
-                            await self.tool(name, call_rng)
+                        for name, cid, call_rng in calls:
+                            await self.tool(name, cid, call_rng)
+                    observed = [cid for _, cid, _ in calls]
             outcome.agent_steps = steps
 
-    async def tool(self, name: str, rng: random.Random) -> None:
+    async def tool(self, name: str, call_id: str, rng: random.Random) -> None:
         """One tool call of an agent step (an external API: a connection unless kept alive, then its cost)."""
-        with self.tracer.span(
-            f"tool {name}", "agent", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
-        ):
+        attrs: dict[str, AttrValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+        }
+        with self.tracer.span(f"tool {name}", "agent", attrs):
             await self.connect(rng, name)
             await self.cost(self.preset.tool, rng)
 
