@@ -19,9 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from tailscope.api._support import public, sync_twin
 from tailscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tailscope.app.server import ReferenceApp
 
 FixSpec = str | Sequence[str]
 
@@ -44,10 +48,7 @@ class AppServer:
         url: ``http://HOST:PORT`` once started (give it to ``bench`` as ``url=``).
     """
 
-    def __init__(self, app: object) -> None:
-        from tailscope.app.server import ReferenceApp
-
-        assert isinstance(app, ReferenceApp)
+    def __init__(self, app: ReferenceApp) -> None:
         self._app = app
         self.preset = app.preset
         self.url = ""
