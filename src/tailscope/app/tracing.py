@@ -76,7 +76,9 @@ class AppTracer:
             ) from None
         self._provider = TracerProvider(resource=Resource.create({"service.name": service}))
         self._provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=self.endpoint, timeout=10), schedule_delay_millis=200)
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=self.endpoint, timeout=10), max_queue_size=65536, schedule_delay_millis=200
+            )
         )
         self._tracer = self._provider.get_tracer("tailscope.app")
 
