@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 #: public name → defining module
 _EXPORTS: dict[str, str] = {
     "AlertRules": "tailscope.verify.alerts",
+    "AppServer": "tailscope.api.app",
+    "AppStats": "tailscope.api.app",
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "BudgetPlan": "tailscope.plan.budget",
@@ -108,10 +110,13 @@ _EXPORTS: dict[str, str] = {
     "plan_napkin": "tailscope.api.plan",
     "repair_store": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
+    "run_app": "tailscope.api.app",
+    "run_app_async": "tailscope.api.app",
     "show_run": "tailscope.api.runs",
     "show_trace": "tailscope.api.trace",
     "simple_requests": "tailscope.workload.simple",
     "simulate": "tailscope.api.sim",
+    "start_app": "tailscope.api.app",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
@@ -125,6 +130,8 @@ _EXPORTS: dict[str, str] = {
 #: the public names (a test checks them against _EXPORTS and the TYPE_CHECKING imports)
 __all__ = [
     "AlertRules",
+    "AppServer",
+    "AppStats",
     "BenchOptions",
     "BenchResult",
     "BudgetPlan",
@@ -220,10 +227,13 @@ __all__ = [
     "plan_napkin",
     "repair_store",
     "report_html",
+    "run_app",
+    "run_app_async",
     "show_run",
     "show_trace",
     "simple_requests",
     "simulate",
+    "start_app",
     "summarize",
     "sweep",
     "tag_run",
@@ -249,6 +259,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.plan import (
         CapacityResult,

@@ -3,6 +3,8 @@
 The classifier reads, in this order (first match wins):
 
 1. user rules (service, name or attribute regexes → layer), e.g. from a YAML file;
+1b. an explicit ``layer`` attribute naming one of :data:`LAYERS` (an application that knows its layers says so, as
+   ``tailscope app`` does);
 2. the LLM dialects: OpenInference ``openinference.span.kind``, OpenLLMetry ``traceloop.span.kind`` /
    ``llm.request.type``, LangSmith ``run_type``;
 3. OpenTelemetry GenAI semantic conventions: ``gen_ai.operation.name`` (chat, text_completion, generate_content,
@@ -165,6 +167,9 @@ def classify(
             return rule.layer
     if attributes:
         get = attributes.get
+        v = get("layer")
+        if isinstance(v, str) and v in LAYERS:
+            return v
         v = get("openinference.span.kind")
         if v is not None:
             return _OPENINFERENCE.get(str(v).upper(), "other")
