@@ -65,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "TraceDiff": "tailscope.api.trace",
     "TraceFormatError": "tailscope.errors",
     "TraceView": "tailscope.api.trace",
+    "WhatIfResult": "tailscope.api.trace",
     "Verdict": "tailscope.verify.evaluate",
     "alerts": "tailscope.api.verify",
     "analyze_traces": "tailscope.api.trace",
@@ -95,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
+    "whatif": "tailscope.api.trace",
     "trace_sets": "tailscope.api.trace",
     "write_demo_traces": "tailscope.api.trace",
     "write_report": "tailscope.api.report",
@@ -155,6 +157,7 @@ __all__ = [
     "TraceFormatError",
     "TraceView",
     "Verdict",
+    "WhatIfResult",
     "__version__",
     "alerts",
     "analyze_traces",
@@ -186,6 +189,7 @@ __all__ = [
     "sweep",
     "tag_run",
     "trace_sets",
+    "whatif",
     "write_demo_traces",
     "write_report",
 ]
@@ -223,6 +227,7 @@ if TYPE_CHECKING:
         TraceAnalysis,
         TraceDiff,
         TraceView,
+        WhatIfResult,
         analyze_traces,
         collect_traces,
         collect_traces_async,
@@ -231,6 +236,7 @@ if TYPE_CHECKING:
         ingest_traces,
         show_trace,
         trace_sets,
+        whatif,
         write_demo_traces,
     )
     from tailscope.api.verify import alerts, compare, diagnose, gate, load_run

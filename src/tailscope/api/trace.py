@@ -11,17 +11,18 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tailscope.api._support import StorePath, public, sync_twin
-from tailscope.errors import ConfigError, TraceFormatError
+from tailscope.errors import ConfigError, NotFoundError, TraceFormatError
 from tailscope.io.layer_rules import load_layer_rules
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
 from tailscope.trace.critical_path import POLICIES, CriticalPath, critical_path
+from tailscope.trace.dependency import Marks
 from tailscope.trace.diff import diff_sets
 from tailscope.trace.facts import TraceFacts, span_layers, trace_facts
 from tailscope.trace.ingest.files import FORMATS, iter_file
@@ -339,3 +340,171 @@ def write_demo_traces(out: PathLike, *, traces: int = 2000, seed: int = 7) -> li
                 fh.write(json.dumps(to_otlp_json(batch), separators=(",", ":")) + "\n")
         written.append(path)
     return written
+
+
+# --------------------------------------------------------------------------------------------------- what-if
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    """A set's latency before and after projected changes (the document ``trace whatif --json`` writes).
+
+    Attributes:
+        before, after: ``{"count", "p50_ms", "p95_ms", "p99_ms", "{stat}_low_ms", "{stat}_high_ms", "mean_ms"}`` of
+            the root durations (bootstrap percentile intervals at ``confidence``).
+        saving: ``{"p50_ms", "p95_ms", "p99_ms"}``: before − after.
+        changes: the changes, each ``{"kind", "operations", "flag"}``.
+        traces: traces re-timed.
+        root_ops: the same per root operation.
+        critical_path: ``{"traces", "changed", "changed_share", "moves": [{"from", "to", "traces", "share"}]}``:
+            traces whose dominant critical-path operation changed (another branch became critical).
+        candidates, greedy: with ``rank``: candidate fixes projected alone, by P95 saving, and the greedy order.
+        warnings: e.g. a ``--parallel`` over calls the data marks as dependent.
+    """
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    saving: dict[str, Any]
+    changes: list[dict[str, Any]]
+    traces: int
+    root_ops: dict[str, Any]
+    critical_path: dict[str, Any]
+    candidates: list[dict[str, Any]]
+    greedy: list[dict[str, Any]]
+    warnings: list[str]
+    document: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.document)
+
+
+def _trees_and_marks(
+    source: PathLike, store: StorePath | SpanStore | None, root_op: str | None
+) -> tuple[Iterator[TraceTree], dict[str, Marks]]:
+    from tailscope.trace.dependency import marks_from
+    from tailscope.trace.tree import tree_from_rows
+
+    marks: dict[str, Marks] = {}
+    if _is_file(source):
+        by_trace: dict[str, list[Any]] = {}
+        for span in iter_file(Path(source), "auto"):
+            by_trace.setdefault(span.trace_id, []).append(span)
+        if not by_trace:
+            raise TraceFormatError(
+                f"{source}: no spans (expected OTLP JSON or JSON lines, OTLP protobuf, Jaeger or Zipkin)"
+            )
+        trees = []
+        for tid, spans in by_trace.items():
+            m = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
+            if m:
+                marks[tid] = m
+            trees.append(build_tree(spans))
+        it: Iterator[TraceTree] = iter(trees)
+    else:
+        spans_store = _spans(store)
+        for tid, items in spans_store.dependency_rows(str(source)).items():
+            m = marks_from(items)
+            if m:
+                marks[tid] = m
+        it = (tree_from_rows(rows) for rows in spans_store.iter_trace_rows(str(source)))
+    if root_op is not None:
+        it = (t for t in it if t.primary >= 0 and t.names[t.primary] == root_op)
+    return it, marks
+
+
+@public
+def whatif(
+    source: PathLike,
+    *,
+    set_duration: Sequence[str] = (),
+    scale: Sequence[str] = (),
+    parallel: Sequence[str] = (),
+    parallel_children: Sequence[str] = (),
+    cache: Sequence[str] = (),
+    remove: Sequence[str] = (),
+    cap_retries: Sequence[str] = (),
+    timeout: Sequence[str] = (),
+    independent: Sequence[str] = (),
+    rank: bool = False,
+    root_op: str | None = None,
+    seed: int = 0,
+    resamples: int = 200,
+    confidence: float = 0.95,
+    store: StorePath | SpanStore | None = None,
+) -> WhatIfResult:
+    """Project changes over a trace set of ``store`` (by name) or a trace file (by path): every trace re-timed along
+    its tree, latency before and after (``docs/trace.md`` states the method).
+
+    Each change argument takes the values of its command-line flag, e.g. ``set_duration=["auth=30ms"]``,
+    ``scale=["llm=0.6"]``, ``parallel=["search_a,search_b,search_c"]``, ``cache=["kb=0.4:2ms"]``,
+    ``timeout=["kb=3s:200ms"]``, ``cap_retries=["llm=1"]``; all apply together.
+
+    Args:
+        independent: groups of operations to treat as independent (``"A,B"``), whatever the data says.
+        rank: also generate candidate fixes from the set's findings and rank them by P95 saving (on top of the
+            changes given).
+        root_op: only traces whose root operation is this.
+        seed: seed of the cache draws (a hash of seed, trace and span: the same trace hits the same way).
+        resamples: bootstrap resamples for the intervals (0: none).
+        confidence: the intervals' confidence.
+
+    Raises:
+        ConfigError: a change that does not parse (naming the flag and the form), or no change and no ``rank``.
+        NotFoundError: no such set. TraceFormatError: a file without spans.
+    """
+    from tailscope.trace.dependency import Evidence
+    from tailscope.trace.whatif import Change, Plan, Projection, parse_change, project_trace
+
+    changes: list[Change] = []
+    given = {"set-duration": set_duration, "scale": scale, "parallel": parallel,
+             "parallel-children": parallel_children, "cache": cache, "remove": remove,
+             "cap-retries": cap_retries, "timeout": timeout}  # fmt: skip
+    try:
+        for kind, values in given.items():
+            changes.extend(parse_change(kind, v) for v in values)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    groups = []
+    for g in independent:
+        ops = [o.strip() for o in g.split(",") if o.strip()]
+        if len(ops) < 2:
+            raise ConfigError(f'--independent {g!r}: expected "A,B" (two or more operations, comma-separated)')
+        groups.append(ops)
+    if not changes and not rank:
+        raise ConfigError(
+            "give at least one change (--set-duration, --scale, --parallel, --parallel-children, --cache, --remove, "
+            "--cap-retries, --timeout) or --rank"
+        )
+    if not 0 < confidence < 1:
+        raise ConfigError(f"--confidence must be within (0, 1) (got {confidence})")
+    trees_it, marks = _trees_and_marks(source, store, root_op)
+    evidence = Evidence(groups)
+    plan = Plan(changes, seed=seed)
+    proj = Projection()
+    kept: list[TraceTree] = []
+    for tree in trees_it:
+        evidence.add(tree, marks.get(tree.trace_id))
+        outcome = project_trace(tree, plan)
+        if outcome is not None:
+            proj.outcomes.append(outcome)
+        if rank:
+            kept.append(tree)
+    if not proj.outcomes:
+        raise NotFoundError(f"no traces in {source}" + (f" with root operation {root_op!r}" if root_op else ""))
+    doc = proj.summary(resamples=resamples, confidence=confidence, seed=seed)
+    warnings = evidence.warnings(changes)
+    ranked: dict[str, Any] = {"candidates": [], "greedy": []}
+    if rank:
+        from tailscope.trace.rank import rank as rank_fixes
+        from tailscope.trace.rank import set_facts_with_marks
+
+        ranked = rank_fixes(kept, set_facts_with_marks(kept, marks), evidence, base=changes, seed=seed)
+    doc.update(
+        {"set": str(source), "changes": [c.to_dict() for c in changes], "traces": len(proj.outcomes),
+         "seed": seed, "confidence": confidence, "warnings": warnings, **ranked}
+    )  # fmt: skip
+    return WhatIfResult(
+        before=doc["before"], after=doc["after"], saving=doc["saving"], changes=doc["changes"], traces=doc["traces"],
+        root_ops=doc["root_ops"], critical_path=doc["critical_path"], candidates=doc["candidates"],
+        greedy=doc["greedy"], warnings=warnings, document=doc,
+    )  # fmt: skip
