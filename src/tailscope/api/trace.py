@@ -22,12 +22,12 @@ from tailscope.io.layer_rules import load_layer_rules
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
 from tailscope.trace.critical_path import POLICIES, CriticalPath, critical_path
-from tailscope.trace.dependency import Marks
+from tailscope.trace.dependency import Marks, marks_from
 from tailscope.trace.diff import diff_sets
 from tailscope.trace.facts import TraceFacts, span_layers, trace_facts
 from tailscope.trace.ingest.files import FORMATS, iter_file
 from tailscope.trace.ingest.sets import IngestReport, ingest_paths, set_facts
-from tailscope.trace.tree import TraceTree, build_tree
+from tailscope.trace.tree import TraceTree, build_tree, tree_from_rows
 
 PathLike = str | os.PathLike[str]
 
@@ -58,7 +58,13 @@ def file_facts(
         by_trace.setdefault(span.trace_id, []).append(span)
     if not by_trace:
         raise TraceFormatError(f"{path}: no spans (expected OTLP JSON or JSON lines, OTLP protobuf, Jaeger or Zipkin)")
-    return [trace_facts(build_tree(spans), policy=policy, async_blocking=async_blocking) for spans in by_trace.values()]
+    out = []
+    for spans in by_trace.values():
+        tree = build_tree(spans)
+        marks = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
+        consumes = marks.by_index(tree) if marks else None
+        out.append(trace_facts(tree, policy=policy, async_blocking=async_blocking, consumes=consumes))
+    return out
 
 
 def _facts(
@@ -67,7 +73,40 @@ def _facts(
     _check_policy(policy)
     if _is_file(source):
         return file_facts(source, policy=policy, async_blocking=async_blocking)
-    return set_facts(_spans(store), str(source), policy=policy, async_blocking=async_blocking)
+    spans = _spans(store)
+    facts = set_facts(spans, str(source), policy=policy, async_blocking=async_blocking)
+    return _honour_marks(facts, spans, str(source), policy, async_blocking)
+
+
+def _honour_marks(
+    facts: list[TraceFacts], spans: SpanStore, set_name: str, policy: str, async_blocking: bool
+) -> list[TraceFacts]:
+    """Recompute the facts of the traces where a waterfall holds a call that the data marks as consuming an earlier
+    member's output (links, tool call ids): the store's rows carry no attributes, so the finder could not see it."""
+    if not any(f.waterfalls for f in facts):
+        return facts
+    marks = {tid: mk for tid, items in spans.dependency_rows(set_name).items() if (mk := marks_from(items))}
+    redo = set()
+    for f in facts:
+        m = marks.get(f.trace_id)
+        if m is None or not m.consumes:
+            continue
+        for g in f.waterfalls:
+            members = set(g.member_ids)
+            if any(sid in members and not used.isdisjoint(members) for sid, used in m.consumes.items()):
+                redo.add(f.trace_id)
+                break
+    if not redo:
+        return facts
+    fixed: dict[str, TraceFacts] = {}
+    for rows in spans.iter_trace_rows(set_name):
+        tid = rows[0][0]
+        if tid in redo:
+            tree = tree_from_rows(rows)
+            fixed[tid] = trace_facts(
+                tree, policy=policy, async_blocking=async_blocking, consumes=marks[tid].by_index(tree)
+            )
+    return [fixed.get(f.trace_id, f) for f in facts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,9 +420,6 @@ class WhatIfResult:
 def _trees_and_marks(
     source: PathLike, store: StorePath | SpanStore | None, root_op: str | None
 ) -> tuple[Iterator[TraceTree], dict[str, Marks]]:
-    from tailscope.trace.dependency import marks_from
-    from tailscope.trace.tree import tree_from_rows
-
     marks: dict[str, Marks] = {}
     if _is_file(source):
         by_trace: dict[str, list[Any]] = {}

@@ -130,3 +130,19 @@ def test_whatif_on_a_file(tmp_path: Path) -> None:
     r = tailscope.whatif(path, remove=["memory fetch"], resamples=0)
     assert r.traces == 50
     assert r.critical_path["changed_share"] > 0  # memory fetch was often the critical branch
+
+
+def test_analyze_waterfalls_leave_the_consumer_out(store: SpanStore, tmp_path: Path) -> None:
+    import json
+
+    from tailscope.trace.demo import to_otlp_json
+
+    stored = tailscope.analyze_traces("case", store=store)
+    before, _ = trace_sets(400, "")
+    path = tmp_path / "t.otlp.json"
+    path.write_text(json.dumps(to_otlp_json([s for t in before for s in t])))
+    from_file = tailscope.analyze_traces(path)
+    for result in (stored, from_file):
+        patterns = [w["pattern"] for w in result.waterfalls]
+        assert patterns
+        assert all("rerank" not in p for p in patterns), patterns

@@ -4,8 +4,8 @@ change (applied while generating, by plain arithmetic, not by the re-timing engi
 Each trace (the method's case study, shrunk): ``POST /chat`` (gateway) runs ``auth`` synchronously, then, together,
 ``invoke_agent`` and a ``memory fetch`` branch (sometimes the slower one). The agent plans (``llm plan``), runs three
 searches one after another in a random order (``search_a``/``_b``/``_c``, each with a tool call id), a ``rerank``
-that links to the three searches (it consumes their results), and answers (``llm answer``, retried after an error in
-a fifth of the traces).
+that links to the three searches and names their tool call ids (it consumes their results), and answers
+(``llm answer``, retried after an error in a fifth of the traces).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from tailscope.records import Span
 
 MS = 1_000_000
 SEARCHES = ("search_a", "search_b", "search_c")
+TOOL = {"gen_ai.operation.name": "execute_tool"}  # attributes that classify the spans the same way on ingest
+LLM = {"gen_ai.operation.name": "chat"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def build(tid: str, d: Draws, change: str = "") -> list[Span]:
     a0 = t
     t += 2.0
     add_agent: list[tuple[str, float, float, dict[str, object]]] = []
-    add_agent.append(("llm plan", t, d.plan, {"layer": "inference"}))
+    add_agent.append(("llm plan", t, d.plan, {"attributes": LLM, "layer": "inference"}))
     t += d.plan + 1.0
     first = t
     ends = []
@@ -85,23 +87,43 @@ def build(tid: str, d: Draws, change: str = "") -> list[Span]:
             dur = 450.0
         start = first if "parallel" in ch else t
         add_agent.append(
-            (name, start, dur, {"layer": "agent", "attributes": {"gen_ai.tool.call.id": f"call_{tid}_{k}"}})
+            (name, start, dur, {"layer": "agent", "attributes": {**TOOL, "gen_ai.tool.call.id": f"call_{tid}_{k}"}})
         )
         ends.append(start + dur)
         t = start + dur + 0.5
     t = max(ends) + 0.5
-    add_agent.append(("rerank", t, d.rerank, {"layer": "agent", "consumes": True}))
+    add_agent.append(
+        (
+            "rerank",
+            t,
+            d.rerank,
+            {
+                "layer": "agent",
+                "consumes": True,
+                "attributes": {**TOOL, "input.value": " ".join(f"call_{tid}_{k}" for k in range(3))},
+            },
+        )
+    )
     t += d.rerank + 0.5
     if d.retry is not None:
         add_agent.append(
-            ("llm answer", t, d.retry * (0.6 if "scale" in ch else 1.0), {"layer": "inference", "status": "ERROR"})
+            (
+                "llm answer",
+                t,
+                d.retry * (0.6 if "scale" in ch else 1.0),
+                {"attributes": LLM, "layer": "inference", "status": "ERROR"},
+            )
         )
         t += d.retry * (0.6 if "scale" in ch else 1.0) + 0.5
         if "cap" not in ch:
-            add_agent.append(("llm answer", t, d.answer * (0.6 if "scale" in ch else 1.0), {"layer": "inference"}))
+            add_agent.append(
+                ("llm answer", t, d.answer * (0.6 if "scale" in ch else 1.0), {"attributes": LLM, "layer": "inference"})
+            )
             t += d.answer * (0.6 if "scale" in ch else 1.0)
     else:
-        add_agent.append(("llm answer", t, d.answer * (0.6 if "scale" in ch else 1.0), {"layer": "inference"}))
+        add_agent.append(
+            ("llm answer", t, d.answer * (0.6 if "scale" in ch else 1.0), {"attributes": LLM, "layer": "inference"})
+        )
         t += d.answer * (0.6 if "scale" in ch else 1.0)
     t += 1.0
     agent = add(root, "invoke_agent", a0, t - a0, service="agent", layer="agent")
