@@ -129,3 +129,51 @@ def sets_lines(sets: list[Any]) -> list[str]:
     for s in sets:
         lines.append(f"{s.name:<{width}}  {s.spans:>12,}  {s.traces:>10,}  {s.updated_at[:19]:<20}  {s.source}")
     return lines
+
+
+def print_whatif(con: Console, doc: dict[str, Any]) -> None:
+    """A what-if: the changes, p50/p95/p99 before and after (with intervals), per root operation, critical-path moves,
+    and with ``--rank`` the candidate fixes by P95 saving and their greedy order."""
+
+    def cell(d: dict[str, Any], stat: str) -> str:
+        v = d.get(f"{stat}_ms")
+        if v is None:
+            return "—"
+        lo, hi = d.get(f"{stat}_low_ms"), d.get(f"{stat}_high_ms")
+        return format_ms(v) + (f" [dim]({format_ms(lo)}–{format_ms(hi)})[/dim]" if lo is not None else "")
+
+    changes = doc.get("changes") or []
+    if changes:
+        con.print("changes: " + "  ".join(escape(c["flag"]) for c in changes))
+    table = Table(show_edge=False, header_style="bold", title=f"{doc['traces']} traces re-timed")
+    for col in ("root operation", "", "p50", "p95", "p99"):
+        table.add_column(col, justify="left" if col in ("root operation", "") else "right")
+    for op, row in doc["root_ops"].items():
+        table.add_row(escape(op), "before", *(cell(row["before"], s) for s in ("p50", "p95", "p99")))
+        table.add_row("", "after", *(cell(row["after"], s) for s in ("p50", "p95", "p99")))
+        sv = row["saving"]
+        table.add_row("", "saving", *(format_ms(sv.get(f"{s}_ms", 0.0)) for s in ("p50", "p95", "p99")))
+    if changes:
+        con.print(table)
+    cp = doc.get("critical_path") or {}
+    if changes and cp.get("changed"):
+        moves = ", ".join(f"{escape(m['from'])} → {escape(m['to'])} ({m['share']:.0%})" for m in cp["moves"][:3])
+        con.print(f"critical path moved to another operation in {cp['changed_share']:.0%} of traces: {moves}")
+    for w in doc.get("warnings") or []:
+        con.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    cands = doc.get("candidates") or []
+    if not cands:
+        return
+    con.print(f"\nranked fixes (P95 {format_ms(doc['p95_before_ms'])} now):")
+    ranked = Table(show_edge=False, header_style="bold")
+    for col in ("fix", "change", "P95 after", "saves", "evidence"):
+        ranked.add_column(col, justify="right" if col in ("P95 after", "saves") else "left", overflow="fold")
+    for c in cands:
+        ranked.add_row(c["kind"], escape(c["change"]), format_ms(c["p95_after_ms"]), format_ms(c["p95_saving_ms"]),
+                       escape(c["evidence"]))  # fmt: skip
+    con.print(ranked)
+    if doc.get("greedy"):
+        steps = [format_ms(doc["p95_before_ms"])] + [format_ms(g["p95_after_ms"]) for g in doc["greedy"]]
+        con.print("in order (each given the ones before): " + " → ".join(steps))
+        for g in doc["greedy"]:
+            con.print(f"  {g['step']}. {escape(g['change'])}  P95 {format_ms(g['p95_after_ms'])}")

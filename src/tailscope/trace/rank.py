@@ -124,8 +124,11 @@ def _waterfalls(facts: Sequence[TraceFacts], evidence: Evidence, n: int) -> list
         if len(kept) < 2 and not (repeated and kept):
             continue
         why = [f"sequential under {parent} in {k / n:.0%} of traces"]
-        verdicts = {evidence.verdict(parent, a, b).reason for i, a in enumerate(kept) for b in kept[i + 1 :]}
-        why.extend(sorted(verdicts))
+        verdicts = [evidence.verdict(parent, a, b) for i, a in enumerate(kept) for b in kept[i + 1 :]]
+        if verdicts and all(v.reason.startswith("order varies") for v in verdicts):
+            why.append("order varies across traces for every pair (neither waits for the other)")
+        else:
+            why.extend(sorted({v.reason for v in verdicts}))
         why.extend(f"{op} kept after: {v.reason}" for op, v in dropped)
         follower = _consumers(evidence, parent, kept, members)
         why.extend(f"{op} kept after: {v.reason}" for op, v in follower)
