@@ -418,7 +418,7 @@ class WhatIfResult:
 
 
 def _trees_and_marks(
-    source: PathLike, store: StorePath | SpanStore | None, root_op: str | None
+    source: PathLike, store: StorePath | SpanStore | None, root_op: str | None, *, with_marks: bool = True
 ) -> tuple[Iterator[TraceTree], dict[str, Marks]]:
     marks: dict[str, Marks] = {}
     if _is_file(source):
@@ -438,7 +438,7 @@ def _trees_and_marks(
         it: Iterator[TraceTree] = iter(trees)
     else:
         spans_store = _spans(store)
-        for tid, items in spans_store.dependency_rows(str(source)).items():
+        for tid, items in (spans_store.dependency_rows(str(source)) if with_marks else {}).items():
             m = marks_from(items)
             if m:
                 marks[tid] = m
@@ -513,13 +513,16 @@ def whatif(
         )
     if not 0 < confidence < 1:
         raise ConfigError(f"--confidence must be within (0, 1) (got {confidence})")
-    trees_it, marks = _trees_and_marks(source, store, root_op)
+    # the evidence serves --rank and the warnings of --parallel; without them its query and pair counts are skipped
+    need_evidence = rank or any(c.kind in ("parallel", "parallel-children") for c in changes)
+    trees_it, marks = _trees_and_marks(source, store, root_op, with_marks=need_evidence)
     evidence = Evidence(groups)
     plan = Plan(changes, seed=seed)
     proj = Projection()
     kept: list[TraceTree] = []
     for tree in trees_it:
-        evidence.add(tree, marks.get(tree.trace_id))
+        if need_evidence:
+            evidence.add(tree, marks.get(tree.trace_id))
         outcome = project_trace(tree, plan)
         if outcome is not None:
             proj.outcomes.append(outcome)

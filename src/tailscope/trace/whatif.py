@@ -285,9 +285,10 @@ def _retry_cut(tree: TraceTree, kids: Sequence[int], cap: Mapping[str, int]) -> 
     return cut
 
 
-def retime(tree: TraceTree, plan: Plan) -> Retimed:
+def retime(tree: TraceTree, plan: Plan, anchors_of: dict[int, list[int]] | None = None) -> Retimed:
     """Re-time one trace under ``plan`` (see the module docstring). Only the primary root's tree is re-timed; other
-    roots keep their times."""
+    roots keep their times. ``anchors_of`` caches each parent's children's anchors across plans (they depend only on
+    the tree: pass the same dict for the same tree)."""
     n = len(tree.span_ids)
     starts_o, ends_o = tree.starts, tree.ends
     new_s = [float(x) for x in starts_o]
@@ -319,7 +320,13 @@ def retime(tree: TraceTree, plan: Plan) -> Retimed:
         with mode 0 = parent start + gap, 1 = sibling ``ref``'s end + gap, 2 = latest end of group ``ref`` + gap,
         3 = with the group's first member ``ref``; ``gap_from`` is the original anchor (-1: the parent's start)."""
         kids = children[p]
-        anchors = _anchors(tree, kids)
+        if anchors_of is None:
+            anchors = _anchors(tree, kids)
+        else:
+            got = anchors_of.get(p)
+            if got is None:
+                got = anchors_of[p] = _anchors(tree, kids)
+            anchors = got
         if caps:
             for c in _retry_cut(tree, kids, caps):
                 removed[c] = True
@@ -483,12 +490,14 @@ class TraceOutcome:
     after_path: str = ""
 
 
-def project_trace(tree: TraceTree, plan: Plan, *, paths: bool = True) -> TraceOutcome | None:
-    """One trace's outcome under ``plan`` (None for an empty tree)."""
+def project_trace(
+    tree: TraceTree, plan: Plan, *, paths: bool = True, anchors_of: dict[int, list[int]] | None = None
+) -> TraceOutcome | None:
+    """One trace's outcome under ``plan`` (None for an empty tree); ``anchors_of`` as in :func:`retime`."""
     p = tree.primary
     if p < 0:
         return None
-    rt = retime(tree, plan)
+    rt = retime(tree, plan, anchors_of)
     before = float(tree.ends[p] - tree.starts[p])
     after = rt.ends[p] - rt.starts[p]
     if not paths:
@@ -591,12 +600,25 @@ def _pair(before: np.ndarray, after: np.ndarray, resamples: int, confidence: flo
     return {"before": b, "after": a, "saving": saving}
 
 
-def project(trees: Iterable[TraceTree], changes: Sequence[Change], *, seed: int = 0, paths: bool = True) -> Projection:
-    """Re-time every trace under ``changes`` together."""
+def project(
+    trees: Iterable[TraceTree],
+    changes: Sequence[Change],
+    *,
+    seed: int = 0,
+    paths: bool = True,
+    anchors: dict[int, dict[int, list[int]]] | None = None,
+) -> Projection:
+    """Re-time every trace under ``changes`` together. ``anchors`` (trace's ``id()`` → its anchor cache) speeds up
+    projecting the same trees again under other changes (the ranking does); the trees must outlive it."""
     plan = Plan(changes, seed=seed)
     out = Projection()
     for tree in trees:
-        o = project_trace(tree, plan, paths=paths)
+        cache = None
+        if anchors is not None:
+            cache = anchors.get(id(tree))
+            if cache is None:
+                cache = anchors[id(tree)] = {}
+        o = project_trace(tree, plan, paths=paths, anchors_of=cache)
         if o is not None:
             out.outcomes.append(o)
     return out
