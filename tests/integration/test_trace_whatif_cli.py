@@ -60,3 +60,15 @@ def test_whatif_cli(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert "--cache" in lines[0]
     assert "OP=0.4:2ms" in lines[0]
+
+    r = ts("trace", "cacheability", "--set", "case", "--db", db, "--ttl", "search_a=30d", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "cacheability" in r.stdout
+    doc = json.loads(out.read_text())
+    assert {"operations", "candidates"} <= set(doc)
+    row = next(o for o in doc["operations"] if o["operation"] == "search_a")
+    assert row["immutability"] > 20
+    r = ts("trace", "cacheability", "--set", "case", "--db", db, "--change-rate", "search_a=often")
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "--change-rate" in r.stderr

@@ -1,5 +1,5 @@
 """``tailscope trace``: ingest and collect traces, show one, analyze a set, diff two sets, project changes (whatif),
-list and delete sets, write demo traces (parse, call :mod:`tailscope.api.trace`, render)."""
+score cacheability, list and delete sets, write demo traces (parse, call :mod:`tailscope.api.trace`, render)."""
 
 from __future__ import annotations
 
@@ -201,6 +201,38 @@ def whatif(
     if json_path is not None:
         write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
     print_whatif(stdout_console(), result.to_dict())
+    if json_path is not None:
+        err_console().print(f"wrote {json_path}")
+
+
+@trace_app.command("cacheability")
+def cacheability(
+    set_name: str = typer.Option(..., "--set", help="Trace set to score (or a trace file: nothing is stored)."),
+    ttl: list[str] = typer.Option([], "--ttl", help='"OP=30d": how long OP\'s answers stay valid (repeatable).'),
+    change_rate: list[str] = typer.Option(
+        [], "--change-rate", help='"OP=4/d": how often OP\'s data changes, per s, m, h or d (repeatable).'
+    ),
+    window: str = typer.Option(
+        "1h", "--window", help="A call repeating an earlier one's arguments within this counts."
+    ),
+    hit_duration: str = typer.Option("1ms", "--hit-duration", help="Duration of a cache hit in the what-if."),
+    json_path: Path | None = typer.Option(None, "--json", help="Also write {operations, candidates} as JSON here."),
+    db: Path | None = DB,
+) -> None:
+    """Score operations for caching (reuse 40, compute cost 30, immutability 30; ≥ 60 = candidate, with its what-if).
+
+    Example: tailscope trace cacheability --set before --ttl "qdrant search=7d" --change-rate "get_user=24/d"
+    """
+    from tailscope.api.trace import cacheability as score_cacheability
+    from tailscope.report.console import stdout_console
+    from tailscope.report.trace_console import print_cacheability
+
+    result = score_cacheability(
+        set_name, ttl=ttl, change_rate=change_rate, window=window, hit_duration=hit_duration, store=db
+    )
+    if json_path is not None:
+        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
+    print_cacheability(stdout_console(), result.to_dict())
     if json_path is not None:
         err_console().print(f"wrote {json_path}")
 

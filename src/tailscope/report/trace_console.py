@@ -177,3 +177,29 @@ def print_whatif(con: Console, doc: dict[str, Any]) -> None:
         con.print("in order (each given the ones before): " + " → ".join(steps))
         for g in doc["greedy"]:
             con.print(f"  {g['step']}. {escape(g['change'])}  P95 {format_ms(g['p95_after_ms'])}")
+
+
+def print_cacheability(con: Console, doc: dict[str, Any], *, limit: int = 15) -> None:
+    """Operations by cacheability score (the three parts), candidates marked with their what-if."""
+    table = Table(show_edge=False, header_style="bold", title="cacheability (reuse 40 + cost 30 + immutability 30)")
+    for col in ("operation", "calls", "mean", "reuse", "cost", "immut.", "score", "what-if (P95)"):
+        table.add_column(col, justify="left" if col in ("operation", "what-if (P95)") else "right")
+    for r in doc["operations"][:limit]:
+        w = r.get("whatif")
+        table.add_row(
+            ("[bold]" if r["candidate"] else "") + escape(r["operation"]),
+            str(r["calls"]),
+            format_ms(r["mean_ms"]),
+            f"{r['reuse']:.0f} ({r['reuse_share']:.0%})",
+            f"{r['cost']:.0f}",
+            f"{r['immutability']:.0f}",
+            f"{r['score']:.0f}" + (" ●" if r["candidate"] else ""),
+            f"{format_ms(w['p95_before_ms'])} → {format_ms(w['p95_after_ms'])}" if w else "",
+        )
+    con.print(table)
+    for r in doc["operations"]:
+        if r.get("whatif"):
+            con.print(f"candidate {escape(r['operation'])}: {escape(r['whatif']['change'])}")
+    missing = sum(1 for r in doc["operations"] if r["ttl_s"] is None)
+    if missing:
+        con.print(f"note: {missing} operation(s) without --ttl or --change-rate score 0 on immutability")

@@ -424,3 +424,15 @@ class SpanStore:
                     (sid, parsed if isinstance(parsed, dict) else {}, json.loads(links) if links else [])
                 )
         return out
+
+    def iter_call_rows(self, set_name: str, *, chunk: int = 100_000) -> Iterator[tuple[str, int, int, str | None]]:
+        """Every span of the set as ``(name, start ns, duration ns, attributes as JSON text or None)``, in no
+        particular order (what the cacheability score reads)."""
+        self.get_set(set_name)
+        with self.db.read() as con:
+            cur = con.execute(
+                "SELECT name, start_ns, end_ns - start_ns, CAST(attributes AS VARCHAR) FROM spans WHERE set_name = ?",
+                [set_name],
+            )
+            for rows in iter(lambda: cur.fetchmany(chunk), []):
+                yield from rows

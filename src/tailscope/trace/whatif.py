@@ -52,8 +52,8 @@ from tailscope.trace.tree import TraceTree
 
 NS_PER_MS = 1_000_000
 KINDS = ("set-duration", "scale", "parallel", "parallel-children", "cache", "remove", "cap-retries", "timeout")
-_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9}
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|min|m)?\s*$")
+_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9, "h": 3600e9, "d": 86400e9}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|min|m|h|d)?\s*$")
 _EXAMPLES = {
     "set-duration": '"OP=30ms"',
     "scale": '"OP=0.6"',
@@ -67,7 +67,7 @@ _EXAMPLES = {
 
 
 def parse_duration_ns(text: str) -> float:
-    """``30ms``, ``3s``, ``1.5s``, ``200us``, ``500ns``, ``2m`` → ns; a bare number is milliseconds.
+    """``30ms``, ``3s``, ``1.5s``, ``200us``, ``500ns``, ``2m``, ``1h``, ``30d`` → ns; a bare number is milliseconds.
 
     Raises:
         ValueError: not a duration.
