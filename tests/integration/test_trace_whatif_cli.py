@@ -72,3 +72,8 @@ def test_whatif_cli(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert len(r.stderr.strip().splitlines()) == 1
     assert "--change-rate" in r.stderr
+
+    html = tmp_path / "w.html"
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--scale", "llm answer=0.5", "--html", str(html))
+    assert r.returncode == 0, r.stderr
+    assert "<svg" in html.read_text()

@@ -183,6 +183,7 @@ def whatif(
     json_path: Path | None = typer.Option(
         None, "--json", help="Also write {before, after, changes, traces, …} as JSON here."
     ),
+    html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
     db: Path | None = DB,
 ) -> None:
     """Project changes before making them: every trace re-timed along its tree, P50/P95/P99 before and after.
@@ -200,9 +201,14 @@ def whatif(
     )  # fmt: skip
     if json_path is not None:
         write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
+    if html_path is not None:
+        from tailscope.report.html_whatif import render_whatif_page
+
+        write_text(html_path, render_whatif_page(result.to_dict()), "--html")
     print_whatif(stdout_console(), result.to_dict())
-    if json_path is not None:
-        err_console().print(f"wrote {json_path}")
+    for path in (json_path, html_path):
+        if path is not None:
+            err_console().print(f"wrote {path}")
 
 
 @trace_app.command("cacheability")

@@ -556,7 +556,8 @@ class Projection:
 
     def summary(self, *, resamples: int = 200, confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
         """``before``, ``after`` (:func:`distribution`), ``saving`` (ms per stat), ``root_ops`` (the same per root
-        operation) and ``critical_path`` (share of traces whose dominant path operation changed, and to what)."""
+        operation), ``critical_path`` (share of traces whose dominant path operation changed, and to what) and
+        ``distribution`` (the root durations' percentiles 0, 1, …, 100 before and after, ms: the CDFs)."""
         before, after = self.arrays()
         doc: dict[str, Any] = _pair(before, after, resamples, confidence, seed)
         ops: dict[str, int] = {}
@@ -570,6 +571,13 @@ class Projection:
         else:
             doc["root_ops"] = {op: {k: doc[k] for k in ("before", "after", "saving")} for op in ops}
         doc["critical_path"] = self.path_changes()
+        if before.size:
+            qs = np.linspace(0.0, 1.0, 101)
+            doc["distribution"] = {
+                "quantiles": [round(float(q), 2) for q in qs],
+                "before_ms": [round(float(v) / NS_PER_MS, 3) for v in np.quantile(before, qs)],
+                "after_ms": [round(float(v) / NS_PER_MS, 3) for v in np.quantile(after, qs)],
+            }
         return doc
 
     def path_changes(self) -> dict[str, Any]:

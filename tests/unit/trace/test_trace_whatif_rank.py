@@ -146,3 +146,17 @@ def test_analyze_waterfalls_leave_the_consumer_out(store: SpanStore, tmp_path: P
         patterns = [w["pattern"] for w in result.waterfalls]
         assert patterns
         assert all("rerank" not in p for p in patterns), patterns
+
+
+def test_html_view(store: SpanStore) -> None:
+    from tailscope.report.html_whatif import render_whatif_page
+
+    r = tailscope.whatif("case", scale=["llm answer=0.5"], rank=True, store=store, resamples=20)
+    page = render_whatif_page(r.to_dict())
+    assert page.count("<polyline") == 2  # before and after CDFs
+    assert "Ranked fixes" in page
+    assert "--parallel &#34;search_a,search_b,search_c&#34;" in page
+    assert "<script" not in page
+    dist = r.to_dict()["distribution"]
+    assert len(dist["before_ms"]) == len(dist["after_ms"]) == 101
+    assert dist["after_ms"] == sorted(dist["after_ms"])
