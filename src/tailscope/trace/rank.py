@@ -223,8 +223,9 @@ def rank(
     anchors: dict[int, dict[int, list[int]]] = {}  # the trees' anchors, computed once for every projection
     start = _p95(trees, base, seed, anchors)
     scored_alone: list[tuple[dict[str, Any], Candidate]] = []
+    alone: dict[int, float] = {}  # the greedy order's first step is the best candidate alone: not projected again
     for c in candidates(trees, facts, evidence):
-        after = _p95(trees, [*base, c.change], seed, anchors)
+        after = alone[id(c)] = _p95(trees, [*base, c.change], seed, anchors)
         row = {
             "kind": c.kind,
             "operations": list(c.change.ops),
@@ -241,7 +242,9 @@ def rank(
     greedy: list[dict[str, Any]] = []
     current = start
     while pool and len(greedy) < GREEDY_STEPS:
-        scored = [(_p95(trees, [*base, *chosen, c.change], seed, anchors), c) for c in pool]
+        scored = [
+            (alone[id(c)] if not chosen else _p95(trees, [*base, *chosen, c.change], seed, anchors), c) for c in pool
+        ]
         best, pick = min(scored, key=lambda t: t[0])
         if best >= current:
             break
