@@ -8,7 +8,7 @@ A change names operations (span names; ``*`` and ``?`` match like shell globs) a
     each span of OP runs at that factor: its own time, its children's gaps and its subtree's spans scale by it.
 ``parallel A,B,C``
     sibling spans of those operations under one parent start together, when the first of them started; whatever
-    waited for one of them waits for the latest-ending one instead.
+    waited for one of them waits for the latest-ending one instead (one operation: its repeated siblings).
 ``parallel-children OP``
     all children of each span of OP start together, when the first started.
 ``cache OP=HIT_RATE:HIT_DURATION``
@@ -118,8 +118,9 @@ def parse_change(kind: str, text: str) -> Change:
     raw = text.strip()
     if kind in ("parallel", "parallel-children", "remove"):
         ops = tuple(o.strip() for o in raw.split(",")) if kind == "parallel" else (raw,)
-        if not all(ops) or (kind == "parallel" and len(ops) < 2):
-            raise ValueError(f"{where}: {want} ({'at least two operations' if kind == 'parallel' else 'an operation'})")
+        if not all(ops):
+            what = "operations, comma-separated" if kind == "parallel" else "an operation"
+            raise ValueError(f"{where}: {want} ({what})")
         return Change(kind, ops, text=raw)
     op, sep, rhs = raw.rpartition("=")
     op = op.strip()

@@ -128,7 +128,7 @@ def test_parse_change(kind: str, text: str, expected: Change) -> None:
 
 @pytest.mark.parametrize(
     ("kind", "text"),
-    [("set-duration", "auth"), ("scale", "x=-1"), ("parallel", "a"), ("cache", "x=1.5:1ms"), ("cache", "x=0.5"),
+    [("set-duration", "auth"), ("scale", "x=-1"), ("parallel", "a,,b"), ("cache", "x=1.5:1ms"), ("cache", "x=0.5"),
      ("cap-retries", "x=0"), ("timeout", "x=soon"), ("remove", "")],
 )  # fmt: skip
 def test_bad_change_names_the_flag_and_the_form(kind: str, text: str) -> None:
@@ -145,3 +145,9 @@ def test_durations() -> None:
 
 def test_glob_operations() -> None:
     assert after_ms(_tree(), ("set-duration", "[AB]=1ms")) == pytest.approx(100 - 18 - 19 + 2)
+
+
+def test_parallel_of_one_operation_runs_its_repeated_siblings_together() -> None:
+    spans = [s("root", None, 0, 100), s("q1", "root", 0, 30, name="q"), s("q2", "root", 30, 60, name="q"),
+             s("q3", "root", 60, 90, name="q")]  # fmt: skip
+    assert after_ms(spans, ("parallel", "q")) == pytest.approx(40.0)
