@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_trace_oracle import messy_traces
 from trace_helpers import span
 
 from tailscope.records import Span
-from tailscope.trace.tree import build_tree
+from tailscope.trace.tree import build_tree, tree_from_rows
 from tailscope.trace.whatif import Change, Plan, parse_change, parse_duration_ns, project, project_trace, retime
 
 MS = 1_000_000
@@ -151,3 +154,46 @@ def test_parallel_of_one_operation_runs_its_repeated_siblings_together() -> None
     spans = [s("root", None, 0, 100), s("q1", "root", 0, 30, name="q"), s("q2", "root", 30, 60, name="q"),
              s("q3", "root", 60, 90, name="q")]  # fmt: skip
     assert after_ms(spans, ("parallel", "q")) == pytest.approx(40.0)
+
+
+_PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_PROPS
+@given(messy_traces(), st.data())
+def test_messy_trees_keep_their_times_without_a_change_and_never_break(rows: list, data: st.DataObject) -> None:
+    tree = tree_from_rows(rows)
+    same = retime(tree, Plan([parse_change("scale", "no such operation=0.5")]))
+    assert same.starts == [float(x) for x in tree.starts]
+    assert same.ends == [float(x) for x in tree.ends]
+    names = sorted(set(tree.names))
+    a, b = data.draw(st.sampled_from(names)), data.draw(st.sampled_from(names))
+    changes = [
+        parse_change("scale", f"{a}={data.draw(st.floats(0, 3)):.3f}"),
+        parse_change("parallel", f"{a},{b}"),
+        parse_change("timeout", f"{b}=5ns:1ns"),
+        parse_change("cache", f"{b}=0.5:1ns"),
+        parse_change("cap-retries", f"{a}=1"),
+        parse_change("parallel-children", b),
+    ]
+    picked = data.draw(st.lists(st.sampled_from(changes), max_size=4))
+    o = project_trace(tree, Plan(picked))
+    if o is not None:
+        assert o.after_ns >= 0
+        assert o.after_ns < float("inf")
+
+
+@_PROPS
+@given(messy_traces(), st.data())
+def test_faster_or_removed_leaves_never_lengthen_a_trace(rows: list, data: st.DataObject) -> None:
+    tree = tree_from_rows(rows)
+    leaves = sorted({tree.names[i] for i, kids in enumerate(tree.children) if not kids} - {
+        tree.names[i] for i, kids in enumerate(tree.children) if kids})  # fmt: skip
+    if not leaves or tree.primary < 0:
+        return
+    op = data.draw(st.sampled_from(leaves))
+    change = data.draw(st.sampled_from([f"scale:{op}=0.5", f"scale:{op}=0", f"remove:{op}"]))
+    kind, _, text = change.partition(":")
+    o = project_trace(tree, Plan([parse_change(kind, text)]))
+    assert o is not None
+    assert o.after_ns <= o.before_ns
