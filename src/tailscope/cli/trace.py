@@ -146,7 +146,7 @@ def diff(
         err_console().print(f"wrote {json_path}")
 
 
-_CHANGE = "(repeatable; all changes apply together)"
+_CHANGE = "(repeatable)"
 
 
 @trace_app.command("whatif")
@@ -186,7 +186,8 @@ def whatif(
     html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
     db: Path | None = DB,
 ) -> None:
-    """Project changes before making them: every trace re-timed along its tree, P50/P95/P99 before and after.
+    """Project changes before making them: every trace re-timed along its tree, P50/P95/P99 before and after
+    (all changes apply together).
 
     Example: tailscope trace whatif --set before --set-duration "auth=30ms" --parallel "search_a,search_b" --rank
     """
