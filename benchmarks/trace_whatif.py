@@ -28,9 +28,10 @@ from pathlib import Path
 
 import tailscope
 from tailscope.store.spans import SpanStore
+from tailscope.trace.changes import parse_change
 from tailscope.trace.demo import demo_traces, to_otlp_json
 from tailscope.trace.tree import build_tree
-from tailscope.trace.whatif import parse_change, project
+from tailscope.trace.whatif import project
 
 CHANGES = {
     "set_duration": ["execute_tool get_user=30ms"],

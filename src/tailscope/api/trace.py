@@ -493,8 +493,9 @@ def whatif(
         ConfigError: a change that does not parse (naming the flag and the form), or no change and no ``rank``.
         NotFoundError: no such set. TraceFormatError: a file without spans.
     """
+    from tailscope.trace.changes import Change, parse_change
     from tailscope.trace.dependency import Evidence
-    from tailscope.trace.whatif import Change, Plan, Projection, parse_change, project_trace
+    from tailscope.trace.whatif import Plan, Projection, project_trace
 
     changes: list[Change] = []
     given = {"set-duration": set_duration, "scale": scale, "parallel": parallel,
@@ -578,7 +579,7 @@ class CacheabilityResult:
 
 def _per_op_seconds(values: Sequence[str], flag: str, *, rate: bool) -> dict[str, float]:
     from tailscope.trace.cacheability import YEAR_S
-    from tailscope.trace.whatif import parse_duration_ns
+    from tailscope.trace.changes import parse_duration_ns
 
     per = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
     out: dict[str, float] = {}
@@ -629,8 +630,9 @@ def cacheability(
     import numpy as np
 
     from tailscope.trace.cacheability import call_key, score_calls
+    from tailscope.trace.changes import parse_change, parse_duration_ns
     from tailscope.trace.tree import tree_from_rows
-    from tailscope.trace.whatif import parse_change, parse_duration_ns, project
+    from tailscope.trace.whatif import project
 
     ttl_s = _per_op_seconds(change_rate, "--change-rate", rate=True)
     ttl_s.update(_per_op_seconds(ttl, "--ttl", rate=False))

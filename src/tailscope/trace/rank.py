@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 
 from tailscope.trace.analysis import buckets, composition
+from tailscope.trace.changes import Change, parse_change
 from tailscope.trace.dependency import Evidence, Marks
 from tailscope.trace.facts import TraceFacts, span_layers, trace_facts
 from tailscope.trace.tree import TraceTree
 from tailscope.trace.waterfall import CANDIDATE_LAYERS
-from tailscope.trace.whatif import NS_PER_MS, Change, parse_change, project
+from tailscope.trace.whatif import NS_PER_MS, project
 
 SYNC_MIN_MS = 20.0
 SYNC_TARGET_MS = 5.0

@@ -9,8 +9,9 @@ from test_trace_oracle import messy_traces
 from trace_helpers import span
 
 from tailscope.records import Span
+from tailscope.trace.changes import Change, parse_change, parse_duration_ns
 from tailscope.trace.tree import build_tree, tree_from_rows
-from tailscope.trace.whatif import Change, Plan, parse_change, parse_duration_ns, project, project_trace, retime
+from tailscope.trace.whatif import Plan, project, project_trace, retime
 
 MS = 1_000_000
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from whatif_truth import trace_sets
 
+from tailscope.trace.changes import parse_change
 from tailscope.trace.tree import build_tree
-from tailscope.trace.whatif import parse_change, project
+from tailscope.trace.whatif import project
 
 CASES = {
     "auth30": [("set-duration", "auth=30ms")],
