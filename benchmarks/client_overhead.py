@@ -8,6 +8,7 @@ Prints, per stream count: TTFT error p50/p99, ITL error p50/p99 (per token gap, 
 output tokens/s vs the ideal, client CPU % (process time / wall time) and the event-loop lag p99.
 
     .venv/bin/python benchmarks/client_overhead.py --streams 16,64,256 --tokens 256
+    .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -33,6 +35,7 @@ from tailscope.runner.loadgen import DispatchConfig
 from tailscope.store.runs import RunStore
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
+from tailscope.workload.tracecontext import parse_trace_context, with_trace_context
 
 
 def free_port() -> int:
@@ -68,7 +71,9 @@ def start_server(port: int, truth: Path, ttft_ms: float, itl_ms: float) -> subpr
     raise SystemExit("server did not start")
 
 
-def measure(streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float) -> dict[str, float]:
+def measure(
+    streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float, trace_ratio: float = 0.0
+) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.json"
@@ -81,10 +86,12 @@ def measure(streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: floa
                 timeouts=Timeouts(first_token_s=60, total_s=120),
                 metrics_url=None,
                 handle_signals=False,
+                trace_ratio=trace_ratio,
             )
             specs = simple_requests(
                 LoadShape(concurrency=streams, requests=streams * rounds), fixed(64), fixed(tokens), seed=0
             )
+            specs = with_trace_context(specs, trace_ratio, seed=0, ids=random.Random(1))
             cpu0, wall0 = time.process_time(), time.perf_counter()
             res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb")))
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
@@ -123,16 +130,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="requests per stream")
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
+    ap.add_argument("--trace-context", default="off", help="comma list of off/on/RATIO: a row per value")
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; server TTFT {a.ttft_ms} ms, ITL {a.itl_ms} ms, {a.tokens} tokens")
     print(
-        f"{'streams':>7} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} {'p99':>7} "
+        f"{'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} {'p99':>7} "
         f"{'out tok/s':>10} {'sustained':>9} {'client CPU':>10}"
     )
-    for n in (int(x) for x in a.streams.split(",")):
-        m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms)
+    for n, tc in ((int(x), t) for x in a.streams.split(",") for t in a.trace_context.split(",")):
+        m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc))
         print(
-            f"{n:>7} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
+            f"{n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
             f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}%",
             flush=True,

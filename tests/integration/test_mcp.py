@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,10 @@ async def session_run(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> tupl
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "tailscope", "mcp", "--db", str(db)])
+    # the server gets this process's environment (the SDK passes only a few variables by default): the same sources
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "tailscope", "mcp", "--db", str(db)], env=dict(os.environ)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = await session.list_tools()
@@ -66,3 +70,74 @@ def test_tools_list_and_a_bounded_bench(tmp_path: Path) -> None:
     assert "bounded" in error_text(results[3])
     assert "loopback" in error_text(results[4])
     assert "requests" in error_text(results[5])
+
+
+def test_sim_plan_trace_and_gate_tools(tmp_path: Path) -> None:
+    """The predict, plan, locate and verify tools over the same API: bounded, JSON, errors as one line."""
+    import tailscope
+
+    before, _ = tailscope.write_demo_traces(tmp_path / "demo", traces=60)
+    db = tmp_path / "runs.duckdb"
+    contract = {
+        "slo": [{"metric": "ttft_ms", "percentile": "p99", "max": 60_000}, {"metric": "error_rate", "max": 0.01}]
+    }
+    _, results = asyncio.run(
+        asyncio.wait_for(
+            session_run(
+                db,
+                [
+                    ("sim", {"requests": 200, "rate": 5, "input_tokens": "256", "output_tokens": "32"}),
+                    ("gate", {"contract": contract, "run": "latest"}),
+                    (
+                        "plan_estimate",
+                        {"model": "llama-3.1-8b", "gpu": "h100-sxm", "input_tokens": 500, "output_tokens": 100},
+                    ),
+                    (
+                        "plan_capacity",
+                        {
+                            "model": "llama-3.1-8b",
+                            "gpu": "h100-sxm",
+                            "target_rps": 5,
+                            "slo": ["ttft_p99=2s"],
+                            "tp": [1],
+                            "sim_requests": 300,
+                        },
+                    ),
+                    ("trace_analyze", {"source": str(before)}),
+                    ("sim", {"rate": 5}),  # unbounded
+                    (
+                        "plan_capacity",
+                        {
+                            "model": "llama-3.1-8b",
+                            "gpu": "h100-sxm",
+                            "target_rps": 5,
+                            "slo": [],
+                            "max_replicas": 10_000,
+                        },
+                    ),
+                    ("gate", {"contract": {"slo": [{"metric": "ttft_ms", "max": 1}]}}),  # no percentile
+                ],
+            ),
+            timeout=180,
+        )
+    )
+    sim = payload(results[0])
+    assert sim["summary"]["requests"]["completed"] == 200
+    assert sim["summary"]["sim"]["steps"] > 0
+    assert "timeline" not in sim["summary"]["sim"]
+    assert "requests" not in sim  # no per-request records
+    gate = payload(results[1])
+    assert gate["verdict"] == "pass"
+    assert gate["run"] == sim["run"]["id"]  # the sim run, found in the store
+    est = payload(results[2])
+    assert est["ttft_ms"] > 0
+    assert est["tpot_ms"] > 0
+    cap = payload(results[3])
+    assert cap["best"]["check"]["passed"] is True
+    assert cap["best"]["tp"] == 1
+    analysis = payload(results[4])
+    assert analysis["traces"]["count"] == 60
+    assert analysis["layers"]["tail_bucket"]["composition"]
+    assert "bounded" in error_text(results[5])
+    assert "max_replicas" in error_text(results[6])
+    assert "percentile" in error_text(results[7])

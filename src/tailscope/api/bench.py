@@ -6,7 +6,7 @@ Nothing is written unless ``store=`` is given, and no signal handler is installe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -111,6 +111,11 @@ async def bench_async(
     dataset_min_input: int | None = None,
     dataset_max_input: int | None = None,
     same_prompts: bool = False,
+    extra_body: Mapping[str, Any] | str | None = None,
+    headers: Sequence[str] = (),
+    request_template: PathLike | None = None,
+    trace_context: str | float | bool = "off",
+    tracestate: str | None = None,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

@@ -157,6 +157,27 @@ def bench(
         help="Send the same prompt text as earlier --same-prompts runs (warm caches on purpose; default: new text "
         "every run, same lengths and times).",
     ),
+    extra_body: str | None = typer.Option(
+        None,
+        "--extra-body",
+        help='JSON fields merged into every request body, e.g. \'{"temperature": 0.7, "tools": [...]}\' or @FILE.',
+    ),
+    headers: list[str] = typer.Option([], "--header", help="Extra request header NAME:VALUE (repeatable; not stored)."),
+    request_template: Path | None = typer.Option(
+        None,
+        "--request-template",
+        help="Drive a non-OpenAI streaming API: a YAML file with path, body ({{prompt}}, …) and how to read the "
+        "answer (docs/workload.md).",
+    ),
+    trace_context: str = typer.Option(
+        "off",
+        "--trace-context",
+        help="Send a W3C traceparent: on, off (default) or a ratio such as 0.1 (drawn from the seed); the trace id "
+        "and client span id are kept per request for `tailscope trace join`.",
+    ),
+    tracestate: str | None = typer.Option(
+        None, "--tracestate", help="A W3C tracestate sent with traceparent, e.g. 'vendor=value'."
+    ),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."
@@ -230,6 +251,7 @@ def options_from(ctx: typer.Context) -> BenchOptions:
         if name not in typed:
             values[name] = () if name == "slo" else None
     values["slo"] = tuple(values["slo"] or ())
+    values["headers"] = tuple(values.get("headers") or ())
     return BenchOptions(**values)
 
 

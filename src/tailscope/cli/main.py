@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("tailscope.cli.twin", "Probe a server (bounded) and fit its digital twin; or fit one from runs."),
     "twin": ("tailscope.cli.twin", "The calibrated digital twin."),
     "serve": ("tailscope.cli.serve", "Run the built-in simulated engine behind an OpenAI-compatible HTTP server."),
+    "app": ("tailscope.cli.app", "Run the reference AI application (gateway, retrieval, agent, model, DB) to trace."),
     "sim": ("tailscope.cli.sim", "Simulate a deployment in virtual time: latency, throughput, KV cache, queueing."),
     "catalog": ("tailscope.cli.catalog", "The model and GPU catalogs the engine model uses."),
     "trace": ("tailscope.cli.trace", "Latency is a tree: critical paths, layers, waterfalls and diffs of traces."),

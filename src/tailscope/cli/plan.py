@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from tailscope.cli.common import command_app
+from tailscope.errors import ConfigError
 
 plan_app = command_app(
     help=(
@@ -15,6 +18,23 @@ plan_app = command_app(
     ),
     no_args_is_help=True,
 )
+
+
+def _emit(doc: dict[str, Any], json_out: Path | None, render: Callable[[Any], None]) -> None:
+    """Print the table (or only JSON with ``--json -``) and write JSON when asked."""
+    import json
+
+    from tailscope.cli.common import write_text
+    from tailscope.report.console import stdout_console
+
+    text = json.dumps(doc, indent=1, default=str)
+    if json_out is not None and str(json_out) == "-":
+        print(text)
+        return
+    render(stdout_console())
+    if json_out is not None:
+        write_text(json_out, text, "--json")
+
 
 _JSON = typer.Option(None, "--json", help="Also write the answer as JSON to this file ('-' = stdout only JSON).")
 _CAL = typer.Option(None, "--calibration", help="Calibration file (e.g. a digital twin's twin.yaml).")
@@ -35,9 +55,12 @@ def kv(
 
     Example: tailscope plan kv --model llama-3.1-70b --kv-dtype fp8 --context 8192 --gpu h100-sxm --tp 4
     """
-    from tailscope.cli.plan_impl import cmd_kv
+    from tailscope.api.plan import plan_kv
+    from tailscope.report.plan_console import print_kv
 
-    cmd_kv(model, context, kv_dtype, weights_dtype, gpu, tp, gpu_memory_utilization, json_out)
+    p = plan_kv(model, context=context, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu=gpu, tp=tp,
+                gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
+    _emit(p.to_dict(), json_out, lambda con: print_kv(con, p))
 
 
 @plan_app.command("estimate")
@@ -57,11 +80,13 @@ def estimate(
 
     Example: tailscope plan estimate --model llama-3.1-8b --gpu a100-80gb --input-tokens 500 --output-tokens 300
     """
-    from tailscope.cli.plan_impl import cmd_estimate
+    from tailscope.api.plan import plan_estimate
+    from tailscope.report.plan_console import print_estimate
 
-    cmd_estimate(
-        model, gpu, input_tokens, output_tokens, concurrency, tp, weights_dtype, kv_dtype, calibration, json_out
-    )
+    e = plan_estimate(model, gpu, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency,
+                      tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration)  # fmt: skip
+    title = f"{model} on {tp} × {gpu}: {input_tokens} in / {output_tokens} out at concurrency {concurrency}"
+    _emit(e.to_dict(), json_out, lambda con: print_estimate(con, e, title=title, calibration=calibration))
 
 
 @plan_app.command("capacity")
@@ -96,32 +121,25 @@ def capacity(
 
       tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --headroom 0.2
     """
-    from tailscope.cli.plan_impl import CapacityArgs, cmd_capacity
+    from tailscope.report.plan_console import print_capacity, print_napkin
 
-    cmd_capacity(
-        CapacityArgs(
-            model,
-            gpu,
-            profile,
-            input_tokens,
-            output_tokens,
-            target_rps,
-            tuple(slo),
-            headroom,
-            tp,
-            max_replicas,
-            gpu_price,
-            weights_dtype,
-            kv_dtype,
-            calibration,
-            sim_requests,
-            users,
-            tokens_per_user_s,
-            gpu_tokens_s,
-            engine,
-        ),
-        json_out,
-    )
+    if users is not None or tokens_per_user_s is not None or gpu_tokens_s is not None:
+        if users is None or tokens_per_user_s is None or gpu_tokens_s is None:
+            raise ConfigError("the napkin form needs --users, --tokens-per-user-s and --gpu-tokens-s together")
+        from tailscope.api.plan import plan_napkin
+
+        n = plan_napkin(users=users, tokens_per_user_s=tokens_per_user_s, gpu_tokens_s=gpu_tokens_s, headroom=headroom)
+        _emit(n.to_dict(), json_out, lambda con: print_napkin(con, n))
+        return
+    if model is None or gpu is None or target_rps is None:
+        raise ConfigError("plan capacity needs --model, --gpu and --target-rps (or the napkin form: --users …)")
+    from tailscope.api.plan import plan_capacity
+
+    r = plan_capacity(model, gpu, target_rps=target_rps, slo=slo, profile=profile, input_tokens=input_tokens,
+                      output_tokens=output_tokens, headroom=headroom, tp=tp, max_replicas=max_replicas,
+                      gpu_price=gpu_price, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration,
+                      sim_requests=sim_requests, engine=engine)  # fmt: skip
+    _emit(r.to_dict(), json_out, lambda con: print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds))
 
 
 @plan_app.command("cost")
@@ -140,9 +158,15 @@ def cost(
     Example: tailscope plan cost --gpu-price 2.5 --run latest --api-price-in 0.15 --api-price-out 0.60 \\
         --daily-requests 500000
     """
-    from tailscope.cli.plan_impl import cmd_cost
+    from tailscope.api.plan import plan_cost
+    from tailscope.cli.common import store_path
+    from tailscope.report.plan_console import print_cost
 
-    cmd_cost(gpu_price, run, gpus, api_price_in, api_price_out, daily_requests, db, json_out)
+    if run is None:
+        raise ConfigError("plan cost needs --run RUN_ID (a stored bench or sim run) to take the throughput from")
+    c = plan_cost(gpu_price=gpu_price, run=run, gpus=gpus, api_price_in=api_price_in, api_price_out=api_price_out,
+                  daily_requests=daily_requests, store=store_path(db))  # fmt: skip
+    _emit(c.to_dict(), json_out, lambda con: print_cost(con, c))
 
 
 @plan_app.command("budget")
@@ -159,6 +183,11 @@ def budget(
 
     Example: tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --buffer 0.2 --out c.yaml
     """
-    from tailscope.cli.plan_impl import cmd_budget
+    from tailscope.api.plan import plan_budget
+    from tailscope.cli.common import store_path
+    from tailscope.report.plan_console import print_budget
 
-    cmd_budget(target, tuple(layer), buffer, from_traces, out, db, json_out)
+    plan = plan_budget(target, layers=layer, buffer=buffer, traces=from_traces, out=out, store=store_path(db))
+    doc = plan.to_dict()
+    doc["contract"] = plan.contract()
+    _emit(doc, json_out, lambda con: print_budget(con, plan, out))

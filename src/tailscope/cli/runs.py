@@ -74,6 +74,13 @@ def show(
         con.print(dialect_renderable(view.summary))
         return
     print_summary(run_to_json(view.run), view.summary, con)
+    traced = view.summary.get("trace_context")
+    if isinstance(traced, dict):
+        con.print(
+            f"trace context: {traced.get('traced', 0)} requests sent a traceparent (ratio {traced.get('ratio')}); "
+            f"their trace_id/span_id are in the records — join them: tailscope trace join --run {view.run.id} "
+            "--set SET"
+        )
 
 
 @runs_app.command("export")

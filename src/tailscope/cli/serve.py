@@ -58,6 +58,12 @@ def serve(
         "--frontend-latency/--no-frontend-latency",
         help="Delay requests by the API-server latency the engine model prices (as sim does).",
     ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
+        "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.",
+    ),
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
@@ -102,6 +108,11 @@ def serve(
         faults=faults,
         frontend_latency=frontend_latency,
     )
+    if otlp_endpoint is not None:
+        import dataclasses
+
+        options = dataclasses.replace(options, otlp_endpoint=otlp_endpoint)
+        options.validate()
     if not is_loopback(host):
         print(
             f"tailscope serve: warning: --host {host} accepts connections from other machines; the server has no "
@@ -113,6 +124,8 @@ def serve(
         print(f"tailscope serve: built-in simulated engine, {options.description}")
         if faults.any:
             print(f"fault injection on: {faults}")
+        if options.otlp_endpoint is not None:
+            print(f"exporting llm_request spans to {options.otlp_endpoint} (OTLP/HTTP protobuf)")
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown

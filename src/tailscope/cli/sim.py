@@ -74,74 +74,30 @@ def sim(
 ) -> None:
     """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
 
-    from rich.console import Console
-
-    from tailscope.cli.common import write_export
-    from tailscope.metrics.document import build_export, run_to_json
+    from tailscope.api.report import write_report
+    from tailscope.api.sim import simulate
+    from tailscope.cli.common import err_console, store_path, typed_params, write_export
+    from tailscope.metrics.document import run_to_json
     from tailscope.report.console import print_summary
-    from tailscope.sim.run import SimArgs, run_sim
 
-    explicit = frozenset(
-        n for n in ctx.params if (s := ctx.get_parameter_source(n)) is not None and s.name not in ("DEFAULT",)
-    )
-    args = SimArgs(
-        model=model,
-        gpu=gpu,
-        tp=tp,
-        replicas=replicas,
-        backend=engine,
-        ep=ep,
-        attention_dp=attention_dp,
-        weights_dtype=weights_dtype,
-        kv_dtype=kv_dtype,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization,
-        prefix_caching=not no_prefix_caching,
-        router=router,
-        calibration=calibration,
-        gpu_file=gpu_file,
-        autoscale=autoscale,
-        profile=profile,
-        concurrency=concurrency,
-        rate=rate,
-        arrival=arrival,
-        burstiness=burstiness,
-        requests=requests,
-        duration=duration,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        warmup=warmup,
-        seed=seed,
-        slo=tuple(slo),
-        db=db,
-        explicit=explicit,
-    )
-    err = Console(stderr=True)
+    err = err_console()
 
     def progress(done: int, virtual_s: float) -> None:
         if not quiet:
             err.print(f"simulated {done:,} requests ({virtual_s:,.0f} s of virtual time)")
 
-    from tailscope.io.calibration import load_calibration
-
-    interval: dict[str, Any] | None = None
-    if load_calibration(calibration).twin is not None:
-        # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
-        from tailscope.runner.twin_check import interval_of, predict
-
-        pred = predict(args)
-        out = pred.outcome
-        interval = interval_of(pred)
-        out.summary["prediction_interval"] = interval
-        from tailscope.store.runs import RunStore
-
-        RunStore(db).finish_run(out.run.id, out.run.status, out.summary)
-    else:
-        out = run_sim(args, on_progress=progress)
-    res = out.result
+    out = simulate(
+        model=model, gpu=gpu, tp=tp, engine=engine, ep=ep, attention_dp=attention_dp, replicas=replicas,
+        router=router, weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+        prefix_caching=not no_prefix_caching, calibration=calibration, gpu_file=gpu_file, autoscale=autoscale,
+        profile=profile, concurrency=concurrency, rate=rate, arrival=arrival, burstiness=burstiness,
+        requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, warmup=warmup,
+        seed=seed, slo=slo, store=store_path(db), progress=progress, explicit=typed_params(ctx),
+    )  # fmt: skip
+    res = out.sim
     err.print(f"[cyan]target: {out.run.target.description}[/]")
-    print_summary(run_to_json(out.run), out.summary, _stdout())
+    print_summary(run_to_json(out.run), out.summary_dict(), _stdout())
     hit = res.prefix_hit_rate
     print(
         f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
@@ -150,20 +106,20 @@ def sim(
     )
     for t, change, why in res.scale_events:
         print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
-    if args.autoscale is not None and res.timeline:
+    if autoscale is not None and res.timeline:
         _stdout().print(_timeline_table(res.timeline))
-    if interval is not None:
+    if out.prediction_interval is not None:
         rows = ", ".join(
-            f"{m} {p} {lo:,.1f}–{hi:,.1f} ms" for m, pcts in interval.items() for p, (lo, hi) in pcts.items()
+            f"{m} {p} {lo:,.1f}–{hi:,.1f} ms"
+            for m, pcts in out.prediction_interval.items()
+            for p, (lo, hi) in pcts.items()
         )
         print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
     if json_out is not None:
-        write_export(json_out, build_export(out.run, out.summary, out.records))
+        write_export(json_out, out.to_dict())
         err.print(f"wrote {json_out}")
     if html_out is not None:
-        from tailscope.report.html import write_html_report
-
-        write_html_report(html_out, run_to_json(out.run), out.summary, out.records)
+        write_report(html_out, out)
         err.print(f"wrote {html_out}")
     err.print(f"run {out.run.id} stored (kind sim)")
 

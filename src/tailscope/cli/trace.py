@@ -78,6 +78,30 @@ def collect(
     )
 
 
+@trace_app.command("join")
+def join(
+    run: str = typer.Option(..., "--run", help="Bench run (id, prefix or latest) made with --trace-context."),
+    set_name: str = typer.Option(..., "--set", help="Trace set holding the server's spans (trace collect --set)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the join as JSON (parts per request, distributions)."),
+    skew_tolerance_ms: float = typer.Option(
+        1.0, "--skew-tolerance-ms", help="Suspect clock skew when spans lie this far outside the client's view."
+    ),
+    trace_db: Path | None = typer.Option(None, "--trace-db", help="Store holding the set, if not --db."),
+    db: Path | None = DB,
+) -> None:
+    """Join a bench run with a trace set by trace id; take each client-seen TTFT and E2E apart.
+    Example: tailscope trace join --run latest --set live"""
+    from tailscope.api.trace import join_traces
+    from tailscope.report.console import stdout_console
+    from tailscope.report.trace_console import print_join
+
+    result = join_traces(run, set_name, skew_tolerance_ms=skew_tolerance_ms, store=db, trace_store=trace_db)
+    if json_out:
+        print(json.dumps(result.to_dict(), indent=1))
+        return
+    print_join(stdout_console(), result.to_dict())
+
+
 @trace_app.command("show")
 def show(
     trace_id: str = typer.Argument(..., help="Trace id or a unique prefix."),

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from tailscope.cli.common import command_app
+from tailscope.errors import TailscopeError
 
 twin_app = command_app(
     help=(
@@ -51,25 +52,19 @@ def calibrate(
 
       tailscope calibrate --from-runs RUN_A --from-runs RUN_B --url http://127.0.0.1:8000 --out twin.yaml
     """
-    from tailscope.cli.calibrate_impl import cmd_calibrate
+    from tailscope.api.twin import calibrate as fit
+    from tailscope.cli.common import err_console, store_path
+    from tailscope.report.console import stdout_console
+    from tailscope.report.twin_console import print_twin
 
-    cmd_calibrate(
-        url,
-        model,
-        out,
-        tuple(from_runs),
-        budget,
-        concurrencies,
-        burst,
-        rounds,
-        prefill_repeats,
-        max_num_seqs,
-        max_num_batched_tokens,
-        block_size,
-        num_blocks,
-        seed,
-        db,
-    )
+    err = err_console()
+    result = fit(
+        url, model=model, out=out, from_runs=from_runs, budget=budget, concurrencies=concurrencies, burst=burst,
+        rounds=rounds, prefill_repeats=prefill_repeats, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, num_blocks=num_blocks, seed=seed,
+        store=store_path(db), on_phase=lambda name: err.print(f"probe: {name}"),
+    )  # fmt: skip
+    print_twin(stdout_console(), result.twin, result.path, result.notes)
 
 
 @twin_app.command("check")
@@ -104,28 +99,32 @@ def check(
 
     Example: tailscope twin check --calibration twin.yaml --url http://127.0.0.1:8000 --rate 3 --requests 60
     """
-    from tailscope.cli.calibrate_impl import cmd_twin_check
+    import json
 
-    cmd_twin_check(
-        calibration,
-        url,
-        model,
-        profile,
-        rate,
-        concurrency,
-        arrival,
-        requests,
-        duration,
-        input_tokens,
-        output_tokens,
-        seed,
-        tolerance,
-        json_out,
-        db,
-        html_out,
-        anchor,
-        repeat,
-    )
+    from tailscope.api.report import write_report
+    from tailscope.api.twin import twin_check
+    from tailscope.cli.common import err_console, store_path, write_text
+    from tailscope.report.console import stdout_console
+    from tailscope.report.twin_console import print_twin_check
+
+    err = err_console()
+    result = twin_check(
+        calibration, url, model=model, profile=profile, rate=rate, concurrency=concurrency, arrival=arrival,
+        requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
+        tolerance=tolerance, anchor=anchor, repeat=repeat, store=store_path(db), on_phase=err.print,
+    )  # fmt: skip
+    print_twin_check(stdout_console(), result.report)
+    if json_out is not None:
+        write_text(json_out, json.dumps(result.report, indent=1), "--json")
+    if html_out is not None:
+        write_report(html_out, [result.measured[-1], result.prediction])
+        err.print(f"wrote {html_out}")
+    if not result.passed:
+        raise _CheckFailed(f"the twin missed by more than {tolerance:.0%} on {', '.join(result.failed)}")
+
+
+class _CheckFailed(TailscopeError):
+    exit_code = 1
 
 
 calibrate_app = command_app()

@@ -12,7 +12,7 @@ import asyncio
 import errno
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -22,6 +22,7 @@ from tailscope.client.transport import Transport
 from tailscope.clock import Clock
 from tailscope.errors import SSEError
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
+from tailscope.workload.template import RequestTemplate, TemplateError
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +43,40 @@ class ClientOptions:
         model: the model name sent in every request.
         ignore_eos: send vLLM/SGLang's ``ignore_eos`` so outputs run to ``max_tokens``.
         continuous_usage: ask vLLM for usage on every chunk (``stream_options.continuous_usage_stats``).
+        stream_options: send ``stream_options`` (usage in the stream); off for servers that refuse it.
+        extra_body: extra JSON fields merged into every request body (sampling parameters, tools, reasoning
+            options, …); a request's class may add its own on top.
+        headers: extra request headers sent with every request.
+        template: a non-OpenAI API's request shape and answer reader; ``None`` = the OpenAI API.
+        class_extra_body: per request class, body fields merged over ``extra_body`` (profile ``extra_body``).
         extra_body: extra JSON fields merged into every request body.
+        tracestate: W3C ``tracestate`` sent beside ``traceparent`` on traced requests (``None`` = not sent).
     """
 
     endpoint: str = "chat"
     model: str = ""
     ignore_eos: bool = True
     continuous_usage: bool = True
+    stream_options: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    headers: tuple[tuple[str, str], ...] = ()
+    template: RequestTemplate | None = None
+    class_extra_body: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tracestate: str | None = None
 
     @property
     def path(self) -> str:
+        if self.template is not None:
+            return self.template.path
         return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+
+    def post_headers(self) -> dict[str, str]:
+        """The headers of every request: JSON content, the template's headers, then the user's."""
+        out = {"Content-Type": "application/json"}
+        if self.template is not None:
+            out.update(self.template.headers)
+        out.update(self.headers)
+        return out
 
 
 @dataclass(slots=True)
@@ -64,22 +87,60 @@ class Outcome:
     text: str
 
 
-def build_body(opts: ClientOptions, prompt: str | list[dict[str, str]], max_tokens: int) -> bytes:
-    """The JSON request body for a streaming request."""
+def build_body(
+    opts: ClientOptions,
+    prompt: str | list[dict[str, str]],
+    max_tokens: int,
+    extra_body: dict[str, Any] | None = None,
+) -> bytes:
+    """The JSON request body for a streaming request (``extra_body``: the request class's own fields, merged last)."""
+    if opts.template is not None:
+        return opts.template.render(prompt, max_tokens, opts.model)
     body: dict[str, Any] = {"model": opts.model, "max_tokens": max_tokens, "stream": True}
     if opts.endpoint == "chat":
         body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
-    stream_options: dict[str, Any] = {"include_usage": True}
-    if opts.continuous_usage:
-        stream_options["continuous_usage_stats"] = True
-    body["stream_options"] = stream_options
+    if opts.stream_options:
+        stream_options: dict[str, Any] = {"include_usage": True}
+        if opts.continuous_usage:
+            stream_options["continuous_usage_stats"] = True
+        body["stream_options"] = stream_options
     if opts.ignore_eos:
         body["ignore_eos"] = True
     if opts.extra_body:
         body.update(opts.extra_body)
+    if extra_body:
+        body.update(extra_body)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def without_extensions(opts: ClientOptions, refused: frozenset[str]) -> ClientOptions:
+    """``opts`` without the API extensions a server refused (``ignore_eos``, ``continuous_usage_stats``,
+    ``stream_options``)."""
+    if not refused:
+        return opts
+    return replace(
+        opts,
+        ignore_eos=opts.ignore_eos and "ignore_eos" not in refused,
+        continuous_usage=opts.continuous_usage and "continuous_usage_stats" not in refused,
+        stream_options=opts.stream_options and "stream_options" not in refused,
+    )
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def request_headers(opts: ClientOptions, trace_id: str | None, span_id: str | None) -> dict[str, str]:
+    """The request's headers: JSON, the template's and the user's, plus W3C ``traceparent`` (sampled flag set) and
+    ``tracestate`` when traced."""
+    base = _JSON_HEADERS if opts.template is None and not opts.headers else opts.post_headers()
+    if trace_id is None or span_id is None:
+        return base
+    headers = {**base, "traceparent": f"00-{trace_id}-{span_id}-01"}
+    if opts.tracestate:
+        headers["tracestate"] = opts.tracestate
+    return headers
 
 
 def classify_status(status: int) -> ErrorClass:
@@ -143,6 +204,7 @@ class _State:
         "chunk_tokens",
         "completion_tokens",
         "done",
+        "finished",
         "first_event",
         "input_tokens",
         "last_usage_completion",
@@ -164,6 +226,7 @@ class _State:
         self.usage_per_chunk = False
         self.request_id: str | None = None
         self.done = False
+        self.finished = False  # a choice carried finish_reason: the answer is whole even if no [DONE] follows
 
 
 async def execute(
@@ -185,6 +248,8 @@ async def execute(
     shared_prefix: bool = False,
     input_tokens_hint: int | None = None,
     worker: int = 0,
+    trace_id: str | None = None,
+    span_id: str | None = None,
 ) -> Outcome:
     """Send one streaming request and measure it.
 
@@ -192,11 +257,16 @@ async def execute(
         scheduled_ns: intended send time, ns since run start (``t0_ns``).
         count_tokens: a local tokenizer's counter, used when the server does not report usage per chunk.
         input_tokens_hint: the synthesized prompt length, kept when the server reports no usage.
+        trace_id, span_id: W3C trace context sent as ``traceparent`` (both precomputed in the schedule), kept in
+            the record; ``None`` sends none.
 
     Returns:
         The record (never raises for server or network faults; cancellation yields an ``incomplete`` record).
     """
-    body = build_body(opts, prompt, max_tokens)
+    body = build_body(opts, prompt, max_tokens, opts.class_extra_body.get(request_class))
+    tpl = opts.template
+    consume = _consume if tpl is None else tpl.consume
+    headers = request_headers(opts, trace_id, span_id)
     st = _State()
     sent_ns = clock.now_ns() - t0_ns
     status = Status.OK
@@ -208,7 +278,7 @@ async def execute(
     deadline_total = loop.time() + timeouts.total_s
     try:
         async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
-            async with transport.post(opts.path, body, {"Content-Type": "application/json"}) as resp:
+            async with transport.post(opts.path, body, headers) as resp:
                 http_status = resp.status
                 st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:
@@ -217,14 +287,14 @@ async def execute(
                     detail = _error_detail(resp.status, resp.headers, text)
                     status = Status.ERROR
                 else:
-                    parser = SSEParser()
+                    parser: Any = (tpl.parser() if tpl is not None else None) or SSEParser()
                     push = getattr(resp, "consume", None)
                     if push is not None:
                         # the raw transport calls us from its protocol: no task switch per network read
 
                         def on_data(stamp: int, chunk: bytes) -> bool:
                             had_token = bool(st.chunk_times)
-                            _consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
+                            consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
                             if not had_token and st.chunk_times:
                                 cm.reschedule(deadline_total)
                             return st.done
@@ -234,14 +304,18 @@ async def execute(
                         async for stamp, chunk in _timed(resp, clock):
                             now = stamp - t0_ns
                             had_token = bool(st.chunk_times)
-                            _consume(parser.feed_data(chunk), now, st, count_tokens)
+                            consume(parser.feed_data(chunk), now, st, count_tokens)
                             if not had_token and st.chunk_times:
                                 cm.reschedule(deadline_total)
                             if st.done:
                                 break
                     if not st.done:
-                        _consume(parser.close_data(), clock.now_ns() - t0_ns, st, count_tokens)
+                        consume(parser.close_data(), clock.now_ns() - t0_ns, st, count_tokens)
                     st.stream_end = clock.now_ns() - t0_ns
+                    if st.finished:
+                        st.done = True  # ended cleanly after finish_reason (transformers serve sends no [DONE])
+                    if tpl is not None and tpl.ends_with_body():
+                        st.done = True  # no end marker: a body that ended is a whole answer
                     if not st.done:
                         status, error, detail = Status.ERROR, ErrorClass.STREAM_BROKEN, "stream ended without [DONE]"
                     elif not st.chunk_times:
@@ -254,6 +328,10 @@ async def execute(
             error, detail = ErrorClass.TIMEOUT_FIRST_TOKEN, f"no first token within {timeouts.first_token_s:g} s"
     except _ServerErrorEvent as exc:
         status, error, detail = Status.ERROR, ErrorClass.SERVER_ERROR_EVENT, str(exc)[:500]
+    except TemplateError as exc:
+        status = Status.ERROR
+        error = ErrorClass.SERVER_ERROR_EVENT if exc.server_error else ErrorClass.MALFORMED_SSE
+        detail = str(exc)[:500]
     except (SSEError, _MalformedEvent) as exc:
         status, error, detail = Status.ERROR, ErrorClass.MALFORMED_SSE, str(exc)[:500]
     except asyncio.CancelledError:
@@ -303,6 +381,8 @@ async def execute(
         stream_end_ns=st.stream_end,
         first_event_ns=st.first_event,
         worker=worker,
+        trace_id=trace_id,
+        span_id=span_id,
     )
     return Outcome(record=record, text="".join(st.texts))
 
@@ -352,6 +432,8 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
                 raise _ServerErrorEvent(f"server sent an error event: {msg}")
             continue
         c0 = choices[0]
+        if c0.get("finish_reason"):
+            st.finished = True
         delta = c0.get("delta")
         if delta is not None:
             text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")

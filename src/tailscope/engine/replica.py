@@ -144,6 +144,8 @@ class Replica:
         self.keep_history = False
         self.completions: list[Completion] = []
         self.admissions: list[int] = []
+        #: called with a request's id when it is first scheduled (its queue wait ends): ``serve`` stamps it
+        self.on_admit: Callable[[int], None] | None = None
 
     # ---- protocol -------------------------------------------------------------------------------------------
     @property
@@ -456,6 +458,8 @@ class Replica:
                 if r.preemptions == 0:
                     if self.keep_history:
                         self.admissions.append(r.id)
+                    if self.on_admit is not None:
+                        self.on_admit(r.id)
                     self._prefix_queries += r.num_tokens
                     self._prefix_hits += start
                     r.hit_tokens = start

@@ -175,6 +175,7 @@ class _Converter:
             input_tokens=self.length(c.input_tokens, (*loc, "input_tokens")),
             output_tokens=self.length(c.output_tokens, (*loc, "output_tokens")),
             session=session,
+            extra_body=dict(c.extra_body),
         )
 
     def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:

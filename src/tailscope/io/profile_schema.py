@@ -129,6 +129,15 @@ class ClassM(_M):
     input_tokens: LengthField
     output_tokens: LengthField
     session: SessionM | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, v: dict[str, Any]) -> dict[str, Any]:
+        reserved = sorted({"stream", "model"} & set(v))
+        if reserved:
+            raise ValueError(f"{reserved[0]!r} is set by tailscope (the profile's model; streams are always on)")
+        return v
 
 
 class SharedPrefixM(_M):

@@ -12,6 +12,7 @@ Needs the optional ``mcp`` package (``pip install 'tailscope[mcp]'``).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,10 @@ from tailscope.errors import ConfigError, TailscopeError
 LIMITS: dict[str, float] = {"requests": 20_000, "duration_s": 900.0, "concurrency": 1_024, "rate": 2_000.0}
 #: most rows a listing returns
 MAX_ROWS = 200
+#: upper bounds of a simulation (virtual time is cheap, but an answer must come back within a tool call)
+SIM_LIMITS: dict[str, float] = {"requests": 200_000, "duration_s": 86_400.0, "concurrency": 4_096, "rate": 10_000.0}
+#: most entries of any list or mapping in an analysis answer (the rest are counted, not sent)
+MAX_ITEMS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +61,20 @@ def is_loopback_url(url: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(str(info[4][0])).is_loopback for info in infos)
 
 
-def _bounded(requests: int | None, duration_s: float | None, concurrency: int | None, rate: float | None) -> None:
+def _bounded(
+    requests: int | None,
+    duration_s: float | None,
+    concurrency: int | None,
+    rate: float | None,
+    limits: dict[str, float] = LIMITS,
+) -> None:
     if requests is None and duration_s is None:
         raise ConfigError("give requests or duration_s: every load run is bounded")
     checks = (
-        ("requests", requests, LIMITS["requests"]),
-        ("duration_s", duration_s, LIMITS["duration_s"]),
-        ("concurrency", concurrency, LIMITS["concurrency"]),
-        ("rate", rate, LIMITS["rate"]),
+        ("requests", requests, limits["requests"]),
+        ("duration_s", duration_s, limits["duration_s"]),
+        ("concurrency", concurrency, limits["concurrency"]),
+        ("rate", rate, limits["rate"]),
     )
     for name, value, limit in checks:
         if value is not None and not 0 < value <= limit:
@@ -78,6 +89,27 @@ def _summary_doc(result: Any) -> dict[str, Any]:
     run = {"id": result.run.id, "status": result.run.status.value, "target": result.run.target.url,
            "model": result.run.target.model}  # fmt: skip
     return tailscope_clean({"run": run, "summary": doc})
+
+
+def trimmed(doc: dict[str, Any], limit: int = MAX_ITEMS) -> dict[str, Any]:
+    """``doc`` with every list and mapping cut to its first ``limit`` entries; ``truncated`` says what was cut."""
+    cut: list[str] = []
+
+    def trim(obj: Any, path: str) -> Any:
+        if isinstance(obj, dict):
+            if len(obj) > limit:
+                cut.append(f"{path}: {len(obj)} entries, the first {limit} kept")
+            return {k: trim(v, f"{path}.{k}") for k, v in list(obj.items())[:limit]}
+        if isinstance(obj, list | tuple):
+            if len(obj) > limit:
+                cut.append(f"{path}: {len(obj)} items, the first {limit} kept")
+            return [trim(v, f"{path}[{i}]") for i, v in enumerate(obj[:limit])]
+        return obj
+
+    out: dict[str, Any] = trim(doc, "$")
+    if cut:
+        out["truncated"] = cut
+    return out
 
 
 def tailscope_clean(doc: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +131,8 @@ def build_server(settings: McpSettings | None = None) -> Any:
         version=tailscope.__version__,
         instructions=(
             "Performance engineering for LLM and agent systems. Measure with bench (bounded; loopback targets), "
-            "read runs with runs_list/runs_show, check them with gate. Every answer is JSON."
+            "predict with sim and plan_estimate/plan_capacity, locate the tail with trace_analyze, read runs with "
+            "runs_list/runs_show, check them with gate. Every answer is JSON."
         ),
     )
 
@@ -194,7 +227,117 @@ def build_server(settings: McpSettings | None = None) -> Any:
             }
         )  # fmt: skip
 
-    for fn in (bench, runs_list, runs_show):
+    async def sim(
+        requests: int | None = None,
+        duration_s: float | None = None,
+        model: str = "llama-3.1-8b",
+        gpu: str = "h100-sxm",
+        tp: int = 1,
+        replicas: int = 1,
+        engine: str = "vllm",
+        concurrency: int | None = None,
+        rate: float | None = None,
+        arrival: str = "poisson",
+        input_tokens: str = "256",
+        output_tokens: str = "128",
+        weights_dtype: str | None = None,
+        kv_dtype: str = "bf16",
+        slo: list[str] | None = None,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """Simulate a deployment (catalog model and GPU, TP, replicas, engine vllm/sglang/trtllm) under a workload
+        in virtual time, no GPU needed, and return the run id and its summary (the same figures as bench) with the
+        simulator's (engine steps, preemptions, GPU-hours). Bounded: requests or duration_s (virtual seconds) is
+        required. The run is kept in the store (see runs_show, gate)."""
+        _bounded(requests, duration_s, concurrency, rate, SIM_LIMITS)
+        result = await asyncio.to_thread(
+            tailscope.simulate,
+            model=model, gpu=gpu, tp=tp, replicas=replicas, engine=engine, concurrency=concurrency, rate=rate,
+            arrival=arrival, requests=requests, duration=duration_s, input_tokens=input_tokens,
+            output_tokens=output_tokens, weights_dtype=weights_dtype, kv_dtype=kv_dtype, slo=tuple(slo or ()),
+            seed=seed, store=store(),
+        )  # fmt: skip
+        doc = _summary_doc(result)
+        figures = result.sim.to_dict()
+        figures.pop("timeline", None)  # bounded: the timeline is in the store's server samples
+        figures["scale_events"] = figures["scale_events"][:MAX_ITEMS]
+        doc["summary"]["sim"] = tailscope_clean(figures)
+        return doc
+
+    async def plan_estimate(
+        model: str,
+        gpu: str,
+        input_tokens: int,
+        output_tokens: int,
+        concurrency: int = 1,
+        tp: int = 1,
+        weights_dtype: str | None = None,
+        kv_dtype: str = "bf16",
+    ) -> dict[str, Any]:
+        """Analytic request times of a model on a GPU at a steady concurrency: prefill, TTFT, TPOT, E2E (ms), the
+        roofline regime bounding each phase, replica throughput, and the assumptions behind them."""
+        e = tailscope.plan_estimate(
+            model, gpu, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency, tp=tp,
+            weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+        )  # fmt: skip
+        return tailscope_clean(e.to_dict())
+
+    async def plan_capacity(
+        model: str,
+        gpu: str,
+        target_rps: float,
+        slo: list[str],
+        input_tokens: str = "512",
+        output_tokens: str = "256",
+        headroom: float = 0.2,
+        tp: list[int] | None = None,
+        max_replicas: int = 16,
+        gpu_price: float | None = None,
+        engine: str = "vllm",
+        sim_requests: int = 1000,
+    ) -> dict[str, Any]:
+        """The cheapest configuration (TP × replicas) of a model on a GPU that meets the SLOs (like ttft_p99=1.5s)
+        at target_rps × (1 + headroom), each answer re-checked by simulation. Bounded: max_replicas ≤ 64,
+        sim_requests ≤ 5,000, tp degrees from 1, 2, 4, 8."""
+        if not 1 <= max_replicas <= 64:
+            raise ConfigError(f"max_replicas {max_replicas}: this server allows 1 to 64")
+        if not 100 <= sim_requests <= 5_000:
+            raise ConfigError(f"sim_requests {sim_requests}: this server allows 100 to 5,000")
+        degrees = tp or [1, 2, 4, 8]
+        if len(degrees) > 4 or any(d not in (1, 2, 4, 8) for d in degrees):
+            raise ConfigError(f"tp {degrees}: this server allows degrees from 1, 2, 4, 8")
+        result = await asyncio.to_thread(
+            tailscope.plan_capacity,
+            model, gpu, target_rps=target_rps, slo=tuple(slo), input_tokens=input_tokens,
+            output_tokens=output_tokens, headroom=headroom, tp=degrees, max_replicas=max_replicas,
+            gpu_price=gpu_price, engine=engine, sim_requests=sim_requests,
+        )  # fmt: skip
+        return tailscope_clean(result.to_dict())
+
+    async def trace_analyze(source: str, root_op: str | None = None, policy: str = "default") -> dict[str, Any]:
+        """Where the time of slow traces goes: a trace file on this machine (OTLP JSON/protobuf, Jaeger, Zipkin;
+        parsed in memory) or a trace set in the store. Critical-path time by layer in the median, p95 and p99
+        buckets, per-root-operation percentiles, the operations on the tail's critical path, sequential calls that
+        could run together (waterfalls), retries. Lists are cut to their first 50 entries."""
+        analysis = await asyncio.to_thread(
+            tailscope.analyze_traces, source, root_op=root_op, policy=policy, store=settings.store
+        )
+        return tailscope_clean(trimmed(analysis.to_dict()))
+
+    async def gate(
+        contract: dict[str, Any] | str,
+        run: str = "latest",
+        baseline: str | None = None,
+        strict: bool = False,
+    ) -> dict[str, Any]:
+        """Check a stored run (latest, an id or prefix, latest:TAG) against a performance contract — an object like
+        {"slo": [{"metric": "ttft_ms", "percentile": "p99", "max": 1500}]} or a contract file's path — and return
+        the verdict (pass, fail, inconclusive, missing), each check's observed value and limit, and the exit code
+        tailscope gate would give (0 pass, 1 fail, 2 missing data)."""
+        result = await asyncio.to_thread(tailscope.gate, contract, run, baseline=baseline, store=store(), strict=strict)
+        return tailscope_clean(result.to_dict())
+
+    for fn in (bench, sim, plan_estimate, plan_capacity, trace_analyze, gate, runs_list, runs_show):
         tool(fn)
     return server
 

@@ -43,6 +43,8 @@ def record_to_json(r: RequestRecord) -> dict[str, Any]:
         "warmup": r.warmup,
         "shared_prefix": r.shared_prefix,
         "worker": r.worker,
+        "trace_id": r.trace_id,
+        "span_id": r.span_id,
         "chunk_times_s": [t / 1e9 for t in r.chunk_times_ns],
         "chunk_tokens": list(r.chunk_tokens),
     }

@@ -344,6 +344,8 @@ def summarize(
     achieved = _achieved_rate(measured)
     lag_stats = compute_stats(s["lag"])
     warnings = _warnings(counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok)
+    if failed:
+        warnings = (*warnings, *_server_messages(failed))
     steady = steady_window(measured) if by_class else None
     if steady is not None and steady.stationary is False and steady.ttft_drift is not None:
         warnings = (
@@ -467,6 +469,22 @@ def _check_slo(slo: Slo, s: dict[str, np.ndarray], n_failed: int = 0) -> SloResu
         observed = quantile(samples, percentile_fraction(slo.percentile))
     passed = observed is not None and observed <= slo.threshold_ms
     return SloResult(slo=slo, observed_ms=observed, passed=passed, failed=n_failed)
+
+
+def _server_messages(failed: Sequence[RequestRecord], *, limit: int = 3) -> tuple[str, ...]:
+    """The first failure's own message per error class (what the server said, not only a count), most common first."""
+    first: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    for r in failed:
+        key = r.error.value if r.error else "unknown"
+        counts[key] += 1
+        if key not in first and r.error_detail:
+            first[key] = r.error_detail
+    out: list[str] = []
+    for key, n in counts.most_common():
+        if key in first and len(out) < limit:
+            out.append(f"{key} ({n}): {first[key][:300]}")
+    return tuple(out)
 
 
 def _warnings(

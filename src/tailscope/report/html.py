@@ -268,39 +268,3 @@ def write_html(path: str | os.PathLike[str], html: str) -> Path:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write the HTML report ({exc.strerror})") from None
     return p
-
-
-# -- kept for callers not yet on tailscope.write_report (cli/sim.py, the twin check's report) ------------------------
-
-
-def render_compare_report(
-    items: Sequence[ReportRun], *, resamples: int = 1000, seed: int = 0, nav: bool = False
-) -> str:
-    """Deprecated: prepare (comparison, sweep, findings) and render a comparison; use :func:`tailscope.report_html`.
-
-    Kept only until its last callers move to the API; the preparation lives in the library, not here.
-    """
-    from tailscope.api._pages import comparison, sweep_points
-
-    return render_compare_page(
-        items, comparison=comparison(items, resamples=resamples, seed=seed), sweep=sweep_points(items), nav=nav
-    )
-
-
-def write_html_report(
-    path: str | Path,
-    run_json: Mapping[str, Any],
-    summary: Mapping[str, Any],
-    records: Sequence[RequestRecord],
-    samples: Sequence[ServerSample] = (),
-    *,
-    tags: Sequence[str] = (),
-) -> Path:
-    """Deprecated: render one run's report with its diagnosis and write it; use :func:`tailscope.write_report`.
-
-    Kept only until its last callers move to the API; the diagnosis is prepared by the library, not here.
-    """
-    from tailscope.api._pages import with_findings
-
-    item = with_findings(ReportRun(run_json, summary, records, samples, tuple(tags)))
-    return write_html(path, render_run_report(item))

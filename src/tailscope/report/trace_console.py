@@ -131,6 +131,52 @@ def sets_lines(sets: list[Any]) -> list[str]:
     return lines
 
 
+def _parts_table(title: str, parts: dict[str, Any]) -> Table:
+    table = Table(show_edge=False, header_style="bold", title=title)
+    for col in ("part", "p50", "p95", "p99", "share of slow (≥ p95)"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+    for name, d in parts.items():
+        if name == "total":
+            continue
+        table.add_row(name, format_ms(d["p50"]), format_ms(d["p95"]), format_ms(d["p99"]), f"{d['share_slow']:.0%}")
+    total = parts.get("total")
+    if total:
+        cells = (format_ms(total[k]) for k in ("p50", "p95", "p99"))
+        table.add_row("[bold]client-seen[/]", *cells, "")
+    return table
+
+
+def explain_line(what: str, ex: dict[str, Any]) -> str:
+    """ "What explains the client-seen P99" in one line: the tail's parts, largest first, with their shares."""
+    if not ex or not ex.get("parts"):
+        return f"{what}: nothing joined"
+    top = ", ".join(f"{p['part']} {p['share']:.0%} ({format_ms(p['mean_ms'])})" for p in ex["parts"][:5])
+    tail = f"{format_ms(ex['client_ms'])}, {ex['requests']} request(s)"
+    return f"what explains the client-seen {what} p99 ({tail}): {top}"
+
+
+def print_join(con: Console, doc: dict[str, Any]) -> None:
+    """A run joined with a trace set: joined counts, the parts of TTFT and E2E, what explains the P99, what failed."""
+    con.print(
+        f"[bold]run {doc['run']} × set {escape(doc['set'])}[/]: {doc['joined']} of {doc['requests']} requests joined"
+    )
+    if doc["ttft_ms"]:
+        con.print(_parts_table("client-seen TTFT, taken apart (ms)", doc["ttft_ms"]))
+    if doc["e2e_ms"]:
+        con.print(_parts_table("client-seen E2E, taken apart (ms)", doc["e2e_ms"]))
+    for what, key in (("TTFT", "explain_ttft_p99"), ("E2E", "explain_e2e_p99")):
+        if doc.get(key):
+            con.print(escape(explain_line(what, doc[key])))
+    if doc.get("skew_suspected"):
+        con.print(
+            f"[yellow]clock skew suspected on {doc['skew_suspected']} request(s): the server's spans do not fit inside "
+            "the client's send/receive (network set to 0, server parts scaled to the client's window)[/]"
+        )
+    for reason, n in doc.get("unjoined", {}).items():
+        ids = [str(u["request_id"]) for u in doc.get("unjoined_requests", []) if u["reason"] == reason][:10]
+        con.print(f"not joined: {n} — {escape(reason)}" + (f" (requests {', '.join(ids)}…)" if ids else ""))
+
+
 def print_whatif(con: Console, doc: dict[str, Any]) -> None:
     """A what-if: the changes, p50/p95/p99 before and after (with intervals), per root operation, critical-path moves,
     and with ``--rank`` the candidate fixes by P95 saving and their greedy order."""

@@ -11,6 +11,7 @@ import os
 import platform
 import secrets
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
-from tailscope.client.openai import ClientOptions, Timeouts
+from tailscope.client.openai import ClientOptions, Timeouts, build_body, without_extensions
 from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
@@ -35,12 +36,21 @@ from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSamp
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
-from tailscope.runner.preflight import LengthBound, check_context, check_reachable, preflight
+from tailscope.runner.preflight import (
+    ACCEPTS_EXTENSIONS,
+    LengthBound,
+    check_context,
+    check_reachable,
+    preflight,
+    preflight_template,
+    probe_dialect,
+)
 from tailscope.runner.progress import Progress
 from tailscope.runner.telemetry import Scraper, probe_metrics
 from tailscope.workload.profile import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
+from tailscope.workload.template import RequestTemplate
 
 if TYPE_CHECKING:
     from tailscope.store.runs import RunStore
@@ -85,6 +95,40 @@ class BenchConfig:
     saturation_windows: tuple[tuple[float, float], ...] | None = None
     http_client: str = "raw"  # raw (lean asyncio HTTP/1.1, stamps at the socket) | aiohttp
     lengths: tuple[LengthBound, ...] = ()  # the workload's length distributions, checked against the served context
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
+    class_extra_body: dict[str, dict[str, Any]] = field(default_factory=dict)  # per class, over extra_body
+    headers: tuple[tuple[str, str], ...] = ()  # extra request headers (values never stored)
+    template: RequestTemplate | None = None  # a non-OpenAI API (None: OpenAI-compatible)
+    stream_options: bool = True  # send stream_options (usage in the stream)
+    probe_dialect: bool = True  # probe which extensions a (non-built-in) server accepts before the run
+    trace_ratio: float = 0.0  # share of requests sent with a W3C traceparent (ids precomputed in the request stream)
+    tracestate: str | None = None  # W3C tracestate sent beside traceparent
+
+    def without(self, refused: frozenset[str]) -> BenchConfig:
+        """This config with the extensions the server refused turned off."""
+        if not refused:
+            return self
+        return replace(
+            self,
+            ignore_eos=self.ignore_eos and "ignore_eos" not in refused,
+            continuous_usage=self.continuous_usage and "continuous_usage_stats" not in refused,
+            stream_options=self.stream_options and "stream_options" not in refused,
+        )
+
+    def client_options(self, model: str) -> ClientOptions:
+        """How this run's requests are shaped, for ``model``."""
+        return ClientOptions(
+            endpoint=self.endpoint,
+            model=model,
+            ignore_eos=self.ignore_eos,
+            continuous_usage=self.continuous_usage,
+            stream_options=self.stream_options,
+            extra_body=self.extra_body,
+            headers=self.headers,
+            template=self.template,
+            class_extra_body=self.class_extra_body,
+            tracestate=self.tracestate,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +225,7 @@ class TargetSession:
     target: Target
     metrics_url: str | None
     warnings: tuple[str, ...] = ()  # what preflight found worth saying in the run's summary
+    refused: frozenset[str] = frozenset()  # API extensions the server refused (sent without them)
 
 
 async def open_target(
@@ -209,8 +254,20 @@ async def open_target(
         auth_header=_auth_header(cfg.api_key_env),
     )
     stack.push_async_callback(transport.close)
-    info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
+    if cfg.template is not None:
+        info = await preflight_template(base_url, cfg.model)
+    else:
+        info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
     warnings = check_context(cfg.lengths, info.max_model_len, info.model)
+    refused: frozenset[str] = frozenset()
+    if not builtin and cfg.template is None and cfg.probe_dialect and info.owned_by not in ACCEPTS_EXTENSIONS:
+        probe = cfg.client_options(info.model)
+
+        def body_for(dropped: frozenset[str]) -> bytes:
+            return build_body(without_extensions(probe, dropped), "Say hi.", 1)
+
+        refused, said = await probe_dialect(transport, probe.path, body_for)
+        warnings = (*warnings, *said)
     for mixed in cfg.mixed_traffic:
         await check_reachable(mixed.name, mixed.url)
     target = Target(url=base_url, model=info.model, endpoint=cfg.endpoint, builtin=builtin, description=description)
@@ -220,7 +277,12 @@ async def open_target(
     if metrics_url == "auto":
         metrics_url = base_url + "/metrics" if await probe_metrics(transport, base_url + "/metrics") else None
     return TargetSession(
-        base_url=base_url, transport=transport, target=target, metrics_url=metrics_url, warnings=warnings
+        base_url=base_url,
+        transport=transport,
+        target=target,
+        metrics_url=metrics_url,
+        warnings=warnings,
+        refused=refused,
     )
 
 
@@ -233,7 +295,12 @@ def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
         started_at=utc_now_iso(),
         target=ts.target,
         seed=cfg.seed,
-        settings={**cfg.settings, "metrics_url": ts.metrics_url, **settings},
+        settings={
+            **cfg.settings,
+            "metrics_url": ts.metrics_url,
+            **({"server_refused": sorted(ts.refused)} if ts.refused else {}),
+            **settings,
+        },
         profile=cfg.profile_name,
         sweep_id=cfg.sweep_id,
         host=host_facts(),
@@ -254,6 +321,7 @@ def finish_bench(
     t0_ns: int,
     extra_warnings: tuple[str, ...] = (),
     extra_summary: dict[str, Any] | None = None,
+    scraper: Scraper | None = None,
 ) -> BenchResult:
     """Summarize the records, finish the run in the store and build the result.
 
@@ -265,6 +333,7 @@ def finish_bench(
     extra_warnings = (
         extra_warnings
         + store.warnings
+        + (scraper.warnings() if scraper is not None else ())
         + saturation_check(
             records,
             cfg.saturation_windows,
@@ -279,7 +348,7 @@ def finish_bench(
         run=replace(run, status=status),
         status=status,
         summary=summary,
-        server=summarize_server(samples),
+        server={**summarize_server(samples), "scrapes": scraper.outcome()} if scraper else summarize_server(samples),
         records=records,
         signal_name=signal_name,
         store_path=store.path,
@@ -336,6 +405,7 @@ async def run_bench(
     writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
     async with AsyncExitStack() as stack:
         ts = await open_target(cfg, stack, on_target)
+        cfg = cfg.without(ts.refused)
         transport, metrics_url = ts.transport, ts.metrics_url
         run = new_run(cfg, ts)
         writer.begin(run)
@@ -352,12 +422,7 @@ async def run_bench(
 
         synth = PromptSynthesizer(load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None, nonce=cfg.prompt_nonce)
         count_tokens = synth.counter()
-        opts = ClientOptions(
-            endpoint=cfg.endpoint,
-            model=ts.target.model,
-            ignore_eos=cfg.ignore_eos,
-            continuous_usage=cfg.continuous_usage,
-        )
+        opts = cfg.client_options(ts.target.model)
         gen = LoadGenerator(
             transport,
             opts,
@@ -371,6 +436,7 @@ async def run_bench(
         restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
         t0 = clock.now_ns()
+        t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
         mixed = MixedTraffic(
             cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
         )
@@ -402,5 +468,23 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary={"mixed": mixed_summary} if mixed_summary else None,
+            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary),
+            scraper=scraper,
         )
+
+
+def _extra_summary(
+    cfg: BenchConfig, records: list[RequestRecord], t0_unix_ns: int, mixed: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Summary keys beyond RunSummary: mixed traffic, and the trace context (traced count, the run start's Unix
+    time in ns)."""
+    extra: dict[str, Any] = {}
+    if mixed:
+        extra["mixed"] = mixed
+    if cfg.trace_ratio > 0:
+        extra["trace_context"] = {
+            "ratio": cfg.trace_ratio,
+            "traced": sum(1 for r in records if r.trace_id is not None),
+            "t0_unix_ns": t0_unix_ns,
+        }
+    return extra or None

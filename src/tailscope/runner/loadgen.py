@@ -184,6 +184,8 @@ class LoadGenerator:
                 warmup=spec.warmup,
                 shared_prefix=spec.prefix_id is not None if shared_prefix is None else shared_prefix,
                 input_tokens_hint=input_hint,
+                trace_id=spec.trace_id,
+                span_id=spec.span_id,
             )
         finally:
             p.in_flight -= 1

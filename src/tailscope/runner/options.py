@@ -11,7 +11,7 @@ documented default. A value that is given always wins over the profile (options 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -75,6 +75,16 @@ class BenchOptions:
         same_prompts: send the same prompt text as every other ``same_prompts`` run with this seed (warm caches on
             purpose); by default each run's text is its own (cold caches), while lengths, classes and arrivals still
             follow the seed.
+        extra_body: JSON fields merged into every request body (``temperature``, ``top_p``, ``stop``, ``tools``,
+            ``response_format``, reasoning options, …): a mapping, a JSON object as text, or ``@FILE`` holding one.
+            A profile class's ``extra_body`` is merged over it for that class.
+        headers: extra request headers, ``NAME:VALUE`` each (values are sent, never stored).
+        request_template: a YAML/JSON file describing a non-OpenAI streaming API (path, body with ``{{prompt}}``
+            placeholders, how to read the answer); see :mod:`tailscope.io.request_template`.
+        trace_context: send a W3C ``traceparent`` on requests: ``"off"`` (default), ``"on"`` (every request) or a
+            ratio in (0, 1] (``0.1`` or ``"0.1"``: that share, drawn from the seed so it repeats); the trace id and
+            client span id become fields of each traced record (``tailscope trace join`` keys on them).
+        tracestate: a W3C ``tracestate`` value sent beside ``traceparent`` (traced requests only).
     """
 
     url: str | None = None
@@ -115,6 +125,11 @@ class BenchOptions:
     dataset_min_input: int | None = None
     dataset_max_input: int | None = None
     same_prompts: bool = False
+    extra_body: Mapping[str, Any] | str | None = None
+    headers: Sequence[str] = ()
+    request_template: PathLike | None = None
+    trace_context: str | float | bool = "off"
+    tracestate: str | None = None
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

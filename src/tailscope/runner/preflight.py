@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ class PreflightInfo:
     models: tuple[str, ...]
     model: str
     max_model_len: int | None = None
+    owned_by: str | None = None  # who serves it, as /v1/models says (vllm, sglang, tailscope, …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,53 @@ async def preflight(
         model = models[0]
     elif models and model not in models:
         raise TargetError(f"model {model!r} is not served by {base_url}; it serves: {', '.join(models)} (use --model)")
-    return PreflightInfo(models=models, model=model, max_model_len=_max_model_len(doc, model))
+    return PreflightInfo(
+        models=models, model=model, max_model_len=_max_model_len(doc, model), owned_by=_owned_by(doc, model)
+    )
+
+
+def _owned_by(doc: Any, model: str) -> str | None:
+    for m in doc.get("data", []) if isinstance(doc, dict) else []:
+        if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("owned_by"), str):
+            return str(m["owned_by"])
+    return None
+
+
+#: servers that accept every extension tailscope sends (their ``owned_by`` in /v1/models): not probed
+ACCEPTS_EXTENSIONS = frozenset({"vllm", "sglang", "tailscope"})
+
+#: the header that marks the preflight's probe request (so a server's logs can tell it from the load)
+PROBE_HEADER = "X-Tailscope-Probe"
+
+
+async def preflight_template(base_url: str, model: str | None, *, timeout_s: float = 10.0) -> PreflightInfo:
+    """A request template's target has no model list to read: check that it accepts connections.
+
+    Raises:
+        TargetError: naming the URL and why the connection failed.
+    """
+    reason = await _connect_problem(base_url, timeout_s)
+    if reason is not None:
+        raise TargetError(f"cannot connect to {base_url} ({reason}); is the application running and the URL right?")
+    return PreflightInfo(models=(), model=model or "")
+
+
+async def _connect_problem(url: str, timeout_s: float) -> str | None:
+    """Why a TCP connection to ``url``'s host and port fails, or None when it opens."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, TimeoutError) as exc:
+        if isinstance(exc, TimeoutError):
+            return f"no answer within {timeout_s:g} s"
+        return exc.strerror or str(exc)
+    writer.close()
+    return None
 
 
 async def check_reachable(name: str, url: str, *, timeout_s: float = 3.0) -> None:
@@ -141,22 +189,67 @@ async def check_reachable(name: str, url: str, *, timeout_s: float = 3.0) -> Non
     Raises:
         ConfigError: naming the target, its URL and why the connection failed.
     """
-    import asyncio
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    host = parts.hostname
-    if parts.scheme not in ("http", "https") or not host:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"mixed_traffic {name!r}: {url!r} is not an http(s) URL")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    except (OSError, TimeoutError) as exc:
-        if isinstance(exc, TimeoutError):
-            reason = f"no answer within {timeout_s:g} s"
-        else:
-            reason = exc.strerror or str(exc)
+    reason = await _connect_problem(url, timeout_s)
+    if reason is not None:
         raise ConfigError(
             f"mixed_traffic {name!r}: cannot connect to {url} ({reason}); start it or remove it from the profile"
-        ) from None
-    writer.close()
+        )
+
+
+#: the OpenAI-API extensions tailscope sends by default, as a server's refusal names them, and what dropping each
+#: changes in the measurement
+EXTENSIONS: dict[str, str] = {
+    "ignore_eos": "outputs may stop before max_tokens, so output lengths are no longer fixed: compare TPOT and E2E "
+    "only with runs of the same output lengths",
+    "continuous_usage_stats": "token counts per chunk come from --tokenizer (or one per event), not the server",
+    "stream_options": "the stream carries no usage: token counts come from --tokenizer (or one per event) and input "
+    "tokens are the synthesized lengths",
+}
+
+
+async def probe_dialect(
+    transport: Transport,
+    path: str,
+    body_for: Callable[[frozenset[str]], bytes],
+    *,
+    timeout_s: float = 30.0,
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Send one tiny request (``max_tokens`` 1) with the extensions a run would send; when the server refuses one
+    by name (HTTP 400/422 naming ``ignore_eos``, …), drop it and try again.
+
+    Returns:
+        The refused extensions and one warning per refusal (what the server said, what dropping it changes).
+        A server that fails the probe for another reason is left to the run, whose records keep its message.
+    """
+    dropped: frozenset[str] = frozenset()
+    warnings: list[str] = []
+    for _ in range(len(EXTENSIONS)):
+        try:
+            async with asyncio.timeout(timeout_s):
+                headers = {"Content-Type": "application/json", PROBE_HEADER: "dialect"}
+                async with transport.post(path, body_for(dropped), headers) as resp:
+                    status = resp.status
+                    if status in (400, 422):
+                        text = await resp.read_text(2048)
+                    else:
+                        async for _chunk in resp.iter_chunks():  # a one-token answer: read it to its end
+                            pass
+        except Exception:
+            break  # unreachable or slow: the run says so with its own records
+        if status not in (400, 422):
+            break
+        named = [name for name in EXTENSIONS if name in text and name not in dropped]
+        if not named:
+            break
+        name = named[0]
+        dropped = dropped | {name}
+        said = " ".join(text.split())[:160]
+        warnings.append(
+            f"the server refused {name} (HTTP {status}: {said}); requests go without it: {EXTENSIONS[name]}"
+        )
+    return dropped, tuple(warnings)

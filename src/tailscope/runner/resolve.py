@@ -9,8 +9,10 @@ here, before the target is contacted.
 from __future__ import annotations
 
 import itertools
+import json
+import random
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ from tailscope.workload.lengths import empirical, parse_length_spec
 from tailscope.workload.profile import Overrides, Profile, apply_overrides, flag_overrides
 from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds, simple_requests
 from tailscope.workload.spec import RequestSpec
+from tailscope.workload.tracecontext import check_tracestate, parse_trace_context, with_trace_context
 
 #: options that count as "overrides" of a profile, in the order they are stored with the run
 _OVERRIDABLE = (
@@ -64,17 +67,30 @@ def resolve(opts: BenchOptions) -> Resolved:
         raise ConfigError(f"--endpoint {endpoint!r}: use chat or completions")
     if opts.profile is not None and opts.replay is not None:
         raise ConfigError("--profile and --replay exclude each other: a trace already fixes times and lengths")
+    ratio = parse_trace_context(opts.trace_context)
+    tracestate = check_tracestate(opts.tracestate)
+    if tracestate is not None and ratio == 0:
+        raise ConfigError("--tracestate is sent with traceparent only: add --trace-context on (or a ratio)")
     if opts.dataset is not None:
         if opts.profile is not None or opts.replay is not None:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
-        return _dataset(opts)
-    if opts.profile is not None:
+        resolved = _dataset(opts)
+    elif opts.profile is not None:
         if opts.given("rate") and opts.given("concurrency"):
             raise ConfigError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one")
-        return _profile(opts)
-    if opts.replay is not None:
-        return _replay(opts)
-    return _flags(opts)
+        resolved = _profile(opts)
+    elif opts.replay is not None:
+        resolved = _replay(opts)
+    else:
+        resolved = _flags(opts)
+    if ratio == 0:
+        return resolved
+    cfg = resolved.config
+    settings = {**cfg.settings, "trace_context": ratio, "tracestate": tracestate}
+    cfg = replace(cfg, trace_ratio=ratio, tracestate=tracestate, settings=settings)
+    # ids drawn while the stream is produced, ahead of the send path; which requests are traced follows the seed
+    specs = with_trace_context(resolved.specs, ratio, seed=cfg.seed, ids=random.Random(secrets.randbits(64)))
+    return Resolved(cfg, specs, resolved.progress)
 
 
 def _flags(opts: BenchOptions) -> Resolved:
@@ -130,6 +146,13 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
     if opts.http_client not in ("raw", "aiohttp"):
         raise ConfigError(f"--http-client {opts.http_client!r}: use raw or aiohttp")
     slos = slos_of(opts.slo)
+    extra_body = _extra_body(opts.extra_body)
+    headers = _headers(opts.headers)
+    template = None
+    if opts.request_template is not None:
+        from tailscope.io.request_template import load_request_template
+
+        template = load_request_template(opts.request_template)
     endpoint = opts.value("endpoint")
     tokenizer = str(opts.tokenizer) if opts.tokenizer else None
     nonce = None if opts.same_prompts else secrets.randbits(32) | 1
@@ -142,6 +165,12 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         "api_key_env": opts.api_key_env,
         "timeouts_s": [opts.timeout_connect, opts.timeout_first_token, opts.timeout_total],
     }
+    if extra_body:
+        settings["extra_body"] = extra_body
+    if headers:
+        settings["headers"] = [name for name, _ in headers]  # names only: values may be credentials
+    if template is not None:
+        settings["request_template"] = template.settings()
     return BenchConfig(
         url=opts.url,
         model=opts.model,
@@ -161,7 +190,53 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         builtin_model=opts.builtin_model,
         builtin_gpu=opts.builtin_gpu,
         http_client=opts.http_client,
+        extra_body=extra_body,
+        headers=headers,
+        template=template,
     )
+
+
+def _extra_body(value: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """``--extra-body``: a mapping, a JSON object as text, or ``@FILE`` holding one."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    text, where = value, "--extra-body"
+    if value.startswith("@"):
+        from tailscope.files import read_user_text
+
+        text, where = read_user_text(value[1:], what="--extra-body file"), value[1:]
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); give an object such as "
+            '\'{"temperature": 0.7, "top_p": 0.9}\''
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a JSON object of body fields is needed (got {type(data).__name__})")
+    reserved = sorted({"stream", "model"} & set(data))
+    if reserved:
+        raise ConfigError(f"{where}: {reserved[0]!r} is set by tailscope (use --model; streams are always on)")
+    return data
+
+
+def _headers(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``--header NAME:VALUE`` (repeatable)."""
+    from tailscope.io.request_template import check_header
+
+    out = []
+    for raw in values:
+        name, sep, value = raw.partition(":")
+        try:
+            if not sep:
+                raise ValueError("use NAME:VALUE")
+            check_header(name.strip(), value.strip())
+        except ValueError as exc:
+            raise ConfigError(f"--header {raw.split(':')[0]!r}: {exc} (e.g. --header 'X-Tenant: blue')") from None
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
 
 
 def overrides_from(opts: BenchOptions) -> Overrides:
@@ -261,6 +336,11 @@ def _profile(opts: BenchOptions) -> Resolved:
         "stages": [_stage_dict(s) for s in arr.stages] if open_loop else [],
         "classes": [c.name for c in p.classes],
         "mixed_traffic": [t.name for t in p.mixed_traffic],
+        **(
+            {"class_extra_body": {c.name: c.extra_body for c in p.classes if c.extra_body}}
+            if any(c.extra_body for c in p.classes)
+            else {}
+        ),
     }
     cfg = replace(
         cfg,
@@ -272,6 +352,7 @@ def _profile(opts: BenchOptions) -> Resolved:
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
         lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes),
+        class_extra_body={c.name: c.extra_body for c in p.classes if c.extra_body},
     )
     return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
 

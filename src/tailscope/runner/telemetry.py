@@ -43,6 +43,7 @@ class Scraper:
         t0_ns: int,
         *,
         interval_s: float = 1.0,
+        timeout_s: float = 5.0,
     ) -> None:
         self.transport = transport
         self.url = url
@@ -50,6 +51,7 @@ class Scraper:
         self.clock = clock
         self.t0_ns = t0_ns
         self.interval_s = interval_s
+        self.timeout_s = timeout_s
         self.scrapes = 0
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
@@ -57,7 +59,7 @@ class Scraper:
     async def scrape_once(self) -> None:
         t = self.clock.now_ns() - self.t0_ns
         try:
-            status, _, body = await self.transport.get(self.url, 2.0)
+            status, _, body = await self.transport.get(self.url, self.timeout_s)
             if status != 200:
                 raise TailscopeError(f"HTTP {status}")
             parsed = parse_prometheus_text(body.decode("utf-8", "replace"), source=self.url)
@@ -76,6 +78,20 @@ class Scraper:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
+
+    def outcome(self) -> dict[str, int]:
+        """Scrapes that answered and scrapes that failed (timeout, HTTP error, unreadable body)."""
+        return {"ok": self.scrapes, "failed": self.failures}
+
+    def warnings(self) -> tuple[str, ...]:
+        """One warning when scrapes failed: the server's figures then rest on fewer samples than the run lasted."""
+        if not self.failures:
+            return ()
+        total = self.scrapes + self.failures
+        return (
+            f"{self.failures} of {total} scrapes of {self.url} failed (timeout {self.timeout_s:g} s or error): the "
+            "server's queue, running and KV figures rest on the scrapes that answered and can miss a peak",
+        )
 
     async def stop(self) -> None:
         """Stop the loop and take one final scrape (so counter deltas cover the whole run)."""

@@ -28,6 +28,7 @@ from tailscope.errors import ConfigError
 from tailscope.io.calibration import load_calibration
 from tailscope.records import RequestRecord
 from tailscope.sim.run import SimArgs, SimOutcome, run_sim
+from tailscope.store.runs import RunStore
 from tailscope.workload.spec import RequestSpec
 
 #: the anchor stream: closed loop, (concurrency, requests, prompt tokens, output tokens)
@@ -61,8 +62,9 @@ class Prediction:
     high: dict[str, Any]
 
 
-def predict(args: SimArgs) -> Prediction:
-    """Simulate ``args`` with its twin calibration at −1σ, fit and +1σ.
+def predict(args: SimArgs, *, store: RunStore | None = None, on_progress: Any = None) -> Prediction:
+    """Simulate ``args`` with its twin calibration at −1σ, fit and +1σ (the fit is stored in ``store`` when given,
+    else as ``args`` says).
 
     Raises:
         ConfigError: when ``args.calibration`` is not a twin file.
@@ -70,7 +72,7 @@ def predict(args: SimArgs) -> Prediction:
     cal = load_calibration(args.calibration)
     if cal.twin is None:
         raise ConfigError(f"--calibration {args.calibration}: not a twin file (make one with `tailscope calibrate`)")
-    fit = run_sim(args)
+    fit = run_sim(args, store=store, on_progress=on_progress)
     bounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for sigma in (-1.0, 1.0):

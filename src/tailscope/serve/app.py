@@ -23,6 +23,7 @@ from tailscope.serve.frontend import Frontend, FrontendModel
 from tailscope.serve.loop import EngineLoop, LiveRequest
 from tailscope.serve.metrics import ServeMetrics
 from tailscope.serve.options import ServeOptions
+from tailscope.serve.otlp import RequestTiming, SpanExporter, parse_traceparent
 from tailscope.serve.protocol import (
     ApiError,
     CompletionRequest,
@@ -51,6 +52,11 @@ class ServeState:
         model = perf if options.frontend_latency and isinstance(perf, FrontendModel) else None
         self.frontend = Frontend(model, seed=options.seed)
         self._ids = random.Random(options.seed)
+        self.tracer: SpanExporter | None = None
+        if options.otlp_endpoint is not None:
+            self.tracer = SpanExporter(
+                options.otlp_endpoint, model=options.model_name, service=options.service_name, seed=options.seed
+            )
         self._seq = 0
         self.created = int(time.time())
 
@@ -199,6 +205,38 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
         return await _full(request, state, req, live, plan, factory, key, base_id)
     finally:
         state.loop.abort(live)  # no-op when it finished; frees the engine when the client went away
+        if state.tracer is not None:
+            _trace(state.tracer, request, live, base_id, received_ns, state.loop.clock.now_ns())
+
+
+def _trace(
+    tracer: SpanExporter, request: web.Request, live: LiveRequest, request_id: str, received: int, now: int
+) -> None:
+    """Queue the request's ``llm_request`` span: in the caller's trace when it sent a sampled ``traceparent``."""
+    context = parse_traceparent(request.headers.get("traceparent"))
+    if context is not None and not context[2]:
+        return  # the caller decided not to sample this trace
+    trace_id, parent = (context[0], context[1]) if context is not None else (tracer.new_trace_id(), None)
+    off = tracer.unix_offset_ns
+    done = live.done and live.last_token_ns is not None
+    end = live.last_token_ns if done and live.last_token_ns is not None else now
+    tracer.add(
+        RequestTiming(
+            trace_id=trace_id,
+            parent_span_id=parent,
+            request_id=request_id,
+            received_ns=received + off,
+            queued_ns=live.queued_ns + off,
+            scheduled_ns=None if live.scheduled_ns is None else live.scheduled_ns + off,
+            first_token_ns=None if live.first_token_ns is None else live.first_token_ns + off,
+            last_token_ns=None if live.last_token_ns is None else live.last_token_ns + off,
+            end_ns=end + off,
+            prompt_tokens=live.prompt_tokens,
+            completion_tokens=live.released,
+            max_tokens=live.max_tokens_param,
+            aborted=not done,
+        )
+    )
 
 
 async def _full(
@@ -309,9 +347,13 @@ def build_app(engine: ReplicaEngine, options: ServeOptions, *, clock: Clock | No
 
     async def _start(_: web.Application) -> None:
         state.loop.start()
+        if state.tracer is not None:
+            state.tracer.start(state.loop.clock.now_ns())
 
     async def _stop(_: web.Application) -> None:
         await state.loop.stop()
+        if state.tracer is not None:
+            await state.tracer.stop()
 
     app.on_startup.append(_start)
     app.on_shutdown.append(_stop)

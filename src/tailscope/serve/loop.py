@@ -33,7 +33,10 @@ class LiveRequest:
         output_tokens: tokens the engine will produce for it.
         finish_reason: reason reported when all tokens are out (``"length"`` or ``"stop"``).
         max_tokens_param: the client's ``max_tokens`` (``None`` when not given).
-        arrival_ns: clock time it was submitted.
+        arrival_ns: clock time the HTTP request was received (its TTFT and E2E start there).
+        queued_ns: clock time it was handed to the engine (after the API server's latency).
+        scheduled_ns: clock time of the start of the step that first scheduled it (its queue wait ends), when the
+            engine reports admissions; else None.
         released: tokens released so far.
         first_token_ns / last_token_ns: clock times of the first and latest release.
         done: all tokens released.
@@ -48,6 +51,8 @@ class LiveRequest:
     finish_reason: str
     max_tokens_param: int | None
     arrival_ns: int
+    queued_ns: int = 0
+    scheduled_ns: int | None = None
     released: int = 0
     first_token_ns: int | None = None
     last_token_ns: int | None = None
@@ -127,6 +132,9 @@ class EngineLoop:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.steps: deque[StepRecord] = deque(maxlen=step_log)
+        self._step_start = 0  # engine time of the step being run (admissions are stamped with it)
+        if hasattr(engine, "on_admit"):
+            engine.on_admit = self._admitted
 
     # -- time mapping ---------------------------------------------------------------------------------------------
 
@@ -181,13 +189,15 @@ class EngineLoop:
         """
         rid = self._next_id
         self._next_id += 1
+        now = self.clock.now_ns()
         live = LiveRequest(
             id=rid,
             prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
             finish_reason=finish_reason,
             max_tokens_param=max_tokens_param,
-            arrival_ns=self.clock.now_ns() if received_ns is None else received_ns,
+            arrival_ns=now if received_ns is None else received_ns,
+            queued_ns=now,
         )
         self.engine.add_request(
             EngineRequest(
@@ -201,6 +211,11 @@ class EngineLoop:
         self._live[rid] = live
         self._wake.set()
         return live
+
+    def _admitted(self, rid: int) -> None:
+        live = self._live.get(rid)
+        if live is not None and live.scheduled_ns is None:
+            live.scheduled_ns = max(self.to_wall(self._step_start), live.queued_ns)
 
     def abort(self, live: LiveRequest) -> None:
         """Drop ``live`` from the engine (no-op once it finished); counts it as ``finished_reason="abort"``."""
@@ -241,6 +256,7 @@ class EngineLoop:
                 start = prev_end  # continue the engine timeline exactly where the last step ended
             else:
                 start = now
+            self._step_start = start
             result = self.engine.step(start)
             if result is None:  # work exists but nothing can be scheduled right now
                 prev_end = None

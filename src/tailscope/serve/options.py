@@ -27,6 +27,9 @@ class ServeOptions:
         description: one line naming the model and hardware, shown by ``serve`` and ``bench``.
         frontend_latency: delay each request by the API-server latency the engine model prices (as ``sim`` does)
             before the engine sees it; ``False`` submits at once.
+        otlp_endpoint: export one vLLM-style ``llm_request`` span per request to this OTLP/HTTP collector
+            (``http://HOST:4318``), honouring incoming W3C ``traceparent``; ``None`` (default) exports nothing.
+        service_name: the ``service.name`` of those spans.
     """
 
     model_name: str
@@ -39,6 +42,8 @@ class ServeOptions:
     cache: CacheInfo = field(default_factory=CacheInfo)
     description: str = ""
     frontend_latency: bool = True
+    otlp_endpoint: str | None = None
+    service_name: str = "tailscope-serve"
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the setting that is out of range."""
@@ -54,3 +59,7 @@ class ServeOptions:
         if not 1 <= lo <= hi:
             raise ConfigError(f"natural output length range must satisfy 1 ≤ min ≤ max (got {lo}..{hi})")
         self.faults.validate()
+        if self.otlp_endpoint is not None:
+            from tailscope.serve.otlp import traces_url
+
+            traces_url(self.otlp_endpoint)

@@ -38,6 +38,8 @@ _EXPECTED = (
     "stream_end_ns",
     "first_event_ns",
     "worker",
+    "trace_id",
+    "span_id",
 )
 _FAST = set(_FIELDS) == set(_EXPECTED)
 
@@ -71,6 +73,8 @@ _S_SHARED = _setter("shared_prefix")
 _S_STREAM_END = _setter("stream_end_ns")
 _S_FIRST_EVENT = _setter("first_event_ns")
 _S_WORKER = _setter("worker")
+_S_TRACE = _setter("trace_id")
+_S_SPAN = _setter("span_id")
 _OK = Status.OK
 _ENGINE = TokensSource.ENGINE
 
@@ -147,6 +151,8 @@ def record_ok(
     _S_STREAM_END(r, last)
     _S_FIRST_EVENT(r, first)
     _S_WORKER(r, replica)
+    _S_TRACE(r, None)
+    _S_SPAN(r, None)
     return r
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
 from tailscope.clock import utc_now_iso
@@ -26,9 +26,13 @@ from tailscope.io.calibration import load_calibration
 from tailscope.io.gpus import load_gpu_file
 from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import Slo, parse_slo
+from tailscope.metrics.summary import RunSummary
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.sim.simulator import SimResult, Simulation
 from tailscope.workload.spec import RequestSpec
+
+if TYPE_CHECKING:
+    from tailscope.store.runs import RunStore
 
 #: records written to the store per batch (the simulation itself streams)
 _BATCH = 20_000
@@ -74,12 +78,15 @@ class SimArgs:
 
 @dataclass(slots=True)
 class SimOutcome:
-    """A finished simulation: the run row, its summary dict, records and simulator figures."""
+    """A finished simulation: the run row, its summary dict, records and simulator figures, the typed summary and
+    the timeline as server samples."""
 
     run: Run
     summary: dict[str, Any]
     records: list[RequestRecord]
     result: SimResult
+    run_summary: RunSummary | None = None
+    samples: list[ServerSample] = field(default_factory=list)
 
 
 def build_cluster(a: SimArgs) -> ClusterSpec:
@@ -237,11 +244,12 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
-    """Simulate and (unless ``a.store`` is False) store the run; return what the CLI renders.
+def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = None) -> SimOutcome:
+    """Simulate and store the run in ``store`` (or, without one, in ``a.db`` unless ``a.store`` is False).
 
     Args:
         on_progress: optional callable ``(records_done, virtual_seconds)`` called every few thousand records.
+        store: the store to write the run to.
     """
     from tailscope.metrics.summary import summarize
 
@@ -267,11 +275,11 @@ def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
         settings={"engine": desc, "load": wl.settings, "slo": [f"{s.key}={s.threshold_ms:g}ms" for s in wl.slos]},
         profile=wl.profile,
     )
-    store = None
-    if a.store:
+    if store is None and a.store:
         from tailscope.store.runs import RunStore
 
         store = RunStore(a.db)
+    if store is not None:
         store.create_run(run)
     specs = wl.specs
     twin = cluster.calibration.twin
@@ -293,21 +301,23 @@ def run_sim(a: SimArgs, *, on_progress: Any = None) -> SimOutcome:
                     on_progress(len(records), rec.end_ns / 1e9 if rec.end_ns else 0.0)
         if store is not None and batch:
             store.write_records(run.id, batch)
-        if store is not None and sim.result.timeline:
+        samples = timeline_samples(sim.result.timeline)
+        if store is not None and samples:
             from tailscope.store.writer import RecordWriter
 
             writer = RecordWriter(store.db, run.id, flush_interval_s=3600)
-            writer.add_samples(timeline_samples(sim.result.timeline))
+            writer.add_samples(samples)
             writer.close()
         status = RunStatus.COMPLETE
     finally:
-        summary = summarize(records, slos=wl.slos).to_dict() if records else {}
+        typed = summarize(records, slos=wl.slos) if records else None
+        summary = typed.to_dict() if typed is not None else {}
         summary["sim"] = sim.result.to_dict()
         if store is not None:
             store.finish_run(run.id, status, summary)
     from dataclasses import replace
 
-    return SimOutcome(replace(run, status=status), summary, records, sim.result)
+    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples)
 
 
 def _server_prompts(specs: Iterator[RequestSpec], count: Callable[[int], int]) -> Iterator[RequestSpec]:

@@ -39,6 +39,8 @@ def record_to_row(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "warmup": r.warmup,
         "shared_prefix": r.shared_prefix,
         "worker": r.worker,
+        "trace_id": r.trace_id,
+        "span_id": r.span_id,
     }
 
 
@@ -69,6 +71,8 @@ def row_to_record(row: dict[str, Any]) -> RequestRecord:
         warmup=bool(row["warmup"]),
         shared_prefix=bool(row["shared_prefix"]),
         worker=int(row["worker"] or 0),
+        trace_id=row.get("trace_id"),
+        span_id=row.get("span_id"),
     )
 
 

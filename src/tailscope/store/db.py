@@ -21,7 +21,8 @@ from tailscope.errors import StoreError
 
 DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
 #: 2: runs gained ``probe`` and the writer's identity and heartbeat; ``folded_batches`` records every folded batch.
-SCHEMA_VERSION = 2
+#: 3: requests gained ``trace_id`` and ``span_id`` (``bench --trace-context``).
+SCHEMA_VERSION = 3
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -50,6 +51,8 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("warmup", "BOOLEAN"),
     ("shared_prefix", "BOOLEAN"),
     ("worker", "INTEGER"),
+    ("trace_id", "VARCHAR"),
+    ("span_id", "VARCHAR"),
 )
 
 SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -99,6 +102,8 @@ _RUNS_ADDED = (
     ("writer_start", "VARCHAR"),
     ("heartbeat_at", "VARCHAR"),
 )
+#: Columns added to ``requests`` since schema 2, appended in place to older stores (batch folds insert by position).
+_REQUESTS_ADDED = (("trace_id", "VARCHAR"), ("span_id", "VARCHAR"))
 
 
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
@@ -182,6 +187,8 @@ class Database:
             con.execute(_SCHEMA)
             for name, kind in _RUNS_ADDED:
                 con.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
+            for name, kind in _REQUESTS_ADDED:
+                con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {name} {kind}")
             con.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                 [str(SCHEMA_VERSION)],

@@ -354,6 +354,27 @@ class SpanStore:
         for rows in self.iter_trace_rows(set_name, chunk=chunk, partition=partition, buckets=buckets):
             yield rows_to_spans(rows)
 
+    def load_traces(self, set_name: str, trace_ids: Iterable[str]) -> dict[str, list[Span]]:
+        """The spans, with full attributes, of the traces among ``trace_ids`` that ``set_name`` holds (by trace id).
+
+        Raises:
+            NotFoundError: naming the sets that exist, when there is no set ``set_name``.
+        """
+        self.get_set(set_name)
+        ids = sorted({t.strip().lower() for t in trace_ids})
+        out: dict[str, list[Span]] = {}
+        if not ids:
+            return out
+        with self.db.read() as con:
+            rows = con.execute(
+                f"SELECT {_FULL_COLUMNS} FROM spans WHERE set_name = ? "  # noqa: S608 - constant columns
+                "AND trace_id IN (SELECT unnest(?)) ORDER BY trace_id, start_ns",
+                [set_name, ids],
+            ).fetchall()
+        for span in _full_spans(rows):
+            out.setdefault(span.trace_id, []).append(span)
+        return out
+
     def load_trace(self, set_name: str | None, trace_id: str) -> tuple[str, list[Span]]:
         """One trace with full attributes, by id or unique id prefix; searches every set when ``set_name`` is None.
 
@@ -381,29 +402,11 @@ class SpanStore:
                 raise NotFoundError(f"trace id {trace_id!r} is ambiguous ({listed}); give more digits or --set")
             found_set, found_id = found[0]
             rows = con.execute(
-                "SELECT trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, attributes, "
-                "links, layer, follows_from FROM spans WHERE set_name = ? AND trace_id = ? ORDER BY start_ns",
+                f"SELECT {_FULL_COLUMNS} FROM spans WHERE set_name = ? AND trace_id = ? "  # noqa: S608 - constant
+                "ORDER BY start_ns",
                 [found_set, found_id],
             ).fetchall()
-        spans = [
-            Span(
-                t,
-                s,
-                p,
-                n,
-                st,
-                en,
-                sv,
-                k,
-                ss,
-                json.loads(a) if a else {},
-                tuple((str(x[0]), str(x[1])) for x in json.loads(lk)) if lk else (),
-                ly,
-                bool(ff),
-            )
-            for t, s, p, n, st, en, sv, k, ss, a, lk, ly, ff in rows
-        ]
-        return found_set, spans
+        return found_set, _full_spans(rows)
 
     def dependency_rows(self, set_name: str) -> dict[str, list[tuple[str, dict[str, Any], list[Any]]]]:
         """Per trace, ``(span id, attributes, links)`` of the spans that can mark a dependency: spans with links, and
@@ -436,3 +439,31 @@ class SpanStore:
             )
             for rows in iter(lambda: cur.fetchmany(chunk), []):
                 yield from rows
+
+
+_FULL_COLUMNS = (
+    "trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, attributes, links, layer, "
+    "follows_from"
+)
+
+
+def _full_spans(rows: Iterable[Any]) -> list[Span]:
+    """Spans from rows of :data:`_FULL_COLUMNS` (attributes and links decoded)."""
+    return [
+        Span(
+            t,
+            s,
+            p,
+            n,
+            st,
+            en,
+            sv,
+            k,
+            ss,
+            json.loads(a) if a else {},
+            tuple((str(x[0]), str(x[1])) for x in json.loads(lk)) if lk else (),
+            ly,
+            bool(ff),
+        )
+        for t, s, p, n, st, en, sv, k, ss, a, lk, ly, ff in rows
+    ]

@@ -38,6 +38,11 @@ class ScriptedConfig:
         mode: normal | html | unauthorized | error500 (for bad-target tests).
         continuous_usage: send per-chunk usage when the client asks for it.
         model: the model name served.
+        reject_fields: request fields answered with HTTP 422 naming them (a strict server's dialect).
+        send_done: end streams with ``data: [DONE]`` (False: finish_reason on the last token, then usage, then EOF).
+
+    A request carrying ``X-Tailscope-Probe`` (bench's preflight probe of a server's dialect) is answered with one
+    token and kept out of the truth log.
     """
 
     ttft_ms: float = 50.0
@@ -50,6 +55,8 @@ class ScriptedConfig:
     continuous_usage: bool = True
     model: str = "scripted"
     log: bool = True
+    reject_fields: tuple[str, ...] = ()  # answer 422 naming them, as transformers serve does for ignore_eos
+    send_done: bool = True  # False: end the stream after finish_reason and usage, with no [DONE]
 
 
 @dataclass(slots=True)
@@ -61,6 +68,7 @@ class TruthLog:
     completed: int = 0
     authorization: list[str] = field(default_factory=list)  # Authorization headers seen (tests of key handling)
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every request body received, in arrival order
+    headers: list[dict[str, str]] = field(default_factory=list)  # every request's headers, in arrival order
 
 
 class _App:
@@ -108,8 +116,16 @@ class _App:
         if cfg.mode == "unauthorized":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         body: dict[str, Any] = await request.json()
+        probe = "X-Tailscope-Probe" in request.headers  # bench's preflight probe: answered, not part of the truth
+        refused = sorted(set(cfg.reject_fields) & _fields(body))
+        if refused:
+            return web.json_response({"detail": f"Unexpected fields in the request: {set(refused)}"}, status=422)
+        if probe:
+            return await self._stream(request, "probe", request.path.endswith("/chat/completions"), 1, False, 1,
+                                      arrived, arrived, log=False)  # fmt: skip
         if cfg.log:
             self.truth.bodies.append(body)
+            self.truth.headers.append(dict(request.headers))
         if "Authorization" in request.headers:
             self.truth.authorization.append(request.headers["Authorization"])
         rid = f"cmpl-{next(self._ids)}"
@@ -141,12 +157,15 @@ class _App:
         prompt_tokens: int,
         arrived: int,
         started: int,
+        *,
+        log: bool = True,
     ) -> web.StreamResponse:
         cfg = self.cfg
+        log = log and cfg.log
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
         await resp.prepare(request)
         times: list[int] = []
-        if cfg.log:
+        if log:
             self.truth.arrived_ns[rid] = arrived
             self.truth.token_ns[rid] = times
         if chat:
@@ -158,13 +177,57 @@ class _App:
             deadline = await self._sleep_until(deadline)
             sent += k
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if per_chunk_usage else None
-            payload = _event(rid, chat, "tok " * k, usage)
+            payload = _event(rid, chat, "tok " * k, usage, finish="length" if sent >= n and not cfg.send_done else None)
             times.append(time.perf_counter_ns())
             await resp.write(payload)
             deadline += int(cfg.itl_ms * 1e6)
         usage_final = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         tail = json.dumps({"id": rid, "object": "chat.completion.chunk", "choices": [], "usage": usage_final})
-        await resp.write(f"data: {tail}\n\ndata: [DONE]\n\n".encode())
+        done = "data: [DONE]\n\n" if cfg.send_done else ""
+        await resp.write(f"data: {tail}\n\n{done}".encode())
+        if log:
+            self.truth.completed += 1
+        await resp.write_eof()
+        return resp
+
+    async def app_api(self, request: web.Request) -> web.StreamResponse:
+        """A non-OpenAI application API (``POST /api/generate``): ``{"query", "history", "limit"}`` in; SSE
+        ``{"delta": {"text"}}`` events and a final ``{"done": true, "usage": {...}}`` out (``?format=ndjson``: the
+        same objects one per line; ``?format=json``: one ``{"answer", "usage"}`` body)."""
+        arrived = time.perf_counter_ns()
+        cfg = self.cfg
+        body: dict[str, Any] = await request.json()
+        if cfg.log:
+            self.truth.bodies.append(body)
+            self.truth.headers.append(dict(request.headers))
+        rid = f"app-{next(self._ids)}"
+        n = int(body.get("limit") or 16)
+        fmt = request.query.get("format", "sse")
+        times: list[int] = []
+        if cfg.log:
+            self.truth.arrived_ns[rid] = arrived
+            self.truth.token_ns[rid] = times
+        usage = {"input_tokens": len(str(body.get("query", "")).split()), "output_tokens": n}
+        if fmt == "json":
+            await self._sleep_until(arrived + int((cfg.ttft_ms + (n - 1) * cfg.itl_ms) * 1e6))
+            times.append(time.perf_counter_ns())
+            self.truth.completed += 1
+            return web.json_response({"answer": "tok " * n, "usage": usage})
+        ctype = "application/x-ndjson" if fmt == "ndjson" else "text/event-stream"
+        resp = web.StreamResponse(headers={"Content-Type": ctype, "x-request-id": rid})
+        await resp.prepare(request)
+
+        def frame(obj: dict[str, Any]) -> bytes:
+            text = json.dumps(obj)
+            return (text + "\n").encode() if fmt == "ndjson" else f"data: {text}\n\n".encode()
+
+        deadline = arrived + int(cfg.ttft_ms * 1e6)
+        for _ in range(n):
+            deadline = await self._sleep_until(deadline)
+            times.append(time.perf_counter_ns())
+            await resp.write(frame({"delta": {"text": "tok "}}))
+            deadline += int(cfg.itl_ms * 1e6)
+        await resp.write(frame({"done": True, "usage": usage}))
         self.truth.completed += 1
         await resp.write_eof()
         return resp
@@ -176,12 +239,17 @@ def _count_prompt(body: dict[str, Any]) -> int:
     return len(str(body.get("prompt", "")).split())
 
 
-def _event(rid: str, chat: bool, content: Any, usage: dict[str, int] | None) -> bytes:
+def _fields(body: dict[str, Any]) -> set[str]:
+    """A request body's field names, ``stream_options``' own included."""
+    return set(body) | set(body.get("stream_options") or {})
+
+
+def _event(rid: str, chat: bool, content: Any, usage: dict[str, int] | None, finish: str | None = None) -> bytes:
     if chat:
         delta = content if isinstance(content, dict) else {"content": content}
-        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
     else:
-        choice = {"index": 0, "text": content, "finish_reason": None}
+        choice = {"index": 0, "text": content, "finish_reason": finish}
     obj: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "choices": [choice]}
     if usage is not None:
         obj["usage"] = usage
@@ -196,6 +264,7 @@ def build_app(cfg: ScriptedConfig) -> tuple[web.Application, _App]:
     app.router.add_get("/metrics", state.metrics)
     app.router.add_post("/v1/chat/completions", state.completions)
     app.router.add_post("/v1/completions", state.completions)
+    app.router.add_post("/api/generate", state.app_api)
     return app, state
 
 

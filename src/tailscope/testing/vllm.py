@@ -267,3 +267,60 @@ def start_vllm(
             yield VllmServer(base, served_name, log_path, time.monotonic() - t0)
         finally:
             _stop(proc)
+
+
+@contextlib.contextmanager
+def start_transformers_serve(
+    model_dir: Path,
+    python: Path,
+    *,
+    log_path: Path,
+    cache_dir: Path,
+    port: int | None = None,
+    timeout_s: float = 240.0,
+    niceness: int = 10,
+) -> Iterator[VllmServer]:
+    """Start Hugging Face ``transformers serve --continuous-batching`` (from the vLLM venv, which carries
+    transformers) on 127.0.0.1 with ``model_dir`` preloaded; wait until it answers; stop it on exit.
+
+    The served model name is the directory's path. ``cache_dir`` (an empty folder is fine) becomes the server's
+    Hugging Face cache: without one its ``/v1/models`` fails with HTTP 500.
+
+    Raises:
+        VllmStartError: When the process exits or does not answer within ``timeout_s``.
+    """
+    port = port or _free_port()
+    base = f"http://127.0.0.1:{port}"
+    script = python.parent / "transformers"
+    argv = [
+        *(["nice", "-n", str(niceness)] if niceness else []),
+        str(python), "-c", _LAUNCHER,
+        str(script), "serve", "--continuous-batching", "--dtype", "float32",
+        "--host", "127.0.0.1", "--port", str(port), "--log-level", "info", str(model_dir),
+    ]  # fmt: skip
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    env = {**server_env(), "HF_HUB_CACHE": str(cache_dir), "HF_HUB_OFFLINE": "1"}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
+        if niceness:
+            _nice_autogroup(proc.pid, niceness)
+        try:
+            while not _answers(base + "/health"):
+                if proc.poll() is not None:
+                    raise VllmStartError(
+                        f"transformers serve exited with status {proc.returncode} during startup; {log_path} ends:\n"
+                        + _tail(log_path)
+                    )
+                if time.monotonic() - t0 > timeout_s:
+                    raise VllmStartError(
+                        f"transformers serve did not answer {base}/health within {timeout_s:.0f} s; {log_path} "
+                        "ends:\n" + _tail(log_path)
+                    )
+                time.sleep(0.25)
+            yield VllmServer(base, str(model_dir), log_path, time.monotonic() - t0)
+        finally:
+            _stop(proc)

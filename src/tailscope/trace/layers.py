@@ -3,11 +3,15 @@
 The classifier reads, in this order (first match wins):
 
 1. user rules (service, name or attribute regexes → layer), e.g. from a YAML file;
+1b. an explicit ``layer`` attribute naming one of :data:`LAYERS` (an application that knows its layers says so, as
+   ``tailscope app`` does);
 2. the LLM dialects: OpenInference ``openinference.span.kind``, OpenLLMetry ``traceloop.span.kind`` /
    ``llm.request.type``, LangSmith ``run_type``;
 3. OpenTelemetry GenAI semantic conventions: ``gen_ai.operation.name`` (chat, text_completion, generate_content,
-   embeddings → inference; retrieval → retrieval; execute_tool, invoke_agent, create_agent → agent), then any other
-   ``gen_ai.*`` model or usage attribute → inference;
+   embeddings → inference; retrieval → retrieval; execute_tool, invoke_agent, create_agent → agent), then
+   ``gen_ai.tool.*``/``gen_ai.agent.*`` → agent and any other ``gen_ai.*`` attribute (model, usage, vLLM's
+   ``gen_ai.latency.*`` and ``gen_ai.request.*``) → inference; then the serving engines by name: vLLM's
+   ``llm_request`` span, and spans of a service named ``vllm``/``sglang`` (SGLang's request-stage spans) → inference;
 4. ``db.*`` (``db.system.name``, deprecated ``db.system``/``db.statement``, ``db.query.text``): vector stores →
    retrieval, other databases → business; ``messaging.*`` → business;
 5. ``http.*``/``url.*``/``rpc.*`` by span kind: SERVER → gateway, CLIENT → network;
@@ -70,6 +74,10 @@ _GENAI_MODEL_KEYS = (
     "gen_ai.usage.output_tokens",
     "llm.request.type",
 )
+#: span names that serving engines give a request's own span (vLLM: one ``llm_request`` span per request)
+_ENGINE_SPAN_NAMES = frozenset({"llm_request"})
+#: services that are inference engines (their spans: the request's stages inside the engine)
+_ENGINE_SERVICE = re.compile(r"(?i)\b(vllm|sglang)\b|^(vllm|sglang)[-_.]")
 _VECTOR_DBS = frozenset(
     {"pinecone", "qdrant", "weaviate", "milvus", "chroma", "chromadb", "lancedb", "pgvector", "vespa", "faiss"}
 )
@@ -159,6 +167,9 @@ def classify(
             return rule.layer
     if attributes:
         get = attributes.get
+        v = get("layer")
+        if isinstance(v, str) and v in LAYERS:
+            return v
         v = get("openinference.span.kind")
         if v is not None:
             return _OPENINFERENCE.get(str(v).upper(), "other")
@@ -174,6 +185,13 @@ def classify(
         for key in _GENAI_MODEL_KEYS:
             if key in attributes:
                 return "inference"
+        for key in attributes:
+            if key.startswith("gen_ai."):
+                return "agent" if key.startswith(("gen_ai.tool.", "gen_ai.agent.")) else "inference"
+    if name in _ENGINE_SPAN_NAMES or _ENGINE_SERVICE.search(service):
+        return "inference"
+    if attributes:
+        get = attributes.get
         for key in _DB_KEYS:
             if key in attributes:
                 system = str(get("db.system.name") or get("db.system") or "").lower()

@@ -39,6 +39,7 @@ class RequestClass:
         input_tokens: new prompt tokens per request (per turn for sessions; history is carried on top).
         output_tokens: ``max_tokens`` per request.
         session: multi-turn shape, or None for single requests.
+        extra_body: JSON fields merged into this class's request bodies (sampling parameters, tools, …).
     """
 
     name: str
@@ -46,6 +47,7 @@ class RequestClass:
     input_tokens: LengthDist
     output_tokens: LengthDist
     session: SessionShape | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

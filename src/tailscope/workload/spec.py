@@ -27,6 +27,8 @@ class RequestSpec:
         prompt: real prompt text to send instead of a synthesized one (datasets); ``input_tokens`` is then its
             estimated length.
         messages: a whole chat to send verbatim, as ``(role, content)`` pairs (datasets).
+        trace_id: W3C trace id (32 lowercase hex digits) sent in ``traceparent``, or ``None`` (not traced).
+        span_id: the client span id (16 hex digits) that ``traceparent`` names as the server's parent.
     """
 
     id: int
@@ -43,3 +45,5 @@ class RequestSpec:
     seed: int = 0
     prompt: str | None = None
     messages: tuple[tuple[str, str], ...] | None = None
+    trace_id: str | None = None
+    span_id: str | None = None

@@ -127,14 +127,15 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
             ("vllm:request_success_total", 1.0),
         )
     ]  # fmt: skip
-    summary["server"] = summarize_server(samples)
+    summary["server"] = {**summarize_server(samples), "scrapes": {"ok": 3, "failed": 0}}
     summary["mixed"] = {k: v.to_dict() for k, v in summarize_mixed([MixedRecord("api", 0, 0, 5_000_000, 200)]).items()}
     states = [WorkerState(index=0, kind="process", slots=2), WorkerState(index=1, kind="process", slots=2)]
     summary["workers"] = worker_rows(states, records)
     summary["lost"] = lost_share(states, None, 4)
     summary["bottleneck_workers"] = []
+    summary["trace_context"] = {"ratio": 1.0, "traced": 20, "t0_unix_ns": 0}
     summary["dialects"] = {"vllm": summarize_dialect(records, "vllm")}
-    opts = BenchOptions(url="http://127.0.0.1:9", requests=10, slo=("ttft_p99=1s",))
+    opts = BenchOptions(url="http://127.0.0.1:9", requests=10, slo=("ttft_p99=1s",), trace_context="on")
     cfg = resolve(opts).config
     ts = TargetSession("http://127.0.0.1:9", None, Target("http://127.0.0.1:9", "m"), "http://127.0.0.1:9/metrics")  # type: ignore[arg-type]
     run = new_run(cfg, ts, workers=2, worker_kind="process")

@@ -21,9 +21,8 @@ from tailscope.report.html import (
     fmt_num,
     lookup,
     render_compare_page,
-    render_compare_report,
     render_run_report,
-    write_html_report,
+    write_html,
 )
 
 XSS = "<script>alert(1)</script>"
@@ -181,21 +180,21 @@ def test_no_sweep_without_a_shared_id(synthetic: Callable[..., dict[str, Any]]) 
     assert sweep_points([item(synthetic(run_id="a")), item(synthetic(run_id="b"))]) is None
 
 
-def test_write_html_report(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
-    """The old entry point (kept for callers not yet on tailscope.write_report) still adds the diagnosis."""
+def test_write_html(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
+    """The page of a prepared run has its diagnosis; write_html creates the folder."""
     doc = synthetic(n=30)
-    out = write_html_report(tmp_path / "sub" / "r.html", doc["run"], doc["summary"], doc["records"], doc["samples"])
+    out = write_html(tmp_path / "sub" / "r.html", render_run_report(item(doc)))
     page = out.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
     assert 'id="findings"' in page
-    assert 'id="cmp"' in render_compare_report([item(doc), item(synthetic(run_id="b", slow=2.0))], resamples=100)
+    assert 'id="cmp"' in compare_html([item(doc), item(synthetic(run_id="b", slow=2.0))], resamples=100)
 
 
-def test_write_html_report_names_an_unwritable_path(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
+def test_write_html_names_an_unwritable_path(tmp_path: Path, synthetic: Callable[..., dict[str, Any]]) -> None:
     doc = synthetic(n=5)
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="cannot write"):
-        write_html_report(tmp_path / "file" / "r.html", doc["run"], doc["summary"], doc["records"])
+        write_html(tmp_path / "file" / "r.html", render_run_report(item(doc)))
 
 
 @pytest.mark.parametrize(

@@ -68,3 +68,40 @@ def test_refine_network_and_downstream_servers() -> None:
     assert refine_layer("network", "CLIENT", []) == "business"  # external API
     assert refine_layer("gateway", "SERVER", [], is_root=False) == "business"
     assert refine_layer("gateway", "SERVER", [], is_root=True) == "gateway"
+
+
+#: vLLM's per-request span as its CPU build exports it (kind SERVER, parented on the caller): gen_ai.latency.* and
+#: gen_ai.usage.prompt_tokens, but no model attribute
+_VLLM_LLM_REQUEST = {
+    "gen_ai.latency.time_in_queue": 0.001,
+    "gen_ai.latency.time_to_first_token": 0.05,
+    "gen_ai.latency.e2e": 0.4,
+    "gen_ai.usage.prompt_tokens": 12,
+    "gen_ai.usage.completion_tokens": 16,
+    "gen_ai.request.id": "cmpl-1",
+    "gen_ai.request.max_tokens": 16,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "service", "attrs", "layer"),
+    [
+        ("llm_request", "SERVER", "vllm", _VLLM_LLM_REQUEST, "inference"),
+        ("llm_request", "SERVER", "unknown_service", {}, "inference"),  # the name alone
+        ("anything", "SERVER", "svc", {"gen_ai.latency.e2e": 0.2}, "inference"),
+        ("anything", "INTERNAL", "svc", {"gen_ai.tool.name": "search"}, "agent"),
+        ("Prefill Forward", "INTERNAL", "sglang", {}, "inference"),
+        ("request", "SERVER", "sglang-router", {}, "inference"),
+        ("POST /v1/chat/completions", "SERVER", "gateway", {"http.request.method": "POST"}, "gateway"),
+        ("GET", "SERVER", "vllmish-proxy", {}, "gateway"),  # a name that merely starts like an engine's
+    ],
+)
+def test_serving_engine_spans_are_inference(name: str, kind: str, service: str, attrs: dict, layer: str) -> None:
+    assert classify(name, kind, attrs, service=service) == layer
+    if layer == "inference":  # deeper in a tree (under a gateway) it stays inference
+        assert refine_layer(layer, kind, [], is_root=False) == "inference"
+def test_an_explicit_layer_attribute_wins_over_conventions() -> None:
+    # tailscope app marks each span's layer; the agent's planning model call is agent time, as the case counts it
+    assert classify("plan", "INTERNAL", {"layer": "agent", "gen_ai.operation.name": "chat"}) == "agent"
+    assert classify("auth", "INTERNAL", {"layer": "gateway"}) == "gateway"
+    assert classify("x", "INTERNAL", {"layer": "transformer-12", "gen_ai.request.model": "m"}) == "inference"

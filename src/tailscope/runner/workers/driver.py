@@ -131,9 +131,15 @@ def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: i
         "http_client": cfg.http_client,
         "ignore_eos": cfg.ignore_eos,
         "continuous_usage": cfg.continuous_usage,
+        "stream_options": cfg.stream_options,
+        "extra_body": cfg.extra_body,
+        "class_extra_body": cfg.class_extra_body,
+        "headers": [list(h) for h in cfg.headers],
+        "template": cfg.template.to_wire() if cfg.template is not None else None,
         "timeouts": [cfg.timeouts.connect_s, cfg.timeouts.first_token_s, cfg.timeouts.total_s],
         "tokenizer": cfg.tokenizer,
         "prompt_nonce": cfg.prompt_nonce,
+        "tracestate": cfg.tracestate,
         "auth_header": _auth_header(cfg.api_key_env),
         "concurrency": slots,
         "duration_s": d.duration_s,
@@ -336,6 +342,7 @@ async def run_bench_distributed(
         pool_task = asyncio.create_task(_start_pool(workers, ray_address, ray_num_cpus))
         try:
             ts = await open_target(cfg, stack, on_target)
+            cfg = cfg.without(ts.refused)
         except BaseException:
             with contextlib.suppress(Exception):
                 await _shutdown_all(await pool_task)
@@ -435,5 +442,12 @@ async def run_bench_distributed(
                 "workers": rows,
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
+                # each worker's clock has its own offset: no run-wide Unix start, so the join checks no bracket
+                **(
+                    {"trace_context": {"ratio": cfg.trace_ratio, "traced": sum(1 for r in records if r.trace_id)}}
+                    if cfg.trace_ratio > 0
+                    else {}
+                ),
             },
+            scraper=scraper,
         )

@@ -29,6 +29,7 @@ from tailscope.runner.progress import Progress
 from tailscope.runner.workers.wire import record_to_wire, spec_from_wire
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
+from tailscope.workload.template import RequestTemplate
 
 #: how long before the barrier the worker hands its share to the dispatcher (it then waits on absolute times).
 _ARM_AHEAD_NS = 20_000_000
@@ -159,11 +160,18 @@ class WorkerCore:
         )
         tokenizer = load_tokenizer(s["tokenizer"]) if s["tokenizer"] else None
         synth = PromptSynthesizer(tokenizer, nonce=s.get("prompt_nonce"))
+        tpl = s.get("template")
         opts = ClientOptions(
             endpoint=s["endpoint"],
             model=s["model"],
             ignore_eos=bool(s["ignore_eos"]),
             continuous_usage=bool(s["continuous_usage"]),
+            stream_options=bool(s.get("stream_options", True)),
+            extra_body=dict(s.get("extra_body") or {}),
+            headers=tuple((str(k), str(v)) for k, v in s.get("headers") or ()),
+            template=RequestTemplate.from_wire(tpl) if tpl else None,
+            class_extra_body={str(k): dict(v) for k, v in (s.get("class_extra_body") or {}).items()},
+            tracestate=s.get("tracestate"),
         )
         self._gen = FedGenerator(
             self._transport,

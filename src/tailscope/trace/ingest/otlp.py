@@ -1,8 +1,8 @@
 """OTLP traces: the JSON encoding (incl. the legacy ``instrumentationLibrarySpans``) and protobuf.
 
 JSON follows the OTLP/JSON mapping: ids are hex (base64 from generic protobuf-JSON encoders is accepted too), int64
-times are decimal strings or numbers, enums are ints or names. Protobuf needs the ``opentelemetry-proto`` package
-(``pip install 'tailscope[trace]'``).
+times are decimal strings or numbers, enums are ints or names. Protobuf uses the ``opentelemetry-proto`` package (a
+core dependency).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def otlp_proto_request(data: bytes, ctx: ParseContext) -> Any:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:  # pragma: no cover - depends on the environment
         raise TraceFormatError(
-            f"{ctx.source}: OTLP protobuf needs the opentelemetry-proto package: pip install 'tailscope[trace]'"
+            f"{ctx.source}: OTLP protobuf needs opentelemetry-proto (a tailscope dependency): reinstall tailscope"
         ) from None
     try:
         return ExportTraceServiceRequest.FromString(data)

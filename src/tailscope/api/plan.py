@@ -1,0 +1,472 @@
+"""Plan: :func:`plan_kv` (KV bytes, capacity, concurrency), :func:`plan_estimate` (request times and their roofline
+regime), :func:`plan_capacity` (the cheapest configuration that meets the SLOs, re-checked by simulation),
+:func:`plan_napkin` (the napkin form of capacity), :func:`plan_cost` ($ per 1M tokens from a run) and
+:func:`plan_budget` (per-layer latency budgets, optionally from a trace set's critical paths).
+
+Models and GPUs are catalog ids (``tailscope catalog models``) or a ``config.json`` path for a model. Nothing is
+written unless asked: :func:`plan_budget` writes its contract only when given ``out=``; runs and trace sets are only
+read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailscope.api._support import StorePath, public
+from tailscope.api.verify import RunRef, load_run
+from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.model_catalog import get_model_entry
+from tailscope.engine.perf import StepTimeModel
+from tailscope.engine.step_model import TrainedStepModel
+from tailscope.engine.step_terms import Parallelism
+from tailscope.engine.twin import TwinStepModel
+from tailscope.errors import ConfigError, PlanError
+from tailscope.io.calibration import load_calibration
+from tailscope.io.models import resolve_model
+from tailscope.metrics.slo import Slo, parse_slo
+from tailscope.plan import budget as budget_core
+from tailscope.plan import kv as kv_core
+from tailscope.plan import napkin as napkin_core
+from tailscope.plan.budget import BudgetPlan
+from tailscope.plan.capacity import CapacityPlan, SimCheck, search_capacity
+from tailscope.plan.estimate import Estimate, estimate_request
+from tailscope.plan.kv import KvPlan
+from tailscope.plan.napkin import CostPlan, NapkinCapacity
+from tailscope.store.runs import RunStore
+from tailscope.units import parse_duration_s
+
+PathLike = str | os.PathLike[str]
+PerfModel = StepTimeModel | TrainedStepModel | TwinStepModel
+
+
+def _max_context(model_ref: str) -> int | None:
+    try:
+        cfg = get_model_entry(model_ref).config
+    except Exception:  # a config.json path or an unknown id: the model's own file says nothing here
+        return None
+    value = cfg.get("max_position_embeddings")
+    return int(value) if value else None
+
+
+def perf_model(
+    model: str,
+    gpu: str,
+    *,
+    tp: int = 1,
+    weights_dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    calibration: PathLike | None = None,
+    engine: str = "vllm",
+    ep: int = 1,
+) -> PerfModel:
+    """The step-time model plans use: a digital twin's fitted costs, the roofline with a calibration's efficiencies,
+    or the trained step model of ``engine``.
+
+    Raises:
+        PlanError: a twin with ``tp`` other than 1. CatalogError: an unknown model or GPU.
+    """
+    cal = load_calibration(Path(calibration) if calibration is not None else None)
+    if cal.twin is not None:
+        if tp != 1:
+            raise PlanError("a digital twin describes one deployment as it was measured: plan it with --tp 1")
+        return TwinStepModel(cal.twin)  # the twin's fitted costs and KV capacity replace the catalogs
+    arch = resolve_model(model)
+    spec = resolve_gpu(gpu)
+    if cal.has_overrides:  # roofline efficiencies given: the plain roofline with them
+        eff = cal.efficiency(spec.id, model)
+        return StepTimeModel(arch, spec, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
+    par = Parallelism(tp, 1, ep if arch.is_moe else 1)
+    return TrainedStepModel(arch, spec, par, engine=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+
+
+@public
+def plan_kv(
+    model: str,
+    *,
+    context: int,
+    kv_dtype: str = "bf16",
+    weights_dtype: str | None = None,
+    gpu: str | None = None,
+    tp: int = 1,
+    gpu_memory_utilization: float = 0.9,
+) -> KvPlan:
+    """KV bytes per token and per sequence, weights, and (with ``gpu``) KV capacity and max concurrent sequences.
+
+    Args:
+        model: catalog id or a ``config.json`` path.
+        context: tokens per sequence (prompt + output).
+        kv_dtype: ``bf16``, ``fp8`` or ``int8``.
+        weights_dtype: ``bf16``, ``fp8``, ``int8`` or ``int4`` (default: the checkpoint's own).
+        gpu: GPU catalog id; None: no capacity figures.
+        tp: tensor-parallel degree.
+        gpu_memory_utilization: the fraction of GPU memory the engine may use.
+
+    Returns:
+        ``plan.bytes_per_token``, ``plan.per_sequence_bytes``, ``plan.kv_capacity_tokens``, ``plan.max_sequences``,
+        ``plan.assumptions`` and ``plan.to_dict()`` (``tailscope plan kv --json``).
+
+    Raises:
+        PlanError: a context above the model's maximum, or weights that do not fit. CatalogError: unknown ids.
+    """
+    return kv_core.plan_kv(
+        resolve_model(model),
+        context=context,
+        kv_dtype=kv_dtype,
+        weights_dtype=weights_dtype,
+        gpu=resolve_gpu(gpu) if gpu else None,
+        tp=tp,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_context=_max_context(model),
+    )
+
+
+@public
+def plan_estimate(
+    model: str,
+    gpu: str,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    concurrency: int = 1,
+    tp: int = 1,
+    weights_dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    calibration: PathLike | None = None,
+) -> Estimate:
+    """Prefill time, TTFT, TPOT and E2E of one request at a steady concurrency, and which roofline regime bounds
+    each phase (analytic: no simulation).
+
+    Args:
+        model, gpu: catalog ids (a ``config.json`` path for the model).
+        input_tokens, output_tokens: the request's lengths.
+        concurrency: requests in flight on the replica.
+        calibration: a calibration file (a digital twin's ``twin.yaml``, or roofline efficiencies).
+
+    Returns:
+        ``e.prefill_ms``, ``e.ttft_ms``, ``e.tpot_ms``, ``e.e2e_ms``, ``e.prefill_bound``, ``e.decode_bound``,
+        ``e.output_tokens_per_s`` and ``e.to_dict()`` (``tailscope plan estimate --json``).
+
+    Raises:
+        PlanError: non-positive lengths, or sequences that do not fit the KV cache.
+    """
+    perf = perf_model(model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration)
+    return estimate_request(perf, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityResult:
+    """The answer of :func:`plan_capacity`: the plan (``.best``, ``.options``), for which model and GPU, and how
+    long the search took."""
+
+    plan: CapacityPlan
+    model: str
+    gpu: str
+    search_seconds: float
+
+    @property
+    def best(self) -> Any:
+        """The cheapest configuration that met the SLOs (``tp``, ``replicas``, ``gpus``, ``usd_per_hour``), or None."""
+        return self.plan.best
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``tailscope plan capacity --json`` writes."""
+        doc = self.plan.to_dict()
+        doc["search_seconds"] = self.search_seconds
+        doc["model"], doc["gpu"] = self.model, self.gpu
+        return doc
+
+
+def _tp_options(tp: str | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(tp, str):
+        try:
+            tps = tuple(int(x) for x in tp.split(",") if x.strip())
+        except ValueError:
+            raise ConfigError(f"--tp {tp!r}: expected degrees like 1,2,4") from None
+    else:
+        tps = tuple(int(x) for x in tp)
+    if not tps or any(t < 1 for t in tps):
+        raise ConfigError(f"--tp {tp!r}: expected degrees ≥ 1 like 1,2,4")
+    return tps
+
+
+def _mean_lengths(profile: PathLike | None, input_tokens: str, output_tokens: str) -> tuple[int, int]:
+    from tailscope.workload.lengths import parse_length_spec
+
+    if profile is None:
+        return (
+            round(parse_length_spec(input_tokens, what="--input-tokens").mean()),
+            round(parse_length_spec(output_tokens, what="--output-tokens").mean()),
+        )
+    from tailscope.io.profile import load_profile
+
+    p = load_profile(Path(profile))
+    total = sum(c.weight for c in p.classes)
+    mean_in = sum(c.weight * c.input_tokens.mean() for c in p.classes) / total
+    mean_out = sum(c.weight * c.output_tokens.mean() for c in p.classes) / total
+    return max(1, round(mean_in)), max(1, round(mean_out))
+
+
+@public
+def plan_capacity(
+    model: str,
+    gpu: str,
+    *,
+    target_rps: float,
+    slo: Sequence[str | Slo] = (),
+    profile: PathLike | None = None,
+    input_tokens: str = "512",
+    output_tokens: str = "256",
+    headroom: float = 0.2,
+    tp: str | Sequence[int] = "1,2,4,8",
+    max_replicas: int = 64,
+    gpu_price: float | None = None,
+    weights_dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    calibration: PathLike | None = None,
+    sim_requests: int = 1500,
+    engine: str = "vllm",
+) -> CapacityResult:
+    """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
+    analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
+
+    Args:
+        model, gpu: catalog ids (a ``config.json`` path for the model).
+        target_rps: requests/s the fleet must serve.
+        slo: SLOs like ``ttft_p99=1.5s`` (or parsed :class:`~tailscope.Slo`).
+        profile: a workload profile (its lengths and mix); else ``input_tokens``/``output_tokens`` length specs.
+        headroom: extra load fraction to plan for.
+        tp: TP degrees to consider (``"1,2,4"`` or a list).
+        max_replicas: the most replicas of one configuration.
+        gpu_price: USD per GPU-hour (ranks the options by cost, else by GPUs).
+        calibration: a calibration file (a digital twin's ``twin.yaml``: its fitted costs replace the catalogs).
+        sim_requests: requests per simulation of a configuration.
+        engine: the serving engine's costs and defaults: ``vllm``, ``sglang`` or ``trtllm``.
+
+    Returns:
+        ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
+        ``result.to_dict()`` (``tailscope plan capacity --json``).
+    """
+    tps = _tp_options(tp)
+    slos = tuple(s if isinstance(s, Slo) else parse_slo(s) for s in slo)
+    slo_texts = tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo)
+    mean_in, mean_out = _mean_lengths(profile, input_tokens, output_tokens)
+    load = target_rps * (1 + headroom)
+    # with a twin the fitted costs and KV facts replace the catalogs; the simulator still wants catalog ids
+    sim_model, sim_gpu = model, gpu
+    cal_path = Path(calibration) if calibration is not None else None
+    if load_calibration(cal_path).twin is not None:
+        sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
+
+    def perf_for_tp(degree: int) -> PerfModel:
+        # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
+        return perf_model(
+            model,
+            gpu,
+            tp=degree,
+            weights_dtype=weights_dtype,
+            kv_dtype=kv_dtype,
+            calibration=calibration,
+            engine=engine,
+            ep=degree,
+        )
+
+    def check(degree: int, replicas: int) -> SimCheck:
+        from tailscope.sim.run import SimArgs, run_sim
+
+        args = SimArgs(
+            model=sim_model,
+            gpu=sim_gpu,
+            tp=degree,
+            replicas=replicas,
+            backend=engine,
+            ep=degree if resolve_model(model).is_moe and sim_model == model else 1,
+            weights_dtype=weights_dtype,
+            kv_dtype=kv_dtype,
+            calibration=cal_path,
+            profile=Path(profile) if profile is not None else None,
+            rate=load,
+            arrival="poisson",
+            requests=sim_requests,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            slo=slo_texts,
+            store=False,
+            explicit=frozenset({"rate", "requests", "arrival"}),
+        )
+        summary = run_sim(args).run_summary
+        if summary is None:  # no request finished at all
+            return SimCheck(passed=False, observed={})
+        checks = summary.slo
+        return SimCheck(
+            passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0,
+            observed={c.slo.key: c.observed_ms for c in checks},
+            requests=summary.requests.total,
+            goodput_rps=summary.goodput_rps,
+        )
+
+    t0 = time.perf_counter()
+    plan = search_capacity(
+        perf_for_tp,
+        check,
+        tp_options=tps,
+        target_rps=target_rps,
+        slos=slos,
+        input_tokens=mean_in,
+        output_tokens=mean_out,
+        headroom=headroom,
+        gpu_price_per_hour=gpu_price,
+        max_replicas=max_replicas,
+    )
+    return CapacityResult(plan, model, gpu, time.perf_counter() - t0)
+
+
+@public
+def plan_napkin(*, users: int, tokens_per_user_s: float, gpu_tokens_s: float, headroom: float = 0.2) -> NapkinCapacity:
+    """Capacity on a napkin: users × tokens/s each × (1 + headroom) ÷ tokens/s one GPU gives, rounded up.
+
+    Returns:
+        ``n.gpus``, ``n.steps()`` (the arithmetic, one line per step) and ``n.to_dict()``.
+    """
+    return napkin_core.napkin_capacity(users, tokens_per_user_s, gpu_tokens_s, headroom)
+
+
+@public
+def plan_cost(
+    *,
+    gpu_price: float,
+    run: RunRef,
+    gpus: int | None = None,
+    api_price_in: float | None = None,
+    api_price_out: float | None = None,
+    daily_requests: int | None = None,
+    store: StorePath | RunStore | None = None,
+) -> CostPlan:
+    """$ per 1M output tokens and per request at a measured or simulated run's throughput, and the break-even
+    against an API's prices.
+
+    Args:
+        gpu_price: USD per GPU-hour.
+        run: the run (a result of this API, a store reference such as ``latest``, or a ``--json`` export).
+        gpus: GPUs behind the run (a sim run knows its own deployment).
+        api_price_in, api_price_out: an API's USD per 1M input / output tokens.
+        daily_requests: size a self-hosted fleet for this many requests a day and compare the daily cost.
+        store: where references are looked up (only read).
+
+    Raises:
+        ConfigError: a bench run without ``gpus``. NotFoundError: no such run.
+    """
+    data = load_run(run, store=store)
+    s = data.summary or {}
+    engine = data.settings.get("engine") if isinstance(data.settings, Mapping) else None
+    n_gpus = gpus
+    if n_gpus is None and isinstance(engine, Mapping):
+        n_gpus = int(engine.get("replicas", 1)) * int(engine.get("tp", 1))
+    if n_gpus is None:
+        raise ConfigError(f"run {data.id} is a {data.kind} run: say how many GPUs served it with --gpus N")
+    return napkin_core.plan_cost(
+        gpus=n_gpus,
+        gpu_price_per_hour=gpu_price,
+        output_tokens_per_s=float(s.get("output_tokens_per_s") or 0.0),
+        requests_per_s=float(s.get("requests_per_s") or 0.0),
+        mean_input_tokens=float((s.get("input_tokens") or {}).get("mean") or 0.0),
+        mean_output_tokens=float((s.get("output_tokens") or {}).get("mean") or 0.0),
+        source=f"{data.kind} run {data.id}",
+        api_price_in=api_price_in,
+        api_price_out=api_price_out,
+        daily_requests=daily_requests,
+    )
+
+
+def _ms(value: str | float, what: str) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    return parse_duration_s(value, what=what, default_unit="ms") * 1000
+
+
+def _layers(layers: Mapping[str, str | float] | Sequence[str]) -> list[tuple[str, float]]:
+    if isinstance(layers, Mapping):
+        return [(name, _ms(v, f"--layer {name}")) for name, v in layers.items()]
+    out = []
+    for text in layers:
+        name, sep, value = text.partition("=")
+        if not sep:
+            raise ConfigError(f"--layer {text!r}: expected LAYER=DURATION, e.g. gateway=50ms")
+        out.append((name.strip(), _ms(value, f"--layer {name}")))
+    return out
+
+
+def trace_shares(
+    traces: str, *, store: StorePath | RunStore | None = None
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per layer, its share of critical-path time in the tail bucket (traces ≥ p99), and its measured p99 of
+    critical-path time per trace (ms), of a stored trace set.
+
+    Raises:
+        PlanError: the set has no traces. NotFoundError: no store, or no such set.
+    """
+    import numpy as np
+
+    from tailscope.api.verify import _set_facts
+    from tailscope.trace.analysis import buckets, composition
+
+    facts = _set_facts(traces, store)
+    if not facts:
+        raise PlanError(f"trace set {traces!r} has no traces")
+    tail = buckets(facts)["tail_bucket"]
+    shares = {k: v["share"] for k, v in composition(tail, "path_layer").items()}
+    names = {k for f in facts for k in f.path_layer}
+    measured = {k: float(np.quantile([f.path_layer.get(k, 0) / 1e6 for f in facts], 0.99)) for k in sorted(names)}
+    return shares, measured
+
+
+@public
+def plan_budget(
+    target: str | float,
+    *,
+    layers: Mapping[str, str | float] | Sequence[str] = (),
+    buffer: float = 0.2,
+    traces: str | None = None,
+    out: PathLike | None = None,
+    store: StorePath | RunStore | None = None,
+) -> BudgetPlan:
+    """Per-layer latency budgets under an end-to-end target, with a buffer held back; flags layers that cannot hold.
+
+    Args:
+        target: the end-to-end target (``"300ms"``, ``"2s"``, or a number of ms).
+        layers: explicit budgets, ``{"gateway": "50ms", "inference": 120}`` or ``["gateway=50ms", …]``.
+        buffer: the fraction of the target held back.
+        traces: a stored trace set: budgets proportional to each layer's share of the tail's critical path, each
+            with its measured p99 (instead of ``layers``).
+        out: write the budgets as a performance contract (``tailscope gate`` format) to this file.
+        store: where the trace set is looked up (only read).
+
+    Returns:
+        ``plan.layers`` (each ``layer``, ``budget_ms``, ``share``, ``measured_p99_ms``, ``holds``), ``plan.ok``,
+        ``plan.findings``, ``plan.contract()`` (the contract as a dict) and ``plan.to_dict()``.
+
+    Raises:
+        ConfigError: neither layers nor traces, a malformed layer or duration, or ``out`` cannot be written.
+    """
+    target_ms = _ms(target, "--target")
+    if traces is not None:
+        shares, measured = trace_shares(traces, store=store)
+        plan = budget_core.budget_from_shares(target_ms, shares, buffer=buffer, measured_p99_ms=measured)
+    else:
+        if not layers:
+            raise ConfigError("give --layer LAYER=DURATION (repeatable) or --from-traces SET")
+        plan = budget_core.plan_budget(target_ms, _layers(layers), buffer=buffer)
+    if out is not None:
+        import yaml
+
+        path = Path(out)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(yaml.safe_dump(plan.contract(), sort_keys=False), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--out {out}: cannot write it ({exc.strerror})") from None
+    return plan

@@ -1,0 +1,197 @@
+"""Predict: :func:`simulate` — a deployment (model, GPU, parallelism, engine, replicas, autoscaler) under a workload,
+in virtual time, no GPU needed. The result has the same typed summary as a bench run's, so gates, comparisons,
+diagnoses and reports take either.
+
+With a digital twin as ``calibration`` (``tailscope calibrate``'s ``twin.yaml``) the fitted costs replace the
+catalogs and the simulation is run at −1σ and +1σ of those costs too, giving a prediction interval. Nothing is written
+unless ``store=`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tailscope.api._support import StorePath, open_store, public
+from tailscope.metrics.document import build_export
+from tailscope.metrics.slo import Slo
+from tailscope.metrics.summary import RunSummary, summarize
+from tailscope.records import RequestRecord, Run, RunStatus, ServerSample
+from tailscope.sim.result import SimResult as SimFigures
+from tailscope.sim.run import SimArgs, SimOutcome, run_sim
+from tailscope.store.runs import RunStore
+
+PathLike = str | os.PathLike[str]
+#: ``progress=``: called with (requests simulated, virtual seconds) every few thousand requests
+SimProgress = Callable[[int, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """A finished simulation.
+
+    Attributes:
+        run: the run's metadata (kind ``sim``; its target names the deployment).
+        summary: the typed :class:`~tailscope.RunSummary` (``summary.ttft_ms.p99``, ``summary.requests.completed``),
+            as for a bench run.
+        records: every request, with virtual timings in ns since the run start.
+        sim: the simulator's own figures: virtual and wall seconds, engine steps, preemptions, prefix-cache hit rate,
+            GPU-seconds paid for, the 10-second timeline and the autoscaler's decisions.
+        samples: the timeline as server samples (running, waiting, KV usage, replicas), as a scrape would give them.
+        prediction_interval: with a digital twin, ``{metric: {percentile: (low, high)}}`` in ms over the
+            simulations at −1σ, fit and +1σ of the twin's costs; else None.
+        store_path: the store the run was written to, or None (nothing was written).
+    """
+
+    run: Run
+    summary: RunSummary
+    records: list[RequestRecord]
+    sim: SimFigures
+    samples: list[ServerSample] = field(default_factory=list)
+    prediction_interval: dict[str, dict[str, tuple[float, float]]] | None = None
+    store_path: str | None = None
+
+    @property
+    def status(self) -> RunStatus:
+        return self.run.status
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The ``summary`` object of the export and of the store: the summary, ``sim`` and ``prediction_interval``."""
+        doc = self.summary.to_dict() if self.records else {}
+        doc["sim"] = self.sim.to_dict()
+        if self.prediction_interval is not None:
+            doc["prediction_interval"] = self.prediction_interval
+        return doc
+
+    def to_dict(self) -> dict[str, Any]:
+        """The export document (``run``, ``summary``, ``requests``), as ``tailscope sim --json`` writes it."""
+        return build_export(self.run, self.summary_dict(), self.records)
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        """The export document as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def sim_result(out: SimOutcome, *, interval: Any = None, store: RunStore | None = None) -> SimResult:
+    """The public result of a finished :func:`tailscope.sim.run.run_sim`."""
+    return SimResult(
+        run=out.run,
+        summary=out.run_summary if out.run_summary is not None else summarize([]),
+        records=out.records,
+        sim=out.result,
+        samples=out.samples,
+        prediction_interval=interval,
+        store_path=str(store.db.path) if store is not None else None,
+    )
+
+
+#: the options a profile's fields can be overridden by
+_PROFILE_OPTIONS = (
+    "model", "gpu", "tp", "replicas", "ep", "attention_dp", "weights_dtype", "kv_dtype", "max_num_seqs",
+    "max_num_batched_tokens", "gpu_memory_utilization", "prefix_caching", "router", "concurrency", "rate",
+    "arrival", "burstiness", "requests", "duration", "input_tokens", "output_tokens", "warmup", "seed", "slo",
+)  # fmt: skip
+
+
+def _path(value: PathLike | None) -> Path | None:
+    return Path(value) if value is not None else None
+
+
+@public
+def simulate(
+    *,
+    model: str = "llama-3.1-8b",
+    gpu: str = "h100-sxm",
+    tp: int = 1,
+    engine: str = "vllm",
+    ep: int = 1,
+    attention_dp: int = 1,
+    replicas: int = 1,
+    router: str = "least_outstanding",
+    weights_dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    prefix_caching: bool = True,
+    calibration: PathLike | None = None,
+    gpu_file: PathLike | None = None,
+    autoscale: PathLike | None = None,
+    profile: PathLike | None = None,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    arrival: str = "poisson",
+    burstiness: float = 1.0,
+    requests: int | None = None,
+    duration: float | None = None,
+    input_tokens: str | int = "256",
+    output_tokens: str | int = "128",
+    warmup: int = 0,
+    seed: int = 0,
+    slo: Sequence[str | Slo] = (),
+    store: StorePath | RunStore | None = None,
+    progress: SimProgress | None = None,
+    explicit: Collection[str] | None = None,
+) -> SimResult:
+    """Simulate a deployment under a workload in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache, queueing.
+
+    The options are those of ``tailscope sim`` (the same names as its flags; ``duration`` in virtual seconds).
+
+    Args:
+        model, gpu: catalog ids (``tailscope catalog models``/``gpus``); a ``config.json`` path for the model.
+        tp, ep, attention_dp, replicas: tensor, expert and attention-data parallelism per replica, and replicas
+            behind the ``router`` (``round_robin``, ``least_outstanding`` or ``prefix_affinity``).
+        engine: the serving engine whose costs and defaults apply: ``vllm``, ``sglang`` or ``trtllm``.
+        calibration: roofline efficiencies, or a digital twin (then the result has a ``prediction_interval``).
+        gpu_file, autoscale: a YAML file of extra GPUs; an autoscaling policy.
+        profile: a workload profile; the options listed in ``explicit`` override its fields (default: those given
+            a value other than their default).
+        concurrency, rate: closed loop (requests in flight; default 16) or open loop (requests/s, ``arrival``
+            ``constant``, ``poisson`` or ``gamma`` with ``burstiness``).
+        requests, duration: stop after N requests (warmup included) or after this many virtual seconds.
+        input_tokens, output_tokens: length specs: ``N``, ``uniform:A:B``, ``normal:M:S``, ``lognormal:MED:SIG``.
+        slo: SLOs like ``ttft_p99=1.5s``.
+        store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
+            writes nothing.
+        progress: called with (requests simulated, virtual seconds) every few thousand requests.
+
+    Returns:
+        ``result.summary`` (typed, as for a bench), ``result.sim`` (steps, preemptions, GPU-hours, timeline),
+        ``result.records`` and ``result.to_json()`` (the document ``tailscope sim --json`` writes).
+
+    Raises:
+        ConfigError: a bad option, naming its flag. CatalogError: an unknown model or GPU. PlanError: the model does
+        not fit the GPUs.
+    """
+    args = SimArgs(
+        model=model, gpu=gpu, tp=tp, replicas=replicas, backend=engine, ep=ep, attention_dp=attention_dp,
+        weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+        prefix_caching=prefix_caching, router=router, calibration=_path(calibration), gpu_file=_path(gpu_file),
+        autoscale=_path(autoscale), profile=_path(profile), concurrency=concurrency, rate=rate, arrival=arrival,
+        burstiness=burstiness, requests=requests, duration=duration, input_tokens=str(input_tokens),
+        output_tokens=str(output_tokens), warmup=warmup, seed=seed,
+        slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), store=False,
+    )  # fmt: skip
+    if explicit is None:  # the options given a value other than their default override the profile's fields
+        default = SimArgs()
+        explicit = {n for n in _PROFILE_OPTIONS if getattr(args, n) != getattr(default, n)}
+    args = replace(args, explicit=frozenset(explicit))
+    rs = open_store(store)
+    from tailscope.io.calibration import load_calibration
+
+    if load_calibration(args.calibration).twin is None:
+        return sim_result(run_sim(args, on_progress=progress, store=rs), store=rs)
+    # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
+    from tailscope.runner.twin_check import interval_of, predict
+
+    pred = predict(args, store=rs, on_progress=progress)
+    interval = interval_of(pred)
+    result = sim_result(pred.outcome, interval=interval, store=rs)
+    if rs is not None:
+        rs.finish_run(result.run.id, result.run.status, result.summary_dict())
+    return result

@@ -1,0 +1,411 @@
+"""The digital twin: :func:`calibrate` (probe a real server, bounded, and fit its twin — or fit one from stored runs)
+and :func:`twin_check` (predict a workload with the twin, measure it on the server, compare), each with an ``async``
+twin.
+
+The probe and the check send real load to the server; nothing is written unless asked: the probe's and the check's
+bench runs go to ``store=`` when given, and the twin file to ``out=`` when given. The method (the probe's ladders,
+the prediction interval, the anchors) is described in ``docs/engine.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tailscope.api._support import StorePath, open_store, public, sync_twin
+from tailscope.api.sim import SimResult, sim_result
+from tailscope.api.verify import _reader
+from tailscope.engine.twin import ServerFacts, TwinModel
+from tailscope.errors import ConfigError
+from tailscope.records import RequestRecord
+from tailscope.runner.bench import BenchResult
+from tailscope.store.runs import RunStore
+
+PathLike = str | os.PathLike[str]
+#: ``on_phase=``: called with a line saying what starts now (a probe phase, a prediction, a measurement)
+OnPhase = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A fitted digital twin.
+
+    Attributes:
+        twin: the fitted model: per-step cost coefficients (µs) with their standard errors, the server's facts
+            (KV blocks, scheduler limits, prompt-token scale), fit residuals and the client's send lag.
+        document: the twin file's content (what ``tailscope calibrate --out`` writes; ``--calibration`` reads it).
+        path: where the twin file was written, or None (``out`` not given).
+        notes: what the probe showed, in words (``probe runs``, ``anchor``, ``anchor, lone requests``, ``burst``).
+        probe_runs: the probe's bench runs (empty when fitted from stored runs).
+    """
+
+    twin: TwinModel
+    document: dict[str, Any]
+    path: Path | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+    probe_runs: tuple[BenchResult, ...] = ()
+
+    def to_yaml(self) -> str:
+        """The twin file as YAML text."""
+        return yaml.safe_dump(self.document, sort_keys=False)
+
+
+def _concurrencies(value: str | Sequence[int]) -> tuple[int, ...]:
+    if not isinstance(value, str):
+        return tuple(int(x) for x in value)
+    try:
+        return tuple(int(x) for x in value.split(","))
+    except ValueError:
+        raise ConfigError(f"--concurrencies {value!r}: expected numbers like 1,2,4,8") from None
+
+
+@public
+async def calibrate_async(
+    url: str | None = None,
+    *,
+    model: str | None = None,
+    out: PathLike | None = None,
+    from_runs: Sequence[str] = (),
+    budget: float = 180.0,
+    concurrencies: str | Sequence[int] = "1,2,4,8",
+    burst: bool = True,
+    rounds: int | None = None,
+    prefill_repeats: int | None = None,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 2048,
+    block_size: int | None = None,
+    num_blocks: int | None = None,
+    seed: int = 0,
+    store: StorePath | RunStore | None = None,
+    on_phase: OnPhase | None = None,
+) -> Calibration:
+    """Probe an OpenAI-compatible vLLM server (bounded by ``budget`` seconds) and fit its digital twin; or fit one
+    from stored runs (``from_runs``), reading only the server's facts.
+
+    Args:
+        url: the server (``http://127.0.0.1:8000``); with ``from_runs``, default the first run's target.
+        model: the served model's name (default: the first listed).
+        out: write the twin file here (``--calibration`` of ``sim``, ``plan`` and ``twin check`` reads it).
+        from_runs: fit from these stored runs (ids, prefixes, ``latest``) instead of probing.
+        budget: the probe's time limit in seconds.
+        concurrencies: the decode probe's concurrencies (``"1,2,4,8"`` or a list).
+        burst: finish with a burst that fills the KV cache.
+        rounds, prefill_repeats: interleaved rounds of the ladders (default 8) and requests per prompt length in
+            each round's prefill ladder (default 4); 1 to 50.
+        max_num_seqs, max_num_batched_tokens: the server's scheduler limits.
+        block_size, num_blocks: the KV cache's geometry when the server's ``/metrics`` lacks it.
+        store: keep the probe's bench runs here (and look ``from_runs`` up here; default the CLI's store).
+        on_phase: called with the name of each probe phase as it starts.
+
+    Raises:
+        ConfigError: no ``url`` and no ``from_runs``, or a bad option. TargetError: the server cannot be reached.
+    """
+    from tailscope.engine.twin import send_lag_from
+    from tailscope.runner.calibrate import (
+        ProbePlan,
+        fit_busy_frontend,
+        fit_from_runs,
+        open_loop_send_lags,
+        run_probe,
+        server_facts,
+    )
+
+    records: list[list[RequestRecord]] = []
+    notes: dict[str, str] = {}
+    stored_modes: list[Any] = []
+    if from_runs:
+        reader = _reader(store)
+        runs = [reader.get_run(r) for r in from_runs]
+        for sr in runs:
+            records.append(reader.load_records(sr.run.id))
+            stored_modes.append(sr.run.settings.get("mode"))
+        url = url or runs[0].run.target.url
+    if url is None:
+        raise ConfigError("give --url (the server to probe, or whose facts to read) or --from-runs RUN")
+    facts: ServerFacts
+    if block_size is not None and num_blocks is not None:
+        facts = ServerFacts(block_size, num_blocks, max_num_seqs, max_num_batched_tokens, url=url, model=model or "")
+    else:
+        facts = await server_facts(
+            url,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            block_size=block_size,
+            num_blocks=num_blocks,
+        )
+    results: list[BenchResult] = []
+    anchor_tpot: float | None = None
+    anchor_lone: dict[Any, float] | None = None
+    burst_info: dict[str, Any] = {}
+    if not from_runs:
+        plan = ProbePlan(concurrencies=_concurrencies(concurrencies), burst=burst, time_budget_s=budget)
+        for flag, value in (("--rounds", rounds), ("--prefill-repeats", prefill_repeats)):
+            if value is not None and not 1 <= value <= 50:
+                raise ConfigError(f"{flag} {value}: use 1 to 50")
+        if rounds is not None:
+            plan = replace(plan, rounds=rounds)
+        if prefill_repeats is not None:
+            plan = replace(plan, repeats=prefill_repeats)
+        results, burst_info, facts = await run_probe(
+            url, model, facts, plan, store=open_store(store), seed=seed, on_phase=on_phase
+        )
+        records += [res.records for res in results if res.run.settings.get("probe") != "burst"]
+        notes["probe runs"] = ", ".join(r.run.id for r in results)
+        anchor_tpot = burst_info.pop("anchor_tpot_ms", None)
+        anchor_runs = burst_info.pop("anchor_runs", 0)
+        anchor_lone = burst_info.pop("anchor_lone_ttft_ms", None)
+        if anchor_tpot:
+            notes["anchor"] = f"TPOT p50 {anchor_tpot:.2f} ms (mean of {anchor_runs} runs; the reference for --anchor)"
+        if anchor_lone:
+            notes["anchor, lone requests"] = "TTFT " + ", ".join(
+                f"{v:.1f} ms at {k} tokens" for k, v in anchor_lone.items()
+            )
+        if burst_info:
+            notes["burst"] = json.dumps(burst_info)
+    twin = fit_from_runs(records, facts, seed=seed)
+    # the client's open-loop send lag (the twin adds it to open-loop arrivals, as bench counts it in their latency)
+    if from_runs:
+        open_runs = [recs for mode, recs in zip(stored_modes, records, strict=True) if mode == "open"]
+    else:
+        open_runs = [r.records for r in results if r.run.settings.get("probe") == "open"]
+    twin = replace(twin, send_lag=send_lag_from([v for recs in open_runs for v in open_loop_send_lags(recs)]))
+    if not from_runs and open_runs:
+        twin = fit_busy_frontend(twin, open_runs[0])
+    doc = twin.to_mapping()
+    if anchor_tpot:
+        doc["fitted_on"]["anchor_tpot_ms"] = anchor_tpot
+    if anchor_lone:
+        doc["fitted_on"]["anchor_lone_ttft_ms"] = {int(k): float(v) for k, v in anchor_lone.items()}
+    if burst_info:
+        doc["fitted_on"]["burst"] = burst_info
+    doc["fitted_on"]["runs"] = list(from_runs) or [r.run.id for r in results]
+    result = Calibration(twin, doc, None, notes, tuple(results))
+    if out is not None:
+        result = replace(result, path=_write_twin(Path(out), result.to_yaml()))
+    return result
+
+
+def _write_twin(path: Path, text: str) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--out {path}: cannot write it ({exc.strerror})") from None
+    return path
+
+
+calibrate = sync_twin(calibrate_async)
+
+
+@dataclass(frozen=True, slots=True)
+class TwinCheck:
+    """The twin's prediction of a workload against its measurement on the server.
+
+    Attributes:
+        report: the comparison (``tailscope twin check --json``): ``rows`` (per metric and percentile: predicted,
+            its ±1σ interval, measured, relative error, whether it is gated and within the tolerance),
+            ``passed``, ``failed``, ``tolerance``, the run ids, and with anchors the measured speed factors.
+        measured: the bench runs of the workload (one per repeat).
+        prediction: the twin's simulation of the workload (with its prediction interval).
+    """
+
+    report: dict[str, Any]
+    measured: tuple[BenchResult, ...]
+    prediction: SimResult
+
+    @property
+    def passed(self) -> bool:
+        """Every gated row (TTFT and TPOT p50/p90) within the tolerance."""
+        return bool(self.report["passed"])
+
+    @property
+    def failed(self) -> list[str]:
+        """The gated rows beyond the tolerance (``ttft_ms.p50``, …)."""
+        return list(self.report.get("failed") or [])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``tailscope twin check --json`` writes."""
+        return self.report
+
+
+@public
+async def twin_check_async(
+    calibration: PathLike,
+    url: str,
+    *,
+    model: str | None = None,
+    profile: PathLike | None = None,
+    rate: float | None = None,
+    concurrency: int | None = None,
+    arrival: str = "poisson",
+    requests: int | None = None,
+    duration: float | None = None,
+    input_tokens: str | int = "256",
+    output_tokens: str | int = "64",
+    seed: int = 0,
+    tolerance: float = 0.25,
+    anchor: bool = False,
+    repeat: int = 1,
+    store: StorePath | RunStore | None = None,
+    on_phase: OnPhase | None = None,
+) -> TwinCheck:
+    """Predict a workload with a digital twin (fit, −1σ, +1σ), measure the same request stream on the server and
+    compare TTFT/TPOT/E2E percentiles and throughput.
+
+    Args:
+        calibration: the twin file (``tailscope calibrate``'s output).
+        url: the real server to measure; ``model`` its served model (default: the first listed).
+        profile, rate, concurrency, arrival, requests, duration, input_tokens, output_tokens, seed: the workload,
+            as for :func:`tailscope.simulate` (bounded: ``requests`` or ``duration`` is required).
+        tolerance: the largest relative error allowed on TTFT/TPOT p50 and p90.
+        anchor: re-read the server's current speed with small fixed runs before and after the workload and scale
+            the twin's costs to it (for machines whose speed drifts).
+        repeat: measure the workload this many times (1 to 20) and compare with the median of each percentile.
+        store: keep the bench runs and the prediction here; None writes nothing.
+        on_phase: called with a line as each prediction and measurement starts.
+
+    Returns:
+        ``check.passed``, ``check.failed``, ``check.report`` (rows of predicted vs measured) and the runs.
+
+    Raises:
+        ConfigError: an unbounded workload, a bad ``repeat``, or a calibration that is not a twin file.
+    """
+    from tailscope.client.openai import Timeouts
+    from tailscope.io.calibration import load_calibration
+    from tailscope.runner.bench import BenchConfig, run_bench
+    from tailscope.runner.loadgen import DispatchConfig
+    from tailscope.runner.twin_check import (
+        ANCHOR,
+        COMPARED,
+        LONE_ANCHOR,
+        anchor_specs,
+        anchored_calibration,
+        compare,
+        fresh_prompts,
+        interval_of,
+        lone_anchor_specs,
+        lone_ttfts,
+        median_summary,
+        merge_ttfts,
+        predict,
+    )
+    from tailscope.sim.run import SimArgs, resolve_specs
+
+    say = on_phase or (lambda _line: None)
+    if requests is None and duration is None:
+        raise ConfigError("give --requests N or --duration SECONDS: the check is a bounded run")
+    if not 1 <= repeat <= 20:
+        raise ConfigError(f"--repeat {repeat}: measure the workload 1 to 20 times")
+    given = {"rate": rate, "concurrency": concurrency, "requests": requests, "duration": duration}
+    explicit = {name for name, value in given.items() if value is not None}
+    cal_path = Path(calibration)
+    args = SimArgs(
+        calibration=cal_path,
+        profile=Path(profile) if profile is not None else None,
+        rate=rate,
+        concurrency=concurrency,
+        arrival=arrival,
+        requests=requests,
+        duration=duration,
+        input_tokens=str(input_tokens),
+        output_tokens=str(output_tokens),
+        seed=seed,
+        store=False,
+        explicit=frozenset(explicit | {"arrival", "input_tokens", "output_tokens"}),
+    )
+    rs = open_store(store)
+    say("predicting with the twin (fit, −1σ, +1σ) …")
+    pred = predict(args, store=rs)
+    say(f"measuring {url} …")
+    wl = resolve_specs(args)
+    cfg = BenchConfig(
+        url=url,
+        model=model,
+        seed=seed,
+        dispatch=DispatchConfig(concurrency=wl.concurrency, duration_s=wl.duration_s, drain_timeout_s=300),
+        requested_rate=rate,
+        timeouts=Timeouts(first_token_s=300, total_s=600),
+        settings={"twin_check": str(calibration), **wl.settings},
+        profile_name=wl.profile,
+        handle_signals=False,
+        probe="twin-check",
+    )
+    anchors: list[tuple[float, float]] = []
+    lone: list[dict[int, list[float]]] = []
+    twin = load_calibration(cal_path).twin
+    max_prompt = (twin.facts.max_model_len or 2048) - 64 - LONE_ANCHOR[2] if twin is not None else None
+
+    async def measure_anchor(when: str) -> None:
+        say(
+            f"anchor ({when}): {ANCHOR[1]} requests at concurrency {ANCHOR[0]}, then "
+            f"{len(LONE_ANCHOR[0]) * LONE_ANCHOR[1] + 1} one at a time …"
+        )
+        a_cfg = replace(
+            cfg,
+            dispatch=DispatchConfig(concurrency=ANCHOR[0], drain_timeout_s=120),
+            requested_rate=None,
+            settings={"twin_check_anchor": when, "twin_check": str(calibration)},
+            profile_name=None,
+        )
+        res = await run_bench(a_cfg, iter(anchor_specs(seed)), store=rs)
+        anchors.append((float(res.summary.ttft_ms.p50 or 0.0), float(res.summary.tpot_ms.p50 or 0.0)))
+        specs = lone_anchor_specs(seed, 1_000 + len(lone), max_prompt)
+        l_cfg = replace(
+            a_cfg,
+            dispatch=DispatchConfig(concurrency=1, drain_timeout_s=120),
+            settings={"twin_check_anchor": when + " (lone requests)", "twin_check": str(calibration)},
+        )
+        lone.append(lone_ttfts((await run_bench(l_cfg, iter(specs), store=rs)).records, specs))
+
+    runs: list[BenchResult] = []
+    for k in range(repeat):
+        if anchor:
+            await measure_anchor(f"before measurement {k + 1}")
+        if k:
+            say(f"measuring again ({k + 1} of {repeat}) …")
+        specs = fresh_prompts(resolve_specs(args).specs, k) if k else wl.specs
+        runs.append(await run_bench(cfg, specs, store=rs))
+    summaries = [r.summary.to_dict() for r in runs]
+    msum = summaries[0] if repeat == 1 else median_summary(summaries)
+    anchor_info: dict[str, Any] | None = None
+    if anchor:
+        await measure_anchor("after")
+        unanchored = compare(pred, msum, tolerance)
+        lone_now = merge_ttfts(lone)
+        with tempfile.TemporaryDirectory() as tmp:
+            a = anchored_calibration(cal_path, [b for _, b in anchors], Path(tmp), lone_now)
+            speed = f"the server decodes at {a.decode:.2f}×"
+            if a.prefill is not None:
+                speed += f" and prefills at {a.prefill:.2f}×"
+            else:
+                speed += " (no lone-request reference in the twin: prefill path as calibrated)"
+            say(f"anchored: {speed} the calibration's time; predicting again …")
+            pred = predict(replace(args, calibration=a.path), store=rs)
+        anchor_info = {
+            "measured_ttft_ms": [x for x, _ in anchors],
+            "measured_tpot_ms": [y for _, y in anchors],
+            "lone_ttft_ms": {str(k): v for k, v in lone_now.items()},
+            "decode_factor": a.decode,
+            "prefill_factor": a.prefill,
+            "unanchored_errors": {f"{r['metric']}.{r['percentile']}": r["error"] for r in unanchored["rows"]},
+        }
+    report = compare(pred, msum, tolerance)
+    if anchor_info is not None:
+        report["anchor"] = anchor_info
+    report["prediction_run"] = pred.outcome.run.id
+    report["measured_run"] = runs[-1].run.id
+    if repeat > 1:
+        report["measured_runs"] = [r.run.id for r in runs]
+        report["repeats"] = {f"{key}.{pct}": [(s.get(key) or {}).get(pct) for s in summaries] for key, pct in COMPARED}
+    prediction = sim_result(pred.outcome, interval=interval_of(pred), store=rs)
+    return TwinCheck(report, tuple(runs), prediction)
+
+
+twin_check = sync_twin(twin_check_async)

@@ -1,0 +1,130 @@
+"""Console renderers of the plan family: the typed results of :func:`tailscope.plan_kv`,
+:func:`tailscope.plan_estimate`, :func:`tailscope.plan_capacity`, :func:`tailscope.plan_napkin`,
+:func:`tailscope.plan_cost` and :func:`tailscope.plan_budget`, printed on a rich console (they compute nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tailscope.plan.budget import BudgetPlan
+from tailscope.plan.capacity import CapacityPlan
+from tailscope.plan.estimate import Estimate
+from tailscope.plan.kv import KvPlan
+from tailscope.plan.napkin import CostPlan, NapkinCapacity
+
+GB = 1e9
+
+
+def print_rows(con: Console, title: str, rows: Sequence[tuple[str, str]], assumptions: Sequence[str] = ()) -> None:
+    """A two-column table of labelled figures, then the assumptions behind them."""
+    t = Table(title=title, title_justify="left", show_header=False, show_edge=False, box=None)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    for k, v in rows:
+        t.add_row(k, v)
+    con.print(t)
+    if assumptions:
+        con.print("[dim]assumptions:[/]")
+        for a in assumptions:
+            con.print(f"[dim]  · {a}[/]")
+
+
+def print_kv(con: Console, p: KvPlan) -> None:
+    context = p.context
+    rows = [
+        ("KV bytes per token", f"{p.bytes_per_token:,} B ({p.bytes_per_token / 1024:,.1f} KiB)"),
+        (f"KV per sequence at {context:,} tokens", f"{p.per_sequence_bytes / GB:,.3f} GB"),
+        (
+            f"weights ({p.weights_dtype})",
+            f"{p.weights_bytes / GB:,.1f} GB total, {p.weights_per_gpu_bytes / GB:,.1f} GB/GPU",
+        ),
+    ]
+    if p.kv_capacity_tokens is not None:
+        rows.append((f"KV capacity on {p.tp} × {p.gpu}", f"{p.kv_capacity_tokens:,} tokens"))
+        rows.append((f"max concurrent sequences of {context:,}", f"{p.max_sequences:,}"))
+    print_rows(con, f"{p.model}: KV cache and memory", rows, p.assumptions)
+
+
+def print_estimate(con: Console, e: Estimate, *, title: str, calibration: Any = None) -> None:
+    rows = [
+        ("prefill", f"{e.prefill_ms:,.1f} ms ({e.prefill_bound}-bound)"),
+        ("TTFT (with front end)", f"{e.ttft_ms:,.1f} ms"),
+        ("TPOT", f"{e.tpot_ms:,.2f} ms ({e.decode_bound}-bound decode, step {e.decode_step_ms:.2f} ms)"),
+        ("E2E", f"{e.e2e_ms:,.0f} ms"),
+        ("replica throughput", f"{e.output_tokens_per_s:,.0f} output tok/s, {e.requests_per_s:,.2f} req/s"),
+    ]
+    print_rows(con, title, rows, (*e.assumptions, f"calibration: {calibration or 'catalog defaults'}"))
+
+
+def print_napkin(con: Console, n: NapkinCapacity) -> None:
+    rows = [(f"step {i + 1}", s) for i, s in enumerate(n.steps())] + [("GPUs", f"{n.gpus}")]
+    print_rows(con, "Capacity (napkin)", rows, ["every GPU sustains --gpu-tokens-s"])
+
+
+def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elapsed: float) -> None:
+    t = Table(
+        title=f"{model} on {gpu}: capacity for {plan.target_rps:g} req/s (+{plan.headroom:.0%} headroom)",
+        title_justify="left",
+        show_edge=False,
+        header_style="bold",
+    )
+    for c in ("", "TP", "replicas", "GPUs", "$/h", "analytic", "sims", "observed at the answer"):
+        t.add_column(c)
+    for o in plan.options:
+        observed = ""
+        if o.check is not None:
+            observed = ", ".join(f"{k} {v:,.0f} ms" if v is not None else f"{k} —" for k, v in o.check.observed.items())
+        t.add_row(
+            "★" if plan.best is not None and o is plan.best else "",
+            str(o.tp),
+            "—" if o.replicas is None else str(o.replicas),
+            "—" if o.gpus is None else str(o.gpus),
+            "—" if o.usd_per_hour is None else f"{o.usd_per_hour:,.2f}",
+            "—" if o.analytic_replicas is None else str(o.analytic_replicas),
+            str(o.sims),
+            observed or o.note,
+        )
+    con.print(t)
+    if plan.best is None:
+        con.print("[red]no configuration meets the SLO within the limits[/]")
+    else:
+        b = plan.best
+        con.print(
+            f"[green]answer: {b.replicas} replica(s) × TP{b.tp} = {b.gpus} GPUs[/] — re-checked by simulation "
+            f"({b.check.requests if b.check else 0} requests; search took {elapsed:.1f} s)"
+        )
+    for s in plan.assumptions:
+        con.print(f"[dim]  · {s}[/]")
+
+
+def print_cost(con: Console, c: CostPlan) -> None:
+    rows = [
+        ("throughput", f"{c.output_tokens_per_s:,.0f} output tok/s, {c.requests_per_s:,.2f} req/s on {c.gpus} GPUs"),
+        ("$ per 1M output tokens", f"{c.usd_per_million_output_tokens:,.4f}"),
+        ("$ per request", f"{c.usd_per_request:,.6f}"),
+    ]
+    if c.api_usd_per_request is not None:
+        rows.append(("API $ per request", f"{c.api_usd_per_request:,.6f}"))
+        if c.break_even_daily_requests is not None:
+            rows.append(("break-even", f"{c.break_even_daily_requests:,.0f} requests/day for {c.gpus} GPUs"))
+    if c.daily_requests is not None:
+        rows.append(("self-host $/day", f"{c.self_host_usd_per_day:,.2f} ({c.gpus_for_daily} GPUs)"))
+        rows.append(("API $/day", f"{c.api_usd_per_day:,.2f}"))
+    assumptions = [f"throughput from {c.source}", "GPUs billed every hour and kept busy at that throughput"]
+    print_rows(con, "Cost", rows, assumptions)
+
+
+def print_budget(con: Console, plan: BudgetPlan, out: Any = None) -> None:
+    rows = [(f"{lb.layer}", f"{lb.budget_ms:,.0f} ms ({lb.share:.0%})") for lb in plan.layers]
+    rows.insert(0, ("usable after buffer", f"{plan.usable_ms:,.0f} ms of {plan.target_ms:,.0f} ms"))
+    print_rows(con, "Latency budget", rows)
+    for f in plan.findings:
+        con.print(f"[red]✗ {f}[/]")
+    if plan.ok:
+        con.print("[green]✓ the budgets hold[/]")
+    if out:
+        con.print(f"wrote {out}")

@@ -1,0 +1,259 @@
+"""Per-request engine spans of ``tailscope serve --otlp-endpoint``, exported over OTLP/HTTP (protobuf).
+
+Each finished request becomes one ``llm_request`` span of kind SERVER, named and attributed as vLLM names its own
+request spans: ``gen_ai.latency.time_in_queue``, ``…time_to_first_token``, ``…time_in_model_prefill``,
+``…time_in_model_decode``, ``…time_in_model_inference`` and ``…e2e`` (seconds), ``gen_ai.usage.prompt_tokens`` /
+``completion_tokens``, ``gen_ai.request.id`` / ``max_tokens`` and ``gen_ai.response.model``. When the request carried
+a W3C ``traceparent`` the span joins that trace as a child of the caller's span; without one it starts a trace of its
+own, and a ``traceparent`` whose sampled flag is off is honoured (no span).
+
+The handler only appends a tuple of numbers to a list (the hot path); a background task encodes batches with
+``opentelemetry-proto`` (a core dependency) in a worker thread and POSTs them, every ``interval_s`` or as soon as
+``max_batch`` spans wait. A collector that is down or slow loses spans (counted in :attr:`SpanExporter.dropped`),
+never requests. No OpenTelemetry SDK is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from tailscope.errors import ConfigError
+
+#: the pending-span cap: past it new spans are dropped (counted) rather than memory growing while a collector is down
+MAX_PENDING = 100_000
+
+
+def parse_traceparent(value: str | None) -> tuple[str, str, bool] | None:
+    """``(trace_id, parent_span_id, sampled)`` of a W3C ``traceparent`` header, or None when absent or invalid.
+
+    Version ``00`` is parsed strictly; later versions by their first four fields, as the W3C spec asks.
+    """
+    if not value:
+        return None
+    parts = value.strip().split("-")
+    if len(parts) < 4 or len(parts[0]) != 2 or parts[0] == "ff" or (parts[0] == "00" and len(parts) != 4):
+        return None
+    version, trace_id, span_id, flags = parts[0], parts[1].lower(), parts[2].lower(), parts[3]
+    if len(trace_id) != 32 or len(span_id) != 16 or len(flags) != 2:
+        return None
+    try:
+        int(version, 16)
+        if int(trace_id, 16) == 0 or int(span_id, 16) == 0:
+            return None
+        sampled = bool(int(flags, 16) & 1)
+    except ValueError:
+        return None
+    return trace_id, span_id, sampled
+
+
+def traces_url(endpoint: str) -> str:
+    """The OTLP/HTTP traces URL of ``endpoint``: ``/v1/traces`` appended when it names no path (as the SDKs do).
+
+    Raises:
+        ConfigError: when ``endpoint`` is not an http(s) URL.
+    """
+    parts = urlsplit(endpoint.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"--otlp-endpoint {endpoint!r}: expected http://HOST:PORT (OTLP/HTTP, /v1/traces implied)")
+    if parts.path in ("", "/"):
+        return endpoint.strip().rstrip("/") + "/v1/traces"
+    return endpoint.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """One served request's engine timeline (Unix ns) and facts: what its ``llm_request`` span reports.
+
+    Attributes:
+        received_ns: the HTTP request arrived (the span's start; vLLM's ``arrival_time``).
+        queued_ns: the engine got it (after the API server's own latency).
+        scheduled_ns: its first step started (end of the queue wait); None when the engine does not report it.
+        first_token_ns / last_token_ns: first and last token released (None when none was).
+        end_ns: the span's end (the last token, or when the request was dropped).
+    """
+
+    trace_id: str
+    parent_span_id: str | None
+    request_id: str
+    received_ns: int
+    queued_ns: int
+    scheduled_ns: int | None
+    first_token_ns: int | None
+    last_token_ns: int | None
+    end_ns: int
+    prompt_tokens: int
+    completion_tokens: int
+    max_tokens: int | None
+    aborted: bool = False
+
+
+def span_attributes(t: RequestTiming, model: str) -> dict[str, Any]:
+    """vLLM's ``llm_request`` attributes for ``t`` (latencies in seconds; a part that did not happen is left out)."""
+    a: dict[str, Any] = {
+        "gen_ai.response.model": model,
+        "gen_ai.request.id": t.request_id,
+        "gen_ai.usage.prompt_tokens": t.prompt_tokens,
+        "gen_ai.usage.completion_tokens": t.completion_tokens,
+        "gen_ai.latency.e2e": (t.end_ns - t.received_ns) / 1e9,
+    }
+    if t.max_tokens is not None:
+        a["gen_ai.request.max_tokens"] = t.max_tokens
+    if t.scheduled_ns is not None:
+        a["gen_ai.latency.time_in_queue"] = (t.scheduled_ns - t.queued_ns) / 1e9
+    if t.first_token_ns is not None:
+        a["gen_ai.latency.time_to_first_token"] = (t.first_token_ns - t.received_ns) / 1e9
+        if t.scheduled_ns is not None:
+            a["gen_ai.latency.time_in_model_prefill"] = (t.first_token_ns - t.scheduled_ns) / 1e9
+        if t.last_token_ns is not None:
+            a["gen_ai.latency.time_in_model_decode"] = (t.last_token_ns - t.first_token_ns) / 1e9
+            if t.scheduled_ns is not None:
+                a["gen_ai.latency.time_in_model_inference"] = (t.last_token_ns - t.scheduled_ns) / 1e9
+    return a
+
+
+def encode_spans(timings: list[RequestTiming], *, model: str, service: str, span_ids: random.Random) -> bytes:
+    """An OTLP ``ExportTraceServiceRequest`` (protobuf bytes) with one ``llm_request`` span per timing."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", service
+    scope = rs.scope_spans.add()
+    scope.scope.name = "tailscope.serve"
+    for t in timings:
+        sp = scope.spans.add()
+        sp.trace_id = bytes.fromhex(t.trace_id)
+        sp.span_id = (span_ids.getrandbits(64) | 1).to_bytes(8, "big")
+        if t.parent_span_id:
+            sp.parent_span_id = bytes.fromhex(t.parent_span_id)
+        sp.name = "llm_request"
+        sp.kind = Span.SpanKind.SPAN_KIND_SERVER
+        sp.start_time_unix_nano = t.received_ns
+        sp.end_time_unix_nano = max(t.end_ns, t.received_ns)
+        sp.status.code = Status.StatusCode.STATUS_CODE_ERROR if t.aborted else Status.StatusCode.STATUS_CODE_UNSET
+        for key, value in span_attributes(t, model).items():
+            a = sp.attributes.add()
+            a.key = key
+            if isinstance(value, bool):
+                a.value.bool_value = value
+            elif isinstance(value, int):
+                a.value.int_value = value
+            elif isinstance(value, float):
+                a.value.double_value = value
+            else:
+                a.value.string_value = str(value)
+    return bytes(req.SerializeToString())
+
+
+class SpanExporter:
+    """Batches request timings and POSTs them as OTLP/HTTP protobuf from a background task.
+
+    Args:
+        endpoint: the collector (``http://HOST:4318`` or a full ``…/v1/traces`` URL).
+        model: the served model name (``gen_ai.response.model``).
+        service: the ``service.name`` resource attribute.
+        interval_s: how often pending spans are sent.
+        max_batch: send at once when this many spans wait.
+        seed: seed of span ids and of the trace ids of requests that came without a ``traceparent``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        model: str,
+        service: str = "tailscope-serve",
+        interval_s: float = 0.5,
+        max_batch: int = 512,
+        seed: int | None = None,
+    ) -> None:
+        self.url = traces_url(endpoint)
+        self.model = model
+        self.service = service
+        self.interval_s = interval_s
+        self.max_batch = max_batch
+        self.exported = 0
+        self.dropped = 0
+        self.last_error: str | None = None
+        self._ids = random.Random(seed)
+        self._pending: list[RequestTiming] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._session: Any = None
+        # Unix ns = clock ns + offset: one reading at start maps every monotonic stamp (no wall-clock read per span)
+        self.unix_offset_ns = 0
+
+    def new_trace_id(self) -> str:
+        """A trace id for a request that came without trace context."""
+        return f"{self._ids.getrandbits(128) | 1:032x}"
+
+    def start(self, clock_now_ns: int) -> None:
+        """Start the sender on the running loop; ``clock_now_ns`` is the serving clock's reading now."""
+        self.unix_offset_ns = time.time_ns() - clock_now_ns
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="tailscope-otlp-export")
+
+    def add(self, timing: RequestTiming) -> None:
+        """Queue one request's span (the hot path: an append)."""
+        if len(self._pending) >= MAX_PENDING:
+            self.dropped += 1
+            return
+        self._pending.append(timing)
+        if len(self._pending) >= self.max_batch:
+            self._wake.set()
+
+    async def stop(self) -> None:
+        """Send what is pending and stop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(Exception):
+            await self._send_pending()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            self._wake.clear()
+            try:
+                await self._send_pending()
+            except Exception as exc:  # a collector that is down loses spans, never the server
+                self.last_error = f"{type(exc).__name__}: {exc}"
+
+    async def _send_pending(self) -> None:
+        import aiohttp
+
+        while self._pending:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            body = await asyncio.to_thread(
+                encode_spans, batch, model=self.model, service=self.service, span_ids=self._ids
+            )
+            if self._session is None:
+                self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+            try:
+                async with self._session.post(
+                    self.url, data=body, headers={"Content-Type": "application/x-protobuf"}
+                ) as resp:
+                    await resp.read()
+                    if resp.status >= 300:
+                        self.dropped += len(batch)
+                        self.last_error = f"collector answered HTTP {resp.status}"
+                        continue
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self.dropped += len(batch)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                continue
+            self.exported += len(batch)

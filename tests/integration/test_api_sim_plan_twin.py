@@ -1,0 +1,120 @@
+"""The library's predict, plan and twin functions: typed results, a store only when given, errors as TailscopeErrors.
+
+twin_check runs against the built-in server over real HTTP (loopback); the real-vLLM check is test_twin_vllm.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tailscope
+from tailscope.engine.twin import ServerFacts, TwinCoefficients, TwinModel
+
+pytestmark = pytest.mark.integration
+
+TWIN = TwinModel(
+    coefficients=TwinCoefficients(4000, 300, 0.5, 20, 0.01, 10_000, 0),
+    stderr=TwinCoefficients(100, 10, 0.05, 1, 0.001, 500, 0),
+    facts=ServerFacts(block_size=16, num_blocks=4096, max_num_seqs=64, max_num_batched_tokens=2048),
+)
+
+
+def twin_file(tmp_path: Path) -> Path:
+    path = tmp_path / "twin.yaml"
+    path.write_text(yaml.safe_dump(TWIN.to_mapping()), encoding="utf-8")
+    return path
+
+
+def stores(folder: Path) -> list[str]:
+    return [p.name for p in folder.rglob("*") if p.suffix == ".duckdb" or p.name == ".tailscope"]
+
+
+def test_simulate_writes_a_store_only_when_given_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    sim = tailscope.simulate(requests=120, rate=5, input_tokens=200, output_tokens=16, slo=["ttft_p99=2s"])
+    assert sim.summary.requests.completed == 120
+    assert sim.summary.slo[0].passed
+    assert sim.sim.steps > 0
+    assert sim.store_path is None
+    assert not stores(tmp_path)
+    assert sim.to_dict()["summary"]["sim"]["requests"] == 120
+
+    kept = tailscope.simulate(requests=50, rate=5, output_tokens=8, store="runs.duckdb")
+    assert kept.store_path is not None
+    assert kept.store_path.endswith("runs.duckdb")
+    run = tailscope.load_run("latest", store="runs.duckdb")
+    assert run.id == kept.run.id
+    assert run.kind == "sim"
+    assert len(run.records) == 50
+    assert run.summary is not None
+    assert run.summary["sim"]["steps"] == kept.sim.steps
+    assert run.samples  # the timeline, as server samples
+
+
+def test_simulate_with_a_twin_gives_a_prediction_interval(tmp_path: Path) -> None:
+    sim = tailscope.simulate(calibration=twin_file(tmp_path), rate=2, requests=40, input_tokens=128, output_tokens=16)
+    interval = sim.prediction_interval
+    assert interval is not None
+    low, high = interval["ttft_ms"]["p50"]
+    assert low <= sim.summary.ttft_ms.p50 <= high
+    assert "prediction_interval" in sim.summary_dict()
+
+
+def test_plan_functions_return_typed_results_and_refuse_bad_input(tmp_path: Path) -> None:
+    budget = tailscope.plan_budget(300, layers={"gateway": "50ms", "inference": 120.0}, buffer=0.2)
+    assert budget.ok
+    assert [lb.layer for lb in budget.layers] == ["gateway", "inference"]
+    out = tailscope.plan_budget("300ms", layers=["gateway=500ms"], out=tmp_path / "c" / "contract.yaml")
+    assert not out.ok
+    assert (tmp_path / "c" / "contract.yaml").exists()
+    with pytest.raises(tailscope.ConfigError, match="--layer"):
+        tailscope.plan_budget("300ms")
+    with pytest.raises(tailscope.ConfigError, match="--tp"):
+        tailscope.plan_capacity("llama-3.1-8b", "h100-sxm", target_rps=5, tp="1,x")
+
+    sim = tailscope.simulate(replicas=2, tp=2, rate=5, requests=100, output_tokens=16)
+    cost = tailscope.plan_cost(gpu_price=2.0, run=sim)
+    assert cost.gpus == 4  # a sim run knows its deployment
+    assert cost.usd_per_million_output_tokens == pytest.approx(4 * 2.0 / 3600 / cost.output_tokens_per_s * 1e6)
+
+    kv = tailscope.plan_kv("llama-3.1-8b", context=4096, gpu="h100-sxm")
+    assert kv.max_sequences is not None
+    assert kv.max_sequences > 0
+    est = tailscope.plan_estimate("llama-3.1-8b", "h100-sxm", input_tokens=256, output_tokens=64)
+    assert est.e2e_ms > est.ttft_ms > 0
+
+
+def test_calibrate_needs_a_server_or_runs() -> None:
+    with pytest.raises(tailscope.ConfigError, match="--url"):
+        tailscope.calibrate()
+
+
+def test_twin_check_against_the_builtin_server_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailscope.serve.embedded import start_embedded_server
+
+    monkeypatch.chdir(tmp_path)
+    path = twin_file(tmp_path)
+    phases: list[str] = []
+
+    async def main() -> tailscope.TwinCheck:
+        async with start_embedded_server(isolation="thread", speed=8.0) as server:
+            return await tailscope.twin_check_async(
+                path, server.base_url, concurrency=2, requests=12, input_tokens=64, output_tokens=8,
+                on_phase=phases.append,
+            )  # fmt: skip
+
+    check = asyncio.run(asyncio.wait_for(main(), timeout=120))
+    assert {(r["metric"], r["percentile"]) for r in check.report["rows"]} >= {("ttft_ms", "p50"), ("tpot_ms", "p90")}
+    assert check.passed == (not check.failed)
+    assert len(check.measured) == 1
+    assert check.measured[0].summary.requests.completed == 12
+    assert check.report["measured_run"] == check.measured[0].run.id
+    assert check.prediction.prediction_interval is not None
+    assert phases[0].startswith("predicting")
+    assert not stores(tmp_path)
+    with pytest.raises(tailscope.ConfigError, match="bounded"):
+        tailscope.twin_check(path, "http://127.0.0.1:9")

@@ -1,0 +1,234 @@
+"""The client and the tree joined, end to end over real sockets.
+
+``trace collect`` (a process, its own store) receives the ``llm_request`` spans that ``serve --otlp-endpoint`` (a
+process) exports as OTLP/HTTP protobuf; between ``bench --trace-context on`` (the library, in this process) and the
+server sits a TCP proxy written here that delays only the request direction by 30 ms. The join must find ≥ 95 % of
+the requests, split every client TTFT into parts that add up to it, see the proxy's 30 ms as the network part, and
+report the queue and prefill times the engine itself exported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+import tailscope
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+DELAY_S = 0.030
+
+
+def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """Start ``tailscope ARGS`` and wait for the line that names its URL (``pattern``'s group 1); returns the
+    process, the URL and its output lines (kept growing by a reader thread)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tailscope", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    out: IO[str] | None = proc.stdout
+    assert out is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = out.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(pattern, line)
+        if m:
+            threading.Thread(target=_drain, args=(out, lines), daemon=True).start()  # never a full pipe
+            return proc, m.group(1), lines
+    _stop(proc)
+    raise AssertionError(f"tailscope {args[0]} did not start: {''.join(lines)}")
+
+
+def _drain(out: IO[str], lines: list[str]) -> None:
+    with contextlib.suppress(ValueError, OSError):  # closed by _stop
+        lines.extend(out)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    if proc.stdout is not None:
+        with contextlib.suppress(ValueError, OSError):
+            proc.stdout.close()
+
+
+class DelayProxy:
+    """A TCP proxy on 127.0.0.1 that holds every client→server byte for ``delay_s`` (server→client: at once)."""
+
+    def __init__(self, upstream_port: int, delay_s: float) -> None:
+        self.upstream_port = upstream_port
+        self.delay_s = delay_s
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._server: asyncio.Server | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def __enter__(self) -> DelayProxy:
+        self._thread.start()
+        assert self._ready.wait(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _shutdown(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in others:
+            t.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await self._server.wait_closed()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        try:
+            sr, sw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            cw.close()
+            return
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        async def read_client() -> None:
+            while data := await cr.read(65536):
+                queue.put_nowait((loop.time() + self.delay_s, data))
+            queue.put_nowait((loop.time() + self.delay_s, b""))
+
+        async def send_delayed() -> None:
+            while True:
+                due, data = await queue.get()
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                if not data:
+                    sw.write_eof()
+                    return
+                sw.write(data)
+                await sw.drain()
+
+        async def back() -> None:
+            while data := await sr.read(65536):
+                cw.write(data)
+                await cw.drain()
+            cw.close()
+
+        tasks = [asyncio.create_task(t()) for t in (read_client, send_delayed, back)]
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            sw.close()
+            cw.close()
+
+
+@pytest.fixture
+def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
+    trace_db = tmp_path / "traces.duckdb"
+    collect, collect_url, _ = _start(
+        ["trace", "collect", "--port", "0", "--set", "live", "--db", str(trace_db)],
+        r"listening on (http://127\.0\.0\.1:\d+)",
+    )
+    serve = None
+    try:
+        serve, url, _ = _start(
+            ["serve", "--port", "0", "--otlp-endpoint", collect_url, "--max-num-seqs", "16"],
+            r"at (http://127\.0\.0\.1:\d+)/v1",
+        )
+        yield url, trace_db, collect
+    finally:
+        if serve is not None:
+            _stop(serve)
+        _stop(collect)
+
+
+def test_bench_joined_with_the_servers_spans(
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str]]
+) -> None:
+    url, trace_db, collect = collector_and_server
+    upstream = int(url.rsplit(":", 1)[1])
+    run_db = tmp_path / "runs.duckdb"
+    with DelayProxy(upstream, DELAY_S) as proxy:
+        result = tailscope.bench(
+            f"http://127.0.0.1:{proxy.port}", requests=40, rate=4.0, arrival="constant", input_tokens=64,
+            output_tokens=16, trace_context="on", metrics_url="off", store=run_db,
+        )  # fmt: skip
+    assert result.summary.requests.completed == 40
+    assert all(r.trace_id is not None for r in result.records)
+    time.sleep(1.5)  # the server's exporter sends every 0.5 s
+    _stop(collect)  # flushes what it received into its store
+    # 5 ms: the two processes map their monotonic clocks to Unix time once each, seconds apart (NTP may slew)
+    join = tailscope.join_traces("latest", "live", store=run_db, trace_store=trace_db, skew_tolerance_ms=5.0)
+    assert join.requests == 40
+    assert join.joined >= 0.95 * 40, join.summary.unjoined
+
+    engine = _engine_figures(trace_db)
+    network = []
+    for p in join.summary.per_request:
+        parts = p.ttft_parts_ns
+        assert sum(parts.values()) == p.ttft_ns  # exact (ns), far inside the 1 ms asked for
+        assert all(v >= 0 for v in parts.values())
+        assert p.e2e_ns is not None
+        assert sum(p.e2e_parts_ns.values()) == p.e2e_ns
+        assert not p.skew_suspected  # one host, one clock
+        queue_s, prefill_s = engine[p.trace_id]
+        assert abs(parts.get("queue", 0) / 1e9 - queue_s) < 1e-5
+        assert abs(parts["prefill"] / 1e9 - prefill_s) < 1e-5
+        assert p.network_request_ns is not None
+        assert p.network_request_ns >= DELAY_S * 1e9 - 1e6  # the proxy's delay is on the way in
+        network.append(parts["network"] / 1e6)
+    median = statistics.median(network)
+    assert median >= DELAY_S * 1e3 - 10  # never less than the delay the proxy adds
+    if os.getloadavg()[0] > (os.cpu_count() or 1):
+        pytest.skip(f"machine busy (load {os.getloadavg()[0]:.1f}): network median {median:.1f} ms not judged")
+    assert abs(median - DELAY_S * 1e3) <= 10, f"network median {median:.1f} ms, expected 30 ± 10 ms"
+
+
+def _engine_figures(trace_db: Path) -> dict[str, tuple[float, float]]:
+    """trace id → (time_in_queue, time_in_model_prefill) as the engine exported them, in seconds."""
+    import json
+
+    import duckdb
+
+    con = duckdb.connect(str(trace_db), read_only=True)
+    try:
+        rows = con.execute("SELECT trace_id, attributes FROM spans WHERE name = 'llm_request'").fetchall()
+    finally:
+        con.close()
+    out = {}
+    for tid, attrs in rows:
+        a = json.loads(attrs)
+        out[tid] = (float(a["gen_ai.latency.time_in_queue"]), float(a["gen_ai.latency.time_in_model_prefill"]))
+    return out

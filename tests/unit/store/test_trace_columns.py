@@ -1,0 +1,61 @@
+"""Trace ids in the store: written, read back, exported; a store from before the columns existed still opens."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+
+from tailscope.records import RequestRecord, Run, RunKind, Status, Target, TokensSource
+from tailscope.store.db import REQUEST_COLUMNS
+from tailscope.store.runs import RunStore
+
+
+def _run(run_id: str) -> Run:
+    return Run(
+        id=run_id, kind=RunKind.BENCH, tool_version="0.1.0", started_at="2026-12-02T10:00:00.000Z",
+        target=Target(url="http://127.0.0.1:1", model="m"), seed=1,
+    )  # fmt: skip
+
+
+def _record(i: int, traced: bool) -> RequestRecord:
+    return RequestRecord(
+        id=i, scheduled_ns=i, sent_ns=i + 1, first_token_ns=i + 5, end_ns=i + 9, status=Status.OK,
+        chunk_times_ns=(i + 5, i + 9), chunk_tokens=(1, 1), tokens_source=TokensSource.USAGE,
+        trace_id=f"{i + 1:032x}" if traced else None, span_id=f"{i + 1:016x}" if traced else None,
+    )  # fmt: skip
+
+
+def test_trace_ids_round_trip_through_the_store_and_parquet(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run(_run("r1"))
+    records = [_record(i, traced=i % 2 == 0) for i in range(4)]
+    store.write_records("r1", records)
+    assert store.load_records("r1") == records
+    out = tmp_path / "r.parquet"
+    store.export_requests("r1", out, fmt="parquet")
+    con = duckdb.connect()
+    rows = con.execute("SELECT id, trace_id, span_id FROM read_parquet(?) ORDER BY id", [str(out)]).fetchall()
+    assert rows[0] == (0, f"{1:032x}", f"{1:016x}")
+    assert rows[1] == (1, None, None)
+
+
+def test_a_store_without_the_trace_columns_opens_and_takes_new_records(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    store = RunStore(path)
+    store.create_run(_run("old"))
+    store.write_records("old", [_record(0, traced=False)])
+    # make it look like a schema-2 store: no trace columns
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE requests DROP COLUMN trace_id; ALTER TABLE requests DROP COLUMN span_id")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    reopened = RunStore(path)
+    assert reopened.load_records("old") == [_record(0, traced=False)]
+    reopened.create_run(_run("new"))
+    reopened.write_records("new", [_record(1, traced=True)])
+    assert reopened.load_records("new")[0].trace_id == f"{2:032x}"
+    names = [r[0] for r in duckdb.connect(str(path), read_only=True).execute("DESCRIBE requests").fetchall()]
+    assert names == [n for n, _ in REQUEST_COLUMNS]
+    assert replace(_record(1, True), trace_id=None).trace_id is None
