@@ -215,7 +215,8 @@ def print_whatif(con: Console, doc: dict[str, Any]) -> None:
     for col in ("fix", "change", "P95 after", "saves", "evidence"):
         ranked.add_column(col, justify="right" if col in ("P95 after", "saves") else "left", overflow="fold")
     for c in cands:
-        ranked.add_row(c["kind"], escape(c["change"]), format_ms(c["p95_after_ms"]), format_ms(c["p95_saving_ms"]),
+        kind = c["kind"] + ("" if c.get("established", True) else " (assumed)")
+        ranked.add_row(kind, escape(c["change"]), format_ms(c["p95_after_ms"]), format_ms(c["p95_saving_ms"]),
                        escape(c["evidence"]))  # fmt: skip
     con.print(ranked)
     if doc.get("greedy"):

@@ -12,8 +12,10 @@ each ran first, how often they overlapped, and the marks. Its verdict, in this o
 2. they overlapped in some trace → **independent** (they already ran together);
 3. their order varies across traces → **independent** (neither waits for the other);
 4. a parallel-tool-calls attribute marks their parent → **independent**;
-5. one always starts after the other ended, and the data marks it as consuming the other's output → **dependent**;
-6. otherwise (always the same order, nothing marks a dependency) → **assumed** independent: the projection holds
+5. a later sibling consumes both (the inputs of one join, e.g. the searches a rerank links to) and neither is marked as
+   consuming the other → **independent**;
+6. one always starts after the other ended, and the data marks it as consuming the other's output → **dependent**;
+7. otherwise (always the same order, nothing marks a dependency) → **assumed** independent: the projection holds
    only if nothing unrecorded (a value passed in the program) links them.
 """
 
@@ -128,6 +130,7 @@ class _Pair:
     a_uses_b: int = 0
     b_uses_a: int = 0
     parallel: int = 0
+    co_inputs: int = 0  # both consumed by the same later sibling (a fan-in)
 
 
 class Evidence:
@@ -153,12 +156,15 @@ class Evidence:
             pname = names[p]
             parallel = sids[p] in par
             kk = kids[:_MAX_PAIRS_CHILDREN]
+            seen: dict[str, int] = {}
+            for c in kk:
+                seen[names[c]] = seen.get(names[c], 0) + 1
             for x in range(len(kk)):
                 for y in range(x + 1, len(kk)):
                     i, j = kk[x], kk[y]
                     a, b = names[i], names[j]
-                    if a == b:
-                        continue
+                    if a == b or seen[a] > 1 or seen[b] > 1:
+                        continue  # a repeated call runs both before and after the other: its order tells nothing
                     if a > b:
                         i, j, a, b = j, i, b, a
                     key = (pname, a, b)
@@ -177,6 +183,27 @@ class Evidence:
                         st.b_uses_a += 1
                     if parallel or sids[i] in par or sids[j] in par:
                         st.parallel += 1
+            if uses:
+                self._fan_in(tree, p, kids, uses)
+
+    def _fan_in(self, tree: TraceTree, p: int, kids: Sequence[int], uses: Mapping[int, set[int]]) -> None:
+        """Count the sibling pairs that one later sibling consumes together (the inputs of one join)."""
+        names = tree.names
+        siblings = set(kids)
+        for c in kids:
+            used = uses.get(c)
+            if not used:
+                continue
+            inputs = sorted(u for u in used if u in siblings)
+            for x in range(len(inputs)):
+                for y in range(x + 1, len(inputs)):
+                    a, b = names[inputs[x]], names[inputs[y]]
+                    if a == b:
+                        continue
+                    lo, hi = (a, b) if a < b else (b, a)
+                    st = self.pairs.get((names[p], lo, hi))
+                    if st is not None:
+                        st.co_inputs += 1
 
     def verdict(self, parent: str, a: str, b: str) -> Verdict:
         """Whether sibling operations ``a`` and ``b`` under ``parent`` are independent, and why."""
@@ -195,6 +222,12 @@ class Evidence:
             return Verdict("independent", f"order varies: {x} first in {st.first}, {y} first in {st.second} trace(s)")
         if st.parallel:
             return Verdict("independent", f"parallel tool calls marked in {st.parallel} trace(s)")
+        if st.co_inputs and not (st.a_uses_b or st.b_uses_a):
+            return Verdict(
+                "independent",
+                f"{x} and {y} are consumed together by a later call in {st.co_inputs} trace(s) and neither consumes "
+                "the other",
+            )
         if st.first and st.b_uses_a:
             return Verdict("dependent", f"{y} always starts after {x} ends and consumes its output (links/call ids)")
         if st.second and st.a_uses_b:

@@ -4,7 +4,9 @@ Candidates (each is a :class:`~tailscope.trace.whatif.Change` a user could pass 
 
 ``parallelise``
     a waterfall (sibling calls one after another, :mod:`tailscope.trace.waterfall`): its operations that the
-    dependency evidence (:mod:`tailscope.trace.dependency`) does not keep apart run together (``--parallel``).
+    dependency evidence (:mod:`tailscope.trace.dependency`) does not keep apart run together (``--parallel``). When
+    the evidence only *assumes* them independent (always the same order, nothing marks it either way) the candidate
+    is listed as such and left out of the greedy order until ``--independent`` confirms it.
 ``shorten-sync``
     a leaf step the root service runs synchronously before going on (a direct child of the root in the root's own
     service, e.g. an auth or rate-limit check) taking ≥ :data:`SYNC_MIN_MS` on average: made asynchronous or cached,
@@ -53,6 +55,7 @@ class Candidate:
     kind: str
     change: Change
     evidence: str
+    established: bool = True  # False: a parallelisation only assumed (no data shows the calls independent)
 
 
 def _p95(
@@ -127,7 +130,24 @@ def _waterfalls(facts: Sequence[TraceFacts], evidence: Evidence, n: int) -> list
         if len(kept) < 2 and not (repeated and kept):
             continue
         why = [f"sequential under {parent} in {k / n:.0%} of traces"]
+        # the largest run-order subset the data shows independent; the rest only assumed
+        sure: list[str] = []
+        for first in range(len(kept)):  # a few operations: try each as the seed of a greedy clique, keep the largest
+            clique = [kept[first]]
+            for op in kept[first + 1 :]:
+                if all(evidence.verdict(parent, o, op).kind == "independent" for o in clique):
+                    clique.append(op)
+            if len(clique) > len(sure):
+                sure = clique
+        established = len(sure) >= 2
+        if established and len(sure) < len(kept):
+            left = [op for op in kept if op not in sure]
+            why.append(f"{', '.join(left)} left out: only assumed independent (add with --independent)")
+            kept = sure
         verdicts = [evidence.verdict(parent, a, b) for i, a in enumerate(kept) for b in kept[i + 1 :]]
+        if not established:
+            flag = "--independent " + '"' + ",".join(sorted(kept)) + '"'
+            why.insert(0, f"assumed independent, nothing in the data shows it (confirm with {flag})")
         if verdicts and all(v.reason.startswith("order varies") for v in verdicts):
             why.append("order varies across traces for every pair (neither waits for the other)")
         else:
@@ -135,7 +155,8 @@ def _waterfalls(facts: Sequence[TraceFacts], evidence: Evidence, n: int) -> list
         why.extend(f"{op} kept after: {v.reason}" for op, v in dropped)
         follower = _consumers(evidence, parent, kept, members)
         why.extend(f"{op} kept after: {v.reason}" for op, v in follower)
-        out.append(Candidate("parallelise", parse_change("parallel", ",".join(sorted(kept))), "; ".join(why)))
+        change = parse_change("parallel", ",".join(sorted(kept)))
+        out.append(Candidate("parallelise", change, "; ".join(why), established))
     return out
 
 
@@ -219,7 +240,8 @@ def rank(
 
     Returns:
         ``{"p95_before_ms", "candidates": [{kind, operations, change, p95_after_ms, p95_saving_ms, evidence}],
-        "greedy": [{step, change, p95_after_ms, p95_saving_ms (cumulative)}]}``, candidates by P95 saving.
+        "greedy": [{step, change, p95_after_ms, p95_saving_ms (cumulative)}]}``, candidates by P95 saving (each
+        also with ``established``: False for an assumed parallelisation, which the greedy order leaves out).
     """
     anchors: dict[int, dict[int, list[int]]] = {}  # the trees' anchors, computed once for every projection
     start = _p95(trees, base, seed, anchors)
@@ -234,11 +256,13 @@ def rank(
             "p95_after_ms": round(after, 3),
             "p95_saving_ms": round(start - after, 3),
             "evidence": c.evidence,
+            "established": c.established,
         }
         scored_alone.append((row, c))
     scored_alone.sort(key=lambda rc: (-rc[0]["p95_saving_ms"], rc[0]["change"]))
     rows = [r for r, _ in scored_alone]
-    pool = [c for r, c in scored_alone if r["p95_saving_ms"] > 0][: GREEDY_STEPS + 1]
+    # the greedy order takes only fixes the data supports: an assumed parallelisation waits for --independent
+    pool = [c for r, c in scored_alone if r["p95_saving_ms"] > 0 and c.established][: GREEDY_STEPS + 1]
     chosen: list[Change] = []
     greedy: list[dict[str, Any]] = []
     current = start

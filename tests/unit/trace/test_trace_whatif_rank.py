@@ -160,3 +160,39 @@ def test_html_view(store: SpanStore) -> None:
     dist = r.to_dict()["distribution"]
     assert len(dist["before_ms"]) == len(dist["after_ms"]) == 101
     assert dist["after_ms"] == sorted(dist["after_ms"])
+
+
+def test_inputs_of_one_join_are_independent_and_mere_order_is_only_assumed() -> None:
+    joined, plain = Evidence(), Evidence()
+    for k in range(5):
+        spans = _agent(["a", "b", "c"], trace=f"t{k}", rerank_links=True)  # always the same order
+        joined.add(build_tree(spans), marks_from((s.span_id, s.attributes, s.links) for s in spans))
+        plain.add(build_tree(_agent(["a", "b", "c"], trace=f"t{k}", rerank_links=False)))
+    v = joined.verdict("agent", "a", "b")
+    assert v.kind == "independent"
+    assert "consumed together" in v.reason
+    assert joined.verdict("agent", "a", "rerank").kind == "dependent"
+    assert plain.verdict("agent", "a", "b").kind == "assumed"
+
+
+def test_an_assumed_parallelisation_is_listed_but_not_taken(tmp_path: Path) -> None:
+    from tailscope.trace.rank import rank, set_facts_with_marks
+
+    trees = []
+    ev = Evidence()
+    for k in range(40):
+        spans = _agent(["a", "b", "c"], trace=f"t{k}", rerank_links=False)
+        tree = build_tree(spans)
+        trees.append(tree)
+        ev.add(tree)
+    doc = rank(trees, set_facts_with_marks(trees, {}), ev)
+    par = [c for c in doc["candidates"] if c["kind"] == "parallelise"]
+    assert par
+    assert not par[0]["established"]
+    assert "--independent" in par[0]["evidence"]
+    assert all("--parallel" not in g["change"] for g in doc["greedy"])
+    confirmed = Evidence([("a", "b", "c", "rerank")])
+    for tree in trees:
+        confirmed.add(tree)
+    doc = rank(trees, set_facts_with_marks(trees, {}), confirmed)
+    assert any("--parallel" in g["change"] for g in doc["greedy"])
