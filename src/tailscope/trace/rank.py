@@ -8,9 +8,9 @@ Candidates (each is a :class:`~tailscope.trace.whatif.Change` a user could pass 
     the evidence only *assumes* them independent (always the same order, nothing marks it either way) the candidate
     is listed as such and left out of the greedy order until ``--independent`` confirms it.
 ``shorten-sync``
-    a leaf step the root service runs synchronously before going on (a direct child of the root in the root's own
-    service, e.g. an auth or rate-limit check) taking ≥ :data:`SYNC_MIN_MS` on average: made asynchronous or cached,
-    it would take :data:`SYNC_TARGET_MS` (``--set-duration``).
+    a synchronous gateway step (the lowest gateway-layer spans below the root, e.g. ``auth`` under ``gateway``, or a
+    leaf child of the root in the root's own service) taking ≥ :data:`SYNC_MIN_MS` on average in ≥ a quarter of the
+    traces: made asynchronous or cached, it would take :data:`SYNC_TARGET_MS` (``--set-duration``).
 ``cap-retries``
     a retried operation: only the first attempt runs (``--cap-retries OP=1``).
 ``cache``
@@ -176,14 +176,25 @@ def _consumers(evidence: Evidence, parent: str, kept: Sequence[str], members: Se
 
 
 def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list[Candidate]:
+    """Blocking steps of the gateway: the lowest gateway-layer spans below the root (an ``auth`` under ``gateway``),
+    and leaf children of the root in the root's own service."""
     total: dict[str, list[int]] = {}
     for t in trees:
         r = t.primary
         if r < 0:
             continue
-        service = t.services[r]
-        for c in t.children[r]:
-            if t.children[c] or not t.blocking[c] or t.services[c] != service or t.layers[c] == "inference":
+        service, layers, children = t.services[r], t.layers, t.children
+        todo = list(children[r])
+        while todo:
+            c = todo.pop()
+            kids = children[c]
+            if layers[c] == "gateway":
+                if any(layers[k] == "gateway" for k in kids):
+                    todo.extend(kids)  # a wrapper: its gateway steps are the candidates
+                    continue
+            elif kids or t.parent[c] != r or t.services[c] != service or layers[c] == "inference":
+                continue
+            if not t.blocking[c]:
                 continue
             acc = total.setdefault(t.names[c], [0, 0])
             acc[0] += 1
@@ -193,7 +204,7 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
         mean_ms = ns / k / NS_PER_MS
         if mean_ms >= SYNC_MIN_MS and k >= len(trees) // 4:
             out.append(Candidate("shorten-sync", parse_change("set-duration", f"{op}={SYNC_TARGET_MS:g}ms"),
-                                 f"runs synchronously in the root's service before it goes on: {mean_ms:.0f} ms on "
+                                 f"a synchronous gateway step before the request goes on: {mean_ms:.0f} ms on "
                                  f"average; made async or cached it would take {SYNC_TARGET_MS:g} ms"))  # fmt: skip
     return out[:2]
 
