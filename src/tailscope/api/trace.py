@@ -592,6 +592,8 @@ def whatif(
         )
     if not 0 < confidence < 1:
         raise ConfigError(f"--confidence must be within (0, 1) (got {confidence})")
+    if resamples < 0:
+        raise ConfigError(f"resamples must be ≥ 0 (got {resamples})")
     # the evidence serves --rank and the warnings of --parallel; without them its query and pair counts are skipped
     need_evidence = rank or any(c.kind in ("parallel", "parallel-children") for c in changes)
     trees_it, marks = _trees_and_marks(source, store, root_op, with_marks=need_evidence)
