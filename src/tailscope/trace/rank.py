@@ -148,16 +148,29 @@ def _waterfalls(facts: Sequence[TraceFacts], evidence: Evidence, n: int) -> list
         if not established:
             flag = "--independent " + '"' + ",".join(sorted(kept)) + '"'
             why.insert(0, f"assumed independent, nothing in the data shows it (confirm with {flag})")
-        if verdicts and all(v.reason.startswith("order varies") for v in verdicts):
-            why.append("order varies across traces for every pair (neither waits for the other)")
-        else:
-            why.extend(sorted({v.reason for v in verdicts}))
+        why.extend(_summarise(verdicts))
         why.extend(f"{op} kept after: {v.reason}" for op, v in dropped)
         follower = _consumers(evidence, parent, kept, members)
         why.extend(f"{op} kept after: {v.reason}" for op, v in follower)
         change = parse_change("parallel", ",".join(sorted(kept)))
         out.append(Candidate("parallelise", change, "; ".join(why), established))
     return out
+
+
+_REASONS = (
+    ("order varies", "order varies across traces for every pair (neither waits for the other)"),
+    ("overlapped", "every pair overlapped in some traces (they already ran together)"),
+    ("consumed together", "a later call consumes them together and none consumes another (inputs of one join)"),
+    ("parallel tool calls", "marked as parallel tool calls"),
+)
+
+
+def _summarise(verdicts: Sequence[Any]) -> list[str]:
+    """The pairs' reasons, one line when every pair has the same kind of reason."""
+    for key, line in _REASONS:
+        if verdicts and all(key in v.reason for v in verdicts):
+            return [line]
+    return sorted({v.reason for v in verdicts})
 
 
 def _consumers(evidence: Evidence, parent: str, kept: Sequence[str], members: Sequence[str]) -> list[tuple[str, Any]]:
