@@ -18,6 +18,8 @@ CASES = {
     "cap": [("cap-retries", "llm answer=1")],
     "timeout_b": [("timeout", "search_b=400ms:50ms")],
     "cache_b": [("cache", "search_b=0.4:2ms")],
+    "pchildren": [("parallel-children", "invoke_agent")],
+    "pchildren,auth30": [("parallel-children", "invoke_agent"), ("set-duration", "auth=30ms")],
     "auth30,parallel": [("set-duration", "auth=30ms"), ("parallel", "search_a,search_b,search_c")],
     "scale,cap,timeout_b,remove_memory": [("scale", "llm answer=0.6"), ("cap-retries", "llm answer=1"),
                                           ("timeout", "search_b=400ms:50ms"), ("remove", "memory fetch")],

@@ -125,6 +125,9 @@ def build(tid: str, d: Draws, change: str = "") -> list[Span]:
             ("llm answer", t, d.answer * (0.6 if "scale" in ch else 1.0), {"attributes": LLM, "layer": "inference"})
         )
         t += d.answer * (0.6 if "scale" in ch else 1.0)
+    if "pchildren" in ch:  # every child of the agent starts when its first child did
+        add_agent = [(name, a0 + 2.0, dur, kw) for name, _, dur, kw in add_agent]
+        t = max(a0 + 2.0 + dur for _, _, dur, _ in add_agent)
     t += 1.0
     agent = add(root, "invoke_agent", a0, t - a0, service="agent", layer="agent")
     search_ids: list[str] = []
