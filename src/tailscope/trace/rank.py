@@ -27,7 +27,7 @@ is added, until none lowers it further — the order a team would ship them in.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,10 +58,16 @@ class Candidate:
     established: bool = True  # False: a parallelisation only assumed (no data shows the calls independent)
 
 
-def _p95(
-    trees: Sequence[TraceTree], changes: Sequence[Change], seed: int, anchors: dict[int, dict[int, list[int]]]
-) -> float:
-    proj = project(trees, changes, seed=seed, paths=False, anchors=anchors)
+@dataclass
+class _Reuse:
+    """What every projection of the same trees shares: each tree's anchors and distinct span names."""
+
+    anchors: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    names: dict[int, frozenset[str]] = field(default_factory=dict)
+
+
+def _p95(trees: Sequence[TraceTree], changes: Sequence[Change], seed: int, reuse: _Reuse) -> float:
+    proj = project(trees, changes, seed=seed, paths=False, anchors=reuse.anchors, names_of=reuse.names)
     _, after = proj.arrays()
     return float(np.quantile(after, 0.95)) / NS_PER_MS if after.size else 0.0
 
@@ -267,12 +273,12 @@ def rank(
         "greedy": [{step, change, p95_after_ms, p95_saving_ms (cumulative)}]}``, candidates by P95 saving (each
         also with ``established``: False for an assumed parallelisation, which the greedy order leaves out).
     """
-    anchors: dict[int, dict[int, list[int]]] = {}  # the trees' anchors, computed once for every projection
-    start = _p95(trees, base, seed, anchors)
+    reuse = _Reuse()  # the trees' anchors and names, computed once for every projection
+    start = _p95(trees, base, seed, reuse)
     scored_alone: list[tuple[dict[str, Any], Candidate]] = []
     alone: dict[int, float] = {}  # the greedy order's first step is the best candidate alone: not projected again
     for c in candidates(trees, facts, evidence):
-        after = alone[id(c)] = _p95(trees, [*base, c.change], seed, anchors)
+        after = alone[id(c)] = _p95(trees, [*base, c.change], seed, reuse)
         row = {
             "kind": c.kind,
             "operations": list(c.change.ops),
@@ -292,7 +298,7 @@ def rank(
     current = start
     while pool and len(greedy) < GREEDY_STEPS:
         scored = [
-            (alone[id(c)] if not chosen else _p95(trees, [*base, *chosen, c.change], seed, anchors), c) for c in pool
+            (alone[id(c)] if not chosen else _p95(trees, [*base, *chosen, c.change], seed, reuse), c) for c in pool
         ]
         best, pick = min(scored, key=lambda t: t[0])
         if best >= current:

@@ -382,12 +382,21 @@ class TraceOutcome:
 
 
 def project_trace(
-    tree: TraceTree, plan: Plan, *, paths: bool = True, anchors_of: dict[int, list[int]] | None = None
+    tree: TraceTree,
+    plan: Plan,
+    *,
+    paths: bool = True,
+    anchors_of: dict[int, list[int]] | None = None,
+    names: Iterable[str] | None = None,
 ) -> TraceOutcome | None:
-    """One trace's outcome under ``plan`` (None for an empty tree); ``anchors_of`` as in :func:`retime`."""
+    """One trace's outcome under ``plan`` (None for an empty tree); ``anchors_of`` as in :func:`retime`; ``names``
+    (the tree's distinct span names, when known) lets a trace no change touches skip the re-timing."""
     p = tree.primary
     if p < 0:
         return None
+    if names is not None and not paths and not any(plan.rule(n) for n in names):
+        d = float(tree.ends[p] - tree.starts[p])
+        return TraceOutcome(tree.names[p], d, d)
     rt = retime(tree, plan, anchors_of)
     before = float(tree.ends[p] - tree.starts[p])
     after = rt.ends[p] - rt.starts[p]
@@ -506,18 +515,25 @@ def project(
     seed: int = 0,
     paths: bool = True,
     anchors: dict[int, dict[int, list[int]]] | None = None,
+    names_of: dict[int, frozenset[str]] | None = None,
 ) -> Projection:
-    """Re-time every trace under ``changes`` together. ``anchors`` (trace's ``id()`` → its anchor cache) speeds up
-    projecting the same trees again under other changes (the ranking does); the trees must outlive it."""
+    """Re-time every trace under ``changes`` together. ``anchors`` (trace's ``id()`` → its anchor cache) and
+    ``names_of`` (→ its distinct span names) speed up projecting the same trees again under other changes (the
+    ranking does: a trace no change touches is not re-timed); the trees must outlive them."""
     plan = Plan(changes, seed=seed)
     out = Projection()
     for tree in trees:
         cache = None
+        names = None
         if anchors is not None:
             cache = anchors.get(id(tree))
             if cache is None:
                 cache = anchors[id(tree)] = {}
-        o = project_trace(tree, plan, paths=paths, anchors_of=cache)
+        if names_of is not None:
+            names = names_of.get(id(tree))
+            if names is None:
+                names = names_of[id(tree)] = frozenset(tree.names)
+        o = project_trace(tree, plan, paths=paths, anchors_of=cache, names=names)
         if o is not None:
             out.outcomes.append(o)
     return out
