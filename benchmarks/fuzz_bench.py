@@ -18,7 +18,8 @@ from pathlib import Path
 
 import tailscope
 from tailscope.errors import TailscopeError
-from tailscope.testing.fuzz_bench import built_in_server, draw_case, store_readable
+from tailscope.testing.builtin_server import built_in_server
+from tailscope.testing.fuzz_bench import draw_case, store_readable
 
 
 def main() -> None:

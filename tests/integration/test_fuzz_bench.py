@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.testing.fuzz_bench import built_in_server, draw_case, run_case, store_readable
+from tailscope.testing.builtin_server import built_in_server
+from tailscope.testing.fuzz_bench import draw_case, run_case, store_readable
 
 pytestmark = pytest.mark.integration
 
