@@ -52,11 +52,27 @@ def test_budget_from_traces_writes_a_contract_the_gate_reads(tmp_path: Path) -> 
     assert ing.returncode == 0, ing.stderr
     p = cli("plan", "budget", "--target", "2s", "--from-traces", "before", "--db", "db.duckdb",
             "--out", "contract.yaml", "--json", "-", cwd=tmp_path)  # fmt: skip
-    assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
+    assert p.returncode == (0 if doc["ok"] else 1), p.stderr  # exit 1 when a measured layer cannot hold
     layers = {lb["layer"]: lb for lb in doc["layers"]}
     assert "inference" in layers
     assert sum(lb["budget_ms"] for lb in doc["layers"]) == pytest.approx(doc["usable_ms"])
     assert all(lb["measured_p99_ms"] is not None for lb in doc["layers"])
     contract = parse_contract((tmp_path / "contract.yaml").read_text(), source="contract.yaml")
     assert contract.name == "latency-budget"
+
+
+def test_budget_per_layer_buffer_cli_and_exit_code(tmp_path: Path) -> None:
+    # the method's example (../shared/method/003 §2.2): LLM P99 ≤ 100 ms after a 20 % buffer per segment
+    base = ["plan", "budget", "--target", "300ms", "--layer", "gateway=50ms", "--layer", "inference=120ms",
+            "--layer", "retrieval=80ms", "--layer", "network=50ms"]  # fmt: skip
+    p = cli(*base, "--buffer-per-layer", "0.2", "--out", "c.yaml", "--json", "-", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert {lb["layer"]: lb["buffered_ms"] for lb in doc["layers"]}["inference"] == pytest.approx(100)
+    contract = parse_contract((tmp_path / "c.yaml").read_text(), source="c.yaml")
+    assert contract.name == "latency-budget"
+    assert "max_ms: 100.0" in (tmp_path / "c.yaml").read_text()
+    over = cli(*base, "--buffer", "0.2", cwd=tmp_path)  # 300 ms of layers in the 240 ms left after a global buffer
+    assert over.returncode == 1
+    assert "60 ms over" in over.stdout

@@ -429,7 +429,8 @@ def plan_budget(
     target: str | float,
     *,
     layers: Mapping[str, str | float] | Sequence[str] = (),
-    buffer: float = 0.2,
+    buffer: float | None = None,
+    buffer_per_layer: float = 0.0,
     traces: str | None = None,
     out: PathLike | None = None,
     store: StorePath | RunStore | None = None,
@@ -439,27 +440,33 @@ def plan_budget(
     Args:
         target: the end-to-end target (``"300ms"``, ``"2s"``, or a number of ms).
         layers: explicit budgets, ``{"gateway": "50ms", "inference": 120}`` or ``["gateway=50ms", …]``.
-        buffer: the fraction of the target held back.
+        buffer: the fraction of the target held back (default 0.2, or 0 when ``buffer_per_layer`` is given).
+        buffer_per_layer: each layer keeps this buffer of its own budget and commits to
+            ``budget ÷ (1 + buffer_per_layer)`` (written into the contract): the method's "each segment keeps 20 %".
         traces: a stored trace set: budgets proportional to each layer's share of the tail's critical path, each
             with its measured p99 (instead of ``layers``).
         out: write the budgets as a performance contract (``tailscope gate`` format) to this file.
         store: where the trace set is looked up (only read).
 
     Returns:
-        ``plan.layers`` (each ``layer``, ``budget_ms``, ``share``, ``measured_p99_ms``, ``holds``), ``plan.ok``,
-        ``plan.findings``, ``plan.contract()`` (the contract as a dict) and ``plan.to_dict()``.
+        ``plan.layers`` (each ``layer``, ``budget_ms``, ``buffered_ms``, ``share``, ``measured_p99_ms``,
+        ``holds``), ``plan.ok``, ``plan.findings``, ``plan.contract()`` (the contract as a dict) and ``plan.to_dict()``.
 
     Raises:
         ConfigError: neither layers nor traces, a malformed layer or duration, or ``out`` cannot be written.
     """
     target_ms = _ms(target, "--target")
+    if buffer is None:
+        buffer = 0.0 if buffer_per_layer else 0.2
     if traces is not None:
         shares, measured = trace_shares(traces, store=store)
-        plan = budget_core.budget_from_shares(target_ms, shares, buffer=buffer, measured_p99_ms=measured)
+        plan = budget_core.budget_from_shares(
+            target_ms, shares, buffer=buffer, buffer_per_layer=buffer_per_layer, measured_p99_ms=measured
+        )
     else:
         if not layers:
             raise ConfigError("give --layer LAYER=DURATION (repeatable) or --from-traces SET")
-        plan = budget_core.plan_budget(target_ms, _layers(layers), buffer=buffer)
+        plan = budget_core.plan_budget(target_ms, _layers(layers), buffer=buffer, buffer_per_layer=buffer_per_layer)
     if out is not None:
         import yaml
 

@@ -173,21 +173,34 @@ def cost(
 def budget(
     target: str = typer.Option(..., "--target", help="End-to-end latency target, e.g. 300ms."),
     layer: list[str] = typer.Option([], "--layer", help="LAYER=DURATION, e.g. gateway=50ms (repeatable)."),
-    buffer: float = typer.Option(0.2, "--buffer", help="Fraction of the target held back."),
+    buffer: float | None = typer.Option(
+        None, "--buffer", help="Fraction of the target held back (default 0.2; 0 with --buffer-per-layer)."
+    ),
+    buffer_per_layer: float = typer.Option(
+        0.0, "--buffer-per-layer", help="Each layer keeps this buffer: it commits to budget ÷ (1 + B), e.g. 0.2."
+    ),
     from_traces: str | None = typer.Option(None, "--from-traces", help="Trace set: budgets from critical-path shares."),
     out: Path | None = typer.Option(None, "--out", help="Write a performance contract (tailscope gate format)."),
     db: Path | None = typer.Option(None, "--db"),
     json_out: Path | None = _JSON,
 ) -> None:
-    """Per-layer latency budgets with a buffer; flags layers that cannot hold; writes a contract.
+    """Per-layer latency budgets with a buffer; flags layers that cannot hold (exit 1); writes a contract.
 
-    Example: tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --buffer 0.2 --out c.yaml
+    Examples:
+
+      tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --buffer 0.2 --out c.yaml
+
+      tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --layer retrieval=80ms \
+          --layer network=50ms --buffer-per-layer 0.2   # inference p99 ≤ 100 ms
     """
     from tailscope.api.plan import plan_budget
     from tailscope.cli.common import store_path
     from tailscope.report.plan_console import print_budget
 
-    plan = plan_budget(target, layers=layer, buffer=buffer, traces=from_traces, out=out, store=store_path(db))
+    plan = plan_budget(target, layers=layer, buffer=buffer, buffer_per_layer=buffer_per_layer, traces=from_traces,
+                       out=out, store=store_path(db))  # fmt: skip
     doc = plan.to_dict()
     doc["contract"] = plan.contract()
     _emit(doc, json_out, lambda con: print_budget(con, plan, out))
+    if not plan.ok:
+        raise typer.Exit(1)

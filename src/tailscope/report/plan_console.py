@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tailscope.plan.budget import BudgetPlan
+from tailscope.plan.budget import BudgetPlan, LayerBudget
 from tailscope.plan.capacity import CapacityPlan
 from tailscope.plan.estimate import Estimate
 from tailscope.plan.kv import KvPlan
@@ -119,7 +119,13 @@ def print_cost(con: Console, c: CostPlan) -> None:
 
 
 def print_budget(con: Console, plan: BudgetPlan, out: Any = None) -> None:
-    rows = [(f"{lb.layer}", f"{lb.budget_ms:,.0f} ms ({lb.share:.0%})") for lb in plan.layers]
+    def row(lb: LayerBudget) -> str:
+        text = f"{lb.budget_ms:,.0f} ms ({lb.share:.0%})"
+        if lb.buffered_ms is not None:
+            text += f" → p99 ≤ {lb.buffered_ms:,.1f} ms after its {plan.buffer_per_layer:.0%} buffer"
+        return text
+
+    rows = [(f"{lb.layer}", row(lb)) for lb in plan.layers]
     rows.insert(0, ("usable after buffer", f"{plan.usable_ms:,.0f} ms of {plan.target_ms:,.0f} ms"))
     print_rows(con, "Latency budget", rows)
     for f in plan.findings:

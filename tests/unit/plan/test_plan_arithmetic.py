@@ -140,3 +140,26 @@ def test_estimate_monotone_in_concurrency() -> None:
             assert e.tpot_ms >= prev.tpot_ms
             assert e.output_tokens_per_s >= prev.output_tokens_per_s
         prev = e
+
+
+def test_budget_per_layer_buffer_reproduces_the_method() -> None:
+    # ../shared/method/003 §2.2: 300 ms end to end, gateway 50 / LLM 120 / vector search 80 / serialisation and
+    # network 50 ms, "each segment keeps a 20 % buffer" → LLM P99 ≤ 100 ms.
+    layers = [("gateway", 50.0), ("inference", 120.0), ("retrieval", 80.0), ("network", 50.0)]
+    b = plan_budget(300, layers, buffer=0.0, buffer_per_layer=0.2)
+    assert b.ok
+    assert b.over_by_ms == 0
+    buffered = {lb.layer: lb.buffered_ms for lb in b.layers}
+    assert buffered["inference"] == pytest.approx(100)
+    assert buffered["retrieval"] == pytest.approx(80 / 1.2)
+    contract = b.contract()
+    assert {"layer": "inference", "percentile": "p99", "max_ms": 100.0} in contract["layers"]
+    doc = b.to_dict()
+    assert doc["buffer_per_layer"] == 0.2
+    assert {lb["layer"]: lb["buffered_ms"] for lb in doc["layers"]}["inference"] == pytest.approx(100)
+    # a measured inference p99 of 110 ms fits 120 but not the buffered 100
+    tight = plan_budget(300, layers, buffer=0.0, buffer_per_layer=0.2, measured_p99_ms={"inference": 110})
+    assert not tight.ok
+    assert "100 ms buffered budget" in tight.findings[0]
+    # layers that add up to more than the target cannot hold
+    assert not plan_budget(300, [*layers, ("business", 10.0)], buffer=0.0, buffer_per_layer=0.2).ok
