@@ -114,12 +114,15 @@ def test_golden_alerts_are_the_methods_five() -> None:
         assert alerts[name]["expr"].endswith(limit)
         assert alerts[name]["annotations"]["runbook"].startswith("1. ")
     assert "histogram_quantile(0.99," in alerts["GoldenLlmP99LatencyHigh"]["expr"]
-    assert "histogram_quantile(0.999, sum by (le) (rate(vector_search_duration_seconds_bucket" in (
-        alerts["GoldenVectorSearchP999High"]["expr"]
+    assert (
+        "histogram_quantile(0.999, sum by (le) (rate(vector_search_duration_seconds_bucket"
+        in (alerts["GoldenVectorSearchP999High"]["expr"])
     )
     assert "increase(llm_out_of_memory_errors_total" in alerts["GoldenLlmOutOfMemory"]["expr"]
     runbook = alerts["GoldenLlmP99LatencyHigh"]["annotations"]["runbook"]
-    assert "GPU memory usage > 95 %" in runbook and "< 5 tokens/s" in runbook and "crawlers" in runbook
+    assert "GPU memory usage > 95 %" in runbook
+    assert "< 5 tokens/s" in runbook
+    assert "crawlers" in runbook
     # with a contract, the golden alerts come on top of the contract's own
     both = alert_rules(CONTRACT, AlertOptions(), golden=True)
     assert "ChatServiceLlmP99LatencyHigh" in both.alert_names
@@ -139,7 +142,8 @@ layers:
 """,
         "c.yaml",
     )
-    assert contract.slos[0].alert_for == "2m" and contract.slos[0].severity == "page"
+    assert contract.slos[0].alert_for == "2m"
+    assert contract.slos[0].severity == "page"
     rules = alert_rules(contract, AlertOptions(for_="5m", layer_metrics=(("retrieval", "vector_search_seconds"),)))
     alerts = {r["alert"]: r for r in rules.document["groups"][1]["rules"]}
     assert alerts["RagE2EP99SloBreach"]["for"] == "2m"
@@ -163,4 +167,5 @@ def test_contract_alert_keys_are_validated_and_round_trip() -> None:
     with pytest.raises(ContractError, match=r"c.yaml:3: slo\[0\].for: .*Prometheus duration"):
         parse_contract("name: x\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1, for: soon}\n", "c.yaml")
     c = parse_contract("name: x\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1, for: 2m, severity: page}\n")
-    assert "for: 2m" in dump_contract(c) and "severity: page" in dump_contract(c)
+    assert "for: 2m" in dump_contract(c)
+    assert "severity: page" in dump_contract(c)
