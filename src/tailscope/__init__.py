@@ -106,6 +106,7 @@ _EXPORTS: dict[str, str] = {
     "plan_estimate": "tailscope.api.plan",
     "plan_kv": "tailscope.api.plan",
     "plan_napkin": "tailscope.api.plan",
+    "plan_unit_cost": "tailscope.api.plan",
     "repair_store": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
     "show_run": "tailscope.api.runs",
@@ -218,6 +219,7 @@ __all__ = [
     "plan_estimate",
     "plan_kv",
     "plan_napkin",
+    "plan_unit_cost",
     "repair_store",
     "report_html",
     "show_run",
@@ -258,6 +260,7 @@ if TYPE_CHECKING:
         plan_estimate,
         plan_kv,
         plan_napkin,
+        plan_unit_cost,
     )
     from tailscope.api.report import report_html, write_report
     from tailscope.api.runs import (

@@ -262,6 +262,8 @@ def compare(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    gpu_price: float | None = None,
+    gpus: int | None = None,
     store: StorePath | RunStore | None = None,
 ) -> ComparisonResult:
     """Compare runs against the first: per metric and percentile, the change, its bootstrap interval and whether it
@@ -275,6 +277,9 @@ def compare(
         confidence: the intervals' level, in (0.5, 1).
         resamples: bootstrap resamples (≥ 100).
         seed: the bootstrap's seed.
+        gpu_price: USD per GPU-hour: adds each run's USD per 1M output tokens (``result.usd_per_million_output_tokens``)
+            for the runs whose GPUs are known (``gpus``, or a sim run's own deployment).
+        gpus: GPUs behind each run (bench runs do not know their own).
         store: where references are looked up (only read).
 
     Returns:
@@ -293,8 +298,10 @@ def compare(
         stats = tuple(canonical_percentile(p.strip()) for p in pcts if p.strip())
     except ValueError as exc:
         raise ConfigError(f"--metrics/--percentiles: {exc}") from None
+    if gpu_price is not None and gpu_price <= 0:
+        raise ConfigError(f"--gpu-price must be > 0 USD per GPU-hour (got {gpu_price:g})")
     data = [load_run(ref, store=store) for ref in runs]
-    return compare_runs(
+    result = compare_runs(
         data,
         metrics=names,
         stats=stats,
@@ -302,6 +309,26 @@ def compare(
         resamples=resamples,
         rng=np.random.default_rng(seed),
     )
+    if gpu_price is None:
+        return result
+    return replace(result, usd_per_million_output_tokens=_run_costs(data, result, gpu_price, gpus))
+
+
+def _run_costs(
+    data: Sequence[RunData], result: ComparisonResult, gpu_price: float, gpus: int | None
+) -> tuple[float | None, ...]:
+    """USD per 1M output tokens per run: GPUs × price ÷ 3600 ÷ output tokens/s × 10⁶ (None when unknown)."""
+    from tailscope.api.plan import run_gpus
+
+    try:
+        rates: Sequence[float | None] = result.row("output_tokens_per_s").values
+    except KeyError:
+        rates = [(d.summary or {}).get("output_tokens_per_s") for d in data]
+    out: list[float | None] = []
+    for d, rate in zip(data, rates, strict=True):
+        n = run_gpus(d, gpus)
+        out.append(None if n is None or not rate else n * gpu_price / 3600.0 / float(rate) * 1e6)
+    return tuple(out)
 
 
 @public
