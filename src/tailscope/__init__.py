@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "plan_napkin": "tailscope.api.plan",
     "plan_unit_cost": "tailscope.api.plan",
     "repair_store": "tailscope.api.runs",
+    "runs_trend": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
     "show_run": "tailscope.api.runs",
     "show_trace": "tailscope.api.trace",
@@ -222,6 +223,7 @@ __all__ = [
     "plan_unit_cost",
     "repair_store",
     "report_html",
+    "runs_trend",
     "show_run",
     "show_trace",
     "simple_requests",
@@ -270,6 +272,7 @@ if TYPE_CHECKING:
         export_run,
         list_runs,
         repair_store,
+        runs_trend,
         show_run,
         tag_run,
     )
