@@ -111,7 +111,9 @@ _EXPORTS: dict[str, str] = {
     "plan_estimate": "tailscope.api.plan",
     "plan_kv": "tailscope.api.plan",
     "plan_napkin": "tailscope.api.plan",
+    "plan_unit_cost": "tailscope.api.plan",
     "repair_store": "tailscope.api.runs",
+    "runs_trend": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
     "run_app": "tailscope.api.app",
     "run_app_async": "tailscope.api.app",
@@ -232,10 +234,12 @@ __all__ = [
     "plan_estimate",
     "plan_kv",
     "plan_napkin",
+    "plan_unit_cost",
     "repair_store",
     "report_html",
     "run_app",
     "run_app_async",
+    "runs_trend",
     "show_run",
     "show_trace",
     "simple_requests",
@@ -277,6 +281,7 @@ if TYPE_CHECKING:
         plan_estimate,
         plan_kv,
         plan_napkin,
+        plan_unit_cost,
     )
     from tailscope.api.report import report_html, write_report
     from tailscope.api.runs import (
@@ -286,6 +291,7 @@ if TYPE_CHECKING:
         export_run,
         list_runs,
         repair_store,
+        runs_trend,
         show_run,
         tag_run,
     )
