@@ -116,6 +116,13 @@ class RequestRecord:
         first_event_ns: arrival of the first SSE event of any kind (role-only deltas included).
         trace_id: the W3C trace id sent in the request's ``traceparent`` (``bench --trace-context``), else None.
         span_id: the client span id of that ``traceparent`` (the parent of the server's root span), else None.
+        first_answer_ns: arrival of the first answer token (``delta.content``), None when none came; a reasoning
+            model's ``reasoning_content``/``reasoning`` deltas come before it (then ``first_token_ns`` is the first
+            reasoning token).
+        reasoning_tokens: output tokens that were reasoning (the server's ``completion_tokens_details`` when it
+            reports them, else the reasoning events' token counts); None when the stream carried no reasoning.
+        cached_tokens: prompt tokens the server served from its prefix cache
+            (``usage.prompt_tokens_details.cached_tokens``); None when the server does not say.
     """
 
     id: int
@@ -144,6 +151,9 @@ class RequestRecord:
     worker: int = 0
     trace_id: str | None = None
     span_id: str | None = None
+    first_answer_ns: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

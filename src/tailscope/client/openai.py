@@ -203,14 +203,18 @@ class _State:
     """Mutable per-request accumulator (kept out of the record until the end)."""
 
     __slots__ = (
+        "cached_tokens",
         "chunk_times",
         "chunk_tokens",
         "completion_tokens",
         "done",
         "finished",
+        "first_answer",
         "first_event",
         "input_tokens",
         "last_usage_completion",
+        "reasoning",
+        "reasoning_usage",
         "request_id",
         "stream_end",
         "texts",
@@ -230,6 +234,10 @@ class _State:
         self.request_id: str | None = None
         self.done = False
         self.finished = False  # a choice carried finish_reason: the answer is whole even if no [DONE] follows
+        self.first_answer: int | None = None  # the first content token (after any reasoning)
+        self.reasoning = 0  # tokens of reasoning events
+        self.reasoning_usage: int | None = None  # the server's usage.completion_tokens_details.reasoning_tokens
+        self.cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
 
 
 async def execute(
@@ -384,6 +392,9 @@ async def execute(
         stream_end_ns=st.stream_end,
         first_event_ns=st.first_event,
         worker=worker,
+        first_answer_ns=(st.chunk_times[0] if st.chunk_times else None) if tpl is not None else st.first_answer,
+        reasoning_tokens=st.reasoning_usage if st.reasoning_usage is not None else (st.reasoning or None),
+        cached_tokens=st.cached_tokens,
         trace_id=trace_id,
         span_id=span_id,
     )
@@ -428,6 +439,12 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
                 st.completion_tokens = ct
             else:
                 ct = None
+            details = usage.get("prompt_tokens_details")
+            if details and type(cached := details.get("cached_tokens")) is int:
+                st.cached_tokens = cached
+            details = usage.get("completion_tokens_details")
+            if details and type(rt := details.get("reasoning_tokens")) is int:
+                st.reasoning_usage = rt
         if not choices:
             if "error" in obj:
                 err = obj["error"]
@@ -438,12 +455,18 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
         if c0.get("finish_reason"):
             st.finished = True
         delta = c0.get("delta")
+        reasoning = False
         if delta is not None:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            text = delta.get("content")
+            if not text:
+                text = delta.get("reasoning_content") or delta.get("reasoning")
+                reasoning = True
         else:
             text = c0.get("text")
         if not text:
             continue
+        if not reasoning and st.first_answer is None:
+            st.first_answer = now
         st.chunk_times.append(now)
         st.texts.append(text)
         if ct is not None:
@@ -455,6 +478,8 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
             st.chunk_tokens.append(max(count_tokens(text), 1))
         else:
             st.chunk_tokens.append(1)
+        if reasoning:
+            st.reasoning += st.chunk_tokens[-1]
 
 
 def _error_detail(status: int, headers: Any, text: str) -> str:

@@ -144,8 +144,9 @@ class Replica:
         self.keep_history = False
         self.completions: list[Completion] = []
         self.admissions: list[int] = []
-        #: called with a request's id when it is first scheduled (its queue wait ends): ``serve`` stamps it
-        self.on_admit: Callable[[int], None] | None = None
+        #: called with a request's id and its prefix-cache hit (tokens) when it is first scheduled (its queue wait
+        #: ends): ``serve`` stamps it and reports the hit as the response's ``cached_tokens``
+        self.on_admit: Callable[[int, int], None] | None = None
 
     # ---- protocol -------------------------------------------------------------------------------------------
     @property
@@ -459,7 +460,7 @@ class Replica:
                     if self.keep_history:
                         self.admissions.append(r.id)
                     if self.on_admit is not None:
-                        self.on_admit(r.id)
+                        self.on_admit(r.id, start)
                     self._prefix_queries += r.num_tokens
                     self._prefix_hits += start
                     r.hit_tokens = start

@@ -45,6 +45,9 @@ def record_to_json(r: RequestRecord) -> dict[str, Any]:
         "worker": r.worker,
         "trace_id": r.trace_id,
         "span_id": r.span_id,
+        "first_answer_s": _s(r.first_answer_ns),
+        "reasoning_tokens": r.reasoning_tokens,
+        "cached_tokens": r.cached_tokens,
         "chunk_times_s": [t / 1e9 for t in r.chunk_times_ns],
         "chunk_tokens": list(r.chunk_tokens),
     }

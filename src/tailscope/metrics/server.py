@@ -70,6 +70,15 @@ def summarize_server(samples: Sequence[ServerSample]) -> dict[str, Any]:
             if series:
                 out["prefix_cache_hit_rate"] = sum(v for _, v in series) / len(series)
                 break
+    accepted = _series(samples, "vllm:spec_decode_num_accepted_tokens_total")
+    drafted = _series(samples, "vllm:spec_decode_num_draft_tokens_total")
+    if len(accepted) >= 2 and len(drafted) >= 2:
+        d_acc, d_draft = accepted[-1][1] - accepted[0][1], drafted[-1][1] - drafted[0][1]
+        out["spec_decode"] = {
+            "accepted_tokens": d_acc,
+            "draft_tokens": d_draft,
+            "acceptance_rate": d_acc / d_draft if d_draft > 0 else None,
+        }
     deltas = {}
     for name in COUNTERS:
         series = _series(samples, name)

@@ -14,6 +14,7 @@ import numpy as np
 from tailscope.metrics import request as rq
 from tailscope.metrics.perceived import Perceived, PerceivedThresholds, perceived
 from tailscope.metrics.percentiles import Stats, compute_stats, percentile_fraction, quantile
+from tailscope.metrics.reasoning import PromptCache, Reasoning, prompt_cache_of, reasoning_of
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.steady import SteadyWindow, steady_window
 from tailscope.records import RequestCounts, RequestRecord, Status
@@ -102,6 +103,8 @@ class RunSummary:
     loop_lag_ms: Stats | None = None  # the client's event-loop lag (bench runs; None for simulations and imports)
     perceived: Perceived | None = None  # what a reader notices: slow streams, stalls, slow first tokens
     steady: SteadyWindow | None = None  # the run without its ramp-up and drain (None: too few requests)
+    reasoning: Reasoning | None = None  # reasoning models: time to the first answer token, reasoning vs answer
+    prompt_cache: PromptCache | None = None  # prompt tokens the server served from cache (usage cached_tokens)
 
     def metric(self, name: str) -> Stats:
         """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
@@ -143,6 +146,8 @@ class RunSummary:
             **({"loop_lag_ms": self.loop_lag_ms.to_dict()} if self.loop_lag_ms is not None else {}),
             **({"perceived": self.perceived.to_dict()} if self.perceived is not None else {}),
             "steady": None if self.steady is None else self.steady.to_dict(),
+            **({"reasoning": self.reasoning.to_dict()} if self.reasoning is not None else {}),
+            **({"prompt_cache": self.prompt_cache.to_dict()} if self.prompt_cache is not None else {}),
         }
 
 
@@ -402,6 +407,8 @@ def summarize(
         loop_lag_ms=loop_lag_ms,
         perceived=perceived(measured, perceived_thresholds, tpot_ms=s["tpot"], ttft_ms=s["ttft"]),
         steady=steady,
+        reasoning=reasoning_of(ok),
+        prompt_cache=prompt_cache_of(ok),
     )
 
 

@@ -93,6 +93,21 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     pv = summary.get("perceived") or {}
     if pv.get("requests"):
         rates.add_row("perceived", _perceived_line(pv))
+    rs = summary.get("reasoning") or {}
+    if rs.get("requests"):
+        ttfa, rt, at = rs["ttfa_ms"], rs["reasoning_tokens"], rs["answer_tokens"]
+        rates.add_row(
+            "reasoning",
+            f"{rs['requests']} requests: first answer token p50 {format_ms(ttfa.get('p50'))}, p99 "
+            f"{format_ms(ttfa.get('p99'))}; reasoning {rt.get('p50') or 0:.0f} / answer {at.get('p50') or 0:.0f} "
+            "tokens (p50)",
+        )
+    pc = summary.get("prompt_cache") or {}
+    if pc.get("hit_rate") is not None:
+        rates.add_row(
+            "prompt cache (usage)",
+            f"{pc['hit_rate']:.1%} of {pc['prompt_tokens']:,} prompt tokens cached ({pc['requests']} requests)",
+        )
     adj = summary.get("error_adjusted_ms") or {}
     if req.get("failed"):
         rates.add_row(
@@ -111,6 +126,14 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
             rates.add_row(label, f"mean {v['mean']:.2f}, max {v['max']:.2f}")
     if server.get("prefix_cache_hit_rate") is not None:
         rates.add_row("prefix-cache hit rate", f"{server['prefix_cache_hit_rate']:.1%}")
+    spec = server.get("spec_decode") or {}
+    if spec.get("acceptance_rate") is not None:
+        tpot = (summary.get("tpot_ms") or {}).get("p50")
+        rates.add_row(
+            "spec decode",
+            f"{spec['acceptance_rate']:.1%} of {spec['draft_tokens']:,.0f} draft tokens accepted (TPOT p50 "
+            f"{format_ms(tpot)})",
+        )
     parts.append(rates)
     classes = summary.get("classes") or {}
     if classes:

@@ -54,6 +54,7 @@ class LiveRequest:
     queued_ns: int = 0
     scheduled_ns: int | None = None
     released: int = 0
+    cached_tokens: int | None = None  # prompt tokens found in the prefix cache when first scheduled
     first_token_ns: int | None = None
     last_token_ns: int | None = None
     done: bool = False
@@ -212,10 +213,11 @@ class EngineLoop:
         self._wake.set()
         return live
 
-    def _admitted(self, rid: int) -> None:
+    def _admitted(self, rid: int, hit_tokens: int = 0) -> None:
         live = self._live.get(rid)
         if live is not None and live.scheduled_ns is None:
             live.scheduled_ns = max(self.to_wall(self._step_start), live.queued_ns)
+            live.cached_tokens = hit_tokens
 
     def abort(self, live: LiveRequest) -> None:
         """Drop ``live`` from the engine (no-op once it finished); counts it as ``finished_reason="abort"``."""

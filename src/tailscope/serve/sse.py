@@ -27,13 +27,16 @@ def frame(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """OpenAI ``usage`` object."""
-    return {
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    """OpenAI ``usage`` object (with ``prompt_tokens_details.cached_tokens`` when the prefix cache is known)."""
+    out: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
     }
+    if cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +112,10 @@ class ChunkFactory:
             choice["stop_reason"] = None
         return self._envelope([choice], completion_tokens)
 
-    def usage_chunk(self, completion_tokens: int) -> dict[str, Any]:
+    def usage_chunk(self, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
         """The final ``include_usage`` chunk: empty ``choices`` and the request's usage."""
         out = self._envelope([], None)
-        out["usage"] = usage(self.prompt_tokens, completion_tokens)
+        out["usage"] = usage(self.prompt_tokens, completion_tokens, cached_tokens)
         return out
 
     def full_response(self, text: str, completion_tokens: int, finish_reason: str) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class StreamEncoder:
             if not self.finish_sent:  # the engine reported the finish after the last token: an empty delta says so
                 buf += frame(self.factory.token_chunk("", self.sent, live.finish_reason))
             if self.include_usage:
-                buf += frame(self.factory.usage_chunk(self.sent))
+                buf += frame(self.factory.usage_chunk(self.sent, live.cached_tokens))
             buf += DONE
             self.ended = True
         return bytes(buf)

@@ -41,6 +41,9 @@ def record_to_row(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "worker": r.worker,
         "trace_id": r.trace_id,
         "span_id": r.span_id,
+        "first_answer_ns": r.first_answer_ns,
+        "reasoning_tokens": r.reasoning_tokens,
+        "cached_tokens": r.cached_tokens,
     }
 
 
@@ -73,6 +76,9 @@ def row_to_record(row: dict[str, Any]) -> RequestRecord:
         worker=int(row["worker"] or 0),
         trace_id=row.get("trace_id"),
         span_id=row.get("span_id"),
+        first_answer_ns=row.get("first_answer_ns"),
+        reasoning_tokens=row.get("reasoning_tokens"),
+        cached_tokens=row.get("cached_tokens"),
     )
 
 

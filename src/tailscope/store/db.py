@@ -22,7 +22,8 @@ from tailscope.errors import StoreError
 DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
 #: 2: runs gained ``probe`` and the writer's identity and heartbeat; ``folded_batches`` records every folded batch.
 #: 3: requests gained ``trace_id`` and ``span_id`` (``bench --trace-context``).
-SCHEMA_VERSION = 3
+#: 4: requests gained ``first_answer_ns``, ``reasoning_tokens`` and ``cached_tokens``.
+SCHEMA_VERSION = 4
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -53,6 +54,9 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("worker", "INTEGER"),
     ("trace_id", "VARCHAR"),
     ("span_id", "VARCHAR"),
+    ("first_answer_ns", "BIGINT"),
+    ("reasoning_tokens", "INTEGER"),
+    ("cached_tokens", "INTEGER"),
 )
 
 SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -103,7 +107,13 @@ _RUNS_ADDED = (
     ("heartbeat_at", "VARCHAR"),
 )
 #: Columns added to ``requests`` since schema 2, appended in place to older stores (batch folds insert by position).
-_REQUESTS_ADDED = (("trace_id", "VARCHAR"), ("span_id", "VARCHAR"))
+_REQUESTS_ADDED = (
+    ("trace_id", "VARCHAR"),
+    ("span_id", "VARCHAR"),
+    ("first_answer_ns", "BIGINT"),
+    ("reasoning_tokens", "INTEGER"),
+    ("cached_tokens", "INTEGER"),
+)
 
 
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:

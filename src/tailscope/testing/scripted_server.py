@@ -57,6 +57,8 @@ class ScriptedConfig:
     log: bool = True
     reject_fields: tuple[str, ...] = ()  # answer 422 naming them, as transformers serve does for ignore_eos
     send_done: bool = True  # False: end the stream after finish_reason and usage, with no [DONE]
+    reasoning_tokens: int = 0  # the first N tokens are reasoning (delta.reasoning_content), as reasoning models send
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
 
 
 @dataclass(slots=True)
@@ -177,11 +179,22 @@ class _App:
             deadline = await self._sleep_until(deadline)
             sent += k
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if per_chunk_usage else None
-            payload = _event(rid, chat, "tok " * k, usage, finish="length" if sent >= n and not cfg.send_done else None)
+            content: Any = "tok " * k
+            if chat and sent <= cfg.reasoning_tokens:
+                content = {"reasoning_content": "think " * k}
+            payload = _event(rid, chat, content, usage, finish="length" if sent >= n and not cfg.send_done else None)
             times.append(time.perf_counter_ns())
             await resp.write(payload)
             deadline += int(cfg.itl_ms * 1e6)
-        usage_final = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        usage_final: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n,
+            "total_tokens": prompt_tokens + n,
+        }
+        if cfg.reasoning_tokens:
+            usage_final["completion_tokens_details"] = {"reasoning_tokens": min(n, cfg.reasoning_tokens)}
+        if cfg.cached_tokens is not None:
+            usage_final["prompt_tokens_details"] = {"cached_tokens": min(prompt_tokens, cfg.cached_tokens)}
         tail = json.dumps({"id": rid, "object": "chat.completion.chunk", "choices": [], "usage": usage_final})
         done = "data: [DONE]\n\n" if cfg.send_done else ""
         await resp.write(f"data: {tail}\n\n{done}".encode())

@@ -111,6 +111,8 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
     """A bench export that carries every optional part: classes, sessions, shared prefixes, failures, SLOs, loop lag,
     server telemetry, mixed traffic, workers, dialects."""
     records = [record(i, cls="a" if i % 2 else "b", worker=i % 2) for i in range(20)]
+    records += [record(40 + i, reasoning_tokens=2, first_answer_ns=40 * 10_000_000 + 50_000_000, cached_tokens=64)
+                for i in range(2)]  # fmt: skip
     records += [record(20 + t, session_id="s1", turn=t, shared_prefix=True) for t in range(3)]
     records += [record(30, ok=False)]
     records += [RequestRecord(id=31, scheduled_ns=0, sent_ns=0, first_token_ns=1, end_ns=2, status=Status.OK,
@@ -124,7 +126,8 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
         for name, v in (
             ("vllm:num_requests_waiting", 1.0), ("vllm:num_requests_running", 4.0), ("vllm:kv_cache_usage_perc", 0.1),
             ("vllm:prefix_cache_queries_total", 100.0), ("vllm:prefix_cache_hits_total", 50.0),
-            ("vllm:request_success_total", 1.0),
+            ("vllm:request_success_total", 1.0), ("vllm:spec_decode_num_accepted_tokens_total", 30.0),
+            ("vllm:spec_decode_num_draft_tokens_total", 40.0),
         )
     ]  # fmt: skip
     summary["server"] = {**summarize_server(samples), "scrapes": {"ok": 3, "failed": 0}}

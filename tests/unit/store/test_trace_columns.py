@@ -46,9 +46,10 @@ def test_a_store_without_the_trace_columns_opens_and_takes_new_records(tmp_path:
     store = RunStore(path)
     store.create_run(_run("old"))
     store.write_records("old", [_record(0, traced=False)])
-    # make it look like a schema-2 store: no trace columns
+    # make it look like a schema-2 store: none of the columns added since (trace ids, answer/reasoning/cache)
     con = duckdb.connect(str(path))
-    con.execute("ALTER TABLE requests DROP COLUMN trace_id; ALTER TABLE requests DROP COLUMN span_id")
+    for name in ("trace_id", "span_id", "first_answer_ns", "reasoning_tokens", "cached_tokens"):
+        con.execute(f"ALTER TABLE requests DROP COLUMN {name}")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
     reopened = RunStore(path)

@@ -1,0 +1,55 @@
+"""What modern servers return: reasoning before the answer, and cached prompt tokens — measured per request against
+a server that sends them, and the built-in engine reports its prefix-cache hits in usage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tailscope
+from tailscope.metrics.request import ttft_ms
+from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+
+pytestmark = pytest.mark.integration
+
+
+def test_reasoning_tokens_and_the_first_answer_token_are_measured() -> None:
+    cfg = ScriptedConfig(ttft_ms=10, itl_ms=5, reasoning_tokens=6, cached_tokens=3)
+    with ScriptedServer(cfg) as srv:
+        res = tailscope.bench(srv.url, requests=5, output_tokens=10, metrics_url="off")
+    assert res.summary.requests.completed == 5
+    for r in res.records:
+        assert r.reasoning_tokens == 6
+        assert r.output_tokens == 10
+        assert r.first_answer_ns is not None
+        assert r.first_token_ns is not None
+        # the answer starts after the six reasoning tokens: five inter-token gaps of 5 ms later than the first token
+        assert (r.first_answer_ns - r.first_token_ns) / 1e6 >= 6 * 5 * 0.8
+        assert r.cached_tokens == 3
+    doc = res.summary_dict()
+    block = doc["reasoning"]
+    assert block["requests"] == 5
+    assert block["reasoning_tokens"]["p50"] == 6
+    assert block["answer_tokens"]["p50"] == 4
+    assert block["ttfa_ms"]["p50"] > min(t for r in res.records if (t := ttft_ms(r)) is not None)
+    assert doc["prompt_cache"]["cached_tokens"] == 15
+
+
+def test_the_built_in_engine_reports_its_prefix_cache_hits_in_usage(tmp_path: Path) -> None:
+    profile = tmp_path / "shared.yaml"
+    profile.write_text(
+        "name: shared\n"
+        "classes: [{name: q, input_tokens: 40, output_tokens: 4}]\n"
+        "shared_prefix: {tokens: 512, variants: 1, share: 1.0}\n"
+        "arrival: {mode: closed, concurrency: 1}\n"
+        "stop: {requests: 8}\n"
+    )
+    res = tailscope.bench(profile=profile)
+    assert all(r.cached_tokens is not None for r in res.records)
+    cache = res.summary.prompt_cache
+    assert cache is not None
+    assert cache.hit_rate is not None
+    # after the first request the 512-token system prompt (whole blocks of it) comes from the cache
+    assert cache.hit_rate > 0.5, cache
+    assert res.records[0].cached_tokens == 0
