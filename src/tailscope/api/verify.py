@@ -298,27 +298,58 @@ def compare(
 
 
 @public
-def diagnose(run: RunRef = "latest", *, traces: Any = None, store: StorePath | RunStore | None = None) -> Diagnosis:
-    """Turn a run's numbers into findings — symptom, evidence, likely cause, next actions — highest impact first.
+def diagnose(
+    run: RunRef = "latest",
+    *,
+    traces: Any = None,
+    baseline: RunRef | None = None,
+    store: StorePath | RunStore | None = None,
+) -> Diagnosis:
+    """Turn a run's numbers into findings — symptom, evidence, likely cause, next actions — highest impact first,
+    and walk the method's troubleshooting trees on it.
 
     Rules: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference, long-output tails,
     stalls, client bottleneck, rate limiting and error bursts, cold start; with ``traces``, engineering layers,
     waterfalls and retries on the critical path.
 
+    Trees (``diagnosis.trees``, :mod:`tailscope.verify.trees`): TTFT high, TPOT high, stuttering, OOM under
+    concurrency, P99 ≫ P50, throughput ceiling, smaller model slower, cost spike — each branch with a verdict
+    (``yes``/``no``/``unknown``) from the run's records, server metrics and GPU telemetry (``bench --telemetry-url``).
+
     Args:
         run: the run (a result, a store reference or an export path).
         traces: a trace set name, a ``tailscope trace analyze --json`` file, or an analysis (a dict, or a result
             with ``to_dict()``), for the critical-path rules.
+        baseline: a run to compare with for the "smaller model slower" and "cost spike" trees.
         store: where references are looked up (only read).
 
     Returns:
-        ``diagnosis.findings`` (each with ``rule``, ``title``, ``evidence``, ``cause``, ``actions``, ``impact``) and
-        ``diagnosis.to_dict()`` (``tailscope diagnose --json``).
+        ``diagnosis.findings`` (each with ``rule``, ``title``, ``evidence``, ``cause``, ``actions``, ``impact``),
+        ``diagnosis.trees`` / ``diagnosis.symptoms`` and ``diagnosis.to_dict()`` (``tailscope diagnose --json``).
     """
+    from tailscope.verify.findings import build_view
+    from tailscope.verify.trees import walk_trees
+
     data = load_run(run, store=store)
     trace = _trace_analysis(traces, store) if traces is not None else None
     found = run_rules(data.records, data.samples, trace=trace, settings=data.settings)
-    return Diagnosis(data.id, tuple(found))
+    view = build_view(data.records, data.samples, trace=trace, settings=data.settings)
+    base = load_run(baseline, store=store) if baseline is not None else None
+    trees = walk_trees(
+        view,
+        gpu=(data.summary or {}).get("gpu") if data.summary else None,
+        model=_model_of(data),
+        baseline=build_view(base.records, base.samples, settings=base.settings) if base is not None else None,
+        baseline_model=_model_of(base) if base is not None else None,
+        summary=data.summary,
+    )
+    return Diagnosis(data.id, tuple(found), trees=trees)
+
+
+def _model_of(data: RunData) -> str | None:
+    target = data.run.get("target") if isinstance(data.run, Mapping) else None
+    model = target.get("model") if isinstance(target, Mapping) else None
+    return str(model) if model else None
 
 
 @public

@@ -140,7 +140,12 @@ def test_diagnosis_joins_a_gate_that_does_not_pass() -> None:
     assert passed.passed
     assert passed.diagnosis is None
     diagnosis = tailscope.diagnose(run)
-    assert diagnosis.to_dict() == {"run": "r", "findings": [f.to_dict() for f in diagnosis.findings]}
+    assert diagnosis.to_dict() == {
+        "run": "r",
+        "findings": [f.to_dict() for f in diagnosis.findings],
+        "trees": [t.to_dict() for t in diagnosis.trees],
+    }
+    assert {t.symptom for t in diagnosis.trees} >= {"ttft_high", "tpot_high", "tail", "cost_spike"}
     assert [f.rule for f in diagnosis.findings] == [f.rule for f in failed.findings]
 
 
