@@ -190,7 +190,7 @@ def _trace_analysis(traces: Any, store: StorePath | RunStore | None) -> Mapping[
 @public
 def gate(
     contract: ContractRef,
-    run: RunRef = "latest",
+    run: RunRef | None = "latest",
     *,
     baseline: RunRef | None = None,
     traces: str | os.PathLike[str] | Mapping[str, Any] | None = None,
@@ -213,6 +213,9 @@ def gate(
         seed: the bootstrap's seed (default: the contract's ``regression.seed``).
         diagnose: when the gate does not pass, attach the run's diagnosis (``result.findings``).
 
+    A **trace-only** gate (``run=None`` with ``traces``) evaluates the contract's ``layers:`` SLOs on the trace set
+    alone — no bench run needed; its SLO and regression checks are left out (and named in ``result.notes``).
+
     Returns:
         ``result.passed``, ``result.checks`` (each with its verdict, observed value, limit and interval),
         ``result.exit_code`` (0 pass, 1 fail, 2 missing data) and ``result.to_dict()`` (``tailscope gate --json``).
@@ -221,6 +224,8 @@ def gate(
         ContractError: the contract or an export is invalid. NotFoundError: the run or the trace set is not there.
     """
     spec = as_contract(contract)
+    if run is None:
+        return _trace_only_gate(spec, traces, store=store)
     run_data = load_run(run, store=store)
     base_ref = baseline if baseline is not None else (spec.regression.baseline if spec.regression else None)
     base_data = None
@@ -244,6 +249,30 @@ def gate(
         found = run_rules(run_data.records, run_data.samples, settings=run_data.settings)
         result = replace(result, diagnosis=Diagnosis(run_data.id, tuple(found)))
     return result
+
+
+def _trace_only_gate(
+    spec: Contract, traces: str | os.PathLike[str] | Mapping[str, Any] | None, *, store: StorePath | RunStore | None
+) -> GateResult:
+    """The layer SLOs of a contract on a trace set, with no run."""
+    if traces is None:
+        raise ConfigError("a trace-only gate (no run) needs a trace set: pass --traces SET (or traces= in Python)")
+    if not spec.layers:
+        raise ConfigError(
+            f"contract {spec.name!r} has no layers: SLOs, so a trace set alone checks nothing; add "
+            "`layers: [{layer: retrieval, percentile: p99, max_ms: 200}]` or gate a run with --run"
+        )
+    samples = load_layer_samples(traces, store=store)
+    label = traces if isinstance(traces, str) else "traces" if isinstance(traces, Mapping) else str(traces)
+    result = evaluate(replace(spec, slos=(), regression=None), RunData(id=f"trace set {label}", kind="trace"),
+                      layer_samples=samples)  # fmt: skip
+    skipped = [s.name for s in spec.slos] + ([lim.key for lim in spec.regression.limits] if spec.regression else [])
+    notes = (
+        ("trace-only gate: the contract's run checks were not evaluated (" + ", ".join(skipped) + ")",)
+        if skipped
+        else ()
+    )
+    return replace(result, notes=result.notes + notes)
 
 
 @public
