@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "CapacityResult": "tailscope.api.plan",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
+    "Checklist": "tailscope.verify.checklist",
     "CollectResult": "tailscope.api.trace",
     "ComparisonResult": "tailscope.verify.compare",
     "ConfigError": "tailscope.errors",
@@ -83,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "bench_repeat": "tailscope.api.bench",
     "calibrate": "tailscope.api.twin",
     "calibrate_async": "tailscope.api.twin",
+    "checklist": "tailscope.api.checklist",
     "collect_traces": "tailscope.api.trace",
     "collect_traces_async": "tailscope.api.trace",
     "compare": "tailscope.api.verify",
@@ -132,6 +134,7 @@ __all__ = [
     "CapacityResult",
     "CatalogError",
     "CheckResult",
+    "Checklist",
     "CollectResult",
     "ComparisonResult",
     "ConfigError",
@@ -195,6 +198,7 @@ __all__ = [
     "bench_repeat",
     "calibrate",
     "calibrate_async",
+    "checklist",
     "collect_traces",
     "collect_traces_async",
     "compare",
@@ -250,6 +254,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.checklist import checklist
     from tailscope.api.plan import (
         CapacityResult,
         plan_budget,
@@ -332,6 +337,7 @@ if TYPE_CHECKING:
     from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
     from tailscope.store.runs import RunStore
     from tailscope.verify.alerts import AlertRules
+    from tailscope.verify.checklist import Checklist
     from tailscope.verify.compare import ComparisonResult
     from tailscope.verify.contract import Contract
     from tailscope.verify.diagnose import Diagnosis
