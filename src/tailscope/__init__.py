@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "plan_estimate": "tailscope.api.plan",
     "plan_kv": "tailscope.api.plan",
     "plan_napkin": "tailscope.api.plan",
+    "plan_routing": "tailscope.api.routing",
     "repair_store": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
     "show_run": "tailscope.api.runs",
@@ -222,6 +223,7 @@ __all__ = [
     "plan_estimate",
     "plan_kv",
     "plan_napkin",
+    "plan_routing",
     "repair_store",
     "report_html",
     "show_run",
@@ -265,6 +267,7 @@ if TYPE_CHECKING:
         plan_napkin,
     )
     from tailscope.api.report import report_html, write_report
+    from tailscope.api.routing import plan_routing
     from tailscope.api.runs import (
         RunListing,
         RunView,

@@ -191,3 +191,9 @@ def budget(
     doc = plan.to_dict()
     doc["contract"] = plan.contract()
     _emit(doc, json_out, lambda con: print_budget(con, plan, out))
+
+
+# model routing and tiers (issue 24 item 11) lives in its own module
+from tailscope.cli.plan_routing import routing as _routing  # noqa: E402
+
+plan_app.command("routing")(_routing)
