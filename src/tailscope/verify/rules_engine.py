@@ -363,10 +363,19 @@ def stalls(v: RunView) -> Finding | None:
             f"{int(in_prefill.sum())} of {in_prefill.size} pauses ({prefill_share:.0%}) fall inside another "
             "request's prefill"
         )
+    actions: tuple[str, ...] = (
+        "check preemptions and KV usage at the stall times (`tailscope report`); see the KV-pressure actions",
+        "disable response buffering on proxies in the path (nginx: proxy_buffering off)",
+        "look for host-level pauses: CPU throttling, swap, Python GC in the server",
+    )
     if prefill_share >= STALL_PREFILL_SHARE and (pre is None or pre.delta == 0):
         cause = (
             "other requests' prefills: the pauses coincide with prompts being admitted into the running batch "
             "(see prefill interference), not preemption, GC or a proxy"
+        )
+        actions = (
+            "split prefills across steps: chunked prefill with a lower max_num_batched_tokens",
+            "serve long prompts apart (their own replicas, or prefill/decode disaggregation)",
         )
     return Finding(
         rule="stalls",
@@ -375,10 +384,6 @@ def stalls(v: RunView) -> Finding | None:
         f"{itl_med:.1f} ms",
         evidence=tuple(evidence),
         cause=cause,
-        actions=(
-            "check preemptions and KV usage at the stall times (`tailscope report`); see the KV-pressure actions",
-            "disable response buffering on proxies in the path (nginx: proxy_buffering off)",
-            "look for host-level pauses: CPU throttling, swap, Python GC in the server",
-        ),
+        actions=actions,
         impact=clip01(0.3 + count / ok),
     )

@@ -283,3 +283,15 @@ def test_trees_render_and_serialise() -> None:
     assert doc["trees"][2]["symptom"] == "stutter"
     assert doc["trees"][2]["branches"][0]["verdict"] == "yes"
     assert d.tree("stutter").causes[0].check.startswith("Do pauses coincide")
+
+
+def test_stalls_inside_prefills_are_not_blamed_on_proxies_or_gc() -> None:
+    from tailscope.verify.diagnose import diagnose
+
+    found = {f.rule: f for f in diagnose(_interference(True), gauge("vllm:num_preemptions_total", [0] * 25))}
+    assert "prefill_interference" in found
+    stalls = found["stalls"]
+    assert "other requests' prefills" in stalls.cause
+    assert not any("proxy" in a or "GC" in a for a in stalls.actions)
+    assert any("chunked prefill" in a for a in stalls.actions)
+    assert "0 preemptions: not KV pressure" in found["prefill_interference"].evidence
