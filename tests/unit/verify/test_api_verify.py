@@ -250,3 +250,17 @@ def test_trace_only_gate_needs_no_run() -> None:
         tailscope.gate(contract, run=None)
     with pytest.raises(tailscope.ConfigError, match="no layers"):
         tailscope.gate({"slo": contract["slo"]}, run=None, traces=layers)
+
+
+def test_diagnose_with_a_baseline_walks_the_comparison_trees() -> None:
+    small = replace(
+        lognormal_run("small", 300, seed=9, ttft_median_ms=400, n_out=24), run={"target": {"model": "m-7b"}}
+    )
+    big = replace(lognormal_run("big", 300, seed=10, ttft_median_ms=200, n_out=8), run={"target": {"model": "m-70b"}})
+    d = tailscope.diagnose(small, baseline=big)
+    slower = d.tree("smaller_model_slower")
+    assert slower.present
+    assert "m-7b (7B)" in slower.evidence
+    assert next(b for b in slower.branches if "more tokens" in b.check).verdict == "yes"
+    assert d.tree("cost_spike").present is not None  # compared: tokens per request against the baseline
+    assert tailscope.diagnose(small).tree("smaller_model_slower").present is None
