@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "RequestCounts": "tailscope.records",
     "RequestRecord": "tailscope.records",
     "RequestSpec": "tailscope.workload.spec",
+    "RoutingPlan": "tailscope.plan.routing",
     "Run": "tailscope.records",
     "RunData": "tailscope.verify.rundata",
     "RunKind": "tailscope.records",
@@ -163,6 +164,7 @@ __all__ = [
     "RequestCounts",
     "RequestRecord",
     "RequestSpec",
+    "RoutingPlan",
     "Run",
     "RunData",
     "RunKind",
@@ -321,6 +323,7 @@ if TYPE_CHECKING:
     from tailscope.plan.estimate import Estimate
     from tailscope.plan.kv import KvPlan
     from tailscope.plan.napkin import CostPlan, NapkinCapacity
+    from tailscope.plan.routing import RoutingPlan
     from tailscope.records import (
         ErrorClass,
         RequestCounts,
