@@ -48,7 +48,7 @@ def test_dcgm_exporter_scraped_beside_the_engine(tmp_path: Path) -> None:
     assert stored.summary["gpu"]["gpus"] == 2
     assert stored.run.settings["telemetry_urls"] == [exp.url]
     diagnosis = tailscope.diagnose(result.run.id, store=db)
-    batching = next(b for b in diagnosis.tree("tpot_high").branches if "batching" in b.check)
+    batching = next(b for b in diagnosis.tree("tpot_high").branches if "batch too small" in b.check)
     assert batching.verdict == "yes"  # 35 % GPU utilisation: the batch is too small
     assert "GPU utilisation mean 35 %" in batching.evidence
 

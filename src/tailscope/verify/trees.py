@@ -209,7 +209,7 @@ def ttft_tree(t: TreeInput) -> Tree:
     burst, nb = _burst_share(v)
     branches = [
         Branch(
-            "Is streaming on?",
+            "Is streaming off (answers arrive as one event)?",
             YES if single >= 0.5 else NO if n else UNKNOWN,
             f"{single:.0%} of {n} answers arrived as one event" if n else "no multi-token answers",
             "stream the answer (SSE): the first token then arrives after prefill, not after the whole answer",
@@ -260,7 +260,7 @@ def ttft_tree(t: TreeInput) -> Tree:
     misses = hit is not None and hit < 0.3 and shared >= 0.5
     branches.append(
         Branch(
-            "Does the KV (prefix) cache hit? (dynamic fields in the prompt make it miss)",
+            "Does the prefix (KV) cache miss — dynamic fields in the prompt?",
             UNKNOWN if hit is None else YES if misses else NO,
             "no prefix-cache metric scraped"
             if hit is None
@@ -294,15 +294,15 @@ def tpot_tree(t: TreeInput) -> Tree:
     dram = t.gpu.get("dram_active")
     branches = [
         Branch(
-            "Is the model quantised?",
-            UNKNOWN if not t.model else NO if not quant else YES,
+            "Are the weights unquantised (FP16/BF16: twice the bytes per decode step of INT8)?",
+            UNKNOWN if not t.model else NO if quant else YES,
             "model not known"
             if not t.model
             else f"model {t.model!r} " + ("names a quantisation" if quant else "names no quantisation (FP16/BF16)"),
             "evaluate INT8 / AWQ INT4 weights: half the bytes per decode step; check quality on the business metric",
         ),
         Branch(
-            "Is batching used well? (low GPU utilisation = the batch is too small)",
+            "Is the batch too small (GPU utilisation low)?",
             UNKNOWN if util is None else YES if util < GPU_LOW_PCT else NO,
             (f"GPU utilisation mean {util:.0f} %" if util is not None else "no GPU telemetry (give --telemetry-url)")
             + (f"; running batch mean {running.values.mean():.1f}" if running is not None else "")
@@ -310,7 +310,7 @@ def tpot_tree(t: TreeInput) -> Tree:
             "raise max_num_seqs / max_num_batched_tokens; send more concurrent requests per replica",
         ),
         Branch(
-            "Is speculative decoding on, and does it pay?",
+            "Is speculative decoding off, or not paying?",
             UNKNOWN
             if accepted is None or drafted is None
             else YES
@@ -624,7 +624,7 @@ def smaller_model_tree(t: TreeInput) -> Tree:
     quant = bool(t.model and _QUANT.search(t.model))
     branches = [
         Branch(
-            "Is the small model's batch full?",
+            "Is the small model's batch emptier than the baseline's?",
             UNKNOWN
             if run_me is None or run_b is None
             else YES
@@ -687,7 +687,7 @@ def cost_tree(t: TreeInput) -> Tree:
             "route simple requests to small tiers (`tailscope plan routing`); max_tokens and prompt budgets",
         ),
         Branch(
-            "Do the caches still hit (prompt caching, semantic cache)?",
+            "Have the caches stopped hitting (prompt caching, semantic cache)?",
             UNKNOWN
             if hit is None
             else YES

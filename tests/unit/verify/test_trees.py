@@ -59,10 +59,10 @@ def test_ttft_streaming_off_and_buffered_stream() -> None:
     ]
     t = walk(one_event)["ttft_high"]
     assert t.present
-    assert verdict(t, "streaming on") == "yes"
+    assert verdict(t, "streaming off") == "yes"
     buffered = healthy_records(ttft_ms=3000.0, gaps_ms=[0.01] * 15)  # every token within 0.2 ms, after 3 s
     t = walk(buffered)["ttft_high"]
-    assert verdict(t, "streaming on") == "no"
+    assert verdict(t, "streaming off") == "no"
     assert verdict(t, "buffer the stream") == "yes"
     assert "100% of 200 streamed answers arrived in one burst" in t.branches[1].evidence
     assert verdict(walk(slow)["ttft_high"], "buffer the stream") == "no"  # tokens spread: a real stream
@@ -101,8 +101,8 @@ def test_tpot_branches() -> None:
     low_util = dcgm("DCGM_FI_DEV_GPU_UTIL", [30] * 25) + dcgm("DCGM_FI_PROF_DRAM_ACTIVE", [0.2] * 25)
     t = walk(slow, low_util, model="meta-llama/Llama-3.1-70B-Instruct")["tpot_high"]
     assert t.present
-    assert verdict(t, "quantised") == "no"
-    assert verdict(t, "batching") == "yes"
+    assert verdict(t, "unquantised") == "yes"  # the method: not quantised → evaluate AWQ INT4
+    assert verdict(t, "batch too small") == "yes"
     assert verdict(t, "overkill") == "yes"  # 70B for ~16-token answers
     assert verdict(t, "bandwidth") == "no"
     assert verdict(t, "speculative") == "unknown"
@@ -111,8 +111,8 @@ def test_tpot_branches() -> None:
         "vllm:spec_decode_num_accepted_tokens_total", np.linspace(0, 200, 25)
     )
     t = walk(slow, busy + spec, model="Qwen2.5-7B-Instruct-AWQ")["tpot_high"]
-    assert verdict(t, "quantised") == "yes"
-    assert verdict(t, "batching") == "no"
+    assert verdict(t, "unquantised") == "no"
+    assert verdict(t, "batch too small") == "no"
     assert verdict(t, "bandwidth") == "yes"
     assert verdict(t, "speculative") == "yes"  # 20 % acceptance: drafting does not pay
     assert "acceptance 20%" in t.branches[2].evidence
