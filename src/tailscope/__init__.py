@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "CapacityResult": "tailscope.api.plan",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
+    "Checklist": "tailscope.verify.checklist",
     "CollectResult": "tailscope.api.trace",
     "ComparisonResult": "tailscope.verify.compare",
     "ConfigError": "tailscope.errors",
@@ -51,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "RequestCounts": "tailscope.records",
     "RequestRecord": "tailscope.records",
     "RequestSpec": "tailscope.workload.spec",
+    "RoutingPlan": "tailscope.plan.routing",
     "Run": "tailscope.records",
     "RunData": "tailscope.verify.rundata",
     "RunKind": "tailscope.records",
@@ -88,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "cacheability": "tailscope.api.trace",
     "calibrate": "tailscope.api.twin",
     "calibrate_async": "tailscope.api.twin",
+    "checklist": "tailscope.api.checklist",
     "collect_traces": "tailscope.api.trace",
     "collect_traces_async": "tailscope.api.trace",
     "compare": "tailscope.api.verify",
@@ -112,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "plan_kv": "tailscope.api.plan",
     "plan_napkin": "tailscope.api.plan",
     "plan_unit_cost": "tailscope.api.plan",
+    "plan_routing": "tailscope.api.routing",
     "repair_store": "tailscope.api.runs",
     "runs_trend": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
@@ -146,6 +150,7 @@ __all__ = [
     "CapacityResult",
     "CatalogError",
     "CheckResult",
+    "Checklist",
     "CollectResult",
     "ComparisonResult",
     "ConfigError",
@@ -173,6 +178,7 @@ __all__ = [
     "RequestCounts",
     "RequestRecord",
     "RequestSpec",
+    "RoutingPlan",
     "Run",
     "RunData",
     "RunKind",
@@ -211,6 +217,7 @@ __all__ = [
     "cacheability",
     "calibrate",
     "calibrate_async",
+    "checklist",
     "collect_traces",
     "collect_traces_async",
     "compare",
@@ -234,6 +241,7 @@ __all__ = [
     "plan_estimate",
     "plan_kv",
     "plan_napkin",
+    "plan_routing",
     "plan_unit_cost",
     "repair_store",
     "report_html",
@@ -273,6 +281,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.checklist import checklist
     from tailscope.api.plan import (
         CapacityResult,
         plan_budget,
@@ -284,6 +293,7 @@ if TYPE_CHECKING:
         plan_unit_cost,
     )
     from tailscope.api.report import report_html, write_report
+    from tailscope.api.routing import plan_routing
     from tailscope.api.runs import (
         RunListing,
         RunView,
@@ -342,6 +352,7 @@ if TYPE_CHECKING:
     from tailscope.plan.estimate import Estimate
     from tailscope.plan.kv import KvPlan
     from tailscope.plan.napkin import CostPlan, NapkinCapacity
+    from tailscope.plan.routing import RoutingPlan
     from tailscope.records import (
         ErrorClass,
         RequestCounts,
@@ -361,6 +372,7 @@ if TYPE_CHECKING:
     from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
     from tailscope.store.runs import RunStore
     from tailscope.verify.alerts import AlertRules
+    from tailscope.verify.checklist import Checklist
     from tailscope.verify.compare import ComparisonResult
     from tailscope.verify.contract import Contract
     from tailscope.verify.diagnose import Diagnosis

@@ -345,3 +345,26 @@ def test_alerts_bad_flags_give_one_clear_line(tmp_path: Path, args: list[str], n
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith(f"tailscope: error: {needle}")
     assert not (tmp_path / "rules.yaml").exists()
+
+
+def test_trace_only_gate_from_the_cli(tmp_path: Path) -> None:
+    """`tailscope gate --contract C --traces SET`: a dependency contract gated on traces alone, no bench run."""
+    spans = tmp_path / "layers.json"
+    spans.write_text(json.dumps({"layers": {"retrieval": [60.0 + i for i in range(200)], "gateway": [8.0] * 200}}))
+    contract = tmp_path / "deps.yaml"
+    contract.write_text(
+        "name: deps\nlayers:\n  - {layer: retrieval, percentile: p99.9, max_ms: 200}\n"
+        "  - {layer: gateway, percentile: p99, max_ms: 50}\n"
+    )
+    db = str(tmp_path / "empty.duckdb")  # no store at all: nothing but the traces is read
+    p = cli("gate", "--contract", str(contract), "--traces", str(spans), "--db", db, "--json", "-")
+    assert p.returncode == 1, p.stdout + p.stderr  # retrieval p99.9 ≈ 259 ms > 200 ms
+    doc = json.loads(p.stdout)
+    assert [c["verdict"] for c in doc["checks"]] == ["fail", "pass"]
+    assert doc["run"].startswith("trace set")
+    loose = tmp_path / "loose.yaml"
+    loose.write_text("name: deps\nlayers:\n  - {layer: retrieval, percentile: p99, max_ms: 300}\n")
+    assert cli("gate", "--contract", str(loose), "--traces", str(spans), "--db", db).returncode == 0
+    p = cli("gate", str(loose), "--trace-only", "--db", db)
+    assert p.returncode == 2
+    assert "needs --traces" in p.stderr

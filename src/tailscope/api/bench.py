@@ -116,6 +116,7 @@ async def bench_async(
     request_template: PathLike | None = None,
     trace_context: str | float | bool = "off",
     tracestate: str | None = None,
+    telemetry_url: str | Sequence[str] = (),
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

@@ -197,7 +197,7 @@ def _trace_analysis(traces: Any, store: StorePath | RunStore | None) -> Mapping[
 @public
 def gate(
     contract: ContractRef,
-    run: RunRef = "latest",
+    run: RunRef | None = "latest",
     *,
     baseline: RunRef | None = None,
     traces: str | os.PathLike[str] | Mapping[str, Any] | None = None,
@@ -220,6 +220,9 @@ def gate(
         seed: the bootstrap's seed (default: the contract's ``regression.seed``).
         diagnose: when the gate does not pass, attach the run's diagnosis (``result.findings``).
 
+    A **trace-only** gate (``run=None`` with ``traces``) evaluates the contract's ``layers:`` SLOs on the trace set
+    alone — no bench run needed; its SLO and regression checks are left out (and named in ``result.notes``).
+
     Returns:
         ``result.passed``, ``result.checks`` (each with its verdict, observed value, limit and interval),
         ``result.exit_code`` (0 pass, 1 fail, 2 missing data) and ``result.to_dict()`` (``tailscope gate --json``).
@@ -228,6 +231,8 @@ def gate(
         ContractError: the contract or an export is invalid. NotFoundError: the run or the trace set is not there.
     """
     spec = as_contract(contract)
+    if run is None:
+        return _trace_only_gate(spec, traces, store=store)
     run_data = load_run(run, store=store)
     base_ref = baseline if baseline is not None else (spec.regression.baseline if spec.regression else None)
     base_data = None
@@ -251,6 +256,30 @@ def gate(
         found = run_rules(run_data.records, run_data.samples, settings=run_data.settings)
         result = replace(result, diagnosis=Diagnosis(run_data.id, tuple(found)))
     return result
+
+
+def _trace_only_gate(
+    spec: Contract, traces: str | os.PathLike[str] | Mapping[str, Any] | None, *, store: StorePath | RunStore | None
+) -> GateResult:
+    """The layer SLOs of a contract on a trace set, with no run."""
+    if traces is None:
+        raise ConfigError("a trace-only gate (no run) needs a trace set: pass --traces SET (or traces= in Python)")
+    if not spec.layers:
+        raise ConfigError(
+            f"contract {spec.name!r} has no layers: SLOs, so a trace set alone checks nothing; add "
+            "`layers: [{layer: retrieval, percentile: p99, max_ms: 200}]` or gate a run with --run"
+        )
+    samples = load_layer_samples(traces, store=store)
+    label = traces if isinstance(traces, str) else "traces" if isinstance(traces, Mapping) else str(traces)
+    result = evaluate(replace(spec, slos=(), regression=None), RunData(id=f"trace set {label}", kind="trace"),
+                      layer_samples=samples)  # fmt: skip
+    skipped = [s.name for s in spec.slos] + ([lim.key for lim in spec.regression.limits] if spec.regression else [])
+    notes = (
+        ("trace-only gate: the contract's run checks were not evaluated (" + ", ".join(skipped) + ")",)
+        if skipped
+        else ()
+    )
+    return replace(result, notes=result.notes + notes)
 
 
 @public
@@ -332,27 +361,58 @@ def _run_costs(
 
 
 @public
-def diagnose(run: RunRef = "latest", *, traces: Any = None, store: StorePath | RunStore | None = None) -> Diagnosis:
-    """Turn a run's numbers into findings — symptom, evidence, likely cause, next actions — highest impact first.
+def diagnose(
+    run: RunRef = "latest",
+    *,
+    traces: Any = None,
+    baseline: RunRef | None = None,
+    store: StorePath | RunStore | None = None,
+) -> Diagnosis:
+    """Turn a run's numbers into findings — symptom, evidence, likely cause, next actions — highest impact first,
+    and walk the method's troubleshooting trees on it.
 
     Rules: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference, long-output tails,
     stalls, client bottleneck, rate limiting and error bursts, cold start; with ``traces``, engineering layers,
     waterfalls and retries on the critical path.
 
+    Trees (``diagnosis.trees``, :mod:`tailscope.verify.trees`): TTFT high, TPOT high, stuttering, OOM under
+    concurrency, P99 ≫ P50, throughput ceiling, smaller model slower, cost spike — each branch with a verdict
+    (``yes``/``no``/``unknown``) from the run's records, server metrics and GPU telemetry (``bench --telemetry-url``).
+
     Args:
         run: the run (a result, a store reference or an export path).
         traces: a trace set name, a ``tailscope trace analyze --json`` file, or an analysis (a dict, or a result
             with ``to_dict()``), for the critical-path rules.
+        baseline: a run to compare with for the "smaller model slower" and "cost spike" trees.
         store: where references are looked up (only read).
 
     Returns:
-        ``diagnosis.findings`` (each with ``rule``, ``title``, ``evidence``, ``cause``, ``actions``, ``impact``) and
-        ``diagnosis.to_dict()`` (``tailscope diagnose --json``).
+        ``diagnosis.findings`` (each with ``rule``, ``title``, ``evidence``, ``cause``, ``actions``, ``impact``),
+        ``diagnosis.trees`` / ``diagnosis.symptoms`` and ``diagnosis.to_dict()`` (``tailscope diagnose --json``).
     """
+    from tailscope.verify.findings import build_view
+    from tailscope.verify.trees import walk_trees
+
     data = load_run(run, store=store)
     trace = _trace_analysis(traces, store) if traces is not None else None
     found = run_rules(data.records, data.samples, trace=trace, settings=data.settings)
-    return Diagnosis(data.id, tuple(found))
+    view = build_view(data.records, data.samples, trace=trace, settings=data.settings)
+    base = load_run(baseline, store=store) if baseline is not None else None
+    trees = walk_trees(
+        view,
+        gpu=(data.summary or {}).get("gpu") if data.summary else None,
+        model=_model_of(data),
+        baseline=build_view(base.records, base.samples, settings=base.settings) if base is not None else None,
+        baseline_model=_model_of(base) if base is not None else None,
+        summary=data.summary,
+    )
+    return Diagnosis(data.id, tuple(found), trees=trees)
+
+
+def _model_of(data: RunData) -> str | None:
+    target = data.run.get("target") if isinstance(data.run, Mapping) else None
+    model = target.get("model") if isinstance(target, Mapping) else None
+    return str(model) if model else None
 
 
 @public

@@ -175,6 +175,12 @@ def bench(
         help="Send a W3C traceparent: on, off (default) or a ratio such as 0.1 (drawn from the seed); the trace id "
         "and client span id are kept per request for `tailscope trace join`.",
     ),
+    telemetry_url: list[str] = typer.Option(
+        [],
+        "--telemetry-url",
+        help="A DCGM or node exporter to scrape beside the engine (repeatable), e.g. http://gpu-host:9400/metrics: "
+        "GPU utilisation, memory, bandwidth, power, energy per output token in summary.gpu.",
+    ),
     tracestate: str | None = typer.Option(
         None, "--tracestate", help="A W3C tracestate sent with traceparent, e.g. 'vendor=value'."
     ),
@@ -252,6 +258,7 @@ def options_from(ctx: typer.Context) -> BenchOptions:
             values[name] = () if name == "slo" else None
     values["slo"] = tuple(values["slo"] or ())
     values["headers"] = tuple(values.get("headers") or ())
+    values["telemetry_url"] = tuple(values.get("telemetry_url") or ())
     return BenchOptions(**values)
 
 

@@ -13,11 +13,16 @@ _HELP = """Diagnose a run: saturation, prefill-bound TTFT, prefix-cache misses, 
 long-output tails, stalls, client bottleneck, rate limiting and error bursts, cold start, and (with --traces)
 engineering layers, waterfalls and retries on the critical path. Findings are ordered by impact.
 
+Then the method's troubleshooting trees: TTFT high, TPOT high, stuttering, OOM under concurrency, P99 >> P50,
+throughput ceiling, smaller model slower, cost spike — each check with a verdict from this run's evidence.
+
 Examples:
 
   tailscope diagnose latest
 
   tailscope diagnose out.json --traces prod-traces --json
+
+  tailscope diagnose latest --baseline latest:big-model --all-trees
 """
 
 
@@ -26,17 +31,23 @@ def diagnose(
     traces: str | None = typer.Option(
         None, "--traces", help="Trace set name, or a `trace analyze --json` file, for the critical-path rules."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="A run to compare with (the smaller-model-slower and cost-spike trees)."
+    ),
+    all_trees: bool = typer.Option(
+        False, "--all-trees", help="Show every troubleshooting tree, not only the symptoms the run shows."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the findings and the walked trees as JSON."),
     db: Path | None = DB,
 ) -> None:
     from tailscope.api.verify import diagnose as run_diagnose
     from tailscope.report.verify import findings_text
 
-    diagnosis = run_diagnose(run, traces=traces, store=db)
+    diagnosis = run_diagnose(run, traces=traces, baseline=baseline, store=db)
     if json_out:
         typer.echo(json.dumps(diagnosis.to_dict(), indent=2))
     else:
-        typer.echo(findings_text(diagnosis), nl=False)
+        typer.echo(findings_text(diagnosis, all_trees=all_trees), nl=False)
 
 
 app = command_app()

@@ -25,6 +25,10 @@ Examples:
   tailscope gate contract.yaml --run latest
 
   tailscope gate contract.yaml --run out.json --baseline latest:main --junit gate.xml --markdown gate.md --github
+
+  tailscope gate --contract deps.yaml --traces prod-traces     # trace-only: the layers: SLOs on a trace set
+
+A contract with only `layers:` SLOs and --traces (or --trace-only) is gated on the trace set alone, with no run.
 """
 
 
@@ -34,8 +38,14 @@ def _missing_data(exc: Exception) -> typer.Exit:
 
 
 def gate(
-    contract: Path = typer.Argument(..., help="Contract YAML (see docs/gates.md)."),
-    run: str = typer.Option("latest", "--run", help="latest, a run id (or prefix), latest:TAG, or an export.json."),
+    contract_arg: Path | None = typer.Argument(None, metavar="CONTRACT", help="Contract YAML (see docs/gates.md)."),
+    contract_opt: Path | None = typer.Option(None, "--contract", help="The contract YAML (instead of the argument)."),
+    run: str | None = typer.Option(
+        None, "--run", help="latest (default), a run id (or prefix), latest:TAG, or an export.json."
+    ),
+    trace_only: bool = typer.Option(
+        False, "--trace-only", help="Gate the contract's layers: SLOs on --traces alone (no run)."
+    ),
     baseline: str | None = typer.Option(
         None, "--baseline", help="Baseline run for regression checks (default: the contract's regression.baseline)."
     ),
@@ -63,18 +73,40 @@ def gate(
         gate_text,
     )
 
+    contract = contract_opt or contract_arg
+    if contract is None or (contract_opt is not None and contract_arg is not None):
+        typer.echo(
+            "tailscope: error: give the contract once: `tailscope gate CONTRACT` or --contract CONTRACT", err=True
+        )
+        raise typer.Exit(2)
     spec = load_contract(contract)
-    try:
-        run_data = load_run(run, store=db)
-    except NotFoundError as exc:
-        raise _missing_data(exc) from None
-    try:
-        layers = load_layer_samples(traces, store=db) if traces is not None else None
-    except TailscopeError as exc:
-        raise _missing_data(exc) from None
-    result = run_gate(
-        spec, run_data, baseline=baseline, traces=layers, store=db, strict=strict, seed=seed, diagnose=diagnose
-    )
+    layers_only = not spec.slos and not (spec.regression and spec.regression.limits)
+    if trace_only or (run is None and traces is not None and layers_only):
+        if run is not None:
+            typer.echo("tailscope: error: --trace-only gates a trace set, not a run; drop --run", err=True)
+            raise typer.Exit(2)
+        run_data = None
+    else:
+        try:
+            run_data = load_run(run or "latest", store=db)
+        except NotFoundError as exc:
+            raise _missing_data(exc) from None
+    if run_data is None:
+        if traces is None:
+            typer.echo("tailscope: error: --trace-only needs --traces SET (a trace set or a spans JSON file)", err=True)
+            raise typer.Exit(2)
+        try:
+            result = run_gate(spec, None, traces=traces, store=db)
+        except NotFoundError as exc:
+            raise _missing_data(exc) from None
+    else:
+        try:
+            layers = load_layer_samples(traces, store=db) if traces is not None else None
+        except TailscopeError as exc:
+            raise _missing_data(exc) from None
+        result = run_gate(
+            spec, run_data, baseline=baseline, traces=layers, store=db, strict=strict, seed=seed, diagnose=diagnose
+        )
     found = result.diagnosis
     json_stdout = json_out is not None and str(json_out) == "-"
     # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("tailscope.cli.compare", "Compare runs: which differences are real (bootstrap intervals)."),
     "diagnose": ("tailscope.cli.diagnose", "Turn a run's numbers into findings: symptom, evidence, cause, actions."),
     "alerts": ("tailscope.cli.alerts", "Generate Prometheus alert rules (and a Grafana dashboard) from a contract."),
+    "checklist": ("tailscope.cli.checklist", "The pre-launch checklist: each item evidenced by the store or missing."),
     "report": ("tailscope.cli.report", "Write a self-contained HTML report of runs or a trace set."),
     "ui": ("tailscope.cli.ui", "A local dashboard of the store's runs and trace sets."),
     "mcp": ("tailscope.cli.mcp", "Serve tailscope as Model Context Protocol tools over stdio (for agents)."),

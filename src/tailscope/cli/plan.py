@@ -247,3 +247,9 @@ def budget(
     _emit(doc, json_out, lambda con: print_budget(con, plan, out))
     if not plan.ok:
         raise typer.Exit(1)
+
+
+# model routing and tiers (issue 24 item 11) lives in its own module
+from tailscope.cli.plan_routing import routing as _routing  # noqa: E402
+
+plan_app.command("routing")(_routing)

@@ -53,8 +53,11 @@ class ClusterSpec:
     attention_dp: int = 1
 
     def validate(self) -> ClusterSpec:
-        if self.replicas < 1:
-            raise ConfigError(f"--replicas must be ≥ 1 (got {self.replicas})")
+        from_zero = self.autoscale is not None and self.autoscale.min_replicas == 0
+        if self.replicas < (0 if from_zero else 1):
+            raise ConfigError(
+                f"--replicas must be ≥ 1 (got {self.replicas}); 0 only with an autoscale policy of min_replicas 0"
+            )
         if self.router not in ROUTERS:
             raise ConfigError(f"router {self.router!r}: use one of {', '.join(ROUTERS)}")
         engine_profile(self.backend)

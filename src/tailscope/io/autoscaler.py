@@ -12,7 +12,7 @@ from dataclasses import fields
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tailscope.engine.autoscaler import METRICS, AutoscalePolicy
+from tailscope.engine.autoscaler import METRICS, AutoscalePolicy, ScaleRule, parse_conditions
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import describe, first_problem
@@ -21,12 +21,21 @@ from tailscope.io._yaml import line_of, parse_yaml
 _DEFAULT = AutoscalePolicy()
 
 
+class _RuleM(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    up: str | None = None
+    down: str | None = None
+    for_s: float = Field(default=0.0, ge=0)
+    step: int = Field(default=1, ge=1)
+
+
 class _PolicyM(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     metric: str = _DEFAULT.metric
     target: float = Field(default=_DEFAULT.target, gt=0)
-    min_replicas: int = Field(default=_DEFAULT.min_replicas, ge=1)
+    min_replicas: int = Field(default=_DEFAULT.min_replicas, ge=0)
     max_replicas: int = Field(default=_DEFAULT.max_replicas, ge=1)
     scrape_interval_s: float = Field(default=_DEFAULT.scrape_interval_s, gt=0)
     scale_up_cooldown_s: float = Field(default=_DEFAULT.scale_up_cooldown_s, ge=0)
@@ -35,6 +44,8 @@ class _PolicyM(BaseModel):
     load_gbps: float = Field(default=_DEFAULT.load_gbps, gt=0)
     engine_init_s: float = Field(default=_DEFAULT.engine_init_s, ge=0)
     window_s: float = Field(default=_DEFAULT.window_s, ge=0)
+    rules: list[_RuleM] = Field(default_factory=list)
+    cold_start_s: float | None = Field(default=None, ge=0)
 
     @field_validator("metric")
     @classmethod
@@ -72,4 +83,13 @@ def parse_policy(text: str, *, source: str = "<autoscale policy>") -> AutoscaleP
             f"{source}:{line_of(root, ('max_replicas',))}: max_replicas must be ≥ min_replicas "
             f"(got {m.max_replicas} < {m.min_replicas})"
         )
-    return AutoscalePolicy(**{f.name: getattr(m, f.name) for f in fields(AutoscalePolicy)}).validate(source)
+    rules = []
+    for i, r in enumerate(m.rules):
+        where = f"{source}:{line_of(root, ('rules', i))}: rules[{i}]"
+        if (r.up is None) == (r.down is None):
+            raise ConfigError(f"{where}: give exactly one of up: or down: (a condition like 'ttft_p99 > 1000')")
+        action = "up" if r.up is not None else "down"
+        text = r.up if r.up is not None else str(r.down)
+        rules.append(ScaleRule(action, parse_conditions(text, where=where), r.for_s, r.step))
+    plain = {f.name: getattr(m, f.name) for f in fields(AutoscalePolicy) if f.name not in ("rules", "cold_start")}
+    return AutoscalePolicy(**plain, rules=tuple(rules), cold_start=m.cold_start_s).validate(source)

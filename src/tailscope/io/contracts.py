@@ -22,6 +22,7 @@ from tailscope.files import read_user_text
 from tailscope.verify.contract import (
     LATENCY_METRICS,
     RATE_METRICS,
+    RESOURCE_METRICS,
     Contract,
     LayerCheck,
     Regression,
@@ -30,6 +31,7 @@ from tailscope.verify.contract import (
     canonical_percentile,
     parse_limit,
     parse_limit_key,
+    parse_size_mib,
     percentile_label,
 )
 
@@ -53,7 +55,22 @@ _Metric = Literal[
     "output_tokens_per_s",
     "total_tokens_per_s",
     "requests_per_s",
+    "gpu_memory_used_max",
+    "gpu_memory_used_frac_max",
+    "gpu_util_mean",
+    "kv_usage_max",
+    "energy_per_output_token_j",
 ]
+
+
+def _check_limit(v: Any) -> Any:
+    """A limit: a number, or a memory size (``8GiB``) turned into MiB (only ``gpu_memory_used_max`` has sizes)."""
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return parse_size_mib(v)
+    return v
 
 
 def _check_percentile(v: str | float | None) -> str | None:
@@ -85,6 +102,7 @@ class _SloModel(BaseModel):
 
     _pct = field_validator("percentile", mode="before")(_check_percentile)
     _for = field_validator("alert_for", mode="before")(_check_for)
+    _limit = field_validator("max", "min", mode="before")(_check_limit)
 
     @model_validator(mode="after")
     def _consistent(self) -> _SloModel:
@@ -94,6 +112,10 @@ class _SloModel(BaseModel):
             raise ValueError(f"{self.metric} needs a percentile (e.g. percentile: p99)")
         if self.metric in RATE_METRICS and self.percentile is not None:
             raise ValueError(f"{self.metric} is a rate over the run; remove 'percentile'")
+        if self.metric in RESOURCE_METRICS and self.percentile is not None:
+            raise ValueError(f"{self.metric} is read from the run's scraped metrics; remove 'percentile'")
+        if self.metric in RESOURCE_METRICS and self.request_class is not None:
+            raise ValueError(f"{self.metric} is a whole-run figure; remove 'class'")
         return self
 
 

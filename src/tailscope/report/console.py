@@ -61,6 +61,29 @@ def _fmt_rate(x: float | None, unit: str) -> str:
     return "—" if x is None else f"{x:,.2f} {unit}"
 
 
+def _gpu_line(gpu: dict[str, Any]) -> str:
+    """``summary.gpu`` in one line: utilisation, memory, bandwidth, power, energy per output token, host CPU."""
+    bits = []
+    if "util_pct" in gpu:
+        util = gpu["util_pct"]
+        bits.append(f"{gpu.get('gpus', 1)} × util mean {util['mean']:.0f} % (max {util['max']:.0f})")
+    if "memory_used_mib" in gpu:
+        total = gpu.get("memory_total_mib")
+        bits.append(
+            f"memory max {gpu['memory_used_mib']['max'] / 1024:.1f}"
+            + (f" / {total / 1024:.1f} GiB" if total else " GiB")
+        )
+    if "dram_active" in gpu:
+        bits.append(f"DRAM active {gpu['dram_active']['mean']:.0%}")
+    if "power_w" in gpu:
+        bits.append(f"power {gpu['power_w']['mean']:.0f} W")
+    if "energy_per_output_token_j" in gpu:
+        bits.append(f"{gpu['energy_per_output_token_j']:.3g} J/output token")
+    if "cpu_busy_pct" in gpu:
+        bits.append(f"host CPU {gpu['cpu_busy_pct']:.0f} %")
+    return ", ".join(bits) or "no figures (the exporter exposed none of the DCGM fields)"
+
+
 def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     """Everything ``bench`` and ``runs show`` print for one run."""
     parts: list[Any] = []
@@ -134,6 +157,9 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
             f"{spec['acceptance_rate']:.1%} of {spec['draft_tokens']:,.0f} draft tokens accepted (TPOT p50 "
             f"{format_ms(tpot)})",
         )
+    gpu = summary.get("gpu") or {}
+    if gpu:
+        rates.add_row("GPU", _gpu_line(gpu))
     parts.append(rates)
     classes = summary.get("classes") or {}
     if classes:

@@ -225,11 +225,47 @@ def compare_markdown(cmp: ComparisonResult) -> str:
 # -- diagnose ------------------------------------------------------------------------------------------------------
 
 
-def findings_text(diagnosis: Diagnosis) -> str:
-    """Plain-text report of a run's findings."""
+_TREE_MARK = {"yes": "✔ yes    ", "no": "✘ no     ", "unknown": "? unknown"}
+
+
+def trees_text(diagnosis: Diagnosis, *, all_trees: bool = False) -> str:
+    """The method's troubleshooting trees walked on the run: symptoms shown, each branch's verdict and evidence.
+
+    Only the symptoms the run shows unless ``all_trees``; the others are named on one line.
+    """
+    if not diagnosis.trees:
+        return ""
+    shown = [t for t in diagnosis.trees if all_trees or t.present]
+    rest = [t for t in diagnosis.trees if t not in shown]
+    lines = ["Troubleshooting trees (the method's tables: symptom → checks → verdict from this run)", ""]
+    for t in shown:
+        state = "present" if t.present else "absent" if t.present is False else "cannot tell"
+        lines.append(f"■ {t.title}  [{t.symptom}: {state}]  ({t.source})")
+        lines.append(f"  {t.evidence}")
+        for b in t.branches:
+            lines.append(f"  {_TREE_MARK.get(b.verdict, b.verdict)}  {b.check}")
+            lines.append(f"               {b.evidence}")
+            if b.verdict == "yes":
+                lines.append(f"               → {b.remedy}")
+        lines.append("")
+    if rest:
+        lines.append(
+            "not shown by this run: "
+            + ", ".join(f"{t.symptom} ({'absent' if t.present is False else 'cannot tell'})" for t in rest)
+            + " — `--all-trees` walks them too"
+        )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def findings_text(diagnosis: Diagnosis, *, all_trees: bool = False) -> str:
+    """Plain-text report of a run's findings, then the troubleshooting trees."""
     findings, run_id, rules = diagnosis.findings, diagnosis.run_id, diagnosis.rules
+    trees = trees_text(diagnosis, all_trees=all_trees)
     if not findings:
-        return f"run {run_id}: no findings — none of the {len(rules)} rules triggered ({', '.join(rules)}).\n"
+        return f"run {run_id}: no findings — none of the {len(rules)} rules triggered ({', '.join(rules)}).\n" + (
+            f"\n{trees}" if trees else ""
+        )
     lines = [f"run {run_id}: {len(findings)} finding{'s' if len(findings) != 1 else ''}, highest impact first", ""]
     for i, f in enumerate(findings, 1):
         lines.append(f"{i}. {f.title}  [{f.rule}, impact {f.impact:.2f}]")
@@ -240,7 +276,7 @@ def findings_text(diagnosis: Diagnosis) -> str:
         for a in f.actions:
             lines.append(f"   action:   {a}")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines) + ("\n" + trees if trees else "")
 
 
 def findings_markdown(diagnosis: Diagnosis) -> str:

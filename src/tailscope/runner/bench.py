@@ -46,7 +46,7 @@ from tailscope.runner.preflight import (
     probe_dialect,
 )
 from tailscope.runner.progress import Progress
-from tailscope.runner.telemetry import Scraper, probe_metrics
+from tailscope.runner.telemetry import Scraper, TelemetryScrapers, probe_metrics
 from tailscope.workload.profile import MixedTarget
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
@@ -80,6 +80,7 @@ class BenchConfig:
     tokenizer: str | None = None
     prompt_nonce: int | None = None  # fresh prompt text per run (cold caches); None = text from the seed alone
     metrics_url: str | None = "auto"
+    telemetry_urls: tuple[str, ...] = ()  # DCGM / node exporters scraped beside the engine (summary.gpu)
     scrape_interval_s: float = 1.0
     flush_interval_s: float = 1.0
     settings: dict[str, Any] = field(default_factory=dict)
@@ -315,6 +316,7 @@ def finish_bench(
     extra_warnings: tuple[str, ...] = (),
     extra_summary: dict[str, Any] | None = None,
     scraper: Scraper | None = None,
+    telemetry: TelemetryScrapers | None = None,
 ) -> BenchResult:
     """Summarize the records, finish the run in the store and build the result.
 
@@ -327,6 +329,7 @@ def finish_bench(
         extra_warnings
         + store.warnings
         + (scraper.warnings() if scraper is not None else ())
+        + (telemetry.warnings() if telemetry is not None else ())
         + saturation_check(
             records,
             cfg.saturation_windows,
@@ -346,7 +349,7 @@ def finish_bench(
         signal_name=signal_name,
         store_path=store.path,
         t0_ns=t0_ns,
-        extra=dict(extra_summary or {}),
+        extra={**(extra_summary or {}), **(telemetry.summary(records, samples) if telemetry is not None else {})},
         samples=samples,
     )
     store.finish(run.id, status, result.summary_dict())
@@ -428,6 +431,7 @@ async def run_bench(
         )
         restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
+        telemetry = TelemetryScrapers(cfg.telemetry_urls, sample_sink, clock, interval_s=cfg.scrape_interval_s)
         t0 = clock.now_ns()
         t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
         mixed = MixedTraffic(
@@ -437,6 +441,7 @@ async def run_bench(
             if metrics_url:
                 scraper = Scraper(transport, metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s)
                 scraper.start()
+            telemetry.start(t0)
             try:
                 dispatch = await gen.run(specs, cfg.dispatch, t0_ns=t0)
             except BaseException:
@@ -446,6 +451,7 @@ async def run_bench(
         finally:
             if scraper is not None:
                 await scraper.stop()
+            await telemetry.stop()
             restore_signals()
             writer.close()
         # a store that could not keep every record holds an incomplete run, whatever the load did
@@ -463,6 +469,7 @@ async def run_bench(
             extra_warnings=ts.warnings,
             extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary),
             scraper=scraper,
+            telemetry=telemetry,
         )
 
 

@@ -85,6 +85,10 @@ class BenchOptions:
             ratio in (0, 1] (``0.1`` or ``"0.1"``: that share, drawn from the seed so it repeats); the trace id and
             client span id become fields of each traced record (``tailscope trace join`` keys on them).
         tracestate: a W3C ``tracestate`` value sent beside ``traceparent`` (traced requests only).
+        telemetry_url: host/GPU exporters scraped beside the engine's ``/metrics`` on the run's clock: a DCGM
+            exporter (``http://HOST:9400/metrics``) or a node exporter (``:9100/metrics``), one URL or several; their
+            figures land in ``summary.gpu`` (GPU utilisation, memory, bandwidth, power, energy per output token,
+            host CPU) and feed diagnose (see docs/metrics.md).
     """
 
     url: str | None = None
@@ -130,6 +134,8 @@ class BenchOptions:
     request_template: PathLike | None = None
     trace_context: str | float | bool = "off"
     tracestate: str | None = None
+    # host and GPU telemetry (issue 24 item 9)
+    telemetry_url: str | Sequence[str] = ()
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

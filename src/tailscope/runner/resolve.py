@@ -171,6 +171,9 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         settings["headers"] = [name for name, _ in headers]  # names only: values may be credentials
     if template is not None:
         settings["request_template"] = template.settings()
+    telemetry = _telemetry_urls(opts.telemetry_url)
+    if telemetry:
+        settings["telemetry_urls"] = list(telemetry)
     return BenchConfig(
         url=opts.url,
         model=opts.model,
@@ -186,6 +189,7 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         tokenizer=tokenizer,
         prompt_nonce=nonce,
         metrics_url=None if opts.metrics_url == "off" else opts.metrics_url,
+        telemetry_urls=telemetry,
         settings=settings,
         builtin_model=opts.builtin_model,
         builtin_gpu=opts.builtin_gpu,
@@ -194,6 +198,19 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         headers=headers,
         template=template,
     )
+
+
+def _telemetry_urls(value: str | Sequence[str]) -> tuple[str, ...]:
+    """``--telemetry-url``: one URL or several (a comma-separated string is split), each ``http(s)://HOST:PORT/...``."""
+    items = [value] if isinstance(value, str) else list(value)
+    urls = tuple(u.strip() for item in items for u in str(item).split(",") if u.strip())
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"--telemetry-url {u!r}: give the exporter's URL, e.g. http://HOST:9400/metrics (DCGM) or "
+                "http://HOST:9100/metrics (node exporter)"
+            )
+    return urls
 
 
 def _extra_body(value: Mapping[str, Any] | str | None) -> dict[str, Any]:

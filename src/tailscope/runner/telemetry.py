@@ -1,17 +1,23 @@
-"""Scraping the target's Prometheus /metrics while a run goes."""
+"""Scraping the target's Prometheus /metrics while a run goes — and host/GPU exporters (DCGM, node exporter) beside
+it, on the same clock, so their samples line up with the run's requests."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
 from tailscope.client.prometheus import parse_prometheus_text
+from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import Transport
 from tailscope.clock import Clock
 from tailscope.errors import TailscopeError
+from tailscope.metrics import request as rq
+from tailscope.metrics.gpu import keep_telemetry, summarize_gpu
 from tailscope.metrics.server import keep_sample
-from tailscope.records import ServerSample
+from tailscope.records import RequestRecord, ServerSample
 
 
 async def probe_metrics(transport: Transport, url: str, timeout_s: float = 3.0) -> bool:
@@ -26,6 +32,10 @@ async def probe_metrics(transport: Transport, url: str, timeout_s: float = 3.0) 
         return any(keep_sample(s.name) for s in parse_prometheus_text(body.decode("utf-8", "replace")))
     except TailscopeError:
         return False
+
+
+def _join_labels(prefix: str, labels: str) -> str:
+    return f"{prefix},{labels}" if prefix and labels else prefix or labels
 
 
 class Scraper:
@@ -44,7 +54,13 @@ class Scraper:
         *,
         interval_s: float = 1.0,
         timeout_s: float = 5.0,
+        keep: Callable[[str], bool] = keep_sample,
+        what: str = "the server's queue, running and KV figures",
+        instance: str | None = None,
     ) -> None:
+        self.keep = keep
+        self.instance = instance
+        self.what = what
         self.transport = transport
         self.url = url
         self.sink = sink
@@ -67,8 +83,13 @@ class Scraper:
             self.failures += 1
             return
         self.scrapes += 1
+        prefix = f'instance="{self.instance}"' if self.instance else ""
         self.sink(
-            [ServerSample(t_ns=t, name=s.name, value=s.value, labels=s.labels) for s in parsed if keep_sample(s.name)]
+            [
+                ServerSample(t_ns=t, name=s.name, value=s.value, labels=_join_labels(prefix, s.labels))
+                for s in parsed
+                if self.keep(s.name)
+            ]
         )
 
     async def _loop(self) -> None:
@@ -89,8 +110,8 @@ class Scraper:
             return ()
         total = self.scrapes + self.failures
         return (
-            f"{self.failures} of {total} scrapes of {self.url} failed (timeout {self.timeout_s:g} s or error): the "
-            "server's queue, running and KV figures rest on the scrapes that answered and can miss a peak",
+            f"{self.failures} of {total} scrapes of {self.url} failed (timeout {self.timeout_s:g} s or error): "
+            f"{self.what} rest on the scrapes that answered and can miss a peak",
         )
 
     async def stop(self) -> None:
@@ -100,3 +121,65 @@ class Scraper:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.scrape_once()
+
+
+class TelemetryScrapers:
+    """Scrapers of host/GPU exporters (``bench --telemetry-url``), one per URL, each on its own connection (the
+    target's API key is never sent to an exporter). Their samples join the engine's in the run, on the run's clock.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        sink: Callable[[list[ServerSample]], None],
+        clock: Clock,
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.urls = tuple(urls)
+        self.sink = sink
+        self.clock = clock
+        self.interval_s = interval_s
+        self.scrapers: list[Scraper] = []
+
+    def start(self, t0_ns: int) -> None:
+        for url in self.urls:
+            u = urlsplit(url)
+            transport = RawHttpTransport(f"{u.scheme}://{u.netloc}", connect_timeout_s=5.0)
+            path = u.path + (f"?{u.query}" if u.query else "") or "/metrics"
+            scraper = Scraper(
+                transport,
+                path,
+                self.sink,
+                self.clock,
+                t0_ns,
+                interval_s=self.interval_s,
+                keep=keep_telemetry,
+                what="the GPU and host figures (summary.gpu)",
+                instance=u.netloc,  # two exporters' GPU "0" are two GPUs
+            )
+            scraper.url = url
+            scraper.start()
+            self.scrapers.append(scraper)
+
+    async def stop(self) -> None:
+        for scraper in self.scrapers:
+            await scraper.stop()
+            await scraper.transport.close()
+
+    def warnings(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for scraper in self.scrapers:
+            out.extend(scraper.warnings())
+            if scraper.scrapes == 0:
+                out.append(f"telemetry {scraper.url} never answered: summary.gpu has nothing from it")
+        return tuple(out)
+
+    def summary(self, records: Sequence[RequestRecord], samples: Sequence[ServerSample]) -> dict[str, Any]:
+        """``{"gpu": {...}}`` for the run's summary (empty when no exporter was given)."""
+        if not self.scrapers:
+            return {}
+        tokens = sum(rq.output_token_count(r) or 0 for r in records if r.ok)
+        gpu = summarize_gpu([s for s in samples if keep_telemetry(s.name)], output_tokens=tokens or None)
+        gpu["scrapes"] = {s.url: s.outcome() for s in self.scrapers}
+        return {"gpu": gpu}

@@ -79,6 +79,8 @@ class _Slot:
     frontend_free_ns: int = 0
     created_ns: int = 0  # when the replica was requested (GPUs are paid from then on)
     stopped_ns: int | None = None
+    busy_ns: int = 0  # time spent running engine steps (the autoscaler's gpu_util)
+    busy_mark_ns: int = 0  # busy_ns at the previous scrape
     pending_done: list[Completion] = field(default_factory=list)
 
 
@@ -295,6 +297,7 @@ class Simulation:
             return
         duration, done, _ = res
         slot.busy = True
+        slot.busy_ns += duration
         slot.pending_done = done
         self.result.steps += 1
         heapq.heappush(heap, (now + duration, STEP_END, next(self._seq), idx))
@@ -343,50 +346,55 @@ class Simulation:
             self._client_next(live.client, now)
 
     # ---- autoscaling and timeline --------------------------------------------------------------------------
-    def _observe(self, now: int) -> float:
+    def _observe(self, now: int) -> dict[str, float]:
+        """Every metric the autoscaler may read (its policy metric, and its rules' conditions)."""
         assert self._scaler is not None
         pol = self._scaler.policy
         ready = [s for s in self._slots if s.state == "ready"]
         n = max(len(ready), 1)
-        if pol.metric in ("queue_depth", "running", "kv_usage"):
-            stats = [s.replica.stats() for s in ready]
-            if pol.metric == "queue_depth":
-                return sum(x.waiting for x in stats) / n
-            if pol.metric == "running":
-                return sum(x.running for x in stats) / n
-            return sum(x.kv_usage for x in stats) / n
+        stats = [s.replica.stats() for s in ready]
+        interval = pol.scrape_interval_s * 1e9
+        util = [min(1.0, (s.busy_ns - s.busy_mark_ns) / interval) for s in ready]
+        for s in self._slots:
+            s.busy_mark_ns = s.busy_ns
         lo = now - int(pol.window_s * 1e9)
         win = self._ttft_window
         while win and win[0][0] < lo:
             win.popleft()
-        if not win:
-            return 0.0
         vals = sorted(v for _, v in win)
-        return vals[min(len(vals) - 1, math.ceil(0.99 * len(vals)) - 1)]
+        return {
+            "queue_depth": sum(x.waiting for x in stats) / n,
+            "running": sum(x.running for x in stats) / n,
+            "kv_usage": sum(x.kv_usage for x in stats) / n,
+            "ttft_p99": vals[min(len(vals) - 1, math.ceil(0.99 * len(vals)) - 1)] if vals else 0.0,
+            "gpu_util": sum(util) / len(util) if util else 0.0,
+        }
 
     def _scrape(self, now: int) -> None:
         assert self._scaler is not None
         pol = self._scaler.policy
         ready = sum(1 for s in self._slots if s.state == "ready")
         pending = sum(1 for s in self._slots if s.state == "pending")
-        observed = self._observe(now)
-        change = self._scaler.decide(now / 1e9, ready, pending, observed)
+        obs = self._observe(now)
+        backlog = sum(1 for live in self._live.values() if live.replica < 0) if ready == 0 else 0
+        change = self._scaler.decide(now / 1e9, ready, pending, obs[pol.metric], observations=obs, backlog=backlog)
         if change > 0:
             cold = int(pol.cold_start_s(self._perf.weight_load_bytes_per_gpu()) * 1e9)
             for _ in range(change):
                 self._slots.append(_Slot(self.cluster.new_replica(self._perf), state="pending", created_ns=now))
                 self._push(now + cold, REPLICA_READY, len(self._slots) - 1)
-            self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
+            self.result.scale_events.append((now / 1e9, change, self._scaler.reason))
         elif change < 0:
+            keep = 1 if pol.min_replicas > 0 else 0
             for _ in range(-change):
                 cand = [i for i, s in enumerate(self._slots) if s.state == "ready"]
-                if len(cand) <= 1:
+                if len(cand) <= keep:
                     break
                 victim = self._slots[cand[-1]]
                 victim.state = "draining" if victim.busy else "stopped"
                 if victim.state == "stopped":
                     victim.stopped_ns = now
-            self.result.scale_events.append((now / 1e9, change, f"{pol.metric}={observed:.3g}"))
+            self.result.scale_events.append((now / 1e9, change, self._scaler.reason))
         if self._live or not self._exhausted:
             self._push(now + int(pol.scrape_interval_s * 1e9), SCRAPE, None)
 

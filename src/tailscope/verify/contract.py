@@ -8,6 +8,7 @@ A contract is a YAML file::
       - {metric: e2e_ms, percentile: p99, max: 20000, class: long_context}
       - {metric: error_rate, max: 0.01}
       - {metric: goodput_rps, min: 5}
+      - {metric: gpu_memory_used_max, max: 8GiB}   # from the run's GPU telemetry (bench --telemetry-url)
     layers:
       - {layer: retrieval, percentile: p99.9, max_ms: 200}
     regression:
@@ -42,6 +43,44 @@ HIGHER_IS_BETTER: frozenset[str] = frozenset(
     {"goodput_rps", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s"}
 )
 METRICS: tuple[str, ...] = LATENCY_METRICS + RATE_METRICS
+#: Resource limits read from the run's scraped metrics (GPU telemetry, the engine's KV gauge); no percentile, no
+#: regression checks. Units: MiB (``gpu_memory_used_max``; a contract may write ``8GiB``, ``8GB``, ``512MiB``),
+#: fractions 0–1 (``gpu_memory_used_frac_max``, ``kv_usage_max``), percent (``gpu_util_mean``), joules
+#: (``energy_per_output_token_j``).
+RESOURCE_METRICS: tuple[str, ...] = (
+    "gpu_memory_used_max",
+    "gpu_memory_used_frac_max",
+    "gpu_util_mean",
+    "kv_usage_max",
+    "energy_per_output_token_j",
+)
+RESOURCE_UNITS: dict[str, str] = {
+    "gpu_memory_used_max": "MiB",
+    "gpu_memory_used_frac_max": "fraction",
+    "gpu_util_mean": "%",
+    "kv_usage_max": "fraction",
+    "energy_per_output_token_j": "J",
+}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)?\s*$", re.IGNORECASE)
+_SIZE_BYTES = {
+    "b": 1.0, "kb": 1e3, "kib": 1024.0, "mb": 1e6, "mib": 1024.0**2, "gb": 1e9, "gib": 1024.0**3, "tb": 1e12,
+    "tib": 1024.0**4,
+}  # fmt: skip
+
+
+def parse_size_mib(value: str | float) -> float:
+    """A memory size as MiB: a number is MiB already; ``8GiB`` → 8192, ``8GB`` → 7629.4 (GB = 10⁹ bytes).
+
+    Raises:
+        ValueError: naming the value and the accepted forms.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(f"expected a size like 8GiB, 8GB, 512MiB or a number of MiB (got {value!r})")
+    unit = (m.group(2) or "MiB").lower()
+    return float(m.group(1)) * _SIZE_BYTES[unit] / 1024.0**2
 
 
 def canonical_percentile(name: str) -> str:

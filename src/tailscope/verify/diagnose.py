@@ -14,6 +14,7 @@ from typing import Any
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.verify import rules_client, rules_engine, rules_trace
 from tailscope.verify.findings import Finding, RunView, build_view
+from tailscope.verify.trees import Tree
 
 Rule = Callable[[RunView], Finding | None]
 
@@ -92,15 +93,34 @@ class Diagnosis:
         run_id: the run diagnosed.
         findings: what the rules found (empty: no rule triggered).
         rules: the ids of the rules that ran.
+        trees: the method's troubleshooting trees walked on the run (:mod:`tailscope.verify.trees`): per symptom,
+            whether the run shows it and each branch's verdict with its evidence (empty when not walked).
     """
 
     run_id: str
     findings: tuple[Finding, ...]
     rules: tuple[str, ...] = tuple(RULES)
+    trees: tuple[Tree, ...] = ()
+
+    @property
+    def symptoms(self) -> tuple[Tree, ...]:
+        """The trees whose symptom the run shows."""
+        return tuple(t for t in self.trees if t.present)
+
+    def tree(self, symptom: str) -> Tree:
+        """One walked tree by symptom id (``ttft_high``, ``stutter``, …). Raises KeyError when not walked."""
+        for t in self.trees:
+            if t.symptom == symptom:
+                return t
+        raise KeyError(symptom)
 
     def to_dict(self) -> dict[str, Any]:
-        """The document ``tailscope diagnose --json`` prints: ``{"run", "findings"}``."""
-        return {"run": self.run_id, "findings": [f.to_dict() for f in self.findings]}
+        """The document ``tailscope diagnose --json`` prints: ``{"run", "findings", "trees"}``."""
+        return {
+            "run": self.run_id,
+            "findings": [f.to_dict() for f in self.findings],
+            "trees": [t.to_dict() for t in self.trees],
+        }
 
 
 def diagnose(

@@ -23,6 +23,8 @@ from tailscope.verify.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_st
 from tailscope.verify.comparable import comparability
 from tailscope.verify.contract import (
     LATENCY_METRICS,
+    RESOURCE_METRICS,
+    RESOURCE_UNITS,
     Contract,
     LayerCheck,
     Regression,
@@ -39,6 +41,7 @@ from tailscope.verify.values import (
     latency_samples,
     measured,
     rate_data,
+    resource_value,
     stat_of,
     value_from_records,
     value_from_summary,
@@ -162,6 +165,8 @@ class GateResult:
 def _unit(metric: str) -> str:
     if metric in LATENCY_METRICS:
         return "ms"
+    if metric in RESOURCE_UNITS:
+        return RESOURCE_UNITS[metric]
     return "fraction" if metric == "error_rate" else "/s"
 
 
@@ -170,6 +175,10 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value:.1f} ms"
     if unit == "fraction":
         return f"{value:.4g}"
+    if unit == "MiB":
+        return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+    if unit in ("%", "J"):
+        return f"{value:.3g} {unit}"
     return f"{value:.3g}{unit}"
 
 
@@ -183,7 +192,14 @@ def check_slo(run: RunData, slo: SloCheck, all_checks: Sequence[SloCheck] = ()) 
         parts.append(f"≥ {_fmt(slo.min, unit)}")
     limit = " and ".join(parts)
     name = f"slo {slo.name}"
-    if run.records:
+    if slo.metric in RESOURCE_METRICS:
+        observed, n = resource_value(slo.metric, run.samples, run.summary, run.records)
+        if observed is None:
+            src = "engine KV gauge" if slo.metric == "kv_usage_max" else "GPU telemetry (bench --telemetry-url)"
+            return CheckResult(
+                name, "slo", Verdict.MISSING, None, limit, unit, f"no {src} in run {run.id}", line=slo.line
+            )
+    elif run.records:
         observed, n = value_from_records(
             run.records, slo.metric, slo.percentile, request_class=slo.request_class, checks=all_checks
         )
@@ -199,7 +215,9 @@ def check_slo(run: RunData, slo: SloCheck, all_checks: Sequence[SloCheck] = ()) 
         )
     ok = (slo.max is None or observed <= slo.max) and (slo.min is None or observed >= slo.min)
     verdict = Verdict.PASS if ok else Verdict.FAIL
-    detail = f"observed {_fmt(observed, unit)}, limit {limit}" + (f" ({n} samples)" if n else "")
+    detail = f"observed {_fmt(observed, unit)}, limit {limit}" + (
+        f" ({n} {'scrapes' if slo.metric in RESOURCE_METRICS else 'samples'})" if n else ""
+    )
     return CheckResult(name, "slo", verdict, observed, limit, unit, detail, samples=n, line=slo.line)
 
 

@@ -35,6 +35,8 @@ TAIL_STEADY_TPOT = 2.0
 STALL_FACTOR = 10.0
 STALL_MIN_MS = 100.0
 STALL_MIN_SHARE = 0.01
+#: stalls are blamed on prefills when at least this share of them overlaps another request's prefill
+STALL_PREFILL_SHARE = 0.5
 
 
 def saturation(v: RunView) -> Finding | None:
@@ -184,22 +186,15 @@ def kv_pressure(v: RunView) -> Finding | None:
     )
 
 
-def prefill_interference(v: RunView) -> Finding | None:
-    """Decode gaps that overlap another request's long prefill are much longer than the others."""
-    inp = finite(v.input_tokens)
-    if inp.size < 10 or v.gap_ms.size < 2 * INTERFERENCE_MIN_GAPS:
-        return None
-    threshold = max(LONG_PROMPT_FACTOR * float(np.median(inp)), LONG_PROMPT_MIN_TOKENS)
-    long_mask = (v.input_tokens >= threshold) & np.isfinite(v.sent_ms) & v.ok
-    if not long_mask.any():
-        return None
-    starts = v.sent_ms[long_mask]
-    ends = np.asarray(
-        [r.first_token_ns / 1e6 for r, m in zip(v.records, long_mask, strict=True) if m and r.first_token_ns]
-    )
+def prefill_windows(v: RunView, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the prefill windows (sent → first token) of the requests in ``mask``: disjoint, sorted."""
+    firsts = np.asarray([np.nan if r.first_token_ns is None else r.first_token_ns / 1e6 for r in v.records])
+    mask = mask & np.isfinite(v.sent_ms) & np.isfinite(firsts)
+    if not mask.any():
+        return np.empty(0), np.empty(0)
+    starts, ends = v.sent_ms[mask], firsts[mask]
     order = np.argsort(starts)
     starts, ends = starts[order], ends[order]
-    # union of prefill windows: disjoint, sorted → the overlap test is one searchsorted
     u_s, u_e = [float(starts[0])], [float(ends[0])]
     for s, e in zip(starts[1:], ends[1:], strict=True):
         if s <= u_e[-1]:
@@ -207,27 +202,99 @@ def prefill_interference(v: RunView) -> Finding | None:
         else:
             u_s.append(float(s))
             u_e.append(float(e))
-    us, ue = np.asarray(u_s), np.asarray(u_e)
-    own_long = long_mask[v.gap_req]
+    return np.asarray(u_s), np.asarray(u_e)
+
+
+def gaps_in_prefill(v: RunView, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per decode gap: whether it overlaps the prefill of another request in ``mask``; and whether the gap's own
+    request is in ``mask`` (those gaps are left out of the comparison)."""
+    us, ue = prefill_windows(v, mask)
+    own = mask[v.gap_req] if v.gap_req.size else np.zeros(0, dtype=bool)
+    if us.size == 0:
+        return np.zeros(v.gap_ms.size, dtype=bool), own
     idx = np.searchsorted(us, v.gap_end_ms, side="left") - 1
-    overlaps = (idx >= 0) & (ue[np.clip(idx, 0, None)] > v.gap_start_ms) & ~own_long
-    hit, rest = v.gap_ms[overlaps], v.gap_ms[~overlaps & ~own_long]
+    overlaps = (idx >= 0) & (ue[np.clip(idx, 0, None)] > v.gap_start_ms) & ~own
+    return overlaps, own
+
+
+def any_prefill_overlap(v: RunView) -> np.ndarray:
+    """Per decode gap: whether another request was being prefilled (sent → first token) during it.
+
+    A window overlaps a gap when it starts before the gap ends and ends after it starts; a request's own window ends
+    at its first token, before any of its gaps, so it never counts.
+    """
+    firsts = np.asarray([np.nan if r.first_token_ns is None else r.first_token_ns / 1e6 for r in v.records])
+    ok = np.isfinite(v.sent_ms) & np.isfinite(firsts)
+    if not ok.any() or v.gap_ms.size == 0:
+        return np.zeros(v.gap_ms.size, dtype=bool)
+    starts, ends = np.sort(v.sent_ms[ok]), np.sort(firsts[ok])
+    started = np.searchsorted(starts, v.gap_end_ms, side="left")
+    ended = np.searchsorted(ends, v.gap_start_ms, side="right")
+    out: np.ndarray = (started - ended) > 0
+    return out
+
+
+def prefill_interference(v: RunView) -> Finding | None:
+    """Decode gaps that overlap another request's prefill are much longer than the others.
+
+    First with long prompts only (≥ :data:`LONG_PROMPT_FACTOR` × the median); when prompts are of one scale (the
+    demo's ``uniform:100:900``), with every other request's prefill: a new prompt admitted into the running batch
+    stalls every decode for its prefill step.
+    """
+    inp = finite(v.input_tokens)
+    if inp.size < 10 or v.gap_ms.size < 2 * INTERFERENCE_MIN_GAPS:
+        return None
+    threshold = max(LONG_PROMPT_FACTOR * float(np.median(inp)), LONG_PROMPT_MIN_TOKENS)
+    long_mask = (v.input_tokens >= threshold) & v.ok
+    found = _interference(v, long_mask, threshold) if long_mask.any() else None
+    return found or _interference(v, None, None)
+
+
+def _interference(v: RunView, long_mask: np.ndarray | None, threshold: float | None) -> Finding | None:
+    if long_mask is not None:
+        overlaps, own = gaps_in_prefill(v, long_mask)
+    else:
+        overlaps, own = any_prefill_overlap(v), np.zeros(v.gap_ms.size, dtype=bool)
+    hit, rest = v.gap_ms[overlaps], v.gap_ms[~overlaps & ~own]
     if hit.size < INTERFERENCE_MIN_GAPS or rest.size < INTERFERENCE_MIN_GAPS:
         return None
     hit_p95, rest_p95 = float(np.percentile(hit, 95)), float(np.percentile(rest, 95))
     ratio = hit_p95 / rest_p95 if rest_p95 > 0 else float("inf")
     if ratio < INTERFERENCE_RATIO:
         return None
+    itl_med = float(np.median(v.gap_ms))
+    stall_at = max(STALL_FACTOR * itl_med, STALL_MIN_MS)
+    stalled = v.gap_ms >= stall_at
+    evidence = []
+    if long_mask is not None:
+        evidence.append(
+            f"{int(long_mask.sum())} long prompts (≥ {threshold:.0f} tokens) with prefill windows covering "
+            f"{hit.size} of {v.gap_ms.size} decode gaps"
+        )
+    else:
+        evidence.append(
+            f"{hit.size} of {v.gap_ms.size} decode gaps ({hit.size / v.gap_ms.size:.1%}) overlap another request's "
+            f"prefill (prompts p50 {pct(v.input_tokens, 50) or 0:.0f}, max {np.nanmax(v.input_tokens):.0f} tokens)"
+        )
+    evidence.append(f"ITL p95 during prefills {hit_p95:.1f} ms vs {rest_p95:.1f} ms otherwise")
+    if stalled.any():
+        evidence.append(
+            f"{int((stalled & overlaps).sum())} of {int(stalled.sum())} pauses ≥ {stall_at:.0f} ms fall inside another "
+            "request's prefill"
+        )
+    pre = v.counter("vllm:num_preemptions_total")
+    if pre is not None:
+        kv_note = "not KV pressure" if pre.delta == 0 else "also KV pressure"
+        evidence.append(f"{pre.delta:.0f} preemptions: {kv_note}")
     return Finding(
         rule="prefill_interference",
-        title="Prefill interference: long prompts stall running decodes",
-        symptom=f"inter-token gaps are ×{ratio:.1f} longer while a long prompt is being prefilled",
-        evidence=(
-            f"{int(long_mask.sum())} long prompts (≥ {threshold:.0f} tokens) with prefill windows covering "
-            f"{hit.size} of {v.gap_ms.size} decode gaps",
-            f"ITL p95 during long prefills {hit_p95:.1f} ms vs {rest_p95:.1f} ms otherwise",
-        ),
-        cause="a long prefill runs in the same batch step as ongoing decodes, so every running stream waits for it",
+        title="Prefill interference: "
+        + ("long prompts stall running decodes" if long_mask is not None else "new prompts' prefills stall decodes"),
+        symptom=f"inter-token gaps are ×{ratio:.1f} longer while "
+        + ("a long prompt" if long_mask is not None else "another request's prompt")
+        + " is being prefilled",
+        evidence=tuple(evidence),
+        cause="a prefill runs in the same batch step as ongoing decodes, so every running stream waits for it",
         actions=(
             "enable chunked prefill and lower max_num_batched_tokens so prefills are split across steps",
             "serve long-context requests on separate replicas, or disaggregate prefill and decode",
@@ -284,18 +351,39 @@ def stalls(v: RunView) -> Finding | None:
     ]
     if pre is not None:
         evidence.append(f"{pre.delta:.0f} preemptions during the run")
+    stall_gaps = v.gap_ms >= threshold
+    in_prefill = any_prefill_overlap(v)[stall_gaps]
+    prefill_share = float(in_prefill.mean()) if in_prefill.size else 0.0
+    cause = (
+        "preemption and recompute under KV pressure, engine pauses (GC, compilation, scheduling), or a proxy "
+        "buffering the SSE stream"
+    )
+    if in_prefill.size:
+        evidence.append(
+            f"{int(in_prefill.sum())} of {in_prefill.size} pauses ({prefill_share:.0%}) fall inside another "
+            "request's prefill"
+        )
+    actions: tuple[str, ...] = (
+        "check preemptions and KV usage at the stall times (`tailscope report`); see the KV-pressure actions",
+        "disable response buffering on proxies in the path (nginx: proxy_buffering off)",
+        "look for host-level pauses: CPU throttling, swap, Python GC in the server",
+    )
+    if prefill_share >= STALL_PREFILL_SHARE and (pre is None or pre.delta == 0):
+        cause = (
+            "other requests' prefills: the pauses coincide with prompts being admitted into the running batch "
+            "(see prefill interference), not preemption, GC or a proxy"
+        )
+        actions = (
+            "split prefills across steps: chunked prefill with a lower max_num_batched_tokens",
+            "serve long prompts apart (their own replicas, or prefill/decode disaggregation)",
+        )
     return Finding(
         rule="stalls",
         title="Stream stalls",
         symptom=f"some streams stop for {v.max_gap[worst_i]:.0f} ms mid-answer although tokens usually arrive every "
         f"{itl_med:.1f} ms",
         evidence=tuple(evidence),
-        cause="preemption and recompute under KV pressure, engine pauses (GC, compilation, scheduling), or a proxy "
-        "buffering the SSE stream",
-        actions=(
-            "check preemptions and KV usage at the stall times (`tailscope report`); see the KV-pressure actions",
-            "disable response buffering on proxies in the path (nginx: proxy_buffering off)",
-            "look for host-level pauses: CPU throttling, swap, Python GC in the server",
-        ),
+        cause=cause,
+        actions=actions,
         impact=clip01(0.3 + count / ok),
     )

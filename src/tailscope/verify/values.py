@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from tailscope.metrics import request as rq
+from tailscope.metrics.gpu import summarize_gpu
 from tailscope.metrics.percentiles import percentile_fraction
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import meets_slos
-from tailscope.records import RequestRecord, Status
+from tailscope.records import RequestRecord, ServerSample, Status
 from tailscope.verify.contract import LATENCY_METRICS, SloCheck
 
 
@@ -170,3 +171,38 @@ def value_from_summary(
         return float(req.get("failed", 0)) / total if total else None
     value = s.get(metric)
     return None if value is None else float(value)
+
+
+def resource_value(
+    metric: str,
+    samples: Sequence[ServerSample],
+    summary: Mapping[str, Any] | None,
+    records: Sequence[RequestRecord] = (),
+) -> tuple[float | None, int]:
+    """A resource metric (:data:`~tailscope.verify.contract.RESOURCE_METRICS`) of a run, and the scrapes behind it:
+    from the run's scraped samples, else from its stored ``summary.gpu`` / ``summary.server``."""
+    if metric == "kv_usage_max":
+        from tailscope.metrics.server import GAUGES
+
+        for name in GAUGES["kv_usage"]:
+            vals = [s.value for s in samples if s.name == name]
+            if vals:
+                return max(vals), len({s.t_ns for s in samples if s.name == name})
+        kv = ((summary or {}).get("server") or {}).get("kv_usage") or {}
+        return (float(kv["max"]), int(kv.get("samples", 0))) if "max" in kv else (None, 0)
+    tokens = sum(rq.output_token_count(r) for r in records if r.ok)
+    gpu = summarize_gpu(samples, output_tokens=tokens or None) if samples else {}
+    if not gpu:
+        gpu = dict((summary or {}).get("gpu") or {})
+    n = int((gpu.get("util_pct") or {}).get("samples", 0)) if isinstance(gpu.get("util_pct"), Mapping) else 0
+    if metric == "gpu_memory_used_max":
+        v = (gpu.get("memory_used_mib") or {}).get("max")
+    elif metric == "gpu_memory_used_frac_max":
+        v = (gpu.get("memory_used_frac") or {}).get("max")
+    elif metric == "gpu_util_mean":
+        v = (gpu.get("util_pct") or {}).get("mean")
+    elif metric == "energy_per_output_token_j":
+        v = gpu.get("energy_per_output_token_j")
+    else:
+        raise KeyError(metric)
+    return (None if v is None else float(v)), n

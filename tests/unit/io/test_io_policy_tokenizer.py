@@ -26,7 +26,10 @@ def test_policy_defaults_and_values() -> None:
         ("metric: running\ntarget: 0\n", r"^p\.yaml:2: target must be > 0 \(got 0\)"),
         ("metric: gpu_temp\n", r"^p\.yaml:1: metric must be one of queue_depth, running, kv_usage, ttft_p99 \(got"),
         ("min_replicas: 1.5\n", r"^p\.yaml:1: min_replicas must be a whole number \(got 1\.5\)"),
-        ("metric: running\n\nmetrik: x\n", r"^p\.yaml:3: unknown field 'metrik' \(allowed: engine_init_s, load_gbps"),
+        (
+            "metric: running\n\nmetrik: x\n",
+            r"^p\.yaml:3: unknown field 'metrik' \(allowed: cold_start_s, engine",
+        ),
         ("min_replicas: 3\nmax_replicas: 2\n", r"^p\.yaml:2: max_replicas must be ≥ min_replicas \(got 2 < 3\)"),
         ("target: lots\n", r"^p\.yaml:1: target must be a number \(got 'lots'\)"),
         ("- 1\n", r"^p\.yaml:1: an autoscale policy is a mapping"),

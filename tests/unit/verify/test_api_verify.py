@@ -13,7 +13,7 @@ from gate_factory import lognormal_run
 import tailscope
 from tailscope.metrics.document import build_export
 from tailscope.metrics.summary import summarize
-from tailscope.records import Run, RunKind, RunStatus, Target
+from tailscope.records import Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.runner.bench import BenchResult
 from tailscope.store.runs import RunStore
 from tailscope.verify.rundata import RunData
@@ -140,7 +140,12 @@ def test_diagnosis_joins_a_gate_that_does_not_pass() -> None:
     assert passed.passed
     assert passed.diagnosis is None
     diagnosis = tailscope.diagnose(run)
-    assert diagnosis.to_dict() == {"run": "r", "findings": [f.to_dict() for f in diagnosis.findings]}
+    assert diagnosis.to_dict() == {
+        "run": "r",
+        "findings": [f.to_dict() for f in diagnosis.findings],
+        "trees": [t.to_dict() for t in diagnosis.trees],
+    }
+    assert {t.symptom for t in diagnosis.trees} >= {"ttft_high", "tpot_high", "tail", "cost_spike"}
     assert [f.rule for f in diagnosis.findings] == [f.rule for f in failed.findings]
 
 
@@ -190,3 +195,72 @@ def test_tailscope_gate_stays_the_function_whatever_was_imported_first() -> None
     code = "import tailscope.verify.evaluate, tailscope.report.verify, tailscope; print(callable(tailscope.gate))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "True"
+
+
+def test_memory_limits_from_scraped_gpu_telemetry() -> None:
+    """The method's contract line "显存占用≤8GB" (003 §2): a memory limit gated on the run's DCGM samples."""
+    base = lognormal_run("mem", 200, seed=8)
+    dcgm = [
+        ServerSample(t_ns=k * 1_000_000_000, name=name, value=v, labels='gpu="0"')
+        for k in range(5)
+        for name, v in (("DCGM_FI_DEV_FB_USED", 7000.0 + 400 * k), ("DCGM_FI_DEV_FB_FREE", 73000.0 - 400 * k))
+    ] + [ServerSample(t_ns=k * 1_000_000_000, name="vllm:kv_cache_usage_perc", value=0.2 * k) for k in range(5)]
+    run = replace(base, samples=tuple(dcgm))
+    contract = {
+        "slo": [
+            {"metric": "gpu_memory_used_max", "max": "8GiB"},
+            {"metric": "gpu_memory_used_frac_max", "max": 0.1},
+            {"metric": "kv_usage_max", "max": 0.9},
+        ]
+    }
+    result = tailscope.gate(contract, run=run)
+    checks = {c.name: c for c in result.checks}
+    mem = checks["slo gpu_memory_used_max"]
+    assert mem.observed == 8600.0  # the fullest scrape, MiB
+    assert mem.verdict is tailscope.Verdict.FAIL  # 8,600 MiB > 8 GiB (8,192 MiB)
+    assert tailscope.gate({"slo": [{"metric": "gpu_memory_used_max", "max": "9GiB"}]}, run=run).passed
+    assert checks["slo gpu_memory_used_frac_max"].verdict is tailscope.Verdict.FAIL  # 8,600 / 80,000 > 0.1
+    assert checks["slo kv_usage_max"].observed == pytest.approx(0.8)
+    assert "GiB" in mem.detail
+    no_gpu = tailscope.gate({"slo": [{"metric": "gpu_memory_used_max", "max": "8GB"}]}, run=base)
+    assert no_gpu.checks[0].verdict is tailscope.Verdict.MISSING
+    assert "--telemetry-url" in no_gpu.checks[0].detail
+    with pytest.raises(tailscope.ContractError, match="remove 'percentile'"):
+        tailscope.gate({"slo": [{"metric": "gpu_util_mean", "percentile": "p99", "max": 90}]}, run=base)
+    with pytest.raises(tailscope.ContractError, match="8 gigs"):
+        tailscope.gate({"slo": [{"metric": "gpu_memory_used_max", "max": "8 gigs"}]}, run=base)
+
+
+def test_trace_only_gate_needs_no_run() -> None:
+    layers = {"retrieval": [50.0 + i for i in range(100)], "gateway": [10.0] * 100}
+    contract = {
+        "slo": [{"metric": "ttft_ms", "percentile": "p99", "max": 500}],
+        "layers": [
+            {"layer": "retrieval", "percentile": "p99", "max_ms": 150},
+            {"layer": "gateway", "percentile": "p99.9", "max_ms": 5},
+        ],
+    }
+    result = tailscope.gate(contract, run=None, traces=layers)
+    assert [c.name for c in result.checks] == ["layer retrieval.p99", "layer gateway.p99.9"]
+    assert [c.verdict for c in result.checks] == [tailscope.Verdict.PASS, tailscope.Verdict.FAIL]
+    assert result.exit_code == 1
+    assert "slo ttft_ms.p99" not in [c.name for c in result.checks]
+    assert any("ttft_ms.p99" in n for n in result.notes)
+    with pytest.raises(tailscope.ConfigError, match="needs a trace set"):
+        tailscope.gate(contract, run=None)
+    with pytest.raises(tailscope.ConfigError, match="no layers"):
+        tailscope.gate({"slo": contract["slo"]}, run=None, traces=layers)
+
+
+def test_diagnose_with_a_baseline_walks_the_comparison_trees() -> None:
+    small = replace(
+        lognormal_run("small", 300, seed=9, ttft_median_ms=400, n_out=24), run={"target": {"model": "m-7b"}}
+    )
+    big = replace(lognormal_run("big", 300, seed=10, ttft_median_ms=200, n_out=8), run={"target": {"model": "m-70b"}})
+    d = tailscope.diagnose(small, baseline=big)
+    slower = d.tree("smaller_model_slower")
+    assert slower.present
+    assert "m-7b (7B)" in slower.evidence
+    assert next(b for b in slower.branches if "more tokens" in b.check).verdict == "yes"
+    assert d.tree("cost_spike").present is not None  # compared: tokens per request against the baseline
+    assert tailscope.diagnose(small).tree("smaller_model_slower").present is None

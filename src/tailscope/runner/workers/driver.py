@@ -38,7 +38,7 @@ from tailscope.runner.bench import (
 )
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
-from tailscope.runner.telemetry import Scraper
+from tailscope.runner.telemetry import Scraper, TelemetryScrapers
 from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_process_workers
 from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
 from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
@@ -385,6 +385,7 @@ async def run_bench_distributed(
         driver = _Driver(handles, states, feeder, sink, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s)
         restore_signals: Callable[[], None] | None = None
         scraper: Scraper | None = None
+        telemetry = TelemetryScrapers(cfg.telemetry_urls, sample_sink, clock, interval_s=cfg.scrape_interval_s)
         try:
             if feeder is not None:
                 await asyncio.gather(
@@ -406,10 +407,12 @@ async def run_bench_distributed(
                     ts.transport, ts.metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s
                 )
                 scraper.start()
+            telemetry.start(t0)
             await driver.run(t0)
         finally:
             if scraper is not None:
                 await scraper.stop()
+            await telemetry.stop()
             if restore_signals is not None:
                 restore_signals()
             writer.close()
@@ -450,4 +453,5 @@ async def run_bench_distributed(
                 ),
             },
             scraper=scraper,
+            telemetry=telemetry,
         )

@@ -1,0 +1,63 @@
+"""``tailscope checklist``: the method's pre-launch checklist, each item evidenced by the store, attested, or missing.
+
+Parse → :func:`tailscope.checklist` → render. Exit code 1 while any item is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from tailscope.cli.common import DB, command_app
+
+_HELP = """The pre-launch checklist of the method (12 items): each shown as evidenced by the store (three baseline
+runs, a contract, alert rules generated, a drill passed, 20 % capacity headroom, instrumentation), attested by a
+person (--attest ID: emergency_plan, canary, logging, security, compliance, on_call), or missing. Exit code 1 while
+any item is missing. docs/gates.md lists what counts as evidence for each item.
+
+Examples:
+
+  tailscope checklist --contract contract.yaml --alerts rules.yaml --target-rps 20
+
+  tailscope checklist --contract contract.yaml --attest on_call --attest canary --json
+"""
+
+_MARK = {"evidenced": "✔", "attested": "✎", "missing": "✘"}
+
+
+def checklist(
+    contract: Path | None = typer.Option(None, "--contract", help="The service's contract YAML."),
+    alerts: Path | None = typer.Option(None, "--alerts", help="The rule file `tailscope alerts --out` wrote."),
+    target_rps: float | None = typer.Option(
+        None, "--target-rps", help="Forecast requests/s the capacity must hold with 20 % headroom."
+    ),
+    attest: list[str] = typer.Option([], "--attest", help="An item a person vouches for (repeatable)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the checklist as JSON."),
+    db: Path | None = DB,
+) -> None:
+    from tailscope.api.checklist import checklist as run_checklist
+
+    result = run_checklist(contract=contract, alerts=alerts, target_rps=target_rps, attest=attest, store=db)
+    if json_out:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        lines = ["Pre-launch checklist (the method, article 003 §5.1)", ""]
+        for i, item in enumerate(result.items, 1):
+            lines.append(f"{_MARK.get(item.status, '?')} {i:>2}. {item.title}  [{item.id}: {item.status}]")
+            lines.append(f"       {item.evidence}")
+            if item.status == "missing":
+                lines.append(f"       counts: {item.counts}")
+        done = len(result.items) - len(result.missing)
+        lines.append("")
+        lines.append(
+            f"{done} of {len(result.items)} items evidenced or attested"
+            + (f"; missing: {', '.join(i.id for i in result.missing)}" if result.missing else " — ready to launch")
+        )
+        typer.echo("\n".join(lines))
+    raise typer.Exit(result.exit_code)
+
+
+app = command_app()
+app.command("checklist", help=_HELP)(checklist)
