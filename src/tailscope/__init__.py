@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "FindMaxOutcome": "tailscope.runner.sweep_run",
     "Finding": "tailscope.verify.findings",
     "GateResult": "tailscope.verify.evaluate",
+    "ImportResult": "tailscope.api.peers",
+    "ImportedRun": "tailscope.api.peers",
     "IngestResult": "tailscope.api.trace",
     "InternalError": "tailscope.errors",
     "Interrupted": "tailscope.errors",
@@ -74,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "TraceFormatError": "tailscope.errors",
     "TraceJoin": "tailscope.api.trace",
     "TraceView": "tailscope.api.trace",
+    "Translation": "tailscope.workload.translate",
     "TwinCheck": "tailscope.api.twin",
     "Verdict": "tailscope.verify.evaluate",
     "alerts": "tailscope.api.verify",
@@ -94,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "export_run": "tailscope.api.runs",
     "find_max": "tailscope.api.bench",
     "gate": "tailscope.api.verify",
+    "import_run": "tailscope.api.peers",
     "ingest_traces": "tailscope.api.trace",
     "join_traces": "tailscope.api.trace",
     "list_runs": "tailscope.api.runs",
@@ -115,6 +119,7 @@ _EXPORTS: dict[str, str] = {
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
+    "translate_command": "tailscope.api.peers",
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
@@ -144,6 +149,8 @@ __all__ = [
     "FindMaxOutcome",
     "Finding",
     "GateResult",
+    "ImportResult",
+    "ImportedRun",
     "IngestResult",
     "InternalError",
     "Interrupted",
@@ -185,6 +192,7 @@ __all__ = [
     "TraceFormatError",
     "TraceJoin",
     "TraceView",
+    "Translation",
     "TwinCheck",
     "Verdict",
     "__version__",
@@ -206,6 +214,7 @@ __all__ = [
     "export_run",
     "find_max",
     "gate",
+    "import_run",
     "ingest_traces",
     "join_traces",
     "list_runs",
@@ -228,6 +237,7 @@ __all__ = [
     "sweep",
     "tag_run",
     "trace_sets",
+    "translate_command",
     "twin_check",
     "twin_check_async",
     "write_demo_traces",
@@ -250,6 +260,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
     from tailscope.api.plan import (
         CapacityResult,
         plan_budget,
@@ -341,3 +352,4 @@ if TYPE_CHECKING:
     from tailscope.workload.lengths import LengthDist, parse_length_spec
     from tailscope.workload.simple import LoadShape, simple_requests
     from tailscope.workload.spec import RequestSpec
+    from tailscope.workload.translate import Translation
