@@ -85,6 +85,9 @@ class BenchOptions:
             ratio in (0, 1] (``0.1`` or ``"0.1"``: that share, drawn from the seed so it repeats); the trace id and
             client span id become fields of each traced record (``tailscope trace join`` keys on them).
         tracestate: a W3C ``tracestate`` value sent beside ``traceparent`` (traced requests only).
+        from_traces: trace → load: replay the LLM calls of this ingested trace set as sessions that keep each
+            trace's call order, parallel fan-outs and gaps (``requests`` = how many traces, default 100).
+        traces_db: the store holding that trace set (default: the command line's store).
     """
 
     url: str | None = None
@@ -130,6 +133,9 @@ class BenchOptions:
     request_template: PathLike | None = None
     trace_context: str | float | bool = "off"
     tracestate: str | None = None
+    # trace → load (issue 19 item 5)
+    from_traces: str | None = None
+    traces_db: PathLike | None = None
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

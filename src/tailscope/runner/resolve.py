@@ -71,7 +71,11 @@ def resolve(opts: BenchOptions) -> Resolved:
     tracestate = check_tracestate(opts.tracestate)
     if tracestate is not None and ratio == 0:
         raise ConfigError("--tracestate is sent with traceparent only: add --trace-context on (or a ratio)")
-    if opts.dataset is not None:
+    if opts.from_traces is not None:
+        from tailscope.runner.trace_load import resolve_trace_load
+
+        resolved = resolve_trace_load(opts)
+    elif opts.dataset is not None:
         if opts.profile is not None or opts.replay is not None:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
         resolved = _dataset(opts)
