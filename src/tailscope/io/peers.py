@@ -51,7 +51,9 @@ SEMANTICS: dict[str, tuple[str, ...]] = {
         "request start)/output tokens includes the TTFT; ITL = (last - first token)/(output tokens - 1) is what "
         "vLLM calls TPOT; request latency ends at request_end (stream close).",
         "No per-token times are kept: token iterations are spaced evenly between the first and the last token.",
-        "Percentiles: the smallest value whose cumulative share is >= q (no interpolation).",
+        "Percentiles: the smallest value whose cumulative share is >= q (no interpolation); GuideLLM sums the "
+        "shares in floating point (np.searchsorted over np.cumsum), so where n·q is a whole number its value can be "
+        "the next sample (its median of 20 values is the 11th).",
     ),
     "aiperf": (
         "AIPerf: TTFT from request_start_ns (the send) to the first content-bearing response; request latency ends "
@@ -346,7 +348,7 @@ def _vllm(doc: Any, src: str) -> PeerRun:
 def _guidellm(doc: Any, src: str) -> list[PeerRun]:
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise ContractError(f"{src}: benchmarks: expected GuideLLM's benchmarks.json (an object with a list)")
-    args = _obj(doc.get("args"))
+    args = _obj(doc.get("args")) or _obj(_obj(_obj(doc.get("config")).get("spec")).get("backend"))
     runs = []
     for b_i, bench in enumerate(doc["benchmarks"]):
         where = f"{src}: benchmarks[{b_i}]"
