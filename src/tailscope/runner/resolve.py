@@ -345,6 +345,7 @@ def _profile(opts: BenchOptions) -> Resolved:
             if any(c.extra_body for c in p.classes)
             else {}
         ),
+        **({"class_models": models} if (models := {c.name: c.model for c in p.classes if c.model}) else {}),
     }
     cfg = replace(
         cfg,
@@ -356,7 +357,12 @@ def _profile(opts: BenchOptions) -> Resolved:
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
         lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes),
-        class_extra_body={c.name: c.extra_body for c in p.classes if c.extra_body},
+        # a class's model rides in its body fields (over the run's model; LoRA adapters are served as models)
+        class_extra_body={
+            c.name: {**c.extra_body, **({"model": c.model} if c.model else {})}
+            for c in p.classes
+            if c.extra_body or c.model
+        },
     )
     return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
 
