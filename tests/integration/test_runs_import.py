@@ -126,3 +126,26 @@ def test_result_written_by_vllms_own_client_imports_with_its_figures(tmp_path: P
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     _assert_vllm_figures(result, tmp_path / "store.duckdb", tmp_path)
+
+
+def test_translate_cli_writes_a_profile_bench_accepts(tmp_path: Path) -> None:
+    """`translate --out` writes a profile that `bench --profile` runs (against the built-in engine, 6 requests)."""
+    db = tmp_path / "s.duckdb"
+    out = tmp_path / "p.yaml"
+    proc = cli(
+        "translate", "--from", "vllm", "--out", str(out), "--",
+        "--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--dataset-name", "random",
+        "--random-input-len", "32", "--random-output-len", "8", "--random-range-ratio", "0.5",
+        "--request-rate", "20", "--num-prompts", "6", "--ignore-eos", "--save-result", db=db,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out}" in proc.stdout
+    assert "semantic differences:" in proc.stdout
+    assert "--save-result: output or display only" in proc.stdout
+    ran = cli("bench", "--profile", str(out), "--quiet", db=db, timeout=180)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    listed = json.loads(cli("runs", "list", "--json", "-", db=db).stdout)
+    assert listed[0]["requests"]["total"] == 6
+    refused = cli("translate", "--from", "aiperf", "--", "--input-file", "x.jsonl", "--osl", "4", db=db)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1].startswith("tailscope: error: aiperf --input-file: cannot be")
