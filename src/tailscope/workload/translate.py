@@ -123,6 +123,8 @@ def translate(tool: str, args: list[str]) -> Translation:
         argv = argv[2:]
     if name == "guidellm" and argv[:1] == ["benchmark"]:
         argv = argv[1:]
+    if name == "guidellm" and (argv[:1] == ["run"] or any(a.startswith("kind=") for a in argv)):
+        argv = _guidellm_specs(argv[1:] if argv[:1] == ["run"] else argv)
     if name == "aiperf" and argv[:1] == ["profile"]:
         argv = argv[1:]
     fn = {"vllm": _vllm, "guidellm": _guidellm, "aiperf": _aiperf}[name]
@@ -361,7 +363,13 @@ _GLLM_IGNORED = {
         "--disable-console",
     )
 }
-_GLLM_IGNORED |= {"--backend-type": "tailscope speaks OpenAI HTTP (openai_http)", "--processor": "tokenizer id"}
+_GLLM_IGNORED |= {
+    "--backend-type": "tailscope speaks OpenAI HTTP (openai_http)",
+    "--processor": "tokenizer id",
+    "--tokenizer": "tokenizer (tailscope: --tokenizer PATH/tokenizer.json)",
+    "--output": "output only",
+    "--label": "output only",
+}
 
 
 def _synthetic(a: _Args, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -390,6 +398,50 @@ def _synthetic(a: _Args, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if unknown:
         raise a.refuse("--data", f"synthetic field {unknown[0]!r} has no tailscope equivalent")
     return dist("prompt"), dist("output")
+
+
+def _spec(flag: str, value: str) -> dict[str, str]:
+    try:
+        return dict(part.split("=", 1) for part in value.split(","))
+    except ValueError:
+        raise ConfigError(f"guidellm {flag} {value!r}: expected kind=…,key=value,…") from None
+
+
+def _guidellm_specs(argv: list[str]) -> list[str]:
+    """GuideLLM ≥ 0.6 ``run`` specs (``--profile kind=constant,rate=6``) as the classic ``benchmark`` flags."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
+        i += 2 if value is not None else 1
+        spec = _spec(flag, value) if value is not None and value.startswith("kind=") else {}
+        kind = spec.pop("kind", "")
+        if flag == "--backend" and kind == "openai_http":
+            out += [x for k, f in (("target", "--target"), ("model", "--model")) if k in spec for x in (f, spec[k])]
+            if "completions" in spec.get("request_format", "") and "chat" not in spec.get("request_format", ""):
+                out += ["--request-type", "text_completions"]
+        elif flag == "--profile" and kind in ("constant", "poisson", "concurrent", "synchronous", "throughput",
+                                              "sweep"):  # fmt: skip
+            out += ["--rate-type", kind]
+            if "rate" in spec or "streams" in spec:
+                out += ["--rate", spec.get("rate") or spec["streams"]]
+        elif flag == "--constraint" and kind == "max_requests" and "count" in spec:
+            out += ["--max-requests", spec["count"]]
+        elif flag == "--constraint" and kind == "max_duration" and "seconds" in spec:
+            out += ["--max-seconds", spec["seconds"]]
+        elif flag == "--data" and kind == "synthetic_text":
+            out += ["--data", ",".join(f"{k}={v}" for k, v in spec.items())]
+        elif flag == "--data" and kind in ("json_file", "text_file") and "path" in spec:
+            out += ["--data", spec["path"]]
+        elif flag == "--seed" and kind == "static" and "value" in spec:
+            out += ["--random-seed", spec["value"]]
+        elif flag in ("--tokenizer", "--output", "--disable-progress", "--disable-console", "--label"):
+            out.append(flag)  # listed as ignored, its value dropped
+        else:
+            raise ConfigError(f"guidellm {flag}{' ' + value if value else ''}: cannot be translated — no tailscope "
+                              "equivalent; remove it or set the workload by hand (docs/workload.md)")  # fmt: skip
+    return out
 
 
 def _guidellm(argv: list[str]) -> Translation:
@@ -476,13 +528,12 @@ def _guidellm(argv: list[str]) -> Translation:
     if cool:
         raise a.refuse("--cooldown-percent", "tailscope has no cooldown window; requests at the end are counted")
     diffs.append(
-        "GuideLLM percentiles take the smallest value whose cumulative share is ≥ q; tailscope's are exact "
-        "from HDR histograms — `runs show --dialect guidellm` recomputes them GuideLLM's way."
+        "GuideLLM percentiles take the smallest value whose cumulative share is ≥ q (summed in floating point); "
+        "`runs show --dialect guidellm` recomputes them GuideLLM's way."
     )
     diffs.append(
-        "GuideLLM does not send ignore_eos unless asked (as backend args); tailscope does by default — "
-        "the translation keeps tailscope's default so output lengths are exact; add --no-ignore-eos to "
-        "match GuideLLM."
+        "GuideLLM (0.8) sends ignore_eos with max_completion_tokens for synthetic data; tailscope sends ignore_eos and "
+        "max_tokens by default — with a dataset file GuideLLM lets the model stop: add --no-ignore-eos to match."
     )
     return _finish("guidellm", a, argv, profile, flags, diffs, _GLLM_IGNORED)
 

@@ -131,3 +131,21 @@ def test_aiperf_concurrency_profile() -> None:
     assert t.flags == ("--url", "http://h:8000", "--ignore-eos")
     with pytest.raises(ConfigError, match=r"^aiperf --input-file: cannot be translated"):
         translate("aiperf", ["--input-file", "x.jsonl", "--osl", "5"])
+
+
+def test_guidellm_run_specs_of_current_versions() -> None:
+    """GuideLLM ≥ 0.6 `run --profile kind=…` specs (the command that wrote tests/fixtures/peers/guidellm_real_*)."""
+    t = translate(
+        "guidellm",
+        ["run", "--backend", "kind=openai_http,target=http://127.0.0.1:18432,model=tiny",
+         "--profile", "kind=constant,rate=6", "--constraint", "kind=max_requests,count=20",
+         "--data", "kind=synthetic_text,prompt_tokens=64,output_tokens=24", "--tokenizer", "kind=hf_auto,model=/m",
+         "--output", "kind=json,path=/tmp/b.json", "--seed", "kind=static,value=7", "--disable-progress"],
+    )  # fmt: skip
+    _valid(t.profile)
+    assert t.profile["arrival"] == {"mode": "open", "process": "constant", "rate": 6.0}
+    assert t.profile["stop"] == {"requests": 20}
+    assert t.profile["seed"] == 7
+    assert t.flags == ("--url", "http://127.0.0.1:18432")
+    with pytest.raises(ConfigError, match=r"^guidellm --data kind=huggingface,path=x: cannot be translated"):
+        translate("guidellm", ["run", "--data", "kind=huggingface,path=x"])
