@@ -696,16 +696,29 @@ def _aiperf_aggregate(path: Path) -> tuple[dict[str, Any], str, str, dict[str, A
     errors = agg.get("error_request_count")
     if isinstance(errors, dict) and isinstance(errors.get("avg"), int | float):
         reported["failed"] = int(errors["avg"])
+    summary = agg.get("error_summary")
+    if "failed" not in reported and isinstance(summary, list):
+        reported["failed"] = sum(int(_obj(e).get("count") or 0) for e in summary)
     dur = agg.get("benchmark_duration")
     if isinstance(dur, dict) and isinstance(dur.get("avg"), int | float):
         reported["duration"] = float(dur["avg"])
     cfg = _obj(agg.get("input_config"))
     endpoint = _obj(cfg.get("endpoint"))
-    names = endpoint.get("model_names")
+    names = endpoint.get("model_names")  # AIPerf ≤ 0.5; 0.13: input_config.models.items[].name
+    items = _obj(cfg.get("models")).get("items")
+    if not isinstance(names, list) and isinstance(items, list):
+        names = [_obj(i).get("name") for i in items if _obj(i).get("name")]
     model = str(names[0]) if isinstance(names, list) and names else ""
-    settings = {"loadgen": cfg.get("loadgen")} if isinstance(cfg.get("loadgen"), dict) else {}
-    if isinstance(cfg.get("cli_command"), str):
-        settings["cli_command"] = cfg["cli_command"]
+    settings: dict[str, Any] = {}
+    for key in ("loadgen", "phases"):
+        if isinstance(cfg.get(key), dict | list):
+            settings[key] = cfg[key]
+    command = cfg.get("cli_command") or _obj(agg.get("run_info")).get("cli_command")
+    if isinstance(command, str):
+        settings["cli_command"] = command
+    urls = endpoint.get("urls")
+    if not endpoint.get("url") and isinstance(urls, list) and urls:
+        endpoint = {**endpoint, "url": urls[0]}
     url = str(endpoint.get("url") or "")
     if url and not url.startswith(("http://", "https://")):
         url = f"http://{url}"

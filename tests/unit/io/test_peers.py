@@ -19,6 +19,7 @@ VLLM = FIX / "vllm_bench_serve.json"
 GUIDELLM = FIX / "guidellm_benchmarks.json"
 GUIDELLM_REAL = FIX / "guidellm_real_benchmarks.json"
 AIPERF = FIX / "aiperf" / "profile_export.jsonl"
+AIPERF_REAL = FIX / "aiperf_real" / "profile_export.jsonl"
 
 
 def _close(a: float | None, b: float, rel: float = 0.01) -> bool:
@@ -120,6 +121,17 @@ def test_aiperf_profile_export_reproduces_its_figures_and_warmup() -> None:
     assert failed.error is not None
     assert failed.error.value == "http_5xx"
     assert run.model == "tiny"
+
+
+def test_aiperf_file_written_by_aiperf_reproduces_its_figures() -> None:
+    """AIPerf 0.13's own profile_export.jsonl with its profile_export_aiperf.json beside it."""
+    (run,) = read_peer_results(AIPERF_REAL, tool="aiperf")
+    _check_reported(run, "aiperf", ("ttft_ms", "itl_ms", "icl_ms", "e2e_ms"))
+    assert run.reported["completed"] == 16
+    assert sum(r.warmup for r in run.records) == 2
+    assert run.model == "tiny"
+    assert run.url == "http://127.0.0.1:18433"
+    assert "aiperf profile" in run.settings["cli_command"]
 
 
 def test_aiperf_bad_line_names_file_and_line(tmp_path: Path) -> None:
