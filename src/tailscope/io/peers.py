@@ -571,6 +571,7 @@ def _aiperf(text: str, path: Path) -> PeerRun:
 
     t0 = min(start_of(i, r) for i, r in rows)
     multi_turn = any(int(r["metadata"].get("turn_index") or 0) > 0 for _, r in rows)
+    usage_differs = 0
     records = []
     for rid, (i, row) in enumerate(rows):
         where = f"{src}:{i}"
@@ -615,6 +616,9 @@ def _aiperf(text: str, path: Path) -> PeerRun:
             )
         icl = _ms(metrics, "inter_chunk_latency", where) or []
         osl = _metric(metrics, "output_sequence_length", where) or _metric(metrics, "output_token_count", where) or 1
+        usage = _metric(metrics, "usage_completion_tokens", where)
+        if isinstance(usage, int | float) and isinstance(osl, int | float) and int(usage) != int(osl):
+            usage_differs += 1
         n = int(_num(osl, f"{where}: metrics.output_sequence_length") or 0)
         first = sent + round(ttft * 1e6)
         chunks = [first]
@@ -657,7 +661,17 @@ def _aiperf(text: str, path: Path) -> PeerRun:
         started_at=_iso(t0 / 1e9),
         reported=reported,
         settings=settings,
-        notes=("scheduled = sent: AIPerf records no intended send time",),
+        notes=(
+            "scheduled = sent: AIPerf records no intended send time",
+            *(
+                [
+                    f"{usage_differs} request(s): AIPerf's tokenizer counted a different output length than the "
+                    "server's usage (usage_completion_tokens); the records keep AIPerf's count (its ITL uses it)"
+                ]
+                if usage_differs
+                else []
+            ),
+        ),
     )
 
 
