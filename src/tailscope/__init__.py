@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "FindMaxOutcome": "tailscope.runner.sweep_run",
     "Finding": "tailscope.verify.findings",
     "GateResult": "tailscope.verify.evaluate",
+    "ImportResult": "tailscope.api.peers",
+    "ImportedRun": "tailscope.api.peers",
     "IngestResult": "tailscope.api.trace",
     "InternalError": "tailscope.errors",
     "Interrupted": "tailscope.errors",
@@ -79,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "TraceFormatError": "tailscope.errors",
     "TraceJoin": "tailscope.api.trace",
     "TraceView": "tailscope.api.trace",
+    "Translation": "tailscope.workload.translate",
     "TwinCheck": "tailscope.api.twin",
     "Verdict": "tailscope.verify.evaluate",
     "WhatIfResult": "tailscope.api.trace",
@@ -102,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "export_run": "tailscope.api.runs",
     "find_max": "tailscope.api.bench",
     "gate": "tailscope.api.verify",
+    "import_run": "tailscope.api.peers",
     "ingest_traces": "tailscope.api.trace",
     "join_traces": "tailscope.api.trace",
     "list_runs": "tailscope.api.runs",
@@ -129,6 +133,7 @@ _EXPORTS: dict[str, str] = {
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
+    "translate_command": "tailscope.api.peers",
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
@@ -163,6 +168,8 @@ __all__ = [
     "FindMaxOutcome",
     "Finding",
     "GateResult",
+    "ImportResult",
+    "ImportedRun",
     "IngestResult",
     "InternalError",
     "Interrupted",
@@ -205,6 +212,7 @@ __all__ = [
     "TraceFormatError",
     "TraceJoin",
     "TraceView",
+    "Translation",
     "TwinCheck",
     "Verdict",
     "WhatIfResult",
@@ -229,6 +237,7 @@ __all__ = [
     "export_run",
     "find_max",
     "gate",
+    "import_run",
     "ingest_traces",
     "join_traces",
     "list_runs",
@@ -257,6 +266,7 @@ __all__ = [
     "sweep",
     "tag_run",
     "trace_sets",
+    "translate_command",
     "twin_check",
     "twin_check_async",
     "whatif",
@@ -282,6 +292,7 @@ if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.checklist import checklist
+    from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
     from tailscope.api.plan import (
         CapacityResult,
         plan_budget,
@@ -382,3 +393,4 @@ if TYPE_CHECKING:
     from tailscope.workload.lengths import LengthDist, parse_length_spec
     from tailscope.workload.simple import LoadShape, simple_requests
     from tailscope.workload.spec import RequestSpec
+    from tailscope.workload.translate import Translation

@@ -18,6 +18,7 @@ class RunKind(StrEnum):
     BENCH = "bench"
     SIM = "sim"
     TRACE = "trace"
+    IMPORT = "import"  # another tool's result file (`tailscope runs import`)
 
 
 class RunStatus(StrEnum):
@@ -78,7 +79,7 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One measurement (a bench run, a simulation, or an ingested trace set).
+    """One measurement (a bench run, a simulation, an ingested trace set, or another tool's imported result).
 
     ``probe`` names what made a run that only serves another command (``calibrate``, ``find-max``,
     ``twin-check``): such runs are tagged ``probe`` and never resolve as ``latest``. None for a measurement.

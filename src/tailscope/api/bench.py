@@ -117,6 +117,8 @@ async def bench_async(
     trace_context: str | float | bool = "off",
     tracestate: str | None = None,
     telemetry_url: str | Sequence[str] = (),
+    from_traces: str | None = None,
+    traces_db: PathLike | None = None,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,
@@ -144,6 +146,9 @@ async def bench_async(
         ConfigError: bad options (before any load is sent). TargetError: the target cannot be reached.
     """
     opts = _options_from(options, locals())
+    if opts.from_traces is not None and opts.traces_db is None and store is not None:
+        runs_store = open_store(store)
+        opts = replace(opts, traces_db=None if runs_store is None else runs_store.db.path)
     resolved = resolve(opts)
     return await _run_one(
         resolved,

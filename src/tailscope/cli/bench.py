@@ -184,6 +184,13 @@ def bench(
     tracestate: str | None = typer.Option(
         None, "--tracestate", help="A W3C tracestate sent with traceparent, e.g. 'vendor=value'."
     ),
+    from_traces: str | None = typer.Option(
+        None,
+        "--from-traces",
+        metavar="SET",
+        help="Trace -> load: replay the LLM calls of an ingested trace set as sessions keeping each trace's call "
+        "order, parallel fan-outs and gaps (--requests = traces, default 100; --time-scale).",
+    ),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."
@@ -195,6 +202,8 @@ def bench(
     no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when an SLO or --max-error-rate fails."),
 ) -> None:
     options = options_from(ctx)
+    if options.from_traces is not None and db is not None:
+        options = options.with_changes(traces_db=db)  # the trace set lives in the bench's own store
     if dialect:
         from tailscope.metrics.dialects import check_dialects
 

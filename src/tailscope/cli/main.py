@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.",
     ),
     "runs": ("tailscope.cli.runs", "Runs kept in the embedded store."),
+    "translate": ("tailscope.cli.translate", "Turn a vLLM bench, GuideLLM or AIPerf command line into a profile."),
     "plan": ("tailscope.cli.plan", "Capacity and cost planning: KV memory, latency estimates, GPUs, budgets."),
     "calibrate": ("tailscope.cli.twin", "Probe a server (bounded) and fit its digital twin; or fit one from runs."),
     "twin": ("tailscope.cli.twin", "The calibrated digital twin."),

@@ -17,7 +17,7 @@ runs_app = command_app(
 @runs_app.command("list")
 def list_(
     limit: int = typer.Option(30, "--limit", help="How many runs (newest first)."),
-    kind: str | None = typer.Option(None, "--kind", help="Only bench, sim or trace runs."),
+    kind: str | None = typer.Option(None, "--kind", help="Only bench, sim, trace or import runs."),
     tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag (probe: calibration probes)."),
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the runs with their request counts as JSON to PATH (- = stdout)."
@@ -102,6 +102,12 @@ def show(
         con.print(dialect_renderable(view.summary))
         return
     print_summary(run_to_json(view.run), view.summary, con)
+    imported = view.run.settings.get("import")
+    if isinstance(imported, dict):
+        from tailscope.report.peers_console import import_renderable
+
+        tool_view = show_run(view.run.id, dialect=str(imported.get("tool")), store=db)
+        con.print(import_renderable(imported, tool_view.summary, view.summary))
     traced = view.summary.get("trace_context")
     if isinstance(traced, dict):
         con.print(
@@ -109,6 +115,35 @@ def show(
             f"their trace_id/span_id are in the records — join them: tailscope trace join --run {view.run.id} "
             "--set SET"
         )
+
+
+@runs_app.command("import")
+def import_(
+    path: Path = typer.Argument(..., help="The result file: vLLM bench JSON, GuideLLM benchmarks.json, AIPerf JSONL."),
+    tool: str = typer.Option(..., "--from", help="The tool that wrote it: vllm, guidellm or aiperf."),
+    tag: str | None = typer.Option(None, "--tag", help="Tag the imported run(s)."),
+    json_out: Path | None = typer.Option(
+        None, "--json", metavar="PATH", help="Write the bench --json document of the imported run(s) to PATH."
+    ),
+    db: Path | None = DB,
+) -> None:
+    """Import another tool's result file as runs (kind import), with per-request records: compare, gate, report and
+    diagnose then work on it. Example: tailscope runs import result.json --from vllm"""
+    from tailscope.api.peers import import_run
+    from tailscope.cli.common import store_path, write_export
+    from tailscope.metrics.document import clean_json
+    from tailscope.report.console import stdout_console
+    from tailscope.report.peers_console import import_renderable
+
+    result = import_run(path, tool=tool, store=store_path(db), tag=tag)
+    con = stdout_console()
+    for r in result.runs:
+        con.print(f"[bold]run {r.run.id}[/]  import  {len(r.records)} requests  model {r.run.target.model}")
+        con.print(import_renderable(r.run.settings["import"], r.dialect, r.summary))
+    if json_out is not None:
+        write_export(json_out, clean_json(result.export()))
+        err_console().print(f"wrote {json_out}")
+    err_console().print(f"stored in {result.store_path}: tailscope runs show {result.runs[-1].run.id}")
 
 
 @runs_app.command("export")

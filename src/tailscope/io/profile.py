@@ -176,6 +176,7 @@ class _Converter:
             output_tokens=self.length(c.output_tokens, (*loc, "output_tokens")),
             session=session,
             extra_body=dict(c.extra_body),
+            model=c.model,
         )
 
     def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:

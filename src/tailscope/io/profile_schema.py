@@ -130,6 +130,7 @@ class ClassM(_M):
     output_tokens: LengthField
     session: SessionM | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = Field(default=None, min_length=1)
 
     @field_validator("extra_body")
     @classmethod

@@ -182,7 +182,21 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     mixed = summary.get("mixed") or {}
     if mixed:
         parts.append(mixed_table(mixed))
+    sessions = summary.get("sessions")
+    if isinstance(sessions, dict):
+        parts.append(Text(sessions_line(sessions)))
     return Group(*parts)
+
+
+def sessions_line(s: dict[str, Any]) -> str:
+    """Session-level metrics in one line: sessions, failed, duration and time per step (p50/p99), steps."""
+    dur, step, steps = s.get("duration_ms") or {}, s.get("step_ms") or {}, s.get("steps") or {}
+    mean_steps = steps.get("mean")
+    return (
+        f"sessions {s.get('sessions')}  failed {s.get('failed')}  duration p50 {format_ms(dur.get('p50'))} "
+        f"p99 {format_ms(dur.get('p99'))}  time per step p50 {format_ms(step.get('p50'))} "
+        f"p99 {format_ms(step.get('p99'))}  steps/session " + ("—" if mean_steps is None else f"{mean_steps:.1f}")
+    )
 
 
 def _share(x: float | None) -> str:

@@ -476,11 +476,16 @@ async def run_bench(
 def _extra_summary(
     cfg: BenchConfig, records: list[RequestRecord], t0_unix_ns: int, mixed: dict[str, Any] | None
 ) -> dict[str, Any] | None:
-    """Summary keys beyond RunSummary: mixed traffic, and the trace context (traced count, the run start's Unix
-    time in ns)."""
+    """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), and the trace
+    context (traced count, the run start's Unix time in ns)."""
     extra: dict[str, Any] = {}
     if mixed:
         extra["mixed"] = mixed
+    if any(r.session_id is not None for r in records):
+        from tailscope.metrics.sessions import session_summary
+
+        planned = (cfg.settings.get("trace_load") or {}).get("planned")
+        extra["sessions"] = session_summary(records, planned)
     if cfg.trace_ratio > 0:
         extra["trace_context"] = {
             "ratio": cfg.trace_ratio,

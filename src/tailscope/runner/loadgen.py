@@ -206,6 +206,9 @@ class LoadGenerator:
         if spec.session_id is None:
             await self._send(spec, prep.prompt, scheduled, spec.input_tokens)
             return
+        if any(t.after or t.at_ns is not None for t in prep.followups):
+            await self._run_graph(prep, scheduled)
+            return
         # Only turn 0 is built with the shared prefix (the workload contract); later turns carry it inside their
         # history, so they still start with it and are marked shared, and the prefix is never sent twice.
         shared = spec.prefix_id is not None
@@ -226,6 +229,43 @@ class LoadGenerator:
             if not await self._sleep_until(due):
                 return
             out = await self._send(turn, list(history), due, context, shared_prefix=shared)
+
+    async def _run_graph(self, prep: _Prepared, scheduled: int) -> None:
+        """A session shaped as a call graph (trace → load): each call waits for the calls in its ``after``, then
+        for its gap after the latest of their ends (or, depending on none, for its own ``at_ns``); calls with no
+        path between them run concurrently. A call whose dependency failed (or was never sent) is not sent."""
+        ends: dict[int, asyncio.Future[int | None]] = {}
+        loop = asyncio.get_running_loop()
+        for s in (prep.spec, *prep.followups):
+            ends[s.id] = loop.create_future()
+
+        async def call(spec: RequestSpec, due: int | None, prompt: str | list[dict[str, str]]) -> None:
+            end: int | None = None
+            try:
+                if due is None:
+                    due_at = spec.at_ns
+                    for dep, gap in spec.after:
+                        dep_end = await ends[dep] if dep in ends else None
+                        if dep_end is None:
+                            return
+                        due_at = dep_end + gap if due_at is None else max(due_at, dep_end + gap)
+                    due = due_at if due_at is not None else self._now_rel()
+                    if not await self._sleep_until(due):
+                        return
+                out = await self._send(spec, prompt, due, spec.input_tokens)
+                if out.record.ok:
+                    r = out.record
+                    end = r.stream_end_ns or r.end_ns or self._now_rel()
+            finally:
+                fut = ends[spec.id]
+                if not fut.done():
+                    fut.set_result(end)
+
+        tasks = [call(prep.spec, scheduled, prep.prompt)]
+        for turn in prep.followups:
+            text = turn.prompt if turn.prompt is not None else self.synth.make(turn.input_tokens, turn.seed)
+            tasks.append(call(turn, None, text))
+        await asyncio.gather(*tasks)
 
     # -- loops -----------------------------------------------------------------------------------------------------
     async def run(

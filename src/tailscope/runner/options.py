@@ -89,6 +89,9 @@ class BenchOptions:
             exporter (``http://HOST:9400/metrics``) or a node exporter (``:9100/metrics``), one URL or several; their
             figures land in ``summary.gpu`` (GPU utilisation, memory, bandwidth, power, energy per output token,
             host CPU) and feed diagnose (see docs/metrics.md).
+        from_traces: trace → load: replay the LLM calls of this ingested trace set as sessions that keep each
+            trace's call order, parallel fan-outs and gaps (``requests`` = how many traces, default 100).
+        traces_db: the store holding that trace set (default: the command line's store).
     """
 
     url: str | None = None
@@ -136,6 +139,9 @@ class BenchOptions:
     tracestate: str | None = None
     # host and GPU telemetry (issue 24 item 9)
     telemetry_url: str | Sequence[str] = ()
+    # trace → load (issue 19 item 5)
+    from_traces: str | None = None
+    traces_db: PathLike | None = None
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

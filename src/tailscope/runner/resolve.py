@@ -71,7 +71,11 @@ def resolve(opts: BenchOptions) -> Resolved:
     tracestate = check_tracestate(opts.tracestate)
     if tracestate is not None and ratio == 0:
         raise ConfigError("--tracestate is sent with traceparent only: add --trace-context on (or a ratio)")
-    if opts.dataset is not None:
+    if opts.from_traces is not None:
+        from tailscope.runner.trace_load import resolve_trace_load
+
+        resolved = resolve_trace_load(opts)
+    elif opts.dataset is not None:
         if opts.profile is not None or opts.replay is not None:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
         resolved = _dataset(opts)
@@ -358,6 +362,7 @@ def _profile(opts: BenchOptions) -> Resolved:
             if any(c.extra_body for c in p.classes)
             else {}
         ),
+        **({"class_models": models} if (models := {c.name: c.model for c in p.classes if c.model}) else {}),
     }
     cfg = replace(
         cfg,
@@ -369,7 +374,12 @@ def _profile(opts: BenchOptions) -> Resolved:
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
         lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes),
-        class_extra_body={c.name: c.extra_body for c in p.classes if c.extra_body},
+        # a class's model rides in its body fields (over the run's model; LoRA adapters are served as models)
+        class_extra_body={
+            c.name: {**c.extra_body, **({"model": c.model} if c.model else {})}
+            for c in p.classes
+            if c.extra_body or c.model
+        },
     )
     return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
 

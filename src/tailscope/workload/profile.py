@@ -40,6 +40,8 @@ class RequestClass:
         output_tokens: ``max_tokens`` per request.
         session: multi-turn shape, or None for single requests.
         extra_body: JSON fields merged into this class's request bodies (sampling parameters, tools, …).
+        model: the model (or LoRA adapter name) this class's requests ask for; None = the run's model. One run can
+            so split its traffic across the models a server serves.
     """
 
     name: str
@@ -48,6 +50,7 @@ class RequestClass:
     output_tokens: LengthDist
     session: SessionShape | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

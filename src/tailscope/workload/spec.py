@@ -29,6 +29,8 @@ class RequestSpec:
         messages: a whole chat to send verbatim, as ``(role, content)`` pairs (datasets).
         trace_id: W3C trace id (32 lowercase hex digits) sent in ``traceparent``, or ``None`` (not traced).
         span_id: the client span id (16 hex digits) that ``traceparent`` names as the server's parent.
+        after: a call graph (trace → load): ``(request id, gap ns)`` pairs of earlier requests of the same session;
+            this request is due ``gap`` after the latest of their ends. Empty for ordinary requests and turns.
     """
 
     id: int
@@ -47,3 +49,4 @@ class RequestSpec:
     messages: tuple[tuple[str, str], ...] | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    after: tuple[tuple[int, int], ...] = ()

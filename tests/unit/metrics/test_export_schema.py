@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,9 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
     summary["lost"] = lost_share(states, None, 4)
     summary["bottleneck_workers"] = []
     summary["trace_context"] = {"ratio": 1.0, "traced": 20, "t0_unix_ns": 0}
+    from tailscope.metrics.sessions import session_summary
+
+    summary["sessions"] = session_summary([replace(r, session_id=f"s{r.id % 3}") for r in records])
     summary["dialects"] = {"vllm": summarize_dialect(records, "vllm")}
     opts = BenchOptions(url="http://127.0.0.1:9", requests=10, slo=("ttft_p99=1s",), trace_context="on")
     cfg = resolve(opts).config

@@ -60,6 +60,7 @@ def spec_to_wire(s: RequestSpec) -> list[Any]:
 
 
 _I_MESSAGES = _SPEC_FIELDS.index("messages")
+_I_AFTER = _SPEC_FIELDS.index("after")
 
 
 def spec_from_wire(row: list[Any]) -> RequestSpec:
@@ -67,4 +68,5 @@ def spec_from_wire(row: list[Any]) -> RequestSpec:
     vals = list(row)
     if vals[_I_MESSAGES] is not None:
         vals[_I_MESSAGES] = tuple((str(r), str(c)) for r, c in vals[_I_MESSAGES])
+    vals[_I_AFTER] = tuple((int(i), int(gap)) for i, gap in vals[_I_AFTER])
     return RequestSpec(*vals)
