@@ -132,6 +132,14 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
         )
     ]  # fmt: skip
     summary["server"] = {**summarize_server(samples), "scrapes": {"ok": 3, "failed": 0}}
+    from tailscope.metrics.gpu import summarize_gpu
+
+    gpu_samples = [
+        ServerSample(t_ns=t * 1_000_000_000, name=name, value=v, labels='gpu="0"')
+        for t in range(3)
+        for name, v in (("DCGM_FI_DEV_GPU_UTIL", 80.0), ("DCGM_FI_DEV_FB_USED", 1000.0), ("DCGM_FI_DEV_FB_FREE", 500.0))
+    ]
+    summary["gpu"] = {**summarize_gpu(gpu_samples, output_tokens=100), "scrapes": {"http://127.0.0.1:9400": {}}}
     summary["mixed"] = {k: v.to_dict() for k, v in summarize_mixed([MixedRecord("api", 0, 0, 5_000_000, 200)]).items()}
     states = [WorkerState(index=0, kind="process", slots=2), WorkerState(index=1, kind="process", slots=2)]
     summary["workers"] = worker_rows(states, records)
