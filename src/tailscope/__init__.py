@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "ContractError": "tailscope.errors",
     "CostPlan": "tailscope.plan.napkin",
     "Diagnosis": "tailscope.verify.diagnose",
+    "DrillResult": "tailscope.api.drill",
     "ErrorClass": "tailscope.records",
     "Estimate": "tailscope.plan.estimate",
     "FindMaxOutcome": "tailscope.runner.sweep_run",
@@ -46,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "PlanError": "tailscope.errors",
     "ProfileError": "tailscope.errors",
     "Progress": "tailscope.runner.progress",
+    "ProxyServer": "tailscope.api.proxy",
     "RepeatedBench": "tailscope.api.bench",
     "RequestCounts": "tailscope.records",
     "RequestRecord": "tailscope.records",
@@ -93,6 +95,8 @@ _EXPORTS: dict[str, str] = {
     "delete_trace_sets": "tailscope.api.trace",
     "diagnose": "tailscope.api.verify",
     "diff_traces": "tailscope.api.trace",
+    "drill": "tailscope.api.drill",
+    "drill_async": "tailscope.api.drill",
     "export_run": "tailscope.api.runs",
     "find_max": "tailscope.api.bench",
     "gate": "tailscope.api.verify",
@@ -112,11 +116,14 @@ _EXPORTS: dict[str, str] = {
     "report_html": "tailscope.api.report",
     "run_app": "tailscope.api.app",
     "run_app_async": "tailscope.api.app",
+    "run_proxy": "tailscope.api.proxy",
+    "run_proxy_async": "tailscope.api.proxy",
     "show_run": "tailscope.api.runs",
     "show_trace": "tailscope.api.trace",
     "simple_requests": "tailscope.workload.simple",
     "simulate": "tailscope.api.sim",
     "start_app": "tailscope.api.app",
+    "start_proxy": "tailscope.api.proxy",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
@@ -146,6 +153,7 @@ __all__ = [
     "ContractError",
     "CostPlan",
     "Diagnosis",
+    "DrillResult",
     "ErrorClass",
     "Estimate",
     "FindMaxOutcome",
@@ -162,6 +170,7 @@ __all__ = [
     "PlanError",
     "ProfileError",
     "Progress",
+    "ProxyServer",
     "RepeatedBench",
     "RequestCounts",
     "RequestRecord",
@@ -210,6 +219,8 @@ __all__ = [
     "delete_trace_sets",
     "diagnose",
     "diff_traces",
+    "drill",
+    "drill_async",
     "export_run",
     "find_max",
     "gate",
@@ -229,11 +240,14 @@ __all__ = [
     "report_html",
     "run_app",
     "run_app_async",
+    "run_proxy",
+    "run_proxy_async",
     "show_run",
     "show_trace",
     "simple_requests",
     "simulate",
     "start_app",
+    "start_proxy",
     "summarize",
     "sweep",
     "tag_run",
@@ -261,6 +275,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.drill import DrillResult, drill, drill_async
     from tailscope.api.plan import (
         CapacityResult,
         plan_budget,
@@ -270,6 +285,7 @@ if TYPE_CHECKING:
         plan_kv,
         plan_napkin,
     )
+    from tailscope.api.proxy import ProxyServer, run_proxy, run_proxy_async, start_proxy
     from tailscope.api.report import report_html, write_report
     from tailscope.api.runs import (
         RunListing,

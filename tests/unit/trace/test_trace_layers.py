@@ -100,6 +100,8 @@ def test_serving_engine_spans_are_inference(name: str, kind: str, service: str, 
     assert classify(name, kind, attrs, service=service) == layer
     if layer == "inference":  # deeper in a tree (under a gateway) it stays inference
         assert refine_layer(layer, kind, [], is_root=False) == "inference"
+
+
 def test_an_explicit_layer_attribute_wins_over_conventions() -> None:
     # tailscope app marks each span's layer; the agent's planning model call is agent time, as the case counts it
     assert classify("plan", "INTERNAL", {"layer": "agent", "gen_ai.operation.name": "chat"}) == "agent"
