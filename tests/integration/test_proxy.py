@@ -86,10 +86,15 @@ def test_latency_errors_stall_reset_blackhole_and_live_rules(upstream: str) -> N
             broken = await _bench(px.url, 4)
             assert broken.summary.errors == {"stream_broken": 4}
 
-            # a black hole never answers: a first-token timeout
+            # a black hole accepts and never answers (a client sees its own timeout)
             px.set_rules([{"name": "bh", "path": "/v1/chat", "blackhole": True}])
-            lost = await _bench(px.url, 2, timeout_first_token=0.5)
-            assert lost.summary.errors == {"timeout_first_token": 2}
+            async with aiohttp.ClientSession() as s:
+                body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+                with pytest.raises(TimeoutError):
+                    await s.post(px.url + "/v1/chat/completions", json=body, timeout=aiohttp.ClientTimeout(total=0.5))
+                async with s.get(px.url + "/v1/models") as resp:  # other paths still pass
+                    assert resp.status == 200
+            assert px.stats["blackholed"] == 1
 
             # a bandwidth cap slows the stream down
             px.set_rules([{"name": "bw", "path": "/v1/chat", "bandwidth_kbps": 4}])
@@ -147,3 +152,35 @@ def test_bad_flags_fail_in_one_line_before_listening() -> None:
         assert out.returncode == 1, out
         assert out.stderr.strip().count("\n") == 0, out.stderr
         assert expected in out.stderr
+
+
+def test_a_drill_switches_a_proxy_rule_and_sees_the_errors(upstream: str) -> None:
+    async def main() -> None:
+        async with tailscope.start_proxy(to=upstream) as px:
+            result = await tailscope.drill_async(
+                {
+                    "name": "upstream-503",
+                    "target": {"url": px.url},
+                    "load": {"rate": 8, "duration_s": 3, "output_tokens": 8},
+                    "fault": {
+                        "at_s": 1,
+                        "for_s": 1,
+                        "kind": "proxy",
+                        "proxy": px.admin_url,
+                        "rule": {"path": "/v1/chat", "error": {"status": 503}},
+                    },
+                    "expect": {"error_rate_max": 0.01},
+                },
+                timing=False,
+            )
+            assert px.rules == []  # the drill removed its rule
+        assert not result.passed
+        assert result.exit_code == 1
+        assert result.before.failed == 0
+        assert result.during.requests > 0
+        assert result.during.errors == {"http_5xx": result.during.failed}
+        assert result.during.error_rate >= 0.8  # a request sent just before the switch may pass
+        assert result.after.error_rate <= 0.2
+        assert result.fallbacks is None  # a proxy has no fallback counter
+
+    asyncio.run(main())

@@ -123,3 +123,9 @@ def test_latency_distributions_have_the_asked_centre() -> None:
     logn = sorted(Latency("lognormal", median_ms=100, p95_ms=300).sample_s(rng) for _ in range(4000))
     assert abs(logn[2000] - 0.1) < 0.01
     assert abs(logn[3800] - 0.3) < 0.05
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[3] / "examples" / "drills").glob("*.yaml")))
+def test_shipped_example_drills_are_valid(path: Path) -> None:
+    spec = load_drill(path)
+    assert spec.fault.end_s <= spec.load.duration_s
