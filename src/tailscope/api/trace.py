@@ -12,24 +12,26 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tailscope.api._support import StorePath, default_store, open_store, public, sync_twin
-from tailscope.errors import ConfigError, TraceFormatError
+from tailscope.errors import ConfigError, NotFoundError, TraceFormatError
 from tailscope.io.layer_rules import load_layer_rules
+from tailscope.records import Span
 from tailscope.store.runs import RunStore
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
 from tailscope.trace.critical_path import POLICIES, CriticalPath, critical_path
+from tailscope.trace.dependency import Marks, marks_from
 from tailscope.trace.diff import diff_sets
 from tailscope.trace.facts import TraceFacts, span_layers, trace_facts
 from tailscope.trace.ingest.files import FORMATS, iter_file
 from tailscope.trace.ingest.sets import IngestReport, ingest_paths, set_facts
 from tailscope.trace.join import JoinSummary, join_records
-from tailscope.trace.tree import TraceTree, build_tree
+from tailscope.trace.tree import TraceTree, build_tree, tree_from_rows
 
 PathLike = str | os.PathLike[str]
 
@@ -60,7 +62,13 @@ def file_facts(
         by_trace.setdefault(span.trace_id, []).append(span)
     if not by_trace:
         raise TraceFormatError(f"{path}: no spans (expected OTLP JSON or JSON lines, OTLP protobuf, Jaeger or Zipkin)")
-    return [trace_facts(build_tree(spans), policy=policy, async_blocking=async_blocking) for spans in by_trace.values()]
+    out = []
+    for spans in by_trace.values():
+        tree = build_tree(spans)
+        marks = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
+        consumes = marks.by_index(tree) if marks else None
+        out.append(trace_facts(tree, policy=policy, async_blocking=async_blocking, consumes=consumes))
+    return out
 
 
 def _facts(
@@ -69,7 +77,40 @@ def _facts(
     _check_policy(policy)
     if _is_file(source):
         return file_facts(source, policy=policy, async_blocking=async_blocking)
-    return set_facts(_spans(store), str(source), policy=policy, async_blocking=async_blocking)
+    spans = _spans(store)
+    facts = set_facts(spans, str(source), policy=policy, async_blocking=async_blocking)
+    return _honour_marks(facts, spans, str(source), policy, async_blocking)
+
+
+def _honour_marks(
+    facts: list[TraceFacts], spans: SpanStore, set_name: str, policy: str, async_blocking: bool
+) -> list[TraceFacts]:
+    """Recompute the facts of the traces where a waterfall holds a call that the data marks as consuming an earlier
+    member's output (links, tool call ids): the store's rows carry no attributes, so the finder could not see it."""
+    if not any(f.waterfalls for f in facts):
+        return facts
+    marks = {tid: mk for tid, items in spans.dependency_rows(set_name).items() if (mk := marks_from(items))}
+    redo = set()
+    for f in facts:
+        m = marks.get(f.trace_id)
+        if m is None or not m.consumes:
+            continue
+        for g in f.waterfalls:
+            members = set(g.member_ids)
+            if any(sid in members and not used.isdisjoint(members) for sid, used in m.consumes.items()):
+                redo.add(f.trace_id)
+                break
+    if not redo:
+        return facts
+    fixed: dict[str, TraceFacts] = {}
+    for rows in spans.iter_trace_rows(set_name):
+        tid = rows[0][0]
+        if tid in redo:
+            tree = tree_from_rows(rows)
+            fixed[tid] = trace_facts(
+                tree, policy=policy, async_blocking=async_blocking, consumes=marks[tid].by_index(tree)
+            )
+    return [fixed.get(f.trace_id, f) for f in facts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,3 +453,295 @@ def join_traces(
         skew_tolerance_ns=round(skew_tolerance_ms * 1e6),
     )
     return TraceJoin(run_id=stored.run.id, set_name=set_name, summary=summary)
+
+
+# --------------------------------------------------------------------------------------------------- what-if
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    """A set's latency before and after projected changes (the document ``trace whatif --json`` writes).
+
+    Attributes:
+        before, after: ``{"count", "p50_ms", "p95_ms", "p99_ms", "{stat}_low_ms", "{stat}_high_ms", "mean_ms"}`` of
+            the root durations (bootstrap percentile intervals at ``confidence``).
+        saving: ``{"p50_ms", "p95_ms", "p99_ms"}``: before − after.
+        changes: the changes, each ``{"kind", "operations", "flag"}``.
+        traces: traces re-timed.
+        root_ops: the same per root operation.
+        critical_path: ``{"traces", "changed", "changed_share", "moves": [{"from", "to", "traces", "share"}]}``:
+            traces whose dominant critical-path operation changed (another branch became critical).
+        candidates, greedy: with ``rank``: candidate fixes projected alone, by P95 saving, and the greedy order.
+        warnings: e.g. a ``--parallel`` over calls the data marks as dependent.
+    """
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    saving: dict[str, Any]
+    changes: list[dict[str, Any]]
+    traces: int
+    root_ops: dict[str, Any]
+    critical_path: dict[str, Any]
+    candidates: list[dict[str, Any]]
+    greedy: list[dict[str, Any]]
+    warnings: list[str]
+    document: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.document)
+
+
+def _file_traces(source: PathLike) -> dict[str, list[Span]]:
+    """A trace file's spans by trace, parsed in memory."""
+    by_trace: dict[str, list[Span]] = {}
+    for span in iter_file(Path(source), "auto"):
+        by_trace.setdefault(span.trace_id, []).append(span)
+    if not by_trace:
+        raise TraceFormatError(f"{source}: no spans (expected OTLP JSON or JSON lines, OTLP protobuf, Jaeger, Zipkin)")
+    return by_trace
+
+
+def _trees_and_marks(
+    source: PathLike, store: StorePath | SpanStore | None, root_op: str | None, *, with_marks: bool = True
+) -> tuple[Iterator[TraceTree], dict[str, Marks]]:
+    marks: dict[str, Marks] = {}
+    if _is_file(source):
+        by_trace = _file_traces(source)
+        trees = []
+        for tid, spans in by_trace.items():
+            m = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
+            if m:
+                marks[tid] = m
+            trees.append(build_tree(spans))
+        it: Iterator[TraceTree] = iter(trees)
+    else:
+        spans_store = _spans(store)
+        for tid, items in (spans_store.dependency_rows(str(source)) if with_marks else {}).items():
+            m = marks_from(items)
+            if m:
+                marks[tid] = m
+        it = (tree_from_rows(rows) for rows in spans_store.iter_trace_rows(str(source)))
+    if root_op is not None:
+        it = (t for t in it if t.primary >= 0 and t.names[t.primary] == root_op)
+    return it, marks
+
+
+@public
+def whatif(
+    source: PathLike,
+    *,
+    set_duration: Sequence[str] = (),
+    scale: Sequence[str] = (),
+    parallel: Sequence[str] = (),
+    parallel_children: Sequence[str] = (),
+    cache: Sequence[str] = (),
+    remove: Sequence[str] = (),
+    cap_retries: Sequence[str] = (),
+    timeout: Sequence[str] = (),
+    independent: Sequence[str] = (),
+    rank: bool = False,
+    root_op: str | None = None,
+    seed: int = 0,
+    resamples: int = 200,
+    confidence: float = 0.95,
+    store: StorePath | SpanStore | None = None,
+) -> WhatIfResult:
+    """Project changes over a trace set of ``store`` (by name) or a trace file (by path): every trace re-timed along
+    its tree, latency before and after (``docs/trace.md`` states the method).
+
+    Each change argument takes the values of its command-line flag, e.g. ``set_duration=["auth=30ms"]``,
+    ``scale=["llm=0.6"]``, ``parallel=["search_a,search_b,search_c"]``, ``cache=["kb=0.4:2ms"]``,
+    ``timeout=["kb=3s:200ms"]``, ``cap_retries=["llm=1"]``; all apply together.
+
+    Args:
+        independent: groups of operations to treat as independent (``"A,B"``), whatever the data says.
+        rank: also generate candidate fixes from the set's findings and rank them by P95 saving (on top of the
+            changes given).
+        root_op: only traces whose root operation is this.
+        seed: seed of the cache draws (a hash of seed, trace and span: the same trace hits the same way).
+        resamples: bootstrap resamples for the intervals (0: none).
+        confidence: the intervals' confidence.
+
+    Raises:
+        ConfigError: a change that does not parse (naming the flag and the form), or no change and no ``rank``.
+        NotFoundError: no such set. TraceFormatError: a file without spans.
+    """
+    from tailscope.trace.changes import Change, parse_change
+    from tailscope.trace.dependency import Evidence
+    from tailscope.trace.whatif import Plan, Projection, project_trace
+
+    changes: list[Change] = []
+    given = {"set-duration": set_duration, "scale": scale, "parallel": parallel,
+             "parallel-children": parallel_children, "cache": cache, "remove": remove,
+             "cap-retries": cap_retries, "timeout": timeout}  # fmt: skip
+    try:
+        for kind, values in given.items():
+            changes.extend(parse_change(kind, v) for v in values)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    groups = []
+    for g in independent:
+        ops = [o.strip() for o in g.split(",") if o.strip()]
+        if len(ops) < 2:
+            raise ConfigError(f'--independent {g!r}: expected "A,B" (two or more operations, comma-separated)')
+        groups.append(ops)
+    if not changes and not rank:
+        raise ConfigError(
+            "give at least one change (--set-duration, --scale, --parallel, --parallel-children, --cache, --remove, "
+            "--cap-retries, --timeout) or --rank"
+        )
+    if not 0 < confidence < 1:
+        raise ConfigError(f"--confidence must be within (0, 1) (got {confidence})")
+    if resamples < 0:
+        raise ConfigError(f"resamples must be ≥ 0 (got {resamples})")
+    # the evidence serves --rank and the warnings of --parallel; without them its query and pair counts are skipped
+    need_evidence = rank or any(c.kind in ("parallel", "parallel-children") for c in changes)
+    trees_it, marks = _trees_and_marks(source, store, root_op, with_marks=need_evidence)
+    evidence = Evidence(groups)
+    plan = Plan(changes, seed=seed)
+    proj = Projection()
+    kept: list[TraceTree] = []
+    for tree in trees_it:
+        if need_evidence:
+            evidence.add(tree, marks.get(tree.trace_id))
+        outcome = project_trace(tree, plan)
+        if outcome is not None:
+            proj.outcomes.append(outcome)
+        if rank:
+            kept.append(tree)
+    if not proj.outcomes:
+        raise NotFoundError(f"no traces in {source}" + (f" with root operation {root_op!r}" if root_op else ""))
+    doc = proj.summary(resamples=resamples, confidence=confidence, seed=seed)
+    warnings = evidence.warnings(changes)
+    ranked: dict[str, Any] = {"candidates": [], "greedy": []}
+    if rank:
+        from tailscope.trace.rank import rank as rank_fixes
+        from tailscope.trace.rank import set_facts_with_marks
+
+        ranked = rank_fixes(kept, set_facts_with_marks(kept, marks), evidence, base=changes, seed=seed)
+    doc.update(
+        {"set": str(source), "changes": [c.to_dict() for c in changes], "traces": len(proj.outcomes),
+         "seed": seed, "confidence": confidence, "warnings": warnings, **ranked}
+    )  # fmt: skip
+    return WhatIfResult(
+        before=doc["before"], after=doc["after"], saving=doc["saving"], changes=doc["changes"], traces=doc["traces"],
+        root_ops=doc["root_ops"], critical_path=doc["critical_path"], candidates=doc["candidates"],
+        greedy=doc["greedy"], warnings=warnings, document=doc,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------- cacheability
+
+
+@dataclass(frozen=True, slots=True)
+class CacheabilityResult:
+    """Each operation's cacheability score (the document ``trace cacheability --json`` writes).
+
+    Attributes:
+        operations: one row per operation, best score first: ``operation``, ``calls``, ``mean_ms``, ``compared``,
+            ``reuse_share``, ``reuse``, ``cost``, ``immutability``, ``score``, ``ttl_s``, ``candidate``, ``note``;
+            a candidate also has ``whatif`` {``change``, ``p95_before_ms``, ``p95_after_ms``, ``p95_saving_ms``}.
+        candidates: the operations scoring ≥ 60.
+    """
+
+    operations: list[dict[str, Any]]
+    candidates: list[str]
+    document: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.document)
+
+
+def _per_op_seconds(values: Sequence[str], flag: str, *, rate: bool) -> dict[str, float]:
+    from tailscope.trace.cacheability import YEAR_S
+    from tailscope.trace.changes import parse_duration_ns
+
+    per = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+    out: dict[str, float] = {}
+    for text in values:
+        op, sep, rhs = text.rpartition("=")
+        want = '"OP=4/d" (changes per s, m, h or d)' if rate else '"OP=30d" (how long an answer stays valid)'
+        if not sep or not op.strip():
+            raise ConfigError(f"{flag} {text!r}: expected {want}")
+        try:
+            if rate:
+                n, _, unit = rhs.strip().partition("/")
+                changes = float(n)
+                if unit.strip() not in per or changes < 0:
+                    raise ValueError
+                out[op.strip()] = per[unit.strip()] / changes if changes > 0 else YEAR_S * 100
+            else:
+                out[op.strip()] = parse_duration_ns(rhs) / 1e9
+        except (ValueError, ZeroDivisionError):
+            raise ConfigError(f"{flag} {text!r}: expected {want}") from None
+    return out
+
+
+@public
+def cacheability(
+    source: PathLike,
+    *,
+    ttl: Sequence[str] = (),
+    change_rate: Sequence[str] = (),
+    window: str = "1h",
+    hit_duration: str = "1ms",
+    seed: int = 0,
+    store: StorePath | SpanStore | None = None,
+) -> CacheabilityResult:
+    """Score each operation of a trace set (or file) for caching: reuse (40), compute cost (30), immutability (30);
+    ≥ 60 marks a candidate, whose ``--cache`` what-if is projected (``docs/trace.md``, "Cacheability").
+
+    Args:
+        ttl: per operation, how long an answer stays valid (``"kb search=30d"``).
+        change_rate: per operation, how often its data changes (``"user profile=4/d"``; the TTL is its inverse).
+        window: calls repeating an earlier call's arguments within this long count as reuse.
+        hit_duration: the duration of a cache hit in the what-if.
+
+    Raises:
+        ConfigError: a flag that does not parse. NotFoundError: no such set. TraceFormatError: a file without spans.
+    """
+    import json
+
+    import numpy as np
+
+    from tailscope.trace.cacheability import call_key, score_calls
+    from tailscope.trace.changes import parse_change, parse_duration_ns
+    from tailscope.trace.tree import tree_from_rows
+    from tailscope.trace.whatif import project
+
+    ttl_s = _per_op_seconds(change_rate, "--change-rate", rate=True)
+    ttl_s.update(_per_op_seconds(ttl, "--ttl", rate=False))
+    try:
+        window_ns = parse_duration_ns(window)
+        hit_ns = parse_duration_ns(hit_duration)
+    except ValueError as exc:
+        raise ConfigError(f"--window/--hit-duration: {exc}") from None
+    if _is_file(source):
+        by_trace = _file_traces(source)
+        calls = [
+            (s.name, s.start_ns, s.end_ns - s.start_ns, call_key(s.attributes)) for t in by_trace.values() for s in t
+        ]
+        trees = [build_tree(spans) for spans in by_trace.values()]
+    else:
+        spans_store = _spans(store)
+        calls = [
+            (name, start, dur, call_key(json.loads(attrs)) if attrs else None)
+            for name, start, dur, attrs in spans_store.iter_call_rows(str(source))
+        ]
+        trees = []
+    rows = score_calls(calls, window_ns=window_ns, ttl_s=ttl_s)
+    picked = [r for r in rows if r["candidate"]]
+    if picked:
+        if not trees:
+            trees = [tree_from_rows(r) for r in _spans(store).iter_trace_rows(str(source))]
+        base = project(trees, [], paths=False).arrays()[0]
+        p95_before = float(np.quantile(base, 0.95)) / 1e6 if base.size else 0.0
+        for r in picked:
+            change = parse_change("cache", f"{r['operation']}={r['reuse_share']:.4f}:{hit_ns / 1e6:g}ms")
+            after = project(trees, [change], seed=seed, paths=False).arrays()[1]
+            p95 = float(np.quantile(after, 0.95)) / 1e6 if after.size else 0.0
+            r["whatif"] = {"change": change.flag, "p95_before_ms": round(p95_before, 3), "p95_after_ms": round(p95, 3),
+                           "p95_saving_ms": round(p95_before - p95, 3)}  # fmt: skip
+    doc: dict[str, Any] = {"set": str(source), "window_s": window_ns / 1e9, "operations": rows,
+           "candidates": [r["operation"] for r in picked]}  # fmt: skip
+    return CacheabilityResult(rows, doc["candidates"], doc)

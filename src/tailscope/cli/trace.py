@@ -1,5 +1,5 @@
-"""``tailscope trace``: ingest and collect traces, show one, analyze a set, diff two sets, list and delete sets,
-write demo traces (parse, call :mod:`tailscope.api.trace`, render)."""
+"""``tailscope trace``: ingest and collect traces, show one, analyze a set, diff two sets, project changes (whatif),
+score cacheability, list and delete sets, write demo traces (parse, call :mod:`tailscope.api.trace`, render)."""
 
 from __future__ import annotations
 
@@ -166,6 +166,104 @@ def diff(
     if not result.root_ops:
         raise NotFoundError(f"sets {before!r} and {after!r} share no root operation; nothing to compare")
     print_diff(stdout_console(), result.to_dict())
+    if json_path is not None:
+        err_console().print(f"wrote {json_path}")
+
+
+_CHANGE = "(repeatable)"
+
+
+@trace_app.command("whatif")
+def whatif(
+    set_name: str = typer.Option(..., "--set", help="Trace set to re-time (or a trace file: nothing is stored)."),
+    set_duration: list[str] = typer.Option(
+        [], "--set-duration", help=f'"OP=30ms": each OP span takes that long {_CHANGE}.'
+    ),
+    scale: list[str] = typer.Option(
+        [], "--scale", help=f'"OP=0.6": OP spans (and their subtrees) run at that factor {_CHANGE}.'
+    ),
+    parallel: list[str] = typer.Option(
+        [], "--parallel", help=f'"A,B,C": those sibling calls start together {_CHANGE}.'
+    ),
+    parallel_children: list[str] = typer.Option(
+        [], "--parallel-children", help=f"OP: all children of OP start together {_CHANGE}."
+    ),
+    cache: list[str] = typer.Option(
+        [], "--cache", help=f'"OP=0.4:2ms": a seeded 40 % of OP spans take 2 ms {_CHANGE}.'
+    ),
+    remove: list[str] = typer.Option([], "--remove", help=f"OP: OP spans no longer run {_CHANGE}."),
+    cap_retries: list[str] = typer.Option(
+        [], "--cap-retries", help=f'"OP=1": only the first N attempts of a retry run {_CHANGE}.'
+    ),
+    timeout: list[str] = typer.Option(
+        [], "--timeout", help=f'"OP=3s[:200ms]": OP ends at 3 s, then a fallback of 200 ms {_CHANGE}.'
+    ),
+    independent: list[str] = typer.Option(
+        [], "--independent", help='"A,B": treat these calls as independent whatever the data says.'
+    ),
+    rank: bool = typer.Option(False, "--rank", help="Rank candidate fixes from the set's findings by P95 saving."),
+    root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
+    seed: int = typer.Option(0, "--seed", help="Seed of the --cache draws."),
+    json_path: Path | None = typer.Option(
+        None, "--json", help="Also write {before, after, changes, traces, …} as JSON here."
+    ),
+    html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
+    db: Path | None = DB,
+) -> None:
+    """Project changes before making them: every trace re-timed along its tree, P50/P95/P99 before and after
+    (all changes apply together).
+
+    Example: tailscope trace whatif --set before --set-duration "auth=30ms" --parallel "search_a,search_b" --rank
+    """
+    from tailscope.api.trace import whatif as project_whatif
+    from tailscope.report.console import stdout_console
+    from tailscope.report.trace_console import print_whatif
+
+    result = project_whatif(
+        set_name, set_duration=set_duration, scale=scale, parallel=parallel, parallel_children=parallel_children,
+        cache=cache, remove=remove, cap_retries=cap_retries, timeout=timeout, independent=independent, rank=rank,
+        root_op=root_op, seed=seed, store=db,
+    )  # fmt: skip
+    if json_path is not None:
+        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
+    if html_path is not None:
+        from tailscope.report.html_whatif import render_whatif_page
+
+        write_text(html_path, render_whatif_page(result.to_dict()), "--html")
+    print_whatif(stdout_console(), result.to_dict())
+    for path in (json_path, html_path):
+        if path is not None:
+            err_console().print(f"wrote {path}")
+
+
+@trace_app.command("cacheability")
+def cacheability(
+    set_name: str = typer.Option(..., "--set", help="Trace set to score (or a trace file: nothing is stored)."),
+    ttl: list[str] = typer.Option([], "--ttl", help='"OP=30d": how long OP\'s answers stay valid (repeatable).'),
+    change_rate: list[str] = typer.Option(
+        [], "--change-rate", help='"OP=4/d": how often OP\'s data changes, per s, m, h or d (repeatable).'
+    ),
+    window: str = typer.Option(
+        "1h", "--window", help="A call repeating an earlier one's arguments within this counts."
+    ),
+    hit_duration: str = typer.Option("1ms", "--hit-duration", help="Duration of a cache hit in the what-if."),
+    json_path: Path | None = typer.Option(None, "--json", help="Also write {operations, candidates} as JSON here."),
+    db: Path | None = DB,
+) -> None:
+    """Score operations for caching (reuse 40, compute cost 30, immutability 30; ≥ 60 = candidate, with its what-if).
+
+    Example: tailscope trace cacheability --set before --ttl "qdrant search=7d" --change-rate "get_user=24/d"
+    """
+    from tailscope.api.trace import cacheability as score_cacheability
+    from tailscope.report.console import stdout_console
+    from tailscope.report.trace_console import print_cacheability
+
+    result = score_cacheability(
+        set_name, ttl=ttl, change_rate=change_rate, window=window, hit_duration=hit_duration, store=db
+    )
+    if json_path is not None:
+        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
+    print_cacheability(stdout_console(), result.to_dict())
     if json_path is not None:
         err_console().print(f"wrote {json_path}")
 

@@ -115,17 +115,20 @@ def build_body(
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+def extension_flags(opts: Any, refused: frozenset[str]) -> dict[str, Any]:
+    """The ``ignore_eos``/``continuous_usage``/``stream_options`` switches of ``opts`` (client options or a bench
+    config) with the extensions a server refused turned off."""
+    return {
+        "ignore_eos": opts.ignore_eos and "ignore_eos" not in refused,
+        "continuous_usage": opts.continuous_usage and "continuous_usage_stats" not in refused,
+        "stream_options": opts.stream_options and "stream_options" not in refused,
+    }
+
+
 def without_extensions(opts: ClientOptions, refused: frozenset[str]) -> ClientOptions:
     """``opts`` without the API extensions a server refused (``ignore_eos``, ``continuous_usage_stats``,
     ``stream_options``)."""
-    if not refused:
-        return opts
-    return replace(
-        opts,
-        ignore_eos=opts.ignore_eos and "ignore_eos" not in refused,
-        continuous_usage=opts.continuous_usage and "continuous_usage_stats" not in refused,
-        stream_options=opts.stream_options and "stream_options" not in refused,
-    )
+    return replace(opts, **extension_flags(opts, refused)) if refused else opts
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}

@@ -175,3 +175,78 @@ def print_join(con: Console, doc: dict[str, Any]) -> None:
     for reason, n in doc.get("unjoined", {}).items():
         ids = [str(u["request_id"]) for u in doc.get("unjoined_requests", []) if u["reason"] == reason][:10]
         con.print(f"not joined: {n} — {escape(reason)}" + (f" (requests {', '.join(ids)}…)" if ids else ""))
+
+
+def print_whatif(con: Console, doc: dict[str, Any]) -> None:
+    """A what-if: the changes, p50/p95/p99 before and after (with intervals), per root operation, critical-path moves,
+    and with ``--rank`` the candidate fixes by P95 saving and their greedy order."""
+
+    def cell(d: dict[str, Any], stat: str) -> str:
+        v = d.get(f"{stat}_ms")
+        if v is None:
+            return "—"
+        lo, hi = d.get(f"{stat}_low_ms"), d.get(f"{stat}_high_ms")
+        return format_ms(v) + (f" [dim]({format_ms(lo)}–{format_ms(hi)})[/dim]" if lo is not None else "")
+
+    changes = doc.get("changes") or []
+    if changes:
+        con.print("changes: " + "  ".join(escape(c["flag"]) for c in changes))
+    table = Table(show_edge=False, header_style="bold", title=f"{doc['traces']} traces re-timed")
+    for col in ("root operation", "", "p50", "p95", "p99"):
+        table.add_column(col, justify="left" if col in ("root operation", "") else "right")
+    for op, row in doc["root_ops"].items():
+        table.add_row(escape(op), "before", *(cell(row["before"], s) for s in ("p50", "p95", "p99")))
+        table.add_row("", "after", *(cell(row["after"], s) for s in ("p50", "p95", "p99")))
+        sv = row["saving"]
+        table.add_row("", "saving", *(format_ms(sv.get(f"{s}_ms", 0.0)) for s in ("p50", "p95", "p99")))
+    if changes:
+        con.print(table)
+    cp = doc.get("critical_path") or {}
+    if changes and cp.get("changed"):
+        moves = ", ".join(f"{escape(m['from'])} → {escape(m['to'])} ({m['share']:.0%})" for m in cp["moves"][:3])
+        con.print(f"critical path moved to another operation in {cp['changed_share']:.0%} of traces: {moves}")
+    for w in doc.get("warnings") or []:
+        con.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    cands = doc.get("candidates") or []
+    if not cands:
+        return
+    con.print(f"\nranked fixes (P95 {format_ms(doc['p95_before_ms'])} now):")
+    ranked = Table(show_edge=False, header_style="bold")
+    for col in ("fix", "change", "P95 after", "saves", "evidence"):
+        ranked.add_column(col, justify="right" if col in ("P95 after", "saves") else "left", overflow="fold")
+    for c in cands:
+        kind = c["kind"] + ("" if c.get("established", True) else " (assumed)")
+        ranked.add_row(kind, escape(c["change"]), format_ms(c["p95_after_ms"]), format_ms(c["p95_saving_ms"]),
+                       escape(c["evidence"]))  # fmt: skip
+    con.print(ranked)
+    if doc.get("greedy"):
+        steps = [format_ms(doc["p95_before_ms"])] + [format_ms(g["p95_after_ms"]) for g in doc["greedy"]]
+        con.print("in order (each given the ones before): " + " → ".join(steps))
+        for g in doc["greedy"]:
+            con.print(f"  {g['step']}. {escape(g['change'])}  P95 {format_ms(g['p95_after_ms'])}")
+
+
+def print_cacheability(con: Console, doc: dict[str, Any], *, limit: int = 15) -> None:
+    """Operations by cacheability score (the three parts), candidates marked with their what-if."""
+    table = Table(show_edge=False, header_style="bold", title="cacheability (reuse 40 + cost 30 + immutability 30)")
+    for col in ("operation", "calls", "mean", "reuse", "cost", "immut.", "score", "what-if (P95)"):
+        table.add_column(col, justify="left" if col in ("operation", "what-if (P95)") else "right")
+    for r in doc["operations"][:limit]:
+        w = r.get("whatif")
+        table.add_row(
+            ("[bold]" if r["candidate"] else "") + escape(r["operation"]),
+            str(r["calls"]),
+            format_ms(r["mean_ms"]),
+            f"{r['reuse']:.0f} ({r['reuse_share']:.0%})",
+            f"{r['cost']:.0f}",
+            f"{r['immutability']:.0f}",
+            f"{r['score']:.0f}" + (" ●" if r["candidate"] else ""),
+            f"{format_ms(w['p95_before_ms'])} → {format_ms(w['p95_after_ms'])}" if w else "",
+        )
+    con.print(table)
+    for r in doc["operations"]:
+        if r.get("whatif"):
+            con.print(f"candidate {escape(r['operation'])}: {escape(r['whatif']['change'])}")
+    missing = sum(1 for r in doc["operations"] if r["ttl_s"] is None)
+    if missing:
+        con.print(f"note: {missing} operation(s) without --ttl or --change-rate score 0 on immutability")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
-from tailscope.client.openai import ClientOptions, Timeouts, build_body, without_extensions
+from tailscope.client.openai import ClientOptions, Timeouts, build_body, extension_flags, without_extensions
 from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
@@ -106,14 +106,7 @@ class BenchConfig:
 
     def without(self, refused: frozenset[str]) -> BenchConfig:
         """This config with the extensions the server refused turned off."""
-        if not refused:
-            return self
-        return replace(
-            self,
-            ignore_eos=self.ignore_eos and "ignore_eos" not in refused,
-            continuous_usage=self.continuous_usage and "continuous_usage_stats" not in refused,
-            stream_options=self.stream_options and "stream_options" not in refused,
-        )
+        return replace(self, **extension_flags(self, refused)) if refused else self
 
     def client_options(self, model: str) -> ClientOptions:
         """How this run's requests are shaped, for ``model``."""

@@ -171,15 +171,32 @@ async def run_probe(
         for r in res.records:
             if r.ok and r.input_tokens and r.id < len(lengths):
                 requested.append((lengths[r.id][0], r.input_tokens))
-        if time.monotonic() - started > plan.time_budget_s:
-            raise ConfigError(f"the calibration probe exceeded its {plan.time_budget_s:g} s budget in phase {name}")
+        if time.monotonic() - started > 2 * plan.time_budget_s:
+            raise ConfigError(
+                f"the calibration probe took over twice its {plan.time_budget_s:g} s budget (phase {name}): the "
+                "server is much slower than a probe round assumes; raise --budget or lower --rounds"
+            )
         return res
 
     anchors: list[float] = []
     lone: list[dict[int, list[float]]] = []
     ladder = sorted({min(p, cap) for p in plan.prompt_ladder})
     prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
+    round_s: list[float] = []
+    rounds_done = 0
     for k in range(max(1, plan.rounds)):
+        if round_s:
+            # fewer rounds rather than a failed probe: stop when one more round and the closing phases (about one
+            # round's time) would not fit in the budget
+            elapsed = time.monotonic() - started
+            if elapsed + 2 * max(round_s) > plan.time_budget_s:
+                if on_phase:
+                    on_phase(
+                        f"budget: {k} of {plan.rounds} rounds fit in {plan.time_budget_s:g} s (a round took "
+                        f"{max(round_s):.0f} s); fewer rounds, a noisier fit — raise --budget for more"
+                    )
+                break
+        t_round = time.monotonic()
         suffix = f"-r{k + 1}" if plan.rounds > 1 else ""
         await phase("prefill" + suffix, [(p, 2) for p in ladder for _ in range(plan.repeats)], 1)
         for c in plan.concurrencies:
@@ -195,6 +212,8 @@ async def run_probe(
             specs = lone_anchor_specs(seed, k, cap - LONE_ANCHOR[2])
             res = await phase("anchor-lone" + suffix, [(x.input_tokens, x.output_tokens) for x in specs], 1, specs)
             lone.append(lone_ttfts(res.records, specs))
+        round_s.append(time.monotonic() - t_round)
+        rounds_done = k + 1
     if plan.open_loop is not None:
         rate, n, open_lengths, out = plan.open_loop
         specs = open_loop_specs(rate, n, [min(x, cap - out) for x in open_lengths], out, seed)
@@ -213,6 +232,7 @@ async def run_probe(
             "max_kv_usage": (server.get("kv_usage") or {}).get("max"),
             "preemptions": (server.get("counter_deltas") or {}).get("vllm:num_preemptions_total"),
         }
+    burst["rounds"] = {"done": rounds_done, "planned": max(1, plan.rounds)}
     if anchors:
         burst["anchor_tpot_ms"] = sum(anchors) / len(anchors)
         burst["anchor_runs"] = len(anchors)

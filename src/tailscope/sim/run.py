@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +145,7 @@ class Workload:
     slos: tuple[Slo, ...]
     profile: str | None
     settings: dict[str, Any]
+    warnings: tuple[str, ...] = ()
 
 
 def resolve_specs(a: SimArgs) -> Workload:
@@ -167,13 +168,29 @@ def resolve_specs(a: SimArgs) -> Workload:
         seed = p.seed if p.seed is not None else a.seed
         specs = profile_requests(base, seed=seed, overrides=ov)
         closed = p.arrival.mode == "closed"
+        settings: dict[str, Any] = {
+            "profile": p.name,
+            "profile_file": str(a.profile),
+            "mode": p.arrival.mode,
+            "seed": seed,
+        }
+        warnings: tuple[str, ...] = ()
+        if p.mixed_traffic:
+            names = [t.name for t in p.mixed_traffic]
+            settings["mixed_traffic_not_simulated"] = names
+            warnings = (
+                f"{a.profile}: mixed_traffic ({', '.join(names)}) is not simulated: it is plain HTTP to other "
+                "services, and the simulator models the LLM engine only. The engine's figures are for the LLM "
+                "traffic alone; measure the rest with `tailscope bench --profile` against the real services.",
+            )
         return Workload(
             specs=specs,
             concurrency=p.arrival.concurrency if closed else None,
             duration_s=p.stop.duration_s,
             slos=p.slos,
             profile=p.name,
-            settings={"profile": p.name, "profile_file": str(a.profile), "mode": p.arrival.mode, "seed": seed},
+            settings=settings,
+            warnings=warnings,
         )
     from tailscope.workload.simple import LoadShape, simple_requests
 
@@ -311,12 +328,12 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
         status = RunStatus.COMPLETE
     finally:
         typed = summarize(records, slos=wl.slos) if records else None
+        if typed is not None and wl.warnings:
+            typed = replace(typed, warnings=(*wl.warnings, *typed.warnings))
         summary = typed.to_dict() if typed is not None else {}
         summary["sim"] = sim.result.to_dict()
         if store is not None:
             store.finish_run(run.id, status, summary)
-    from dataclasses import replace
-
     return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples)
 
 

@@ -408,6 +408,38 @@ class SpanStore:
             ).fetchall()
         return found_set, _full_spans(rows)
 
+    def dependency_rows(self, set_name: str) -> dict[str, list[tuple[str, dict[str, Any], list[Any]]]]:
+        """Per trace, ``(span id, attributes, links)`` of the spans that can mark a dependency: spans with links, and
+        every span of a trace where some span names a tool call id or parallel tool calls (what
+        :func:`tailscope.trace.dependency.marks_from` reads). Traces without any are left out.
+        """
+        self.get_set(set_name)
+        sql = (
+            "SELECT trace_id, span_id, attributes, links FROM spans WHERE set_name = ? AND (links IS NOT NULL OR "
+            "trace_id IN (SELECT trace_id FROM spans WHERE set_name = ? AND (CAST(attributes AS VARCHAR) LIKE "
+            "'%call%id%' OR CAST(attributes AS VARCHAR) LIKE '%parallel_tool_calls%')))"
+        )
+        out: dict[str, list[tuple[str, dict[str, Any], list[Any]]]] = {}
+        with self.db.read() as con:
+            for tid, sid, attrs, links in con.execute(sql, [set_name, set_name]).fetchall():
+                parsed = json.loads(attrs) if attrs else {}
+                out.setdefault(tid, []).append(
+                    (sid, parsed if isinstance(parsed, dict) else {}, json.loads(links) if links else [])
+                )
+        return out
+
+    def iter_call_rows(self, set_name: str, *, chunk: int = 100_000) -> Iterator[tuple[str, int, int, str | None]]:
+        """Every span of the set as ``(name, start ns, duration ns, attributes as JSON text or None)``, in no
+        particular order (what the cacheability score reads)."""
+        self.get_set(set_name)
+        with self.db.read() as con:
+            cur = con.execute(
+                "SELECT name, start_ns, end_ns - start_ns, CAST(attributes AS VARCHAR) FROM spans WHERE set_name = ?",
+                [set_name],
+            )
+            for rows in iter(lambda: cur.fetchmany(chunk), []):
+                yield from rows
+
 
 _FULL_COLUMNS = (
     "trace_id, span_id, parent_id, name, start_ns, end_ns, service, kind, status, attributes, links, layer, "

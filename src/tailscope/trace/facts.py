@@ -6,7 +6,7 @@ held as facts while the spans themselves stay in the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,8 +82,16 @@ class TraceFacts:
     spans: int = 0
 
 
-def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
+def trace_facts(
+    tree: TraceTree,
+    *,
+    policy: str = "default",
+    async_blocking: bool = False,
+    consumes: Mapping[int, set[int]] | None = None,
+) -> TraceFacts:
     """Compute the per-trace facts of one tree under a critical-path policy (``default`` or ``jaeger``).
+
+    ``consumes`` (span index → indices whose output it consumes) keeps dependent calls out of waterfalls.
 
     Stages: anomalies of the tree; the critical path; layers refined with the tree; path time per span, layer and
     operation; inclusive path time, model calls and branches per subtree; per-operation totals; retries; waterfalls.
@@ -113,7 +121,9 @@ def trace_facts(tree: TraceTree, *, policy: str = "default", async_blocking: boo
     _inclusive_ops(tree, order, incl, facts)
     _op_totals(tree, own_segments, facts.ops)
     facts.retries.extend(find_retries(tree, incl))
-    facts.waterfalls = find_waterfalls(tree, layers, has_model, incl, own_segments, async_blocking=async_blocking)
+    facts.waterfalls = find_waterfalls(
+        tree, layers, has_model, incl, own_segments, async_blocking=async_blocking, consumes=consumes
+    )
     return facts
 
 

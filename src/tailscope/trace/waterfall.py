@@ -7,7 +7,9 @@ A *waterfall group* is a maximal run of ≥ 2 siblings, in start order, such tha
 * each member starts at or after the end of every earlier member, and overlaps no other sibling (a member of a
   concurrent batch ends the run);
 * no other sibling starts between them (a model call or any other work between two tool calls ends the run);
-* a member is not a retry of the previous one (same name after an error).
+* a member is not a retry of the previous one (same name after an error);
+* a member does not consume an earlier member's output (a span link to it, or its tool call id in an attribute:
+  :mod:`tailscope.trace.dependency`): such a call starts a new run, so its wait is never counted as saving.
 
 If the group ran concurrently it would take as long as its longest member, so the local saving is
 ``S = (last end − first start) − max(member duration)``. The trace only gets faster where the group is on the
@@ -66,6 +68,7 @@ def find_waterfalls(
     own_segments: Mapping[int, Sequence[tuple[int, int]]],
     *,
     async_blocking: bool = False,
+    consumes: Mapping[int, set[int]] | None = None,
 ) -> list[WaterfallGroup]:
     """All waterfall groups of one trace.
 
@@ -76,6 +79,8 @@ def find_waterfalls(
         incl: each span's inclusive critical-path time (its subtree's path segments), ns.
         own_segments: for spans with children, their own critical-path segments ``(start, end)``.
         async_blocking: treat async children as blocking.
+        consumes: span index → indices of the spans whose output it consumes (:meth:`Marks.by_index
+            <tailscope.trace.dependency.Marks.by_index>`).
     """
     groups: list[WaterfallGroup] = []
     blocks = tree.blocking
@@ -86,13 +91,16 @@ def find_waterfalls(
         if len(candidate) < 2:
             continue
         siblings = list(kids) if async_blocking else [c for c in kids if blocks[c]]
-        for members in _runs(tree, siblings, candidate):
+        for members in _runs(tree, siblings, candidate, consumes or {}):
             groups.append(_group(tree, p, members, incl, own_segments.get(p, ())))
     return groups
 
 
-def _runs(tree: TraceTree, siblings: list[int], candidate: set[int]) -> list[list[int]]:
-    """Maximal runs of ≥ 2 candidate siblings (in start order) that ran alone, one after another, not retrying."""
+def _runs(
+    tree: TraceTree, siblings: list[int], candidate: set[int], consumes: Mapping[int, set[int]]
+) -> list[list[int]]:
+    """Maximal runs of ≥ 2 candidate siblings (in start order) that ran alone, one after another, not retrying,
+    none consuming an earlier member's output."""
     starts, ends, names, statuses = tree.starts, tree.ends, tree.names, tree.statuses
     # A member must have run alone: it overlaps no other sibling (a concurrent batch is not a waterfall).
     # Siblings are sorted by start, so only the running max end before k and the next start matter.
@@ -118,7 +126,8 @@ def _runs(tree: TraceTree, siblings: list[int], candidate: set[int]) -> list[lis
         name = names[c]
         retry = prev_error and prev_name == name
         prev_name, prev_error = name, statuses[c] == "ERROR"
-        if run and starts[c] >= run_end and not retry:
+        uses = consumes.get(c)
+        if run and starts[c] >= run_end and not retry and not (uses and not uses.isdisjoint(run)):
             run.append(c)
             if ends[c] > run_end:
                 run_end = ends[c]

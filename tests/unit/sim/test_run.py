@@ -54,3 +54,13 @@ def test_bad_deployments_fail_before_simulating() -> None:
         build_cluster(SimArgs(weights_dtype="int3"))
     with pytest.raises(ConfigError, match="max-num-batched-tokens"):
         build_cluster(SimArgs(max_num_seqs=64, max_num_batched_tokens=32))
+
+
+def test_a_profiles_mixed_traffic_is_never_dropped_silently(tmp_path: Path) -> None:
+    p = tmp_path / "mixed.yaml"
+    p.write_text(
+        PROFILE + 'mixed_traffic:\n  - {name: profile_api, method: GET, url: "http://127.0.0.1:9/x", rate: 5}\n'
+    )
+    out = run_sim(SimArgs(profile=p, seed=1, store=False))
+    assert out.run.settings["load"]["mixed_traffic_not_simulated"] == ["profile_api"]
+    assert "mixed_traffic (profile_api) is not simulated" in out.summary["warnings"][0]

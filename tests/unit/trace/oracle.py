@@ -424,8 +424,15 @@ def fanout_width(intervals: list[tuple[int, int]]) -> int:
     return best
 
 
-def reference_facts(tree: RefTree, *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
-    """Compute the per-trace facts of one tree under a critical-path policy."""
+def reference_facts(
+    tree: RefTree,
+    *,
+    policy: str = "default",
+    async_blocking: bool = False,
+    consumes: Mapping[str, set[str]] | None = None,
+) -> TraceFacts:
+    """Compute the per-trace facts of one tree under a critical-path policy (``consumes``: span id → ids of the
+    spans whose output it consumes)."""
     spans = tree.spans
     root = tree.root
     facts = TraceFacts(
@@ -569,7 +576,9 @@ def reference_facts(tree: RefTree, *, policy: str = "default", async_blocking: b
             op.fanout = width
         if len(kids) > 1:
             _retries(tree, kids, incl, facts.retries)
-    facts.waterfalls = find_waterfalls(tree, layers, has_model, incl, own_segments, async_blocking=async_blocking)
+    facts.waterfalls = find_waterfalls(
+        tree, layers, has_model, incl, own_segments, async_blocking=async_blocking, consumes=consumes or {}
+    )
     return facts
 
 
@@ -603,8 +612,9 @@ def find_waterfalls(
     own_segments: Mapping[int, Sequence[tuple[int, int]]],
     *,
     async_blocking: bool = False,
+    consumes: Mapping[str, set[str]] | None = None,
 ) -> list[WaterfallGroup]:
-    """All waterfall groups of one trace.
+    """All waterfall groups of one trace (a member that consumes an earlier member's output starts a new run).
 
     Args:
         tree: the trace.
@@ -650,7 +660,9 @@ def find_waterfalls(
                 continue
             retry = prev_error and prev_name == s.name
             prev_name, prev_error = s.name, s.status == "ERROR"
-            if run and s.start_ns >= run_end and not retry:
+            used = (consumes or {}).get(s.span_id, set())
+            consumer = any(spans[m].span_id in used for m in run)
+            if run and s.start_ns >= run_end and not retry and not consumer:
                 run.append(c)
                 if s.end_ns > run_end:
                     run_end = s.end_ns
@@ -701,6 +713,12 @@ def _group(
     )
 
 
-def oracle_facts(spans: Sequence[Span], *, policy: str = "default", async_blocking: bool = False) -> TraceFacts:
+def oracle_facts(
+    spans: Sequence[Span],
+    *,
+    policy: str = "default",
+    async_blocking: bool = False,
+    consumes: Mapping[str, set[str]] | None = None,
+) -> TraceFacts:
     """The reference facts of one trace's spans."""
-    return reference_facts(build_tree(spans), policy=policy, async_blocking=async_blocking)
+    return reference_facts(build_tree(spans), policy=policy, async_blocking=async_blocking, consumes=consumes)

@@ -156,3 +156,19 @@ def test_a_tree_of_rows_gives_back_its_spans() -> None:
     assert tree.root is not None
     assert tree.root.name == "POST /chat"
     assert build_tree(list(tree.spans)).span_ids == tree.span_ids
+
+
+@_MESSY
+@given(messy_traces(), st.data())
+def test_waterfalls_with_consumption_marks_equal_the_oracle(rows: list[SpanRow], data: st.DataObject) -> None:
+    from tailscope.trace.dependency import Marks
+
+    ids = sorted({r[1] for r in rows})
+    pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), max_size=8))
+    consumes: dict[str, set[str]] = {}
+    for a, b in pairs:
+        consumes.setdefault(a, set()).add(b)
+    tree = tree_from_rows(rows)
+    marks = Marks({k: frozenset(v) for k, v in consumes.items()})
+    got = trace_facts(tree, consumes=marks.by_index(tree))
+    assert got == oracle_facts(rows_to_spans(rows), consumes=consumes)

@@ -1,0 +1,73 @@
+"""Fuzz whole bench runs: N random option/profile combinations against a live built-in engine.
+
+Every case must run or be refused with a TailscopeError that says what to do; an unexpected exception (an
+InternalError from the API) or a store that stops opening is a bug, printed with its case. Prints how many cases ran,
+how many were refused (by the first words of their messages) and how long it took.
+
+    .venv/bin/python benchmarks/fuzz_bench.py --cases 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import tailscope
+from tailscope.errors import TailscopeError
+from tailscope.testing.builtin_server import built_in_server
+from tailscope.testing.fuzz_bench import draw_case, store_readable
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--check-every", type=int, default=200, help="check the store opens every N cases")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    ran = 0
+    refused: collections.Counter[str] = collections.Counter()
+    bad: list[str] = []
+    unreadable = 0
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, built_in_server(speed=50.0) as url:
+        work = Path(tmp)
+        store = work / "fuzz.duckdb"
+        for i in range(a.cases):
+            case = draw_case(rng)
+            kwargs = dict(case.kwargs)
+            if case.profile is not None:
+                (work / "profile.yaml").write_text(case.profile)
+                kwargs["profile"] = work / "profile.yaml"
+            try:
+                tailscope.bench(url, metrics_url="off", store=store, **kwargs)
+                ran += 1
+            except tailscope.InternalError as exc:
+                bad.append(f"case {i}: {exc} — {case}")
+            except TailscopeError as exc:
+                refused[" ".join(str(exc).split()[:2])] += 1
+            except Exception as exc:  # never expected from the API
+                bad.append(f"case {i}: {type(exc).__name__}: {exc} — {case}")
+            if i % a.check_every == a.check_every - 1 and store_readable(store) is not None:
+                unreadable += 1
+        if store_readable(store) is not None:
+            unreadable += 1
+        stored = len(tailscope.list_runs(store=store, limit=100_000).runs)
+    wall = time.perf_counter() - t0
+    print(
+        f"cases {a.cases:,}  ran {ran:,}  refused {sum(refused.values()):,}  unexpected {len(bad)}  "
+        f"unreadable-store checks {unreadable}  runs in the store {stored:,}  {wall:,.0f} s"
+    )
+    print("most common refusals:")
+    for words, n in refused.most_common(12):
+        print(f"  {n:6,}  {words} …")
+    for line in bad[:20]:
+        print("UNEXPECTED", line)
+
+
+if __name__ == "__main__":
+    main()

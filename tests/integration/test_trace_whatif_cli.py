@@ -1,0 +1,79 @@
+"""``tailscope trace whatif`` end to end: a generated OTLP file → ingest → whatif (changes, --json, --rank), and a
+bad change flag answered in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "trace"))
+
+
+def ts(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tailscope", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_whatif_cli(tmp_path: Path) -> None:
+    from whatif_truth import trace_sets
+
+    from tailscope.trace.demo import to_otlp_json
+
+    before, _ = trace_sets(300, "")
+    src = tmp_path / "case.otlp.json"
+    src.write_text(json.dumps(to_otlp_json([s for t in before for s in t])))
+    db = str(tmp_path / "s.duckdb")
+    r = ts("trace", "ingest", str(src), "--set", "case", "--db", db)
+    assert r.returncode == 0, r.stderr
+
+    out = tmp_path / "w.json"
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--set-duration", "auth=30ms",
+           "--parallel", "search_a,search_b,search_c", "--json", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "after" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["traces"] == 300
+    assert {"p50_ms", "p95_ms", "p99_ms"} <= set(doc["before"])
+    assert doc["after"]["p95_ms"] < doc["before"]["p95_ms"]
+    assert [c["kind"] for c in doc["changes"]] == ["set-duration", "parallel"]
+
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--rank", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "ranked fixes" in r.stdout
+    cands = json.loads(out.read_text())["candidates"]
+    par = [c for c in cands if c["kind"] == "parallelise"]
+    assert par
+    assert all("rerank" not in c["operations"] for c in par)
+
+    # the file directly, nothing stored
+    r = ts("trace", "whatif", "--set", str(src), "--remove", "memory fetch")
+    assert r.returncode == 0, r.stderr
+
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--cache", "search_b=40%")
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "--cache" in lines[0]
+    assert "OP=0.4:2ms" in lines[0]
+
+    r = ts("trace", "cacheability", "--set", "case", "--db", db, "--ttl", "search_a=30d", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "cacheability" in r.stdout
+    doc = json.loads(out.read_text())
+    assert {"operations", "candidates"} <= set(doc)
+    row = next(o for o in doc["operations"] if o["operation"] == "search_a")
+    assert row["immutability"] > 20
+    r = ts("trace", "cacheability", "--set", "case", "--db", db, "--change-rate", "search_a=often")
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "--change-rate" in r.stderr
+
+    html = tmp_path / "w.html"
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--scale", "llm answer=0.5", "--html", str(html))
+    assert r.returncode == 0, r.stderr
+    assert "<svg" in html.read_text()
