@@ -369,7 +369,7 @@ class FaultProxy:
         try:
             upstream = await self._session.request(
                 request.method, self.upstream + request.rel_url.path_qs, headers=headers, data=body
-            ).__aenter__()
+            )
         except (aiohttp.ClientError, OSError) as exc:
             st.upstream_errors += 1
             return web.json_response(
