@@ -153,3 +153,14 @@ def test_bad_drill_file_and_unreachable_target_exit_2_in_one_line(tmp_path: Path
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "/admin/state does not answer" in out.stderr
+
+
+def test_a_target_already_degraded_is_refused_before_any_load() -> None:
+    async def main() -> None:
+        async with tailscope.start_app(time_scale=SCALE, fixes="all") as app:
+            app.set_fault("db-slow")
+            with pytest.raises(tailscope.TargetError, match=r"not healthy before the drill \(faults db-slow on\)"):
+                await tailscope.drill_async(drill_doc(app.url, timing=False))
+            assert app.stats.requests == 0
+
+    asyncio.run(main())

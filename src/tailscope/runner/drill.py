@@ -97,12 +97,20 @@ class FaultDriver:
                 ) from None
             return
         try:
-            await self._call("GET", f"{self.admin}/admin/state")
+            state = await self._call("GET", f"{self.admin}/admin/state")
         except TargetError as exc:
             raise TargetError(
                 f"fault {self.fault.kind!r}: {self.admin}/admin/state does not answer ({exc}); app faults need "
                 "`tailscope app` as the target (or fault.admin), other systems a `tailscope proxy` (kind: proxy)"
             ) from None
+        on = list(state.get("faults") or []) if isinstance(state, dict) else []
+        if on or (isinstance(state, dict) and state.get("degrade")):
+            what = f"faults {', '.join(on)} on" if on else f"degradation level {state['degrade']}"
+            raise TargetError(
+                f"{self.admin} is not healthy before the drill ({what}): the before-window would measure that; "
+                f"clear it first (curl -X POST {self.admin}/admin/faults -d '{{\"clear\": true}}', "
+                f'POST /admin/degrade {{"level": 0}})'
+            )
 
     async def switch(self, on: bool) -> None:
         if self.fault.kind == PROXY_KIND:
