@@ -115,7 +115,9 @@ _EXPORTS: dict[str, str] = {
     "plan_estimate": "tailscope.api.plan",
     "plan_kv": "tailscope.api.plan",
     "plan_napkin": "tailscope.api.plan",
+    "plan_unit_cost": "tailscope.api.plan",
     "repair_store": "tailscope.api.runs",
+    "runs_trend": "tailscope.api.runs",
     "report_html": "tailscope.api.report",
     "run_app": "tailscope.api.app",
     "run_app_async": "tailscope.api.app",
@@ -243,12 +245,14 @@ __all__ = [
     "plan_estimate",
     "plan_kv",
     "plan_napkin",
+    "plan_unit_cost",
     "repair_store",
     "report_html",
     "run_app",
     "run_app_async",
     "run_proxy",
     "run_proxy_async",
+    "runs_trend",
     "show_run",
     "show_trace",
     "simple_requests",
@@ -292,6 +296,7 @@ if TYPE_CHECKING:
         plan_estimate,
         plan_kv,
         plan_napkin,
+        plan_unit_cost,
     )
     from tailscope.api.proxy import ProxyServer, run_proxy, run_proxy_async, start_proxy
     from tailscope.api.report import report_html, write_report
@@ -302,6 +307,7 @@ if TYPE_CHECKING:
         export_run,
         list_runs,
         repair_store,
+        runs_trend,
         show_run,
         tag_run,
     )

@@ -395,3 +395,77 @@ def test_promtool_rule_unit_tests(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "SUCCESS" in p.stdout
+
+
+def test_promtool_golden_alert_unit_tests(tmp_path: Path) -> None:
+    """The method's five golden alerts (../shared/method/003 §4.3) in promtool's rule unit tests: each fires with its
+    own duration and severity on series that breach it, and stays silent one evaluation before its ``for:`` ends."""
+    from tailscope.verify.alerts import golden_rules
+
+    promtool = _binary("promtool")
+    doc = golden_rules(AlertOptions(window="1m")).document
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    e2e = 'vllm:e2e_request_latency_seconds_bucket{le="%s"}'
+    vec = 'vector_search_duration_seconds_bucket{le="%s"}'
+    http = 'http_requests_total{status="%s"}'
+    page = {"severity": "page", "notify": "phone", "contract": "golden", "golden": "true"}
+    chat = {"severity": "warning", "notify": "chat", "contract": "golden", "golden": "true"}
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": [
+                    {"series": e2e % "1", "values": "0+1x40"},  # 90 % of requests between 1 and 2.5 s: P99 > 1.2 s
+                    {"series": e2e % "2.5", "values": "0+10x40"},
+                    {"series": e2e % "+Inf", "values": "0+10x40"},
+                    {"series": vec % "0.1", "values": "0+10x40"},  # 1 % of searches over 200 ms: P99.9 > 200 ms
+                    {"series": vec % "0.5", "values": "0+1010x40"},
+                    {"series": vec % "+Inf", "values": "0+1010x40"},
+                    {"series": "llm_out_of_memory_errors_total", "values": "0x20 1x20"},
+                    {"series": http % "200", "values": "0+90x40"},
+                    {"series": http % "503", "values": "0+2x40"},  # 2 % unavailable
+                    {"series": http % "413", "values": "0+8x40"},  # 8 % of prompts rejected
+                ],
+                "alert_rule_test": [
+                    # LLM P99: breaching from the first minute on, fires only after 2 minutes
+                    {"eval_time": "90s", "alertname": "GoldenLlmP99LatencyHigh", "exp_alerts": []},
+                    {"eval_time": "5m", "alertname": "GoldenLlmP99LatencyHigh", "exp_alerts": [{"exp_labels": page}]},
+                    {"eval_time": "5m", "alertname": "GoldenVectorSearchP999High",
+                     "exp_alerts": [{"exp_labels": chat}]},
+                    {"eval_time": "4m", "alertname": "GoldenLlmOutOfMemory", "exp_alerts": []},
+                    {"eval_time": "5m30s", "alertname": "GoldenLlmOutOfMemory", "exp_alerts": [{"exp_labels": page}]},
+                    {"eval_time": "5m", "alertname": "GoldenServiceUnavailable", "exp_alerts": [{"exp_labels": page}]},
+                    {"eval_time": "5m", "alertname": "GoldenPromptRejectionRateHigh",
+                     "exp_alerts": [{"exp_labels": chat}]},
+                ],
+            },
+            {
+                "interval": "15s",
+                "input_series": [
+                    {"series": e2e % "1", "values": "0+10x40"},
+                    {"series": e2e % "+Inf", "values": "0+10x40"},
+                    {"series": vec % "0.1", "values": "0+1000x40"},
+                    {"series": vec % "+Inf", "values": "0+1000x40"},
+                    {"series": "llm_out_of_memory_errors_total", "values": "0x40"},
+                    {"series": http % "200", "values": "0+100x40"},
+                    {"series": http % "400", "values": "0+1x40"},  # 1 % rejected: under 5 %
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "5m", "alertname": name, "exp_alerts": []}
+                    for name in ("GoldenLlmP99LatencyHigh", "GoldenVectorSearchP999High", "GoldenLlmOutOfMemory",
+                                 "GoldenServiceUnavailable", "GoldenPromptRejectionRateHigh")
+                ],
+            },
+        ],
+    }  # fmt: skip
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    p = subprocess.run(
+        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SUCCESS" in p.stdout

@@ -294,6 +294,9 @@ def test_example_profile_scaled_down_with_mixed_traffic_and_dialects(
     """The shipped support-chat profile, scaled down by CLI overrides, with its mixed traffic pointed at a live
     plain-HTTP endpoint (the scripted server's /metrics) and two dialects; then ``runs show --dialect``."""
     text = (REPO / "examples" / "support-chat.yaml").read_text()
+    text = text.replace("# mixed_traffic:", "mixed_traffic:").replace(
+        "#   - {name: profile_api", "  - {name: profile_api"
+    )
     prof = tmp_path / "support-chat.yaml"
     out = tmp_path / "out.json"
     db = tmp_path / "db.duckdb"

@@ -154,7 +154,8 @@ def test_gate_exit_2_on_bad_contract_or_missing_data(store: tuple[Path, Path], t
     p = cli("gate", str(bad), "--run", "same", "--db", str(db))
     assert p.returncode == 2
     assert p.stderr.strip() == (
-        f"tailscope: error: {bad}:4: slo[1].maximum: unknown key (allowed: metric, percentile, max, min, class)"
+        f"tailscope: error: {bad}:4: slo[1].maximum: unknown key "
+        "(allowed: metric, percentile, max, min, class, for, severity)"
     )
     p = cli("gate", str(contract), "--run", "nope", "--db", str(db))
     assert p.returncode == 2

@@ -74,6 +74,7 @@ def _plain_service() -> Iterator[int]:
         yield srv.server_address[1]
     finally:
         srv.shutdown()
+        srv.server_close()
 
 
 def _expected_codes(cmd: str) -> set[int]:

@@ -96,3 +96,15 @@ def test_catalog_lists_models_and_gpus(tmp_path: Path) -> None:
     h = cli("sim", "--help", db=tmp_path / "x.duckdb")
     assert h.returncode == 0
     assert "Example" in h.stdout
+
+
+def test_support_chat_example_runs_as_shipped(tmp_path: Path) -> None:
+    """Issue 24 defects: the shipped example simulates at 300 requests (it crashed with an IndexError) and benches the
+    built-in engine without --model (it said ``model: tiny``) or a side service (its mixed traffic is off)."""
+    db = tmp_path / "t.duckdb"
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "support-chat.yaml")
+    p = cli("sim", "--profile", example, "--requests", "300", "--quiet", db=db)
+    assert p.returncode == 0, p.stderr
+    b = cli("bench", "--profile", example, "--requests", "20", "--rate", "20", "--warmup", "0", "--quiet", db=db,
+            timeout=240)  # fmt: skip
+    assert b.returncode == 0, b.stderr

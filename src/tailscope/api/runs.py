@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tailscope.api._support import StorePath, default_store, open_store, public
 from tailscope.errors import ConfigError, StoreError
 from tailscope.metrics.dialects import DIALECTS, summarize_dialect
 from tailscope.metrics.document import build_export, run_to_json
+from tailscope.metrics.trend import RunsTrend, build_trend
 from tailscope.records import Run
 from tailscope.store.repair import RepairReport
 from tailscope.store.runs import RunStore, StoredRun
@@ -81,6 +83,74 @@ def list_runs(
             problem = str(exc)
     runs = runs_store.list_runs(limit=limit, kind=kind, tag=tag)
     return RunListing(tuple(runs), report, str(runs_store.db.path), problem)
+
+
+def _since_iso(since: str, now: datetime | None = None) -> str:
+    """``7d``, ``48h``, ``2w`` (back from now) or an ISO date/time → the UTC ISO start it means."""
+    import re
+    from datetime import timedelta
+
+    text = since.strip()
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([hdw])", text)
+    if m:
+        hours = float(m.group(1)) * {"h": 1, "d": 24, "w": 168}[m.group(2)]
+        start = (now or datetime.now(UTC)) - timedelta(hours=hours)
+        return start.strftime("%Y-%m-%dT%H:%M:%S")
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            f"--since {since!r}: expected a span back from now (7d, 48h, 2w) or a date (2026-11-01)"
+        ) from None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@public
+def runs_trend(
+    *,
+    tag: str | None = None,
+    since: str | None = None,
+    kind: str | None = None,
+    limit: int = 1000,
+    store: StorePath | RunStore | None = None,
+) -> RunsTrend:
+    """TTFT and TPOT p50/p99 and daily tokens across the store's runs over time, with change points marked (the
+    method's three numbers on the board and its weekly review).
+
+    Args:
+        tag: only runs with this tag (e.g. ``main``, or ``nightly``).
+        since: only runs started since then: ``7d``, ``48h``, ``2w`` back from now, or an ISO date (UTC).
+        kind: only ``bench``, ``sim`` or ``trace`` runs.
+        limit: at most this many of the newest runs.
+        store: the store (only read).
+
+    Returns:
+        ``trend.points`` (oldest run first, each with ``values["ttft_ms.p50"]`` …, tokens and the series that step
+        there), ``trend.change_points`` (``describe()``), ``trend.daily`` (tokens per UTC day), ``trend.method`` and
+        ``trend.to_dict()``. Probe runs (calibration, capacity search) are left out unless ``tag="probe"``.
+
+    Raises:
+        ConfigError: a malformed ``since`` or ``limit``.
+    """
+    if limit < 1:
+        raise ConfigError(f"--limit {limit}: take at least one run")
+    start = _since_iso(since) if since is not None else None
+    stored = _store(store).list_runs(limit=limit, kind=kind, tag=tag)
+    rows = [
+        {
+            "id": r.run.id,
+            "started_at": r.run.started_at,
+            "kind": str(r.run.kind.value if hasattr(r.run.kind, "value") else r.run.kind),
+            "tags": r.tags,
+            "summary": r.summary,
+        }
+        for r in stored
+        if (start is None or r.run.started_at >= start) and (tag == "probe" or "probe" not in r.tags)
+    ]
+    filters = {"tag": tag, "since": since, "since_utc": start, "kind": kind, "limit": limit}
+    return build_trend(rows, filters)
 
 
 @dataclass(frozen=True, slots=True)

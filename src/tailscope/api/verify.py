@@ -26,7 +26,14 @@ from tailscope.io.exports import read_export, read_json, read_trace_analysis
 from tailscope.metrics.document import run_to_json
 from tailscope.records import RequestRecord, Run
 from tailscope.store.runs import RunStore
-from tailscope.verify.alerts import KV_USAGE_LIMIT, AlertOptions, AlertRules, alert_rules, check_options
+from tailscope.verify.alerts import (
+    KV_USAGE_LIMIT,
+    AlertOptions,
+    AlertRules,
+    alert_rules,
+    check_options,
+    golden_rules,
+)
 from tailscope.verify.compare import DEFAULT_STATS, ComparisonResult, compare_runs, parse_metrics
 from tailscope.verify.contract import Contract, canonical_percentile
 from tailscope.verify.diagnose import Diagnosis
@@ -255,6 +262,8 @@ def compare(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    gpu_price: float | None = None,
+    gpus: int | None = None,
     store: StorePath | RunStore | None = None,
 ) -> ComparisonResult:
     """Compare runs against the first: per metric and percentile, the change, its bootstrap interval and whether it
@@ -268,6 +277,9 @@ def compare(
         confidence: the intervals' level, in (0.5, 1).
         resamples: bootstrap resamples (≥ 100).
         seed: the bootstrap's seed.
+        gpu_price: USD per GPU-hour: adds each run's USD per 1M output tokens (``result.usd_per_million_output_tokens``)
+            for the runs whose GPUs are known (``gpus``, or a sim run's own deployment).
+        gpus: GPUs behind each run (bench runs do not know their own).
         store: where references are looked up (only read).
 
     Returns:
@@ -286,8 +298,10 @@ def compare(
         stats = tuple(canonical_percentile(p.strip()) for p in pcts if p.strip())
     except ValueError as exc:
         raise ConfigError(f"--metrics/--percentiles: {exc}") from None
+    if gpu_price is not None and gpu_price <= 0:
+        raise ConfigError(f"--gpu-price must be > 0 USD per GPU-hour (got {gpu_price:g})")
     data = [load_run(ref, store=store) for ref in runs]
-    return compare_runs(
+    result = compare_runs(
         data,
         metrics=names,
         stats=stats,
@@ -295,6 +309,26 @@ def compare(
         resamples=resamples,
         rng=np.random.default_rng(seed),
     )
+    if gpu_price is None:
+        return result
+    return replace(result, usd_per_million_output_tokens=_run_costs(data, result, gpu_price, gpus))
+
+
+def _run_costs(
+    data: Sequence[RunData], result: ComparisonResult, gpu_price: float, gpus: int | None
+) -> tuple[float | None, ...]:
+    """USD per 1M output tokens per run: GPUs × price ÷ 3600 ÷ output tokens/s × 10⁶ (None when unknown)."""
+    from tailscope.api.plan import run_gpus
+
+    try:
+        rates: Sequence[float | None] = result.row("output_tokens_per_s").values
+    except KeyError:
+        rates = [(d.summary or {}).get("output_tokens_per_s") for d in data]
+    out: list[float | None] = []
+    for d, rate in zip(data, rates, strict=True):
+        n = run_gpus(d, gpus)
+        out.append(None if n is None or not rate else n * gpu_price / 3600.0 / float(rate) * 1e6)
+    return tuple(out)
 
 
 @public
@@ -323,35 +357,72 @@ def diagnose(run: RunRef = "latest", *, traces: Any = None, store: StorePath | R
 
 @public
 def alerts(
-    contract: ContractRef,
+    contract: ContractRef | None = None,
     *,
     for_: str = "5m",
     window: str = "5m",
     selector: str = "",
     queue_limit: float = 0.0,
     kv_limit: float = KV_USAGE_LIMIT,
+    golden: bool = False,
+    layer_metrics: Mapping[str, str] | Sequence[str] = (),
+    oom_metric: str = "llm_out_of_memory_errors_total",
 ) -> AlertRules:
-    """Prometheus recording and alerting rules (and a Grafana dashboard) from a contract.
+    """Prometheus recording and alerting rules (and a Grafana dashboard) from a contract, and/or the method's five
+    golden alerts.
 
     P99 TTFT/E2E from the engine's histograms, the error ratio, queue waiting, KV usage, preemptions and
-    engine-down — each with ``for:``, a severity label and a runbook annotation holding the diagnosis checklist.
+    engine-down — each with ``for:`` (the SLO's own ``for:``, else ``for_``), a severity label (the SLO's
+    ``severity:``, else critical/warning) and a runbook annotation holding the diagnosis checklist.
 
     Args:
-        contract: a contract file, a dict of the same shape or a parsed Contract.
-        for_: how long a condition must hold before an alert fires (a Prometheus duration: ``5m``).
+        contract: a contract file, a dict of the same shape or a parsed Contract (optional with ``golden``).
+        for_: how long a condition must hold before an alert fires (a Prometheus duration: ``5m``), for SLOs that do
+            not say their own.
         window: the rate window of quantiles and ratios.
         selector: label matchers added to every engine metric (``job="vllm"``).
         queue_limit: the backlog alert fires when the queue stayed above this all window.
         kv_limit: KV-cache usage (0–1) that counts as near full.
+        golden: add the method's five golden alerts (LLM P99 > 1.2 s for 2m, vector search P99.9 > 200 ms for 1m,
+            OOM errors > 0 within 5m, unavailable ratio > 1 % for 30s, prompt rejection > 5 % for 1m), each with its
+            root-cause checklist as the runbook. Without a contract, the rule file holds only these.
+        layer_metrics: ``{"retrieval": "vector_search_duration_seconds"}`` or ``["retrieval=HISTOGRAM", …]``: the
+            histogram of a layer's durations; the contract's SLOs on that layer become alerts on it.
+        oom_metric: the counter of out-of-memory errors the golden OOM alert reads.
 
     Returns:
-        ``rules.to_yaml()`` (the rule file), ``rules.alert_names``, ``rules.skipped`` (SLOs engine metrics cannot
-        alert on) and ``rules.grafana`` (the dashboard JSON).
+        ``rules.to_yaml()`` (the rule file), ``rules.alert_names``, ``rules.skipped`` (every SLO that could not become
+        a rule, with the reason) and ``rules.grafana`` (the dashboard JSON).
 
     Raises:
-        ConfigError: an option Prometheus would reject (checked before the contract is read).
+        ConfigError: an option Prometheus would reject (checked before the contract is read), or neither a contract
+            nor ``golden``.
     """
-    opts = AlertOptions(for_=for_, window=window, selector=selector, queue_limit=queue_limit, kv_limit=kv_limit)
+    pairs: list[tuple[str, str]] = []
+    items = (
+        layer_metrics.items() if isinstance(layer_metrics, Mapping) else [t.partition("=")[::2] for t in layer_metrics]
+    )
+    for layer, metric in items:
+        if not layer.strip() or not metric.strip():
+            raise ConfigError(
+                f"--layer-metric {layer}={metric}: expected LAYER=HISTOGRAM, "
+                "e.g. retrieval=vector_search_duration_seconds"
+            )
+        pairs.append((layer.strip(), metric.strip()))
+    opts = AlertOptions(
+        for_=for_,
+        window=window,
+        selector=selector,
+        queue_limit=queue_limit,
+        kv_limit=kv_limit,
+        layer_metrics=tuple(pairs),
+        oom_metric=oom_metric,
+    )
     check_options(opts)
+    if contract is None:
+        if not golden:
+            raise ConfigError("give a contract file, or --golden for the method's five golden alerts")
+        rules = golden_rules(opts)
+        return replace(rules, grafana=dashboard(Contract(name="golden")))
     spec = as_contract(contract)
-    return replace(alert_rules(spec, opts), grafana=dashboard(spec))
+    return replace(alert_rules(spec, opts, golden=golden), grafana=dashboard(spec))

@@ -17,6 +17,8 @@ Examples:
   tailscope compare latest:main latest
 
   tailscope compare RUN_A RUN_B RUN_C --metrics ttft_ms,tpot_ms --json
+
+  tailscope compare RUN_A RUN_B --gpu-price 2.5 --gpus 1   # also each run's $ per 1M output tokens
 """
 
 
@@ -31,6 +33,10 @@ def compare(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table as markdown here."),
+    gpu_price: float | None = typer.Option(
+        None, "--gpu-price", help="USD per GPU-hour: show each run's $ per 1M output tokens."
+    ),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs behind each run (sim runs know their own)."),
     db: Path | None = DB,
 ) -> None:
     from tailscope.api.verify import compare as run_compare
@@ -43,6 +49,8 @@ def compare(
         confidence=confidence,
         resamples=resamples,
         seed=seed,
+        gpu_price=gpu_price,
+        gpus=gpus,
         store=db,
     )
     if json_out:

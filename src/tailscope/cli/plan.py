@@ -95,7 +95,9 @@ def capacity(
     gpu: str | None = typer.Option(None, "--gpu"),
     profile: Path | None = typer.Option(None, "--profile", help="Workload profile (lengths and mix)."),
     input_tokens: str = typer.Option("512", "--input-tokens", help="Length spec when no profile is given."),
-    output_tokens: str = typer.Option("256", "--output-tokens", help="Length spec when no profile is given."),
+    output_tokens: str | None = typer.Option(
+        None, "--output-tokens", help="Length spec when no profile is given (256); napkin form: mean output tokens."
+    ),
     target_rps: float | None = typer.Option(None, "--target-rps", help="Requests/s the fleet must serve."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s (repeatable)."),
     headroom: float = typer.Option(0.2, "--headroom", help="Extra load fraction to plan for."),
@@ -120,15 +122,25 @@ def capacity(
           --slo ttft_p99=1.5s --slo tpot_p99=50ms
 
       tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --headroom 0.2
+
+      tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --slo e2e_p95=8s \
+          --output-tokens 350   # each stream needs ≥ 44 tok/s to finish 350 tokens within 8 s
     """
     from tailscope.report.plan_console import print_capacity, print_napkin
 
     if users is not None or tokens_per_user_s is not None or gpu_tokens_s is not None:
-        if users is None or tokens_per_user_s is None or gpu_tokens_s is None:
-            raise ConfigError("the napkin form needs --users, --tokens-per-user-s and --gpu-tokens-s together")
+        if users is None or gpu_tokens_s is None or (tokens_per_user_s is None and not slo):
+            raise ConfigError(
+                "the napkin form needs --users, --gpu-tokens-s and --tokens-per-user-s (or an --slo giving the rate)"
+            )
         from tailscope.api.plan import plan_napkin
 
-        n = plan_napkin(users=users, tokens_per_user_s=tokens_per_user_s, gpu_tokens_s=gpu_tokens_s, headroom=headroom)
+        try:
+            mean_out = float(output_tokens) if output_tokens is not None else None
+        except ValueError:
+            raise ConfigError(f"--output-tokens {output_tokens!r}: the napkin form takes a mean, e.g. 350") from None
+        n = plan_napkin(users=users, tokens_per_user_s=tokens_per_user_s, gpu_tokens_s=gpu_tokens_s,
+                        headroom=headroom, slo=slo, output_tokens=mean_out)  # fmt: skip
         _emit(n.to_dict(), json_out, lambda con: print_napkin(con, n))
         return
     if model is None or gpu is None or target_rps is None:
@@ -136,7 +148,7 @@ def capacity(
     from tailscope.api.plan import plan_capacity
 
     r = plan_capacity(model, gpu, target_rps=target_rps, slo=slo, profile=profile, input_tokens=input_tokens,
-                      output_tokens=output_tokens, headroom=headroom, tp=tp, max_replicas=max_replicas,
+                      output_tokens=output_tokens or "256", headroom=headroom, tp=tp, max_replicas=max_replicas,
                       gpu_price=gpu_price, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration,
                       sim_requests=sim_requests, engine=engine)  # fmt: skip
     _emit(r.to_dict(), json_out, lambda con: print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds))
@@ -144,28 +156,59 @@ def capacity(
 
 @plan_app.command("cost")
 def cost(
-    gpu_price: float = typer.Option(..., "--gpu-price", help="USD per GPU-hour."),
+    gpu_price: float | None = typer.Option(None, "--gpu-price", help="USD per GPU-hour."),
     run: str | None = typer.Option(None, "--run", help="A stored bench or sim run (id, prefix, latest)."),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs behind the run (sim runs know their own)."),
     api_price_in: float | None = typer.Option(None, "--api-price-in", help="API USD per 1M input tokens."),
     api_price_out: float | None = typer.Option(None, "--api-price-out", help="API USD per 1M output tokens."),
     daily_requests: int | None = typer.Option(None, "--daily-requests"),
+    ops_usd_per_month: float = typer.Option(
+        0.0, "--ops-usd-per-month", help="Operations cost of self-hosting (people, on-call), in the break-even."
+    ),
+    cached_share: float = typer.Option(0.0, "--cached-share", help="Share of API input tokens read from its cache."),
+    cache_write_share: float = typer.Option(0.0, "--cache-write-share", help="Share of API input tokens written."),
+    cache_read_mult: float = typer.Option(0.1, "--cache-read-mult", help="Cache reads × the input price."),
+    cache_write_mult: float = typer.Option(1.25, "--cache-write-mult", help="Cache writes × the input price."),
+    tokens_per_day: float | None = typer.Option(
+        None, "--tokens-per-day", help="Unit cost: tokens served in a day (with --gpu-hours and/or --bill)."
+    ),
+    gpu_hours: float | None = typer.Option(None, "--gpu-hours", help="Unit cost: GPU-hours used that day."),
+    bill: float | None = typer.Option(None, "--bill", help="Unit cost: the day's bill in USD."),
     db: Path | None = typer.Option(None, "--db"),
     json_out: Path | None = _JSON,
 ) -> None:
-    """$ per 1M output tokens and per request from a measured or simulated run; self-host vs API break-even.
+    """$ per 1M output tokens and per request from a measured or simulated run; self-host vs API break-even (with
+    operations cost and cached-token pricing); or the unit cost per 1M tokens from a day's tokens, GPU-hours and bill.
 
-    Example: tailscope plan cost --gpu-price 2.5 --run latest --api-price-in 0.15 --api-price-out 0.60 \\
-        --daily-requests 500000
+    Examples:
+
+      tailscope plan cost --gpu-price 2.5 --run latest --api-price-in 0.15 --api-price-out 0.60 \\
+          --daily-requests 500000 --ops-usd-per-month 8000 --cached-share 0.6
+
+      tailscope plan cost --tokens-per-day 2e9 --gpu-hours 192 --gpu-price 2.5
     """
-    from tailscope.api.plan import plan_cost
     from tailscope.cli.common import store_path
-    from tailscope.report.plan_console import print_cost
+    from tailscope.report.plan_console import print_cost, print_unit_cost
+
+    if tokens_per_day is not None:
+        from tailscope.api.plan import plan_unit_cost
+
+        u = plan_unit_cost(tokens_per_day=tokens_per_day, gpu_hours=gpu_hours, bill=bill, gpu_price=gpu_price)
+        _emit(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
+        return
+    from tailscope.api.plan import plan_cost
 
     if run is None:
-        raise ConfigError("plan cost needs --run RUN_ID (a stored bench or sim run) to take the throughput from")
+        raise ConfigError(
+            "plan cost needs --run RUN_ID (a stored bench or sim run) to take the throughput from, "
+            "or --tokens-per-day N with --gpu-hours/--bill for the unit cost"
+        )
+    if gpu_price is None:
+        raise ConfigError("plan cost --run needs --gpu-price USD per GPU-hour")
     c = plan_cost(gpu_price=gpu_price, run=run, gpus=gpus, api_price_in=api_price_in, api_price_out=api_price_out,
-                  daily_requests=daily_requests, store=store_path(db))  # fmt: skip
+                  daily_requests=daily_requests, ops_usd_per_month=ops_usd_per_month, cached_share=cached_share,
+                  cache_write_share=cache_write_share, cache_read_mult=cache_read_mult,
+                  cache_write_mult=cache_write_mult, store=store_path(db))  # fmt: skip
     _emit(c.to_dict(), json_out, lambda con: print_cost(con, c))
 
 
@@ -173,21 +216,34 @@ def cost(
 def budget(
     target: str = typer.Option(..., "--target", help="End-to-end latency target, e.g. 300ms."),
     layer: list[str] = typer.Option([], "--layer", help="LAYER=DURATION, e.g. gateway=50ms (repeatable)."),
-    buffer: float = typer.Option(0.2, "--buffer", help="Fraction of the target held back."),
+    buffer: float | None = typer.Option(
+        None, "--buffer", help="Fraction of the target held back (default 0.2; 0 with --buffer-per-layer)."
+    ),
+    buffer_per_layer: float = typer.Option(
+        0.0, "--buffer-per-layer", help="Each layer keeps this buffer: it commits to budget ÷ (1 + B), e.g. 0.2."
+    ),
     from_traces: str | None = typer.Option(None, "--from-traces", help="Trace set: budgets from critical-path shares."),
     out: Path | None = typer.Option(None, "--out", help="Write a performance contract (tailscope gate format)."),
     db: Path | None = typer.Option(None, "--db"),
     json_out: Path | None = _JSON,
 ) -> None:
-    """Per-layer latency budgets with a buffer; flags layers that cannot hold; writes a contract.
+    """Per-layer latency budgets with a buffer; flags layers that cannot hold (exit 1); writes a contract.
 
-    Example: tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --buffer 0.2 --out c.yaml
+    Examples:
+
+      tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --buffer 0.2 --out c.yaml
+
+      tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --layer retrieval=80ms \
+          --layer network=50ms --buffer-per-layer 0.2   # inference p99 ≤ 100 ms
     """
     from tailscope.api.plan import plan_budget
     from tailscope.cli.common import store_path
     from tailscope.report.plan_console import print_budget
 
-    plan = plan_budget(target, layers=layer, buffer=buffer, traces=from_traces, out=out, store=store_path(db))
+    plan = plan_budget(target, layers=layer, buffer=buffer, buffer_per_layer=buffer_per_layer, traces=from_traces,
+                       out=out, store=store_path(db))  # fmt: skip
     doc = plan.to_dict()
     doc["contract"] = plan.contract()
     _emit(doc, json_out, lambda con: print_budget(con, plan, out))
+    if not plan.ok:
+        raise typer.Exit(1)

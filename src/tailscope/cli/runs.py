@@ -46,6 +46,34 @@ def list_(
     con.print(runs_table(listing.runs))
 
 
+@runs_app.command("trend")
+def trend(
+    tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag (e.g. main, nightly)."),
+    since: str | None = typer.Option(None, "--since", help="Only runs since: 7d, 48h, 2w back, or a date (UTC)."),
+    kind: str | None = typer.Option(None, "--kind", help="Only bench, sim or trace runs."),
+    limit: int = typer.Option(1000, "--limit", help="At most this many of the newest runs."),
+    json_out: Path | None = typer.Option(None, "--json", metavar="PATH", help="Write the trend as JSON (- = stdout)."),
+    html_out: Path | None = typer.Option(None, "--html", metavar="PATH", help="Write an HTML page with the charts."),
+    db: Path | None = DB,
+) -> None:
+    """TTFT and TPOT p50/p99 and daily tokens across runs over time, change points marked (the weekly review).
+
+    Example: tailscope runs trend --tag main --since 30d --html trend.html
+    """
+    from tailscope.api.runs import runs_trend
+    from tailscope.report.console import stdout_console
+    from tailscope.report.html import write_html
+    from tailscope.report.trend import print_trend, render_trend_html
+
+    t = runs_trend(tag=tag, since=since, kind=kind, limit=limit, store=db)
+    if html_out is not None:
+        write_html(html_out, render_trend_html(t))
+        err_console().print(f"wrote {html_out}")
+    if emit_json(t.to_dict(), json_out):
+        return
+    print_trend(stdout_console(), t)
+
+
 @runs_app.command("show")
 def show(
     run_id: str = typer.Argument(..., help="Run id, unique prefix, latest or latest:TAG."),

@@ -10,6 +10,7 @@ marks) and unknown keys are errors, so a typo cannot silently disable a check. T
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -65,6 +66,12 @@ def _check_percentile(v: str | float | None) -> str | None:
         raise ValueError(f"unknown percentile {v!r}: use p50, p90, p95, p99, p99.9, mean or max") from None
 
 
+def _check_for(v: object) -> object:
+    if v is not None and not (isinstance(v, str) and re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", v)):
+        raise ValueError(f"for: {v!r}: expected a Prometheus duration like 30s, 2m or 1h")
+    return v
+
+
 class _SloModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
 
@@ -73,8 +80,11 @@ class _SloModel(BaseModel):
     max: float | None = None
     min: float | None = None
     request_class: str | None = Field(default=None, alias="class")
+    alert_for: str | None = Field(default=None, alias="for")
+    severity: str | None = Field(default=None, min_length=1)
 
     _pct = field_validator("percentile", mode="before")(_check_percentile)
+    _for = field_validator("alert_for", mode="before")(_check_for)
 
     @model_validator(mode="after")
     def _consistent(self) -> _SloModel:
@@ -88,13 +98,16 @@ class _SloModel(BaseModel):
 
 
 class _LayerModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     layer: str = Field(min_length=1)
     percentile: str = "p99"
     max_ms: float = Field(gt=0)
+    alert_for: str | None = Field(default=None, alias="for")
+    severity: str | None = Field(default=None, min_length=1)
 
     _pct = field_validator("percentile", mode="before")(_check_percentile)
+    _for = field_validator("alert_for", mode="before")(_check_for)
 
 
 class _RegressionModel(BaseModel):
@@ -241,11 +254,20 @@ def _to_contract(model: _ContractModel, root: yaml.Node | None, source: str) -> 
             min=s.min,
             request_class=s.request_class,
             line=_check_line(root, ["slo", i]),
+            alert_for=s.alert_for,
+            severity=s.severity,
         )
         for i, s in enumerate(model.slo)
     )
     layers = tuple(
-        LayerCheck(layer=lay.layer, percentile=lay.percentile, max_ms=lay.max_ms, line=_check_line(root, ["layers", i]))
+        LayerCheck(
+            layer=lay.layer,
+            percentile=lay.percentile,
+            max_ms=lay.max_ms,
+            line=_check_line(root, ["layers", i]),
+            alert_for=lay.alert_for,
+            severity=lay.severity,
+        )
         for i, lay in enumerate(model.layers)
     )
     regression = None
@@ -295,12 +317,14 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
             row["min"] = s.min
         if s.request_class is not None:
             row["class"] = s.request_class
+        row.update(_alert_keys(s))
         slo_rows.append(row)
     if slo_rows:
         out["slo"] = slo_rows
     if contract.layers:
         out["layers"] = [
             {"layer": lay.layer, "percentile": percentile_label(lay.percentile), "max_ms": lay.max_ms}
+            | _alert_keys(lay)
             for lay in contract.layers
         ]
     if contract.regression is not None:
@@ -317,6 +341,11 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
             reg["seed"] = r.seed
         out["regression"] = reg
     return out
+
+
+def _alert_keys(check: SloCheck | LayerCheck) -> dict[str, str]:
+    keys = {"for": check.alert_for, "severity": check.severity}
+    return {k: v for k, v in keys.items() if v is not None}
 
 
 def dump_contract(contract: Contract) -> str:

@@ -10,11 +10,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tailscope.plan.budget import BudgetPlan
+from tailscope.plan.budget import BudgetPlan, LayerBudget
 from tailscope.plan.capacity import CapacityPlan
 from tailscope.plan.estimate import Estimate
 from tailscope.plan.kv import KvPlan
-from tailscope.plan.napkin import CostPlan, NapkinCapacity
+from tailscope.plan.napkin import CostPlan, NapkinCapacity, UnitCost
 
 GB = 1e9
 
@@ -62,7 +62,10 @@ def print_estimate(con: Console, e: Estimate, *, title: str, calibration: Any = 
 
 def print_napkin(con: Console, n: NapkinCapacity) -> None:
     rows = [(f"step {i + 1}", s) for i, s in enumerate(n.steps())] + [("GPUs", f"{n.gpus}")]
-    print_rows(con, "Capacity (napkin)", rows, ["every GPU sustains --gpu-tokens-s"])
+    notes = ["every GPU sustains --gpu-tokens-s"]
+    if n.slo_tokens_per_user_s is not None:
+        notes.append(f"each stream needs ≥ {n.slo_tokens_per_user_s:.1f} tok/s to meet the SLO ({n.slo_derivation})")
+    print_rows(con, "Capacity (napkin)", rows, notes)
 
 
 def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elapsed: float) -> None:
@@ -109,17 +112,39 @@ def print_cost(con: Console, c: CostPlan) -> None:
     ]
     if c.api_usd_per_request is not None:
         rows.append(("API $ per request", f"{c.api_usd_per_request:,.6f}"))
+        if c.cached_share or c.cache_write_share:
+            rows.append((
+                "API input $ per 1M",
+                f"{c.api_usd_per_million_input_effective:,.4f} effective ({c.cached_share:.0%} cache reads at "
+                f"{c.cache_read_mult:g}×, {c.cache_write_share:.0%} writes at {c.cache_write_mult:g}×)",
+            ))  # fmt: skip
         if c.break_even_daily_requests is not None:
-            rows.append(("break-even", f"{c.break_even_daily_requests:,.0f} requests/day for {c.gpus} GPUs"))
+            ops = f" (incl. {c.ops_usd_per_month:,.0f} $/month operations)" if c.ops_usd_per_month else ""
+            rows.append(("break-even", f"{c.break_even_daily_requests:,.0f} requests/day for {c.gpus} GPUs{ops}"))
     if c.daily_requests is not None:
-        rows.append(("self-host $/day", f"{c.self_host_usd_per_day:,.2f} ({c.gpus_for_daily} GPUs)"))
+        ops = " incl. operations" if c.ops_usd_per_month else ""
+        rows.append(("self-host $/day", f"{c.self_host_usd_per_day:,.2f} ({c.gpus_for_daily} GPUs{ops})"))
         rows.append(("API $/day", f"{c.api_usd_per_day:,.2f}"))
     assumptions = [f"throughput from {c.source}", "GPUs billed every hour and kept busy at that throughput"]
+    if c.ops_usd_per_month:
+        assumptions.append("operations cost spread over 30 days a month")
     print_rows(con, "Cost", rows, assumptions)
 
 
+def print_unit_cost(con: Console, u: UnitCost) -> None:
+    rows = [(f"step {i + 1}", s) for i, s in enumerate(u.steps())]
+    rows.append(("$ per 1M tokens", f"{u.usd_per_million_tokens:,.4f}"))
+    print_rows(con, "Unit cost (a day's figures)", rows, ["compare this figure before and after each change"])
+
+
 def print_budget(con: Console, plan: BudgetPlan, out: Any = None) -> None:
-    rows = [(f"{lb.layer}", f"{lb.budget_ms:,.0f} ms ({lb.share:.0%})") for lb in plan.layers]
+    def row(lb: LayerBudget) -> str:
+        text = f"{lb.budget_ms:,.0f} ms ({lb.share:.0%})"
+        if lb.buffered_ms is not None:
+            text += f" → p99 ≤ {lb.buffered_ms:,.1f} ms after its {plan.buffer_per_layer:.0%} buffer"
+        return text
+
+    rows = [(f"{lb.layer}", row(lb)) for lb in plan.layers]
     rows.insert(0, ("usable after buffer", f"{plan.usable_ms:,.0f} ms of {plan.target_ms:,.0f} ms"))
     print_rows(con, "Latency budget", rows)
     for f in plan.findings:

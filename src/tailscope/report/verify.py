@@ -188,6 +188,12 @@ def compare_text(cmp: ComparisonResult) -> str:
         f"latencies in ms; Δ = relative change with its {cmp.confidence * 100:g}% bootstrap CI "
         f"({cmp.resamples} resamples); * = significant (CI excludes 0)"
     )
+    if cmp.usd_per_million_output_tokens:
+        costs = ", ".join(
+            f"{rid} {'—' if c is None else f'{c:,.4f}'}"
+            for rid, c in zip(short, cmp.usd_per_million_output_tokens, strict=True)
+        )
+        lines.append(f"$ per 1M output tokens: {costs}")
     return "".join(f"⚠ {w}\n" for w in cmp.warnings) + "\n".join(lines) + "\n"
 
 
@@ -207,6 +213,12 @@ def compare_markdown(cmp: ComparisonResult) -> str:
         f"Latencies in ms; Δ = relative change vs `{cmp.run_ids[0]}` with its {cmp.confidence * 100:g}% bootstrap "
         "interval; * = significant (the interval excludes 0)."
     )
+    if cmp.usd_per_million_output_tokens:
+        costs = ", ".join(
+            f"`{rid}` {'—' if c is None else f'{c:,.4f}'}"
+            for rid, c in zip(cmp.run_ids, cmp.usd_per_million_output_tokens, strict=True)
+        )
+        lines.append(f"$ per 1M output tokens: {costs}.")
     return "\n".join(lines) + "\n"
 
 

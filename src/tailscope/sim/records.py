@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from tailscope.errors import InternalError
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
 from tailscope.workload.spec import RequestSpec
 
@@ -99,7 +100,17 @@ def record_ok(
     sent_ns: int | None = None,
 ) -> RequestRecord:
     """A successful request: one chunk per emitted token at its step's end time; sent at ``sent_ns`` (default: as
-    scheduled)."""
+    scheduled).
+
+    Raises:
+        InternalError: no token times (issue 24: a session turn once completed with its times trimmed away, an
+            IndexError here); named, so the report carries the request, session and turn.
+    """
+    if not times:
+        raise InternalError(
+            f"simulated request {spec.id} (session {spec.session_id}, turn {spec.turn}) completed with no token "
+            "times: a simulator bug; please report it with the profile and --seed"
+        )
     first, last, n = times[0], times[-1], len(times)
     sent = scheduled_ns if sent_ns is None else sent_ns
     toks = _ONES.get(n) or ones(n)

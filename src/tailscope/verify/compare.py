@@ -78,6 +78,8 @@ class ComparisonResult:
     confidence: float
     resamples: int
     warnings: tuple[str, ...] = ()  # the runs did not measure the same thing (verify/comparable.py)
+    #: USD per 1M output tokens per run (GPUs × price ÷ output tokens/s), when GPUs and a price are known.
+    usd_per_million_output_tokens: tuple[float | None, ...] = ()
 
     def row(self, label: str) -> CompareRow:
         """The row of ``ttft_ms.p99``, ``requests_per_s``, … (KeyError when it was not compared)."""
@@ -95,6 +97,7 @@ class ComparisonResult:
             "resamples": self.resamples,
             "rows": [r.to_dict() for r in self.rows],
             "warnings": list(self.warnings),
+            "usd_per_million_output_tokens": list(self.usd_per_million_output_tokens) or None,
         }
 
 

@@ -63,7 +63,8 @@ class SloCheck:
     """One objective: ``metric`` (at ``percentile`` for latencies) must be ≤ ``max`` and/or ≥ ``min``.
 
     Latencies are in ms; ``error_rate`` is a fraction (0.01 = 1 %); the other rates are per second.
-    ``request_class`` restricts the check to one request class (``None`` = all requests).
+    ``request_class`` restricts the check to one request class (``None`` = all requests). ``alert_for`` and
+    ``severity`` (the file's ``for:`` and ``severity:``) shape the alert ``tailscope alerts`` makes of it.
     """
 
     metric: str
@@ -72,6 +73,8 @@ class SloCheck:
     min: float | None = None
     request_class: str | None = None
     line: int = 0
+    alert_for: str | None = None
+    severity: str | None = None
 
     @property
     def name(self) -> str:
@@ -88,6 +91,8 @@ class LayerCheck:
     percentile: str
     max_ms: float
     line: int = 0
+    alert_for: str | None = None
+    severity: str | None = None
 
     @property
     def name(self) -> str:

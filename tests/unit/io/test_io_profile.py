@@ -37,8 +37,18 @@ def _err(text: str) -> str:
     return str(info.value)
 
 
+def with_mixed_traffic(text: str) -> str:
+    """The example with its commented-out mixed traffic switched on."""
+    return text.replace("# mixed_traffic:", "mixed_traffic:").replace(
+        "#   - {name: profile_api", "  - {name: profile_api"
+    )
+
+
 def test_example_from_the_issue_loads() -> None:
     p = load_profile(EXAMPLE)
+    assert p.model is None  # issue 24: `model: tiny` made it fail on the built-in engine without --model
+    assert not p.mixed_traffic  # off, so the example runs as is; uncommented it parses:
+    p = parse_profile(with_mixed_traffic(EXAMPLE.read_text()), source="p.yaml")
     assert p.name == "support-chat"
     assert [c.name for c in p.classes] == ["short", "long_context", "conversation"]
     assert [c.weight for c in p.classes] == [0.60, 0.15, 0.25]

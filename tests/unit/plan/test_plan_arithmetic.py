@@ -140,3 +140,76 @@ def test_estimate_monotone_in_concurrency() -> None:
             assert e.tpot_ms >= prev.tpot_ms
             assert e.output_tokens_per_s >= prev.output_tokens_per_s
         prev = e
+
+
+def test_budget_per_layer_buffer_reproduces_the_method() -> None:
+    # ../shared/method/003 §2.2: 300 ms end to end, gateway 50 / LLM 120 / vector search 80 / serialisation and
+    # network 50 ms, "each segment keeps a 20 % buffer" → LLM P99 ≤ 100 ms.
+    layers = [("gateway", 50.0), ("inference", 120.0), ("retrieval", 80.0), ("network", 50.0)]
+    b = plan_budget(300, layers, buffer=0.0, buffer_per_layer=0.2)
+    assert b.ok
+    assert b.over_by_ms == 0
+    buffered = {lb.layer: lb.buffered_ms for lb in b.layers}
+    assert buffered["inference"] == pytest.approx(100)
+    assert buffered["retrieval"] == pytest.approx(80 / 1.2)
+    contract = b.contract()
+    assert {"layer": "inference", "percentile": "p99", "max_ms": 100.0} in contract["layers"]
+    doc = b.to_dict()
+    assert doc["buffer_per_layer"] == 0.2
+    assert {lb["layer"]: lb["buffered_ms"] for lb in doc["layers"]}["inference"] == pytest.approx(100)
+    # a measured inference p99 of 110 ms fits 120 but not the buffered 100
+    tight = plan_budget(300, layers, buffer=0.0, buffer_per_layer=0.2, measured_p99_ms={"inference": 110})
+    assert not tight.ok
+    assert "100 ms buffered budget" in tight.findings[0]
+    # layers that add up to more than the target cannot hold
+    assert not plan_budget(300, [*layers, ("business", 10.0)], buffer=0.0, buffer_per_layer=0.2).ok
+
+
+def test_cached_token_pricing_and_operations_in_the_break_even() -> None:
+    from tailscope.plan.napkin import CachedPricing
+
+    # reads at 0.1×, writes at 1.25× of the input price (../shared/method: cached-token pricing, issue 24 item 5)
+    cache = CachedPricing(cached_share=0.6, write_share=0.2)
+    assert cache.input_multiplier() == pytest.approx(0.2 + 0.6 * 0.1 + 0.2 * 1.25)
+    common = dict(gpus=2, gpu_price_per_hour=2.5, output_tokens_per_s=2000, requests_per_s=10, mean_input_tokens=500,
+                  mean_output_tokens=200, source="test", api_price_in=0.15, api_price_out=0.60)  # fmt: skip
+    plain = plan_cost(**common)
+    cached = plan_cost(**common, cached=cache)
+    assert cached.api_usd_per_million_input_effective == pytest.approx(0.15 * 0.51)
+    assert cached.api_usd_per_request == pytest.approx(500 * 0.15e-6 * 0.51 + 200 * 0.60e-6)
+    assert cached.break_even_daily_requests > plain.break_even_daily_requests  # a cheaper API moves it out
+    ops = plan_cost(**common, ops_usd_per_month=3000, daily_requests=500_000)
+    # the fleet's 120 $/day plus 3000/30 = 100 $/day of operations
+    assert ops.break_even_daily_requests == pytest.approx(220 / ops.api_usd_per_request)
+    assert ops.self_host_usd_per_day == pytest.approx(220)
+    with pytest.raises(PlanError, match="cannot exceed 1"):
+        plan_cost(**common, cached=CachedPricing(0.8, 0.3))
+
+
+def test_unit_cost_per_million_tokens_from_a_day() -> None:
+    from tailscope.plan.napkin import unit_cost
+
+    # the method (001 §4.1): a day's token total, GPU-hours and the bill → USD per 1M tokens
+    u = unit_cost(tokens_per_day=2e9, gpu_hours=192, gpu_price=2.5)
+    assert u.bill_usd == pytest.approx(480)
+    assert u.usd_per_million_tokens == pytest.approx(0.24)
+    assert u.tokens_per_gpu_hour == pytest.approx(2e9 / 192)
+    billed = unit_cost(tokens_per_day=2e9, gpu_hours=192, bill=600)  # the bill wins over GPU-hours × price
+    assert billed.usd_per_million_tokens == pytest.approx(0.30)
+    with pytest.raises(PlanError, match="--bill"):
+        unit_cost(tokens_per_day=2e9)
+
+
+def test_napkin_uses_the_slo_rate_per_stream() -> None:
+    from tailscope.plan.napkin import stream_rate_for_slo
+
+    # the method (001 §4.2): P95 within 8 s over 350 output tokens → about 45 tok/s per stream
+    rate, _ = stream_rate_for_slo(350, 8.0)
+    assert rate == pytest.approx(43.75)
+    rate_ttft, text = stream_rate_for_slo(350, 8.0, 0.2)
+    assert round(rate_ttft) == 45
+    n = napkin_capacity(100, 25, 1400, headroom=0.2, slo_rate=(rate_ttft, text))
+    assert n.tokens_per_user_s == pytest.approx(rate_ttft)  # the SLO's rate beats the 25 tok/s assumed
+    assert n.gpus == 4  # 100 × 44.9 × 1.2 = 5385 tok/s over 1400 per GPU
+    assert "≥ 45 tok/s per stream" in n.steps()[0]
+    assert napkin_capacity(100, 60, 1400, slo_rate=(rate_ttft, text)).tokens_per_user_s == 60

@@ -91,3 +91,81 @@ def test_grafana_dashboard() -> None:
     steps = ttft["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert steps[-1] == {"color": "red", "value": 1.5}
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+
+
+def test_golden_alerts_are_the_methods_five() -> None:
+    # ../shared/method/003 §4.3: the five golden alerts, each with its own duration, severity and checklist
+    from tailscope.api.verify import alerts as make_alerts
+
+    rules = make_alerts(golden=True)
+    doc = yaml.safe_load(rules.to_yaml())
+    alerts = {r["alert"]: r for r in doc["groups"][1]["rules"]}
+    want = {
+        "GoldenLlmP99LatencyHigh": ("2m", "page", "> 1.2"),
+        "GoldenVectorSearchP999High": ("1m", "warning", "> 0.2"),
+        "GoldenLlmOutOfMemory": ("0s", "page", "> 0"),
+        "GoldenServiceUnavailable": ("30s", "page", "> 0.01"),
+        "GoldenPromptRejectionRateHigh": ("1m", "warning", "> 0.05"),
+    }
+    assert set(alerts) == set(want)
+    for name, (for_, severity, limit) in want.items():
+        assert alerts[name]["for"] == for_
+        assert alerts[name]["labels"]["severity"] == severity
+        assert alerts[name]["expr"].endswith(limit)
+        assert alerts[name]["annotations"]["runbook"].startswith("1. ")
+    assert "histogram_quantile(0.99," in alerts["GoldenLlmP99LatencyHigh"]["expr"]
+    assert (
+        "histogram_quantile(0.999, sum by (le) (rate(vector_search_duration_seconds_bucket"
+        in (alerts["GoldenVectorSearchP999High"]["expr"])
+    )
+    assert "increase(llm_out_of_memory_errors_total" in alerts["GoldenLlmOutOfMemory"]["expr"]
+    runbook = alerts["GoldenLlmP99LatencyHigh"]["annotations"]["runbook"]
+    assert "GPU memory usage > 95 %" in runbook
+    assert "< 5 tokens/s" in runbook
+    assert "crawlers" in runbook
+    # with a contract, the golden alerts come on top of the contract's own
+    both = alert_rules(CONTRACT, AlertOptions(), golden=True)
+    assert "ChatServiceLlmP99LatencyHigh" in both.alert_names
+    assert "ChatServiceTTFTP99SloBreach" in both.alert_names
+
+
+def test_per_slo_for_and_severity_and_layers_never_vanish() -> None:
+    contract = parse_contract(
+        """\
+name: rag
+slo:
+  - {metric: e2e_ms, percentile: p99, max: 1200, for: 2m, severity: page}
+  - {metric: ttft_ms, percentile: p99, max: 1500}
+layers:
+  - {layer: retrieval, percentile: p99.9, max_ms: 200, for: 1m}
+  - {layer: gateway, percentile: p99, max_ms: 50}
+""",
+        "c.yaml",
+    )
+    assert contract.slos[0].alert_for == "2m"
+    assert contract.slos[0].severity == "page"
+    rules = alert_rules(contract, AlertOptions(for_="5m", layer_metrics=(("retrieval", "vector_search_seconds"),)))
+    alerts = {r["alert"]: r for r in rules.document["groups"][1]["rules"]}
+    assert alerts["RagE2EP99SloBreach"]["for"] == "2m"
+    assert alerts["RagE2EP99SloBreach"]["labels"]["severity"] == "page"
+    assert alerts["RagTTFTP99SloBreach"]["for"] == "5m"
+    assert alerts["RagTTFTP99SloBreach"]["labels"]["severity"] == "critical"
+    layer = alerts["RagRetrievalP999SloBreach"]
+    assert layer["for"] == "1m"
+    assert layer["expr"].startswith("histogram_quantile(0.999, sum by (le) (rate(vector_search_seconds_bucket")
+    assert layer["expr"].endswith("> 0.2")
+    # the gateway layer has no histogram: listed with the reason, not dropped silently
+    assert any(s.startswith("layer gateway.p99: no histogram of gateway durations") for s in rules.skipped)
+
+
+def test_contract_alert_keys_are_validated_and_round_trip() -> None:
+    import pytest
+
+    from tailscope.errors import ContractError
+    from tailscope.io.contracts import dump_contract
+
+    with pytest.raises(ContractError, match=r"c.yaml:3: slo\[0\].for: .*Prometheus duration"):
+        parse_contract("name: x\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1, for: soon}\n", "c.yaml")
+    c = parse_contract("name: x\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1, for: 2m, severity: page}\n")
+    assert "for: 2m" in dump_contract(c)
+    assert "severity: page" in dump_contract(c)

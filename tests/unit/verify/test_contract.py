@@ -69,7 +69,11 @@ def test_round_trip_through_dump() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("max: 50}", "maxx: 50}", "c.yaml:4: slo[1].maxx: unknown key (allowed: metric, percentile, max, min, class)"),
+        (
+            "max: 50}",
+            "maxx: 50}",
+            "c.yaml:4: slo[1].maxx: unknown key (allowed: metric, percentile, max, min, class, for, severity)",
+        ),
         ("p95, max", "p97x, max", "c.yaml:4: slo[1].percentile: unknown percentile 'p97x'"),
         ("confidence: 0.95", "confidence: 2", "c.yaml:14: regression.confidence:"),
         ("tpot_ms.p95", "tpot_ms.q95", "c.yaml:13: regression.max_increase: 'tpot_ms.q95': unknown percentile"),

@@ -74,3 +74,13 @@ def test_github_annotations() -> None:
                for line in out)  # fmt: skip
     assert any(line.startswith("::warning file=perf/contract.yaml,line=7,title=regression ttft_ms.p99") for line in out)
     assert all("\n" not in line for line in out)
+
+
+def test_compare_shows_cost_per_million_output_tokens_when_known() -> None:
+    from tailscope.report.verify import compare_markdown, compare_text
+    from tailscope.verify.compare import ComparisonResult
+
+    cmp = ComparisonResult(("a", "b"), (), 0.95, 2000, (), (1.5, None))
+    assert "$ per 1M output tokens: a 1.5000, b —" in compare_text(cmp)
+    assert "$ per 1M output tokens: `a` 1.5000, `b` —." in compare_markdown(cmp)
+    assert "$ per 1M" not in compare_text(ComparisonResult(("a", "b"), (), 0.95, 2000))
