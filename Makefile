@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(BIN)/tailscope bench --requests 200 --concurrency 16 --input-tokens uniform:100:900 --output-tokens 128 \
 		--json .tailscope/demo.json
 	$(BIN)/tailscope runs list
+	@echo "Next: the whole loop (trace, fix, gate, degradation drill) on the reference app: docs/tutorial.md"
 
 ## vllm: install the real vLLM CPU server into .venv-vllm/ for the integration tests (once; quiet when done)
 vllm:

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "ContractError": "tailscope.errors",
     "CostPlan": "tailscope.plan.napkin",
     "Diagnosis": "tailscope.verify.diagnose",
+    "DrillResult": "tailscope.api.drill",
     "ErrorClass": "tailscope.records",
     "Estimate": "tailscope.plan.estimate",
     "FindMaxOutcome": "tailscope.runner.sweep_run",
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "PlanError": "tailscope.errors",
     "ProfileError": "tailscope.errors",
     "Progress": "tailscope.runner.progress",
+    "ProxyServer": "tailscope.api.proxy",
     "RepeatedBench": "tailscope.api.bench",
     "RequestCounts": "tailscope.records",
     "RequestRecord": "tailscope.records",
@@ -102,6 +104,8 @@ _EXPORTS: dict[str, str] = {
     "delete_trace_sets": "tailscope.api.trace",
     "diagnose": "tailscope.api.verify",
     "diff_traces": "tailscope.api.trace",
+    "drill": "tailscope.api.drill",
+    "drill_async": "tailscope.api.drill",
     "export_run": "tailscope.api.runs",
     "find_max": "tailscope.api.bench",
     "gate": "tailscope.api.verify",
@@ -125,11 +129,14 @@ _EXPORTS: dict[str, str] = {
     "report_html": "tailscope.api.report",
     "run_app": "tailscope.api.app",
     "run_app_async": "tailscope.api.app",
+    "run_proxy": "tailscope.api.proxy",
+    "run_proxy_async": "tailscope.api.proxy",
     "show_run": "tailscope.api.runs",
     "show_trace": "tailscope.api.trace",
     "simple_requests": "tailscope.workload.simple",
     "simulate": "tailscope.api.sim",
     "start_app": "tailscope.api.app",
+    "start_proxy": "tailscope.api.proxy",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
     "tag_run": "tailscope.api.runs",
@@ -163,6 +170,7 @@ __all__ = [
     "ContractError",
     "CostPlan",
     "Diagnosis",
+    "DrillResult",
     "ErrorClass",
     "Estimate",
     "FindMaxOutcome",
@@ -181,6 +189,7 @@ __all__ = [
     "PlanError",
     "ProfileError",
     "Progress",
+    "ProxyServer",
     "RepeatedBench",
     "RequestCounts",
     "RequestRecord",
@@ -234,6 +243,8 @@ __all__ = [
     "delete_trace_sets",
     "diagnose",
     "diff_traces",
+    "drill",
+    "drill_async",
     "export_run",
     "find_max",
     "gate",
@@ -256,12 +267,15 @@ __all__ = [
     "report_html",
     "run_app",
     "run_app_async",
+    "run_proxy",
+    "run_proxy_async",
     "runs_trend",
     "show_run",
     "show_trace",
     "simple_requests",
     "simulate",
     "start_app",
+    "start_proxy",
     "summarize",
     "sweep",
     "tag_run",
@@ -292,6 +306,7 @@ if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.checklist import checklist
+    from tailscope.api.drill import DrillResult, drill, drill_async
     from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
     from tailscope.api.plan import (
         CapacityResult,
@@ -303,6 +318,7 @@ if TYPE_CHECKING:
         plan_napkin,
         plan_unit_cost,
     )
+    from tailscope.api.proxy import ProxyServer, run_proxy, run_proxy_async, start_proxy
     from tailscope.api.report import report_html, write_report
     from tailscope.api.routing import plan_routing
     from tailscope.api.runs import (

@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "catalog": ("tailscope.cli.catalog", "The model and GPU catalogs the engine model uses."),
     "trace": ("tailscope.cli.trace", "Latency is a tree: critical paths, layers, waterfalls and diffs of traces."),
     "gate": ("tailscope.cli.gate", "Check a run against a performance contract; the exit code fails a CI build."),
+    "drill": ("tailscope.cli.drill", "Degradation drill: load, a fault on for a while, windows before/during/after."),
+    "proxy": ("tailscope.cli.proxy", "Fault-injecting proxy (latency, errors, resets, stalls) with a live admin API."),
     "compare": ("tailscope.cli.compare", "Compare runs: which differences are real (bootstrap intervals)."),
     "diagnose": ("tailscope.cli.diagnose", "Turn a run's numbers into findings: symptom, evidence, cause, actions."),
     "alerts": ("tailscope.cli.alerts", "Generate Prometheus alert rules (and a Grafana dashboard) from a contract."),

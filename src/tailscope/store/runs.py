@@ -152,6 +152,14 @@ class RunStore:
                 ],
             )
 
+    def annotate_summary(self, run_id: str, key: str, value: Any) -> None:
+        """Add ``key: value`` to a finished run's stored summary (a drill's windows and fault timeline)."""
+        with self.db.write() as con:
+            row = con.execute("SELECT summary_json FROM runs WHERE id = ?", [run_id]).fetchone()
+            summary = json.loads(row[0]) if row and row[0] else {}
+            summary[key] = value
+            con.execute("UPDATE runs SET summary_json = ? WHERE id = ?", [json.dumps(summary, default=str), run_id])
+
     def write_records(self, run_id: str, records: list[RequestRecord]) -> None:
         """Write records in one go (for simulations and imports); uses the same batch path as live runs."""
         from tailscope.store.writer import RecordWriter

@@ -77,6 +77,18 @@ def _contract(data: bytes) -> object:
     return parse_contract(_text(data), source="fuzz.yaml")
 
 
+def _drill(data: bytes) -> object:
+    from tailscope.io.drill import parse_drill
+
+    return parse_drill(_text(data), source="fuzz.yaml")
+
+
+def _proxy_rules(data: bytes) -> object:
+    from tailscope.io.proxy_rules import parse_rules
+
+    return parse_rules(_text(data), source="fuzz.yaml")
+
+
 def _calibration(data: bytes) -> object:
     import yaml
 
@@ -242,6 +254,22 @@ TARGETS: dict[str, tuple[Target, list[bytes]]] = {
         [
             b"name: c\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1500}\n  - {metric: error_rate, max: 0.01}\n"
             b"layers:\n  - {layer: retrieval, percentile: p99.9, max_ms: 200}\n"
+        ],
+    ),
+    "drill": (
+        _drill,
+        [
+            b"name: d\ntarget: {url: 'http://127.0.0.1:8080'}\nload: {rate: 4, duration_s: 20, output_tokens: 32}\n"
+            b"fault: {at_s: 5, for_s: 8, kind: llm-down}\nexpect: {error_rate_max: 0.01, recovered_within_s: 5}\n",
+            b"name: p\ntarget: {url: 'http://h:1'}\nload: {concurrency: 2, duration_s: 9}\nfault: {at_s: 1, for_s: 2, "
+            b"kind: proxy, proxy: 'http://h:2', rule: {latency: {dist: uniform, min_ms: 1, max_ms: 9}}}\n",
+        ],
+    ),
+    "proxy_rules": (
+        _proxy_rules,
+        [
+            b"rules:\n  - {name: a, share: 0.5, error: {status: 503}}\n  - {name: b, stall: {after_bytes: 9, ms: 5}}\n"
+            b"  - {latency: {dist: lognormal, median_ms: 10, p95_ms: 30}, bandwidth_kbps: 4, reset: {after_bytes: 1}}\n"
         ],
     ),
     "calibration": (_calibration, [b"default: {mfu: 0.5, mbu: 0.8}\ngpus:\n  h100-sxm: {step_overhead_ms: 2.5}\n"]),

@@ -133,6 +133,20 @@
     var layout = { height: Math.max(320, 140 * n), margin: { l: 70, r: 20, t: 20, b: 40 }, showlegend: true,
                    legend: { orientation: "v", x: 1.01, y: 1 }, hovermode: "x unified",
                    xaxis: { title: { text: "seconds since the run start" }, anchor: "y" + (n > 1 ? n : "") } };
+    var drill = !multi && runs[0].summary ? runs[0].summary.drill : null;
+    if (drill && drill.timeline) {  // a drill's fault window, shaded across every row
+      var t0 = null, t1 = null;
+      drill.timeline.forEach(function (e) {
+        if (e.event === "fault-start") { t0 = e.t_s; }
+        if (e.event === "fault-end") { t1 = e.t_s; }
+      });
+      if (t0 !== null && t1 !== null) {
+        layout.shapes = [{ type: "rect", xref: "x", yref: "paper", x0: t0, x1: t1, y0: 0, y1: 1,
+                           fillcolor: "rgba(201, 42, 42, 0.10)", line: { width: 0 } }];
+        layout.annotations = [{ xref: "x", yref: "paper", x: (t0 + t1) / 2, y: 1, yanchor: "bottom",
+                                text: "fault: " + esc((drill.fault || {}).kind || ""), showarrow: false, font: { size: 10 } }];
+      }
+    }
     var traces = [];
     rows.forEach(function (row, i) {
       var key = i === 0 ? "yaxis" : "yaxis" + (i + 1);

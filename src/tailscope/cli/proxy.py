@@ -1,0 +1,100 @@
+"""``tailscope proxy``: a fault-injecting proxy (latency, errors, resets, stalls, bandwidth, black hole) with a live
+admin API, to put in front of any dependency."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from tailscope.cli.common import command_app, verbatim
+
+_HELP = """Put a fault-injecting proxy in front of a dependency: latency (fixed, uniform or lognormal, per direction),
+HTTP errors for a share of requests, resets, stalls mid-stream, a bandwidth cap or a black hole. Rules are set at
+start (flags, one rule each, or --rules FILE) and changed live over the admin API: GET /rules, POST /rules (add),
+PUT /rules (replace), DELETE /rules (clear), DELETE /rules/NAME (see docs/drills.md).
+
+Examples:
+
+  tailscope proxy --listen 9000 --to http://127.0.0.1:8000 --latency lognormal:200,600
+
+  tailscope proxy --listen 9000 --to http://127.0.0.1:8000 --error 503:0.1 --admin-port 9001
+
+  tailscope proxy --listen 5433 --to 127.0.0.1:5432 --mode tcp --stall 2000:100
+
+  curl -X POST localhost:9001/rules -d '{"name": "down", "error": {"status": 503}}'
+  curl -X DELETE localhost:9001/rules
+"""
+
+
+def proxy_command(
+    listen: int = typer.Option(..., "--listen", help="Port to listen on (0 = a free one)."),
+    to: str = typer.Option(..., "--to", help="Upstream: a URL (http mode) or HOST:PORT (tcp mode)."),
+    admin_port: int = typer.Option(0, "--admin-port", help="Admin API port (0 = a free one, printed)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
+    mode: str = typer.Option("http", "--mode", help="http (rules per request) or tcp (per connection)."),
+    rules_file: Path | None = typer.Option(None, "--rules", help="Rules YAML file (rules: [...])."),
+    latency: str | None = typer.Option(
+        None, "--latency", help="Added before forwarding: 200 (ms), uniform:100-300 or lognormal:MEDIAN,P95."
+    ),
+    latency_down: str | None = typer.Option(
+        None, "--latency-down", help="Added before the response's first byte (same forms as --latency)."
+    ),
+    error: str | None = typer.Option(None, "--error", help="STATUS[:SHARE]: answer this status (e.g. 503:0.1)."),
+    reset: str | None = typer.Option(
+        None, "--reset", help="SHARE[:AFTER_BYTES]: close the connection (after that many response bytes)."
+    ),
+    stall: str | None = typer.Option(None, "--stall", help="MS[:AFTER_BYTES]: pause the response once, mid-stream."),
+    bandwidth: float | None = typer.Option(None, "--bandwidth", help="Throttle responses to this many kB/s."),
+    blackhole: bool = typer.Option(False, "--blackhole", help="Accept requests and never answer."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the shares' and latencies' draws."),
+    duration: float | None = typer.Option(None, "--duration", help="Stop after this many seconds."),
+) -> None:
+    from tailscope.api.proxy import ProxyServer, run_proxy
+    from tailscope.io.proxy_rules import rules_from_flags
+    from tailscope.serve.server import is_loopback
+
+    rules = rules_from_flags(
+        latency=latency,
+        latency_down=latency_down,
+        error=error,
+        reset=reset,
+        stall=stall,
+        bandwidth_kbps=bandwidth,
+        blackhole=blackhole,
+    )
+    if not is_loopback(host):
+        print(
+            f"tailscope proxy: warning: --host {host} accepts connections from other machines, and so does the admin "
+            "API. Use --host 127.0.0.1 unless you mean it.",
+            file=sys.stderr,
+        )
+
+    def ready(server: ProxyServer) -> None:
+        names = ", ".join(r.name for r in server.rules) or "none"
+        print(f"tailscope proxy: {server.url} → {to} ({mode}); rules: {names}")
+        print(f"admin API at {server.admin_url}/rules; Ctrl-C to stop", flush=True)
+
+    stats = run_proxy(
+        to=to,
+        port=listen,
+        host=host,
+        admin_port=admin_port,
+        rules=rules,
+        rules_file=rules_file,
+        mode=mode,
+        seed=seed,
+        duration=duration,
+        handle_signals=True,
+        on_ready=ready,
+    )
+    print(
+        f"tailscope proxy: stopped after {stats['requests']} requests ({stats['errors_injected']} errors, "
+        f"{stats['resets']} resets, {stats['stalls']} stalls, {stats['blackholed']} black-holed)",
+        file=sys.stderr,
+    )
+
+
+app = command_app()
+app.command("proxy", help=verbatim(_HELP))(proxy_command)
