@@ -117,7 +117,7 @@ def free_port() -> int:
         (["--arrival", "zigzag", "--rate", "2"], "--arrival"),
         (["--input-tokens", "banana"], "--input-tokens"),
         (["--slo", "latency<5"], "--slo"),
-        (["--rate", "5", "--concurrency", "2"], "exclude each other"),
+        (["--rate", "5", "--concurrency", "0"], "--concurrency"),
         (["--endpoint", "embeddings"], "--endpoint"),
     ],
 )

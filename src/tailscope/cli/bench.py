@@ -55,7 +55,9 @@ Examples:
 
   tailscope bench --url http://127.0.0.1:8000 --find-max --duration 30 --slo ttft_p99=1.5s --slo tpot_p99=60ms
 
-Without --rate the load is a closed loop with --concurrency requests in flight (default 1).
+Without --rate the load is a closed loop with --concurrency requests in flight (default 1). --rate with
+--concurrency is an open loop capped at that many in flight (vLLM bench's --request-rate with --max-concurrency): a
+request due while every slot is taken waits, and its latencies still count from its scheduled time.
 
 Exit codes: 0 the run met its SLOs with at most --max-error-rate failed requests; 1 bad input or the target could
 not be reached (nothing was sent), or the store could not keep every record (disk full: the result is printed, the
@@ -87,7 +89,11 @@ def bench(
     endpoint: str = typer.Option("chat", "--endpoint", help="chat (/v1/chat/completions) or completions."),
     profile: Path | None = typer.Option(None, "--profile", help="Workload profile YAML (flags override its fields)."),
     concurrency: int | None = typer.Option(
-        None, "--concurrency", "-c", "--max-concurrency", help="Closed loop: requests kept in flight (default 1)."
+        None,
+        "--concurrency",
+        "-c",
+        "--max-concurrency",
+        help="Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop).",
     ),
     rate: float | None = typer.Option(None, "--rate", "-r", "--request-rate", help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="Open-loop process: constant, poisson or gamma."),

@@ -252,7 +252,13 @@ class _Converter:
             timed = [j for j, st in enumerate(a.stages or []) if st.burst is None]
             if s.burst is None and s.duration_s is None and i != timed[-1]:
                 raise self.fail(("arrival", "stages", i), "needs duration_s (only the last timed stage may omit it)")
-        return m.Arrival(mode="open", process=a.process, burstiness=a.burstiness, stages=tuple(stages))
+        return m.Arrival(
+            mode="open",
+            process=a.process,
+            burstiness=a.burstiness,
+            stages=tuple(stages),
+            max_concurrency=a.max_concurrency,
+        )
 
     def mixed(self, t: MixedM) -> m.MixedTarget:
         body = json.dumps(t.body) if isinstance(t.body, dict) else t.body

@@ -181,6 +181,7 @@ class ArrivalM(_M):
     burstiness: float = Field(default=1.0, gt=0)
     rate: float | None = Field(default=None, gt=0)
     concurrency: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1)
     stages: list[StageM] | None = None
 
     @model_validator(mode="after")
@@ -188,12 +189,15 @@ class ArrivalM(_M):
         if self.mode == "closed":
             if self.concurrency is None:
                 raise ValueError("@concurrency: is required in closed mode (requests kept in flight)")
-            if self.rate is not None or self.stages is not None:
-                key = "rate" if self.rate is not None else "stages"
+            if self.rate is not None or self.stages is not None or self.max_concurrency is not None:
+                key = "rate" if self.rate is not None else "stages" if self.stages is not None else "max_concurrency"
                 raise ValueError(f"@{key}: closed mode takes arrival.concurrency only; rates shape open loop")
         else:
             if self.concurrency is not None:
-                raise ValueError("@concurrency: open mode takes rate or stages; use mode: closed for concurrency")
+                raise ValueError(
+                    "@concurrency: open mode takes rate or stages (and max_concurrency, a cap on requests in "
+                    "flight); use mode: closed for concurrency"
+                )
             if (self.rate is None) == (self.stages is None):
                 raise ValueError("open mode needs exactly one of rate or stages (e.g. rate: 5)")
             if self.stages is not None and not self.stages:

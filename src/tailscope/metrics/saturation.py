@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailscope.records import RequestRecord, ServerSample
 
@@ -52,6 +52,7 @@ class StageVerdict:
     saturated: bool
     rise_from_sent_ms: float | None = None  # the same fit on TTFT from the *actual* send
     queue_max: float | None = None  # the server's largest waiting queue in the window, when scraped
+    cap: int | None = None  # a capped open loop's most requests in flight (the wait for a slot is send lag)
 
     @property
     def client_side(self) -> bool:
@@ -64,6 +65,14 @@ class StageVerdict:
 
     def message(self) -> str:
         """One line for the summary's warnings."""
+        if self.client_side and self.failed_fraction <= 0.5 and self.cap is not None:
+            return (
+                f"CAP REACHED in {self.label} ({self.start_s:g}–{self.end_s:g} s): TTFT from the intended send grew "
+                f"+{self.rise_ms or 0:.0f} ms but from the actual send only +{self.rise_from_sent_ms or 0:.0f} ms: "
+                f"requests waited for one of the {self.cap} slots (send lag, counted in their latencies); with "
+                f"{self.cap} in flight the target serves fewer requests/s than offered. Raise the cap, lower the rate "
+                "or add capacity."
+            )
         if self.client_side and self.failed_fraction <= 0.5:
             queue = "" if self.queue_max is None else f", the server's queue peaked at {self.queue_max:g}"
             return (
@@ -217,8 +226,6 @@ def _betainc(a: float, b: float, x: float) -> float:
 
 def _with_queue(verdicts: list[StageVerdict], samples: Sequence[ServerSample]) -> list[StageVerdict]:
     """The verdicts with the server's largest waiting queue in each window, when the run scraped one."""
-    from dataclasses import replace
-
     from tailscope.metrics.server import GAUGES
 
     for name in GAUGES["queue_depth"]:
@@ -238,6 +245,7 @@ def saturation_check(
     open_loop: bool,
     constant_rate: bool,
     samples: Sequence[ServerSample] = (),
+    cap: int | None = None,
 ) -> tuple[str, ...]:
     """Over-saturation warnings for the steady stages of a run.
 
@@ -248,6 +256,7 @@ def saturation_check(
         open_loop: the run was open loop (a closed loop regulates itself: its TTFT cannot grow without bound).
         constant_rate: the whole open-loop run offered one constant rate.
         samples: the scraped server telemetry: a window whose server queue stayed 0 is the client's, not the server's.
+        cap: a capped open loop's most requests in flight: a late send is then a wait for a slot, not a slow client.
 
     Returns:
         One warning per saturated window (empty when none is, or there is nothing steady to test).
@@ -257,9 +266,12 @@ def saturation_check(
     if windows is None:
         if not constant_rate:
             return ()
-        return saturation_warnings(_with_queue(detect_saturation(records, windows=None, labels=["the run"]), samples))
-    if not windows:
+        found = detect_saturation(records, windows=None, labels=["the run"])
+    elif not windows:
         return ()
-    labels = [f"steady stage {i + 1}" for i in range(len(windows))]
-    found = detect_saturation(records, windows=list(windows), labels=labels)
+    else:
+        labels = [f"steady stage {i + 1}" for i in range(len(windows))]
+        found = detect_saturation(records, windows=list(windows), labels=labels)
+    if cap is not None:
+        found = [replace(v, cap=cap) for v in found]
     return saturation_warnings(_with_queue(found, samples))

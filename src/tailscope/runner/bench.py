@@ -239,7 +239,7 @@ async def open_target(
     else:
         assert cfg.url is not None
         base_url = _normalize_url(cfg.url)
-    max_conn = cfg.dispatch.concurrency or 0
+    max_conn = cfg.dispatch.concurrency or cfg.dispatch.max_in_flight or 0
     transport = make_transport(
         cfg.http_client,
         base_url,
@@ -336,6 +336,7 @@ def finish_bench(
             open_loop=cfg.dispatch.concurrency is None,
             constant_rate=cfg.requested_rate is not None,
             samples=samples,
+            cap=cfg.dispatch.max_in_flight,
         )
     )
     if extra_warnings:

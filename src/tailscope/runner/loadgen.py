@@ -6,6 +6,9 @@ schedule. Closed loop: ``concurrency`` workers each send their next request as s
 moment is the request's ``scheduled`` time. Multi-turn sessions: the turns of a session follow its turn 0 directly in
 the request stream; each later turn is due ``think_time`` after the previous turn's last token and carries the whole
 conversation so far.
+
+A capped open loop (``max_in_flight``): a request due while every slot is taken waits for one; it keeps its
+scheduled time, so the wait is send lag and counts in its latencies.
 """
 
 from __future__ import annotations
@@ -37,12 +40,15 @@ class DispatchConfig:
         drain_timeout_s: after the stop, how long in-flight requests may take to finish before they are cancelled
             (and recorded as incomplete).
         grace_s: the same limit when the run is interrupted (SIGINT/SIGTERM).
+        max_in_flight: open loop only: at most this many requests (sessions) in flight; a request due while every
+            slot is taken waits for one, and its latencies still count from its scheduled time (the wait is send lag).
     """
 
     concurrency: int | None = None
     duration_s: float | None = None
     drain_timeout_s: float = 600.0
     grace_s: float = 5.0
+    max_in_flight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +291,7 @@ class LoadGenerator:
             stopper = asyncio.get_running_loop().call_later(cfg.duration_s, self._stop.set)
         try:
             if cfg.concurrency is None:
-                await self._open_loop(specs, tasks)
+                await self._open_loop(specs, tasks, cfg.max_in_flight)
             else:
                 workers = [asyncio.create_task(self._worker(specs)) for _ in range(cfg.concurrency)]
                 tasks.update(workers)
@@ -303,7 +309,10 @@ class LoadGenerator:
             t0_ns=self._t0,
         )
 
-    async def _open_loop(self, specs: Iterator[RequestSpec], tasks: set[asyncio.Task[None]]) -> None:
+    async def _open_loop(
+        self, specs: Iterator[RequestSpec], tasks: set[asyncio.Task[None]], cap: int | None = None
+    ) -> None:
+        slots = asyncio.Semaphore(cap) if cap is not None else None
         while not self._stop.is_set():
             prep = self._next(specs)
             if prep is None:
@@ -311,9 +320,37 @@ class LoadGenerator:
             at = prep.spec.at_ns if prep.spec.at_ns is not None else self._now_rel()
             if not await self._sleep_until(at):
                 return
+            if slots is not None and not await self._take_slot(slots):
+                return
             task = asyncio.create_task(self._run_prepared(prep, at))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+            if slots is not None:
+                release = slots
+                task.add_done_callback(lambda _t: release.release())
+
+    async def _take_slot(self, slots: asyncio.Semaphore) -> bool:
+        """A capped open loop: wait for a free slot (the request keeps its scheduled time, so the wait is send lag
+        and counts in its latencies: no coordinated omission); False when the run stopped meanwhile."""
+        if not slots.locked():
+            await slots.acquire()
+            return True
+        take = asyncio.ensure_future(slots.acquire())
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({take, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            take.cancel()
+            raise
+        finally:
+            stop.cancel()
+        if take.done() and not take.cancelled():
+            if self._stop.is_set():
+                slots.release()
+                return False
+            return True
+        take.cancel()
+        return False
 
     async def _worker(self, specs: Iterator[RequestSpec]) -> None:
         while not self._stop.is_set():

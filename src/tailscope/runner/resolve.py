@@ -80,8 +80,6 @@ def resolve(opts: BenchOptions) -> Resolved:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
         resolved = _dataset(opts)
     elif opts.profile is not None:
-        if opts.given("rate") and opts.given("concurrency"):
-            raise ConfigError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one")
         resolved = _profile(opts)
     elif opts.replay is not None:
         resolved = _replay(opts)
@@ -98,11 +96,12 @@ def resolve(opts: BenchOptions) -> Resolved:
 
 
 def _flags(opts: BenchOptions) -> Resolved:
-    concurrency = opts.concurrency
-    if concurrency is None and opts.rate is None:
-        concurrency = 1
+    # --rate with --concurrency: an open loop capped at that many in flight (vLLM bench's --max-concurrency)
+    cap = opts.concurrency if opts.rate is not None else None
+    concurrency = None if opts.rate is not None else (opts.concurrency if opts.concurrency is not None else 1)
     shape = LoadShape(
         concurrency=concurrency,
+        max_concurrency=cap,
         rate=opts.rate,
         arrival=opts.value("arrival"),
         burstiness=opts.value("burstiness"),
@@ -116,12 +115,13 @@ def _flags(opts: BenchOptions) -> Resolved:
     in_dist = parse_length_spec(str(opts.value("input_tokens")), what="--input-tokens")
     out_dist = parse_length_spec(str(opts.value("output_tokens")), what="--output-tokens")
     specs = simple_requests(shape, in_dist, out_dist, seed=opts.value("seed"))
-    cfg = _config(opts, concurrency=concurrency)
+    cfg = _config(opts, concurrency=concurrency, cap=cap)
     cfg = replace(cfg, lengths=(LengthBound("--input-tokens/--output-tokens", in_dist, out_dist),))
     settings = {
         **cfg.settings,
         "mode": "open" if shape.open_loop else "closed",
         "concurrency": concurrency,
+        **({"max_concurrency": cap} if cap is not None else {}),
         "rate": opts.rate,
         "arrival": shape.arrival if shape.open_loop else None,
         "burstiness": shape.burstiness if shape.open_loop else None,
@@ -134,8 +134,9 @@ def _flags(opts: BenchOptions) -> Resolved:
     return Resolved(replace(cfg, settings=settings), specs, Progress(total=opts.requests, duration_s=opts.duration))
 
 
-def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
-    """The parts of the config common to every source of requests (target, client, timeouts, SLOs)."""
+def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = None) -> BenchConfig:
+    """The parts of the config common to every source of requests (target, client, timeouts, SLOs); ``cap``: the
+    most requests in flight of an open loop."""
     for name, value in (
         ("--timeout-connect", opts.timeout_connect),
         ("--timeout-first-token", opts.timeout_first_token),
@@ -186,7 +187,7 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         ignore_eos=opts.ignore_eos,
         continuous_usage=opts.continuous_usage,
         timeouts=Timeouts(opts.timeout_connect, opts.timeout_first_token, opts.timeout_total),
-        dispatch=DispatchConfig(concurrency=concurrency, duration_s=opts.duration),
+        dispatch=DispatchConfig(concurrency=concurrency, duration_s=opts.duration, max_in_flight=cap),
         requested_rate=opts.rate,
         seed=opts.value("seed"),
         slos=slos,
@@ -337,11 +338,13 @@ def _profile(opts: BenchOptions) -> Resolved:
             "measured; raise the request count or lower the warmup"
         )
     common = replace(opts, url=p.url, model=p.model, endpoint=endpoint, duration=bound_s, seed=seed, slo=())
-    cfg = _config(common, concurrency=None if open_loop else arr.concurrency)
+    cap = arr.max_concurrency if open_loop else None
+    cfg = _config(common, concurrency=None if open_loop else arr.concurrency, cap=cap)
     settings = {
         **cfg.settings,
         "mode": arr.mode,
         "concurrency": None if open_loop else arr.concurrency,
+        **({"max_concurrency": cap} if cap is not None else {}),
         "rate": requested_rate,
         "arrival": arr.process if open_loop else None,
         "burstiness": arr.burstiness if open_loop else None,
@@ -503,12 +506,13 @@ def _dataset(opts: BenchOptions) -> Resolved:
             f"--dataset {opts.dataset}: its rows have timestamp_s, so they fix the send times; drop "
             "--rate/--concurrency (use --time-scale)"
         )
-    concurrency = None if timed else (opts.concurrency if opts.concurrency is not None or opts.rate else 1)
+    cap = opts.concurrency if opts.rate is not None and not timed else None
+    concurrency = None if timed or opts.rate is not None else (opts.concurrency if opts.concurrency is not None else 1)
     requests = opts.requests
     if timed and requests is None and opts.duration is None:
         requests = sum(len(c) for c in conversations)  # the whole file, once
     shape = LoadShape(
-        concurrency=concurrency, rate=None if timed else opts.rate, arrival=opts.value("arrival"),
+        concurrency=concurrency, max_concurrency=cap, rate=None if timed else opts.rate, arrival=opts.value("arrival"),
         burstiness=opts.value("burstiness"), requests=requests, duration_s=opts.duration, warmup=opts.value("warmup"),
     )  # fmt: skip
     shape.validate()
@@ -519,13 +523,14 @@ def _dataset(opts: BenchOptions) -> Resolved:
     )  # fmt: skip
     first = next(specs, None)  # a bad option fails now, before the target is contacted
     stream: Iterator[RequestSpec] = iter(()) if first is None else itertools.chain([first], specs)
-    cfg = _config(replace(opts, requests=requests), concurrency=concurrency)
+    cfg = _config(replace(opts, requests=requests), concurrency=concurrency, cap=cap)
     in_lengths = [count(r.text()) for r in rows]
     out_lengths = [first.output_tokens] if first is not None else [1]
     settings = {
         **cfg.settings,
         "mode": "replay" if timed else ("open" if shape.open_loop else "closed"),
         "concurrency": concurrency,
+        **({"max_concurrency": cap} if cap is not None else {}),
         "rate": None if timed else opts.rate,
         "arrival": shape.arrival if shape.open_loop else None,
         "burstiness": shape.burstiness if shape.open_loop else None,

@@ -168,6 +168,11 @@ def resolve_specs(a: SimArgs) -> Workload:
         seed = p.seed if p.seed is not None else a.seed
         specs = profile_requests(base, seed=seed, overrides=ov)
         closed = p.arrival.mode == "closed"
+        if p.arrival.max_concurrency is not None:
+            raise ConfigError(
+                f"{a.profile}: arrival.max_concurrency (an open loop capped in flight) is not simulated; drop it "
+                "(or --concurrency) to simulate the uncapped open loop"
+            )
         settings: dict[str, Any] = {
             "profile": p.name,
             "profile_file": str(a.profile),

@@ -94,6 +94,8 @@ class Arrival:
         burstiness: gamma shape (< 1 burstier than Poisson, 1 = Poisson, > 1 smoother).
         stages: the rate curve (open loop).
         concurrency: in-flight requests (closed loop).
+        max_concurrency: open loop: at most this many requests in flight (a request due while all are taken waits;
+            the wait is send lag, counted in its latencies).
     """
 
     mode: str = "open"
@@ -101,6 +103,7 @@ class Arrival:
     burstiness: float = 1.0
     stages: tuple[Stage, ...] = ()
     concurrency: int | None = None
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +161,9 @@ class Overrides:
     """Command-line values that replace profile fields (``None`` = keep the file's value).
 
     ``rate`` replaces the whole rate curve with one constant-rate stage (bursts included) and switches to open
-    loop; ``concurrency`` switches to closed loop. ``input_tokens``/``output_tokens`` replace every class's lengths.
+    loop; ``concurrency`` switches to closed loop, or, given with ``rate`` (or over an open-loop profile that has a
+    cap already), sets the open loop's cap on requests in flight. ``input_tokens``/``output_tokens`` replace every
+    class's lengths.
     ``duration_s``/``requests`` replace the matching ``stop`` field only.
     """
 
@@ -184,8 +189,10 @@ def apply_overrides(profile: Profile, ov: Overrides | None) -> Profile:
     arrival = profile.arrival
     if ov.rate is not None:
         arrival = replace(arrival, mode="open", stages=(Stage("rate", ov.rate),), concurrency=None)
-    if ov.concurrency is not None:
-        arrival = replace(arrival, mode="closed", stages=(), concurrency=ov.concurrency)
+    if ov.concurrency is not None and arrival.mode == "open" and (ov.rate is not None or arrival.max_concurrency):
+        arrival = replace(arrival, max_concurrency=ov.concurrency)  # the open loop's cap
+    elif ov.concurrency is not None:
+        arrival = replace(arrival, mode="closed", stages=(), concurrency=ov.concurrency, max_concurrency=None)
     if ov.process is not None:
         arrival = replace(arrival, process=ov.process)
     if ov.burstiness is not None:

@@ -37,6 +37,8 @@ class LoadShape:
     Attributes:
         concurrency: closed loop with this many in-flight requests (exclusive with ``rate``).
         rate: open loop at this many requests/s.
+        max_concurrency: open loop only: at most this many requests in flight (a capped open loop; a request due
+            while every slot is taken waits, and the wait counts in its latencies as send lag).
         arrival: constant | poisson | gamma (open loop).
         burstiness: gamma shape (open loop).
         requests: stop after this many requests (warmup included).
@@ -51,6 +53,7 @@ class LoadShape:
     requests: int | None = None
     duration_s: float | None = None
     warmup: int = 0
+    max_concurrency: int | None = None
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` for an unbounded, contradictory or out-of-range shape."""
@@ -60,6 +63,7 @@ class LoadShape:
             ("--requests", self.requests, MAX_REQUESTS),
             ("--duration", self.duration_s, MAX_DURATION_S),
             ("--concurrency", self.concurrency, MAX_CONCURRENCY),
+            ("--concurrency", self.max_concurrency, MAX_CONCURRENCY),
             ("--rate", self.rate, MAX_RATE),
             ("--warmup", self.warmup, MAX_REQUESTS),
             ("--burstiness", self.burstiness, 1000.0),
@@ -69,9 +73,16 @@ class LoadShape:
         if self.duration_s is not None and self.duration_s <= 0:
             raise ConfigError(f"--duration must be > 0 seconds (got {self.duration_s})")
         if self.concurrency is not None and self.rate is not None:
-            raise ConfigError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one")
+            raise ConfigError(
+                "--concurrency (closed loop) and --rate (open loop) exclude each other here (the simulator runs no "
+                "capped open loop); give one"
+            )
         if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError(f"--concurrency must be ≥ 1 (got {self.concurrency})")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ConfigError(f"--concurrency must be ≥ 1 (got {self.max_concurrency})")
+        if self.max_concurrency is not None and self.rate is None:
+            raise ConfigError("a cap on requests in flight shapes an open loop: give --rate with it")
         if self.rate is not None and not self.rate > 0:
             raise ConfigError(f"--rate must be > 0 requests/s (got {self.rate})")
         if self.rate is not None and math.isinf(self.rate):

@@ -303,14 +303,14 @@ def _vllm(argv: list[str]) -> Translation:
         if burst is not None:
             raise a.refuse("--burstiness", "it shapes arrivals of a finite --request-rate only")
     else:
-        if conc is not None:
-            raise a.refuse(
-                "--max-concurrency",
-                "with a finite --request-rate vLLM caps the open loop and waits; "
-                "tailscope's open loop never waits for responses (that would hide server delay) — use "
-                "--rate alone or --concurrency alone",
-            )
         arrival = {"mode": "open", "rate": rate}
+        if conc is not None:
+            arrival["max_concurrency"] = conc
+            diffs.append(
+                f"--max-concurrency {conc} with a finite rate: an open loop capped at {conc} in flight, as vLLM "
+                "does; a request due while every slot is taken waits, and tailscope counts that wait (send lag) in "
+                "its latencies while vLLM starts its clock at the actual send."
+            )
         if burst is None or burst == 1.0:
             arrival["process"] = "poisson"
         else:
@@ -626,14 +626,14 @@ def _aiperf(argv: list[str]) -> Translation:
     rate = a.num("--request-rate")
     mode = a.get("--request-rate-mode", "--arrival-pattern")
     if rate is not None:
-        if conc is not None:
-            raise a.refuse(
-                "--concurrency",
-                "with --request-rate AIPerf caps the open loop; tailscope's open loop "
-                "never waits for responses — use one of them",
-            )
         process = "constant" if mode in ("constant",) else "poisson"
         profile["arrival"] = {"mode": "open", "process": process, "rate": rate}
+        if conc is not None:
+            profile["arrival"]["max_concurrency"] = conc
+            diffs.append(
+                f"--concurrency {conc} with --request-rate: an open loop capped at {conc} in flight, as AIPerf "
+                "does; tailscope counts a request's wait for a slot (send lag) in its latencies."
+            )
     else:
         profile["arrival"] = {"mode": "closed", "concurrency": conc or 1}
         if conc is None:

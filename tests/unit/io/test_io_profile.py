@@ -231,3 +231,18 @@ def test_docs_example_block_loads_and_matches_the_example_file() -> None:
     from_file = load_profile(EXAMPLE)
     assert from_doc.classes == from_file.classes
     assert from_doc.arrival == from_file.arrival
+
+
+def test_open_loop_cap_max_concurrency() -> None:
+    p = parse_profile(BASE.replace("  rate: 4", "  rate: 4\n  max_concurrency: 3"), source="profile.yaml")
+    assert p.arrival.mode == "open"
+    assert p.arrival.max_concurrency == 3
+    msg = _err(BASE.replace("arrival:\n  rate: 4", "arrival:\n  mode: closed\n  concurrency: 2\n  max_concurrency: 3"))
+    assert re.search(r"^profile\.yaml:\d+: arrival\.max_concurrency closed mode takes arrival\.concurrency only", msg)
+    # --rate with --concurrency over a profile: its open loop, capped
+    capped = apply_overrides(p, Overrides(rate=2.0, concurrency=5))
+    assert capped.arrival.mode == "open"
+    assert capped.arrival.max_concurrency == 5
+    closed = apply_overrides(parse_profile(BASE, source="p"), Overrides(concurrency=5))
+    assert closed.arrival.mode == "closed"
+    assert closed.arrival.max_concurrency is None

@@ -124,3 +124,20 @@ def test_a_client_that_falls_behind_is_not_called_server_saturation() -> None:
     server = _records(lambda t: 120.0 + 20.0 * t)  # the server's own queue grows: sends on time
     (grown,) = saturation_check(server, None, open_loop=True, constant_rate=True)
     assert grown.startswith("OVER-SATURATED")
+
+
+def test_a_capped_open_loop_that_waits_for_slots_says_so() -> None:
+    """``bench --rate R --concurrency C``: sends go out late because every slot was taken; that is the cap, not a
+    slow client, and the warning names it (issue 26 item 5)."""
+    from dataclasses import replace
+
+    from tailscope.metrics.saturation import saturation_check
+
+    recs = _records(lambda t: 120.0)
+    late = [replace(r, sent_ns=r.scheduled_ns + round(10 * (r.scheduled_ns / 1e9) * MS),
+                    first_token_ns=(r.first_token_ns or 0) + round(10 * (r.scheduled_ns / 1e9) * MS))
+            for r in recs]  # fmt: skip
+    (warning,) = saturation_check(late, None, open_loop=True, constant_rate=True, cap=4)
+    assert warning.startswith("CAP REACHED")
+    assert "4 slots" in warning
+    assert "CLIENT BEHIND" not in warning

@@ -101,9 +101,29 @@ def test_concurrency_switches_to_closed_loop_without_saturation_test(tmp_path: P
     assert all(s.at_ns is None for s in spec_list)
 
 
+def test_rate_with_concurrency_is_a_capped_open_loop(tmp_path: Path) -> None:
+    flags = BenchOptions(url="http://127.0.0.1:9", rate=10.0, concurrency=4, requests=20, metrics_url="off")
+    cfg, specs, _ = resolved(flags)
+    assert cfg.dispatch.concurrency is None
+    assert cfg.dispatch.max_in_flight == 4
+    assert cfg.settings["mode"] == "open"
+    assert cfg.settings["max_concurrency"] == 4
+    assert all(s.at_ns is not None for s in specs)  # arrivals still follow the open-loop schedule
+    # over a profile: --rate and --concurrency together give its open loop a cap (they no longer exclude each other)
+    cfg, _, _ = resolved(base_options(tmp_path, rate=2.0, concurrency=2))
+    assert cfg.dispatch.concurrency is None
+    assert cfg.dispatch.max_in_flight == 2
+    import asyncio
+
+    from tailscope.runner.workers.driver import run_bench_distributed
+
+    with pytest.raises(ConfigError, match="--workers"):
+        asyncio.run(run_bench_distributed(cfg, iter(()), workers=2))
+
+
 def test_conflicting_and_bad_flags(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="exclude each other"):
-        resolve(base_options(tmp_path, rate=2.0, concurrency=2))
+    with pytest.raises(ConfigError, match="--concurrency must be ≥ 1"):
+        resolve(BenchOptions(url="http://127.0.0.1:9", rate=2.0, concurrency=0, requests=5))
     with pytest.raises(ConfigError, match="--max-rate"):
         resolve(base_options(tmp_path, max_rate=5.0))  # the curve peaks at 8/s
 

@@ -58,10 +58,15 @@ def test_vllm_sharegpt_goes_to_dataset_flag() -> None:
     assert t.profile["arrival"] == {"mode": "closed", "concurrency": 8}
 
 
+def test_vllm_rate_with_max_concurrency_is_a_capped_open_loop() -> None:
+    t = translate("vllm", ["--request-rate", "10", "--max-concurrency", "4", "--num-prompts", "40"])
+    assert t.profile["arrival"] == {"mode": "open", "rate": 10.0, "max_concurrency": 4, "process": "poisson"}
+    assert any("capped at 4 in flight" in d for d in t.differences)
+
+
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (["--request-rate", "4", "--max-concurrency", "8"], "--max-concurrency"),
         (["--dataset-name", "sonnet"], "--dataset-name"),
         (["--ramp-up-strategy", "linear"], "--ramp-up-strategy"),
         (["--backend", "tgi"], "--backend"),

@@ -319,6 +319,10 @@ async def run_bench_distributed(
         raise ConfigError(f"--workers must be ≥ 1 (got {workers})")
     if ray_address is not None and cfg.url is None:
         raise ConfigError("--ray needs --url: the built-in engine listens on this machine's loopback only")
+    if cfg.dispatch.max_in_flight is not None:
+        raise ConfigError(
+            "--rate with --concurrency (an open loop capped in flight) runs in one process: drop --workers/--ray"
+        )
     clock = clock or MonotonicClock()
     progress = progress or Progress()
     conc = cfg.dispatch.concurrency
