@@ -222,7 +222,12 @@ def budget(
     buffer_per_layer: float = typer.Option(
         0.0, "--buffer-per-layer", help="Each layer keeps this buffer: it commits to budget ÷ (1 + B), e.g. 0.2."
     ),
-    from_traces: str | None = typer.Option(None, "--from-traces", help="Trace set: budgets from critical-path shares."),
+    from_traces: str | None = typer.Option(
+        None,
+        "--from-traces",
+        help="Trace set: judge each layer on what it adds to the tail traces (≥ p99) along their critical paths "
+        "(budgets from those shares unless --layer is given).",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Write a performance contract (tailscope gate format)."),
     db: Path | None = typer.Option(None, "--db"),
     json_out: Path | None = _JSON,
@@ -235,6 +240,8 @@ def budget(
 
       tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --layer retrieval=80ms \
           --layer network=50ms --buffer-per-layer 0.2   # inference p99 ≤ 100 ms
+
+      tailscope plan budget --target 4s --from-traces before   # the tail's critical path vs the budgets
     """
     from tailscope.api.plan import plan_budget
     from tailscope.cli.common import store_path

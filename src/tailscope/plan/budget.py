@@ -1,4 +1,11 @@
-"""Latency budgets: split an end-to-end target over layers with a reserved buffer, and turn it into a contract."""
+"""Latency budgets: split an end-to-end target over layers with a reserved buffer, and turn it into a contract.
+
+Judged on the critical path: with a trace set, a layer is held to what it *adds to the tail traces' end-to-end time*
+(its mean critical-path time per trace over the traces at or above the set's end-to-end p99 — the ``≥ p99`` column of
+``trace analyze``), not to its own p99: the layers' own p99s come from different traces and add up to more than any
+request waits, so comparing them with shares of the tail would mark layers over budget on a set far inside its
+target.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +19,33 @@ LAYERS = ("network", "gateway", "inference", "retrieval", "agent", "business", "
 
 
 @dataclass(frozen=True, slots=True)
+class TailFacts:
+    """A trace set's tail on the critical path: the traces at or above its end-to-end p99.
+
+    Attributes:
+        layer_ms: per layer, its mean critical-path time per tail trace (ms): what it adds to their end-to-end time.
+        e2e_p99_ms: the set's end-to-end p99 (ms).
+        tail_e2e_ms: the tail traces' mean end-to-end time (ms).
+        traces: how many traces the tail holds.
+    """
+
+    layer_ms: Mapping[str, float]
+    e2e_p99_ms: float
+    tail_e2e_ms: float
+    traces: int
+
+
+@dataclass(frozen=True, slots=True)
 class LayerBudget:
     """One layer's budget and, when traces were given, its measured tail."""
 
     layer: str
     budget_ms: float
     share: float  # of the usable budget
-    measured_p99_ms: float | None = None
-    holds: bool | None = None  # measured ≤ buffered budget, when measured
+    measured_p99_ms: float | None = None  # the layer's own p99 of critical-path time per trace (information)
+    holds: bool | None = None  # its tail contribution (else its own p99) ≤ its buffered budget, when measured
     buffered_ms: float | None = None  # budget ÷ (1 + per-layer buffer): what the layer commits to
+    tail_ms: float | None = None  # what it adds to the tail traces' end-to-end time (critical path, traces ≥ p99)
 
     @property
     def commit_ms(self) -> float:
@@ -41,10 +66,16 @@ class BudgetPlan:
     over_by_ms: float
     findings: tuple[str, ...]
     buffer_per_layer: float = 0.0
+    e2e_p99_ms: float | None = None  # the trace set's end-to-end p99, when judged on traces
+    tail_e2e_ms: float | None = None  # the tail traces' mean end-to-end time (what the layers' tail_ms add up to)
+    tail_traces: int | None = None  # how many traces are at or above the p99
+    unbudgeted: tuple[str, ...] = ()  # layers on the tail's critical path that no budget covers
 
     @property
     def ok(self) -> bool:
-        return self.over_by_ms <= 0 and all(lb.holds is not False for lb in self.layers)
+        e2e_ok = self.e2e_p99_ms is None or self.e2e_p99_ms <= self.target_ms
+        layers_ok = all(lb.holds is not False for lb in self.layers) and not self.unbudgeted
+        return self.over_by_ms <= 0 and layers_ok and e2e_ok
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +86,10 @@ class BudgetPlan:
             "allocated_ms": self.allocated_ms,
             "over_by_ms": self.over_by_ms,
             "ok": self.ok,
+            "e2e_p99_ms": self.e2e_p99_ms,
+            "tail_e2e_ms": self.tail_e2e_ms,
+            "tail_traces": self.tail_traces,
+            "unbudgeted": list(self.unbudgeted),
             "layers": [
                 {
                     "layer": lb.layer,
@@ -62,6 +97,7 @@ class BudgetPlan:
                     "buffered_ms": lb.commit_ms,
                     "share": lb.share,
                     "measured_p99_ms": lb.measured_p99_ms,
+                    "tail_ms": lb.tail_ms,
                     "holds": lb.holds,
                 }
                 for lb in self.layers
@@ -87,10 +123,14 @@ def plan_budget(
     buffer: float = 0.2,
     buffer_per_layer: float = 0.0,
     measured_p99_ms: Mapping[str, float] | None = None,
+    tail: TailFacts | None = None,
 ) -> BudgetPlan:
     """Check explicit per-layer budgets against ``target × (1 − buffer)``; with ``buffer_per_layer`` each layer
     keeps its own buffer and commits to ``budget ÷ (1 + buffer_per_layer)`` (the method: 300 ms over gateway 50 /
     inference 120 / retrieval 80 / network 50 with a 20 % buffer per segment → inference p99 ≤ 100 ms).
+
+    With ``tail`` (a trace set's tail on the critical path) each layer is judged on what it adds to the tail traces'
+    end-to-end time; ``measured_p99_ms`` alone (a layer's own p99) is the judge only when no tail is given.
 
     Raises:
         PlanError: for a non-positive target, a buffer outside [0, 1), an unknown layer or a duplicate.
@@ -113,13 +153,34 @@ def plan_budget(
     out: list[LayerBudget] = []
     for name, ms in layers:
         measured = (measured_p99_ms or {}).get(name)
+        added = None if tail is None else tail.layer_ms.get(name, 0.0)
         buffered = ms / (1 + buffer_per_layer) if buffer_per_layer else None
         commit = ms if buffered is None else buffered
-        holds = None if measured is None else measured <= commit
+        judged = added if tail is not None else measured
+        holds = None if judged is None else judged <= commit * (1 + 1e-9)
         if holds is False:
             what = "budget" if buffered is None else f"buffered budget ({ms:.0f} ms ÷ {1 + buffer_per_layer:g})"
-            findings.append(f"{name}: measured p99 {measured:.0f} ms exceeds its {commit:.0f} ms {what}")
-        out.append(LayerBudget(name, ms, ms / usable, measured, holds, buffered))
+            if tail is not None:
+                findings.append(
+                    f"{name}: adds {added:.0f} ms to the tail traces' end-to-end time (critical path, the "
+                    f"{tail.traces} traces ≥ p99), over its {commit:.0f} ms {what}"
+                )
+            else:
+                findings.append(f"{name}: measured p99 {measured:.0f} ms exceeds its {commit:.0f} ms {what}")
+        out.append(LayerBudget(name, ms, ms / usable, measured, holds, buffered, added))
+    unbudgeted: tuple[str, ...] = ()
+    if tail is not None:
+        unbudgeted = tuple(sorted(k for k, v in tail.layer_ms.items() if v > 0 and k not in {n for n, _ in layers}))
+        for name in unbudgeted:
+            findings.append(
+                f"{name}: adds {tail.layer_ms[name]:.0f} ms to the tail traces' end-to-end time but has no budget"
+            )
+        if tail.e2e_p99_ms > target_ms:
+            findings.insert(
+                0,
+                f"the trace set's end-to-end p99 is {tail.e2e_p99_ms:.0f} ms, over the {target_ms:.0f} ms target: "
+                "the budget cannot hold",
+            )
     over = allocated - usable
     if over <= 1e-6 * usable:  # proportional splits add up to the usable budget up to float rounding
         over = min(over, 0.0)
@@ -129,7 +190,13 @@ def plan_budget(
             f"the layer budgets add up to {allocated:.0f} ms, {over:.0f} ms over the {usable:.0f} ms left after the "
             f"{buffer:.0%} buffer of {target_ms:.0f} ms: cut a layer or raise the target",
         )
-    return BudgetPlan(target_ms, buffer, usable, allocated, tuple(out), over, tuple(findings), buffer_per_layer)
+    return BudgetPlan(
+        target_ms, buffer, usable, allocated, tuple(out), over, tuple(findings), buffer_per_layer,
+        e2e_p99_ms=None if tail is None else tail.e2e_p99_ms,
+        tail_e2e_ms=None if tail is None else tail.tail_e2e_ms,
+        tail_traces=None if tail is None else tail.traces,
+        unbudgeted=unbudgeted,
+    )  # fmt: skip
 
 
 def budget_from_shares(
@@ -139,8 +206,10 @@ def budget_from_shares(
     buffer: float = 0.2,
     buffer_per_layer: float = 0.0,
     measured_p99_ms: Mapping[str, float] | None = None,
+    tail: TailFacts | None = None,
 ) -> BudgetPlan:
-    """Propose budgets proportional to measured critical-path shares (e.g. at the tail bucket of a trace set)."""
+    """Propose budgets proportional to measured critical-path shares (e.g. at the tail bucket of a trace set); with
+    ``tail`` each layer is judged on what it adds to the tail traces' end-to-end time."""
     _check(target_ms, buffer)
     total = sum(v for v in shares.values() if v > 0)
     if total <= 0:
@@ -148,7 +217,7 @@ def budget_from_shares(
     usable = target_ms * (1 - buffer)
     layers = [(name, usable * v / total) for name, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v > 0]
     return plan_budget(
-        target_ms, layers, buffer=buffer, buffer_per_layer=buffer_per_layer, measured_p99_ms=measured_p99_ms
+        target_ms, layers, buffer=buffer, buffer_per_layer=buffer_per_layer, measured_p99_ms=measured_p99_ms, tail=tail
     )
 
 

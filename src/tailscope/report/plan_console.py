@@ -142,10 +142,21 @@ def print_budget(con: Console, plan: BudgetPlan, out: Any = None) -> None:
         text = f"{lb.budget_ms:,.0f} ms ({lb.share:.0%})"
         if lb.buffered_ms is not None:
             text += f" → p99 ≤ {lb.buffered_ms:,.1f} ms after its {plan.buffer_per_layer:.0%} buffer"
+        if lb.tail_ms is not None:
+            text += f"; adds {lb.tail_ms:,.1f} ms at the tail {'✓' if lb.holds else '✗'}"
         return text
 
     rows = [(f"{lb.layer}", row(lb)) for lb in plan.layers]
     rows.insert(0, ("usable after buffer", f"{plan.usable_ms:,.0f} ms of {plan.target_ms:,.0f} ms"))
+    if plan.e2e_p99_ms is not None and plan.tail_e2e_ms is not None:
+        rows.insert(
+            1,
+            (
+                "traces: end-to-end",
+                f"p99 {plan.e2e_p99_ms:,.0f} ms; the {plan.tail_traces} traces ≥ p99 average {plan.tail_e2e_ms:,.0f} "
+                "ms (each layer: what it adds to them on the critical path)",
+            ),
+        )
     print_rows(con, "Latency budget", rows)
     for f in plan.findings:
         con.print(f"[red]✗ {f}[/]")

@@ -313,6 +313,11 @@ class LoadGenerator:
         self, specs: Iterator[RequestSpec], tasks: set[asyncio.Task[None]], cap: int | None = None
     ) -> None:
         slots = asyncio.Semaphore(cap) if cap is not None else None
+
+        def free_slot(_task: asyncio.Task[None]) -> None:
+            if slots is not None:
+                slots.release()
+
         while not self._stop.is_set():
             prep = self._next(specs)
             if prep is None:
@@ -326,8 +331,7 @@ class LoadGenerator:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             if slots is not None:
-                release = slots
-                task.add_done_callback(lambda _t: release.release())
+                task.add_done_callback(free_slot)
 
     async def _take_slot(self, slots: asyncio.Semaphore) -> bool:
         """A capped open loop: wait for a free slot (the request keeps its scheduled time, so the wait is send lag

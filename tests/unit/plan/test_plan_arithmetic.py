@@ -213,3 +213,25 @@ def test_napkin_uses_the_slo_rate_per_stream() -> None:
     assert n.gpus == 4  # 100 × 44.9 × 1.2 = 5385 tok/s over 1400 per GPU
     assert "≥ 45 tok/s per stream" in n.steps()[0]
     assert napkin_capacity(100, 60, 1400, slo_rate=(rate_ttft, text)).tokens_per_user_s == 60
+
+
+def test_budget_judged_on_the_tail_critical_path_not_each_layers_own_p99() -> None:
+    """Issue 28 item 5: each layer is held to what it adds to the tail traces' end-to-end time; the layers' own p99s
+    (from different traces) add up to more than any request waits and must not mark them over budget."""
+    from tailscope.plan.budget import TailFacts
+
+    tail = TailFacts(layer_ms={"inference": 1960, "business": 248, "retrieval": 206}, e2e_p99_ms=2240,
+                     tail_e2e_ms=2414, traces=20)  # fmt: skip
+    own_p99 = {"inference": 2000, "business": 372, "retrieval": 407}
+    shares = {k: v / 2414 for k, v in tail.layer_ms.items()}
+    fine = budget_from_shares(4000, shares, measured_p99_ms=own_p99, tail=tail)
+    assert fine.ok
+    assert not fine.findings
+    assert all(lb.holds for lb in fine.layers)
+    tight = budget_from_shares(2000, shares, measured_p99_ms=own_p99, tail=tail)
+    assert not tight.ok
+    assert tight.findings[0].startswith("the trace set's end-to-end p99 is 2240 ms")
+    explicit = plan_budget(4000, [("inference", 2500), ("business", 200)], tail=tail)
+    assert [lb.layer for lb in explicit.layers if lb.holds is False] == ["business"]
+    assert explicit.unbudgeted == ("retrieval",)
+    assert not explicit.ok
