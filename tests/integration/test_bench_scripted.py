@@ -179,7 +179,7 @@ def test_signal_keeps_completed_records_and_marks_incomplete(tmp_path: Path, sig
         _, err = proc.communicate(timeout=30)
         completed_on_server = srv.truth.completed
     assert proc.returncode == code, err
-    show = run_cli("runs", "show", "latest", "--json", "--db", str(db))
+    show = run_cli("runs", "show", "latest", "--json", "-", "--db", str(db))
     doc = json.loads(show.stdout)
     assert doc["run"]["status"] == "incomplete"
     export = json.loads((tmp_path / "out.json").read_text())

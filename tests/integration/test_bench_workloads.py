@@ -309,7 +309,7 @@ def test_example_profile_scaled_down_with_mixed_traffic_and_dialects(
         )  # fmt: skip
         assert p.returncode == 0, p.stderr
     shown = run_cli("runs", "show", "latest", "--dialect", "aiperf", "--db", str(db)).stdout
-    shown_json = run_cli("runs", "show", "latest", "--dialect", "sglang", "--json", "--db", str(db)).stdout
+    shown_json = run_cli("runs", "show", "latest", "--dialect", "sglang", "--json", "-", "--db", str(db)).stdout
     doc = json.loads(out.read_text())
     s = doc["summary"]
     assert doc["run"]["profile"] == "support-chat"

@@ -119,7 +119,7 @@ def test_api_key_never_reaches_any_artifact(tmp_path: Path) -> None:
         q = cli("runs", "export", "latest", "--format", fmt, "--out", str(tmp_path / f"export.{fmt}"), "--db", str(db))
         assert q.returncode == 0, q.stderr
         outputs += [q.stdout, q.stderr]
-    for args in (("runs", "show", "latest"), ("runs", "show", "latest", "--json"), ("runs", "list")):
+    for args in (("runs", "show", "latest"), ("runs", "show", "latest", "--json", "-"), ("runs", "list")):
         q = cli(*args, "--db", str(db))
         outputs += [q.stdout, q.stderr]
     # an error path: a target that refuses, with the key set
@@ -445,7 +445,7 @@ def test_runs_delete_and_list_json_to_a_file(tmp_path: Path) -> None:
         ("20261201-000000-aaaaaa", None, []),
     ]
     assert runs[0]["requests"] == {"total": 0, "completed": 0, "failed": 0, "incomplete": 0, "warmup": 0}
-    shown = cli("runs", "show", "latest", "--json", "--db", str(db))
+    shown = cli("runs", "show", "latest", "--json", "-", "--db", str(db))
     assert json.loads(shown.stdout)["run"]["id"] == "20261201-000000-aaaaaa"  # a probe is never latest
     p = cli("runs", "delete", "20261201", "nope", "--db", str(db))
     assert p.returncode == 1

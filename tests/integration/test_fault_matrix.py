@@ -175,7 +175,7 @@ def test_two_writers_and_readers_on_one_store_lose_nothing_and_never_fail(tmp_pa
         reads = 0
         time.sleep(1.5)
         while any(b.poll() is None for b in benches):
-            for args in (("runs", "list", "--json", "-"), ("runs", "show", "latest", "--json")):
+            for args in (("runs", "list", "--json", "-"), ("runs", "show", "latest", "--json", "-")):
                 p = cli(*args)
                 assert p.returncode == 0, p.stderr
                 assert "Traceback" not in p.stderr

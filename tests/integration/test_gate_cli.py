@@ -182,13 +182,13 @@ def test_compare_and_diagnose(store: tuple[Path, Path]) -> None:
     assert p.returncode == 0, p.stderr
     assert "| `ttft_ms.p50` | 198.0 | 305.2 | **+54.1% [" in md.read_text()
     assert "* worse**" in md.read_text()
-    p = cli("compare", "base", "slow", "--metrics", "ttft", "--percentiles", "p50", "--json", "--db", str(db))
+    p = cli("compare", "base", "slow", "--metrics", "ttft", "--percentiles", "p50", "--json", "-", "--db", str(db))
     doc = json.loads(p.stdout)
     row = doc["rows"][0]
     assert row["metric"] == "ttft_ms"
     assert row["diffs"][0]["direction"] == "worse"
     assert row["diffs"][0]["rel"] == pytest.approx(0.5, abs=0.1)
-    p = cli("diagnose", "slow", "--json", "--db", str(db))
+    p = cli("diagnose", "slow", "--json", "-", "--db", str(db))
     assert p.returncode == 0, p.stderr
     findings = json.loads(p.stdout)["findings"]
     assert findings[0]["rule"] == "client_bottleneck"
@@ -239,7 +239,7 @@ def test_layer_contracts_and_trace_rules_on_a_stored_trace_set(tmp_path: Path) -
     p = cli("gate", str(contract), "--run", str(export), "--traces", "missing", "--db", db)
     assert p.returncode == 2
     assert "no trace set 'missing'" in p.stderr
-    p = cli("diagnose", str(export), "--traces", "before", "--db", db, "--json")
+    p = cli("diagnose", str(export), "--traces", "before", "--db", db, "--json", "-")
     assert p.returncode == 0, p.stderr
     rules = {f["rule"] for f in json.loads(p.stdout)["findings"]}
     assert "waterfalls" in rules
@@ -274,13 +274,13 @@ def test_compare_and_diagnose_simulated_runs(tmp_path: Path) -> None:
         ids.append(re.search(r"run (\S+) stored", p.stdout + p.stderr).group(1))  # type: ignore[union-attr]
     rs = RunStore(Path(db))
     store_run(rs, "bench0001", make_records(400, seed=1, ttft_median_ms=200), "2000-01-01T00:00:00Z")
-    p = cli("compare", ids[0], ids[1], "bench0001", "--metrics", "ttft_ms,requests_per_s", "--json", "--db", db)
+    p = cli("compare", ids[0], ids[1], "bench0001", "--metrics", "ttft_ms,requests_per_s", "--json", "-", "--db", db)
     assert p.returncode == 0, p.stderr
     rows = {(r["metric"], r["stat"]): r for r in json.loads(p.stdout)["rows"]}
     assert rows[("ttft_ms", "p99")]["diffs"][0]["direction"] == "worse"  # 150 req/s queues
     assert rows[("requests_per_s", None)]["diffs"][0]["direction"] == "better"
-    light = {f["rule"] for f in json.loads(cli("diagnose", ids[0], "--json", "--db", db).stdout)["findings"]}
-    heavy = {f["rule"] for f in json.loads(cli("diagnose", ids[1], "--json", "--db", db).stdout)["findings"]}
+    light = {f["rule"] for f in json.loads(cli("diagnose", ids[0], "--json", "-", "--db", db).stdout)["findings"]}
+    heavy = {f["rule"] for f in json.loads(cli("diagnose", ids[1], "--json", "-", "--db", db).stdout)["findings"]}
     assert "saturation" in heavy
     assert "saturation" not in light
 
@@ -315,7 +315,7 @@ def test_diagnose_finds_injected_stalls_of_a_real_server(tmp_path: Path) -> None
             assert p.returncode == 0, p.stderr
         finally:
             _stop(proc)
-        p = cli("diagnose", "latest", "--json", "--db", db)
+        p = cli("diagnose", "latest", "--json", "-", "--db", db)
         assert p.returncode == 0, p.stderr
         found[name] = {f["rule"]: f for f in json.loads(p.stdout)["findings"]}
     stall = found["stalling"]["stalls"]

@@ -127,7 +127,7 @@ def test_compare_shows_cost_per_million_output_tokens(tmp_path: Path) -> None:
         assert s.returncode == 0, s.stderr
     runs = json.loads(cli("runs", "list", "--db", "db.duckdb", "--json", "-", cwd=tmp_path).stdout)
     ids = [r["run"]["id"] for r in runs][:2]
-    p = cli("compare", *ids, "--gpu-price", "2.5", "--db", "db.duckdb", "--json", cwd=tmp_path)
+    p = cli("compare", *ids, "--gpu-price", "2.5", "--db", "db.duckdb", "--json", "-", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     costs = doc["usd_per_million_output_tokens"]

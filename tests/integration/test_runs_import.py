@@ -47,7 +47,7 @@ def _assert_vllm_figures(result: Path, db: Path, tmp_path: Path) -> None:
     assert doc["run"]["kind"] == "import"
     assert len(doc["requests"]) == own["num_prompts"]
     assert doc["run"]["settings"]["import"]["tool"] == "vllm"
-    show = cli("runs", "show", "latest:vllm", "--dialect", "vllm", "--json", db=db)
+    show = cli("runs", "show", "latest:vllm", "--dialect", "vllm", "--json", "-", db=db)
     assert show.returncode == 0, show.stderr
     view = json.loads(show.stdout)["summary"]
     assert view["requests"]["completed"] == own["completed"]
@@ -71,7 +71,7 @@ def test_imported_runs_work_with_show_compare_gate_diagnose_report(tmp_path: Pat
     assert listed.returncode == 0
     assert len(json.loads(listed.stdout)) == 3
 
-    compared = cli("compare", "latest:vllm", "latest:aiperf", "--json", db=db)
+    compared = cli("compare", "latest:vllm", "latest:aiperf", "--json", "-", db=db)
     assert compared.returncode == 0, compared.stderr
     assert "ttft_ms" in compared.stdout
 
@@ -80,7 +80,7 @@ def test_imported_runs_work_with_show_compare_gate_diagnose_report(tmp_path: Pat
     gated = cli("gate", str(contract), "--run", "latest:guidellm", db=db)
     assert gated.returncode == 0, gated.stdout + gated.stderr
 
-    diagnosed = cli("diagnose", "latest:aiperf", "--json", db=db)
+    diagnosed = cli("diagnose", "latest:aiperf", "--json", "-", db=db)
     assert diagnosed.returncode == 0, diagnosed.stderr
     assert "findings" in json.loads(diagnosed.stdout)
 

@@ -50,7 +50,7 @@ def test_demo_ingest_analyze_show_diff(tmp_path: Path) -> None:
         trace_id = con.execute("SELECT trace_id FROM spans WHERE set_name = 'before' LIMIT 1").fetchone()[0]
     finally:
         con.close()
-    r = ts("trace", "show", trace_id[:12], "--set", "before", "--db", db, "--json")
+    r = ts("trace", "show", trace_id[:12], "--set", "before", "--db", db, "--json", "-")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc) == {"trace_id", "spans", "critical_path", "exclusive_ns"}

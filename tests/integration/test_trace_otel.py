@@ -217,7 +217,7 @@ def test_otel_sdk_to_collect_then_analyze_finds_the_waterfall(tmp_path: Path, se
     assert result["operations"]["SELECT orders"]["spans"] == REQUESTS
 
     show = subprocess.run(
-        [sys.executable, "-m", "tailscope", "trace", "show", "", "--set", "live", "--db", str(db), "--json"],
+        [sys.executable, "-m", "tailscope", "trace", "show", "", "--set", "live", "--db", str(db), "--json", "-"],
         capture_output=True,
         text=True,
         timeout=60,

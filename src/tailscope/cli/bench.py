@@ -20,6 +20,7 @@ from tailscope.cli.common import (
     JSON_OUT,
     command_app,
     err_console,
+    json_to_stdout,
     store_path,
     typed_params,
     verbatim,
@@ -234,7 +235,7 @@ def bench(
     for line in _worker_lines(result):
         err.print(line)
     summary = result.summary_dict()
-    out = stdout_console()
+    out = err if json_to_stdout(json_out) else stdout_console()  # --json -: stdout holds the JSON document only
     print_summary(run_to_json(result.run), summary, out)
     if dialect:
         from tailscope.metrics.dialects import summarize_dialect
@@ -246,7 +247,8 @@ def bench(
         from tailscope.metrics.document import build_export
 
         write_export(json_out, build_export(result.run, summary, result.records))
-        err.print(f"wrote {json_out}")
+        if not json_to_stdout(json_out):
+            err.print(f"wrote {json_out}")
     if html_out is not None:
         from tailscope.api.report import write_report
 
@@ -321,7 +323,7 @@ def _sweep_or_search(
         "watch": lambda p: live_progress(p, quiet=quiet, console=err),
         "on_target": lambda t: _show_target(t, shown, err),
     }
-    out = stdout_console()
+    out = err if json_to_stdout(json_out) else stdout_console()
     outcome: SweepOutcome | FindMaxOutcome
     if points is not None:
         outcome = run_sweep(points, options, **common)
@@ -370,7 +372,7 @@ def _repeated(
         watch=lambda p: live_progress(p, quiet=quiet, console=err), on_target=lambda t: _show_target(t, shown, err),
     )  # fmt: skip
     doc = out.to_dict()
-    con = stdout_console()
+    con = err if json_to_stdout(json_out) else stdout_console()
     con.print(repeat_renderable(doc))
     con.print(latency_table(doc["pooled"], title=f"Pooled over {len(out.runs)} runs, ms from the intended send time"))
     if json_out is not None:

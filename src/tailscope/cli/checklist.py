@@ -5,12 +5,11 @@ Parse → :func:`tailscope.checklist` → render. Exit code 1 while any item is 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app
+from tailscope.cli.common import DB, command_app, emit_json, err_console, json_path_option
 
 _HELP = """The pre-launch checklist of the method (12 items): each shown as evidenced by the store (three baseline
 runs, a contract, alert rules generated, a drill passed, 20 % capacity headroom, instrumentation), attested by a
@@ -34,15 +33,15 @@ def checklist(
         None, "--target-rps", help="Forecast requests/s the capacity must hold with 20 % headroom."
     ),
     attest: list[str] = typer.Option([], "--attest", help="An item a person vouches for (repeatable)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the checklist as JSON."),
+    json_out: Path | None = json_path_option("the checklist"),
     db: Path | None = DB,
 ) -> None:
     from tailscope.api.checklist import checklist as run_checklist
 
     result = run_checklist(contract=contract, alerts=alerts, target_rps=target_rps, attest=attest, store=db)
-    if json_out:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
-    else:
+    if not emit_json(result.to_dict(), json_out):
+        if json_out is not None:
+            err_console().print(f"wrote {json_out}")
         lines = ["Pre-launch checklist (the method, article 003 §5.1)", ""]
         for i, item in enumerate(result.items, 1):
             lines.append(f"{_MARK.get(item.status, '?')} {i:>2}. {item.title}  [{item.id}: {item.status}]")

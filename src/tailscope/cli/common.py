@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,9 @@ if TYPE_CHECKING:
     from tailscope.store.runs import RunStore
 
 DB = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")
-JSON_OUT = typer.Option(None, "--json", help="Write run, summary and every request to this file.")
+JSON_OUT = typer.Option(
+    None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout, tables to stderr)."
+)
 QUIET = typer.Option(False, "--quiet", "-q", help="No live progress (for CI).")
 
 
@@ -47,8 +50,17 @@ def write_text(path: Path, text: str, flag: str) -> None:
 
 
 def write_export(path: Path, doc: dict[str, Any]) -> None:
-    """Write an export document (run, summary, every request) as JSON; ConfigError naming ``--json`` when it cannot."""
+    """Write an export document (run, summary, every request) as JSON (``-`` = stdout); ConfigError naming ``--json``
+    when it cannot."""
+    if json_to_stdout(path):
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return
     write_text(path, json.dumps(doc, indent=1), "--json")
+
+
+def json_to_stdout(path: Path | None) -> bool:
+    """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
+    return path is not None and str(path) == "-"
 
 
 def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
@@ -61,6 +73,24 @@ def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
         return True
     write_text(path, text + "\n", flag)
     return False
+
+
+def json_path_option(what: str) -> Any:
+    """``--json PATH``, one meaning across commands: write ``what`` as JSON to PATH, ``-`` for stdout (then instead of
+    the table). Never a bare flag: typer cannot parse an option that is both (``--json --db x`` would eat ``--db``)."""
+    return typer.Option(
+        None, "--json", metavar="PATH", help=f"Write {what} as JSON to PATH (- = stdout, instead of the table)."
+    )
+
+
+def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> None:
+    """``--json PATH`` then the table: ``-`` prints only the JSON; a path is written, the table printed and the path
+    named on stderr; no path prints the table."""
+    if emit_json(doc, path):
+        return
+    render()
+    if path is not None:
+        err_console().print(f"wrote {path}")
 
 
 def err_console() -> Any:

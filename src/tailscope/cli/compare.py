@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, write_text
+from tailscope.cli.common import DB, command_app, json_or_render, json_path_option, write_text
 
 _HELP = """Compare runs against the first one: per metric and percentile, the change, its confidence interval and a
 significance mark (* when the interval excludes zero). Works on bench, sim and trace runs and on export files alike.
@@ -16,7 +15,7 @@ Examples:
 
   tailscope compare latest:main latest
 
-  tailscope compare RUN_A RUN_B RUN_C --metrics ttft_ms,tpot_ms --json
+  tailscope compare RUN_A RUN_B RUN_C --metrics ttft_ms,tpot_ms --json -
 
   tailscope compare RUN_A RUN_B --gpu-price 2.5 --gpus 1   # also each run's $ per 1M output tokens
 """
@@ -31,7 +30,7 @@ def compare(
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the intervals."),
     resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+    json_out: Path | None = json_path_option("the comparison"),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table as markdown here."),
     gpu_price: float | None = typer.Option(
         None, "--gpu-price", help="USD per GPU-hour: show each run's $ per 1M output tokens."
@@ -53,10 +52,7 @@ def compare(
         gpus=gpus,
         store=db,
     )
-    if json_out:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
-    else:
-        typer.echo(compare_text(result), nl=False)
+    json_or_render(result.to_dict(), json_out, lambda: typer.echo(compare_text(result), nl=False))
     if markdown is not None:
         write_text(markdown, compare_markdown(result), "--markdown")
 

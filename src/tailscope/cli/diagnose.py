@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app
+from tailscope.cli.common import DB, command_app, json_or_render, json_path_option
 
 _HELP = """Diagnose a run: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference,
 long-output tails, stalls, client bottleneck, rate limiting and error bursts, cold start, and (with --traces)
@@ -20,7 +19,7 @@ Examples:
 
   tailscope diagnose latest
 
-  tailscope diagnose out.json --traces prod-traces --json
+  tailscope diagnose out.json --traces prod-traces --json -
 
   tailscope diagnose latest --baseline latest:big-model --all-trees
 """
@@ -37,17 +36,16 @@ def diagnose(
     all_trees: bool = typer.Option(
         False, "--all-trees", help="Show every troubleshooting tree, not only the symptoms the run shows."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the findings and the walked trees as JSON."),
+    json_out: Path | None = json_path_option("the findings and the walked trees"),
     db: Path | None = DB,
 ) -> None:
     from tailscope.api.verify import diagnose as run_diagnose
     from tailscope.report.verify import findings_text
 
     diagnosis = run_diagnose(run, traces=traces, baseline=baseline, store=db)
-    if json_out:
-        typer.echo(json.dumps(diagnosis.to_dict(), indent=2))
-    else:
-        typer.echo(findings_text(diagnosis, all_trees=all_trees), nl=False)
+    json_or_render(
+        diagnosis.to_dict(), json_out, lambda: typer.echo(findings_text(diagnosis, all_trees=all_trees), nl=False)
+    )
 
 
 app = command_app()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console
+from tailscope.cli.common import DB, command_app, emit_json, err_console, json_path_option
 
 runs_app = command_app(
     help="Runs kept in the embedded store.\n\nExample: tailscope runs list; tailscope runs show latest",
@@ -80,20 +80,19 @@ def show(
     dialect: str = typer.Option(
         "tailscope", "--dialect", help="Recompute metrics as tailscope, vllm, aiperf, guidellm or sglang define them."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    json_out: Path | None = json_path_option("the run and its summary"),
     db: Path | None = DB,
 ) -> None:
     """Show a run's summary again. Example: tailscope runs show latest --dialect vllm"""
-    import json
-
     from tailscope.api.runs import show_run
     from tailscope.metrics.document import run_to_json
     from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 
     view = show_run(run_id, dialect=dialect, store=db)
-    if json_out:
-        print(json.dumps(view.to_dict(), indent=1))
+    if emit_json(view.to_dict(), json_out):
         return
+    if json_out is not None:
+        err_console().print(f"wrote {json_out}")
     con = stdout_console()
     if view.dialect != "tailscope":
         run = view.run
@@ -142,7 +141,8 @@ def import_(
         con.print(import_renderable(r.run.settings["import"], r.dialect, r.summary))
     if json_out is not None:
         write_export(json_out, clean_json(result.export()))
-        err_console().print(f"wrote {json_out}")
+        if str(json_out) != "-":
+            err_console().print(f"wrote {json_out}")
     err_console().print(f"stored in {result.store_path}: tailscope runs show {result.runs[-1].run.id}")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,9 @@ def sim(
     warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
     seed: int = typer.Option(0, "--seed", help="Seed for lengths and arrivals (same seed → same simulation)."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write run, summary and every request to this file."),
+    json_out: Path | None = typer.Option(
+        None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout)."
+    ),
     html_out: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to this file."),
     db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
@@ -76,7 +80,7 @@ def sim(
 
     from tailscope.api.report import write_report
     from tailscope.api.sim import simulate
-    from tailscope.cli.common import err_console, store_path, typed_params, write_export
+    from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params, write_export
     from tailscope.metrics.document import run_to_json
     from tailscope.report.console import print_summary
 
@@ -96,28 +100,32 @@ def sim(
         seed=seed, slo=slo, store=store_path(db), progress=progress, explicit=typed_params(ctx),
     )  # fmt: skip
     res = out.sim
-    err.print(f"[cyan]target: {out.run.target.description}[/]")
-    print_summary(run_to_json(out.run), out.summary_dict(), _stdout())
-    hit = res.prefix_hit_rate
-    print(
-        f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
-        f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
-        f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
-    )
-    for t, change, why in res.scale_events:
-        print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
-    if autoscale is not None and res.timeline:
-        _stdout().print(_timeline_table(res.timeline))
-    if out.prediction_interval is not None:
-        rows = ", ".join(
-            f"{m} {p} {lo:,.1f}–{hi:,.1f} ms"
-            for m, pcts in out.prediction_interval.items()
-            for p, (lo, hi) in pcts.items()
+    # --json -: stdout holds the JSON document only, the text goes to stderr
+    text_to = contextlib.redirect_stdout(sys.stderr) if json_to_stdout(json_out) else contextlib.nullcontext()
+    with text_to:
+        err.print(f"[cyan]target: {out.run.target.description}[/]")
+        print_summary(run_to_json(out.run), out.summary_dict(), _stdout())
+        hit = res.prefix_hit_rate
+        print(
+            f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
+            f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
+            f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
         )
-        print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
+        for t, change, why in res.scale_events:
+            print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
+        if autoscale is not None and res.timeline:
+            _stdout().print(_timeline_table(res.timeline))
+        if out.prediction_interval is not None:
+            rows = ", ".join(
+                f"{m} {p} {lo:,.1f}–{hi:,.1f} ms"
+                for m, pcts in out.prediction_interval.items()
+                for p, (lo, hi) in pcts.items()
+            )
+            print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
     if json_out is not None:
         write_export(json_out, out.to_dict())
-        err.print(f"wrote {json_out}")
+        if not json_to_stdout(json_out):
+            err.print(f"wrote {json_out}")
     if html_out is not None:
         write_report(html_out, out)
         err.print(f"wrote {html_out}")

@@ -3,12 +3,11 @@ score cacheability, list and delete sets, write demo traces (parse, call :mod:`t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, err_console, write_text
+from tailscope.cli.common import DB, command_app, emit_json, err_console, json_or_render, json_path_option, write_text
 
 trace_app = command_app(
     help=(
@@ -82,7 +81,7 @@ def collect(
 def join(
     run: str = typer.Option(..., "--run", help="Bench run (id, prefix or latest) made with --trace-context."),
     set_name: str = typer.Option(..., "--set", help="Trace set holding the server's spans (trace collect --set)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the join as JSON (parts per request, distributions)."),
+    json_out: Path | None = json_path_option("the join (parts per request, distributions)"),
     skew_tolerance_ms: float = typer.Option(
         1.0, "--skew-tolerance-ms", help="Suspect clock skew when spans lie this far outside the client's view."
     ),
@@ -96,17 +95,15 @@ def join(
     from tailscope.report.trace_console import print_join
 
     result = join_traces(run, set_name, skew_tolerance_ms=skew_tolerance_ms, store=db, trace_store=trace_db)
-    if json_out:
-        print(json.dumps(result.to_dict(), indent=1))
-        return
-    print_join(stdout_console(), result.to_dict())
+    doc = result.to_dict()
+    json_or_render(doc, json_out, lambda: print_join(stdout_console(), doc))
 
 
 @trace_app.command("show")
 def show(
     trace_id: str = typer.Argument(..., help="Trace id or a unique prefix."),
     set_name: str | None = typer.Option(None, "--set", help="Trace set (default: search all sets)."),
-    json_out: bool = typer.Option(False, "--json", help="Print {trace_id, spans, critical_path, exclusive_ns}."),
+    json_out: Path | None = json_path_option("{trace_id, spans, critical_path, exclusive_ns}"),
     policy: str = _POLICY,
     async_blocking: bool = _ASYNC,
     db: Path | None = DB,
@@ -117,17 +114,16 @@ def show(
     from tailscope.report.trace_console import print_trace
 
     view = show_trace(trace_id, set_name=set_name, policy=policy, async_blocking=async_blocking, store=db)
-    if json_out:
-        print(json.dumps(view.to_dict(), indent=2))
-        return
-    print_trace(stdout_console(), view.tree, view.critical_path, view.layers)
+    json_or_render(
+        view.to_dict(), json_out, lambda: print_trace(stdout_console(), view.tree, view.critical_path, view.layers)
+    )
 
 
 @trace_app.command("analyze")
 def analyze(
     set_name: str = typer.Option(..., "--set", help="Trace set to analyze (or a trace file: nothing is stored)."),
     root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
-    json_path: Path | None = typer.Option(None, "--json", help="Also write the full analysis as JSON here."),
+    json_path: Path | None = json_path_option("the full analysis"),
     policy: str = _POLICY,
     async_blocking: bool = _ASYNC,
     db: Path | None = DB,
@@ -138,18 +134,15 @@ def analyze(
     from tailscope.report.trace_console import print_analysis
 
     result = analyze_traces(set_name, root_op=root_op, policy=policy, async_blocking=async_blocking, store=db)
-    if json_path is not None:
-        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
-    print_analysis(stdout_console(), result.to_dict())
-    if json_path is not None:
-        err_console().print(f"wrote {json_path}")
+    doc = result.to_dict()
+    json_or_render(doc, json_path, lambda: print_analysis(stdout_console(), doc))
 
 
 @trace_app.command("diff")
 def diff(
     before: str = typer.Option(..., "--before", help="Trace set before the change."),
     after: str = typer.Option(..., "--after", help="Trace set after the change."),
-    json_path: Path | None = typer.Option(None, "--json", help="Also write the diff as JSON here."),
+    json_path: Path | None = json_path_option("the diff"),
     policy: str = _POLICY,
     async_blocking: bool = _ASYNC,
     db: Path | None = DB,
@@ -161,13 +154,11 @@ def diff(
     from tailscope.report.trace_console import print_diff
 
     result = diff_traces(before, after, policy=policy, async_blocking=async_blocking, store=db)
-    if json_path is not None:
-        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
+    doc = result.to_dict()
     if not result.root_ops:
+        emit_json(doc, json_path)
         raise NotFoundError(f"sets {before!r} and {after!r} share no root operation; nothing to compare")
-    print_diff(stdout_console(), result.to_dict())
-    if json_path is not None:
-        err_console().print(f"wrote {json_path}")
+    json_or_render(doc, json_path, lambda: print_diff(stdout_console(), doc))
 
 
 _CHANGE = "(repeatable)"
@@ -204,9 +195,7 @@ def whatif(
     rank: bool = typer.Option(False, "--rank", help="Rank candidate fixes from the set's findings by P95 saving."),
     root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
     seed: int = typer.Option(0, "--seed", help="Seed of the --cache draws."),
-    json_path: Path | None = typer.Option(
-        None, "--json", help="Also write {before, after, changes, traces, …} as JSON here."
-    ),
+    json_path: Path | None = json_path_option("{before, after, changes, traces, …}"),
     html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
     db: Path | None = DB,
 ) -> None:
@@ -224,16 +213,13 @@ def whatif(
         cache=cache, remove=remove, cap_retries=cap_retries, timeout=timeout, independent=independent, rank=rank,
         root_op=root_op, seed=seed, store=db,
     )  # fmt: skip
-    if json_path is not None:
-        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
+    doc = result.to_dict()
     if html_path is not None:
         from tailscope.report.html_whatif import render_whatif_page
 
-        write_text(html_path, render_whatif_page(result.to_dict()), "--html")
-    print_whatif(stdout_console(), result.to_dict())
-    for path in (json_path, html_path):
-        if path is not None:
-            err_console().print(f"wrote {path}")
+        write_text(html_path, render_whatif_page(doc), "--html")
+        err_console().print(f"wrote {html_path}")
+    json_or_render(doc, json_path, lambda: print_whatif(stdout_console(), doc))
 
 
 @trace_app.command("cacheability")
@@ -247,7 +233,7 @@ def cacheability(
         "1h", "--window", help="A call repeating an earlier one's arguments within this counts."
     ),
     hit_duration: str = typer.Option("1ms", "--hit-duration", help="Duration of a cache hit in the what-if."),
-    json_path: Path | None = typer.Option(None, "--json", help="Also write {operations, candidates} as JSON here."),
+    json_path: Path | None = json_path_option("{operations, candidates}"),
     db: Path | None = DB,
 ) -> None:
     """Score operations for caching (reuse 40, compute cost 30, immutability 30; ≥ 60 = candidate, with its what-if).
@@ -261,11 +247,8 @@ def cacheability(
     result = score_cacheability(
         set_name, ttl=ttl, change_rate=change_rate, window=window, hit_duration=hit_duration, store=db
     )
-    if json_path is not None:
-        write_text(json_path, json.dumps(result.to_dict(), indent=2), "--json")
-    print_cacheability(stdout_console(), result.to_dict())
-    if json_path is not None:
-        err_console().print(f"wrote {json_path}")
+    doc = result.to_dict()
+    json_or_render(doc, json_path, lambda: print_cacheability(stdout_console(), doc))
 
 
 @trace_app.command("demo")

@@ -82,7 +82,9 @@ def check(
     output_tokens: str = typer.Option("64", "--output-tokens"),
     seed: int = typer.Option(0, "--seed"),
     tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
-    json_out: Path | None = typer.Option(None, "--json"),
+    json_out: Path | None = typer.Option(
+        None, "--json", metavar="PATH", help="Write the check as JSON to PATH (- = stdout, the table to stderr)."
+    ),
     html_out: Path | None = typer.Option(None, "--html", help="Write predicted vs measured as an HTML report."),
     db: Path | None = typer.Option(None, "--db"),
     anchor: bool = typer.Option(
@@ -99,11 +101,10 @@ def check(
 
     Example: tailscope twin check --calibration twin.yaml --url http://127.0.0.1:8000 --rate 3 --requests 60
     """
-    import json
 
     from tailscope.api.report import write_report
     from tailscope.api.twin import twin_check
-    from tailscope.cli.common import err_console, store_path, write_text
+    from tailscope.cli.common import emit_json, err_console, json_to_stdout, store_path
     from tailscope.report.console import stdout_console
     from tailscope.report.twin_console import print_twin_check
 
@@ -113,9 +114,8 @@ def check(
         requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
         tolerance=tolerance, anchor=anchor, repeat=repeat, store=store_path(db), on_phase=err.print,
     )  # fmt: skip
-    print_twin_check(stdout_console(), result.report)
-    if json_out is not None:
-        write_text(json_out, json.dumps(result.report, indent=1), "--json")
+    print_twin_check(err if json_to_stdout(json_out) else stdout_console(), result.report)
+    emit_json(result.report, json_out)
     if html_out is not None:
         write_report(html_out, [result.measured[-1], result.prediction])
         err.print(f"wrote {html_out}")

@@ -90,3 +90,37 @@ def test_groups_keep_their_subcommands(name: str, capsys: pytest.CaptureFixture[
         code, out, err = run_main([name, sub, "--help"], capsys)
         assert code == 0, (name, sub, err)
         assert f"tailscope {name} {sub}" in out
+
+
+def _walk(command: object, path: str) -> list[tuple[str, object]]:
+    # by duck typing: typer may vendor its own click, whose classes differ from ``click``'s
+    out: list[tuple[str, object]] = [(path, command)]
+    for sub_name, sub in (getattr(command, "commands", None) or {}).items():
+        out += _walk(sub, f"{path} {sub_name}")
+    return out
+
+
+def test_json_takes_a_path_in_every_command() -> None:
+    """One meaning for ``--json`` (issue 26 item 5): every command's ``--json`` takes PATH (``-`` = stdout), never a
+    bare flag (a flag that could also take a value would eat the next option: ``--json --db x``)."""
+    group = LazyGroup(name="tailscope")
+    seen = []
+    for name in COMMANDS:
+        for path, cmd in _walk(group.get_command(None, name), name):
+            for param in getattr(cmd, "params", []):
+                if "--json" in getattr(param, "opts", ()):
+                    seen.append(path)
+                    assert not param.is_flag, f"tailscope {path} --json is a bare flag"
+    for expected in ("compare", "diagnose", "checklist", "runs show", "trace show", "trace join", "bench", "sim"):
+        assert expected in seen
+
+
+def test_json_dash_prints_only_the_document(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    _, out, _err = run_main(["checklist", "--db", f"{tmp_path}/none.duckdb", "--json", "-"], capsys)
+    assert "items" in json.loads(out)  # stdout holds the document alone
+    _code, out, _ = run_main(["checklist", "--db", f"{tmp_path}/none.duckdb", "--json", f"{tmp_path}/c.json"], capsys)
+    assert "Pre-launch checklist" in out
+    with open(f"{tmp_path}/c.json", encoding="utf-8") as fh:
+        assert "items" in json.load(fh)

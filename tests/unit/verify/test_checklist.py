@@ -136,7 +136,7 @@ def test_checklist_reads_the_store_and_the_files(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     assert "ready to launch" in out.output
-    bad = CliRunner().invoke(main_app, ["checklist", "--db", str(db), "--json"])
+    bad = CliRunner().invoke(main_app, ["checklist", "--db", str(db), "--json", "-"])
     assert bad.exit_code == 1
     doc = json.loads(bad.output)
     assert "contract" in doc["missing"]
