@@ -27,7 +27,12 @@ from tailscope.io.profile_schema import ArrivalM, ClassM, DistM, MixedM, Profile
 from tailscope.metrics.slo import parse_slo
 from tailscope.workload import profile as m
 from tailscope.workload.dists import FloatDist
-from tailscope.workload.lengths import LengthDist
+from tailscope.workload.lengths import MAX_LENGTH_TOKENS, LengthDist
+from tailscope.workload.simple import MAX_DURATION_S
+
+#: the most turns a session may have, and the largest lognormal sigma (beyond it samples overflow): typos beyond
+MAX_TURNS = 10_000
+MAX_SIGMA = 10.0
 
 
 def load_profile(path: str | os.PathLike[str]) -> m.Profile:
@@ -105,6 +110,11 @@ def _format_error(e: Any, root: yaml.Node | None, source: str) -> str:
         loc, msg = (*loc, field), rest
     elif kind == "missing":
         msg = "is required"
+    elif kind == "less_than_equal":
+        le = e.get("ctx", {}).get("le")
+        msg = f"is above the largest accepted value {_num(le) if isinstance(le, int | float) else le}; check the number"
+    elif kind == "finite_number":
+        msg = "must be a finite number"
     elif kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         allowed = ", ".join(parent.model_fields) if parent is not None else "see docs/workload.md"
@@ -117,6 +127,11 @@ def _format_error(e: Any, root: yaml.Node | None, source: str) -> str:
     if kind not in ("missing", "extra_forbidden") and "(got" not in msg and not isinstance(inp, dict | list):
         got = f" (got {inp!r})"
     return f"{source}:{line_of(root, loc)}: {_loc_path(loc)} {msg}{got}"
+
+
+def _num(v: float) -> str:
+    """A bound or value for a message: ``10,000,000`` (not ``1e+07``), ``0.5``."""
+    return f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e18 else f"{v:,g}"
 
 
 class _Converter:
@@ -166,7 +181,7 @@ class _Converter:
         session = None
         if c.session is not None:
             session = m.SessionShape(
-                turns=self.length(c.session.turns, (*loc, "session", "turns")),
+                turns=self.length(c.session.turns, (*loc, "session", "turns"), bound=MAX_TURNS, unit="turns"),
                 think_time_s=self.time(c.session.think_time_s, (*loc, "session", "think_time_s")),
             )
         return m.RequestClass(
@@ -179,7 +194,21 @@ class _Converter:
             model=c.model,
         )
 
-    def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:
+    def bounded(self, d: DistM, loc: tuple[int | str, ...], bound: float, unit: str) -> None:
+        """Refuse a distribution parameter beyond ``bound`` (a typo), naming file:line and the parameter."""
+        for key in ("value", "min", "max", "mean", "median", "std"):
+            v = getattr(d, key)
+            if v is not None and v > bound:
+                raise self.fail(
+                    (*loc, key), f"{_num(v)} {unit} is above the largest accepted value {_num(bound)}; check the number"
+                )
+        if d.sigma is not None and d.sigma > MAX_SIGMA:
+            raise self.fail((*loc, "sigma"), f"{d.sigma:g} is above the largest accepted lognormal sigma {MAX_SIGMA:g}")
+
+    def length(
+        self, d: DistM, loc: tuple[int | str, ...], *, bound: float = MAX_LENGTH_TOKENS, unit: str = "tokens"
+    ) -> LengthDist:
+        self.bounded(d, loc, bound, unit)
         lo = max(1, int(d.min)) if d.min is not None else 1
         hi = int(d.max) if d.max is not None else None
         if d.dist == "fixed":
@@ -195,6 +224,10 @@ class _Converter:
             return LengthDist("uniform", float(int(d.min)), float(int(d.max)), lo=lo, hi=hi)
         if d.dist == "empirical":
             values = self.empirical(d, loc)
+            if values and max(values) > bound:
+                raise self.fail(
+                    (*loc, "file"), f"holds {max(values):,} {unit}, above the largest accepted value {_num(bound)}"
+                )
             return LengthDist("empirical", lo=lo, hi=hi, values=values)
         a = d.mean if d.dist in ("normal", "exponential") else d.median
         b = d.std if d.dist == "normal" else (d.sigma if d.dist == "lognormal" else 0.0)
@@ -205,6 +238,7 @@ class _Converter:
         return LengthDist(d.dist, float(a), float(b), lo=lo, hi=hi)
 
     def time(self, d: DistM, loc: tuple[int | str, ...]) -> FloatDist:
+        self.bounded(d, loc, MAX_DURATION_S, "s")
         if d.dist == "empirical":
             raise self.fail((*loc, "dist"), "must be fixed, uniform, normal, lognormal or exponential for a time")
         lo = d.min or 0.0

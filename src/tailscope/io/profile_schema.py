@@ -3,6 +3,11 @@
 Cross-field checks that belong to one mapping live here as model validators; their messages start with ``@field:``
 when they are about one field of that mapping, so :mod:`tailscope.io.profile` can point at that key's line.
 Checks that span the file (unique class names, empirical files, SLO grammar) happen during conversion.
+
+Every number is bounded with the limits of the bench flags (``workload.simple``: rates, durations, request counts,
+concurrency; ``workload.lengths``: token lengths): beyond them a value is a typo, refused with file:line and field
+before any load; NaN and infinity are refused everywhere. Distributions are bounded during conversion, where it is
+known whether they hold tokens, turns or seconds.
 """
 
 from __future__ import annotations
@@ -13,7 +18,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from tailscope.errors import ConfigError, ProfileError
 from tailscope.units import parse_duration_s
-from tailscope.workload.lengths import LengthDist, parse_length_spec
+from tailscope.workload.lengths import MAX_LENGTH_TOKENS, LengthDist, parse_length_spec
+from tailscope.workload.simple import MAX_CONCURRENCY, MAX_DURATION_S, MAX_RATE, MAX_REQUESTS
+
+#: the most prefix variants, and the largest gamma shape / class weight a profile accepts
+MAX_VARIANTS = 1_000_000
+MAX_BURSTINESS = 1000.0
+MAX_WEIGHT = 1e9
 
 _PARAMS = {
     "fixed": ("value",),
@@ -27,7 +38,7 @@ _ALL_PARAMS = ("value", "mean", "std", "median", "sigma", "file", "column")
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DistM(_M):
@@ -125,7 +136,7 @@ class SessionM(_M):
 
 class ClassM(_M):
     name: str = Field(min_length=1)
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT)
     input_tokens: LengthField
     output_tokens: LengthField
     session: SessionM | None = None
@@ -142,18 +153,18 @@ class ClassM(_M):
 
 
 class SharedPrefixM(_M):
-    tokens: int = Field(ge=1)
-    variants: int = Field(default=1, ge=1)
+    tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    variants: int = Field(default=1, ge=1, le=MAX_VARIANTS)
     share: float = Field(default=1.0, ge=0, le=1)
 
 
 class StageM(_M):
-    rate: float | None = Field(default=None, ge=0)
-    ramp_to: float | None = Field(default=None, ge=0)
-    ramp_from: float | None = Field(default=None, ge=0)
-    duration_s: float | None = Field(default=None, gt=0)
-    burst: int | None = Field(default=None, ge=1)
-    at_s: float | None = Field(default=None, ge=0)
+    rate: float | None = Field(default=None, ge=0, le=MAX_RATE)
+    ramp_to: float | None = Field(default=None, ge=0, le=MAX_RATE)
+    ramp_from: float | None = Field(default=None, ge=0, le=MAX_RATE)
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
+    burst: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    at_s: float | None = Field(default=None, ge=0, le=MAX_DURATION_S)
 
     @model_validator(mode="after")
     def _check(self) -> StageM:
@@ -178,10 +189,10 @@ class StageM(_M):
 class ArrivalM(_M):
     mode: Literal["open", "closed"] = "open"
     process: Literal["poisson", "constant", "gamma"] = "poisson"
-    burstiness: float = Field(default=1.0, gt=0)
-    rate: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    max_concurrency: int | None = Field(default=None, ge=1)
+    burstiness: float = Field(default=1.0, gt=0, le=MAX_BURSTINESS)
+    rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
     stages: list[StageM] | None = None
 
     @model_validator(mode="after")
@@ -206,23 +217,23 @@ class ArrivalM(_M):
 
 
 class WarmupM(_M):
-    requests: int = Field(default=0, ge=0)
-    duration_s: float = Field(default=0.0, ge=0)
+    requests: int = Field(default=0, ge=0, le=MAX_REQUESTS)
+    duration_s: float = Field(default=0.0, ge=0, le=MAX_DURATION_S)
 
 
 class StopM(_M):
-    requests: int | None = Field(default=None, ge=1)
-    duration_s: float | None = Field(default=None, gt=0)
+    requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
 
 
 class MixedM(_M):
     name: str = Field(min_length=1)
     url: str
-    rate: float = Field(gt=0)
+    rate: float = Field(gt=0, le=MAX_RATE)
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
     body: str | dict[str, Any] | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, le=86_400.0)
 
     @field_validator("url")
     @classmethod

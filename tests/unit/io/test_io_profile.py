@@ -246,3 +246,73 @@ def test_open_loop_cap_max_concurrency() -> None:
     closed = apply_overrides(parse_profile(BASE, source="p"), Overrides(concurrency=5))
     assert closed.arrival.mode == "closed"
     assert closed.arrival.max_concurrency is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "  rate: 4",
+            "  rate: 4000000",
+            r"^profile\.yaml:11: arrival\.rate is above the largest accepted value 1,000,000",
+        ),
+        ("  rate: 4", "  rate: .nan", r"^profile\.yaml:11: arrival\.rate must be a finite number"),
+        (
+            "  rate: 4",
+            "  stages: [{rate: 2, duration_s: 1.0e+9}]",
+            r"arrival\.stages\[0\]\.duration_s is above .* 604,800",
+        ),
+        ("  rate: 4", "  stages: [{burst: 1000000000000, at_s: 1}]", r"arrival\.stages\[0\]\.burst is above"),
+        ("  rate: 4", "  mode: closed\n  concurrency: 1000000", r"arrival\.concurrency is above .* 100,000"),
+        ("stop: {requests: 50}", "stop: {requests: 1000000000000}", r"^profile\.yaml:12: stop\.requests is above"),
+        ("stop: {requests: 50}", "stop: {duration_s: 1.0e+9}", r"stop\.duration_s is above"),
+        (
+            "stop: {requests: 50}",
+            "stop: {requests: 50}\nwarmup: {requests: 1000000000000}",
+            r"warmup\.requests is above",
+        ),
+        (
+            "output_tokens: 5",
+            "output_tokens: 100000000",
+            r"^profile\.yaml:5: classes\[0\]\.output_tokens\.value 100,000,000 tokens is above the largest accepted "
+            r"value 10,000,000",
+        ),
+        (
+            "{dist: uniform, min: 1000, max: 3000}",
+            "{dist: uniform, min: 1000, max: 30000000}",
+            r"^profile\.yaml:8: classes\[1\]\.input_tokens\.max 30,000,000 tokens is above",
+        ),
+        (
+            "output_tokens: 5",
+            "output_tokens: {dist: lognormal, median: 100, sigma: 50}",
+            r"output_tokens\.sigma 50 is above",
+        ),
+        (
+            "output_tokens: 5",
+            "output_tokens: 5\n    session: {turns: 1000000}",
+            r"classes\[0\]\.session\.turns\.value 1,000,000 turns is above .* 10,000",
+        ),
+        (
+            "output_tokens: 5",
+            "output_tokens: 5\n    session: {turns: 3, think_time_s: 1.0e+9}",
+            r"session\.think_time_s\.value 1,000,000,000 s is above .* 604,800",
+        ),
+        (
+            "stop: {requests: 50}",
+            "stop: {requests: 50}\nshared_prefix: {tokens: 100000000}",
+            r"shared_prefix\.tokens is above .* 10,000,000",
+        ),
+        (
+            "stop: {requests: 50}",
+            "stop: {requests: 50}\nmixed_traffic:\n  - {name: x, url: http://h/, rate: 1.0e+9}",
+            r"mixed_traffic\[0\]\.rate is above",
+        ),
+        ("weight: 2", "weight: 1.0e+12", r"classes\[1\]\.weight is above"),
+    ],
+)
+def test_every_profile_number_is_bounded(old: str, new: str, expected: str) -> None:
+    """Issue 26 item 2: bounds on every profile field, the same as the flags', one line naming file:line and field."""
+    assert old in BASE
+    msg = _err(BASE.replace(old, new, 1))
+    assert re.search(expected, msg), msg
+    assert "\n" not in msg
