@@ -302,11 +302,13 @@ def plan_capacity(
         if summary is None:  # no request finished at all
             return SimCheck(passed=False, observed={})
         checks = summary.slo
+        saturated = tuple(w for w in summary.warnings if w.startswith("OVER-SATURATED"))
         return SimCheck(
-            passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0,
+            passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0 and not saturated,
             observed={c.slo.key: c.observed_ms for c in checks},
             requests=summary.requests.total,
             goodput_rps=summary.goodput_rps,
+            warnings=saturated,
         )
 
     t0 = time.perf_counter()

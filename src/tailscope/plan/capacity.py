@@ -33,12 +33,16 @@ from tailscope.plan.estimate import estimate_request
 
 @dataclass(frozen=True, slots=True)
 class SimCheck:
-    """One simulation at a configuration: did every SLO hold, and the observed values (ms) per SLO key."""
+    """One simulation at a configuration: did every SLO hold, and the observed values (ms) per SLO key.
+
+    ``warnings``: the over-saturation check's lines on the simulated run (the queue kept growing at a steady rate):
+    such a configuration fails however its percentiles look, since they are not a steady state."""
 
     passed: bool
     observed: dict[str, float | None]
     requests: int = 0
     goodput_rps: float | None = None
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,12 @@ class ConfigResult:
             "simulations": self.sims,
             "check": None
             if self.check is None
-            else {"passed": self.check.passed, "observed_ms": self.check.observed, "requests": self.check.requests},
+            else {
+                "passed": self.check.passed,
+                "observed_ms": self.check.observed,
+                "requests": self.check.requests,
+                "warnings": list(self.check.warnings),
+            },
             "note": self.note,
         }
 
@@ -190,7 +199,8 @@ def search_capacity(
         assumptions=(
             f"load simulated at target × (1 + headroom) = {load:g} requests/s",
             f"analytic first cut at mean lengths {input_tokens} in / {output_tokens} out tokens",
-            "the answer is the smallest replica count whose simulation met every SLO at its percentile",
+            "the answer is the smallest replica count whose simulation met every SLO at its percentile and was not "
+            "over-saturated (a queue that keeps growing at a steady rate fails whatever its percentiles)",
         ),
     )
 

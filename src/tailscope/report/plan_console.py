@@ -92,6 +92,9 @@ def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elaps
             observed or o.note,
         )
     con.print(t)
+    for o in plan.options:
+        for w in o.check.warnings if o.check is not None else ():
+            con.print(f"[yellow]⚠ TP{o.tp}, {o.replicas or 'most'} replica(s): {w}[/]")
     if plan.best is None:
         con.print("[red]no configuration meets the SLO within the limits[/]")
     else:

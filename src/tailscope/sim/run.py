@@ -168,6 +168,8 @@ def resolve_specs(a: SimArgs) -> Workload:
         seed = p.seed if p.seed is not None else a.seed
         specs = profile_requests(base, seed=seed, overrides=ov)
         closed = p.arrival.mode == "closed"
+        stages = p.arrival.stages
+        steady = not closed and len(stages) == 1 and stages[0].kind == "rate"
         if p.arrival.max_concurrency is not None:
             raise ConfigError(
                 f"{a.profile}: arrival.max_concurrency (an open loop capped in flight) is not simulated; drop it "
@@ -178,6 +180,7 @@ def resolve_specs(a: SimArgs) -> Workload:
             "profile_file": str(a.profile),
             "mode": p.arrival.mode,
             "seed": seed,
+            "rate": stages[0].rate if steady else None,  # one constant rate: the saturation check applies
         }
         warnings: tuple[str, ...] = ()
         if p.mixed_traffic:
@@ -333,13 +336,22 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
         status = RunStatus.COMPLETE
     finally:
         typed = summarize(records, slos=wl.slos) if records else None
-        if typed is not None and wl.warnings:
-            typed = replace(typed, warnings=(*wl.warnings, *typed.warnings))
+        extra = (*wl.warnings, *_saturation(records, wl))
+        if typed is not None and extra:
+            typed = replace(typed, warnings=(*extra, *typed.warnings))
         summary = typed.to_dict() if typed is not None else {}
         summary["sim"] = sim.result.to_dict()
         if store is not None:
             store.finish_run(run.id, status, summary)
     return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples)
+
+
+def _saturation(records: list[RequestRecord], wl: Workload) -> tuple[str, ...]:
+    """The over-saturation check bench runs, on the simulated records of an open loop at one constant rate."""
+    from tailscope.metrics.saturation import saturation_check
+
+    constant = wl.concurrency is None and wl.settings.get("rate") is not None
+    return saturation_check(records, None, open_loop=wl.concurrency is None, constant_rate=constant)
 
 
 def _server_prompts(specs: Iterator[RequestSpec], count: Callable[[int], int]) -> Iterator[RequestSpec]:

@@ -64,3 +64,30 @@ def test_a_profiles_mixed_traffic_is_never_dropped_silently(tmp_path: Path) -> N
     out = run_sim(SimArgs(profile=p, seed=1, store=False))
     assert out.run.settings["load"]["mixed_traffic_not_simulated"] == ["profile_api"]
     assert "mixed_traffic (profile_api) is not simulated" in out.summary["warnings"][0]
+
+
+def test_sim_warns_when_an_open_loop_over_saturates() -> None:
+    """Issue 26 item 4: the over-saturation check bench runs also runs on simulated records (open loop, one rate)."""
+    over = run_sim(SimArgs(rate=150, requests=1500, input_tokens="1024", output_tokens="256", store=False))
+    assert over.run_summary is not None
+    assert any(w.startswith("OVER-SATURATED") for w in over.run_summary.warnings)
+    calm = run_sim(SimArgs(rate=2, requests=60, input_tokens="256", output_tokens="32", store=False))
+    assert calm.run_summary is not None
+    assert not any("SATURATED" in w for w in calm.run_summary.warnings)
+    closed = run_sim(SimArgs(concurrency=64, requests=300, input_tokens="1024", output_tokens="64", store=False))
+    assert closed.run_summary is not None
+    assert not any("SATURATED" in w for w in closed.run_summary.warnings)  # a closed loop regulates itself
+
+
+def test_sim_refuses_a_capped_open_loop(tmp_path: Path) -> None:
+    import pytest
+
+    from tailscope.errors import ConfigError
+
+    p = tmp_path / "p.yaml"
+    p.write_text(
+        "name: c\nclasses: [{name: a, input_tokens: 8, output_tokens: 4}]\n"
+        "arrival: {rate: 5, max_concurrency: 2}\nstop: {requests: 10}\n"
+    )
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        run_sim(SimArgs(profile=p, store=False))
