@@ -313,6 +313,7 @@ def summarize(
     loop_lag_ms: Stats | None = None,
     by_class: bool = True,
     perceived_thresholds: PerceivedThresholds | None = None,
+    max_in_flight: int | None = None,
 ) -> RunSummary:
     """Summarize a run's records.
 
@@ -326,6 +327,7 @@ def summarize(
         requested_rate_rps: the open-loop rate asked for, to detect a client that fell behind.
         loop_lag_ms: the client's event-loop lag samples, to detect a saturated client.
         by_class: also summarize each request class separately.
+        max_in_flight: a capped open loop's cap: late sends are then waits for a slot (said so), not a slow client.
     """
     all_records = list(records)
     measured = [r for r in all_records if not r.warmup]
@@ -348,7 +350,7 @@ def summarize(
 
     achieved = _achieved_rate(measured)
     lag_stats = compute_stats(s["lag"])
-    warnings = _warnings(counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok)
+    warnings = _warnings(counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok, max_in_flight)
     if failed:
         warnings = (*warnings, *_server_messages(failed))
     steady = steady_window(measured) if by_class else None
@@ -502,9 +504,20 @@ def _warnings(
     requested_rate: float | None,
     achieved: float | None,
     ok: Sequence[RequestRecord],
+    cap: int | None = None,
 ) -> tuple[str, ...]:
     out: list[str] = []
-    if lag.p99 is not None and lag.p99 > SEND_LAG_WARN_MS:
+    late = lag.p99 is not None and lag.p99 > SEND_LAG_WARN_MS
+    slow = bool(requested_rate and achieved is not None and achieved < RATE_WARN_FRACTION * requested_rate)
+    if cap is not None and (late or slow):
+        # a capped open loop: requests that waited for a slot went out late; that is the cap, not the client
+        out.append(
+            f"CAP REACHED: send lag p99 is {lag.p99 or 0:.1f} ms: requests waited for one of the {cap} slots "
+            "(--rate with --concurrency); their latencies count the wait from the intended send time. With "
+            f"{cap} in flight the target serves fewer requests/s than offered: raise the cap or lower the rate."
+        )
+        late = slow = False
+    if late and lag.p99 is not None:
         out.append(
             f"CLIENT BOTTLENECK: send lag p99 is {lag.p99:.1f} ms (> {SEND_LAG_WARN_MS:g} ms); the client could not "
             "send on schedule. Latencies are still measured from the intended send time, but lower the load per "
@@ -515,7 +528,7 @@ def _warnings(
             f"CLIENT BOTTLENECK: the client's event loop lagged {loop_lag.p99:.1f} ms at p99 (> "
             f"{LOOP_LAG_WARN_MS:g} ms); token timings carry that much client delay. Use --workers or fewer streams."
         )
-    if requested_rate and achieved is not None and achieved < RATE_WARN_FRACTION * requested_rate:
+    if slow and requested_rate and achieved is not None:
         out.append(
             f"CLIENT BOTTLENECK: achieved send rate {achieved:.2f} req/s is below 95 % of the requested "
             f"{requested_rate:.2f} req/s."

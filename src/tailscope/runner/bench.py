@@ -324,7 +324,13 @@ def finish_bench(
     ``store_error`` set (what the store could not keep), and a run left ``running`` is marked incomplete by the next
     ``runs list``.
     """
-    summary = summarize(records, slos=cfg.slos, requested_rate_rps=cfg.requested_rate, loop_lag_ms=loop_lag_ms)
+    summary = summarize(
+        records,
+        slos=cfg.slos,
+        requested_rate_rps=cfg.requested_rate,
+        loop_lag_ms=loop_lag_ms,
+        max_in_flight=cfg.dispatch.max_in_flight,
+    )
     extra_warnings = (
         extra_warnings
         + store.warnings

@@ -22,9 +22,10 @@ COLD_MIN_REST = 10
 
 
 def client_bottleneck(v: RunView) -> Finding | None:
-    """The load generator could not keep its schedule: its numbers are not trustworthy."""
+    """The load generator could not keep its schedule: its numbers are not trustworthy. (A capped open loop —
+    ``max_concurrency`` — sends late by design while its slots are full; the summary says ``CAP REACHED`` then.)"""
     lag = finite(v.send_lag)
-    if lag.size == 0:
+    if lag.size == 0 or v.settings.get("max_concurrency"):
         return None
     p99 = float(np.percentile(lag, 99))
     requested = v.settings.get("rate")
