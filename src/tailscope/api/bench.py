@@ -57,11 +57,18 @@ async def _run_one(
     if progress is not None:  # the caller's counters, with the resolved bounds
         progress.total, progress.duration_s = live.total, live.duration_s
         live = progress
+    workers = options.workers
+    if workers == "auto":
+        from tailscope.runner.workers.auto import plan_workers
+
+        plan = plan_workers(cfg)
+        workers = plan.workers if plan.workers > 1 or options.ray is not None else None
+        cfg = replace(cfg, settings={**cfg.settings, "workers_auto": plan.describe()})
     with watch(live) if watch is not None else nullcontext():
-        if options.workers is not None or options.ray is not None:
+        if workers is not None or options.ray is not None:
             from tailscope.runner.workers.driver import check_worker_flags, run_bench_distributed
 
-            n = check_worker_flags(options.workers, options.ray)
+            n = check_worker_flags(workers if isinstance(workers, int) else None, options.ray)
             return await run_bench_distributed(
                 cfg, resolved.specs, workers=n, ray_address=options.ray, store=store, progress=live,
                 on_target=on_target,
@@ -100,7 +107,7 @@ async def bench_async(
     timeout_total: float = 600.0,
     metrics_url: str = "auto",
     max_rate: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     ray: str | None = None,
     builtin_model: str = "llama-3.1-8b",
     builtin_gpu: str = "h100-sxm",
@@ -116,6 +123,8 @@ async def bench_async(
     request_template: PathLike | None = None,
     trace_context: str | float | bool = "off",
     tracestate: str | None = None,
+    preopen_connections: int | None = None,
+    warm_connections: bool = False,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

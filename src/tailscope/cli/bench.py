@@ -114,8 +114,11 @@ def bench(
     timeout_total: float = typer.Option(600.0, "--timeout-total", help="Whole-request timeout (s)."),
     metrics_url: str = typer.Option("auto", "--metrics-url", help="Prometheus URL to scrape: auto, off or a URL."),
     max_rate: float | None = typer.Option(None, "--max-rate", help="Refuse schedules faster than this (req/s)."),
-    workers: int | None = typer.Option(
-        None, "--workers", help="Spread the load over N worker processes (Ray actors with --ray); docs/scale-out.md."
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Spread the load over N worker processes (Ray actors with --ray), or auto: as many as the projected "
+        "token-event rate needs; docs/scale-out.md.",
     ),
     ray: str | None = typer.Option(
         None, "--ray", help="Run the --workers as Ray actors: auto (running cluster), local, or a cluster address."
@@ -177,6 +180,14 @@ def bench(
     ),
     tracestate: str | None = typer.Option(
         None, "--tracestate", help="A W3C tracestate sent with traceparent, e.g. 'vendor=value'."
+    ),
+    preopen_connections: int | None = typer.Option(
+        None,
+        "--preopen-connections",
+        help="Connections opened before the first send (default: the concurrency, or ~2 s of arrivals; 0 = off).",
+    ),
+    warm_connections: bool = typer.Option(
+        False, "--warm-connections", help="Warm each pre-opened connection with a GET /v1/models before the run."
     ),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
@@ -252,6 +263,12 @@ def options_from(ctx: typer.Context) -> BenchOptions:
             values[name] = () if name == "slo" else None
     values["slo"] = tuple(values["slo"] or ())
     values["headers"] = tuple(values.get("headers") or ())
+    w = values.get("workers")
+    if w is not None and w != "auto":
+        try:
+            values["workers"] = int(w)
+        except ValueError:
+            raise ConfigError(f"--workers {w!r}: give a number of worker processes, or auto") from None
     return BenchOptions(**values)
 
 

@@ -279,6 +279,9 @@ async def execute(
     try:
         async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
             async with transport.post(opts.path, body, headers) as resp:
+                wrote = getattr(resp, "sent_ns", None)
+                if type(wrote) is int and wrote > 0:
+                    sent_ns = wrote - t0_ns  # the request left at the socket (after any connect), on the same clock
                 http_status = resp.status
                 st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:

@@ -26,6 +26,9 @@ from tailscope.runner.progress import Progress
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
+#: below this much time left before a send, the dispatcher yields to the loop instead of arming a timer (seconds)
+_SPIN_S = 0.0002
+
 
 @dataclass(frozen=True, slots=True)
 class DispatchConfig:
@@ -146,11 +149,20 @@ class LoadGenerator:
         return self.clock.now_ns() - self._t0
 
     async def _sleep_until(self, target_rel_ns: int) -> bool:
-        """Sleep until ``t0 + target``; False when the run was stopped meanwhile."""
-        delay = (target_rel_ns - self._now_rel()) / 1e9
-        if delay > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), delay)
+        """Sleep until ``t0 + target``, never returning before it; False when the run was stopped meanwhile.
+
+        Never early: event-loop timers may fire up to a timer tick (uvloop: 1 ms) before their due time, so the
+        remainder is slept again, and the last fraction of a millisecond is waited out by yielding to the loop.
+        """
+        while True:
+            delay = (target_rel_ns - self._now_rel()) / 1e9
+            if delay <= 0 or self._stop.is_set():
+                break
+            if delay > _SPIN_S:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+            else:
+                await asyncio.sleep(0)
         return not self._stop.is_set()
 
     # -- sending ----------------------------------------------------------------------------------------------------
@@ -276,11 +288,16 @@ class LoadGenerator:
             task.add_done_callback(tasks.discard)
 
     async def _worker(self, specs: Iterator[RequestSpec]) -> None:
+        # A slot's first request is due at the run start (every slot starts at once): the time the client takes to
+        # get it out (prompt, body, a connection) is its send lag, not server latency. Later ones are due when the
+        # slot's previous request ended.
+        scheduled = 0
         while not self._stop.is_set():
             prep = self._next(specs)
             if prep is None:
                 return
-            await self._run_prepared(prep, self._now_rel())
+            await self._run_prepared(prep, scheduled)
+            scheduled = self._now_rel()
 
     async def _drain(self, tasks: set[asyncio.Task[None]], cfg: DispatchConfig) -> None:
         """Wait for in-flight work; cancel what outlives the drain (or, after an interrupt, the grace) period."""

@@ -62,7 +62,8 @@ class BenchOptions:
         timeout_connect, timeout_first_token, timeout_total: per-request timeouts in seconds.
         metrics_url: Prometheus endpoint to scrape: ``auto`` (``URL/metrics`` when it answers), ``off`` or a URL.
         max_rate: refuse schedules faster than this many requests/s.
-        workers: spread the load over this many worker processes (Ray actors with ``ray``).
+        workers: spread the load over this many worker processes (Ray actors with ``ray``); ``"auto"`` picks the
+            count from the projected token-event rate and the client's measured per-event cost.
         ray: run the workers as Ray actors: ``auto``, ``local`` or a cluster address.
         builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
         http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
@@ -85,6 +86,9 @@ class BenchOptions:
             ratio in (0, 1] (``0.1`` or ``"0.1"``: that share, drawn from the seed so it repeats); the trace id and
             client span id become fields of each traced record (``tailscope trace join`` keys on them).
         tracestate: a W3C ``tracestate`` value sent beside ``traceparent`` (traced requests only).
+        preopen_connections: connections opened before the first send so the first wave does not wait for
+            connects (``None`` = auto: the concurrency, or ~2 s of arrivals at the rate; ``0`` = off; at most 1,024).
+        warm_connections: also send one ``GET /v1/models`` on each pre-opened connection before the run.
     """
 
     url: str | None = None
@@ -114,7 +118,7 @@ class BenchOptions:
     timeout_total: float = 600.0
     metrics_url: str = "auto"
     max_rate: float | None = None
-    workers: int | None = None
+    workers: int | str | None = None
     ray: str | None = None
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
@@ -130,6 +134,9 @@ class BenchOptions:
     request_template: PathLike | None = None
     trace_context: str | float | bool = "off"
     tracestate: str | None = None
+    # client (issue 20)
+    preopen_connections: int | None = None
+    warm_connections: bool = False
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

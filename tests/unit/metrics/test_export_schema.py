@@ -128,6 +128,7 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
         )
     ]  # fmt: skip
     summary["server"] = {**summarize_server(samples), "scrapes": {"ok": 3, "failed": 0}}
+    summary["client"] = {"preopened_connections": 4, "warmed": False}
     summary["mixed"] = {k: v.to_dict() for k, v in summarize_mixed([MixedRecord("api", 0, 0, 5_000_000, 200)]).items()}
     states = [WorkerState(index=0, kind="process", slots=2), WorkerState(index=1, kind="process", slots=2)]
     summary["workers"] = worker_rows(states, records)
