@@ -89,6 +89,29 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter_ns()
+        handler = self.handler
+        if handler is not None and self._chunked and self._chunk_state == 0 and not self._line and not self.pieces:
+            # push mode's common case: the read is exactly one whole "SIZE\r\nDATA\r\n" chunk (one SSE event)
+            j = data.find(b"\r\n")
+            if 0 < j <= 8:
+                try:
+                    size = int(data[:j], 16)
+                except ValueError:
+                    size = 0
+                if size > 0 and len(data) == j + size + 4 and data[-2:] == b"\r\n":
+                    try:
+                        if handler(now, data[j + 2 : -2]):
+                            self.handler = None
+                            self.handler_done = True
+                            self._wake()
+                    except Exception as exc:  # whatever the handler raised (a malformed event, …)
+                        self.error = exc
+                        self.keep_alive = False
+                        self.handler = None
+                        if self.transport is not None:
+                            self.transport.close()
+                        self._wake()
+                    return
         try:
             if not self._in_body:
                 self._head += data
