@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.api._support import StorePath, open_store, public, sync_twin
 from tailscope.errors import ConfigError
@@ -23,9 +23,11 @@ from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import Resolved, resolve
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
-from tailscope.verify.precision import Precision, PrecisionTarget, across_runs, parse_precision, precision_of
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
+
+if TYPE_CHECKING:  # tailscope.verify loads the whole verify package (yaml, …): only repeated benches need it
+    from tailscope.verify.precision import Precision, PrecisionTarget
 
 #: ``watch=``: called with a run's live counters; the context it returns is entered around the run (a display)
 Watch = Callable[[Progress], AbstractContextManager[Any]]
@@ -309,6 +311,8 @@ def bench_repeat(
             pooled samples is within ±5 % of its estimate, at most ``max_repeats`` runs.
     """
     options = options or BenchOptions()
+    from tailscope.verify.precision import across_runs, parse_precision, precision_of
+
     target = parse_precision(until_precise) if isinstance(until_precise, str) else until_precise
     if (repeat is None) == (target is None):
         raise ConfigError("give --repeat N or --until-precise METRIC.PCT=X%, one of them")
