@@ -127,6 +127,7 @@ async def bench_async(
     tracestate: str | None = None,
     preopen_connections: int | None = None,
     warm_connections: bool = False,
+    stream_records: bool = False,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

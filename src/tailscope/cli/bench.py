@@ -189,6 +189,11 @@ def bench(
     warm_connections: bool = typer.Option(
         False, "--warm-connections", help="Warm each pre-opened connection with a GET /v1/models before the run."
     ),
+    stream_records: bool = typer.Option(
+        False,
+        "--stream-records",
+        help="Keep no records in memory during the run (store only; the summary reads them back): long runs, soaks.",
+    ),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."

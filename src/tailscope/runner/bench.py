@@ -107,6 +107,8 @@ class BenchConfig:
     # /v1/models each when warm_connections
     preopen_connections: int | None = None
     warm_connections: bool = False
+    # records only go to the store while the run goes (long runs, soaks); the summary reads them back at the end
+    stream_records: bool = False
 
     def without(self, refused: frozenset[str]) -> BenchConfig:
         """This config with the extensions the server refused turned off."""
@@ -458,11 +460,16 @@ async def run_bench(
         transport, metrics_url = ts.transport, ts.metrics_url
         run = new_run(cfg, ts)
         writer.begin(run)
+        # The summary's percentiles are exact, over every request and every token gap, so it needs all records:
+        # kept here as they finish — or, with stream_records (a store is required), read back from the store after
+        # the run, so that a run of hours holds only what the writer has not flushed yet.
         records: list[RequestRecord] = []
         samples: list[ServerSample] = []
+        retain = not (cfg.stream_records and store is not None)
 
         def sink(r: RequestRecord) -> None:
-            records.append(r)
+            if retain:
+                records.append(r)
             writer.add(r)
 
         def sample_sink(batch: list[ServerSample]) -> None:
@@ -508,6 +515,8 @@ async def run_bench(
                 await scraper.stop()
             restore_signals()
             writer.close()
+        if not retain and store is not None:
+            records = store.load_records(run.id)
         # a store that could not keep every record holds an incomplete run, whatever the load did
         status = RunStatus.INCOMPLETE if dispatch.interrupted or writer.store_error else RunStatus.COMPLETE
         return finish_bench(

@@ -89,6 +89,8 @@ class BenchOptions:
         preopen_connections: connections opened before the first send so the first wave does not wait for
             connects (``None`` = auto: the concurrency, or ~2 s of arrivals at the rate; ``0`` = off; at most 1,024).
         warm_connections: also send one ``GET /v1/models`` on each pre-opened connection before the run.
+        stream_records: keep no records in memory while the run goes — they go to the store only, and the summary
+            reads them back after the run (long runs and soaks; needs a store).
     """
 
     url: str | None = None
@@ -137,6 +139,7 @@ class BenchOptions:
     # client (issue 20)
     preopen_connections: int | None = None
     warm_connections: bool = False
+    stream_records: bool = False
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

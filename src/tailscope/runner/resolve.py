@@ -198,6 +198,7 @@ def _config(opts: BenchOptions, *, concurrency: int | None) -> BenchConfig:
         http_client=opts.http_client,
         preopen_connections=opts.preopen_connections,
         warm_connections=opts.warm_connections,
+        stream_records=opts.stream_records,
         extra_body=extra_body,
         headers=headers,
         template=template,
