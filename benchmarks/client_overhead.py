@@ -5,10 +5,15 @@ Setup (as in shared/TARGETS.md): a loopback ground-truth streaming server in its
 Error = the time tailscope measured for an event minus the server's true send time of that event.
 
 Prints, per stream count: TTFT error p50/p99, ITL error p50/p99 (per token gap, measured gap − true gap), sustained
-output tokens/s vs the ideal, client CPU % (process time / wall time) and the event-loop lag p99.
+output tokens/s vs the ideal, client CPU % (process time / wall time, every thread: tailscope's includes its store
+writer), CPU µs per token event, and the process's peak RSS during the run.
 
     .venv/bin/python benchmarks/client_overhead.py --streams 16,64,256 --tokens 256
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
+    .venv/bin/python benchmarks/client_overhead.py --streams 256 --store on,off   # the DuckDB store's share
+
+Each stream count runs the 60-line raw reference client (``_ref_stream``: asyncio streams on uvloop, one keep-alive
+connection per stream, every read stamped on arrival) first, then tailscope, each against a fresh server.
 """
 
 from __future__ import annotations
@@ -36,6 +41,37 @@ from tailscope.store.runs import RunStore
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
 from tailscope.workload.tracecontext import parse_trace_context, with_trace_context
+
+
+class PeakRss:
+    """This process's peak resident memory while the block runs (MB; /proc sampled every 20 ms)."""
+
+    def __enter__(self) -> PeakRss:
+        import threading
+
+        self.peak = _rss_mb()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _rss_mb())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def _rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
 
 
 def free_port() -> int:
@@ -148,18 +184,28 @@ def measure_reference(streams: int, tokens: int, rounds: int, ttft_ms: float, it
         server = start_server(port, truth_path, ttft_ms, itl_ms)
         try:
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            got = run_reference(port, streams, rounds, tokens)
+            with PeakRss() as rss:
+                got = run_reference(port, streams, rounds, tokens)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(20)
         truth = json.loads(truth_path.read_text())
     ttft_err, itl_err = _errors([(stamps, truth["token_ns"].get(rid, [])) for rid, stamps in got])
-    return _row(streams, len(ttft_err), ttft_err, itl_err, sum(len(s) for _, s in got) / wall, itl_ms, cpu / wall)
+    events = sum(len(s) for _, s in got)
+    row = _row(streams, len(ttft_err), ttft_err, itl_err, events / wall, itl_ms, cpu / wall, cpu / max(1, events))
+    return {**row, "peak_rss_mb": rss.peak}
 
 
 def _row(
-    streams: int, ok: int, ttft_err: list[float], itl_err: list[float], out_tok_s: float, itl_ms: float, cpu: float
+    streams: int,
+    ok: int,
+    ttft_err: list[float],
+    itl_err: list[float],
+    out_tok_s: float,
+    itl_ms: float,
+    cpu: float,
+    cpu_per_event_s: float,
 ) -> dict[str, float]:
     ideal = streams * 1000.0 / itl_ms  # tokens/s if every stream ran at the server's pace
     return {
@@ -172,11 +218,18 @@ def _row(
         "out_tok_s": out_tok_s,
         "sustained_pct": 100.0 * out_tok_s / ideal,
         "client_cpu_pct": 100.0 * cpu,
+        "cpu_us_per_event": 1e6 * cpu_per_event_s,
     }
 
 
 def measure(
-    streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float, trace_ratio: float = 0.0
+    streams: int,
+    tokens: int,
+    rounds: int,
+    ttft_ms: float,
+    itl_ms: float,
+    trace_ratio: float = 0.0,
+    store: bool = True,
 ) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -197,7 +250,8 @@ def measure(
             )
             specs = with_trace_context(specs, trace_ratio, seed=0, ids=random.Random(1))
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb")))
+            with PeakRss() as rss:
+                res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb") if store else None))
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
             server.send_signal(signal.SIGINT)
@@ -211,7 +265,17 @@ def measure(
         ]
     )
     s = res.summary
-    return _row(streams, s.requests.completed, ttft_err, itl_err, s.output_tokens_per_s, itl_ms, cpu / wall)
+    events = sum(len(r.chunk_times_ns) for r in res.records)
+    return _row(
+        streams,
+        s.requests.completed,
+        ttft_err,
+        itl_err,
+        s.output_tokens_per_s,
+        itl_ms,
+        cpu / wall,
+        cpu / max(1, events),
+    ) | {"peak_rss_mb": rss.peak}
 
 
 def main() -> None:
@@ -223,18 +287,22 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=10.0)
     ap.add_argument("--trace-context", default="off", help="comma list of off/on/RATIO: a row per value")
     ap.add_argument("--reference", choices=("on", "off"), default="on", help="also run the raw reference client")
+    ap.add_argument(
+        "--store", default="on", help="comma list of on/off: tailscope with its DuckDB store (as bench runs) or without"
+    )
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; server TTFT {a.ttft_ms} ms, ITL {a.itl_ms} ms, {a.tokens} tokens")
     print(
         f"{'client':>10} {'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
-        f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10}"
+        f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10} {'µs/event':>8} {'peak RSS':>8}"
     )
 
     def show(who: str, n: int, tc: str, m: dict[str, float]) -> None:
         print(
             f"{who:>10} {n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
-            f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}%",
+            f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}% {m['cpu_us_per_event']:>8.1f} "
+            f"{m['peak_rss_mb']:>6.0f}MB",
             flush=True,
         )
 
@@ -243,7 +311,9 @@ def main() -> None:
         if a.reference == "on":
             show("reference", n, "-", measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms))
         for tc in a.trace_context.split(","):
-            show("tailscope", n, tc, measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc)))
+            for st in a.store.split(","):
+                m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc), store=st == "on")
+                show("tailscope" if st == "on" else "ts -store", n, tc, m)
 
 
 if __name__ == "__main__":

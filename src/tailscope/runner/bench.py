@@ -493,6 +493,7 @@ async def run_bench(
         scraper: Scraper | None = None
         # no thundering herd: the first wave finds its connections open (connects are not server latency)
         preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
+        gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
         t0 = clock.now_ns()
         t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
         mixed = MixedTraffic(

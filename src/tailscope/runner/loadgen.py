@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,7 @@ class LoadGenerator:
         self._interrupt = asyncio.Event()
         self._signal: str | None = None
         self._lookahead: RequestSpec | None = None
+        self._ready: deque[_Prepared] = deque()  # requests prepared before the run started (the first wave)
         self._t0 = 0
 
     # -- control -----------------------------------------------------------------------------------------------
@@ -118,8 +120,19 @@ class LoadGenerator:
         self._stop.set()
 
     # -- stream handling -----------------------------------------------------------------------------------------
+    def prepare(self, specs: Iterator[RequestSpec], n: int) -> None:
+        """Build the first ``n`` requests (prompt text, session turns) now, before the run starts: the first wave
+        then goes out without the client synthesizing hundreds of prompts while its first tokens arrive."""
+        for _ in range(n):
+            prep = self._next(specs)
+            if prep is None:
+                return
+            self._ready.append(prep)
+
     def _next(self, specs: Iterator[RequestSpec]) -> _Prepared | None:
         """Next spec to dispatch, with the later turns of its session gathered (they follow it in the stream)."""
+        if self._ready:
+            return self._ready.popleft()
         spec: RequestSpec | None
         if self._lookahead is not None:
             spec, self._lookahead = self._lookahead, None
