@@ -305,13 +305,23 @@ class LoadGenerator:
         # A slot's first request is due at the run start (every slot starts at once): the time the client takes to
         # get it out (prompt, body, a connection) is its send lag, not server latency. Later ones are due when the
         # slot's previous request ended.
+        # The slot's next request (its prompt) is built while the current one streams — a callback that runs once
+        # the request is out — not when it ends: in a closed loop requests end in waves, and building hundreds of
+        # prompts then would hold the loop while the next wave's first tokens arrive.
+        loop = asyncio.get_running_loop()
+        ahead: list[_Prepared | None] = []
+
+        def build_next() -> None:
+            if not self._stop.is_set():
+                ahead.append(self._next(specs))
+
         scheduled = 0
-        while not self._stop.is_set():
-            prep = self._next(specs)
-            if prep is None:
-                return
+        prep = self._next(specs)
+        while prep is not None and not self._stop.is_set():
+            loop.call_soon(build_next)
             await self._run_prepared(prep, scheduled)
             scheduled = self._now_rel()
+            prep = ahead.pop() if ahead else self._next(specs)
 
     async def _drain(self, tasks: set[asyncio.Task[None]], cfg: DispatchConfig) -> None:
         """Wait for in-flight work; cancel what outlives the drain (or, after an interrupt, the grace) period."""
