@@ -60,10 +60,7 @@ def main() -> None:
     print(
         f"tailscope --help          best {min(helps):.3f} s  median {statistics.median(helps):.3f} s  (target ≤ 0.2 s)"
     )
-    print(
-        f"bench → first request     best {min(firsts):.3f} s  median {statistics.median(firsts):.3f} s  "
-        "(≤ 0.5 s)"
-    )
+    print(f"bench → first request     best {min(firsts):.3f} s  median {statistics.median(firsts):.3f} s  (≤ 0.5 s)")
 
 
 if __name__ == "__main__":
