@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tailscope.api._support import StorePath, open_store, public
-from tailscope.metrics.document import build_export
+from tailscope.metrics.document import build_export, export_chunks
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.records import RequestRecord, Run, RunStatus, ServerSample
@@ -70,6 +70,11 @@ class SimResult:
     def to_dict(self) -> dict[str, Any]:
         """The export document (``run``, ``summary``, ``requests``), as ``tailscope sim --json`` writes it."""
         return build_export(self.run, self.summary_dict(), self.records)
+
+    def export_chunks(self) -> Iterator[bytes]:
+        """The export document as compact JSON in chunks (the same values as :meth:`to_dict`, streamed with orjson:
+        what ``tailscope sim --json`` writes)."""
+        return export_chunks(self.run, self.summary_dict(), self.records)
 
     def to_json(self, *, indent: int | None = 1) -> str:
         """The export document as JSON text."""

@@ -312,19 +312,13 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
             batch.append(rec)
             if len(batch) >= _BATCH:
                 if store is not None:
-                    store.write_records(run.id, batch)
+                    store.write_records_bulk(run.id, batch)
                 batch = []
                 if on_progress is not None:
                     on_progress(len(records), rec.end_ns / 1e9 if rec.end_ns else 0.0)
-        if store is not None and batch:
-            store.write_records(run.id, batch)
         samples = timeline_samples(sim.result.timeline)
-        if store is not None and samples:
-            from tailscope.store.writer import RecordWriter
-
-            writer = RecordWriter(store.db, run.id, flush_interval_s=3600)
-            writer.add_samples(samples)
-            writer.close()
+        if store is not None and (batch or samples):
+            store.write_records_bulk(run.id, batch, samples)  # one columnar insert each, one transaction
         status = RunStatus.COMPLETE
     finally:
         typed = summarize(records, slos=wl.slos) if records else None
