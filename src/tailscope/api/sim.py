@@ -102,6 +102,12 @@ _PROFILE_OPTIONS = (
 )  # fmt: skip
 
 
+def _twin_free(path: Path) -> bool:
+    from tailscope.io.calibration import load_calibration  # YAML: imported only when a file is given
+
+    return load_calibration(path).twin is None
+
+
 def _path(value: PathLike | None) -> Path | None:
     return Path(value) if value is not None else None
 
@@ -187,9 +193,7 @@ def simulate(
         explicit = {n for n in _PROFILE_OPTIONS if getattr(args, n) != getattr(default, n)}
     args = replace(args, explicit=frozenset(explicit))
     rs = open_store(store)
-    from tailscope.io.calibration import load_calibration
-
-    if load_calibration(args.calibration).twin is None:
+    if args.calibration is None or _twin_free(args.calibration):
         return sim_result(run_sim(args, on_progress=progress, store=rs), store=rs)
     # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
     from tailscope.runner.twin_check import interval_of, predict
