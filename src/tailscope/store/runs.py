@@ -432,7 +432,14 @@ def _object_array(values: list[Any]) -> Any:
     return arr
 
 
+def _all_ones(toks: tuple[int, ...]) -> bool:
+    """Whether every chunk carries one token (as every simulated chunk does)."""
+    return bool(toks) and toks.count(1) == len(toks)
+
+
 def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None:
+    import numpy as np
+
     from tailscope.store.db import REQUEST_COLUMNS
 
     enum_value = {"status": True, "error": True, "tokens_source": True}
@@ -442,13 +449,23 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
             continue
         if name in enum_value:
             values: list[Any] = [None if (e := getattr(r, name)) is None else e.value for r in records]
-        elif name in ("chunk_times_ns", "chunk_tokens"):
+        elif name == "chunk_times_ns":
             # tuples of Python ints: DuckDB reads an object array of them as a LIST column
-            values = [getattr(r, name) for r in records]
+            values = [r.chunk_times_ns for r in records]
+        elif name == "chunk_tokens":
+            # one token per chunk (every simulated chunk): NULL here, rebuilt in SQL as n ones (no objects to read)
+            values = [None if _all_ones(r.chunk_tokens) else r.chunk_tokens for r in records]
+            _bulk["_ones_n"] = np.asarray([len(r.chunk_tokens) for r in records], dtype=np.int64)
         else:
             values = [getattr(r, name) for r in records]
         _bulk[name] = _object_array(values)
-    select = ", ".join(f"CAST(b.{n} AS {t})" for n, t in REQUEST_COLUMNS if n != "run_id")
+    select = ", ".join(
+        "coalesce(CAST(b.chunk_tokens AS INTEGER[]), list_resize(CAST([] AS INTEGER[]), b._ones_n, 1))"
+        if n == "chunk_tokens"
+        else f"CAST(b.{n} AS {t})"
+        for n, t in REQUEST_COLUMNS
+        if n != "run_id"
+    )
     con.execute(
         f"INSERT INTO requests SELECT ?, {select} FROM _bulk b "  # noqa: S608 - constant columns
         "ANTI JOIN (SELECT id FROM requests WHERE run_id = ?) e ON CAST(b.id AS BIGINT) = e.id",

@@ -119,3 +119,17 @@ def test_values_that_do_not_fit_take_the_bounded_path(tmp_path: Path) -> None:
     assert back[7].chunk_times_ns == records[0].chunk_times_ns
     got = store.load_samples(run.id)
     assert len(got) == 1
+
+
+def test_the_columnar_path_keeps_empty_and_multi_token_chunks(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "t.duckdb")
+    run = replace(_sim().run, id="r2")
+    store.create_run(run)
+    ok, err = _hand_made()
+    ok = replace(ok, error_detail="plain", chunk_times_ns=(10, 20, 30), chunk_tokens=(2, 1, 1))
+    ones = replace(ok, id=8, chunk_tokens=(1, 1, 1))
+    store.write_records_bulk(run.id, [ok, err, ones])
+    back = {r.id: r for r in store.load_records(run.id)}
+    assert back == {7: ok, 3: err, 8: ones}
+    assert back[3].chunk_times_ns == ()
+    assert back[3].chunk_tokens == ()
