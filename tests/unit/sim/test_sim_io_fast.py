@@ -133,3 +133,17 @@ def test_the_columnar_path_keeps_empty_and_multi_token_chunks(tmp_path: Path) ->
     assert back == {7: ok, 3: err, 8: ones}
     assert back[3].chunk_times_ns == ()
     assert back[3].chunk_tokens == ()
+
+
+def test_the_summary_shares_its_chunk_arrays_without_changing_a_figure() -> None:
+    from tailscope.metrics.perceived import perceived
+
+    out = _sim()
+    records = out.records
+    summary = summarize(records)
+    assert summary.perceived is not None
+    # the perceived block computed the old way (reading every chunk time again, as float64)
+    assert summary.perceived.to_dict() == perceived(records).to_dict()
+    stalls = replace(records[0], chunk_times_ns=(0, 10, 2_000_000_000, 2_000_000_001), chunk_tokens=(1, 1, 1, 1))
+    mixed = [stalls, *records[1:]]
+    assert summarize(mixed).perceived.to_dict() == perceived(mixed).to_dict()  # type: ignore[union-attr]
