@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,18 @@ def write_text(path: Path, text: str, flag: str) -> None:
 def write_export(path: Path, doc: dict[str, Any]) -> None:
     """Write an export document (run, summary, every request) as JSON; ConfigError naming ``--json`` when it cannot."""
     write_text(path, json.dumps(doc, indent=1), "--json")
+
+
+def write_export_chunks(path: Path, chunks: Iterable[bytes], flag: str = "--json") -> None:
+    """Write a streamed export document (:func:`tailscope.metrics.document.export_chunks`) chunk by chunk;
+    ConfigError naming ``flag`` when it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:

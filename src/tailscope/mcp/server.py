@@ -311,6 +311,7 @@ def build_server(settings: McpSettings | None = None) -> Any:
             model, gpu, target_rps=target_rps, slo=tuple(slo), input_tokens=input_tokens,
             output_tokens=output_tokens, headroom=headroom, tp=degrees, max_replicas=max_replicas,
             gpu_price=gpu_price, engine=engine, sim_requests=sim_requests,
+            max_sim_requests=5_000,  # the bound this server states (beyond: one replica's share, or transient only)
         )  # fmt: skip
         return tailscope_clean(result.to_dict())
 

@@ -236,7 +236,7 @@ def meets_slos(r: RequestRecord, slos: Sequence[Slo]) -> bool:
     return True
 
 
-def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+def _samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
     ttft: list[float] = []
     ttft_sent: list[float] = []
     tpot: list[float] = []
@@ -260,8 +260,10 @@ def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
         ):
             if val is not None:
                 dst.append(val)
-    stall, itl, icl = _gap_samples(ok)
+    flat: list[tuple[np.ndarray, np.ndarray]] = []
+    stall, itl, icl = _gap_samples(ok, flat)
     return {
+        "_flat": flat,
         "ttft": np.asarray(ttft),
         "ttft_sent": np.asarray(ttft_sent),
         "tpot": np.asarray(tpot),
@@ -274,13 +276,16 @@ def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
     }
 
 
-def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gap_samples(
+    ok: Sequence[RequestRecord], flat: list[tuple[np.ndarray, np.ndarray]] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max stall per request, ITL and ICL samples (ms) of ``ok`` in record order, as :mod:`~tailscope.metrics.request`
     computes them one request at a time, vectorised — a long run has millions of token gaps.
 
     The values are the same bit for bit: integer times are differenced exactly in int64 and then divided, as
     Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
-    Times beyond what those represent exactly fall back to the per-request functions.
+    Times beyond what those represent exactly fall back to the per-request functions. ``flat`` receives
+    ``(lengths, times)`` when the times are integers below 2**53 (the perceived block's stall counts reuse them).
     """
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     total = int(lengths.sum())
@@ -299,6 +304,8 @@ def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, n
     lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
     if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
         return _gap_samples_py(ok)
+    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
+        flat.append((lengths, times))
     d = np.diff(times)  # d[j] = times[j+1] - times[j]
     starts = np.cumsum(lengths) - lengths
     keep = np.ones(total, dtype=bool)
@@ -468,7 +475,13 @@ def summarize(
         turns=_by_turn(ok),
         shared_prefix=_by_prefix(ok),
         loop_lag_ms=loop_lag_ms,
-        perceived=perceived(measured, perceived_thresholds, tpot_ms=s["tpot"], ttft_ms=s["ttft"]),
+        perceived=perceived(
+            measured,
+            perceived_thresholds,
+            tpot_ms=s["tpot"],
+            ttft_ms=s["ttft"],
+            flat_times=s["_flat"][0] if s["_flat"] else None,
+        ),
         steady=steady,
         reasoning=reasoning_of(ok),
         prompt_cache=prompt_cache_of(ok),
