@@ -5,10 +5,15 @@ Setup (as in shared/TARGETS.md): a loopback ground-truth streaming server in its
 Error = the time tailscope measured for an event minus the server's true send time of that event.
 
 Prints, per stream count: TTFT error p50/p99, ITL error p50/p99 (per token gap, measured gap − true gap), sustained
-output tokens/s vs the ideal, client CPU % (process time / wall time) and the event-loop lag p99.
+output tokens/s vs the ideal, client CPU % (process time / wall time, every thread: tailscope's includes its store
+writer), CPU µs per token event, and the process's peak RSS during the run.
 
     .venv/bin/python benchmarks/client_overhead.py --streams 16,64,256 --tokens 256
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
+    .venv/bin/python benchmarks/client_overhead.py --streams 256 --store on,off   # the DuckDB store's share
+
+Each stream count runs the 60-line raw reference client (``_ref_stream``: asyncio streams on uvloop, one keep-alive
+connection per stream, every read stamped on arrival) first, then tailscope, each against a fresh server.
 """
 
 from __future__ import annotations
@@ -36,6 +41,37 @@ from tailscope.store.runs import RunStore
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
 from tailscope.workload.tracecontext import parse_trace_context, with_trace_context
+
+
+class PeakRss:
+    """This process's peak resident memory while the block runs (MB; /proc sampled every 20 ms)."""
+
+    def __enter__(self) -> PeakRss:
+        import threading
+
+        self.peak = _rss_mb()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _rss_mb())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def _rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
 
 
 def free_port() -> int:
@@ -71,8 +107,129 @@ def start_server(port: int, truth: Path, ttft_ms: float, itl_ms: float) -> subpr
     raise SystemExit("server did not start")
 
 
+# -- the reference: a 60-line raw asyncio client (what the machine allows) ---------------------------------------------
+async def _ref_stream(port: int, rounds: int, tokens: int, out: list[tuple[str, list[int]]]) -> None:
+    """One closed-loop stream: a keep-alive connection, ``rounds`` requests; every network read stamped on arrival,
+    every SSE event carrying ``"content":"`` with text counted as a token event."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps(
+        {
+            "model": "m",
+            "max_tokens": tokens,
+            "stream": True,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "tok " * 64}],
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    for _ in range(rounds):
+        writer.write(head + body)
+        rid, stamps, buf, ended = "", [], b"", False
+        await reader.readuntil(b"\r\n\r\n")  # response head (chunked)
+        while not ended:
+            data = await reader.read(65536)
+            now = time.perf_counter_ns()
+            if not data:
+                return
+            buf += data
+            while True:  # chunked frames: SIZE\r\nDATA\r\n
+                j = buf.find(b"\r\n")
+                if j < 0:
+                    break
+                size = int(buf[:j], 16)
+                if len(buf) < j + 2 + size + 2:
+                    break
+                payload, buf = buf[j + 2 : j + 2 + size], buf[j + 4 + size :]
+                if size == 0:
+                    ended = True
+                    break
+                for ev in payload.split(b"\n\n"):
+                    if ev.startswith(b"data: {") and b'"content": "tok' in ev:
+                        stamps.append(now)
+                        if not rid:
+                            rid = json.loads(ev[6:])["id"]
+        out.append((rid, stamps))
+    writer.close()
+
+
+def run_reference(port: int, streams: int, rounds: int, tokens: int) -> list[tuple[str, list[int]]]:
+    out: list[tuple[str, list[int]]] = []
+
+    async def main() -> None:
+        await asyncio.gather(*(_ref_stream(port, rounds, tokens, out) for _ in range(streams)))
+
+    run_async(main())
+    return out
+
+
+def _errors(pairs: list[tuple[list[int], list[int]]]) -> tuple[list[float], list[float]]:
+    """TTFT and per-gap ITL errors (ms) of (measured, true) token-time pairs on the same clock."""
+    ttft_err, itl_err = [], []
+    for measured, sent in pairs:
+        if not sent or len(sent) != len(measured):
+            continue
+        got, true = np.asarray(measured, dtype=np.int64), np.asarray(sent, dtype=np.int64)
+        ttft_err.append((got[0] - true[0]) / 1e6)
+        itl_err.extend(((np.diff(got) - np.diff(true)) / 1e6).tolist())
+    return ttft_err, itl_err
+
+
+def measure_reference(streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float) -> dict[str, float]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_path = Path(tmp) / "truth.json"
+        server = start_server(port, truth_path, ttft_ms, itl_ms)
+        try:
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            with PeakRss() as rss:
+                got = run_reference(port, streams, rounds, tokens)
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(20)
+        truth = json.loads(truth_path.read_text())
+    ttft_err, itl_err = _errors([(stamps, truth["token_ns"].get(rid, [])) for rid, stamps in got])
+    events = sum(len(s) for _, s in got)
+    row = _row(streams, len(ttft_err), ttft_err, itl_err, events / wall, itl_ms, cpu / wall, cpu / max(1, events))
+    return {**row, "peak_rss_mb": rss.peak}
+
+
+def _row(
+    streams: int,
+    ok: int,
+    ttft_err: list[float],
+    itl_err: list[float],
+    out_tok_s: float,
+    itl_ms: float,
+    cpu: float,
+    cpu_per_event_s: float,
+) -> dict[str, float]:
+    ideal = streams * 1000.0 / itl_ms  # tokens/s if every stream ran at the server's pace
+    return {
+        "streams": streams,
+        "requests_ok": ok,
+        "ttft_err_p50": float(np.percentile(ttft_err, 50)),
+        "ttft_err_p99": float(np.percentile(ttft_err, 99)),
+        "itl_err_p50": float(np.percentile(itl_err, 50)),
+        "itl_err_p99": float(np.percentile(itl_err, 99)),
+        "out_tok_s": out_tok_s,
+        "sustained_pct": 100.0 * out_tok_s / ideal,
+        "client_cpu_pct": 100.0 * cpu,
+        "cpu_us_per_event": 1e6 * cpu_per_event_s,
+    }
+
+
 def measure(
-    streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float, trace_ratio: float = 0.0
+    streams: int,
+    tokens: int,
+    rounds: int,
+    ttft_ms: float,
+    itl_ms: float,
+    trace_ratio: float = 0.0,
+    store: bool = True,
 ) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,34 +250,32 @@ def measure(
             )
             specs = with_trace_context(specs, trace_ratio, seed=0, ids=random.Random(1))
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb")))
+            with PeakRss() as rss:
+                res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb") if store else None))
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(20)
         truth = json.loads(truth_path.read_text())
-    ttft_err, itl_err = [], []
-    for r in res.records:
-        sent = truth["token_ns"].get(r.server_request_id or "")
-        if not r.ok or not sent or len(sent) != len(r.chunk_times_ns):
-            continue
-        got = np.asarray(r.chunk_times_ns, dtype=np.int64) + res.t0_ns
-        true = np.asarray(sent, dtype=np.int64)
-        ttft_err.append((got[0] - true[0]) / 1e6)
-        itl_err.extend(((np.diff(got) - np.diff(true)) / 1e6).tolist())
+    ttft_err, itl_err = _errors(
+        [
+            ([t + res.t0_ns for t in r.chunk_times_ns], truth["token_ns"].get(r.server_request_id or "", []))
+            for r in res.records
+            if r.ok
+        ]
+    )
     s = res.summary
-    ideal = streams * 1000.0 / itl_ms  # tokens/s if every stream ran at the server's pace
-    return {
-        "streams": streams,
-        "requests_ok": s.requests.completed,
-        "ttft_err_p50": float(np.percentile(ttft_err, 50)),
-        "ttft_err_p99": float(np.percentile(ttft_err, 99)),
-        "itl_err_p50": float(np.percentile(itl_err, 50)),
-        "itl_err_p99": float(np.percentile(itl_err, 99)),
-        "out_tok_s": s.output_tokens_per_s,
-        "sustained_pct": 100.0 * s.output_tokens_per_s / ideal,
-        "client_cpu_pct": 100.0 * cpu / wall,
-    }
+    events = sum(len(r.chunk_times_ns) for r in res.records)
+    return _row(
+        streams,
+        s.requests.completed,
+        ttft_err,
+        itl_err,
+        s.output_tokens_per_s,
+        itl_ms,
+        cpu / wall,
+        cpu / max(1, events),
+    ) | {"peak_rss_mb": rss.peak}
 
 
 def main() -> None:
@@ -131,20 +286,34 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
     ap.add_argument("--trace-context", default="off", help="comma list of off/on/RATIO: a row per value")
+    ap.add_argument("--reference", choices=("on", "off"), default="on", help="also run the raw reference client")
+    ap.add_argument(
+        "--store", default="on", help="comma list of on/off: tailscope with its DuckDB store (as bench runs) or without"
+    )
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; server TTFT {a.ttft_ms} ms, ITL {a.itl_ms} ms, {a.tokens} tokens")
     print(
-        f"{'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} {'p99':>7} "
-        f"{'out tok/s':>10} {'sustained':>9} {'client CPU':>10}"
+        f"{'client':>10} {'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
+        f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10} {'µs/event':>8} {'peak RSS':>8}"
     )
-    for n, tc in ((int(x), t) for x in a.streams.split(",") for t in a.trace_context.split(",")):
-        m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc))
+
+    def show(who: str, n: int, tc: str, m: dict[str, float]) -> None:
         print(
-            f"{n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
+            f"{who:>10} {n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
-            f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}%",
+            f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}% {m['cpu_us_per_event']:>8.1f} "
+            f"{m['peak_rss_mb']:>6.0f}MB",
             flush=True,
         )
+
+    for x in a.streams.split(","):
+        n = int(x)
+        if a.reference == "on":
+            show("reference", n, "-", measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms))
+        for tc in a.trace_context.split(","):
+            for st in a.store.split(","):
+                m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc), store=st == "on")
+                show("tailscope" if st == "on" else "ts -store", n, tc, m)
 
 
 if __name__ == "__main__":

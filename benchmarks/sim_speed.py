@@ -1,5 +1,13 @@
 """How much faster than real time ``tailscope sim`` runs (prints figures; never fails).
 
+Two parts. **Loop only** (below). **End to end** (``--e2e``, on by default): the issue-23 workload — 10,000 requests,
+Llama-3.1-8B on one H100 SXM, Poisson 20/s, 1,024 in / 256 out — run as a fresh process four ways: ``tailscope sim``
+with the store and ``--json``, with the store only, and through the library (``simulate``) without the store, with
+and without writing the export. Each figure is virtual seconds ÷ the process's wall-clock (start-up, imports,
+simulation, summary, store and export included) and ÷ its CPU seconds (user + system: what a busy shared machine
+does not inflate); best of ``--e2e-repeat``. Python's bytecode cache is on (in a temporary folder) as in an installed
+package, after one warm-up run.
+
 Workload: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
 Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at high concurrency).
 Speed = simulated (virtual) seconds / CPU seconds of the simulation loop (process time, so other work on a shared
@@ -14,10 +22,16 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
+import re
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.gpus import resolve_gpu
@@ -56,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", default="h100-sxm")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5, help="runs; the fastest counts (as timeit does)")
+    ap.add_argument("--e2e", action=argparse.BooleanOptionalAction, default=True, help="end-to-end figures too")
+    ap.add_argument("--e2e-repeat", type=int, default=3)
     a = ap.parse_args(argv)
+    if a.e2e:
+        end_to_end(a.e2e_repeat)
     cluster = ClusterSpec(resolve_model(a.model), resolve_gpu(a.gpu), model_id=a.model)
 
     sat = Simulation(cluster, closed(3000, a.seed), concurrency=512)
@@ -107,6 +125,68 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("published simulators (TARGETS.md): Vidur ≈ 75×, BLIS 212×, AIConfigurator 586× (no queueing)")
     return 0
+
+
+#: the issue-23 workload as `tailscope sim` flags
+E2E_FLAGS = (
+    "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--rate", "20", "--requests", "10000",
+    "--input-tokens", "1024", "--output-tokens", "256", "--seed", "0",
+)  # fmt: skip
+
+_API = """
+import sys, time
+from tailscope.api.sim import simulate
+out = simulate(model="llama-3.1-8b", gpu="h100-sxm", rate=20, requests=10000, input_tokens="1024",
+               output_tokens="256", seed=0)
+if len(sys.argv) > 1:
+    from tailscope.cli.common import write_export_chunks
+    from pathlib import Path
+    write_export_chunks(Path(sys.argv[1]), out.export_chunks())
+print(f"sim: {out.sim.virtual_s:.1f} s virtual in {out.sim.wall_s:.3f} s")
+"""
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float]:
+    """(wall s, CPU s, virtual s, loop s) of one fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - w0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    m = re.search(r"sim: ([\d,.]+) s virtual in ([\d.]+) s", done.stdout)
+    if done.returncode != 0 or m is None:
+        raise SystemExit(f"{' '.join(cmd[:4])} … failed ({done.returncode}): {done.stderr[-800:]}")
+    return wall, cpu, float(m.group(1).replace(",", "")), float(m.group(2))
+
+
+def end_to_end(repeat: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="tailscope-sim-speed-") as tmp:
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")  # an installed package has its bytecode cached
+        db, js = str(Path(tmp) / "t.duckdb"), str(Path(tmp) / "sim.json")
+        cli = [sys.executable, "-m", "tailscope", "sim", *E2E_FLAGS, "--db", db, "-q"]
+        api = [sys.executable, "-c", _API]
+        ways = (
+            ("tailscope sim --json (store + export)", [*cli, "--json", js]),
+            ("tailscope sim (store, no export)", cli),
+            ("simulate() + export, no store", [*api, js]),
+            ("simulate(), no store, no export", api),
+        )
+        _run(ways[0][1], env)  # warm-up: bytecode cache, page cache
+        print("end to end: 10,000 requests, llama-3.1-8b on h100-sxm, Poisson 20/s, 1,024 in / 256 out (fresh process)")
+        for name, cmd in ways:
+            runs = [_run(cmd, env) for _ in range(max(1, repeat))]
+            wall = min(r[0] for r in runs)
+            cpu = min(r[1] for r in runs)
+            virtual = runs[0][2]
+            loop = min(r[3] for r in runs)
+            print(
+                f"  {name:<40} wall {wall:5.2f} s → {virtual / wall:6,.0f}× | CPU {cpu:5.2f} s → "
+                f"{virtual / cpu:6,.0f}× | loop alone {loop:.2f} s → {virtual / loop:6,.0f}×"
+            )
+        print(f"  (virtual {virtual:,.1f} s; machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

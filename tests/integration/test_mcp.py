@@ -141,3 +141,31 @@ def test_sim_plan_trace_and_gate_tools(tmp_path: Path) -> None:
     assert "bounded" in error_text(results[5])
     assert "max_replicas" in error_text(results[6])
     assert "percentile" in error_text(results[7])
+
+
+def test_diagnose_and_whatif_tools(tmp_path: Path) -> None:
+    """The fix-planning tools: diagnose a stored run, project a change over a trace file, rank fixes."""
+    import tailscope
+
+    before, _ = tailscope.write_demo_traces(tmp_path / "demo", traces=60)
+    db = tmp_path / "runs.duckdb"
+    tools, results = asyncio.run(
+        asyncio.wait_for(
+            session_run(
+                db,
+                [
+                    ("sim", {"requests": 200, "rate": 5, "input_tokens": "256", "output_tokens": "32"}),
+                    ("diagnose", {"run": "latest"}),
+                    ("trace_whatif", {"source": str(before), "scale": ["execute_tool search_kb=0.5"]}),
+                    ("trace_whatif", {"source": str(before), "scale": ["nonsense"]}),
+                ],
+            ),
+            timeout=180,
+        )
+    )
+    assert {"diagnose", "trace_whatif", "trace_join"} <= set(tools)
+    diag = payload(results[1])
+    assert "findings" in diag
+    whatif = payload(results[2])
+    assert whatif["after"]["p95_ms"] <= whatif["before"]["p95_ms"]
+    assert "scale" in error_text(results[3]) or "=" in error_text(results[3])

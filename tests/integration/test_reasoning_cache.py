@@ -53,3 +53,18 @@ def test_the_built_in_engine_reports_its_prefix_cache_hits_in_usage(tmp_path: Pa
     # after the first request the 512-token system prompt (whole blocks of it) comes from the cache
     assert cache.hit_rate > 0.5, cache
     assert res.records[0].cached_tokens == 0
+
+
+def test_the_built_in_engine_can_act_as_a_reasoning_model() -> None:
+    from tailscope.testing.builtin_server import built_in_server
+
+    with built_in_server(speed=20.0, extra_args=["--reasoning-tokens", "5"]) as url:
+        res = tailscope.bench(url, requests=4, output_tokens=12, metrics_url="off")
+    assert res.summary.requests.completed == 4
+    for r in res.records:
+        assert r.reasoning_tokens == 5
+        assert r.first_answer_ns is not None
+        assert r.first_token_ns is not None
+        assert r.first_answer_ns > r.first_token_ns
+    assert res.summary.reasoning is not None
+    assert res.summary.reasoning.answer_tokens.p50 == 7

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.api._support import StorePath, open_store, public, sync_twin
 from tailscope.errors import ConfigError
@@ -23,9 +23,11 @@ from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import Resolved, resolve
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
-from tailscope.verify.precision import Precision, PrecisionTarget, across_runs, parse_precision, precision_of
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
+
+if TYPE_CHECKING:  # tailscope.verify loads the whole verify package (yaml, …): only repeated benches need it
+    from tailscope.verify.precision import Precision, PrecisionTarget
 
 #: ``watch=``: called with a run's live counters; the context it returns is entered around the run (a display)
 Watch = Callable[[Progress], AbstractContextManager[Any]]
@@ -57,11 +59,18 @@ async def _run_one(
     if progress is not None:  # the caller's counters, with the resolved bounds
         progress.total, progress.duration_s = live.total, live.duration_s
         live = progress
+    workers = options.workers
+    if workers == "auto":
+        from tailscope.runner.workers.auto import plan_workers
+
+        plan = plan_workers(cfg)
+        workers = plan.workers if plan.workers > 1 or options.ray is not None else None
+        cfg = replace(cfg, settings={**cfg.settings, "workers_auto": plan.describe()})
     with watch(live) if watch is not None else nullcontext():
-        if options.workers is not None or options.ray is not None:
+        if workers is not None or options.ray is not None:
             from tailscope.runner.workers.driver import check_worker_flags, run_bench_distributed
 
-            n = check_worker_flags(options.workers, options.ray)
+            n = check_worker_flags(workers if isinstance(workers, int) else None, options.ray)
             return await run_bench_distributed(
                 cfg, resolved.specs, workers=n, ray_address=options.ray, store=store, progress=live,
                 on_target=on_target,
@@ -100,7 +109,7 @@ async def bench_async(
     timeout_total: float = 600.0,
     metrics_url: str = "auto",
     max_rate: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     ray: str | None = None,
     builtin_model: str = "llama-3.1-8b",
     builtin_gpu: str = "h100-sxm",
@@ -119,6 +128,9 @@ async def bench_async(
     telemetry_url: str | Sequence[str] = (),
     from_traces: str | None = None,
     traces_db: PathLike | None = None,
+    preopen_connections: int | None = None,
+    warm_connections: bool = False,
+    stream_records: bool = False,
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,
@@ -306,6 +318,8 @@ def bench_repeat(
             pooled samples is within ±5 % of its estimate, at most ``max_repeats`` runs.
     """
     options = options or BenchOptions()
+    from tailscope.verify.precision import across_runs, parse_precision, precision_of
+
     target = parse_precision(until_precise) if isinstance(until_precise, str) else until_precise
     if (repeat is None) == (target is None):
         raise ConfigError("give --repeat N or --until-precise METRIC.PCT=X%, one of them")

@@ -10,10 +10,11 @@ read.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -223,13 +224,15 @@ def plan_capacity(
     output_tokens: str = "256",
     headroom: float = 0.2,
     tp: str | Sequence[int] = "1,2,4,8",
-    max_replicas: int = 64,
+    max_replicas: int = 1024,
     gpu_price: float | None = None,
     weights_dtype: str | None = None,
     kv_dtype: str = "bf16",
     calibration: PathLike | None = None,
     sim_requests: int = 1500,
     engine: str = "vllm",
+    steady_window_s: float = 30.0,
+    max_sim_requests: int = 20_000,
 ) -> CapacityResult:
     """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
     analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
@@ -244,8 +247,16 @@ def plan_capacity(
         max_replicas: the most replicas of one configuration.
         gpu_price: USD per GPU-hour (ranks the options by cost, else by GPUs).
         calibration: a calibration file (a digital twin's ``twin.yaml``: its fitted costs replace the catalogs).
-        sim_requests: requests per simulation of a configuration.
+        sim_requests: the fewest requests per simulation of a configuration (more when the steady-state window
+            needs them).
         engine: the serving engine's costs and defaults: ``vllm``, ``sglang`` or ``trtllm``.
+        steady_window_s: the fewest seconds of arrivals each simulation covers (and at least 20 × a request's
+            unloaded E2E time), so that a queue that grows has time to show it: at high rates 1,500 requests last
+            under a second and no queue forms. The over-saturation test (TTFT growing through the window, as
+            ``bench`` runs it) then fails a configuration whose queue keeps growing.
+        max_sim_requests: the most requests one simulation may take; a fleet whose window needs more is checked
+            on one replica at its Poisson share of the load (conservative: the router only helps), and a window cut
+            short by this cap is reported as ``transient only``.
 
     Returns:
         ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
@@ -275,40 +286,65 @@ def plan_capacity(
             ep=degree,
         )
 
+    unloaded_e2e_s: dict[int, float] = {}
+
+    def needed_window(degree: int) -> float:
+        """Seconds of arrivals a queue needs to settle: ≥ ``steady_window_s`` and ≥ 20 unloaded request times."""
+        if degree not in unloaded_e2e_s:
+            try:
+                est = estimate_request(perf_for_tp(degree), input_tokens=mean_in, output_tokens=mean_out)
+                unloaded_e2e_s[degree] = est.e2e_ms / 1000
+            except PlanError:
+                unloaded_e2e_s[degree] = 0.0
+        return max(steady_window_s, 20 * unloaded_e2e_s[degree])
+
     def check(degree: int, replicas: int) -> SimCheck:
+        from tailscope.metrics.saturation import detect_saturation
         from tailscope.sim.run import SimArgs, run_sim
 
+        window = needed_window(degree)
+        scope, sim_replicas, rate = "fleet", replicas, load
+        if load * window > max_sim_requests and replicas > 1:
+            scope, sim_replicas, rate = "one replica", 1, load / replicas
+        requests = min(max(sim_requests, math.ceil(rate * window)), max(sim_requests, max_sim_requests))
+        warmup = requests // 10  # the queue fills from empty first: not part of the steady state
         args = SimArgs(
             model=sim_model,
             gpu=sim_gpu,
             tp=degree,
-            replicas=replicas,
+            replicas=sim_replicas,
             backend=engine,
             ep=degree if resolve_model(model).is_moe and sim_model == model else 1,
             weights_dtype=weights_dtype,
             kv_dtype=kv_dtype,
             calibration=cal_path,
             profile=Path(profile) if profile is not None else None,
-            rate=load,
+            rate=rate,
             arrival="poisson",
-            requests=sim_requests,
+            requests=requests,
+            warmup=warmup,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             slo=slo_texts,
             store=False,
-            explicit=frozenset({"rate", "requests", "arrival"}),
+            explicit=frozenset({"rate", "requests", "arrival", "warmup"}),
         )
-        summary = run_sim(args).run_summary
+        out = run_sim(args)
+        summary = out.run_summary
         if summary is None:  # no request finished at all
-            return SimCheck(passed=False, observed={})
+            return SimCheck(passed=False, observed={}, scope=scope)
+        span_s = max((r.scheduled_ns for r in out.records), default=0) / 1e9
+        saturated = any(v.saturated for v in detect_saturation(out.records, labels=["the window"]))
         checks = summary.slo
-        saturated = tuple(w for w in summary.warnings if w.startswith("OVER-SATURATED"))
         return SimCheck(
             passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0 and not saturated,
             observed={c.slo.key: c.observed_ms for c in checks},
             requests=summary.requests.total,
             goodput_rps=summary.goodput_rps,
-            warnings=saturated,
+            window_s=span_s,
+            needed_window_s=window,
+            saturated=saturated,
+            scope=scope,
         )
 
     t0 = time.perf_counter()
@@ -323,6 +359,16 @@ def plan_capacity(
         headroom=headroom,
         gpu_price_per_hour=gpu_price,
         max_replicas=max_replicas,
+    )
+    plan = replace(
+        plan,
+        assumptions=(
+            *plan.assumptions,
+            f"each simulation covers ≥ {steady_window_s:g} s of arrivals and ≥ 20 unloaded request times (first 10 % "
+            "of requests warm-up), and fails when the over-saturation test finds TTFT growing through the window; "
+            f"a fleet needing more than {max_sim_requests:,} requests is checked on one replica at its share of the "
+            "load",
+        ),
     )
     return CapacityResult(plan, model, gpu, time.perf_counter() - t0)
 

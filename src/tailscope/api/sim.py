@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tailscope.api._support import StorePath, open_store, public
-from tailscope.metrics.document import build_export
+from tailscope.metrics.document import build_export, export_chunks
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.records import RequestRecord, Run, RunStatus, ServerSample
@@ -71,6 +71,11 @@ class SimResult:
         """The export document (``run``, ``summary``, ``requests``), as ``tailscope sim --json`` writes it."""
         return build_export(self.run, self.summary_dict(), self.records)
 
+    def export_chunks(self) -> Iterator[bytes]:
+        """The export document as compact JSON in chunks (the same values as :meth:`to_dict`, streamed with orjson:
+        what ``tailscope sim --json`` writes)."""
+        return export_chunks(self.run, self.summary_dict(), self.records)
+
     def to_json(self, *, indent: int | None = 1) -> str:
         """The export document as JSON text."""
         return json.dumps(self.to_dict(), indent=indent)
@@ -95,6 +100,12 @@ _PROFILE_OPTIONS = (
     "max_num_batched_tokens", "gpu_memory_utilization", "prefix_caching", "router", "concurrency", "rate",
     "arrival", "burstiness", "requests", "duration", "input_tokens", "output_tokens", "warmup", "seed", "slo",
 )  # fmt: skip
+
+
+def _twin_free(path: Path) -> bool:
+    from tailscope.io.calibration import load_calibration  # YAML: imported only when a file is given
+
+    return load_calibration(path).twin is None
 
 
 def _path(value: PathLike | None) -> Path | None:
@@ -182,9 +193,7 @@ def simulate(
         explicit = {n for n in _PROFILE_OPTIONS if getattr(args, n) != getattr(default, n)}
     args = replace(args, explicit=frozenset(explicit))
     rs = open_store(store)
-    from tailscope.io.calibration import load_calibration
-
-    if load_calibration(args.calibration).twin is None:
+    if args.calibration is None or _twin_free(args.calibration):
         return sim_result(run_sim(args, on_progress=progress, store=rs), store=rs)
     # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
     from tailscope.runner.twin_check import interval_of, predict

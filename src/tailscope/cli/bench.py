@@ -121,8 +121,11 @@ def bench(
     timeout_total: float = typer.Option(600.0, "--timeout-total", help="Whole-request timeout (s)."),
     metrics_url: str = typer.Option("auto", "--metrics-url", help="Prometheus URL to scrape: auto, off or a URL."),
     max_rate: float | None = typer.Option(None, "--max-rate", help="Refuse schedules faster than this (req/s)."),
-    workers: int | None = typer.Option(
-        None, "--workers", help="Spread the load over N worker processes (Ray actors with --ray); docs/scale-out.md."
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Spread the load over N worker processes (Ray actors with --ray), or auto: as many as the projected "
+        "token-event rate needs; docs/scale-out.md.",
     ),
     ray: str | None = typer.Option(
         None, "--ray", help="Run the --workers as Ray actors: auto (running cluster), local, or a cluster address."
@@ -197,6 +200,19 @@ def bench(
         metavar="SET",
         help="Trace -> load: replay the LLM calls of an ingested trace set as sessions keeping each trace's call "
         "order, parallel fan-outs and gaps (--requests = traces, default 100; --time-scale).",
+    ),
+    preopen_connections: int | None = typer.Option(
+        None,
+        "--preopen-connections",
+        help="Connections opened before the first send (default: the concurrency, or ~2 s of arrivals; 0 = off).",
+    ),
+    warm_connections: bool = typer.Option(
+        False, "--warm-connections", help="Warm each pre-opened connection with a GET /v1/models before the run."
+    ),
+    stream_records: bool = typer.Option(
+        False,
+        "--stream-records",
+        help="Keep no records in memory during the run (store only; the summary reads them back): long runs, soaks.",
     ),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
@@ -276,6 +292,12 @@ def options_from(ctx: typer.Context) -> BenchOptions:
     values["slo"] = tuple(values["slo"] or ())
     values["headers"] = tuple(values.get("headers") or ())
     values["telemetry_url"] = tuple(values.get("telemetry_url") or ())
+    w = values.get("workers")
+    if w is not None and w != "auto":
+        try:
+            values["workers"] = int(w)
+        except ValueError:
+            raise ConfigError(f"--workers {w!r}: give a number of worker processes, or auto") from None
     return BenchOptions(**values)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,28 @@ def write_export(path: Path, doc: dict[str, Any]) -> None:
 def json_to_stdout(path: Path | None) -> bool:
     """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
     return path is not None and str(path) == "-"
+
+
+def write_export_chunks(path: Path, chunks: Iterable[bytes], flag: str = "--json") -> None:
+    """Write a streamed export document (:func:`tailscope.metrics.document.export_chunks`) chunk by chunk;
+    ConfigError naming ``flag`` when it cannot be written."""
+    if json_to_stdout(path):  # --json -: the document alone on stdout
+        sys.stdout.flush()
+        out = getattr(sys.stdout, "buffer", None)
+        for chunk in chunks:
+            if out is not None:
+                out.write(chunk)
+            else:
+                sys.stdout.write(chunk.decode("utf-8"))
+        sys.stdout.flush()
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:

@@ -102,12 +102,20 @@ def capacity(
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s (repeatable)."),
     headroom: float = typer.Option(0.2, "--headroom", help="Extra load fraction to plan for."),
     tp: str = typer.Option("1,2,4,8", "--tp", help="TP degrees to consider, e.g. 1,2,4."),
-    max_replicas: int = typer.Option(64, "--max-replicas"),
+    max_replicas: int = typer.Option(1024, "--max-replicas", help="The most replicas of one configuration."),
     gpu_price: float | None = typer.Option(None, "--gpu-price", help="USD per GPU-hour (ranks by cost)."),
     weights_dtype: str | None = typer.Option(None, "--weights-dtype"),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
     calibration: Path | None = _CAL,
-    sim_requests: int = typer.Option(1500, "--sim-requests", help="Requests per simulation of a configuration."),
+    sim_requests: int = typer.Option(
+        1500, "--sim-requests", help="The fewest requests per simulation (more when the steady window needs them)."
+    ),
+    steady_window: float = typer.Option(
+        30.0, "--steady-window", help="Seconds of arrivals each simulation covers at least (queues reach steady state)."
+    ),
+    max_sim_requests: int = typer.Option(
+        20_000, "--max-sim-requests", help="Most requests per simulation (beyond: one replica's share is simulated)."
+    ),
     users: int | None = typer.Option(None, "--users", help="Napkin form: concurrent users."),
     tokens_per_user_s: float | None = typer.Option(None, "--tokens-per-user-s", help="Napkin form."),
     gpu_tokens_s: float | None = typer.Option(None, "--gpu-tokens-s", help="Napkin form: tokens/s one GPU gives."),
@@ -150,7 +158,8 @@ def capacity(
     r = plan_capacity(model, gpu, target_rps=target_rps, slo=slo, profile=profile, input_tokens=input_tokens,
                       output_tokens=output_tokens or "256", headroom=headroom, tp=tp, max_replicas=max_replicas,
                       gpu_price=gpu_price, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration,
-                      sim_requests=sim_requests, engine=engine)  # fmt: skip
+                      sim_requests=sim_requests, engine=engine,
+                      steady_window_s=steady_window, max_sim_requests=max_sim_requests)  # fmt: skip
     _emit(r.to_dict(), json_out, lambda con: print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds))
 
 

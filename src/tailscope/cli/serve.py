@@ -64,6 +64,11 @@ def serve(
         help="Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
         "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.",
     ),
+    reasoning_tokens: int = typer.Option(
+        0,
+        "--reasoning-tokens",
+        help="Act as a reasoning model: the first N output tokens of each chat response are reasoning_content.",
+    ),
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
@@ -108,10 +113,10 @@ def serve(
         faults=faults,
         frontend_latency=frontend_latency,
     )
-    if otlp_endpoint is not None:
+    if otlp_endpoint is not None or reasoning_tokens:
         import dataclasses
 
-        options = dataclasses.replace(options, otlp_endpoint=otlp_endpoint)
+        options = dataclasses.replace(options, otlp_endpoint=otlp_endpoint, reasoning_tokens=reasoning_tokens)
         options.validate()
     if not is_loopback(host):
         print(

@@ -78,9 +78,8 @@ def sim(
 ) -> None:
     """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
 
-    from tailscope.api.report import write_report
     from tailscope.api.sim import simulate
-    from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params, write_export
+    from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params, write_export_chunks
     from tailscope.metrics.document import run_to_json
     from tailscope.report.console import print_summary
 
@@ -123,10 +122,12 @@ def sim(
             )
             print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
     if json_out is not None:
-        write_export(json_out, out.to_dict())
+        write_export_chunks(json_out, out.export_chunks())
         if not json_to_stdout(json_out):
             err.print(f"wrote {json_out}")
     if html_out is not None:
+        from tailscope.api.report import write_report  # the HTML report's modules load only when asked for
+
         write_report(html_out, out)
         err.print(f"wrote {html_out}")
     err.print(f"run {out.run.id} stored (kind sim)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+from array import array
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -222,8 +223,9 @@ class _State:
     )
 
     def __init__(self) -> None:
-        self.chunk_times: list[int] = []
-        self.chunk_tokens: list[int] = []
+        # compact arrays of machine ints, not lists of int objects: 8 bytes per token event while streaming
+        self.chunk_times = array("q")
+        self.chunk_tokens = array("q")
         self.texts: list[str] = []
         self.first_event: int | None = None
         self.stream_end: int | None = None
@@ -290,6 +292,9 @@ async def execute(
     try:
         async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
             async with transport.post(opts.path, body, headers) as resp:
+                wrote = getattr(resp, "sent_ns", None)
+                if type(wrote) is int and wrote > 0:
+                    sent_ns = wrote - t0_ns  # the request left at the socket (after any connect), on the same clock
                 http_status = resp.status
                 st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:
@@ -303,10 +308,12 @@ async def execute(
                     if push is not None:
                         # the raw transport calls us from its protocol: no task switch per network read
 
+                        first_token = [True]  # the first-token deadline still applies
+
                         def on_data(stamp: int, chunk: bytes) -> bool:
-                            had_token = bool(st.chunk_times)
                             consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
-                            if not had_token and st.chunk_times:
+                            if first_token[0] and st.chunk_times:
+                                first_token[0] = False
                                 cm.reschedule(deadline_total)
                             return st.done
 

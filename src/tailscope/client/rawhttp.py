@@ -47,6 +47,7 @@ class _Conn(asyncio.Protocol):
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.sent_ns = 0  # perf_counter_ns when the current request was written to the socket
         self._reset()
 
     def _reset(self) -> None:
@@ -88,6 +89,29 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter_ns()
+        handler = self.handler
+        if handler is not None and self._chunked and self._chunk_state == 0 and not self._line and not self.pieces:
+            # push mode's common case: the read is exactly one whole "SIZE\r\nDATA\r\n" chunk (one SSE event)
+            j = data.find(b"\r\n")
+            if 0 < j <= 8:
+                try:
+                    size = int(data[:j], 16)
+                except ValueError:
+                    size = 0
+                if size > 0 and len(data) == j + size + 4 and data[-2:] == b"\r\n":
+                    try:
+                        if handler(now, data[j + 2 : -2]):
+                            self.handler = None
+                            self.handler_done = True
+                            self._wake()
+                    except Exception as exc:  # whatever the handler raised (a malformed event, …)
+                        self.error = exc
+                        self.keep_alive = False
+                        self.handler = None
+                        if self.transport is not None:
+                            self.transport.close()
+                        self._wake()
+                    return
         try:
             if not self._in_body:
                 self._head += data
@@ -250,6 +274,7 @@ class _Conn(asyncio.Protocol):
     def start(self, request: bytes) -> None:
         self._reset()
         assert self.transport is not None
+        self.sent_ns = time.perf_counter_ns()
         self.transport.write(request)
 
 
@@ -258,6 +283,7 @@ class _RawResponse:
 
     def __init__(self, conn: _Conn) -> None:
         self._conn = conn
+        self.sent_ns = conn.sent_ns  # when the request left for the socket (perf_counter_ns): the actual send
         self.status = conn.status
         self.headers: Mapping[str, str] = _CaseInsensitive(conn.headers)
 
@@ -346,6 +372,10 @@ class _Pool:
             c = self.idle.pop()
             if not c.closed:
                 return c
+        return await self.connect()
+
+    async def connect(self) -> _Conn:
+        """A new connection (not yet in the idle list)."""
         loop = asyncio.get_running_loop()
         try:
             _, proto = await asyncio.wait_for(
@@ -380,6 +410,14 @@ class _Pool:
             self.idle.append(c)
         else:
             c.draining = True  # the rest of the body (e.g. the last chunk after [DONE]) returns it to the pool
+
+    def release_idle(self, c: _Conn) -> None:
+        """A fresh (or warmed and fully read) connection joins the idle list."""
+        if c.closed or not c.keep_alive:
+            self.release(c)
+            return
+        c.complete = True
+        self.idle.append(c)
 
     def discard(self, c: _Conn) -> None:
         self.all.discard(c)
@@ -483,6 +521,62 @@ class RawHttpTransport:
                 return resp.status, resp.headers, bytes(buf)
 
         return await asyncio.wait_for(go(), timeout_s)
+
+    async def preopen(self, n: int, *, warm_path: str | None = None, parallel: int = 64) -> int:
+        """Open connections before the load starts so the first wave does not wait for TCP (+TLS) connects.
+
+        Opens up to ``n`` connections beyond those already idle, ``parallel`` at a time, and puts them in the pool;
+        with ``warm_path`` each also carries one GET of that path (the server's accept path and the connection's
+        buffers warmed, the answer read and dropped). A connection that fails to open or warm is dropped and the
+        opening stops there (the run opens connections on demand as before).
+
+        Returns:
+            How many connections are idle in the pool afterwards.
+        """
+        pool = self._pool
+        want = max(0, n - len(pool.idle))
+        gate = asyncio.Semaphore(max(1, parallel))
+        failed = False
+
+        async def one() -> None:
+            nonlocal failed
+            async with gate:
+                if failed:
+                    return
+                try:
+                    conn = await pool.connect()
+                except (ConnectFailed, ConnectTimeout):
+                    failed = True
+                    return
+                if warm_path is not None:
+                    try:
+                        await self._warm(conn, warm_path)
+                    except Exception:
+                        failed = True
+                        conn.keep_alive = False
+                        pool.release(conn)
+                        return
+                pool.release_idle(conn)
+
+        await asyncio.gather(*(one() for _ in range(want)))
+        return len(pool.idle)
+
+    async def _warm(self, conn: _Conn, path: str) -> None:
+        loop = asyncio.get_running_loop()
+        conn.start(self._request("GET", path, b"", {}))
+        conn.head_waiter = loop.create_future()
+        try:
+            await asyncio.wait_for(conn.head_waiter, self._pool.connect_timeout_s)
+        finally:
+            conn.head_waiter = None
+        resp = _RawResponse(conn)
+        async for _ in resp.iter_chunks():
+            pass
+
+    @property
+    def idle_connections(self) -> int:
+        """Keep-alive connections waiting in the pool."""
+        return len(self._pool.idle)
 
     async def close(self) -> None:
         self._pool.close()

@@ -311,6 +311,7 @@ def build_server(settings: McpSettings | None = None) -> Any:
             model, gpu, target_rps=target_rps, slo=tuple(slo), input_tokens=input_tokens,
             output_tokens=output_tokens, headroom=headroom, tp=degrees, max_replicas=max_replicas,
             gpu_price=gpu_price, engine=engine, sim_requests=sim_requests,
+            max_sim_requests=5_000,  # the bound this server states (beyond: one replica's share, or transient only)
         )  # fmt: skip
         return tailscope_clean(result.to_dict())
 
@@ -337,7 +338,47 @@ def build_server(settings: McpSettings | None = None) -> Any:
         result = await asyncio.to_thread(tailscope.gate, contract, run, baseline=baseline, store=store(), strict=strict)
         return tailscope_clean(result.to_dict())
 
-    for fn in (bench, sim, plan_estimate, plan_capacity, trace_analyze, gate, runs_list, runs_show):
+    async def diagnose(run: str = "latest", traces: str | None = None) -> dict[str, Any]:
+        """Turn a stored run's numbers into findings — symptom, evidence, cause, actions, highest impact first — and
+        walk the method's troubleshooting trees (TTFT high, TPOT high, stuttering, OOM, P99 ≫ P50, throughput
+        ceiling, smaller model slower, cost spike) on it; ``traces`` (a stored trace set) adds the layers of the
+        critical path."""
+        result = await asyncio.to_thread(tailscope.diagnose, run, traces=traces, store=store())
+        return tailscope_clean(trimmed(result.to_dict()))
+
+    async def trace_whatif(
+        source: str,
+        set_duration: list[str] | None = None,
+        scale: list[str] | None = None,
+        parallel: list[str] | None = None,
+        cache: list[str] | None = None,
+        remove: list[str] | None = None,
+        rank: bool = False,
+    ) -> dict[str, Any]:
+        """Project a fix over a trace set (stored, by name) or a trace file before making it: every trace re-timed
+        along its tree under the changes — ``set_duration`` ["auth=30ms"], ``scale`` ["llm=0.6"], ``parallel``
+        ["search a,search b"], ``cache`` ["kb=0.4:2ms"] (hit rate:hit duration), ``remove`` ["audit"] — and the
+        p50/p95/p99 before and after with bootstrap intervals; ``rank`` proposes fixes from the set's findings,
+        ordered by P95 saving, each with the evidence that its calls are independent."""
+        result = await asyncio.to_thread(
+            tailscope.whatif, source, set_duration=set_duration or (), scale=scale or (),
+            parallel=parallel or (), cache=cache or (), remove=remove or (), rank=rank, store=settings.store,
+        )  # fmt: skip
+        return tailscope_clean(trimmed(result.to_dict()))
+
+    async def trace_join(run: str, set_name: str) -> dict[str, Any]:
+        """Take each request of a bench run made with trace context apart: join it with a stored trace set by trace
+        id and split its client-seen TTFT and E2E into client, network, the tree's layers, engine queue, prefill,
+        decode and unexplained (parts that add up exactly); the parts' p50/p95/p99 and what explains the P99."""
+        result = await asyncio.to_thread(
+            tailscope.join_traces, run, set_name, store=store(), trace_store=settings.store
+        )
+        doc = result.to_dict()
+        doc.pop("per_request", None)  # one row per request: too long for a tool answer
+        return tailscope_clean(trimmed(doc))
+
+    for fn in (bench, sim, plan_estimate, plan_capacity, trace_analyze, trace_whatif, trace_join, gate, diagnose,
+               runs_list, runs_show):  # fmt: skip
         tool(fn)
     return server
 

@@ -8,10 +8,18 @@ layout.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict
+from itertools import chain
 from typing import Any
 
+import numpy as np
+import orjson
+
 from tailscope.records import RequestRecord, Run
+
+#: records encoded per chunk of :func:`export_chunks` (bounds the memory of the text held at once)
+EXPORT_CHUNK = 2_000
 
 
 def _s(ns: int | None) -> float | None:
@@ -20,37 +28,10 @@ def _s(ns: int | None) -> float | None:
 
 def record_to_json(r: RequestRecord) -> dict[str, Any]:
     """One request as exported: times in seconds since the run start."""
-    return {
-        "id": r.id,
-        "class": r.request_class,
-        "session": r.session_id,
-        "turn": r.turn,
-        "scheduled_s": _s(r.scheduled_ns),
-        "sent_s": _s(r.sent_ns),
-        "first_token_s": _s(r.first_token_ns),
-        "end_s": _s(r.end_ns),
-        "stream_end_s": _s(r.stream_end_ns),
-        "first_event_s": _s(r.first_event_ns),
-        "input_tokens": r.input_tokens,
-        "output_tokens": r.output_tokens,
-        "requested_output_tokens": r.requested_output_tokens,
-        "tokens_source": r.tokens_source.value,
-        "status": r.status.value,
-        "error": r.error.value if r.error else None,
-        "error_detail": r.error_detail,
-        "http_status": r.http_status,
-        "server_request_id": r.server_request_id,
-        "warmup": r.warmup,
-        "shared_prefix": r.shared_prefix,
-        "worker": r.worker,
-        "trace_id": r.trace_id,
-        "span_id": r.span_id,
-        "first_answer_s": _s(r.first_answer_ns),
-        "reasoning_tokens": r.reasoning_tokens,
-        "cached_tokens": r.cached_tokens,
-        "chunk_times_s": [t / 1e9 for t in r.chunk_times_ns],
-        "chunk_tokens": list(r.chunk_tokens),
-    }
+    d = record_to_json_lean(r)
+    d["chunk_times_s"] = [t / 1e9 for t in r.chunk_times_ns]
+    d["chunk_tokens"] = list(r.chunk_tokens)
+    return d
 
 
 def run_to_json(run: Run) -> dict[str, Any]:
@@ -92,3 +73,106 @@ def build_export(run: Run, summary: dict[str, Any], records: list[RequestRecord]
         }
     )
     return doc
+
+
+def _orjson_default(obj: Any) -> Any:
+    # what json.dumps accepts and orjson does not by default: float/int subclasses and other sequences
+    if isinstance(obj, float):
+        return float(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, list | tuple):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _dumps(obj: Any) -> bytes:
+    # orjson writes NaN and ±inf as null, as clean_json does for json.dumps
+    return orjson.dumps(obj, default=_orjson_default, option=_OPTS)
+
+
+def _times_s(records: list[RequestRecord]) -> list[np.ndarray | list[float]]:
+    """Each record's chunk times in seconds: ``t / 1e9`` per value, as :func:`record_to_json` computes it, but
+    converted in one NumPy pass (int64 → float64 then ÷ 1e9 is what Python's ``int / float`` does for |t| < 2**53;
+    anything else — floats, huge values — takes the per-value path)."""
+    lengths = [len(r.chunk_times_ns) for r in records]
+    total = sum(lengths)
+    try:
+        flat = np.fromiter(chain.from_iterable(r.chunk_times_ns for r in records), dtype=np.int64, count=total)
+    except (OverflowError, TypeError, ValueError):
+        return [[t / 1e9 for t in r.chunk_times_ns] for r in records]
+    if total and (int(np.abs(flat).max()) >= 2**53 or not _all_int(records)):
+        return [[t / 1e9 for t in r.chunk_times_ns] for r in records]
+    secs = flat / 1e9
+    out: list[np.ndarray | list[float]] = []
+    at = 0
+    for n in lengths:
+        out.append(secs[at : at + n])
+        at += n
+    return out
+
+
+def _all_int(records: list[RequestRecord]) -> bool:
+    # np.fromiter(dtype=int64) truncates floats silently: only exact int times take the NumPy path
+    return all(type(t) is int for r in records for t in r.chunk_times_ns[:1]) and all(
+        type(t) is int for r in records for t in r.chunk_times_ns[-1:]
+    )
+
+
+def export_chunks(run: Run, summary: dict[str, Any], records: list[RequestRecord]) -> Iterator[bytes]:
+    """The export document as compact JSON, streamed in chunks (``b"".join`` of them is the whole document).
+
+    The same document as :func:`build_export` (a test compares them value by value), written with orjson a few
+    thousand requests at a time: the whole text is never held at once, and a 10,000-request simulation's export takes
+    a fraction of a second instead of ~10 s.
+    """
+    ordered = sorted(records, key=lambda r: r.id)
+    head = _dumps({"run": run_to_json(run), "summary": summary})
+    yield head[:-1] + b',"requests":['
+    for start in range(0, len(ordered), EXPORT_CHUNK):
+        part = ordered[start : start + EXPORT_CHUNK]
+        docs = []
+        for r, secs in zip(part, _times_s(part), strict=True):
+            d = record_to_json_lean(r)
+            d["chunk_times_s"] = secs
+            d["chunk_tokens"] = r.chunk_tokens
+            docs.append(d)
+        body = _dumps(docs)[1:-1]
+        yield (b"," if start else b"") + body
+    yield b"]}"
+
+
+def record_to_json_lean(r: RequestRecord) -> dict[str, Any]:
+    """:func:`record_to_json` without the two chunk arrays (filled in by the caller, same key order)."""
+    return {
+        "id": r.id,
+        "class": r.request_class,
+        "session": r.session_id,
+        "turn": r.turn,
+        "scheduled_s": _s(r.scheduled_ns),
+        "sent_s": _s(r.sent_ns),
+        "first_token_s": _s(r.first_token_ns),
+        "end_s": _s(r.end_ns),
+        "stream_end_s": _s(r.stream_end_ns),
+        "first_event_s": _s(r.first_event_ns),
+        "input_tokens": r.input_tokens,
+        "output_tokens": r.output_tokens,
+        "requested_output_tokens": r.requested_output_tokens,
+        "tokens_source": r.tokens_source.value,
+        "status": r.status.value,
+        "error": r.error.value if r.error else None,
+        "error_detail": r.error_detail,
+        "http_status": r.http_status,
+        "server_request_id": r.server_request_id,
+        "warmup": r.warmup,
+        "shared_prefix": r.shared_prefix,
+        "worker": r.worker,
+        "trace_id": r.trace_id,
+        "span_id": r.span_id,
+        "first_answer_s": _s(r.first_answer_ns),
+        "reasoning_tokens": r.reasoning_tokens,
+        "cached_tokens": r.cached_tokens,
+    }

@@ -71,6 +71,66 @@ class GroupLatency:
 
 
 @dataclass(frozen=True, slots=True)
+class FirstWave:
+    """The run's first wave beside the rest: the requests due before any request had finished (a closed loop's
+    slots all start at once; an open loop's opening burst), which the client must get out while it also starts up.
+
+    Attributes:
+        count, rest: requests in the first wave / after it.
+        send_lag_ms, rest_send_lag_ms: send lag (actual send − intended time) of each group.
+        ttft_ms, rest_ttft_ms: TTFT from the intended time of each group's successful requests.
+        ttft_from_sent_ms: the first wave's TTFT from the actual send (what the server took once the bytes left).
+    """
+
+    count: int
+    rest: int
+    send_lag_ms: Stats
+    rest_send_lag_ms: Stats
+    ttft_ms: Stats
+    rest_ttft_ms: Stats
+    ttft_from_sent_ms: Stats
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "rest": self.rest,
+            "send_lag_ms": self.send_lag_ms.to_dict(),
+            "rest_send_lag_ms": self.rest_send_lag_ms.to_dict(),
+            "ttft_ms": self.ttft_ms.to_dict(),
+            "rest_ttft_ms": self.rest_ttft_ms.to_dict(),
+            "ttft_from_sent_ms": self.ttft_from_sent_ms.to_dict(),
+        }
+
+
+def first_wave(measured: Sequence[RequestRecord]) -> FirstWave | None:
+    """The first wave (requests scheduled before the first one ended) against the rest; None when either is empty."""
+    ends = [r.end_ns for r in measured if r.end_ns is not None and r.status is Status.OK]
+    if not ends:
+        return None
+    first_end = min(ends)
+    wave = [r for r in measured if r.scheduled_ns < first_end]
+    rest = [r for r in measured if r.scheduled_ns >= first_end]
+    if len(wave) < 2 or not rest:
+        return None
+
+    def lag(rs: Sequence[RequestRecord]) -> Stats:
+        return compute_stats([v for r in rs if (v := rq.send_lag_ms(r)) is not None])
+
+    def ttft(rs: Sequence[RequestRecord], from_sent: bool = False) -> Stats:
+        return compute_stats([v for r in rs if r.ok and (v := rq.ttft_ms(r, from_sent=from_sent)) is not None])
+
+    return FirstWave(
+        count=len(wave),
+        rest=len(rest),
+        send_lag_ms=lag(wave),
+        rest_send_lag_ms=lag(rest),
+        ttft_ms=ttft(wave),
+        rest_ttft_ms=ttft(rest),
+        ttft_from_sent_ms=ttft(wave, True),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """Everything a user reads about a run. Latencies in ms, rates per second over the measurement window."""
 
@@ -105,6 +165,7 @@ class RunSummary:
     steady: SteadyWindow | None = None  # the run without its ramp-up and drain (None: too few requests)
     reasoning: Reasoning | None = None  # reasoning models: time to the first answer token, reasoning vs answer
     prompt_cache: PromptCache | None = None  # prompt tokens the server served from cache (usage cached_tokens)
+    first_wave: FirstWave | None = None  # the opening burst against the rest (None: no distinct first wave)
 
     def metric(self, name: str) -> Stats:
         """Stats by metric name (``ttft_ms``, ``tpot``, ``itl_ms``, …)."""
@@ -148,6 +209,7 @@ class RunSummary:
             "steady": None if self.steady is None else self.steady.to_dict(),
             **({"reasoning": self.reasoning.to_dict()} if self.reasoning is not None else {}),
             **({"prompt_cache": self.prompt_cache.to_dict()} if self.prompt_cache is not None else {}),
+            **({"first_wave": self.first_wave.to_dict()} if self.first_wave is not None else {}),
         }
 
 
@@ -174,7 +236,7 @@ def meets_slos(r: RequestRecord, slos: Sequence[Slo]) -> bool:
     return True
 
 
-def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+def _samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
     ttft: list[float] = []
     ttft_sent: list[float] = []
     tpot: list[float] = []
@@ -198,8 +260,10 @@ def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
         ):
             if val is not None:
                 dst.append(val)
-    stall, itl, icl = _gap_samples(ok)
+    flat: list[tuple[np.ndarray, np.ndarray]] = []
+    stall, itl, icl = _gap_samples(ok, flat)
     return {
+        "_flat": flat,
         "ttft": np.asarray(ttft),
         "ttft_sent": np.asarray(ttft_sent),
         "tpot": np.asarray(tpot),
@@ -212,13 +276,16 @@ def _samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
     }
 
 
-def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gap_samples(
+    ok: Sequence[RequestRecord], flat: list[tuple[np.ndarray, np.ndarray]] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max stall per request, ITL and ICL samples (ms) of ``ok`` in record order, as :mod:`~tailscope.metrics.request`
     computes them one request at a time, vectorised — a long run has millions of token gaps.
 
     The values are the same bit for bit: integer times are differenced exactly in int64 and then divided, as
     Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
-    Times beyond what those represent exactly fall back to the per-request functions.
+    Times beyond what those represent exactly fall back to the per-request functions. ``flat`` receives
+    ``(lengths, times)`` when the times are integers below 2**53 (the perceived block's stall counts reuse them).
     """
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     total = int(lengths.sum())
@@ -237,6 +304,8 @@ def _gap_samples(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, n
     lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
     if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
         return _gap_samples_py(ok)
+    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
+        flat.append((lengths, times))
     d = np.diff(times)  # d[j] = times[j+1] - times[j]
     starts = np.cumsum(lengths) - lengths
     keep = np.ones(total, dtype=bool)
@@ -350,7 +419,10 @@ def summarize(
 
     achieved = _achieved_rate(measured)
     lag_stats = compute_stats(s["lag"])
-    warnings = _warnings(counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok, max_in_flight)
+    wave = first_wave(measured) if by_class else None
+    warnings = _warnings(
+        counts, errors, lag_stats, loop_lag_ms, requested_rate_rps, achieved, ok, wave, cap=max_in_flight
+    )
     if failed:
         warnings = (*warnings, *_server_messages(failed))
     steady = steady_window(measured) if by_class else None
@@ -407,10 +479,17 @@ def summarize(
         turns=_by_turn(ok),
         shared_prefix=_by_prefix(ok),
         loop_lag_ms=loop_lag_ms,
-        perceived=perceived(measured, perceived_thresholds, tpot_ms=s["tpot"], ttft_ms=s["ttft"]),
+        perceived=perceived(
+            measured,
+            perceived_thresholds,
+            tpot_ms=s["tpot"],
+            ttft_ms=s["ttft"],
+            flat_times=s["_flat"][0] if s["_flat"] else None,
+        ),
         steady=steady,
         reasoning=reasoning_of(ok),
         prompt_cache=prompt_cache_of(ok),
+        first_wave=wave,
     )
 
 
@@ -496,6 +575,10 @@ def _server_messages(failed: Sequence[RequestRecord], *, limit: int = 3) -> tupl
     return tuple(out)
 
 
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1f} ms"
+
+
 def _warnings(
     counts: RequestCounts,
     errors: Counter[str],
@@ -504,9 +587,21 @@ def _warnings(
     requested_rate: float | None,
     achieved: float | None,
     ok: Sequence[RequestRecord],
+    wave: FirstWave | None = None,
     cap: int | None = None,
 ) -> tuple[str, ...]:
     out: list[str] = []
+    if wave is not None and wave.rest_send_lag_ms.p99 is not None and cap is None:
+        # the opening burst is reported on its own (below): the schedule judgement is on the rest of the run
+        wl = wave.send_lag_ms.p99
+        if wl is not None and wl > SEND_LAG_WARN_MS:
+            out.append(
+                f"FIRST WAVE: the {wave.count} requests due at the start went out with send lag p99 {wl:.1f} ms "
+                f"(the rest {wave.rest_send_lag_ms.p99:.1f} ms); their TTFT from the intended time carries it "
+                f"(TTFT p99 {_fmt(wave.ttft_ms.p99)} vs {_fmt(wave.rest_ttft_ms.p99)} for the rest; "
+                f"{_fmt(wave.ttft_from_sent_ms.p99)} from the actual send)."
+            )
+        lag = wave.rest_send_lag_ms
     late = lag.p99 is not None and lag.p99 > SEND_LAG_WARN_MS
     slow = bool(requested_rate and achieved is not None and achieved < RATE_WARN_FRACTION * requested_rate)
     if cap is not None and (late or slow):

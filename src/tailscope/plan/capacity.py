@@ -35,14 +35,46 @@ from tailscope.plan.estimate import estimate_request
 class SimCheck:
     """One simulation at a configuration: did every SLO hold, and the observed values (ms) per SLO key.
 
-    ``warnings``: the over-saturation check's lines on the simulated run (the queue kept growing at a steady rate):
-    such a configuration fails however its percentiles look, since they are not a steady state."""
+    Attributes:
+        window_s: seconds of arrivals simulated (None: not said).
+        needed_window_s: the window a queue needs to reach steady state at this load (None: not said).
+        saturated: the over-saturation test (TTFT growing through the window) found a growing queue.
+        scope: what was simulated: ``fleet`` or ``one replica`` (one replica's Poisson share of the load: at high
+            rates the fleet's window would take too many requests; conservative, as the router only helps).
+    """
 
     passed: bool
     observed: dict[str, float | None]
     requests: int = 0
     goodput_rps: float | None = None
-    warnings: tuple[str, ...] = ()
+    window_s: float | None = None
+    needed_window_s: float | None = None
+    saturated: bool = False
+    scope: str = "fleet"
+
+    @property
+    def transient_only(self) -> bool:
+        """The window was shorter than a queue needs to reach steady state: the figures are a transient's."""
+        return self.window_s is not None and self.needed_window_s is not None and self.window_s < self.needed_window_s
+
+    @property
+    def steady(self) -> str:
+        """``steady state``, ``transient only`` or ``queue grows`` (the over-saturation test failed)."""
+        if self.saturated:
+            return "queue grows"
+        return "transient only" if self.transient_only else "steady state"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "observed_ms": self.observed,
+            "requests": self.requests,
+            "window_s": self.window_s,
+            "needed_window_s": self.needed_window_s,
+            "saturated": self.saturated,
+            "steady": self.steady,
+            "scope": self.scope,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +100,7 @@ class ConfigResult:
             "analytic_replicas": self.analytic_replicas,
             "per_replica_rps": self.per_replica_rps,
             "simulations": self.sims,
-            "check": None
-            if self.check is None
-            else {
-                "passed": self.check.passed,
-                "observed_ms": self.check.observed,
-                "requests": self.check.requests,
-                "warnings": list(self.check.warnings),
-            },
+            "check": None if self.check is None else self.check.to_dict(),
             "note": self.note,
         }
 
@@ -199,8 +224,7 @@ def search_capacity(
         assumptions=(
             f"load simulated at target × (1 + headroom) = {load:g} requests/s",
             f"analytic first cut at mean lengths {input_tokens} in / {output_tokens} out tokens",
-            "the answer is the smallest replica count whose simulation met every SLO at its percentile and was not "
-            "over-saturated (a queue that keeps growing at a steady rate fails whatever its percentiles)",
+            "the answer is the smallest replica count whose simulation met every SLO at its percentile",
         ),
     )
 

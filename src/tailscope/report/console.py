@@ -57,6 +57,19 @@ def latency_table(summary: dict[str, Any], title: str = "Latency in ms, from the
     return t
 
 
+def _first_wave_line(fw: dict[str, Any]) -> str:
+    """The opening burst against the rest: send lag p99 and TTFT p99 (from the intended time)."""
+
+    def p99(key: str) -> str:
+        return format_ms((fw.get(key) or {}).get("p99"))
+
+    return (
+        f"{fw['count']} requests due before any had finished: send lag p99 {p99('send_lag_ms')} "
+        f"(rest {p99('rest_send_lag_ms')}), TTFT p99 {p99('ttft_ms')} (rest {p99('rest_ttft_ms')}; "
+        f"{p99('ttft_from_sent_ms')} from the actual send)"
+    )
+
+
 def _fmt_rate(x: float | None, unit: str) -> str:
     return "—" if x is None else f"{x:,.2f} {unit}"
 
@@ -113,6 +126,9 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     rates.add_row("total tokens/s", _fmt_rate(summary.get("total_tokens_per_s"), "tok/s"))
     rates.add_row("requests/s", _fmt_rate(summary.get("requests_per_s"), "req/s"))
     rates.add_row("goodput", _fmt_rate(summary.get("goodput_rps"), "req/s"))
+    fw = summary.get("first_wave") or {}
+    if fw.get("count"):
+        rates.add_row("first wave", _first_wave_line(fw))
     pv = summary.get("perceived") or {}
     if pv.get("requests"):
         rates.add_row("perceived", _perceived_line(pv))

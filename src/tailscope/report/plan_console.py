@@ -92,16 +92,13 @@ def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elaps
             observed or o.note,
         )
     con.print(t)
-    for o in plan.options:
-        for w in o.check.warnings if o.check is not None else ():
-            con.print(f"[yellow]⚠ TP{o.tp}, {o.replicas or 'most'} replica(s): {w}[/]")
     if plan.best is None:
         con.print("[red]no configuration meets the SLO within the limits[/]")
     else:
         b = plan.best
         con.print(
             f"[green]answer: {b.replicas} replica(s) × TP{b.tp} = {b.gpus} GPUs[/] — re-checked by simulation "
-            f"({b.check.requests if b.check else 0} requests; search took {elapsed:.1f} s)"
+            f"({_check_text(b.check)}; search took {elapsed:.1f} s)"
         )
     for s in plan.assumptions:
         con.print(f"[dim]  · {s}[/]")
@@ -167,3 +164,14 @@ def print_budget(con: Console, plan: BudgetPlan, out: Any = None) -> None:
         con.print("[green]✓ the budgets hold[/]")
     if out:
         con.print(f"wrote {out}")
+
+
+def _check_text(c: Any) -> str:
+    """``N requests over W s of arrivals, steady state`` (or ``transient only`` / ``queue grows``), and the scope."""
+    if c is None:
+        return "0 requests"
+    if c.window_s is None:
+        return f"{c.requests:,} requests"
+    scope = ", one replica's share of the load" if c.scope == "one replica" else ""
+    need = f" < the {c.needed_window_s:,.0f} s a queue needs" if c.transient_only else ""
+    return f"{c.requests:,} requests over {c.window_s:,.0f} s of arrivals{scope}: {c.steady}{need}"

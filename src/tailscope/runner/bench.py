@@ -104,6 +104,12 @@ class BenchConfig:
     probe_dialect: bool = True  # probe which extensions a (non-built-in) server accepts before the run
     trace_ratio: float = 0.0  # share of requests sent with a W3C traceparent (ids precomputed in the request stream)
     tracestate: str | None = None  # W3C tracestate sent beside traceparent
+    # client (issue 20): connections opened before the first send (None = auto, 0 = off); warmed with a GET of
+    # /v1/models each when warm_connections
+    preopen_connections: int | None = None
+    warm_connections: bool = False
+    # records only go to the store while the run goes (long runs, soaks); the summary reads them back at the end
+    stream_records: bool = False
 
     def without(self, refused: frozenset[str]) -> BenchConfig:
         """This config with the extensions the server refused turned off."""
@@ -203,6 +209,41 @@ def make_transport(kind: str, base_url: str, **kw: Any) -> Transport:
     if kind == "aiohttp":
         return AioHttpTransport(base_url, **kw)
     raise ConfigError(f"--http-client {kind!r}: use raw or aiohttp")
+
+
+#: at most this many connections are opened before the load starts (auto and explicit alike)
+PREOPEN_CAP = 1024
+#: open loop, auto: connections for this many seconds of arrivals at the requested rate
+PREOPEN_OPEN_LOOP_S = 2.0
+
+
+def preopen_count(cfg: BenchConfig, share: int | None = None) -> int:
+    """How many connections to open before the first send: ``cfg.preopen_connections`` when given, else the closed
+    loop's concurrency (``share``: a worker's slots), else ~2 s of arrivals at the requested rate; capped."""
+    if cfg.preopen_connections is not None:
+        n = cfg.preopen_connections
+    elif share is not None:
+        n = share
+    elif cfg.dispatch.concurrency:
+        n = cfg.dispatch.concurrency
+    elif cfg.requested_rate:
+        n = int(cfg.requested_rate * PREOPEN_OPEN_LOOP_S + 0.999)
+    else:
+        n = 0
+    return max(0, min(n, PREOPEN_CAP))
+
+
+async def preopen_transport(transport: Transport, n: int, *, warm_path: str | None) -> int:
+    """Open (and warm) ``n`` pooled connections when the transport can (the raw one); returns how many are idle."""
+    pre = getattr(transport, "preopen", None)
+    if pre is None or n <= 0:
+        return 0
+    return int(await pre(n, warm_path=warm_path))
+
+
+def warm_path(cfg: BenchConfig) -> str | None:
+    """The GET that warms a pre-opened connection (``--warm-connections``), or None."""
+    return "/v1/models" if cfg.warm_connections and cfg.template is None else None
 
 
 def _auth_header(env_name: str) -> str | None:
@@ -317,6 +358,7 @@ def finish_bench(
     extra_summary: dict[str, Any] | None = None,
     scraper: Scraper | None = None,
     telemetry: TelemetryScrapers | None = None,
+    workers_hint: int | None = None,
 ) -> BenchResult:
     """Summarize the records, finish the run in the store and build the result.
 
@@ -347,6 +389,15 @@ def finish_bench(
     )
     if extra_warnings:
         summary = replace(summary, warnings=summary.warnings + extra_warnings)
+    if workers_hint is not None and workers_hint > 1:
+        said = (
+            f" At this run's measured cost per token event, about {workers_hint} load processes would keep each "
+            f"under half a core: --workers {workers_hint} (or --workers auto)."
+        )
+        summary = replace(
+            summary,
+            warnings=tuple(w + said if w.startswith("CLIENT BOTTLENECK") else w for w in summary.warnings),
+        )
     result = BenchResult(
         run=replace(run, status=status),
         status=status,
@@ -412,11 +463,16 @@ async def run_bench(
         transport, metrics_url = ts.transport, ts.metrics_url
         run = new_run(cfg, ts)
         writer.begin(run)
+        # The summary's percentiles are exact, over every request and every token gap, so it needs all records:
+        # kept here as they finish — or, with stream_records (a store is required), read back from the store after
+        # the run, so that a run of hours holds only what the writer has not flushed yet.
         records: list[RequestRecord] = []
         samples: list[ServerSample] = []
+        retain = not (cfg.stream_records and store is not None)
 
         def sink(r: RequestRecord) -> None:
-            records.append(r)
+            if retain:
+                records.append(r)
             writer.add(r)
 
         def sample_sink(batch: list[ServerSample]) -> None:
@@ -439,6 +495,9 @@ async def run_bench(
         restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
         telemetry = TelemetryScrapers(cfg.telemetry_urls, sample_sink, clock, interval_s=cfg.scrape_interval_s)
+        # no thundering herd: the first wave finds its connections open (connects are not server latency)
+        preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
+        gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
         t0 = clock.now_ns()
         t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
         mixed = MixedTraffic(
@@ -449,11 +508,13 @@ async def run_bench(
                 scraper = Scraper(transport, metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s)
                 scraper.start()
             telemetry.start(t0)
+            cpu0 = time.process_time()
             try:
                 dispatch = await gen.run(specs, cfg.dispatch, t0_ns=t0)
             except BaseException:
                 await mixed.cancel()
                 raise
+            cpu_s = time.process_time() - cpu0
             mixed_summary = await mixed.finish()
         finally:
             if scraper is not None:
@@ -461,6 +522,8 @@ async def run_bench(
             await telemetry.stop()
             restore_signals()
             writer.close()
+        if not retain and store is not None:
+            records = store.load_records(run.id)
         # a store that could not keep every record holds an incomplete run, whatever the load did
         status = RunStatus.INCOMPLETE if dispatch.interrupted or writer.store_error else RunStatus.COMPLETE
         return finish_bench(
@@ -474,18 +537,39 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary),
+            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened),
             scraper=scraper,
             telemetry=telemetry,
+            workers_hint=_workers_hint(cfg, records, cpu_s, (clock.now_ns() - t0) / 1e9),
         )
 
 
+def _workers_hint(cfg: BenchConfig, records: list[RequestRecord], cpu_s: float, wall_s: float) -> int | None:
+    """How many load processes this run would have needed: its token-event rate (or the projected one, when the
+    client fell behind it) × its own measured CPU per event."""
+    events = sum(len(r.chunk_times_ns) for r in records)
+    if events == 0 or wall_s <= 0:
+        return None
+    from tailscope.runner.workers.auto import projected_events_per_s, workers_needed
+
+    eps = max(events / wall_s, projected_events_per_s(cfg) if cfg.requested_rate else 0.0)
+    return workers_needed(eps, cpu_s / events * 1e6, cap=1024)
+
+
 def _extra_summary(
-    cfg: BenchConfig, records: list[RequestRecord], t0_unix_ns: int, mixed: dict[str, Any] | None
+    cfg: BenchConfig,
+    records: list[RequestRecord],
+    t0_unix_ns: int,
+    mixed: dict[str, Any] | None,
+    preopened: int = 0,
 ) -> dict[str, Any] | None:
     """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), and the trace
     context (traced count, the run start's Unix time in ns)."""
+    """Summary keys beyond RunSummary: mixed traffic, the trace context (traced count, the run start's Unix
+    time in ns), and the connections opened before the first send."""
     extra: dict[str, Any] = {}
+    if preopened:
+        extra["client"] = {"preopened_connections": preopened, "warmed": warm_path(cfg) is not None}
     if mixed:
         extra["mixed"] = mixed
     if any(r.session_id is not None for r in records):

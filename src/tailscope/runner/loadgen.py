@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from array import array
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,9 @@ from tailscope.records import RequestRecord
 from tailscope.runner.progress import Progress
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
+
+#: below this much time left before a send, the dispatcher yields to the loop instead of arming a timer (seconds)
+_SPIN_S = 0.0002
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,7 @@ class LoadGenerator:
         self._interrupt = asyncio.Event()
         self._signal: str | None = None
         self._lookahead: RequestSpec | None = None
+        self._ready: deque[_Prepared] = deque()  # requests prepared before the run started (the first wave)
         self._t0 = 0
 
     # -- control -----------------------------------------------------------------------------------------------
@@ -120,8 +126,19 @@ class LoadGenerator:
         self._stop.set()
 
     # -- stream handling -----------------------------------------------------------------------------------------
+    def prepare(self, specs: Iterator[RequestSpec], n: int) -> None:
+        """Build the first ``n`` requests (prompt text, session turns) now, before the run starts: the first wave
+        then goes out without the client synthesizing hundreds of prompts while its first tokens arrive."""
+        for _ in range(n):
+            prep = self._next(specs)
+            if prep is None:
+                return
+            self._ready.append(prep)
+
     def _next(self, specs: Iterator[RequestSpec]) -> _Prepared | None:
         """Next spec to dispatch, with the later turns of its session gathered (they follow it in the stream)."""
+        if self._ready:
+            return self._ready.popleft()
         spec: RequestSpec | None
         if self._lookahead is not None:
             spec, self._lookahead = self._lookahead, None
@@ -152,11 +169,20 @@ class LoadGenerator:
         return self.clock.now_ns() - self._t0
 
     async def _sleep_until(self, target_rel_ns: int) -> bool:
-        """Sleep until ``t0 + target``; False when the run was stopped meanwhile."""
-        delay = (target_rel_ns - self._now_rel()) / 1e9
-        if delay > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), delay)
+        """Sleep until ``t0 + target``, never returning before it; False when the run was stopped meanwhile.
+
+        Never early: event-loop timers may fire up to a timer tick (uvloop: 1 ms) before their due time, so the
+        remainder is slept again, and the last fraction of a millisecond is waited out by yielding to the loop.
+        """
+        while True:
+            delay = (target_rel_ns - self._now_rel()) / 1e9
+            if delay <= 0 or self._stop.is_set():
+                break
+            if delay > _SPIN_S:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+            else:
+                await asyncio.sleep(0)
         return not self._stop.is_set()
 
     # -- sending ----------------------------------------------------------------------------------------------------
@@ -283,7 +309,7 @@ class LoadGenerator:
             t0_ns: the run's start on ``clock`` (default: now); schedules are relative to it.
         """
         self._t0 = self.clock.now_ns() if t0_ns is None else t0_ns
-        lag: list[float] = []
+        lag = array("d")  # 100 samples/s all run long: 8 bytes each, not a float object each (hours of soak)
         monitor = asyncio.create_task(self._monitor_loop(lag))
         tasks: set[asyncio.Task[None]] = set()
         stopper = None
@@ -357,11 +383,26 @@ class LoadGenerator:
         return False
 
     async def _worker(self, specs: Iterator[RequestSpec]) -> None:
-        while not self._stop.is_set():
-            prep = self._next(specs)
-            if prep is None:
-                return
-            await self._run_prepared(prep, self._now_rel())
+        # A slot's first request is due at the run start (every slot starts at once): the time the client takes to
+        # get it out (prompt, body, a connection) is its send lag, not server latency. Later ones are due when the
+        # slot's previous request ended.
+        # The slot's next request (its prompt) is built while the current one streams — a callback that runs once
+        # the request is out — not when it ends: in a closed loop requests end in waves, and building hundreds of
+        # prompts then would hold the loop while the next wave's first tokens arrive.
+        loop = asyncio.get_running_loop()
+        ahead: list[_Prepared | None] = []
+
+        def build_next() -> None:
+            if not self._stop.is_set():
+                ahead.append(self._next(specs))
+
+        scheduled = 0
+        prep = self._next(specs)
+        while prep is not None and not self._stop.is_set():
+            loop.call_soon(build_next)
+            await self._run_prepared(prep, scheduled)
+            scheduled = self._now_rel()
+            prep = ahead.pop() if ahead else self._next(specs)
 
     async def _drain(self, tasks: set[asyncio.Task[None]], cfg: DispatchConfig) -> None:
         """Wait for in-flight work; cancel what outlives the drain (or, after an interrupt, the grace) period."""
@@ -395,7 +436,7 @@ class LoadGenerator:
         finally:
             interrupt_wait.cancel()
 
-    async def _monitor_loop(self, lag: list[float]) -> None:
+    async def _monitor_loop(self, lag: array[float]) -> None:
         """Event-loop lag: how late a 10 ms sleep wakes up (ms), sampled all run long."""
         interval = 0.01
         while True:

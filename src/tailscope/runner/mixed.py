@@ -15,13 +15,14 @@ import contextlib
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from tailscope.clock import Clock, MonotonicClock
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.workload.profile import MixedTarget
+
+if TYPE_CHECKING:  # aiohttp costs ~0.3–0.8 s to import: only a run with mixed traffic loads it
+    import aiohttp
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,8 @@ async def run_mixed(
     origin = clk.now_ns() if t0_ns is None else t0_ns
     stop = stop or asyncio.Event()
     own = session is None
+    import aiohttp
+
     sess = session or aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
     records: list[MixedRecord] = []
     try:
@@ -179,6 +182,8 @@ async def _drive(
 async def _one(
     target: MixedTarget, at: int, sess: aiohttp.ClientSession, clk: Clock, origin: int, out: list[MixedRecord]
 ) -> None:
+    import aiohttp
+
     sent = clk.now_ns() - origin
     headers = dict(target.headers)
     data = target.body.encode() if target.body is not None else None

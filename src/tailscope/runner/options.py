@@ -62,7 +62,8 @@ class BenchOptions:
         timeout_connect, timeout_first_token, timeout_total: per-request timeouts in seconds.
         metrics_url: Prometheus endpoint to scrape: ``auto`` (``URL/metrics`` when it answers), ``off`` or a URL.
         max_rate: refuse schedules faster than this many requests/s.
-        workers: spread the load over this many worker processes (Ray actors with ``ray``).
+        workers: spread the load over this many worker processes (Ray actors with ``ray``); ``"auto"`` picks the
+            count from the projected token-event rate and the client's measured per-event cost.
         ray: run the workers as Ray actors: ``auto``, ``local`` or a cluster address.
         builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
         http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
@@ -92,6 +93,11 @@ class BenchOptions:
         from_traces: trace → load: replay the LLM calls of this ingested trace set as sessions that keep each
             trace's call order, parallel fan-outs and gaps (``requests`` = how many traces, default 100).
         traces_db: the store holding that trace set (default: the command line's store).
+        preopen_connections: connections opened before the first send so the first wave does not wait for
+            connects (``None`` = auto: the concurrency, or ~2 s of arrivals at the rate; ``0`` = off; at most 1,024).
+        warm_connections: also send one ``GET /v1/models`` on each pre-opened connection before the run.
+        stream_records: keep no records in memory while the run goes — they go to the store only, and the summary
+            reads them back after the run (long runs and soaks; needs a store).
     """
 
     url: str | None = None
@@ -121,7 +127,7 @@ class BenchOptions:
     timeout_total: float = 600.0
     metrics_url: str = "auto"
     max_rate: float | None = None
-    workers: int | None = None
+    workers: int | str | None = None
     ray: str | None = None
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
@@ -142,6 +148,10 @@ class BenchOptions:
     # trace → load (issue 19 item 5)
     from_traces: str | None = None
     traces_db: PathLike | None = None
+    # client (issue 20)
+    preopen_connections: int | None = None
+    warm_connections: bool = False
+    stream_records: bool = False
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

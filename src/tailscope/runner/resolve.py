@@ -146,8 +146,14 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
             raise ConfigError(f"{name} must be > 0 seconds (got {value})")
         check_bounds((name, value, 86_400.0))
     check_bounds(("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6))
-    if opts.workers is not None and not 1 <= opts.workers <= 1024:
-        raise ConfigError(f"--workers {opts.workers}: use 1 to 1024 worker processes")
+    if (
+        opts.workers is not None
+        and opts.workers != "auto"
+        and not (isinstance(opts.workers, int) and 1 <= opts.workers <= 1024)
+    ):
+        raise ConfigError(f"--workers {opts.workers}: use 1 to 1024 worker processes, or auto")
+    if opts.preopen_connections is not None and not 0 <= opts.preopen_connections <= 1024:
+        raise ConfigError(f"--preopen-connections {opts.preopen_connections}: use 0 (off) to 1024")
     if opts.http_client not in ("raw", "aiohttp"):
         raise ConfigError(f"--http-client {opts.http_client!r}: use raw or aiohttp")
     slos = slos_of(opts.slo)
@@ -199,6 +205,9 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
         builtin_model=opts.builtin_model,
         builtin_gpu=opts.builtin_gpu,
         http_client=opts.http_client,
+        preopen_connections=opts.preopen_connections,
+        warm_connections=opts.warm_connections,
+        stream_records=opts.stream_records,
         extra_body=extra_body,
         headers=headers,
         template=template,

@@ -197,6 +197,7 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
         model=state.options.model_name,
         prompt_tokens=prompt_len,
         continuous_usage=req.continuous_usage,
+        reasoning_tokens=state.options.reasoning_tokens,
     )
     key = stable_key(req.prompt_ids)
     try:

@@ -30,6 +30,8 @@ class ServeOptions:
         otlp_endpoint: export one vLLM-style ``llm_request`` span per request to this OTLP/HTTP collector
             (``http://HOST:4318``), honouring incoming W3C ``traceparent``; ``None`` (default) exports nothing.
         service_name: the ``service.name`` of those spans.
+        reasoning_tokens: act as a reasoning model: the first N output tokens of each chat response are sent as
+            ``delta.reasoning_content`` (and counted in ``usage.completion_tokens_details.reasoning_tokens``); 0 = none.
     """
 
     model_name: str
@@ -44,11 +46,14 @@ class ServeOptions:
     frontend_latency: bool = True
     otlp_endpoint: str | None = None
     service_name: str = "tailscope-serve"
+    reasoning_tokens: int = 0
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the setting that is out of range."""
         if not self.model_name:
             raise ConfigError("--served-model-name must not be empty")
+        if not 0 <= self.reasoning_tokens <= 1_000_000:
+            raise ConfigError(f"--reasoning-tokens must be 0 to 1,000,000 (got {self.reasoning_tokens})")
         if self.max_model_len < 2:
             raise ConfigError(f"--max-model-len must be ≥ 2 tokens (got {self.max_model_len})")
         if self.block_size < 1:

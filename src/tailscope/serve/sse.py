@@ -50,6 +50,7 @@ class ChunkFactory:
         model: served model name.
         prompt_tokens: for usage objects.
         continuous_usage: put usage (so far) in every chunk (vLLM's ``continuous_usage_stats``).
+        reasoning_tokens: the first N tokens of a chat response are reasoning (``delta.reasoning_content``).
     """
 
     kind: str
@@ -58,6 +59,7 @@ class ChunkFactory:
     model: str
     prompt_tokens: int
     continuous_usage: bool = False
+    reasoning_tokens: int = 0
     _token_head: bytes = field(init=False, repr=False, compare=False, default=b"")
     _token_tail: bytes = field(init=False, repr=False, compare=False, default=b"")
 
@@ -73,7 +75,7 @@ class ChunkFactory:
 
     def token_event(self, text: str, completion_tokens: int, finish_reason: str | None = None) -> bytes:
         """``frame(token_chunk(...))``, byte for byte, with a fast path for the common mid-stream token."""
-        if finish_reason is None and self._token_head:
+        if finish_reason is None and self._token_head and completion_tokens > self.reasoning_tokens:
             encoded = _ENCODED.get(text)
             if encoded is None:
                 encoded = json.dumps(text, ensure_ascii=False).encode("utf-8")
@@ -105,7 +107,8 @@ class ChunkFactory:
         """A chunk carrying one token's ``text``; ``completion_tokens`` counts tokens sent including this one."""
         choice: dict[str, Any]
         if self.kind == "chat":
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish_reason}
+            key = "reasoning_content" if 0 < completion_tokens <= self.reasoning_tokens else "content"
+            choice = {"index": 0, "delta": {key: text}, "logprobs": None, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
         if finish_reason is not None:
@@ -116,6 +119,10 @@ class ChunkFactory:
         """The final ``include_usage`` chunk: empty ``choices`` and the request's usage."""
         out = self._envelope([], None)
         out["usage"] = usage(self.prompt_tokens, completion_tokens, cached_tokens)
+        if self.kind == "chat" and self.reasoning_tokens:
+            out["usage"]["completion_tokens_details"] = {
+                "reasoning_tokens": min(self.reasoning_tokens, completion_tokens)
+            }
         return out
 
     def full_response(self, text: str, completion_tokens: int, finish_reason: str) -> dict[str, Any]:

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
 from tailscope.clock import utc_now_iso
+from tailscope.engine.calibration import BUILTIN
 from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.engine_profiles import engine_profile
-from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.gpus import GpuSpec, resolve_gpu
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.engine.replica import EngineConfig
 from tailscope.errors import ConfigError
-from tailscope.io.autoscaler import load_policy
-from tailscope.io.calibration import load_calibration
-from tailscope.io.gpus import load_gpu_file
 from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.metrics.summary import RunSummary
@@ -95,10 +93,19 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         raise ConfigError(f"--weights-dtype {a.weights_dtype!r}: use one of {', '.join(WEIGHT_DTYPES)}")
     if a.kv_dtype.lower() not in KV_DTYPES:
         raise ConfigError(f"--kv-dtype {a.kv_dtype!r}: use one of {', '.join(KV_DTYPES)}")
-    extra = load_gpu_file(a.gpu_file) if a.gpu_file is not None else ()
+    # the file readers (YAML, pydantic) are imported only when a file is given: start-up is part of a run's time
+    extra: tuple[GpuSpec, ...] = ()
+    if a.gpu_file is not None:
+        from tailscope.io.gpus import load_gpu_file
+
+        extra = load_gpu_file(a.gpu_file)
     gpu = resolve_gpu(a.gpu, extra)
     model = resolve_model(a.model)
-    calibration = load_calibration(a.calibration)
+    calibration = BUILTIN
+    if a.calibration is not None:
+        from tailscope.io.calibration import load_calibration
+
+        calibration = load_calibration(a.calibration)
     seqs, tokens = engine_profile(a.backend).limits(gpu)
     engine = EngineConfig(
         max_num_seqs=a.max_num_seqs or seqs,
@@ -117,6 +124,11 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
             num_blocks=f.num_blocks,
             enable_prefix_caching=f.enable_prefix_caching and a.prefix_caching,
         ).validate()
+    policy = None
+    if a.autoscale is not None:
+        from tailscope.io.autoscaler import load_policy  # pydantic: imported only when a policy is given
+
+        policy = load_policy(a.autoscale)
     cluster = ClusterSpec(
         model=model,
         gpu=gpu,
@@ -126,7 +138,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         engine=engine,
         replicas=a.replicas * a.attention_dp,  # each attention-DP rank schedules its own requests
         router=a.router,
-        autoscale=load_policy(a.autoscale) if a.autoscale is not None else None,
+        autoscale=policy,
         calibration=calibration,
         model_id=a.model,
         backend=a.backend,
@@ -320,19 +332,13 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
             batch.append(rec)
             if len(batch) >= _BATCH:
                 if store is not None:
-                    store.write_records(run.id, batch)
+                    store.write_records_bulk(run.id, batch)
                 batch = []
                 if on_progress is not None:
                     on_progress(len(records), rec.end_ns / 1e9 if rec.end_ns else 0.0)
-        if store is not None and batch:
-            store.write_records(run.id, batch)
         samples = timeline_samples(sim.result.timeline)
-        if store is not None and samples:
-            from tailscope.store.writer import RecordWriter
-
-            writer = RecordWriter(store.db, run.id, flush_interval_s=3600)
-            writer.add_samples(samples)
-            writer.close()
+        if store is not None and (batch or samples):
+            store.write_records_bulk(run.id, batch, samples)  # one columnar insert each, one transaction
         status = RunStatus.COMPLETE
     finally:
         typed = summarize(records, slos=wl.slos) if records else None

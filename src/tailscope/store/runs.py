@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -167,6 +168,47 @@ class RunStore:
         writer = RecordWriter(self.db, run_id, flush_interval_s=3600)
         for r in records:
             writer.add(r)
+        writer.close()
+
+    def write_records_bulk(
+        self, run_id: str, records: list[RequestRecord], samples: list[ServerSample] | None = None
+    ) -> None:
+        """Write machine-built records (a simulation's) and samples in one transaction, column by column.
+
+        DuckDB scans the columns as NumPy arrays (the chunk arrays as one object array of tuples, read as lists):
+        10,000 simulated requests with 256 chunks each take ≈ 0.2 s instead of ≈ 3 s through the live writer's
+        per-record journal. Every value must fit its column as it is (a simulator's records do); when one does not
+        — a text too long or not ASCII, an integer out of range — the records go through :meth:`write_records`
+        instead, which bounds each value and notes the change. Records whose id is already stored are skipped, as
+        a fold skips them.
+        """
+        if not records and not samples:
+            return
+        if records and not _texts_fit(records):
+            self.write_records(run_id, records)
+            records = []
+        if samples and not all(math.isfinite(s.value) for s in samples):
+            # a NumPy scan reads NaN as NULL; the record writer keeps NaN and ±inf as Prometheus gives them
+            self._write_samples(run_id, samples)
+            samples = None
+        try:
+            with self.db.write() as con:
+                if records:
+                    _insert_records(con, run_id, records)
+                if samples:
+                    _insert_samples(con, run_id, samples)
+        except StoreError:
+            if not records:
+                raise
+            self.write_records(run_id, records)  # a value out of range: the bounded path
+            if samples:
+                self._write_samples(run_id, samples)
+
+    def _write_samples(self, run_id: str, samples: list[ServerSample]) -> None:
+        from tailscope.store.writer import RecordWriter
+
+        writer = RecordWriter(self.db, run_id, flush_interval_s=3600)
+        writer.add_samples(samples)
         writer.close()
 
     def tag(self, run_id: str, tag: str) -> str:
@@ -366,3 +408,81 @@ def _request_counts(con: Any, ids: list[str]) -> dict[str, RequestCounts]:
         [ids],
     ).fetchall()
     return {r[0]: RequestCounts(*(int(v) for v in r[1:])) for r in rows}
+
+
+#: the text columns of a request row and the record attribute each comes from
+_TEXT_ATTRS = ("request_class", "session_id", "error_detail", "server_request_id", "trace_id", "span_id")
+
+
+def _texts_fit(records: list[RequestRecord]) -> bool:
+    from tailscope.store.bounds import MAX_TEXT
+
+    for name in _TEXT_ATTRS:
+        for v in {getattr(r, name) for r in records}:
+            if v is not None and (type(v) is not str or not v.isascii() or len(v) > MAX_TEXT):
+                return False
+    return True
+
+
+def _object_array(values: list[Any]) -> Any:
+    import numpy as np
+
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _all_ones(toks: tuple[int, ...]) -> bool:
+    """Whether every chunk carries one token (as every simulated chunk does)."""
+    return bool(toks) and toks.count(1) == len(toks)
+
+
+def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None:
+    import numpy as np
+
+    from tailscope.store.db import REQUEST_COLUMNS
+
+    enum_value = {"status": True, "error": True, "tokens_source": True}
+    _bulk: dict[str, Any] = {}  # DuckDB finds it by its name (a replacement scan)
+    for name, _ in REQUEST_COLUMNS:
+        if name == "run_id":
+            continue
+        if name in enum_value:
+            values: list[Any] = [None if (e := getattr(r, name)) is None else e.value for r in records]
+        elif name == "chunk_times_ns":
+            # tuples of Python ints: DuckDB reads an object array of them as a LIST column
+            values = [r.chunk_times_ns for r in records]
+        elif name == "chunk_tokens":
+            # one token per chunk (every simulated chunk): NULL here, rebuilt in SQL as n ones (no objects to read)
+            values = [None if _all_ones(r.chunk_tokens) else r.chunk_tokens for r in records]
+            _bulk["_ones_n"] = np.asarray([len(r.chunk_tokens) for r in records], dtype=np.int64)
+        else:
+            values = [getattr(r, name) for r in records]
+        _bulk[name] = _object_array(values)
+    select = ", ".join(
+        "coalesce(CAST(b.chunk_tokens AS INTEGER[]), list_resize(CAST([] AS INTEGER[]), b._ones_n, 1))"
+        if n == "chunk_tokens"
+        else f"CAST(b.{n} AS {t})"
+        for n, t in REQUEST_COLUMNS
+        if n != "run_id"
+    )
+    con.execute(
+        f"INSERT INTO requests SELECT ?, {select} FROM _bulk b "  # noqa: S608 - constant columns
+        "ANTI JOIN (SELECT id FROM requests WHERE run_id = ?) e ON CAST(b.id AS BIGINT) = e.id",
+        [run_id, run_id],
+    )
+
+
+def _insert_samples(con: Any, run_id: str, samples: list[ServerSample]) -> None:
+    import numpy as np
+
+    from tailscope.store.db import SAMPLE_COLUMNS
+
+    _samples = {  # found by DuckDB's replacement scan (by its name)
+        "t_ns": np.asarray([s.t_ns for s in samples], dtype=np.int64),
+        "name": _object_array([s.name for s in samples]),
+        "labels": _object_array([s.labels for s in samples]),
+        "value": np.asarray([s.value for s in samples], dtype=np.float64),
+    }
+    select = ", ".join(f"CAST(b.{n} AS {t})" for n, t in SAMPLE_COLUMNS if n != "run_id")
+    con.execute(f"INSERT INTO server_samples SELECT ?, {select} FROM _samples b", [run_id])  # noqa: S608

@@ -8,12 +8,16 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 
 @contextlib.contextmanager
 def built_in_server(
-    *, speed: float = 50.0, served_model_name: str | None = None, timeout_s: float = 60.0
+    *,
+    speed: float = 50.0,
+    served_model_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    timeout_s: float = 60.0,
 ) -> Iterator[str]:
     """``tailscope serve`` (the built-in engine, ``speed`` × real time) in a child process on a free 127.0.0.1
     port; yields its URL and stops it afterwards."""
@@ -24,6 +28,7 @@ def built_in_server(
     argv = [sys.executable, "-m", "tailscope", "serve", "--port", str(port), "--speed", str(speed)]
     if served_model_name:
         argv += ["--served-model-name", served_model_name]
+    argv += list(extra_args)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout_s

@@ -128,7 +128,8 @@ class FaultServer:
                     return
                 path, _ = req
                 if path.endswith("/v1/models"):
-                    body = b'{"object":"list","data":[{"id":"faulty"}]}'
+                    # vLLM-like (it accepts ignore_eos and stream_options), so bench sends no dialect probe
+                    body = b'{"object":"list","data":[{"id":"faulty","owned_by":"vllm"}]}'
                     writer.write(
                         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
                         + body

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,8 +55,11 @@ def get_path(obj: Any, path: JsonPath) -> Any:
 class Sink(Protocol):
     """The request accumulator the reader writes into (the client's ``_State``)."""
 
-    chunk_times: list[int]
-    chunk_tokens: list[int]
+    @property
+    def chunk_times(self) -> MutableSequence[int]: ...  # the client keeps compact arrays (array('q'))
+    @property
+    def chunk_tokens(self) -> MutableSequence[int]: ...
+
     texts: list[str]
     first_event: int | None
     input_tokens: int | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -133,6 +134,53 @@ def test_connection_refused_is_connect_failed() -> None:
         with pytest.raises(ConnectFailed, match="cannot connect"):
             async with t.post("/x", b"", {}):
                 pass
+        await t.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_preopen_fills_the_pool_and_requests_reuse_it(warm: bool) -> None:
+    """Pre-opened (and warmed) connections wait idle; requests take them instead of connecting, and the response
+    says when its request left (after any connect)."""
+    from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+
+    async def go(url: str) -> None:
+        t = RawHttpTransport(url)
+        try:
+            assert await t.preopen(6, warm_path="/v1/models" if warm else None) == 6
+            assert t.idle_connections == 6
+            assert len(t._pool.all) == 6
+            assert await t.preopen(4) == 6  # already enough idle: nothing more opened
+            assert len(t._pool.all) == 6
+
+            async def one() -> int:
+                before = time.perf_counter_ns()
+                async with t.post("/v1/completions", b'{"max_tokens":2,"prompt":"a"}', {}) as r:
+                    assert r.status == 200
+                    _ = [d async for d in r.iter_chunks()]
+                    assert r.sent_ns >= before
+                    return r.sent_ns
+
+            await asyncio.gather(*(one() for _ in range(6)))
+            assert len(t._pool.all) == 6  # no new connection was needed
+        finally:
+            await t.close()
+
+    with ScriptedServer(ScriptedConfig(ttft_ms=1, itl_ms=1)) as srv:
+        asyncio.run(go(srv.url))
+
+
+def test_preopen_stops_quietly_when_the_server_is_gone() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def go() -> None:
+        t = RawHttpTransport(f"http://127.0.0.1:{port}")
+        assert await t.preopen(3) == 0
         await t.close()
 
     asyncio.run(go())

@@ -35,6 +35,8 @@ from tailscope.runner.bench import (
     install_signal_handlers,
     new_run,
     open_target,
+    preopen_count,
+    warm_path,
 )
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
@@ -121,7 +123,9 @@ async def _estimate_offset(h: WorkerHandle, st: WorkerState, clock: Clock) -> in
     return best[0]
 
 
-def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: int | None) -> dict[str, Any]:
+def _setup_doc(
+    cfg: BenchConfig, base_url: str, model: str, index: int, slots: int | None, workers: int = 1
+) -> dict[str, Any]:
     d = cfg.dispatch
     return {
         "index": index,
@@ -146,6 +150,9 @@ def _setup_doc(cfg: BenchConfig, base_url: str, model: str, index: int, slots: i
         "drain_timeout_s": d.drain_timeout_s,
         "grace_s": d.grace_s,
         "specs": None,
+        # a closed-loop worker opens its slots' connections, an open-loop one its share of the auto count
+        "preopen": preopen_count(cfg, slots) if slots is not None else -(-preopen_count(cfg) // max(1, workers)),
+        "warm_path": warm_path(cfg),
     }
 
 
@@ -356,7 +363,7 @@ async def run_bench_distributed(
         states = [WorkerState(index=i, kind=h.kind, slots=slots[i]) for i, h in enumerate(handles)]
 
         async def setup(i: int) -> None:
-            doc = _setup_doc(cfg, ts.base_url, ts.target.model, i, slots[i])
+            doc = _setup_doc(cfg, ts.base_url, ts.target.model, i, slots[i], workers)
             if shares is not None:
                 doc["specs"] = [spec_to_wire(s) for s in shares[i]]
                 states[i].assigned = len(shares[i])

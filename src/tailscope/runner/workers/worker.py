@@ -158,6 +158,9 @@ class WorkerCore:
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
         )
+        from tailscope.runner.bench import preopen_transport
+
+        await preopen_transport(self._transport, int(s.get("preopen") or 0), warm_path=s.get("warm_path"))
         tokenizer = load_tokenizer(s["tokenizer"]) if s["tokenizer"] else None
         synth = PromptSynthesizer(tokenizer, nonce=s.get("prompt_nonce"))
         tpl = s.get("template")

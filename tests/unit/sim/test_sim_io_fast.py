@@ -1,0 +1,149 @@
+"""The simulation's fast I/O path (issue 23 item 8) writes what the slow one wrote: the streamed orjson export has
+the values of ``build_export`` + ``json.dumps``, the columnar store insert reads back the same records as the
+per-record writer, and the stored summary is the one computed from the stored records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tailscope.metrics.document import build_export, export_chunks
+from tailscope.metrics.summary import summarize
+from tailscope.records import ErrorClass, RequestRecord, Run, ServerSample, Status
+from tailscope.sim.run import SimArgs, SimOutcome, run_sim
+from tailscope.store.runs import RunStore
+
+
+def _sim(db: Path | None = None) -> SimOutcome:
+    return run_sim(
+        SimArgs(rate=40.0, requests=300, input_tokens="uniform:100:900", output_tokens="uniform:5:60", seed=3, db=db)
+    )
+
+
+def _hand_made() -> list[RequestRecord]:
+    ok = RequestRecord(
+        id=7,
+        scheduled_ns=0,
+        sent_ns=5,
+        first_token_ns=2**60,  # beyond float64's exact integers: the per-value path
+        end_ns=2**60 + 3,
+        status=Status.OK,
+        session_id="s-1",
+        turn=2,
+        chunk_times_ns=(2**60, 2**60 + 3),
+        chunk_tokens=(2, 1),
+        error_detail="café",
+    )
+    err = RequestRecord(
+        id=3,
+        scheduled_ns=10,
+        sent_ns=None,
+        first_token_ns=None,
+        end_ns=20,
+        status=Status.ERROR,
+        error=ErrorClass.HTTP_4XX,
+        http_status=400,
+    )
+    return [ok, err]
+
+
+def _close(a: object, b: object) -> None:
+    """Equal, floats to float precision (a mean summed in another order differs in the last bit)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _close(a[k], b[k])
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _close(x, y)
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-12, abs=1e-12)
+    else:
+        assert a == b
+
+
+def _export_equal(run: Run, summary: dict[str, object], records: list[RequestRecord]) -> None:
+    new = orjson.loads(b"".join(export_chunks(run, summary, records)))
+    old = json.loads(json.dumps(build_export(run, summary, records)))
+    assert new == old
+    assert list(new) == ["run", "summary", "requests"]
+    assert [list(r) for r in new["requests"]] == [list(r) for r in old["requests"]]  # key order too
+
+
+def test_streamed_export_has_the_values_of_the_old_one() -> None:
+    out = _sim()
+    summary = dict(out.summary)
+    summary["odd"] = {"nan": float("nan"), "inf": float("-inf"), 3: (1, 2)}  # null, null, non-string key, tuple
+    _export_equal(out.run, summary, out.records)
+    _export_equal(out.run, {}, _hand_made())
+    _export_equal(out.run, {}, [])
+
+
+def test_columnar_store_insert_reads_back_as_the_record_writer_does(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    out = _sim(db)
+    store = RunStore(db)
+    run = out.run
+    records = sorted(out.records, key=lambda r: r.id)
+    assert sorted(store.load_records(run.id), key=lambda r: r.id) == records
+    # the stored summary is the one computed from the stored records (the old way), to float precision
+    stored = store.get_run(run.id).summary or {}
+    again = summarize(store.load_records(run.id)).to_dict()
+    _close({k: v for k, v in stored.items() if k != "sim"}, json.loads(json.dumps(again)))
+    # the same records through the per-record writer read back identically
+    other = replace(run, id=run.id + "-w")
+    store.create_run(other)
+    store.write_records(other.id, records)
+    assert sorted(store.load_records(other.id), key=lambda r: r.id) == records
+    # ids already stored are skipped, as a fold skips them
+    store.write_records_bulk(run.id, records[:5])
+    assert len(store.load_records(run.id)) == len(records)
+
+
+def test_values_that_do_not_fit_take_the_bounded_path(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "t.duckdb")
+    out = _sim()
+    run = replace(out.run, id="r1")
+    store.create_run(run)
+    records = _hand_made()
+    samples = [ServerSample(t_ns=1, name="vllm:num_requests_running", value=float("nan"))]
+    store.write_records_bulk(run.id, records, samples)  # non-ASCII text: the record writer's path
+    back = {r.id: r for r in store.load_records(run.id)}
+    assert set(back) == {3, 7}
+    assert back[3] == records[1]
+    assert back[7].chunk_times_ns == records[0].chunk_times_ns
+    got = store.load_samples(run.id)
+    assert len(got) == 1
+
+
+def test_the_columnar_path_keeps_empty_and_multi_token_chunks(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "t.duckdb")
+    run = replace(_sim().run, id="r2")
+    store.create_run(run)
+    ok, err = _hand_made()
+    ok = replace(ok, error_detail="plain", chunk_times_ns=(10, 20, 30), chunk_tokens=(2, 1, 1))
+    ones = replace(ok, id=8, chunk_tokens=(1, 1, 1))
+    store.write_records_bulk(run.id, [ok, err, ones])
+    back = {r.id: r for r in store.load_records(run.id)}
+    assert back == {7: ok, 3: err, 8: ones}
+    assert back[3].chunk_times_ns == ()
+    assert back[3].chunk_tokens == ()
+
+
+def test_the_summary_shares_its_chunk_arrays_without_changing_a_figure() -> None:
+    from tailscope.metrics.perceived import perceived
+
+    out = _sim()
+    records = out.records
+    summary = summarize(records)
+    assert summary.perceived is not None
+    # the perceived block computed the old way (reading every chunk time again, as float64)
+    assert summary.perceived.to_dict() == perceived(records).to_dict()
+    stalls = replace(records[0], chunk_times_ns=(0, 10, 2_000_000_000, 2_000_000_001), chunk_tokens=(1, 1, 1, 1))
+    mixed = [stalls, *records[1:]]
+    assert summarize(mixed).perceived.to_dict() == perceived(mixed).to_dict()  # type: ignore[union-attr]
