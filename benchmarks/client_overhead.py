@@ -9,6 +9,7 @@ output tokens/s vs the ideal, client CPU % (process time / wall time) and the ev
 
     .venv/bin/python benchmarks/client_overhead.py --streams 16,64,256 --tokens 256
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
+    .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context on --otlp off,on  # client spans
 """
 
 from __future__ import annotations
@@ -71,13 +72,30 @@ def start_server(port: int, truth: Path, ttft_ms: float, itl_ms: float) -> subpr
     raise SystemExit("server did not start")
 
 
+def start_collector(port: int, db: Path) -> subprocess.Popen[bytes]:
+    """``tailscope trace collect`` in its own process: where ``--otlp on`` rows send their client spans."""
+    args = ["trace", "collect", "--port", str(port), "--set", "bench", "--db", str(db)]
+    proc = subprocess.Popen([sys.executable, "-m", "tailscope", *args], stdout=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("collector did not start")
+
+
 def measure(
-    streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float, trace_ratio: float = 0.0
+    streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float, trace_ratio: float = 0.0, otlp: bool = False
 ) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.json"
         server = start_server(port, truth_path, ttft_ms, itl_ms)
+        collector_port = free_port()
+        collector = start_collector(collector_port, Path(tmp) / "traces.duckdb") if otlp else None
         try:
             cfg = BenchConfig(
                 url=f"http://127.0.0.1:{port}",
@@ -87,6 +105,7 @@ def measure(
                 metrics_url=None,
                 handle_signals=False,
                 trace_ratio=trace_ratio,
+                otlp_endpoint=f"http://127.0.0.1:{collector_port}" if otlp else None,
             )
             specs = simple_requests(
                 LoadShape(concurrency=streams, requests=streams * rounds), fixed(64), fixed(tokens), seed=0
@@ -96,8 +115,10 @@ def measure(
             res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb")))
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
-            server.send_signal(signal.SIGINT)
-            server.wait(20)
+            for proc in (server, collector):
+                if proc is not None:
+                    proc.send_signal(signal.SIGINT)
+                    proc.wait(20)
         truth = json.loads(truth_path.read_text())
     ttft_err, itl_err = [], []
     for r in res.records:
@@ -131,16 +152,21 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
     ap.add_argument("--trace-context", default="off", help="comma list of off/on/RATIO: a row per value")
+    ap.add_argument("--otlp", default="off", help="off,on: with on, client spans go to a trace collector process")
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; server TTFT {a.ttft_ms} ms, ITL {a.itl_ms} ms, {a.tokens} tokens")
     print(
-        f"{'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} {'p99':>7} "
-        f"{'out tok/s':>10} {'sustained':>9} {'client CPU':>10}"
+        f"{'streams':>7} {'trace':>5} {'otlp':>4} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
+        f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10}"
     )
-    for n, tc in ((int(x), t) for x in a.streams.split(",") for t in a.trace_context.split(",")):
-        m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc))
+    rows = [(int(x), t, o) for x in a.streams.split(",") for t in a.trace_context.split(",") for o in a.otlp.split(",")]
+    for n, tc, otlp in rows:
+        ratio = parse_trace_context(tc)
+        if otlp == "on" and ratio == 0:
+            continue  # client spans are those of traced requests
+        m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, ratio, otlp == "on")
         print(
-            f"{n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
+            f"{n:>7} {tc:>5} {otlp:>4} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
             f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}%",
             flush=True,

@@ -119,6 +119,8 @@ async def bench_async(
     telemetry_url: str | Sequence[str] = (),
     from_traces: str | None = None,
     traces_db: PathLike | None = None,
+    otlp_endpoint: str | None = None,
+    otlp_protocol: str = "protobuf",
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

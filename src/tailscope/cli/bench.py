@@ -191,6 +191,14 @@ def bench(
         help="Trace -> load: replay the LLM calls of an ingested trace set as sessions keeping each trace's call "
         "order, parallel fan-outs and gaps (--requests = traces, default 100; --time-scale).",
     ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        metavar="URL",
+        help="Export one client span per traced request to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 "
+        "(needs --trace-context): the root of each request's tree, the server's spans its children.",
+    ),
+    otlp_protocol: str = typer.Option("protobuf", "--otlp-protocol", help="OTLP/HTTP encoding: protobuf or json."),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."

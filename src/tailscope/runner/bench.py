@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
 from tailscope.client.openai import ClientOptions, Timeouts, build_body, extension_flags, without_extensions
+from tailscope.client.otlp import ClientSpanExporter
 from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
@@ -104,6 +105,8 @@ class BenchConfig:
     probe_dialect: bool = True  # probe which extensions a (non-built-in) server accepts before the run
     trace_ratio: float = 0.0  # share of requests sent with a W3C traceparent (ids precomputed in the request stream)
     tracestate: str | None = None  # W3C tracestate sent beside traceparent
+    otlp_endpoint: str | None = None  # where one CLIENT span per traced request goes (OTLP/HTTP)
+    otlp_protocol: str = "protobuf"  # protobuf | json
 
     def without(self, refused: frozenset[str]) -> BenchConfig:
         """This config with the extensions the server refused turned off."""
@@ -407,10 +410,13 @@ async def run_bench(
         writer.begin(run)
         records: list[RequestRecord] = []
         samples: list[ServerSample] = []
+        spans = _client_spans(cfg, ts.target)
 
         def sink(r: RequestRecord) -> None:
             records.append(r)
             writer.add(r)
+            if spans is not None:
+                spans.add(r)
 
         def sample_sink(batch: list[ServerSample]) -> None:
             samples.extend(batch)
@@ -434,6 +440,9 @@ async def run_bench(
         telemetry = TelemetryScrapers(cfg.telemetry_urls, sample_sink, clock, interval_s=cfg.scrape_interval_s)
         t0 = clock.now_ns()
         t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
+        if spans is not None:
+            spans.t0_unix_ns = t0_unix_ns
+            spans.sender.start()
         mixed = MixedTraffic(
             cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
         )
@@ -452,6 +461,8 @@ async def run_bench(
             if scraper is not None:
                 await scraper.stop()
             await telemetry.stop()
+            if spans is not None:
+                await spans.sender.stop()  # what is still pending goes now (after the load: no effect on timings)
             restore_signals()
             writer.close()
         # a store that could not keep every record holds an incomplete run, whatever the load did
@@ -467,14 +478,26 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary),
+            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, spans),
             scraper=scraper,
             telemetry=telemetry,
         )
 
 
+def _client_spans(cfg: BenchConfig, target: Target) -> ClientSpanExporter | None:
+    """The exporter of the run's client spans (``--otlp-endpoint``), or None."""
+    if cfg.otlp_endpoint is None or cfg.trace_ratio <= 0:
+        return None
+    operation = "chat" if cfg.endpoint == "chat" else "text_completion"
+    return ClientSpanExporter(cfg.otlp_endpoint, model=target.model, operation=operation, protocol=cfg.otlp_protocol)
+
+
 def _extra_summary(
-    cfg: BenchConfig, records: list[RequestRecord], t0_unix_ns: int, mixed: dict[str, Any] | None
+    cfg: BenchConfig,
+    records: list[RequestRecord],
+    t0_unix_ns: int,
+    mixed: dict[str, Any] | None,
+    spans: ClientSpanExporter | None = None,
 ) -> dict[str, Any] | None:
     """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), and the trace
     context (traced count, the run start's Unix time in ns)."""
@@ -492,4 +515,6 @@ def _extra_summary(
             "traced": sum(1 for r in records if r.trace_id is not None),
             "t0_unix_ns": t0_unix_ns,
         }
+        if spans is not None:
+            extra["trace_context"]["client_spans"] = spans.sender.outcome()
     return extra or None

@@ -92,6 +92,10 @@ class BenchOptions:
         from_traces: trace → load: replay the LLM calls of this ingested trace set as sessions that keep each
             trace's call order, parallel fan-outs and gaps (``requests`` = how many traces, default 100).
         traces_db: the store holding that trace set (default: the command line's store).
+        otlp_endpoint: export one CLIENT span per traced request to this OTLP/HTTP collector (``http://HOST:4318``;
+            needs ``trace_context``): GenAI attributes, first-token and stall events, ids = the record's, so the
+            server's spans are its children. Batched off the hot path.
+        otlp_protocol: ``protobuf`` (default) or ``json``.
     """
 
     url: str | None = None
@@ -142,6 +146,9 @@ class BenchOptions:
     # trace → load (issue 19 item 5)
     from_traces: str | None = None
     traces_db: PathLike | None = None
+    # client spans (issue 21 item 2)
+    otlp_endpoint: str | None = None
+    otlp_protocol: str = "protobuf"
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

@@ -299,6 +299,8 @@ def fit(parts: Mapping[str, int], total: int) -> dict[str, int]:
 
 
 def _root(spans: Sequence[Span], client_span: str | None) -> Span | None:
+    if client_span is not None:  # the client's own span (bench --otlp-endpoint) is the request, not the server's root
+        spans = [s for s in spans if s.span_id != client_span]
     ids = {s.span_id for s in spans}
     roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
     if not roots:
