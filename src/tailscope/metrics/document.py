@@ -18,6 +18,10 @@ def _s(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
 def record_to_json(r: RequestRecord) -> dict[str, Any]:
     """One request as exported: times in seconds since the run start."""
     return {
@@ -48,6 +52,10 @@ def record_to_json(r: RequestRecord) -> dict[str, Any]:
         "first_answer_s": _s(r.first_answer_ns),
         "reasoning_tokens": r.reasoning_tokens,
         "cached_tokens": r.cached_tokens,
+        "connection_reused": r.connection_reused,
+        "dns_ms": _ms(r.dns_ns),
+        "connect_ms": _ms(r.connect_ns),
+        "tls_ms": _ms(r.tls_ns),
         "chunk_times_s": [t / 1e9 for t in r.chunk_times_ns],
         "chunk_tokens": list(r.chunk_tokens),
     }
