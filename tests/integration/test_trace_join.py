@@ -273,3 +273,8 @@ def test_client_spans_root_each_request_tree(
     assert composition["inference"]["ms_per_trace"] > 0, composition
     join = tailscope.join_traces("latest", "live", store=run_db, trace_store=trace_db, skew_tolerance_ms=5.0)
     assert join.joined == 12, join.summary.unjoined
+    # the run's HTML report with the join: tailscope report RUN --traces SET
+    page = tailscope.report_html("latest", traces="live", store=run_db, trace_store=trace_db)
+    assert 'id="client-and-tree"' in page
+    assert "12 of 12 requests joined" in page
+    assert "client-seen TTFT, taken apart" in page
