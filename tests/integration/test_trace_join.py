@@ -278,3 +278,28 @@ def test_client_spans_root_each_request_tree(
     assert 'id="client-and-tree"' in page
     assert "12 of 12 requests joined" in page
     assert "client-seen TTFT, taken apart" in page
+
+
+def test_client_spans_from_worker_processes(
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str]
+) -> None:
+    """With --workers the driver exports the spans of the records its workers send back, on its own clock."""
+    url, trace_db, collect, collect_url = collector_and_server
+    result = tailscope.bench(
+        url, requests=8, concurrency=4, input_tokens=16, output_tokens=4, trace_context="on", metrics_url="off",
+        otlp_endpoint=collect_url, workers=2,
+    )  # fmt: skip
+    assert result.summary.requests.completed == 8
+    assert result.extra["trace_context"]["client_spans"]["exported"] == 8
+    _stop(collect)
+    import duckdb
+
+    con = duckdb.connect(str(trace_db), read_only=True)
+    try:
+        rows = con.execute("SELECT span_id, start_ns, end_ns FROM spans WHERE kind = 'CLIENT'").fetchall()
+        servers = dict(con.execute("SELECT parent_id, start_ns FROM spans WHERE name = 'llm_request'").fetchall())
+    finally:
+        con.close()
+    assert {r[0] for r in rows} == {r.span_id for r in result.records}
+    for span_id, start, end in rows:  # the server's span starts inside the client's (one host, one clock)
+        assert start - 5_000_000 <= servers[span_id] <= end
