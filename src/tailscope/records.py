@@ -125,9 +125,10 @@ class RequestRecord:
         cached_tokens: prompt tokens the server served from its prefix cache
             (``usage.prompt_tokens_details.cached_tokens``); None when the server does not say.
         connection_reused: True when the request went out on a kept-alive connection, False when a new one was
-            opened for it; None when the transport does not say (``--http-client aiohttp``) or none was obtained.
+            opened for it; None when none was obtained.
         dns_ns / connect_ns / tls_ns: durations (ns) of resolving the host, the TCP connect and the TLS handshake
-            of the connection opened for this request; None when it was reused (``tls_ns`` also for plain HTTP).
+            of the connection opened for this request; None when it was reused (``tls_ns`` also for plain HTTP, and
+            with ``--http-client aiohttp``, whose connect includes the handshake).
     """
 
     id: int
