@@ -124,6 +124,11 @@ class RequestRecord:
             reports them, else the reasoning events' token counts); None when the stream carried no reasoning.
         cached_tokens: prompt tokens the server served from its prefix cache
             (``usage.prompt_tokens_details.cached_tokens``); None when the server does not say.
+        connection_reused: True when the request went out on a kept-alive connection, False when a new one was
+            opened for it; None when none was obtained.
+        dns_ns / connect_ns / tls_ns: durations (ns) of resolving the host, the TCP connect and the TLS handshake
+            of the connection opened for this request; None when it was reused (``tls_ns`` also for plain HTTP, and
+            with ``--http-client aiohttp``, whose connect includes the handshake).
     """
 
     id: int
@@ -155,6 +160,10 @@ class RequestRecord:
     first_answer_ns: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    connection_reused: bool | None = None
+    dns_ns: int | None = None
+    connect_ns: int | None = None
+    tls_ns: int | None = None
 
     @property
     def ok(self) -> bool:

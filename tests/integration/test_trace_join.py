@@ -155,7 +155,7 @@ class DelayProxy:
 
 
 @pytest.fixture
-def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
+def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str], str]]:
     trace_db = tmp_path / "traces.duckdb"
     collect, collect_url, _ = _start(
         ["trace", "collect", "--port", "0", "--set", "live", "--db", str(trace_db)],
@@ -167,7 +167,7 @@ def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess
             ["serve", "--port", "0", "--otlp-endpoint", collect_url, "--max-num-seqs", "16"],
             r"at (http://127\.0\.0\.1:\d+)/v1",
         )
-        yield url, trace_db, collect
+        yield url, trace_db, collect, collect_url
     finally:
         if serve is not None:
             _stop(serve)
@@ -175,9 +175,9 @@ def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess
 
 
 def test_bench_joined_with_the_servers_spans(
-    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str]]
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str]
 ) -> None:
-    url, trace_db, collect = collector_and_server
+    url, trace_db, collect, _ = collector_and_server
     upstream = int(url.rsplit(":", 1)[1])
     run_db = tmp_path / "runs.duckdb"
     with DelayProxy(upstream, DELAY_S) as proxy:
@@ -232,3 +232,74 @@ def _engine_figures(trace_db: Path) -> dict[str, tuple[float, float]]:
         a = json.loads(attrs)
         out[tid] = (float(a["gen_ai.latency.time_in_queue"]), float(a["gen_ai.latency.time_in_model_prefill"]))
     return out
+
+
+def test_client_spans_root_each_request_tree(
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str]
+) -> None:
+    """bench --otlp-endpoint: per request, the client span is the root and the server's llm_request its child; the
+    analysis shows a network layer and the join still finds the server's root beneath the client's span."""
+    url, trace_db, collect, collect_url = collector_and_server
+    run_db = tmp_path / "runs.duckdb"
+    result = tailscope.bench(
+        url, requests=12, rate=6.0, arrival="constant", input_tokens=32, output_tokens=8, trace_context="on",
+        metrics_url="off", store=run_db, otlp_endpoint=collect_url,
+    )  # fmt: skip
+    assert result.summary.requests.completed == 12
+    exported = result.extra["trace_context"]["client_spans"]
+    assert (exported["exported"], exported["dropped"]) == (12, 0), exported
+    time.sleep(1.5)  # the server's exporter sends every 0.5 s
+    _stop(collect)
+    import duckdb
+
+    con = duckdb.connect(str(trace_db), read_only=True)
+    try:
+        rows = con.execute("SELECT trace_id, span_id, parent_id, name, kind FROM spans").fetchall()
+    finally:
+        con.close()
+    by_trace: dict[str, list[tuple[str, str | None, str, str]]] = {}
+    for tid, sid, parent, name, kind in rows:
+        by_trace.setdefault(tid, []).append((sid, parent, name, kind))
+    for r in result.records:
+        spans = by_trace[r.trace_id or ""]
+        roots = [s for s in spans if s[1] is None]
+        assert [(s[0], s[3]) for s in roots] == [(r.span_id, "CLIENT")]
+        server = [s for s in spans if s[2] == "llm_request"]
+        assert len(server) == 1
+        assert server[0][1] == r.span_id
+    analysis = tailscope.analyze_traces("live", store=trace_db)
+    composition = analysis.layers["median_bucket"]["composition"]
+    assert composition["network"]["ms_per_trace"] > 0, composition  # the client span's own time: the wire
+    assert composition["inference"]["ms_per_trace"] > 0, composition
+    join = tailscope.join_traces("latest", "live", store=run_db, trace_store=trace_db, skew_tolerance_ms=5.0)
+    assert join.joined == 12, join.summary.unjoined
+    # the run's HTML report with the join: tailscope report RUN --traces SET
+    page = tailscope.report_html("latest", traces="live", store=run_db, trace_store=trace_db)
+    assert 'id="client-and-tree"' in page
+    assert "12 of 12 requests joined" in page
+    assert "client-seen TTFT, taken apart" in page
+
+
+def test_client_spans_from_worker_processes(
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str]
+) -> None:
+    """With --workers the driver exports the spans of the records its workers send back, on its own clock."""
+    url, trace_db, collect, collect_url = collector_and_server
+    result = tailscope.bench(
+        url, requests=8, concurrency=4, input_tokens=16, output_tokens=4, trace_context="on", metrics_url="off",
+        otlp_endpoint=collect_url, workers=2,
+    )  # fmt: skip
+    assert result.summary.requests.completed == 8
+    assert result.extra["trace_context"]["client_spans"]["exported"] == 8
+    _stop(collect)
+    import duckdb
+
+    con = duckdb.connect(str(trace_db), read_only=True)
+    try:
+        rows = con.execute("SELECT span_id, start_ns, end_ns FROM spans WHERE kind = 'CLIENT'").fetchall()
+        servers = dict(con.execute("SELECT parent_id, start_ns FROM spans WHERE name = 'llm_request'").fetchall())
+    finally:
+        con.close()
+    assert {r[0] for r in rows} == {r.span_id for r in result.records}
+    for span_id, start, end in rows:  # the server's span starts inside the client's (one host, one clock)
+        assert start - 5_000_000 <= servers[span_id] <= end

@@ -131,6 +131,8 @@ async def bench_async(
     preopen_connections: int | None = None,
     warm_connections: bool = False,
     stream_records: bool = False,
+    otlp_endpoint: str | None = None,
+    otlp_protocol: str = "protobuf",
     store: StorePath | RunStore | None = None,
     handle_signals: bool = False,
     progress: Progress | None = None,

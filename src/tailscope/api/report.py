@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +117,7 @@ def report_html(
     store: StorePath | RunStore | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    trace_store: StorePath | None = None,
 ) -> str:
     """A self-contained HTML report (one page that works offline), as text.
 
@@ -127,11 +128,14 @@ def report_html(
             with significant differences marked; a sweep's curves when the runs form one). Results of this API,
             store references or export paths.
         sweep: a sweep id: every run of that sweep in the store, compared by load.
-        traces: a trace set name (its analysis), or two (the diff of before and after).
+        traces: a trace set name (its analysis), or two (the diff of before and after). With one run and one set:
+            the run's report with a "client and tree" section, the run joined with the set
+            (:func:`tailscope.join_traces`; the run made with ``bench --trace-context``).
 
     Other args:
         store: where references, sweeps and trace sets are looked up (only read; default ``$TAILSCOPE_DB`` or
             ``./.tailscope/tailscope.duckdb``).
+        trace_store: the store holding the set joined with a run, when not ``store`` (``trace collect --db``).
         resamples: bootstrap resamples of a comparison's intervals (≥ 100).
         seed: the bootstrap's seed.
 
@@ -140,6 +144,8 @@ def report_html(
     """
     refs = _one_or_many(runs)
     sets = [traces] if isinstance(traces, str) else list(traces or [])
+    if len(refs) == 1 and len(sets) == 1 and not sweep:
+        return render_run_report(_joined_item(refs[0], sets[0], store=store, trace_store=trace_store))
     if sum(bool(x) for x in (refs, sweep, sets)) != 1:
         raise ConfigError("report: give run ids, or --sweep SWEEP_ID, or --traces SET (one of them)")
     if resamples < 100:
@@ -158,6 +164,20 @@ def report_html(
     return compare_html(items, resamples=resamples, seed=seed)
 
 
+def _joined_item(
+    ref: RunRef, set_name: str, *, store: StorePath | RunStore | None, trace_store: StorePath | None
+) -> ReportRun:
+    """One stored run's report item with its join against ``set_name`` (both in ``store``)."""
+    from tailscope.api.trace import join_traces
+
+    if not isinstance(ref, str):
+        raise ConfigError("report RUN --traces SET: give the run as a stored run's id (or latest)")
+    item = report_item(ref, store=store)
+    joined = join_traces(ref, set_name, store=store, trace_store=trace_store).to_dict()
+    joined.pop("per_request", None)  # the page shows distributions; trace join --json has every request
+    return replace(item, join=joined)
+
+
 @public
 def write_report(
     path: str | os.PathLike[str],
@@ -168,13 +188,16 @@ def write_report(
     store: StorePath | RunStore | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    trace_store: StorePath | None = None,
 ) -> Path:
     """Write :func:`report_html`'s page to ``path`` (creating its folder) and return the path.
 
     Raises:
         ConfigError: as :func:`report_html`, or naming ``path`` when it cannot be written.
     """
-    html = report_html(runs, sweep=sweep, traces=traces, store=store, resamples=resamples, seed=seed)
+    html = report_html(
+        runs, sweep=sweep, traces=traces, store=store, resamples=resamples, seed=seed, trace_store=trace_store
+    )
     return write_html(path, html)
 
 

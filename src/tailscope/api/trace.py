@@ -282,6 +282,7 @@ class CollectResult:
     requests: int
     rejected: int
     url: str
+    grpc_address: str | None = None  # HOST:PORT of the OTLP/gRPC receiver, when one ran
 
 
 @public
@@ -297,12 +298,16 @@ async def collect_traces_async(
     rules: PathLike | None = None,
     handle_signals: bool = False,
     on_listening: Callable[[str], None] | None = None,
+    grpc_port: int | None = None,
 ) -> CollectResult:
     """Receive OTLP/HTTP traces (JSON and protobuf) into ``set_name`` until ``duration`` seconds pass (or, with
     ``handle_signals``, SIGINT/SIGTERM; with neither, until cancelled).
 
     Args:
-        on_listening: called with the ``/v1/traces`` URL once the receiver listens (port 0 picks a free one).
+        on_listening: called with the ``/v1/traces`` URL once the receiver listens (port 0 picks a free one), then,
+            with ``grpc_port``, with ``grpc://HOST:PORT``.
+        grpc_port: also receive OTLP/gRPC (``TraceService/Export``) on this port (4317 is the usual one; 0 picks a
+            free one). Needs ``grpcio`` (``pip install 'tailscope[grpc]'``); ConfigError without it.
     """
     from tailscope.trace.receiver import OtlpReceiver
 
@@ -311,7 +316,7 @@ async def collect_traces_async(
     receiver = OtlpReceiver(
         lambda batch: spans.write(set_name, batch, source="otlp/http"),
         host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
-        rules=load_layer_rules(rules),
+        rules=load_layer_rules(rules), grpc_port=grpc_port,
     )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -322,8 +327,11 @@ async def collect_traces_async(
             installed.append(sig)
     await receiver.start()
     url = f"http://{host}:{receiver.port}/v1/traces"
+    grpc_address = None if grpc_port is None else f"{host}:{receiver.grpc_port}"
     if on_listening is not None:
         on_listening(url)
+        if grpc_address is not None:
+            on_listening(f"grpc://{grpc_address}")
     try:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
@@ -331,7 +339,7 @@ async def collect_traces_async(
         await receiver.stop()
         for sig in installed:
             loop.remove_signal_handler(sig)
-    return CollectResult(receiver.received, receiver.requests, receiver.rejected, url)
+    return CollectResult(receiver.received, receiver.requests, receiver.rejected, url, grpc_address)
 
 
 collect_traces = sync_twin(collect_traces_async)

@@ -214,6 +214,14 @@ def bench(
         "--stream-records",
         help="Keep no records in memory during the run (store only; the summary reads them back): long runs, soaks.",
     ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        metavar="URL",
+        help="Export one client span per traced request to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 "
+        "(needs --trace-context): the root of each request's tree, the server's spans its children.",
+    ),
+    otlp_protocol: str = typer.Option("protobuf", "--otlp-protocol", help="OTLP/HTTP encoding: protobuf or json."),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."

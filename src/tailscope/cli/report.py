@@ -22,6 +22,8 @@ Examples:
   tailscope report --sweep SWEEP_ID --out sweep.html
 
   tailscope report --traces prod --out traces.html          (add a second --traces SET for a diff)
+
+  tailscope report latest --traces live --out run.html      (the run joined with a set: its client and tree)
 """
 
 
@@ -31,14 +33,24 @@ def report(
     ),
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
     sweep: str | None = typer.Option(None, "--sweep", help="Compare every run of this sweep id, by load."),
-    traces: list[str] = typer.Option(None, "--traces", help="Trace set name (twice: diff of before and after)."),
+    traces: list[str] = typer.Option(
+        None,
+        "--traces",
+        help="Trace set name (twice: diff of before and after; with one run: the run joined with the set).",
+    ),
+    trace_db: Path | None = typer.Option(
+        None, "--trace-db", help="Store holding the set joined with a run, if not --db."
+    ),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples for comparison intervals."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     db: Path | None = DB,
 ) -> None:
     from tailscope.api.report import write_report
 
-    path = write_report(out, runs or None, sweep=sweep, traces=traces or None, store=db, resamples=resamples, seed=seed)
+    path = write_report(
+        out, runs or None, sweep=sweep, traces=traces or None, store=db, resamples=resamples, seed=seed,
+        trace_store=trace_db,
+    )  # fmt: skip
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

@@ -61,14 +61,21 @@ def collect(
     duration: float = typer.Option(0.0, "--duration", help="Stop after this many seconds (0 = until Ctrl-C)."),
     rules: Path | None = _RULES,
     db: Path | None = DB,
+    grpc_port: int | None = typer.Option(
+        None,
+        "--grpc-port",
+        help="Also receive OTLP/gRPC on this port (4317 as collectors do; vLLM's default protocol). Needs grpcio: "
+        "pip install 'tailscope[grpc]'.",
+    ),
 ) -> None:
-    """Receive OTLP/HTTP traces (JSON and protobuf). Example: tailscope trace collect --port 4318 --set live"""
+    """Receive OTLP/HTTP traces (JSON and protobuf), and OTLP/gRPC with --grpc-port.
+    Example: tailscope trace collect --port 4318 --grpc-port 4317 --set live"""
     from tailscope.api.trace import collect_traces
     from tailscope.store.spans import SpanStore
 
     got = collect_traces(
         set_name, store=SpanStore(db), host=host, port=port, token=token, max_body_mb=max_body_mb,
-        duration=duration, rules=rules, handle_signals=True,
+        duration=duration, rules=rules, handle_signals=True, grpc_port=grpc_port,
         on_listening=lambda url: print(f"listening on {url} → set {set_name!r}", flush=True),
     )  # fmt: skip
     typer.echo(

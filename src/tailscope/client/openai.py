@@ -286,6 +286,7 @@ async def execute(
     error: ErrorClass | None = None
     detail: str | None = None
     http_status: int | None = None
+    conn: tuple[bool | None, int | None, int | None, int | None] = (None, None, None, None)
     loop = asyncio.get_running_loop()
     deadline_first = loop.time() + timeouts.first_token_s
     deadline_total = loop.time() + timeouts.total_s
@@ -296,6 +297,7 @@ async def execute(
                 if type(wrote) is int and wrote > 0:
                     sent_ns = wrote - t0_ns  # the request left at the socket (after any connect), on the same clock
                 http_status = resp.status
+                conn = getattr(resp, "connection", conn)  # reused?, DNS, connect, TLS (the raw transport says)
                 st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:
                     error = classify_status(resp.status)
@@ -404,6 +406,10 @@ async def execute(
         cached_tokens=st.cached_tokens,
         trace_id=trace_id,
         span_id=span_id,
+        connection_reused=conn[0],
+        dns_ns=conn[1],
+        connect_ns=conn[2],
+        tls_ns=conn[3],
     )
     return Outcome(record=record, text="".join(st.texts))
 

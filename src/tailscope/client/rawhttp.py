@@ -13,6 +13,7 @@ keep-alive pooling per target. Anything it does not handle raises a clear error;
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -48,6 +49,9 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.sent_ns = 0  # perf_counter_ns when the current request was written to the socket
+        # (dns_ns, connect_ns, tls_ns) of opening this connection, until its first request takes them
+        self.opened: tuple[int, int, int | None] | None = None
+        self.request_opened: tuple[int, int, int | None] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -281,11 +285,15 @@ class _Conn(asyncio.Protocol):
 class _RawResponse:
     """The response being received on one connection."""
 
-    def __init__(self, conn: _Conn) -> None:
+    def __init__(self, conn: _Conn, opened: tuple[int, int, int | None] | None) -> None:
         self._conn = conn
         self.sent_ns = conn.sent_ns  # when the request left for the socket (perf_counter_ns): the actual send
         self.status = conn.status
         self.headers: Mapping[str, str] = _CaseInsensitive(conn.headers)
+        #: (reused, dns_ns, connect_ns, tls_ns): a reused keep-alive connection, or the phases of opening this one
+        self.connection: tuple[bool, int | None, int | None, int | None] = (
+            (True, None, None, None) if opened is None else (False, *opened)
+        )
 
     async def iter_timed_chunks(self) -> AsyncIterator[tuple[int, bytes]]:
         """(arrival ns on perf_counter_ns, body bytes) as they come; ends when the body is complete."""
@@ -376,18 +384,8 @@ class _Pool:
 
     async def connect(self) -> _Conn:
         """A new connection (not yet in the idle list)."""
-        loop = asyncio.get_running_loop()
         try:
-            _, proto = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Conn(self),
-                    self.host,
-                    self.port,
-                    ssl=self.ssl_ctx,
-                    server_hostname=self.host if self.ssl_ctx else None,
-                ),
-                self.connect_timeout_s,
-            )
+            conn = await asyncio.wait_for(self._connect(), self.connect_timeout_s)
         except TimeoutError:
             raise ConnectTimeout(
                 f"connecting to {self.host}:{self.port} took over {self.connect_timeout_s:g} s"
@@ -396,9 +394,39 @@ class _Pool:
             raise ConnectFailed(
                 exc.errno, f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}"
             ) from None
-        conn = proto
         self.all.add(conn)
         return conn
+
+    async def _connect(self) -> _Conn:
+        """A new connection, its DNS, TCP connect and TLS handshake timed apart (``_Conn.opened``)."""
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter_ns()
+        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        t1 = time.perf_counter_ns()
+        last: OSError = OSError(f"{self.host} resolved to no address")
+        for family, _, _, _, addr in infos:  # each address in turn, as create_connection does
+            try:
+                transport, proto = await loop.create_connection(
+                    lambda: _Conn(self), str(addr[0]), int(addr[1]), family=family
+                )
+                break
+            except OSError as exc:
+                last = exc
+        else:
+            raise last
+        t2 = time.perf_counter_ns()
+        tls_ns: int | None = None
+        if self.ssl_ctx is not None:
+            try:
+                tls = await loop.start_tls(transport, proto, self.ssl_ctx, server_hostname=self.host)
+            except BaseException:
+                transport.close()
+                raise
+            assert tls is not None
+            proto.transport = tls
+            tls_ns = time.perf_counter_ns() - t2
+        proto.opened = (t1 - t0, t2 - t1, tls_ns)
+        return proto
 
     def release(self, c: _Conn) -> None:
         if c.closed or not c.keep_alive:
@@ -476,6 +504,7 @@ class RawHttpTransport:
         skipped when acquiring.
         """
         conn = await self._pool.acquire()
+        conn.request_opened, conn.opened = conn.opened, None  # the first request on it pays for opening it
         conn.start(self._request(method, path, body, headers))
         conn.head_waiter = asyncio.get_running_loop().create_future()
         try:
@@ -494,7 +523,7 @@ class RawHttpTransport:
     ) -> AsyncIterator[_RawResponse]:
         conn = await self._open(method, path, body, headers)
         try:
-            yield _RawResponse(conn)
+            yield _RawResponse(conn, conn.request_opened)
         except BaseException:
             conn.keep_alive = False
             raise
@@ -569,7 +598,7 @@ class RawHttpTransport:
             await asyncio.wait_for(conn.head_waiter, self._pool.connect_timeout_s)
         finally:
             conn.head_waiter = None
-        resp = _RawResponse(conn)
+        resp = _RawResponse(conn, None)  # the warm-up GET: the phases stay for the first request
         async for _ in resp.iter_chunks():
             pass
 

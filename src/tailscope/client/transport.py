@@ -43,13 +43,79 @@ class Transport(Protocol):
         ...
 
 
-class _AioResponse:
-    __slots__ = ("_resp", "headers", "status")
+class _Phases:
+    """One request's connection, as aiohttp's trace hooks report it (perf_counter ns)."""
 
-    def __init__(self, resp: Any) -> None:
+    __slots__ = ("connect", "dns", "dns_t", "reused", "t")
+
+    def __init__(self) -> None:
+        self.t = self.dns_t = 0
+        self.dns: int | None = None
+        self.connect: int | None = None
+        self.reused: bool | None = None
+
+    def connection(self) -> tuple[bool | None, int | None, int | None, int | None]:
+        """(reused, dns_ns, connect_ns, tls_ns): aiohttp's connect includes TLS, so TLS is not told apart (None)."""
+        if self.reused:
+            return (True, None, None, None)
+        if self.connect is None:
+            return (None, None, None, None)
+        return (False, self.dns, self.connect, None)
+
+
+def _trace_config() -> Any:
+    """aiohttp hooks that time DNS and connecting apart per request (``trace_request_ctx`` is its :class:`_Phases`)."""
+    import time
+
+    import aiohttp
+
+    def phases(ctx: Any) -> _Phases | None:
+        p = ctx.trace_request_ctx
+        return p if isinstance(p, _Phases) else None
+
+    async def create_start(_s: Any, ctx: Any, _p: Any) -> None:
+        if (p := phases(ctx)) is not None:
+            p.t = time.perf_counter_ns()
+
+    async def create_end(_s: Any, ctx: Any, _p: Any) -> None:
+        if (p := phases(ctx)) is not None:
+            p.reused = False
+            p.connect = time.perf_counter_ns() - p.t - (p.dns or 0)
+
+    async def reuse(_s: Any, ctx: Any, _p: Any) -> None:
+        if (p := phases(ctx)) is not None:
+            p.reused = True
+
+    async def dns_start(_s: Any, ctx: Any, _p: Any) -> None:
+        if (p := phases(ctx)) is not None:
+            p.dns_t = time.perf_counter_ns()
+
+    async def dns_end(_s: Any, ctx: Any, _p: Any) -> None:
+        if (p := phases(ctx)) is not None:
+            p.dns = time.perf_counter_ns() - p.dns_t
+
+    async def dns_cached(_s: Any, ctx: Any, _p: Any) -> None:
+        if (p := phases(ctx)) is not None:
+            p.dns = 0
+
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_create_start.append(create_start)
+    tc.on_connection_create_end.append(create_end)
+    tc.on_connection_reuseconn.append(reuse)
+    tc.on_dns_resolvehost_start.append(dns_start)
+    tc.on_dns_resolvehost_end.append(dns_end)
+    tc.on_dns_cache_hit.append(dns_cached)
+    return tc
+
+
+class _AioResponse:
+    __slots__ = ("_resp", "connection", "headers", "status")
+
+    def __init__(self, resp: Any, phases: _Phases | None = None) -> None:
         self._resp = resp
         self.status: int = resp.status
         self.headers: Mapping[str, str] = resp.headers
+        self.connection = phases.connection() if phases is not None else (None, None, None, None)
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         async for chunk in self._resp.content.iter_any():
@@ -91,6 +157,7 @@ class AioHttpTransport:
             auto_decompress=False,
             skip_auto_headers=("User-Agent",),
             headers={"User-Agent": "tailscope"},
+            trace_configs=[_trace_config()],
         )
 
     def _headers(self, headers: Mapping[str, str]) -> dict[str, str]:
@@ -101,8 +168,11 @@ class AioHttpTransport:
 
     @asynccontextmanager
     async def _post(self, path: str, body: bytes, headers: Mapping[str, str]) -> AsyncIterator[Response]:
-        async with self._session.post(self.base_url + path, data=body, headers=self._headers(headers)) as resp:
-            yield _AioResponse(resp)
+        phases = _Phases()
+        async with self._session.post(
+            self.base_url + path, data=body, headers=self._headers(headers), trace_request_ctx=phases
+        ) as resp:
+            yield _AioResponse(resp, phases)
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> AbstractAsyncContextManager[Response]:
         return self._post(path, body, headers)

@@ -26,6 +26,10 @@ def _s(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
 def record_to_json(r: RequestRecord) -> dict[str, Any]:
     """One request as exported: times in seconds since the run start."""
     d = record_to_json_lean(r)
@@ -175,4 +179,8 @@ def record_to_json_lean(r: RequestRecord) -> dict[str, Any]:
         "first_answer_s": _s(r.first_answer_ns),
         "reasoning_tokens": r.reasoning_tokens,
         "cached_tokens": r.cached_tokens,
+        "connection_reused": r.connection_reused,
+        "dns_ms": _ms(r.dns_ns),
+        "connect_ms": _ms(r.connect_ns),
+        "tls_ms": _ms(r.tls_ns),
     }

@@ -55,6 +55,8 @@ class ReportRun:
         findings: the run's diagnosis (``Finding.to_dict()`` of each finding, highest impact first), prepared by the
             caller (:func:`tailscope.write_report`); empty: no findings section.
         per_turn: summaries per session turn (``{"0": summary, …}``), prepared by the caller; empty: no turn table.
+        join: the run joined with a trace set (``tailscope trace join --json``'s document, ``per_request`` left out),
+            prepared by the caller (``report RUN --traces SET``); empty: no "client and tree" section.
     """
 
     run: Mapping[str, Any]
@@ -64,6 +66,7 @@ class ReportRun:
     tags: Sequence[str] = field(default_factory=tuple)
     findings: Sequence[Mapping[str, Any]] = ()
     per_turn: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    join: Mapping[str, Any] = field(default_factory=dict)
 
 
 def fmt_num(v: Any) -> str:
@@ -178,6 +181,7 @@ def render_run_report(item: ReportRun, *, nav: bool = False) -> str:
         "per_turn": dict(item.per_turn),
         "findings": list(item.findings),
         "classes": dict(item.summary.get("classes") or {}),
+        "join": dict(item.join),
     }
     return _page("report.html.j2", ctx, data, nav=nav)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
 from tailscope.client.openai import ClientOptions, Timeouts, build_body, extension_flags, without_extensions
+from tailscope.client.otlp import ClientSpanExporter
 from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
@@ -110,6 +111,8 @@ class BenchConfig:
     warm_connections: bool = False
     # records only go to the store while the run goes (long runs, soaks); the summary reads them back at the end
     stream_records: bool = False
+    otlp_endpoint: str | None = None  # where one CLIENT span per traced request goes (OTLP/HTTP)
+    otlp_protocol: str = "protobuf"  # protobuf | json
 
     def without(self, refused: frozenset[str]) -> BenchConfig:
         """This config with the extensions the server refused turned off."""
@@ -469,11 +472,14 @@ async def run_bench(
         records: list[RequestRecord] = []
         samples: list[ServerSample] = []
         retain = not (cfg.stream_records and store is not None)
+        spans = _client_spans(cfg, ts.target)
 
         def sink(r: RequestRecord) -> None:
             if retain:
                 records.append(r)
             writer.add(r)
+            if spans is not None:
+                spans.add(r)
 
         def sample_sink(batch: list[ServerSample]) -> None:
             samples.extend(batch)
@@ -500,6 +506,9 @@ async def run_bench(
         gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
         t0 = clock.now_ns()
         t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
+        if spans is not None:
+            spans.t0_unix_ns = t0_unix_ns
+            spans.sender.start()
         mixed = MixedTraffic(
             cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
         )
@@ -520,6 +529,8 @@ async def run_bench(
             if scraper is not None:
                 await scraper.stop()
             await telemetry.stop()
+            if spans is not None:
+                await spans.sender.stop()  # what is still pending goes now (after the load: no effect on timings)
             restore_signals()
             writer.close()
         if not retain and store is not None:
@@ -537,7 +548,7 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened),
+            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened, spans),
             scraper=scraper,
             telemetry=telemetry,
             workers_hint=_workers_hint(cfg, records, cpu_s, (clock.now_ns() - t0) / 1e9),
@@ -556,17 +567,25 @@ def _workers_hint(cfg: BenchConfig, records: list[RequestRecord], cpu_s: float, 
     return workers_needed(eps, cpu_s / events * 1e6, cap=1024)
 
 
+def _client_spans(cfg: BenchConfig, target: Target) -> ClientSpanExporter | None:
+    """The exporter of the run's client spans (``--otlp-endpoint``), or None."""
+    if cfg.otlp_endpoint is None or cfg.trace_ratio <= 0:
+        return None
+    operation = "chat" if cfg.endpoint == "chat" else "text_completion"
+    return ClientSpanExporter(cfg.otlp_endpoint, model=target.model, operation=operation, protocol=cfg.otlp_protocol)
+
+
 def _extra_summary(
     cfg: BenchConfig,
     records: list[RequestRecord],
     t0_unix_ns: int,
     mixed: dict[str, Any] | None,
     preopened: int = 0,
+    spans: ClientSpanExporter | None = None,
 ) -> dict[str, Any] | None:
-    """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), and the trace
-    context (traced count, the run start's Unix time in ns)."""
-    """Summary keys beyond RunSummary: mixed traffic, the trace context (traced count, the run start's Unix
-    time in ns), and the connections opened before the first send."""
+    """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), the trace
+    context (traced count, the run start's Unix time in ns, client spans) and the connections opened before the
+    first send."""
     extra: dict[str, Any] = {}
     if preopened:
         extra["client"] = {"preopened_connections": preopened, "warmed": warm_path(cfg) is not None}
@@ -583,4 +602,6 @@ def _extra_summary(
             "traced": sum(1 for r in records if r.trace_id is not None),
             "t0_unix_ns": t0_unix_ns,
         }
+        if spans is not None:
+            extra["trace_context"]["client_spans"] = spans.sender.outcome()
     return extra or None

@@ -98,6 +98,10 @@ class BenchOptions:
         warm_connections: also send one ``GET /v1/models`` on each pre-opened connection before the run.
         stream_records: keep no records in memory while the run goes — they go to the store only, and the summary
             reads them back after the run (long runs and soaks; needs a store).
+        otlp_endpoint: export one CLIENT span per traced request to this OTLP/HTTP collector (``http://HOST:4318``;
+            needs ``trace_context``): GenAI attributes, first-token and stall events, ids = the record's, so the
+            server's spans are its children. Batched off the hot path.
+        otlp_protocol: ``protobuf`` (default) or ``json``.
     """
 
     url: str | None = None
@@ -152,6 +156,9 @@ class BenchOptions:
     preopen_connections: int | None = None
     warm_connections: bool = False
     stream_records: bool = False
+    # client spans (issue 21 item 2)
+    otlp_endpoint: str | None = None
+    otlp_protocol: str = "protobuf"
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given (it then overrides a profile's value)."""

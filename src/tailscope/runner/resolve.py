@@ -71,6 +71,15 @@ def resolve(opts: BenchOptions) -> Resolved:
     tracestate = check_tracestate(opts.tracestate)
     if tracestate is not None and ratio == 0:
         raise ConfigError("--tracestate is sent with traceparent only: add --trace-context on (or a ratio)")
+    if opts.otlp_endpoint is not None:
+        from tailscope.client.otlp import check_protocol, traces_url
+
+        traces_url(opts.otlp_endpoint)
+        check_protocol(opts.otlp_protocol)
+        if ratio == 0:
+            raise ConfigError(
+                "--otlp-endpoint exports the spans of traced requests: add --trace-context on (or a ratio)"
+            )
     if opts.from_traces is not None:
         from tailscope.runner.trace_load import resolve_trace_load
 
@@ -89,7 +98,16 @@ def resolve(opts: BenchOptions) -> Resolved:
         return resolved
     cfg = resolved.config
     settings = {**cfg.settings, "trace_context": ratio, "tracestate": tracestate}
-    cfg = replace(cfg, trace_ratio=ratio, tracestate=tracestate, settings=settings)
+    if opts.otlp_endpoint is not None:
+        settings["otlp_endpoint"] = opts.otlp_endpoint
+    cfg = replace(
+        cfg,
+        trace_ratio=ratio,
+        tracestate=tracestate,
+        settings=settings,
+        otlp_endpoint=opts.otlp_endpoint,
+        otlp_protocol=opts.otlp_protocol,
+    )
     # ids drawn while the stream is produced, ahead of the send path; which requests are traced follows the seed
     specs = with_trace_context(resolved.specs, ratio, seed=cfg.seed, ids=random.Random(secrets.randbits(64)))
     return Resolved(cfg, specs, resolved.progress)

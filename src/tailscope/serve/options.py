@@ -65,6 +65,6 @@ class ServeOptions:
             raise ConfigError(f"natural output length range must satisfy 1 ≤ min ≤ max (got {lo}..{hi})")
         self.faults.validate()
         if self.otlp_endpoint is not None:
-            from tailscope.serve.otlp import traces_url
+            from tailscope.client.otlp import traces_url
 
             traces_url(self.otlp_endpoint)

@@ -21,9 +21,8 @@ import random
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from tailscope.errors import ConfigError
+from tailscope.client.otlp import set_attributes, traces_url
 
 #: the pending-span cap: past it new spans are dropped (counted) rather than memory growing while a collector is down
 MAX_PENDING = 100_000
@@ -50,20 +49,6 @@ def parse_traceparent(value: str | None) -> tuple[str, str, bool] | None:
     except ValueError:
         return None
     return trace_id, span_id, sampled
-
-
-def traces_url(endpoint: str) -> str:
-    """The OTLP/HTTP traces URL of ``endpoint``: ``/v1/traces`` appended when it names no path (as the SDKs do).
-
-    Raises:
-        ConfigError: when ``endpoint`` is not an http(s) URL.
-    """
-    parts = urlsplit(endpoint.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"--otlp-endpoint {endpoint!r}: expected http://HOST:PORT (OTLP/HTTP, /v1/traces implied)")
-    if parts.path in ("", "/"):
-        return endpoint.strip().rstrip("/") + "/v1/traces"
-    return endpoint.strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,17 +124,7 @@ def encode_spans(timings: list[RequestTiming], *, model: str, service: str, span
         sp.start_time_unix_nano = t.received_ns
         sp.end_time_unix_nano = max(t.end_ns, t.received_ns)
         sp.status.code = Status.StatusCode.STATUS_CODE_ERROR if t.aborted else Status.StatusCode.STATUS_CODE_UNSET
-        for key, value in span_attributes(t, model).items():
-            a = sp.attributes.add()
-            a.key = key
-            if isinstance(value, bool):
-                a.value.bool_value = value
-            elif isinstance(value, int):
-                a.value.int_value = value
-            elif isinstance(value, float):
-                a.value.double_value = value
-            else:
-                a.value.string_value = str(value)
+        set_attributes(sp.attributes, span_attributes(t, model))
     return bytes(req.SerializeToString())
 
 

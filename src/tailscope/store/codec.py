@@ -44,6 +44,10 @@ def record_to_row(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "first_answer_ns": r.first_answer_ns,
         "reasoning_tokens": r.reasoning_tokens,
         "cached_tokens": r.cached_tokens,
+        "connection_reused": r.connection_reused,
+        "dns_ns": r.dns_ns,
+        "connect_ns": r.connect_ns,
+        "tls_ns": r.tls_ns,
     }
 
 
@@ -79,6 +83,10 @@ def row_to_record(row: dict[str, Any]) -> RequestRecord:
         first_answer_ns=row.get("first_answer_ns"),
         reasoning_tokens=row.get("reasoning_tokens"),
         cached_tokens=row.get("cached_tokens"),
+        connection_reused=row.get("connection_reused"),
+        dns_ns=row.get("dns_ns"),
+        connect_ns=row.get("connect_ns"),
+        tls_ns=row.get("tls_ns"),
     )
 
 

@@ -23,7 +23,8 @@ DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
 #: 2: runs gained ``probe`` and the writer's identity and heartbeat; ``folded_batches`` records every folded batch.
 #: 3: requests gained ``trace_id`` and ``span_id`` (``bench --trace-context``).
 #: 4: requests gained ``first_answer_ns``, ``reasoning_tokens`` and ``cached_tokens``.
-SCHEMA_VERSION = 4
+#: 5: requests gained ``connection_reused``, ``dns_ns``, ``connect_ns`` and ``tls_ns`` (connection phases).
+SCHEMA_VERSION = 5
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -57,6 +58,10 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("first_answer_ns", "BIGINT"),
     ("reasoning_tokens", "INTEGER"),
     ("cached_tokens", "INTEGER"),
+    ("connection_reused", "BOOLEAN"),
+    ("dns_ns", "BIGINT"),
+    ("connect_ns", "BIGINT"),
+    ("tls_ns", "BIGINT"),
 )
 
 SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -113,6 +118,10 @@ _REQUESTS_ADDED = (
     ("first_answer_ns", "BIGINT"),
     ("reasoning_tokens", "INTEGER"),
     ("cached_tokens", "INTEGER"),
+    ("connection_reused", "BOOLEAN"),
+    ("dns_ns", "BIGINT"),
+    ("connect_ns", "BIGINT"),
+    ("tls_ns", "BIGINT"),
 )
 
 

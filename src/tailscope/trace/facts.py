@@ -152,11 +152,12 @@ def _count(anomalies: dict[str, int], found: dict[str, int]) -> None:
 
 
 def span_layers(tree: TraceTree) -> list[str]:
-    """Each span's layer, refined with the tree (a CLIENT call without a SERVER child is an external API)."""
+    """Each span's layer, refined with the tree (a CLIENT call without a SERVER child is an external API; an LLM
+    CLIENT call with one is the network)."""
     out = list(tree.layers)
     kinds, children, parent = tree.kinds, tree.children, tree.parent
     for i, layer in enumerate(out):
-        if layer == "network" or layer == "gateway":
+        if layer == "network" or layer == "gateway" or (layer == "inference" and kinds[i] == "CLIENT"):
             out[i] = refine_layer(layer, kinds[i], [kinds[c] for c in children[i]], is_root=parent[i] < 0)
     return out
 

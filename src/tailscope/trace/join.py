@@ -10,6 +10,9 @@ nanoseconds and the parts of a request add up exactly to its client-seen figure 
     the client's window (sent → first token, or sent → last token for E2E) minus the server's (its root span's start
     → the engine's first token, or → the root span's end): both directions of the wire, connection set-up and
     everything outside the server's spans. Differences of durations, so the hosts' clocks need not agree.
+``connection``
+    of that, opening the connection the request went out on (the record's ``dns_ns + connect_ns + tls_ns``, when
+    the raw transport opened one for it; at most the network part, whose remainder is the wire's).
 ``gateway``, ``retrieval``, ``agent``, ``business``, ``other``, ``network_internal`` (CLIENT-span time inside the
 tree), ``inference``
     the server's critical path from its root span's start up to the first token (TTFT) or to its end (E2E), by the
@@ -46,6 +49,7 @@ from tailscope.records import RequestRecord, Span
 PARTS: tuple[str, ...] = (
     "client",
     "network",
+    "connection",
     "gateway",
     "retrieval",
     "agent",
@@ -299,6 +303,8 @@ def fit(parts: Mapping[str, int], total: int) -> dict[str, int]:
 
 
 def _root(spans: Sequence[Span], client_span: str | None) -> Span | None:
+    if client_span is not None:  # the client's own span (bench --otlp-endpoint) is the request, not the server's root
+        spans = [s for s in spans if s.span_id != client_span]
     ids = {s.span_id for s in spans}
     roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
     if not roots:
@@ -377,6 +383,13 @@ def decompose(
         e2e_parts = {"client": client, "network": ewindow - server, **inner}
         e2e_parts.setdefault("unexplained", 0)
     up = down = None
+    opened = (r.dns_ns or 0) + (r.connect_ns or 0) + (r.tls_ns or 0)
+    moved = 0
+    for parts in (ttft_parts, e2e_parts):  # the connection set-up is inside the client's window, outside the server's
+        if opened and parts:
+            moved = min(opened, parts.get("network", 0))
+            parts["network"] -= moved
+            parts["connection"] = moved
     if t0_unix_ns is not None:
         sent_unix = t0_unix_ns + start
         first_unix = t0_unix_ns + r.first_token_ns
@@ -387,6 +400,8 @@ def decompose(
             notes.append("the client's send and first token do not bracket the server's spans: clocks disagree")
         if skew:
             up = down = None
+        elif opened:
+            up = max(0, up - min(opened, up))  # the request direction without the connection's set-up
     if skew and not notes:
         notes.append("the server's spans last longer than the client saw them: clock skew or inaccurate spans")
     return RequestParts(

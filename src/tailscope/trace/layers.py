@@ -19,7 +19,9 @@ The classifier reads, in this order (first match wins):
 
 Network time is approximated as a CLIENT span minus its SERVER child: the client span's own (exclusive) time is what
 the network layer gets. A CLIENT call without a SERVER child in the trace is an external API: :func:`refine_layer`
-turns it into ``business``, and a non-root SERVER span (a downstream service) is ``business`` too.
+turns it into ``business``, and a non-root SERVER span (a downstream service) is ``business`` too. A GenAI CLIENT
+span (an LLM call as the caller saw it: ``bench --otlp-endpoint``, an instrumented SDK) whose SERVER child is in the
+trace is ``network`` as well: the server's spans hold the inference, the client span's own time is the wire's.
 """
 
 from __future__ import annotations
@@ -215,8 +217,11 @@ def refine_layer(layer: str, kind: str, child_kinds: Sequence[str], *, is_root: 
     """Tree-aware corrections.
 
     A network CLIENT span with no SERVER child is an external API call (``business``); a gateway SERVER span that is
-    not a root serves an internal or downstream service (``business``); the entry point stays ``gateway``.
+    not a root serves an internal or downstream service (``business``); the entry point stays ``gateway``; an
+    inference CLIENT span with a SERVER child (the engine's own span beneath the caller's) is ``network``.
     """
+    if layer == "inference" and kind == "CLIENT" and "SERVER" in child_kinds:
+        return "network"
     if layer == "network" and kind == "CLIENT" and "SERVER" not in child_kinds:
         return "business"
     if layer == "gateway" and kind == "SERVER" and not is_root:

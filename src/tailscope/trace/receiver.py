@@ -1,4 +1,6 @@
-"""An OTLP/HTTP trace receiver (``POST /v1/traces``, JSON and protobuf) that hands spans to a sink.
+"""An OTLP trace receiver that hands spans to a sink: OTLP/HTTP (``POST /v1/traces``, JSON and protobuf) and, with
+``grpc_port`` (needs the optional ``grpcio``), OTLP/gRPC (``TraceService/Export``, what vLLM and most SDKs send by
+default).
 
 Binds to 127.0.0.1 by default. Bodies above ``max_body_bytes`` get 413, malformed bodies 400 (with the reason), a
 missing or wrong bearer token 401 when a token is set. ``Content-Encoding: gzip`` is accepted (the size limit
@@ -21,13 +23,15 @@ from typing import Any
 
 from aiohttp import web
 
-from tailscope.errors import TraceFormatError
+from tailscope.errors import ConfigError, TraceFormatError
 from tailscope.records import Span
 from tailscope.trace.ingest.common import ParseContext, loads_json, row_span
 from tailscope.trace.ingest.otlp import parse_otlp_json, parse_otlp_proto
 from tailscope.trace.layers import LayerRule
 
 Sink = Callable[[list[Span]], object]
+#: the OTLP/gRPC trace service (its one method is ``Export``)
+GRPC_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 class OtlpReceiver:
@@ -41,6 +45,7 @@ class OtlpReceiver:
         max_body_bytes: request bodies above this (after decompression too) are rejected with 413.
         flush_interval_s: how often buffered spans go to the sink.
         rules: user layer rules applied to received spans.
+        grpc_port: also receive OTLP/gRPC on this port (0 picks a free one; None = HTTP only).
     """
 
     def __init__(
@@ -53,8 +58,11 @@ class OtlpReceiver:
         max_body_bytes: int = 16 * 1024 * 1024,
         flush_interval_s: float = 1.0,
         rules: Sequence[LayerRule] = (),
+        grpc_port: int | None = None,
     ) -> None:
         self.sink = sink
+        self.grpc_port = grpc_port
+        self._grpc_server: Any = None
         self.host = host
         self.port = port
         self.token = token
@@ -77,7 +85,9 @@ class OtlpReceiver:
         return app
 
     async def start(self) -> None:
-        """Bind and start serving; :attr:`port` holds the bound port afterwards."""
+        """Bind and start serving; :attr:`port` (and :attr:`grpc_port`) hold the bound ports afterwards."""
+        if self.grpc_port is not None:  # first: a missing grpcio is said before anything listens
+            await self._start_grpc()
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -87,8 +97,57 @@ class OtlpReceiver:
             self.port = int(addresses[0][1])
         self._flusher = asyncio.create_task(self._flush_loop())
 
+    async def _start_grpc(self) -> None:
+        try:
+            import grpc
+        except ImportError:
+            raise ConfigError("--grpc-port needs grpcio: pip install 'tailscope[grpc]'") from None
+        handler = grpc.method_handlers_generic_handler(
+            GRPC_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._grpc_export)}
+        )  # no (de)serializers: the method gets the request's bytes and returns the response's
+        options = [("grpc.max_receive_message_length", self.max_body_bytes), ("grpc.so_reuseport", 0)]
+        server = grpc.aio.server(options=options)  # no port sharing: a port in use is an error, as for HTTP
+        server.add_generic_rpc_handlers((handler,))
+        try:
+            port = server.add_insecure_port(f"{self.host}:{self.grpc_port}")
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            await server.stop(None)
+            raise ConfigError(f"--grpc-port {self.grpc_port}: cannot bind {self.host}:{self.grpc_port} (in use?)")
+        await server.start()
+        self.grpc_port = port
+        self._grpc_server = server
+
+    async def _grpc_export(self, body: bytes, context: Any) -> bytes:
+        import grpc
+
+        self.requests += 1
+        if self.token:
+            got = dict(context.invocation_metadata() or ()).get("authorization", "")
+            if not hmac.compare_digest(str(got).encode(), f"Bearer {self.token}".encode()):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        ctx = ParseContext(source="otlp/grpc", rules=self.rules, max_problems=20)
+        try:
+            spans = [row_span(r) for r in parse_otlp_proto(body, ctx)]
+        except TraceFormatError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if not spans and ctx.problems:
+            self.rejected += ctx.dropped
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(str(p) for p in ctx.problems[:5]))
+        with self._lock:
+            self._buffer.extend(spans)
+        self.received += len(spans)
+        self.rejected += ctx.dropped
+        out = _success(True, ctx).body
+        assert isinstance(out, bytes)
+        return out
+
     async def stop(self) -> None:
         """Stop serving and hand every buffered span to the sink."""
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(grace=1.0)
+            self._grpc_server = None
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -184,3 +185,95 @@ def test_preopen_stops_quietly_when_the_server_is_gone() -> None:
         await t.close()
 
     asyncio.run(go())
+
+
+def test_connection_phases_on_the_first_request_only() -> None:
+    """A new connection's DNS and connect times ride on its first request; later ones say it was reused."""
+    from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
+
+    async def go(url: str) -> list[tuple[bool, int | None, int | None, int | None]]:
+        t = RawHttpTransport(url.replace("127.0.0.1", "localhost"))  # a name, so resolving is a real step
+        seen = []
+        try:
+            for _ in range(2):
+                async with t.post(
+                    "/v1/completions", b'{"max_tokens":2,"prompt":"a"}', {"Content-Type": "application/json"}
+                ) as r:
+                    seen.append(r.connection)
+                    _ = [d async for d in r.iter_chunks()]
+        finally:
+            await t.close()
+        return seen
+
+    with ScriptedServer(ScriptedConfig(ttft_ms=1, itl_ms=1)) as srv:
+        first, second = asyncio.run(go(srv.url))
+    reused, dns, connect, tls = first
+    assert reused is False
+    assert dns is not None
+    assert dns > 0
+    assert connect is not None
+    assert connect > 0
+    assert tls is None  # plain HTTP
+    assert second == (True, None, None, None)
+
+
+def test_tls_handshake_is_timed_apart(tmp_path: Any) -> None:
+    """Over https the handshake is its own phase, and the exchange still works through the upgraded transport."""
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(1).not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = tmp_path / "c.pem", tmp_path / "k.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+            await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async def go() -> list[tuple[bool, int | None, int | None, int | None]]:
+        server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_ctx.load_cert_chain(cert_path, key_path)
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        t = RawHttpTransport(f"https://localhost:{port}")
+        t._pool.ssl_ctx = ssl.create_default_context(cafile=str(cert_path))
+        seen = []
+        try:
+            for _ in range(2):
+                async with t.post("/x", b"{}", {}) as r:
+                    assert r.status == 200
+                    assert b"".join([d async for d in r.iter_chunks()]) == b"ok"
+                    seen.append(r.connection)
+        finally:
+            await t.close()
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
+        return seen
+
+    first, second = asyncio.run(go())
+    assert first[0] is False
+    assert first[3] is not None
+    assert first[3] > 0
+    assert second == (True, None, None, None)

@@ -248,3 +248,15 @@ def test_context_check_refuses_typical_and_warns_for_the_tail() -> None:
     assert "class a" in warned[0]
     assert check_context([LengthBound("flags", spec("1000"), spec("100"))], 4096, "m") == ()
     assert check_context([LengthBound("flags", spec("99999"), spec("100"))], None, "m") == ()  # server did not say
+
+
+def test_otlp_endpoint_needs_trace_context_and_a_url() -> None:
+    base = BenchOptions(requests=2, concurrency=1)
+    with pytest.raises(ConfigError, match="--trace-context on"):
+        resolve(replace(base, otlp_endpoint="http://127.0.0.1:4318"))
+    with pytest.raises(ConfigError, match="--otlp-endpoint"):
+        resolve(replace(base, otlp_endpoint="127.0.0.1:4318", trace_context="on"))
+    with pytest.raises(ConfigError, match="--otlp-protocol"):
+        resolve(replace(base, otlp_endpoint="http://c:4318", otlp_protocol="grpc", trace_context="on"))
+    cfg = resolve(replace(base, otlp_endpoint="http://c:4318", otlp_protocol="json", trace_context="on")).config
+    assert (cfg.otlp_endpoint, cfg.otlp_protocol) == ("http://c:4318", "json")

@@ -48,7 +48,8 @@ def test_a_store_without_the_trace_columns_opens_and_takes_new_records(tmp_path:
     store.write_records("old", [_record(0, traced=False)])
     # make it look like a schema-2 store: none of the columns added since (trace ids, answer/reasoning/cache)
     con = duckdb.connect(str(path))
-    for name in ("trace_id", "span_id", "first_answer_ns", "reasoning_tokens", "cached_tokens"):
+    added = ("trace_id", "span_id", "first_answer_ns", "reasoning_tokens", "cached_tokens", "connection_reused")
+    for name in (*added, "dns_ns", "connect_ns", "tls_ns"):
         con.execute(f"ALTER TABLE requests DROP COLUMN {name}")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
@@ -60,3 +61,12 @@ def test_a_store_without_the_trace_columns_opens_and_takes_new_records(tmp_path:
     names = [r[0] for r in duckdb.connect(str(path), read_only=True).execute("DESCRIBE requests").fetchall()]
     assert names == [n for n, _ in REQUEST_COLUMNS]
     assert replace(_record(1, True), trace_id=None).trace_id is None
+
+
+def test_connection_phases_round_trip(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run(_run("r1"))
+    opened = replace(_record(0, False), connection_reused=False, dns_ns=2_800_000_000, connect_ns=300_000, tls_ns=None)
+    reused = replace(_record(1, False), connection_reused=True)
+    store.write_records("r1", [opened, reused])
+    assert store.load_records("r1") == [opened, reused]

@@ -361,12 +361,13 @@ def raw_jaeger_path(tree: RefTree, *, async_blocking: bool = False) -> tuple[lis
 
 
 def span_layers(tree: RefTree) -> list[str]:
-    """Each span's layer, refined with the tree (a CLIENT call without a SERVER child is an external API)."""
+    """Each span's layer, refined with the tree (a CLIENT call without a SERVER child is an external API; an LLM
+    CLIENT call with one is the network)."""
     spans = tree.spans
     out: list[str] = []
     for i, s in enumerate(spans):
         layer = s.layer
-        if layer == "network" or layer == "gateway":
+        if layer in ("network", "gateway") or (layer == "inference" and s.kind == "CLIENT"):
             kinds = [spans[c].kind for c in tree.children[i]]
             layer = refine_layer(layer, s.kind, kinds, is_root=tree.parent[i] < 0)
         out.append(layer)

@@ -68,6 +68,9 @@ def test_refine_network_and_downstream_servers() -> None:
     assert refine_layer("network", "CLIENT", []) == "business"  # external API
     assert refine_layer("gateway", "SERVER", [], is_root=False) == "business"
     assert refine_layer("gateway", "SERVER", [], is_root=True) == "gateway"
+    assert refine_layer("inference", "CLIENT", ["SERVER"]) == "network"  # an LLM call over the engine's own span
+    assert refine_layer("inference", "CLIENT", []) == "inference"  # an LLM API seen from outside
+    assert refine_layer("inference", "SERVER", ["SERVER"]) == "inference"
 
 
 #: vLLM's per-request span as its CPU build exports it (kind SERVER, parented on the caller): gen_ai.latency.* and

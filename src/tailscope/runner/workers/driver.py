@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from tailscope.runner.bench import (
     BenchConfig,
     BenchResult,
     _auth_header,
+    _client_spans,
     finish_bench,
     install_signal_handlers,
     new_run,
@@ -384,10 +386,14 @@ async def run_bench_distributed(
         run = new_run(cfg, ts, workers=workers, worker_kind=handles[0].kind)
         writer.begin(run)
 
+        spans = _client_spans(cfg, ts.target)
+
         def sink(batch: list[RequestRecord]) -> None:
             records.extend(batch)
             for r in batch:
                 writer.add(r)
+                if spans is not None:
+                    spans.add(r)
 
         def sample_sink(batch: list[ServerSample]) -> None:
             samples.extend(batch)
@@ -412,6 +418,9 @@ async def run_bench_distributed(
             await asyncio.gather(
                 *(h.call("start", [t0 + st.clock_offset_ns]) for h, st in zip(handles, states, strict=True))
             )
+            if spans is not None:  # record times are on the driver's clock: one reading maps them to Unix time
+                spans.t0_unix_ns = time.time_ns() + (t0 - clock.now_ns())
+                spans.sender.start()
             await asyncio.sleep(max(0.0, (t0 - clock.now_ns()) / 1e9))
             if ts.metrics_url:
                 scraper = Scraper(
@@ -424,6 +433,8 @@ async def run_bench_distributed(
             if scraper is not None:
                 await scraper.stop()
             await telemetry.stop()
+            if spans is not None:
+                await spans.sender.stop()
             if restore_signals is not None:
                 restore_signals()
             writer.close()
@@ -458,7 +469,13 @@ async def run_bench_distributed(
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
                 # each worker's clock has its own offset: no run-wide Unix start, so the join checks no bracket
                 **(
-                    {"trace_context": {"ratio": cfg.trace_ratio, "traced": sum(1 for r in records if r.trace_id)}}
+                    {
+                        "trace_context": {
+                            "ratio": cfg.trace_ratio,
+                            "traced": sum(1 for r in records if r.trace_id),
+                            **({"client_spans": spans.sender.outcome()} if spans is not None else {}),
+                        }
+                    }
                     if cfg.trace_ratio > 0
                     else {}
                 ),

@@ -200,3 +200,23 @@ def test_an_engine_that_reports_phases_as_child_spans() -> None:
     assert p.ttft_parts_ns["network"] == 99 * MS - 70 * MS
     assert p.e2e_parts_ns["decode"] == 150 * MS
     assert sum(p.e2e_parts_ns.values()) == p.e2e_ns
+
+
+def test_opening_the_connection_is_taken_out_of_the_network_part() -> None:
+    from dataclasses import replace
+
+    start = T0 + 31 * MS
+    eng = _engine(start, start + 260 * MS, ttft=0.060, queue=0.010, prefill=0.045, decode=0.200, parent=CSPAN)
+    r = replace(_record(), connection_reused=False, dns_ns=20 * MS, connect_ns=1 * MS, tls_ns=None)
+    p = decompose(r, [eng], t0_unix_ns=T0)
+    assert not isinstance(p, str)
+    assert (p.ttft_parts_ns["connection"], p.ttft_parts_ns["network"]) == (21 * MS, 18 * MS)
+    assert sum(p.ttft_parts_ns.values()) == p.ttft_ns
+    assert p.e2e_parts_ns["connection"] == 21 * MS
+    assert sum(p.e2e_parts_ns.values()) == p.e2e_ns
+    assert p.network_request_ns == 9 * MS  # 30 ms up, of which 21 ms opening the connection
+    # a set-up longer than the whole network part (clocks, rounding) never makes a part negative
+    big = decompose(replace(r, dns_ns=500 * MS), [eng], t0_unix_ns=T0)
+    assert not isinstance(big, str)
+    assert big.ttft_parts_ns["network"] == 0
+    assert min(big.ttft_parts_ns.values()) >= 0
