@@ -133,6 +133,11 @@ def simulate(
     warmup: int = 0,
     seed: int = 0,
     slo: Sequence[str | Slo] = (),
+    disagg: str | None = None,
+    spec_draft: int = 0,
+    spec_accept: float = 0.7,
+    spec_draft_model: str | None = None,
+    kv_offload_gib: float = 0.0,
     store: StorePath | RunStore | None = None,
     progress: SimProgress | None = None,
     explicit: Collection[str] | None = None,
@@ -155,6 +160,12 @@ def simulate(
         requests, duration: stop after N requests (warmup included) or after this many virtual seconds.
         input_tokens, output_tokens: length specs: ``N``, ``uniform:A:B``, ``normal:M:S``, ``lognormal:MED:SIG``.
         slo: SLOs like ``ttft_p99=1.5s``.
+        disagg: prefill/decode disaggregation, ``prefill=WORKERSxTP,decode=WORKERSxTP`` (then ``tp``/``replicas``
+            are ignored); the KV transfer between the pools is priced from the interconnect.
+        spec_draft, spec_accept, spec_draft_model: speculative decoding with ``spec_draft`` draft tokens per step
+            accepted with probability ``spec_accept`` each; the draft is ``spec_draft_model`` on the same GPUs, or
+            priced at 0.1 × the target's decode step per draft token.
+        kv_offload_gib: host memory per replica that preempted requests' KV is swapped to (instead of recompute).
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.
@@ -175,7 +186,9 @@ def simulate(
         autoscale=_path(autoscale), profile=_path(profile), concurrency=concurrency, rate=rate, arrival=arrival,
         burstiness=burstiness, requests=requests, duration=duration, input_tokens=str(input_tokens),
         output_tokens=str(output_tokens), warmup=warmup, seed=seed,
-        slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), store=False,
+        slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
+        spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
+        kv_offload_gib=kv_offload_gib, store=False,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields
         default = SimArgs()

@@ -177,6 +177,7 @@ class _Converter:
             session=session,
             extra_body=dict(c.extra_body),
             model=c.model,
+            priority=c.priority,
         )
 
     def length(self, d: DistM, loc: tuple[int | str, ...]) -> LengthDist:
