@@ -167,6 +167,7 @@ class CapacityResult:
     model: str
     gpu: str
     search_seconds: float
+    confidence: dict[str, Any] | None = None
 
     @property
     def best(self) -> Any:
@@ -178,6 +179,8 @@ class CapacityResult:
         doc = self.plan.to_dict()
         doc["search_seconds"] = self.search_seconds
         doc["model"], doc["gpu"] = self.model, self.gpu
+        if self.confidence is not None:
+            doc["confidence"] = self.confidence
         return doc
 
 
@@ -230,6 +233,7 @@ def plan_capacity(
     calibration: PathLike | None = None,
     sim_requests: int = 1500,
     engine: str = "vllm",
+    confidence: bool = False,
 ) -> CapacityResult:
     """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
     analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
@@ -246,6 +250,9 @@ def plan_capacity(
         calibration: a calibration file (a digital twin's ``twin.yaml``: its fitted costs replace the catalogs).
         sim_requests: requests per simulation of a configuration.
         engine: the serving engine's costs and defaults: ``vllm``, ``sglang`` or ``trtllm``.
+        confidence: a configuration passes only when every SLO holds at the high end of the simulated figure's 90 %
+            prediction interval (the step model's residuals on like configurations, :mod:`tailscope.engine.residuals`):
+            it "meets the SLO with ≥ 90 % confidence". ``result.confidence`` names the residual group.
 
     Returns:
         ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
@@ -261,6 +268,7 @@ def plan_capacity(
     cal_path = Path(calibration) if calibration is not None else None
     if load_calibration(cal_path).twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
+    high = _confidence_bounds(engine, gpu, model) if confidence else None
 
     def perf_for_tp(degree: int) -> PerfModel:
         # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
@@ -302,8 +310,14 @@ def plan_capacity(
         if summary is None:  # no request finished at all
             return SimCheck(passed=False, observed={})
         checks = summary.slo
+        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        if high is not None:  # the SLO must hold at the interval's high end too
+            passed = passed and all(
+                c.observed_ms is not None and c.observed_ms * high[0].bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                for c in checks
+            )
         return SimCheck(
-            passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0,
+            passed=passed,
             observed={c.slo.key: c.observed_ms for c in checks},
             requests=summary.requests.total,
             goodput_rps=summary.goodput_rps,
@@ -322,7 +336,19 @@ def plan_capacity(
         gpu_price_per_hour=gpu_price,
         max_replicas=max_replicas,
     )
-    return CapacityResult(plan, model, gpu, time.perf_counter() - t0)
+    return CapacityResult(plan, model, gpu, time.perf_counter() - t0, high[1] if high is not None else None)
+
+
+def _confidence_bounds(engine: str, gpu: str, model: str) -> tuple[Any, dict[str, Any]]:
+    """The residual group a ``confidence`` plan sizes its intervals from, and how the plan reports it."""
+    from tailscope.engine.gpus import resolve_gpu
+    from tailscope.engine.residuals import residual_group
+
+    group = residual_group(engine, resolve_gpu(gpu).id, model, "agg")
+    if group is None:
+        raise ConfigError("--confidence: the step model has no residuals for this engine (no interval to size)")
+    doc = {"level": 0.9, "rule": "every SLO holds at the high end of the 90% prediction interval", **group.to_dict()}
+    return group, doc
 
 
 @public

@@ -132,7 +132,11 @@ def sim(
             for m, pcts in out.prediction_interval.items()
             for p, (lo, hi) in pcts.items()
         )
-        print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
+        src = out.prediction_interval_source or {}
+        if src.get("kind") == "residuals":
+            print(f"90% prediction interval (step-model residuals on {src.get('label')}): {rows}")
+        else:
+            print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
     if json_out is not None:
         write_export(json_out, out.to_dict())
         err.print(f"wrote {json_out}")
