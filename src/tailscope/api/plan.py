@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,7 @@ class CapacityResult:
     gpu: str
     search_seconds: float
     confidence: dict[str, Any] | None = None
+    disagg: dict[str, Any] | None = None
 
     @property
     def best(self) -> Any:
@@ -181,6 +182,8 @@ class CapacityResult:
         doc["model"], doc["gpu"] = self.model, self.gpu
         if self.confidence is not None:
             doc["confidence"] = self.confidence
+        if self.disagg is not None:
+            doc["disagg"] = self.disagg
         return doc
 
 
@@ -234,6 +237,7 @@ def plan_capacity(
     sim_requests: int = 1500,
     engine: str = "vllm",
     confidence: bool = False,
+    disagg: str | None = None,
 ) -> CapacityResult:
     """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
     analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
@@ -253,6 +257,9 @@ def plan_capacity(
         confidence: a configuration passes only when every SLO holds at the high end of the simulated figure's 90 %
             prediction interval (the step model's residuals on like configurations, :mod:`tailscope.engine.residuals`):
             it "meets the SLO with ≥ 90 % confidence". ``result.confidence`` names the residual group.
+        disagg: also size a prefill/decode-disaggregated deployment: ``auto`` (prefill and decode workers of each
+            ``tp`` degree, fewest GPUs first) or candidates ``prefill=1x2,decode=2x1;prefill=2x2,decode=3x1``; the
+            cheapest one the simulator accepts is ``result.disagg`` ("2 prefill + 3 decode workers").
 
     Returns:
         ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
@@ -269,6 +276,7 @@ def plan_capacity(
     if load_calibration(cal_path).twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
     high = _confidence_bounds(engine, gpu, model) if confidence else None
+    splits = _disagg_candidates(disagg, tps, min(max_replicas, 16)) if disagg is not None else None
 
     def perf_for_tp(degree: int) -> PerfModel:
         # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
@@ -323,6 +331,28 @@ def plan_capacity(
             goodput_rps=summary.goodput_rps,
         )
 
+    def check_disagg(split: str) -> SimCheck:
+        from tailscope.sim.run import SimArgs, run_sim
+
+        args = SimArgs(
+            model=model, gpu=gpu, backend=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+            profile=Path(profile) if profile is not None else None, rate=load, arrival="poisson",
+            requests=sim_requests, input_tokens=input_tokens, output_tokens=output_tokens, slo=slo_texts,
+            store=False, disagg=split, explicit=frozenset({"rate", "requests", "arrival"}),
+        )  # fmt: skip
+        summary = run_sim(args).run_summary
+        if summary is None:
+            return SimCheck(passed=False, observed={})
+        checks = summary.slo
+        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        if confidence:
+            group = _confidence_bounds(engine, gpu, model, "disagg")[0]
+            passed = passed and all(
+                c.observed_ms is not None and c.observed_ms * group.bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                for c in checks
+            )
+        return SimCheck(passed=passed, observed={c.slo.key: c.observed_ms for c in checks})
+
     t0 = time.perf_counter()
     plan = search_capacity(
         perf_for_tp,
@@ -336,15 +366,56 @@ def plan_capacity(
         gpu_price_per_hour=gpu_price,
         max_replicas=max_replicas,
     )
-    return CapacityResult(plan, model, gpu, time.perf_counter() - t0, high[1] if high is not None else None)
+    split = None
+    if splits is not None:
+        split = _search_disagg(splits, gpu_price, check_disagg)
+    return CapacityResult(plan, model, gpu, time.perf_counter() - t0, high[1] if high is not None else None, split)
 
 
-def _confidence_bounds(engine: str, gpu: str, model: str) -> tuple[Any, dict[str, Any]]:
+#: simulations a ``disagg="auto"`` search may run
+_DISAGG_MAX_SIMS = 40
+
+
+def _disagg_candidates(text: str, tps: Sequence[int], max_workers: int) -> list[Any]:
+    from tailscope.engine.disagg import DisaggSpec, parse_disagg
+
+    if text.strip() != "auto":
+        return sorted(
+            (parse_disagg(c, what="--disagg") for c in text.split(";") if c.strip()), key=lambda d: (d.gpus, d.label())
+        )
+    out = [DisaggSpec(p, t, n - p, t) for t in tps for n in range(2, max(2, max_workers) + 1) for p in range(1, n)]
+    return sorted(out, key=lambda d: (d.gpus, d.decode_workers, d.label()))
+
+
+def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[str], SimCheck]) -> dict[str, Any]:
+    """The cheapest disaggregated split the simulator accepts, as ``CapacityResult.disagg``."""
+    tried: list[dict[str, Any]] = []
+    for d in splits:
+        if len(tried) >= _DISAGG_MAX_SIMS:
+            break
+        res = check(d.label())
+        tried.append({"deployment": d.label(), "gpus": d.gpus, "passed": res.passed, "observed": res.observed})
+        if res.passed:
+            return {
+                "answer": f"{d.prefill_workers} prefill + {d.decode_workers} decode workers",
+                "prefill_workers": d.prefill_workers,
+                "prefill_tp": d.prefill_tp,
+                "decode_workers": d.decode_workers,
+                "decode_tp": d.decode_tp,
+                "gpus": d.gpus,
+                "usd_per_hour": d.gpus * gpu_price if gpu_price is not None else None,
+                "observed": res.observed,
+                "tried": tried,
+            }
+    return {"answer": None, "tried": tried}
+
+
+def _confidence_bounds(engine: str, gpu: str, model: str, mode: str = "agg") -> tuple[Any, dict[str, Any]]:
     """The residual group a ``confidence`` plan sizes its intervals from, and how the plan reports it."""
     from tailscope.engine.gpus import resolve_gpu
     from tailscope.engine.residuals import residual_group
 
-    group = residual_group(engine, resolve_gpu(gpu).id, model, "agg")
+    group = residual_group(engine, resolve_gpu(gpu).id, model, mode)
     if group is None:
         raise ConfigError("--confidence: the step model has no residuals for this engine (no interval to size)")
     doc = {"level": 0.9, "rule": "every SLO holds at the high end of the 90% prediction interval", **group.to_dict()}

@@ -166,3 +166,27 @@ def test_kv_offload_in_sim_lowers_recompute() -> None:
     assert off.sim.recompute_tokens < 0.2 * plain.sim.recompute_tokens
     assert off.sim.kv_swapped_tokens > 0
     assert off.summary.requests.completed == plain.summary.requests.completed == 600
+
+
+def test_plan_capacity_sizes_prefill_and_decode_pools() -> None:
+    from tailscope.api.plan import plan_capacity
+
+    r = plan_capacity(
+        "llama-3.1-8b", "h100-sxm", target_rps=25, slo=["ttft_p99=3s", "tpot_p99=25ms"], input_tokens="3000",
+        output_tokens="300", tp="1", sim_requests=500, disagg="auto",
+    )  # fmt: skip
+    d = r.disagg
+    assert d is not None
+    assert d["answer"] == f"{d['prefill_workers']} prefill + {d['decode_workers']} decode workers"
+    assert d["tried"][-1]["passed"]
+    assert not any(t["passed"] for t in d["tried"][:-1])  # the first (fewest GPUs) that passed
+    assert [t["gpus"] for t in d["tried"]] == sorted(t["gpus"] for t in d["tried"])
+    assert r.to_dict()["disagg"]["gpus"] == d["gpus"]
+    listed = plan_capacity(
+        "llama-3.1-8b", "h100-sxm", target_rps=2, slo=["ttft_p99=5s"], tp="1", sim_requests=200,
+        disagg="prefill=2x1,decode=2x1;prefill=1x1,decode=1x1",
+    )  # fmt: skip
+    assert listed.disagg is not None
+    assert listed.disagg["answer"] == "1 prefill + 1 decode workers"
+    with pytest.raises(ConfigError, match="--disagg"):
+        plan_capacity("llama-3.1-8b", "h100-sxm", target_rps=2, slo=["ttft_p99=5s"], tp="1", disagg="nonsense")
