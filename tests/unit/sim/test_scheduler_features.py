@@ -77,6 +77,22 @@ def test_replica_admits_by_priority_then_fcfs() -> None:
     assert rep.admissions == [2, 3, 0, 1]
 
 
+def test_preemption_victim_is_the_newest_of_the_least_urgent_class() -> None:
+    rep = Replica(PERF, EngineConfig(max_num_seqs=8, max_num_batched_tokens=512, num_blocks=20))  # 320 tokens
+    rep.add(0, 100, 150, priority=1)
+    rep.add(1, 100, 150, priority=0)
+    preempted: list[int] = []
+    now = 0
+    while rep.has_work():
+        res = rep.step(now)
+        assert res is not None
+        now += res.duration_ns
+        preempted.extend(res.preempted)
+    assert preempted
+    assert set(preempted) == {0}  # FCFS would preempt the newest, request 1
+    assert rep.stats().generation_tokens_total == 300
+
+
 def test_interactive_class_keeps_low_ttft_while_batch_waits(tmp_path: Path) -> None:
     prof = tmp_path / "mix.yaml"
     prof.write_text(
