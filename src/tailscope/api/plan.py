@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,8 @@ class CapacityResult:
     model: str
     gpu: str
     search_seconds: float
+    confidence: dict[str, Any] | None = None
+    disagg: dict[str, Any] | None = None
 
     @property
     def best(self) -> Any:
@@ -179,6 +181,10 @@ class CapacityResult:
         doc = self.plan.to_dict()
         doc["search_seconds"] = self.search_seconds
         doc["model"], doc["gpu"] = self.model, self.gpu
+        if self.confidence is not None:
+            doc["confidence"] = self.confidence
+        if self.disagg is not None:
+            doc["disagg"] = self.disagg
         return doc
 
 
@@ -233,6 +239,8 @@ def plan_capacity(
     engine: str = "vllm",
     steady_window_s: float = 30.0,
     max_sim_requests: int = 20_000,
+    confidence: bool = False,
+    disagg: str | None = None,
 ) -> CapacityResult:
     """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
     analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
@@ -257,6 +265,12 @@ def plan_capacity(
         max_sim_requests: the most requests one simulation may take; a fleet whose window needs more is checked
             on one replica at its Poisson share of the load (conservative: the router only helps), and a window cut
             short by this cap is reported as ``transient only``.
+        confidence: a configuration passes only when every SLO holds at the high end of the simulated figure's 90 %
+            prediction interval (the step model's residuals on like configurations, :mod:`tailscope.engine.residuals`):
+            it "meets the SLO with ≥ 90 % confidence". ``result.confidence`` names the residual group.
+        disagg: also size a prefill/decode-disaggregated deployment: ``auto`` (prefill and decode workers of each
+            ``tp`` degree, fewest GPUs first) or candidates ``prefill=1x2,decode=2x1;prefill=2x2,decode=3x1``; the
+            cheapest one the simulator accepts is ``result.disagg`` ("2 prefill + 3 decode workers").
 
     Returns:
         ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
@@ -272,6 +286,8 @@ def plan_capacity(
     cal_path = Path(calibration) if calibration is not None else None
     if load_calibration(cal_path).twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
+    high = _confidence_bounds(engine, gpu, model) if confidence else None
+    splits = _disagg_candidates(disagg, tps, min(max_replicas, 16)) if disagg is not None else None
 
     def perf_for_tp(degree: int) -> PerfModel:
         # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
@@ -336,8 +352,14 @@ def plan_capacity(
         span_s = max((r.scheduled_ns for r in out.records), default=0) / 1e9
         saturated = any(v.saturated for v in detect_saturation(out.records, labels=["the window"]))
         checks = summary.slo
+        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        if high is not None:  # the SLO must hold at the interval's high end too
+            passed = passed and all(
+                c.observed_ms is not None and c.observed_ms * high[0].bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                for c in checks
+            )
         return SimCheck(
-            passed=bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0 and not saturated,
+            passed=passed and not saturated,
             observed={c.slo.key: c.observed_ms for c in checks},
             requests=summary.requests.total,
             goodput_rps=summary.goodput_rps,
@@ -346,6 +368,28 @@ def plan_capacity(
             saturated=saturated,
             scope=scope,
         )
+
+    def check_disagg(split: str) -> SimCheck:
+        from tailscope.sim.run import SimArgs, run_sim
+
+        args = SimArgs(
+            model=model, gpu=gpu, backend=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+            profile=Path(profile) if profile is not None else None, rate=load, arrival="poisson",
+            requests=sim_requests, input_tokens=input_tokens, output_tokens=output_tokens, slo=slo_texts,
+            store=False, disagg=split, explicit=frozenset({"rate", "requests", "arrival"}),
+        )  # fmt: skip
+        summary = run_sim(args).run_summary
+        if summary is None:
+            return SimCheck(passed=False, observed={})
+        checks = summary.slo
+        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        if confidence:
+            group = _confidence_bounds(engine, gpu, model, "disagg")[0]
+            passed = passed and all(
+                c.observed_ms is not None and c.observed_ms * group.bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                for c in checks
+            )
+        return SimCheck(passed=passed, observed={c.slo.key: c.observed_ms for c in checks})
 
     t0 = time.perf_counter()
     plan = search_capacity(
@@ -371,6 +415,60 @@ def plan_capacity(
         ),
     )
     return CapacityResult(plan, model, gpu, time.perf_counter() - t0)
+    split = None
+    if splits is not None:
+        split = _search_disagg(splits, gpu_price, check_disagg)
+    return CapacityResult(plan, model, gpu, time.perf_counter() - t0, high[1] if high is not None else None, split)
+
+
+#: simulations a ``disagg="auto"`` search may run
+_DISAGG_MAX_SIMS = 40
+
+
+def _disagg_candidates(text: str, tps: Sequence[int], max_workers: int) -> list[Any]:
+    from tailscope.engine.disagg import DisaggSpec, parse_disagg
+
+    if text.strip() != "auto":
+        return sorted(
+            (parse_disagg(c, what="--disagg") for c in text.split(";") if c.strip()), key=lambda d: (d.gpus, d.label())
+        )
+    out = [DisaggSpec(p, t, n - p, t) for t in tps for n in range(2, max(2, max_workers) + 1) for p in range(1, n)]
+    return sorted(out, key=lambda d: (d.gpus, d.decode_workers, d.label()))
+
+
+def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[str], SimCheck]) -> dict[str, Any]:
+    """The cheapest disaggregated split the simulator accepts, as ``CapacityResult.disagg``."""
+    tried: list[dict[str, Any]] = []
+    for d in splits:
+        if len(tried) >= _DISAGG_MAX_SIMS:
+            break
+        res = check(d.label())
+        tried.append({"deployment": d.label(), "gpus": d.gpus, "passed": res.passed, "observed": res.observed})
+        if res.passed:
+            return {
+                "answer": f"{d.prefill_workers} prefill + {d.decode_workers} decode workers",
+                "prefill_workers": d.prefill_workers,
+                "prefill_tp": d.prefill_tp,
+                "decode_workers": d.decode_workers,
+                "decode_tp": d.decode_tp,
+                "gpus": d.gpus,
+                "usd_per_hour": d.gpus * gpu_price if gpu_price is not None else None,
+                "observed": res.observed,
+                "tried": tried,
+            }
+    return {"answer": None, "tried": tried}
+
+
+def _confidence_bounds(engine: str, gpu: str, model: str, mode: str = "agg") -> tuple[Any, dict[str, Any]]:
+    """The residual group a ``confidence`` plan sizes its intervals from, and how the plan reports it."""
+    from tailscope.engine.gpus import resolve_gpu
+    from tailscope.engine.residuals import residual_group
+
+    group = residual_group(engine, resolve_gpu(gpu).id, model, mode)
+    if group is None:
+        raise ConfigError("--confidence: the step model has no residuals for this engine (no interval to size)")
+    doc = {"level": 0.9, "rule": "every SLO holds at the high end of the 90% prediction interval", **group.to_dict()}
+    return group, doc
 
 
 @public

@@ -2,9 +2,11 @@
 in virtual time, no GPU needed. The result has the same typed summary as a bench run's, so gates, comparisons,
 diagnoses and reports take either.
 
-With a digital twin as ``calibration`` (``tailscope calibrate``'s ``twin.yaml``) the fitted costs replace the
-catalogs and the simulation is run at −1σ and +1σ of those costs too, giving a prediction interval. Nothing is written
-unless ``store=`` is given.
+Every result carries a prediction interval. With a digital twin as ``calibration`` (``tailscope calibrate``'s
+``twin.yaml``) the fitted costs replace the catalogs and the simulation is run at −1σ and +1σ of those costs too; the
+interval is the range those give. Otherwise it is the 90 % interval of the step model's out-of-configuration residuals
+on configurations like the one asked (:mod:`tailscope.engine.residuals`; ``prediction_interval_source`` names the
+group). Nothing is written unless ``store=`` is given.
 """
 
 from __future__ import annotations
@@ -42,8 +44,12 @@ class SimResult:
         sim: the simulator's own figures: virtual and wall seconds, engine steps, preemptions, prefix-cache hit rate,
             GPU-seconds paid for, the 10-second timeline and the autoscaler's decisions.
         samples: the timeline as server samples (running, waiting, KV usage, replicas), as a scrape would give them.
-        prediction_interval: with a digital twin, ``{metric: {percentile: (low, high)}}`` in ms over the
-            simulations at −1σ, fit and +1σ of the twin's costs; else None.
+        prediction_interval: ``{metric: {percentile: (low, high)}}`` in ms: with a digital twin, over the
+            simulations at −1σ, fit and +1σ of the twin's costs; else the 90 % interval from the step model's
+            residuals on like configurations (None when there is no such group, or no completed request).
+        prediction_interval_source: where the interval comes from: ``{"kind": "twin"}`` or ``{"kind":
+            "residuals", "label": ..., "group": {engine, gpu, family, mode}, "rows": ..., "configurations": ...,
+            "confidence": 0.9}``.
         store_path: the store the run was written to, or None (nothing was written).
     """
 
@@ -54,6 +60,7 @@ class SimResult:
     samples: list[ServerSample] = field(default_factory=list)
     prediction_interval: dict[str, dict[str, tuple[float, float]]] | None = None
     store_path: str | None = None
+    prediction_interval_source: dict[str, Any] | None = None
 
     @property
     def status(self) -> RunStatus:
@@ -65,6 +72,8 @@ class SimResult:
         doc["sim"] = self.sim.to_dict()
         if self.prediction_interval is not None:
             doc["prediction_interval"] = self.prediction_interval
+            if self.prediction_interval_source is not None:
+                doc["prediction_interval_source"] = self.prediction_interval_source
         return doc
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,7 +90,9 @@ class SimResult:
         return json.dumps(self.to_dict(), indent=indent)
 
 
-def sim_result(out: SimOutcome, *, interval: Any = None, store: RunStore | None = None) -> SimResult:
+def sim_result(
+    out: SimOutcome, *, interval: Any = None, store: RunStore | None = None, source: dict[str, Any] | None = None
+) -> SimResult:
     """The public result of a finished :func:`tailscope.sim.run.run_sim`."""
     return SimResult(
         run=out.run,
@@ -91,7 +102,37 @@ def sim_result(out: SimOutcome, *, interval: Any = None, store: RunStore | None 
         samples=out.samples,
         prediction_interval=interval,
         store_path=str(store.db.path) if store is not None else None,
+        prediction_interval_source=source,
     )
+
+
+#: the latency figures an interval is given for
+_INTERVAL_FIGURES = (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2e_ms", "e2e"))
+
+
+def residual_interval(
+    summary: RunSummary, *, engine: str, gpu: str, model: str, disaggregated: bool = False
+) -> tuple[dict[str, dict[str, tuple[float, float]]] | None, dict[str, Any] | None]:
+    """The 90 % interval of ``summary``'s latency figures from the step model's residuals on configurations like
+    this one, and its source; ``(None, None)`` when no group of the residual table fits."""
+    from tailscope.engine.gpus import resolve_gpu
+    from tailscope.engine.residuals import interval, residual_group
+    from tailscope.errors import TailscopeError
+
+    try:
+        gpu_id = resolve_gpu(gpu).id
+    except TailscopeError:  # a GPU from a --gpu-file: the coarser groups still apply
+        gpu_id = gpu
+    group = residual_group(engine, gpu_id, model, "disagg" if disaggregated else "agg")
+    if group is None or not summary.requests.completed:
+        return None, None
+    figures: dict[str, dict[str, float | None]] = {}
+    for attr, name in _INTERVAL_FIGURES:
+        st = getattr(summary, attr)
+        figures[name] = {"p50": st.p50, "p90": st.p90, "p99": st.p99}
+    rows = interval(figures, group)
+    out = {f"{name}_ms": rows[name] for name in ("ttft", "tpot", "itl", "e2e") if name in rows}
+    return out, {"kind": "residuals", **group.to_dict()}
 
 
 #: the options a profile's fields can be overridden by
@@ -144,6 +185,11 @@ def simulate(
     warmup: int = 0,
     seed: int = 0,
     slo: Sequence[str | Slo] = (),
+    disagg: str | None = None,
+    spec_draft: int = 0,
+    spec_accept: float = 0.7,
+    spec_draft_model: str | None = None,
+    kv_offload_gib: float = 0.0,
     store: StorePath | RunStore | None = None,
     progress: SimProgress | None = None,
     explicit: Collection[str] | None = None,
@@ -166,6 +212,12 @@ def simulate(
         requests, duration: stop after N requests (warmup included) or after this many virtual seconds.
         input_tokens, output_tokens: length specs: ``N``, ``uniform:A:B``, ``normal:M:S``, ``lognormal:MED:SIG``.
         slo: SLOs like ``ttft_p99=1.5s``.
+        disagg: prefill/decode disaggregation, ``prefill=WORKERSxTP,decode=WORKERSxTP`` (then ``tp``/``replicas``
+            are ignored); the KV transfer between the pools is priced from the interconnect.
+        spec_draft, spec_accept, spec_draft_model: speculative decoding with ``spec_draft`` draft tokens per step
+            accepted with probability ``spec_accept`` each; the draft is ``spec_draft_model`` on the same GPUs, or
+            priced at 0.1 × the target's decode step per draft token.
+        kv_offload_gib: host memory per replica that preempted requests' KV is swapped to (instead of recompute).
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.
@@ -186,7 +238,9 @@ def simulate(
         autoscale=_path(autoscale), profile=_path(profile), concurrency=concurrency, rate=rate, arrival=arrival,
         burstiness=burstiness, requests=requests, duration=duration, input_tokens=str(input_tokens),
         output_tokens=str(output_tokens), warmup=warmup, seed=seed,
-        slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), store=False,
+        slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
+        spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
+        kv_offload_gib=kv_offload_gib, store=False,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields
         default = SimArgs()
@@ -194,13 +248,21 @@ def simulate(
     args = replace(args, explicit=frozenset(explicit))
     rs = open_store(store)
     if args.calibration is None or _twin_free(args.calibration):
-        return sim_result(run_sim(args, on_progress=progress, store=rs), store=rs)
+        outcome = run_sim(args, on_progress=progress, store=rs)
+        summary = outcome.run_summary if outcome.run_summary is not None else summarize([])
+        band, source = residual_interval(
+            summary, engine=engine, gpu=gpu, model=model, disaggregated=args.disagg is not None
+        )
+        plain = sim_result(outcome, interval=band, store=rs, source=source)
+        if rs is not None and band is not None:
+            rs.finish_run(plain.run.id, plain.run.status, plain.summary_dict())
+        return plain
     # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
     from tailscope.runner.twin_check import interval_of, predict
 
     pred = predict(args, store=rs, on_progress=progress)
     interval = interval_of(pred)
-    result = sim_result(pred.outcome, interval=interval, store=rs)
+    result = sim_result(pred.outcome, interval=interval, store=rs, source={"kind": "twin", "sigma": 1.0})
     if rs is not None:
         rs.finish_run(result.run.id, result.run.status, result.summary_dict())
     return result

@@ -120,6 +120,12 @@ def capacity(
     tokens_per_user_s: float | None = typer.Option(None, "--tokens-per-user-s", help="Napkin form."),
     gpu_tokens_s: float | None = typer.Option(None, "--gpu-tokens-s", help="Napkin form: tokens/s one GPU gives."),
     engine: str = typer.Option("vllm", "--engine", help="Serving engine: vllm, sglang or trtllm."),
+    confidence: bool = typer.Option(
+        False, "--confidence", help="Pass only when every SLO holds at the high end of the 90% prediction interval."
+    ),
+    disagg: str | None = typer.Option(
+        None, "--disagg", help="Also size prefill/decode pools: auto, or prefill=1x2,decode=2x1;prefill=2x2,decode=3x1."
+    ),
     json_out: Path | None = _JSON,
 ) -> None:
     """Cheapest configuration meeting the SLO at the target load (simulation-backed), or the napkin form.
@@ -158,9 +164,24 @@ def capacity(
     r = plan_capacity(model, gpu, target_rps=target_rps, slo=slo, profile=profile, input_tokens=input_tokens,
                       output_tokens=output_tokens or "256", headroom=headroom, tp=tp, max_replicas=max_replicas,
                       gpu_price=gpu_price, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration,
-                      sim_requests=sim_requests, engine=engine,
-                      steady_window_s=steady_window, max_sim_requests=max_sim_requests)  # fmt: skip
-    _emit(r.to_dict(), json_out, lambda con: print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds))
+                      sim_requests=sim_requests, engine=engine, steady_window_s=steady_window,
+                      max_sim_requests=max_sim_requests, confidence=confidence, disagg=disagg)  # fmt: skip
+
+    def render(con: Any) -> None:
+        print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds)
+        if r.confidence is not None and r.best is not None:
+            con.print(f"meets the SLOs with ≥ 90% confidence (intervals from the residuals on {r.confidence['label']})")
+        if r.disagg is not None:
+            d = r.disagg
+            if d["answer"] is None:
+                con.print(f"disaggregated: none of {len(d['tried'])} splits met the SLOs")
+            else:
+                con.print(
+                    f"disaggregated: {d['answer']} (prefill TP{d['prefill_tp']}, decode TP{d['decode_tp']}; "
+                    f"{d['gpus']} GPUs; {len(d['tried'])} simulated)"
+                )
+
+    _emit(r.to_dict(), json_out, render)
 
 
 @plan_app.command("cost")

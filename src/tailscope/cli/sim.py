@@ -69,6 +69,17 @@ def sim(
     warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
     seed: int = typer.Option(0, "--seed", help="Seed for lengths and arrivals (same seed → same simulation)."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
+    disagg: str | None = typer.Option(
+        None, "--disagg", help="Prefill/decode pools: prefill=WORKERSxTP,decode=WORKERSxTP (replaces --replicas/--tp)."
+    ),
+    spec_draft: int = typer.Option(0, "--spec-draft", help="Speculative decoding: draft tokens per step (0 = off)."),
+    spec_accept: float = typer.Option(0.7, "--spec-accept", help="Acceptance rate of each draft token (0–1)."),
+    spec_draft_model: str | None = typer.Option(
+        None, "--spec-draft-model", help="Draft model id (default: 0.1 × the target's decode step per draft token)."
+    ),
+    kv_offload_gib: float = typer.Option(
+        0.0, "--kv-offload-gib", help="Host memory (GiB/replica) for preempted KV: swap instead of recompute."
+    ),
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout)."
     ),
@@ -96,7 +107,9 @@ def sim(
         prefix_caching=not no_prefix_caching, calibration=calibration, gpu_file=gpu_file, autoscale=autoscale,
         profile=profile, concurrency=concurrency, rate=rate, arrival=arrival, burstiness=burstiness,
         requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, warmup=warmup,
-        seed=seed, slo=slo, store=store_path(db), progress=progress, explicit=typed_params(ctx),
+        seed=seed, slo=slo, disagg=disagg, spec_draft=spec_draft, spec_accept=spec_accept,
+        spec_draft_model=spec_draft_model, kv_offload_gib=kv_offload_gib, store=store_path(db), progress=progress,
+        explicit=typed_params(ctx),
     )  # fmt: skip
     res = out.sim
     # --json -: stdout holds the JSON document only, the text goes to stderr
@@ -110,6 +123,11 @@ def sim(
             f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
             f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
         )
+        if res.kv_transfer_s or res.kv_swapped_tokens or res.recompute_tokens:
+            print(
+                f"KV: {res.kv_transfer_s:,.1f} s of prefill→decode transfers, {res.kv_swapped_tokens:,} tokens swapped "
+                f"to/from host ({res.kv_swap_s:,.2f} s), {res.recompute_tokens:,} tokens recomputed after preemption"
+            )
         for t, change, why in res.scale_events:
             print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
         if autoscale is not None and res.timeline:
@@ -120,7 +138,11 @@ def sim(
                 for m, pcts in out.prediction_interval.items()
                 for p, (lo, hi) in pcts.items()
             )
-            print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
+            src = out.prediction_interval_source or {}
+            if src.get("kind") == "residuals":
+                print(f"90% prediction interval (step-model residuals on {src.get('label')}): {rows}")
+            else:
+                print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
     if json_out is not None:
         write_export_chunks(json_out, out.export_chunks())
         if not json_to_stdout(json_out):

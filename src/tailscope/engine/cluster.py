@@ -7,14 +7,16 @@ from typing import Any
 
 from tailscope.engine.autoscaler import AutoscalePolicy
 from tailscope.engine.calibration import BUILTIN, Calibration
+from tailscope.engine.disagg import DisaggSpec, KvTransfer, kv_link_bytes_per_s
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch
 from tailscope.engine.perf import StepModel, StepTimeModel
 from tailscope.engine.replica import EngineConfig, Replica
 from tailscope.engine.router import ROUTERS
+from tailscope.engine.speculative import SpecDecode, SpeculativeStepModel
 from tailscope.engine.step_model import TrainedStepModel
-from tailscope.engine.step_terms import Parallelism
+from tailscope.engine.step_terms import Efficiencies, Parallelism
 from tailscope.errors import ConfigError
 
 
@@ -35,6 +37,9 @@ class ClusterSpec:
         ep / attention_dp: expert parallelism and attention data parallelism of a worker (``tp × attention_dp``
             GPUs). The simulator runs each attention-DP rank as a replica of ``tp`` GPUs, so callers give
             ``replicas`` = workers × ``attention_dp``.
+        spec: speculative decoding (draft length, acceptance rate, draft cost); None = off.
+        draft_model: the draft model when ``spec`` names one (priced on the same GPUs and TP).
+        disagg: prefill and decode pools (then ``replicas``/``tp`` are ignored); None = aggregated.
     """
 
     model: ModelArch
@@ -51,6 +56,9 @@ class ClusterSpec:
     backend: str = "vllm"
     ep: int = 1
     attention_dp: int = 1
+    spec: SpecDecode | None = None
+    draft_model: ModelArch | None = None
+    disagg: DisaggSpec | None = None
 
     def validate(self) -> ClusterSpec:
         from_zero = self.autoscale is not None and self.autoscale.min_replicas == 0
@@ -62,6 +70,16 @@ class ClusterSpec:
             raise ConfigError(f"router {self.router!r}: use one of {', '.join(ROUTERS)}")
         engine_profile(self.backend)
         Parallelism(self.tp, self.attention_dp, self.ep).validate()
+        if self.spec is not None:
+            self.spec.validate()
+        if self.disagg is not None:
+            if self.autoscale is not None:
+                raise ConfigError("--disagg with --autoscale: autoscaling disaggregated pools is not simulated")
+            if self.calibration.twin is not None:
+                raise ConfigError(
+                    "--disagg with a digital twin: the twin was measured on an aggregated server; "
+                    "drop --calibration or --disagg"
+                )
         return self
 
     def engine_config(self) -> EngineConfig:
@@ -80,7 +98,41 @@ class ClusterSpec:
         seqs, tokens = engine_profile(self.backend).limits(self.gpu)
         return EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
-    def perf(self) -> StepModel:
+    def perf(self, tp: int | None = None) -> StepModel:
+        """The step model of one replica (``tp`` overrides the width: a disaggregated pool's workers), with
+        speculative decoding when ``spec`` is set."""
+        base = self._base_perf(tp)
+        if self.spec is None:
+            return base
+        draft = None
+        if self.draft_model is not None:
+            draft = TrainedStepModel(
+                self.draft_model, self.gpu, Parallelism(tp or self.tp), engine=self.backend, kv_dtype=self.kv_dtype
+            )
+        return SpeculativeStepModel(base, self.spec, draft)
+
+    def kv_transfer(self) -> KvTransfer:
+        """The KV transfer between a prefill and a decode worker of ``disagg``."""
+        d = self.disagg
+        if d is None:
+            raise ConfigError("no --disagg pools: there is no KV transfer")
+        link = kv_link_bytes_per_s(self.gpu, d.prefill_tp, d.decode_tp)
+        perf = self._base_perf(d.decode_tp)
+        eff = perf.efficiency if isinstance(perf, TrainedStepModel) else Efficiencies()
+        return KvTransfer(float(self.model.kv_bytes_per_token(self.kv_dtype)), link, eff)
+
+    def _base_perf(self, tp: int | None = None) -> StepModel:
+        if tp is not None and tp != self.tp:
+            if self.calibration.has_overrides:
+                eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
+                return StepTimeModel(
+                    self.model, self.gpu, tp=tp, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype,
+                    efficiency=eff,
+                )  # fmt: skip
+            return TrainedStepModel(
+                self.model, self.gpu, Parallelism(tp), engine=self.backend, weights_dtype=self.weights_dtype,
+                kv_dtype=self.kv_dtype,
+            )  # fmt: skip
         if self.calibration.twin is not None:
             from tailscope.engine.twin import TwinStepModel
 
@@ -143,6 +195,25 @@ class ClusterSpec:
                     "frontend_per_inflight_us",
                 )
             },
+            "spec_decode": None
+            if self.spec is None
+            else {
+                "draft_tokens": self.spec.draft_tokens,
+                "acceptance": self.spec.acceptance,
+                "tokens_per_step": self.spec.tokens_per_step,
+                "draft_model": self.spec.draft_model,
+                "draft_cost": None if self.draft_model is not None else self.spec.draft_cost,
+            },
+            "disagg": None
+            if self.disagg is None
+            else {
+                "prefill_workers": self.disagg.prefill_workers,
+                "prefill_tp": self.disagg.prefill_tp,
+                "decode_workers": self.disagg.decode_workers,
+                "decode_tp": self.disagg.decode_tp,
+                "gpus": self.disagg.gpus,
+            },
+            "kv_offload_gib": cfg.kv_offload_gib,
             "autoscale": None
             if self.autoscale is None
             else {k: getattr(self.autoscale, k) for k in self.autoscale.__dataclass_fields__},

@@ -77,3 +77,49 @@ def pool_step_models(
     )
     link = kv_link_bytes_per_s(gpu, prefill.gpus, decode.gpus)
     return pre, dec, KvTransfer(float(model.kv_bytes_per_token(kv_dtype)), link, dec.efficiency)
+
+
+@dataclass(frozen=True, slots=True)
+class DisaggSpec:
+    """The pools of a disaggregated deployment in the simulator: ``prefill_workers`` workers of ``prefill_tp`` GPUs
+    run prompts, ``decode_workers`` workers of ``decode_tp`` GPUs generate; a router in front picks the prefill
+    worker, and the decode worker is picked (least outstanding) when the prompt's KV has been transferred."""
+
+    prefill_workers: int
+    prefill_tp: int
+    decode_workers: int
+    decode_tp: int
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill_workers * self.prefill_tp + self.decode_workers * self.decode_tp
+
+    def label(self) -> str:
+        return f"prefill={self.prefill_workers}x{self.prefill_tp},decode={self.decode_workers}x{self.decode_tp}"
+
+
+def parse_disagg(text: str, *, what: str = "--disagg") -> DisaggSpec:
+    """``prefill=WORKERSxTP,decode=WORKERSxTP`` (``xTP`` optional, default 1) → :class:`DisaggSpec`.
+
+    Raises:
+        ConfigError: naming ``what`` and the expected form.
+    """
+    from tailscope.errors import ConfigError
+
+    form = f"{what} {text!r}: use prefill=WORKERSxTP,decode=WORKERSxTP (e.g. prefill=2x4,decode=3x1)"
+    pools: dict[str, tuple[int, int]] = {}
+    for part in text.split(","):
+        key, sep, val = part.strip().partition("=")
+        if not sep or key.strip() not in ("prefill", "decode"):
+            raise ConfigError(form)
+        n, _, tp = val.strip().lower().partition("x")
+        try:
+            workers, width = int(n), int(tp or 1)
+        except ValueError:
+            raise ConfigError(form) from None
+        if workers < 1 or width < 1:
+            raise ConfigError(f"{form}; workers and TP must be ≥ 1")
+        pools[key.strip()] = (workers, width)
+    if set(pools) != {"prefill", "decode"}:
+        raise ConfigError(form)
+    return DisaggSpec(pools["prefill"][0], pools["prefill"][1], pools["decode"][0], pools["decode"][1])

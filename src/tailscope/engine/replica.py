@@ -6,9 +6,21 @@ Scheduling of one step (mirrors vLLM v1's ``Scheduler.schedule``; differences ar
    When blocks run out, the newest running request is preempted (recompute: its blocks are freed — full ones stay
    in the prefix cache — and it goes back to the *front* of the waiting queue with prompt = prompt + output so far).
 2. Running requests still in (chunked) prefill get their next chunk, in admission order, up to the budget.
-3. Waiting requests are admitted FCFS while the token budget (``max_num_batched_tokens``), ``max_num_seqs`` and
-   free blocks allow; a prefix-cache lookup first skips the blocks already cached. A request that does not fit
-   blocks the queue (no skipping ahead).
+3. Waiting requests are admitted by priority (lower ``priority`` first, vLLM's convention), then FCFS, while the
+   token budget (``max_num_batched_tokens``), ``max_num_seqs`` and free blocks allow; a prefix-cache lookup first
+   skips the blocks already cached. A request that does not fit blocks the queue (no skipping ahead).
+
+Two options change what a preemption costs and who waits:
+
+* priority classes: a request's ``priority`` (from its workload class) orders the waiting queue (then FCFS), and the
+  preemption victim is the newest running request of the largest priority value (vLLM's ``--scheduling-policy
+  priority``; unlike vLLM, a waiting request never preempts a running one to get in).
+* KV offload (``EngineConfig.kv_offload_gib``): a preempted request's computed KV is swapped out to CPU memory and
+  back at ``kv_offload_gbps`` per GPU instead of being recomputed, while host memory lasts; the copies are added to
+  the step in which they happen (not overlapped with compute).
+
+A request can also arrive with its KV already present (``kv_ready``: a disaggregated decode worker receiving a
+prompt's KV from a prefill worker); it is admitted without prefill.
 
 Decoding requests are kept in aggregate (their KV lengths grow by one per step), so a step costs O(prefill
 chunks + admissions + completions), not O(batch). That is what lets ``sim`` run far faster than real time.
@@ -42,6 +54,7 @@ class _Req:
         "first_step",
         "hit_tokens",
         "id",
+        "in_host",
         "k",
         "max_tokens",
         "n_given",
@@ -50,7 +63,9 @@ class _Req:
         "out_base",
         "outputs",
         "preemptions",
+        "priority",
         "prompt",
+        "ready",
         "salt",
         "seg_start",
         "segments",
@@ -84,6 +99,9 @@ class _Req:
         self.state = _WAITING
         self.hit_tokens = 0
         self.preemptions = 0
+        self.priority = 0
+        self.ready = 0  # tokens whose KV is present without computing (swapped out to the host, or transferred)
+        self.in_host = False  # ``ready`` tokens are in host memory (swap them in on admission)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +157,18 @@ class Replica:
         self._preemptions = 0
         self._prompt_total = 0
         self._gen_total = 0
+        self._prio = False  # some request has a non-zero priority (else the plain FCFS fast path)
+        kv_bytes = float(getattr(perf, "kv_bytes_per_token", 0) or 0)
+        gpus = max(1, int(getattr(perf, "tp", 1) or 1))
+        cfg = self.config
+        self._off_cap = int(cfg.kv_offload_gib * 2**30 / kv_bytes) if kv_bytes and cfg.kv_offload_gib > 0 else 0
+        self._off_used = 0
+        #: ns to copy one token's KV between GPU and host (every GPU of the replica copies its shard in parallel)
+        self._swap_ns_per_token = kv_bytes / (cfg.kv_offload_gbps * 1e9 * gpus) * 1e9
+        self._swap_pending_ns = 0.0
+        self._swap_total_ns = 0.0
+        self._swapped_tokens = 0
+        self._recompute_tokens = 0
         #: with ``keep_history`` (tests, small what-ifs) completions and first-admission order are kept;
         #: off by default so memory stays bounded over millions of requests
         self.keep_history = False
@@ -158,9 +188,20 @@ class Replica:
         self.add(request.id, request.prompt_tokens, request.max_tokens, request.arrival_ns, request.block_hashes)
 
     def add(
-        self, rid: int, prompt_tokens: int, max_tokens: int, arrival_ns: int = 0, block_hashes: tuple[int, ...] = ()
+        self,
+        rid: int,
+        prompt_tokens: int,
+        max_tokens: int,
+        arrival_ns: int = 0,
+        block_hashes: tuple[int, ...] = (),
+        *,
+        priority: int = 0,
+        kv_ready: int = 0,
     ) -> None:
-        """:meth:`add_request` without building an :class:`EngineRequest` (the simulator's hot path)."""
+        """:meth:`add_request` without building an :class:`EngineRequest` (the simulator's hot path).
+
+        ``priority``: lower is admitted first (ties FCFS). ``kv_ready``: leading prompt tokens whose KV arrives
+        with the request (disaggregated decode); only the rest is computed."""
         if prompt_tokens < 1 or max_tokens < 1:
             raise ValueError(f"request {rid}: prompt_tokens and max_tokens must be ≥ 1")
         if prompt_tokens + max_tokens > self.pool.total * self.block_size:
@@ -171,8 +212,30 @@ class Replica:
         if rid in self._all:
             raise ValueError(f"request {rid} is already queued")
         r = _Req(rid, prompt_tokens, max_tokens, arrival_ns, block_hashes, self.block_size)
+        if kv_ready:
+            r.ready = min(kv_ready, prompt_tokens - 1)
         self._all[rid] = r
-        self._waiting.append(r)
+        if priority:
+            r.priority = priority
+            self._prio = True
+        if self._prio:
+            self._enqueue(r, front=False)
+        else:
+            self._waiting.append(r)
+
+    def _enqueue(self, r: _Req, *, front: bool) -> None:
+        """Queue ``r`` by priority: a new request after every request of its priority or better, a preempted one
+        before every request of its priority or worse."""
+        w = self._waiting
+        if front:
+            i = 0
+            while i < len(w) and w[i].priority < r.priority:
+                i += 1
+        else:
+            i = len(w)
+            while i > 0 and w[i - 1].priority > r.priority:
+                i -= 1
+        w.insert(i, r)
 
     def abort(self, request_id: int) -> None:
         """Drop a request and free its blocks (no-op for unknown ids)."""
@@ -181,6 +244,8 @@ class Replica:
             return
         if r.state == _WAITING:
             self._waiting.remove(r)
+            if r.in_host:
+                self._off_used -= r.ready
         else:
             self._remove_running(r)
             self._free(r, finished=True)
@@ -200,7 +265,13 @@ class Replica:
             preemptions=self._preemptions,
             prompt_tokens_total=self._prompt_total,
             generation_tokens_total=self._gen_total,
-            extra={"evictions": float(self.pool.evictions), "steps": float(self.steps)},
+            extra={
+                "evictions": float(self.pool.evictions),
+                "steps": float(self.steps),
+                "recompute_tokens": float(self._recompute_tokens),
+                "kv_swapped_tokens": float(self._swapped_tokens),
+                "kv_swap_s": self._swap_total_ns / 1e9,
+            },
         )
 
     def step(self, now_ns: int) -> StepResult | None:
@@ -356,22 +427,43 @@ class Replica:
         r.num_tokens = r.computed + 1
 
     def _preempt_newest(self, preempted: list[int]) -> _Req:
-        r = next(reversed(self._running.values()))
+        if self._prio:  # the newest request of the least urgent class
+            r = max(reversed(self._running.values()), key=lambda x: x.priority)
+        else:
+            r = next(reversed(self._running.values()))
         was_decoding = r.state == _DECODE
         self._remove_running(r)
         if was_decoding:
             r.segments.append((r.seg_start, self.steps - 1))
         r.seg_start = -1
-        self._free(r)
+        tokens = r.computed
+        if self._off_cap and 0 < tokens <= self._off_cap - self._off_used:
+            # swap out: the computed KV goes to host memory and comes back on re-admission
+            self._off_used += tokens
+            r.ready = tokens
+            r.in_host = True
+            self._swap(tokens)
+            self._free(r, finished=True)
+        else:
+            self._free(r)
         # recompute preemption: everything generated so far becomes prompt
         r.num_tokens = r.prompt + r.outputs
         r.computed = 0
         r.state = _WAITING
         r.preemptions += 1
         self._preemptions += 1
-        self._waiting.appendleft(r)
+        if self._prio:
+            self._enqueue(r, front=True)
+        else:
+            self._waiting.appendleft(r)
         preempted.append(r.id)
         return r
+
+    def _swap(self, tokens: int) -> None:
+        ns = tokens * self._swap_ns_per_token
+        self._swap_pending_ns += ns
+        self._swap_total_ns += ns
+        self._swapped_tokens += tokens
 
     def _step(self, now_ns: int) -> tuple[int, list[int], list[Completion], list[int], int, int] | None:
         bs = self.block_size
@@ -425,7 +517,10 @@ class Replica:
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
                 hit = g = 0
-                if caching and (r.n_given or r.preemptions):
+                ready = r.ready
+                if ready:  # KV present (host or transferred): no lookup, nothing to recompute
+                    pass
+                elif caching and (r.n_given or r.preemptions):
                     max_hit = (r.num_tokens - 1) // bs
                     if r.salt == 0:
                         hit = pool.lookup(self._hashes(r, max_hit), max_hit)
@@ -434,7 +529,7 @@ class Replica:
                             hit = pool.lookup(r.chain, min(max_hit, r.n_given))
                         if r.preemptions:  # only a preempted request can find its own blocks again
                             g = pool.group_hit(r.salt, hit, max_hit - hit)
-                start = (hit + g) * bs
+                start = ready if ready else (hit + g) * bs
                 c = r.num_tokens - start
                 if c > budget:
                     c = budget
@@ -453,6 +548,14 @@ class Replica:
                 else:
                     pool.allocate(new_blocks)
                 waiting.popleft()
+                if ready:
+                    r.ready = 0
+                    if r.in_host:
+                        r.in_host = False
+                        self._off_used -= ready
+                        self._swap(ready)
+                elif r.preemptions:
+                    self._recompute_tokens += r.num_tokens - start
                 r.n_reg = hit
                 r.blocks = hit + g + new_blocks
                 r.computed = start
@@ -461,9 +564,10 @@ class Replica:
                         self.admissions.append(r.id)
                     if self.on_admit is not None:
                         self.on_admit(r.id, start)
-                    self._prefix_queries += r.num_tokens
-                    self._prefix_hits += start
-                    r.hit_tokens = start
+                    if not ready:
+                        self._prefix_queries += r.num_tokens
+                        self._prefix_hits += start
+                        r.hit_tokens = start
                 r.state = _PREFILL
                 self._running[r.id] = r
                 self._prefilling[r.id] = r
@@ -481,6 +585,9 @@ class Replica:
             duration = self.perf.decode_step_ns(n_dec, self._dec_k + n_dec * T)
         if self._speed is not None:
             duration = max(1, int(duration * self._speed(now_ns)))
+        if self._swap_pending_ns:
+            duration += int(self._swap_pending_ns)
+            self._swap_pending_ns = 0.0
         end = now_ns + duration
         self.now_ns = end
         self.step_end_ns.append(end)

@@ -192,6 +192,7 @@ class _Converter:
             session=session,
             extra_body=dict(c.extra_body),
             model=c.model,
+            priority=c.priority,
         )
 
     def bounded(self, d: DistM, loc: tuple[int | str, ...], bound: float, unit: str) -> None:

@@ -142,6 +142,7 @@ class ClassM(_M):
     session: SessionM | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
     model: str | None = Field(default=None, min_length=1)
+    priority: int = 0
 
     @field_validator("extra_body")
     @classmethod

@@ -17,6 +17,7 @@ SCRAPE = 4
 TIMELINE = 5
 ROUTE = 6
 CLIENT_START = 7
+KV_ARRIVE = 8  # a disaggregated request's KV reached the decode pool
 
 
 class EventQueue:

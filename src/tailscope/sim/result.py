@@ -23,6 +23,10 @@ class SimResult:
         scale_events: (t_s, change, reason) for every autoscaler decision that changed the replica count.
         gpu_seconds: GPU time paid for: every replica × TP from when it was requested (cold starts included) until
             it stopped or the simulation ended — multiply by a $/GPU-hour price for cost.
+        recompute_tokens: prompt + output tokens computed again after recompute preemptions.
+        kv_swapped_tokens / kv_swap_s: KV tokens copied to or from host memory (``--kv-offload-gib``) and the time
+            those copies took.
+        kv_transfer_s: total time of the prefill→decode KV transfers (disaggregated deployments).
     """
 
     virtual_s: float = 0.0
@@ -35,6 +39,10 @@ class SimResult:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     scale_events: list[tuple[float, int, str]] = field(default_factory=list)
     gpu_seconds: float = 0.0
+    recompute_tokens: int = 0
+    kv_swapped_tokens: int = 0
+    kv_swap_s: float = 0.0
+    kv_transfer_s: float = 0.0
 
     @property
     def speedup(self) -> float:
@@ -58,6 +66,10 @@ class SimResult:
             "preemptions": self.preemptions,
             "gpu_seconds": self.gpu_seconds,
             "gpu_hours": self.gpu_seconds / 3600.0,
+            "recompute_tokens": self.recompute_tokens,
+            "kv_swapped_tokens": self.kv_swapped_tokens,
+            "kv_swap_s": self.kv_swap_s,
+            "kv_transfer_s": self.kv_transfer_s,
             "timeline": self.timeline,
             "scale_events": [list(e) for e in self.scale_events],
         }

@@ -69,6 +69,11 @@ class SimArgs:
     warmup: int = 0
     seed: int = 0
     slo: tuple[str, ...] = ()
+    disagg: str | None = None
+    spec_draft: int = 0
+    spec_accept: float = 0.7
+    spec_draft_model: str | None = None
+    kv_offload_gib: float = 0.0
     db: Path | None = None
     store: bool = True
     explicit: frozenset[str] = field(default_factory=frozenset)
@@ -112,6 +117,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         max_num_batched_tokens=a.max_num_batched_tokens or max(tokens, a.max_num_seqs or 0),
         gpu_memory_utilization=a.gpu_memory_utilization,
         enable_prefix_caching=a.prefix_caching,
+        kv_offload_gib=a.kv_offload_gib,
     ).validate()
     if calibration.twin is not None:
         # a twin carries the server's own scheduler limits and KV blocks; flags given explicitly still win
@@ -123,12 +129,25 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
             block_size=f.block_size,
             num_blocks=f.num_blocks,
             enable_prefix_caching=f.enable_prefix_caching and a.prefix_caching,
+            kv_offload_gib=a.kv_offload_gib,
         ).validate()
     policy = None
     if a.autoscale is not None:
         from tailscope.io.autoscaler import load_policy  # pydantic: imported only when a policy is given
 
         policy = load_policy(a.autoscale)
+    spec = None
+    if a.spec_draft:
+        from tailscope.engine.speculative import SpecDecode
+
+        spec = SpecDecode(a.spec_draft, a.spec_accept, draft_model=a.spec_draft_model).validate()
+    elif a.spec_draft_model is not None:
+        raise ConfigError("--spec-draft-model needs --spec-draft K (draft tokens per step)")
+    disagg = None
+    if a.disagg is not None:
+        from tailscope.engine.disagg import parse_disagg
+
+        disagg = parse_disagg(a.disagg)
     cluster = ClusterSpec(
         model=model,
         gpu=gpu,
@@ -144,8 +163,15 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         backend=a.backend,
         ep=a.ep,
         attention_dp=a.attention_dp,
+        spec=spec,
+        draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model is not None else None,
+        disagg=disagg,
     ).validate()
-    cluster.perf().kv_capacity_tokens(a.gpu_memory_utilization)  # fail now when the model does not fit
+    if disagg is not None:  # fail now when the model does not fit a worker of either pool
+        for width in (disagg.prefill_tp, disagg.decode_tp):
+            cluster.perf(width).kv_capacity_tokens(a.gpu_memory_utilization)
+    else:
+        cluster.perf().kv_capacity_tokens(a.gpu_memory_utilization)  # fail now when the model does not fit
     return cluster
 
 
@@ -293,14 +319,16 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
     cluster = build_cluster(a)
     wl = resolve_specs(a)
     desc = cluster.describe()
+    shape = (
+        f"{cluster.replicas} replica(s) × TP{cluster.tp}"
+        if cluster.disagg is None
+        else f"disaggregated {cluster.disagg.label()}"
+    )
     target = Target(
         url=f"sim://{desc['model']}@{desc['gpu']}x{cluster.tp}",
         model=str(desc["model"]),
         builtin=True,
-        description=(
-            f"{desc['model']} ({desc['weights_dtype']}), {cluster.replicas} replica(s) × TP{cluster.tp} on "
-            f"{cluster.gpu.name}"
-        ),
+        description=f"{desc['model']} ({desc['weights_dtype']}), {shape} on {cluster.gpu.name}",
     )
     run = Run(
         id=new_run_id(),

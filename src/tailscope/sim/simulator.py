@@ -10,6 +10,12 @@
 
 A request reaches a replica after the API-server latency (``Efficiency.frontend_ms``); headline times are from
 ``scheduled_ns`` as for bench. Records are yielded as requests finish (memory stays bounded by what is in flight).
+
+Disaggregated (``cluster.disagg``): the router picks a prefill worker; the request runs its prompt there (one
+sampled token), its KV crosses to the decode pool (:class:`~tailscope.engine.disagg.KvTransfer`), and the decode
+worker with the fewest requests in flight admits it with that KV present: its first step computes the last prompt
+token and samples the first output token the client sees (as vLLM's P/D proxy does). TTFT therefore includes the
+prefill, the transfer and the decode worker's first step; decode steps never carry prefill chunks.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from tailscope.records import RequestRecord
 from tailscope.sim.events import (
     ARRIVE,
     CLIENT_START,
+    KV_ARRIVE,
     REPLICA_READY,
     ROUTE,
     SCRAPE,
@@ -68,6 +75,7 @@ class _Live:
     client: int = -1
     hashes: tuple[int, ...] = ()
     sent_ns: int | None = None  # later than scheduled_ns when the twin models the client's open-loop send lag
+    decoding: bool = False  # disaggregated: the request has left the prefill pool
 
 
 @dataclass(slots=True)
@@ -82,6 +90,8 @@ class _Slot:
     busy_ns: int = 0  # time spent running engine steps (the autoscaler's gpu_util)
     busy_mark_ns: int = 0  # busy_ns at the previous scrape
     pending_done: list[Completion] = field(default_factory=list)
+    tp: int = 1  # GPUs of the replica (GPU-seconds)
+    pool: str = "agg"  # agg | prefill | decode
 
 
 class Simulation:
@@ -125,7 +135,22 @@ class Simulation:
         self._block = cluster.engine_config().block_size
         self._router = Router(cluster.router)
         self._scaler = Autoscaler(cluster.autoscale) if cluster.autoscale is not None else None
-        self._slots: list[_Slot] = [_Slot(cluster.new_replica(self._perf)) for _ in range(cluster.replicas)]
+        d = cluster.disagg
+        if d is None:
+            self._slots: list[_Slot] = [
+                _Slot(cluster.new_replica(self._perf), tp=cluster.tp) for _ in range(cluster.replicas)
+            ]
+            self._entry: list[int] | None = None
+        else:
+            self._perf = cluster.perf(d.prefill_tp)
+            dec = cluster.perf(d.decode_tp)
+            self._slots = [
+                _Slot(cluster.new_replica(self._perf), tp=d.prefill_tp, pool="prefill")
+                for _ in range(d.prefill_workers)
+            ] + [_Slot(cluster.new_replica(dec), tp=d.decode_tp, pool="decode") for _ in range(d.decode_workers)]
+            self._entry = list(range(d.prefill_workers))  # the router's choices: prefill workers
+            self._decode_idx = list(range(d.prefill_workers, len(self._slots)))
+            self._xfer = cluster.kv_transfer()
         # the event heap of ``(time_ns, priority, seq, payload)`` (see :mod:`tailscope.sim.events`), kept inline:
         # pushing and popping are the simulator's most frequent operations
         self._heap: list[tuple[int, int, int, Any]] = []
@@ -229,7 +254,7 @@ class Simulation:
         if len(slots) == 1 and slots[0].state == "ready":
             idx = 0
         else:
-            ready = self._ready_indices()
+            ready = self._ready_indices() if self._entry is None else self._entry
             if not ready:  # every replica is cold: the request waits at the gateway for the first one
                 self._push(now + 100_000_000, ROUTE, rid)
                 return
@@ -270,7 +295,10 @@ class Simulation:
         slot = self._slots[idx]
         spec = live.spec
         try:
-            slot.replica.add(rid, live.prompt, spec.output_tokens, now, live.hashes)
+            if slot.pool == "prefill":  # the prompt only: one sampled token, then the KV moves to a decode worker
+                slot.replica.add(rid, live.prompt, 1, now, live.hashes, priority=spec.priority)
+            else:
+                slot.replica.add(rid, live.prompt, spec.output_tokens, now, live.hashes, priority=spec.priority)
         except ValueError as exc:
             del self._live[rid]
             slot.outstanding -= 1
@@ -312,6 +340,15 @@ class Simulation:
         out: list[RequestRecord] = []
         rep = slot.replica
         live_map = self._live
+        if slot.pool == "prefill":
+            for c in done:
+                slot.outstanding -= 1
+                t0 = rep.token_times(c)[0]
+                xfer = self._xfer.ns(live_map[c.id].prompt)
+                self.result.kv_transfer_s += xfer / 1e9
+                heapq.heappush(self._heap, (t0 + xfer, KV_ARRIVE, next(self._seq), c.id))
+            self._run_step(idx, now)
+            return out
         win = self._win_ttfts
         scaled = self._scaler is not None
         for c in done:
@@ -330,6 +367,28 @@ class Simulation:
         self._win_completed += len(done)
         self._run_step(idx, now)
         return out
+
+    def _kv_arrive(self, rid: int, now: int) -> RequestRecord | None:
+        """A disaggregated request's KV reached the decode pool: the least-loaded decode worker admits it."""
+        live = self._live[rid]
+        slots = self._slots
+        idx = min(self._decode_idx, key=lambda i: (slots[i].outstanding, i))
+        slot = slots[idx]
+        live.replica = idx
+        live.decoding = True
+        slot.outstanding += 1
+        spec = live.spec
+        try:
+            slot.replica.add(rid, live.prompt, spec.output_tokens, now, priority=spec.priority, kv_ready=live.prompt)
+        except ValueError as exc:
+            del self._live[rid]
+            slot.outstanding -= 1
+            rec = record_error(spec, live.scheduled_ns, live.prompt, idx, now, str(exc), sent_ns=live.sent_ns)
+            self._after_request(live, now)
+            return rec
+        if not slot.busy:
+            self._run_step(idx, now)
+        return None
 
     def _after_request(self, live: _Live, now: int, output: int = 0) -> None:
         """Session bookkeeping and the closed-loop client's next move."""
@@ -480,6 +539,11 @@ class Simulation:
                         push(max(nxt.at_ns or now, now), SPEC_DUE, (nxt, -1))
             elif kind == CLIENT_START:
                 self._client_next(payload, now)
+            elif kind == KV_ARRIVE:
+                err = self._kv_arrive(payload, now)
+                if err is not None:
+                    n_rec += 1
+                    yield err
             elif kind == ROUTE:
                 self._route(payload, now)
             elif kind == SCRAPE:
@@ -508,11 +572,13 @@ class Simulation:
         res.virtual_s = (now if self._live_at_horizon else max(last, 1)) / 1e9
         res.wall_s = time.perf_counter() - wall0
         end_ns = int(res.virtual_s * 1e9)
-        tp = self.cluster.tp
         for s in self._slots:
             stop = s.stopped_ns if s.stopped_ns is not None else end_ns
-            res.gpu_seconds += max(0, stop - s.created_ns) / 1e9 * tp
+            res.gpu_seconds += max(0, stop - s.created_ns) / 1e9 * s.tp
             st = s.replica.stats()
             res.prefix_queries_tokens += st.prefix_queries_tokens
             res.prefix_hits_tokens += st.prefix_hits_tokens
             res.preemptions += st.preemptions
+            res.recompute_tokens += int(st.extra.get("recompute_tokens", 0))
+            res.kv_swapped_tokens += int(st.extra.get("kv_swapped_tokens", 0))
+            res.kv_swap_s += st.extra.get("kv_swap_s", 0.0)

@@ -42,6 +42,8 @@ class RequestClass:
         extra_body: JSON fields merged into this class's request bodies (sampling parameters, tools, …).
         model: the model (or LoRA adapter name) this class's requests ask for; None = the run's model. One run can
             so split its traffic across the models a server serves.
+        priority: scheduling priority of the class in ``sim`` (lower first, vLLM's convention; default 0): an
+            interactive class at 0 ahead of a batch class at 1.
     """
 
     name: str
@@ -51,6 +53,7 @@ class RequestClass:
     session: SessionShape | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,6 +216,7 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
                 output_tokens=cls.output_tokens.sample(rng_len),
                 at_ns=at_ns if first else None,
                 request_class=cls.name,
+                priority=cls.priority,
                 prefix_id=prefix_id if first else None,
                 prefix_tokens=prefix_tokens if first else 0,
                 session_id=session_id,

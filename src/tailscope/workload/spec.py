@@ -31,6 +31,7 @@ class RequestSpec:
         span_id: the client span id (16 hex digits) that ``traceparent`` names as the server's parent.
         after: a call graph (trace → load): ``(request id, gap ns)`` pairs of earlier requests of the same session;
             this request is due ``gap`` after the latest of their ends. Empty for ordinary requests and turns.
+        priority: its class's scheduling priority (lower first; the simulator's replicas admit by it, then FCFS).
     """
 
     id: int
@@ -50,3 +51,4 @@ class RequestSpec:
     trace_id: str | None = None
     span_id: str | None = None
     after: tuple[tuple[int, int], ...] = ()
+    priority: int = 0
