@@ -414,7 +414,6 @@ def plan_capacity(
             "load",
         ),
     )
-    return CapacityResult(plan, model, gpu, time.perf_counter() - t0)
     split = None
     if splits is not None:
         split = _search_disagg(splits, gpu_price, check_disagg)
