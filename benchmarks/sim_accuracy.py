@@ -27,7 +27,7 @@ import numpy as np
 
 from tailscope.engine.closed_loop import aggregated
 from tailscope.engine.engine_profiles import engine_profile
-from tailscope.engine.fit import Dataset, Observation, fit, predict
+from tailscope.engine.fit import KV_MEMORY_UTILIZATION, Dataset, Observation, fit, predict
 from tailscope.engine.perf import StepTimeModel
 from tailscope.io.corpus import CorpusRow, duplicate_groups, load_corpus, observations
 
@@ -181,6 +181,7 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
             np.array([m.efficiency.frontend_ms / 1e3]),
             np.array([m.efficiency.inflight_us / 1e6]),
             np.array([m.efficiency.burst]),
+            np.array([m.kv_capacity_tokens(KV_MEMORY_UTILIZATION) / (r.isl + r.osl / 2.0)]),
         )
         t0 = time.perf_counter()
         s = run_sim(args).summary
