@@ -27,7 +27,7 @@ import numpy as np
 
 from tailscope.engine.closed_loop import aggregated
 from tailscope.engine.engine_profiles import engine_profile
-from tailscope.engine.fit import Dataset, Observation, fit, predict
+from tailscope.engine.fit import KV_MEMORY_UTILIZATION, Dataset, Observation, fit, predict
 from tailscope.engine.perf import StepTimeModel
 from tailscope.io.corpus import CorpusRow, duplicate_groups, load_corpus, observations
 
@@ -181,6 +181,7 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
             np.array([m.efficiency.frontend_ms / 1e3]),
             np.array([m.efficiency.inflight_us / 1e6]),
             np.array([m.efficiency.burst]),
+            np.array([m.kv_capacity_tokens(KV_MEMORY_UTILIZATION) / (r.isl + r.osl / 2.0)]),
         )
         t0 = time.perf_counter()
         s = run_sim(args).summary
@@ -203,6 +204,34 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
 
 
 # ---- reporting ----------------------------------------------------------------------------------------------------
+def _band(c: int) -> str:
+    for hi in (1, 4, 16, 64, 256, 1024):
+        if c <= hi:
+            return f"concurrency <= {hi}"
+    return "concurrency > 1024"
+
+
+def _family(model: str) -> str:
+    name = model.split("/")[-1].lower()
+    for fam in ("deepseek", "qwen3.5", "qwen3-235b", "qwen3-32b", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss", "kimi"):
+        if name.startswith(fam):
+            return fam
+    return name.split("-")[0]
+
+
+def _natural(key: str) -> tuple[str, int]:
+    digits = "".join(ch for ch in key.split()[-1] if ch.isdigit())
+    return (key.rstrip("0123456789"), int(digits) if digits else 0)
+
+
+#: where the error is: by GPU, model family, concurrency band and engine (printed per mode)
+_BREAKDOWNS: tuple[tuple[str, Any], ...] = (
+    ("gpu", lambda r: r.system),
+    ("family", lambda r: _family(r.model)),
+    ("load", lambda r: _band(r.concurrency)),
+)
+
+
 def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
     ok = np.isfinite(pred)
     return float(np.mean(np.abs(pred[ok] / meas[ok] - 1))) if ok.any() else float("nan")
@@ -233,6 +262,20 @@ def report(rows: list[CorpusRow], ttft: np.ndarray, tpot: np.ndarray, title: str
             if g.size:
                 per_engine[eng] = (int(g.size), _mape(ttft[g], m_ttft[g]), _mape(tpot[g], m_tpot[g]))
                 print(f"{'  all ' + eng:66s} {g.size:5d} {per_engine[eng][1]:10.1%} {per_engine[eng][2]:10.1%}")
+        breakdown: dict[str, dict[str, tuple[int, float, float, float, float]]] = {}
+        for label, keyf in _BREAKDOWNS:
+            groups: dict[str, list[int]] = defaultdict(list)
+            for i in idx:
+                groups[keyf(rows[i])].append(int(i))
+            breakdown[label] = {}
+            for k in sorted(groups, key=_natural):
+                g = np.array(groups[k])
+                rt, rp = ttft[g] / m_ttft[g] - 1, tpot[g] / m_tpot[g] - 1
+                v = (int(g.size), _mape(ttft[g], m_ttft[g]), _mape(tpot[g], m_tpot[g]), float(np.median(rt)),
+                     float(np.median(rp)))  # fmt: skip
+                breakdown[label][k] = v
+                name = f"  {label} {k}"
+                print(f"{name:66s} {v[0]:5d} {v[1]:10.1%} {v[2]:10.1%}   (median error {v[3]:+.0%} / {v[4]:+.0%})")
         a, b = _mape(ttft[idx], m_ttft[idx]), _mape(tpot[idx], m_tpot[idx])
         med_a = float(np.median(np.abs(ttft[idx] / m_ttft[idx] - 1)))
         med_b = float(np.median(np.abs(tpot[idx] / m_tpot[idx] - 1)))
@@ -244,6 +287,7 @@ def report(rows: list[CorpusRow], ttft: np.ndarray, tpot: np.ndarray, title: str
             "ttft_median_abs_err": med_a,
             "tpot_median_abs_err": med_b,
             "per_engine": per_engine,
+            "breakdown": breakdown,
         }
     return out
 
@@ -266,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"corpus": str(path), "folds": args.folds, "seconds": time.perf_counter() - t0}
     label = "leave-one-configuration-out" if args.folds == "loco" else f"{args.folds}-fold by configuration"
     result["trained"] = report(rows, ttft, tpot, f"trained step model, {label}")
+    result["rows"] = [
+        {"id": r.id, "ttft_ms": r.ttft_ms, "tpot_ms": r.tpot_ms, "pred_ttft_ms": a * 1e3, "pred_tpot_ms": b * 1e3}
+        for r, a, b in zip(rows, ttft.tolist(), tpot.tolist(), strict=True)
+    ]
     obs = observations(rows)
     if not args.no_old:
         o_ttft, o_tpot = old_model(rows, obs)

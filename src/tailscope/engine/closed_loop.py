@@ -24,6 +24,10 @@ Written in the decode batch ``B``, the closed loop ``C = λ T₁ + B`` (clients 
 clients decoding) is increasing in ``B``; it is solved by bisection on ``[0, C]``, so the answer is a smooth,
 deterministic function of the coefficients (the fit differentiates it numerically).
 
+**Admission** (both modes): a rank holds at most ``N`` requests at once (``max_running``: the KV cache it has, in
+requests of the mean context ``I + O/2``); with ``C > N`` clients the loop above runs with ``N`` and the other
+``C − N`` wait for a place, by Little's law ``(C − N) / λ`` each on average, which TTFT carries.
+
 **Disaggregated** (prefill workers, decode workers, KV moved between them): the decode pool runs decode-only steps
 with ``C / decode ranks`` requests each, ``τ = step(B, D)``; a prompt costs ``S = Σ_chunks step(0, 0, chunk)`` on a
 prefill rank that sees ``λ / prefill ranks`` of them (M/D/1 wait), then its KV crosses to the decode worker
@@ -116,11 +120,14 @@ def aggregated(
     frontend_s: Arr,
     inflight_s: Arr,
     burst: Arr = 0.0,
+    max_running: Arr | None = None,
 ) -> tuple[Arr, Arr]:
-    """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring)."""
+    """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring); ``max_running``
+    caps the requests the replica holds at once (the clients beyond it wait for admission)."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
-    clients = np.asarray(clients, dtype=float)
+    clients_all = np.asarray(clients, dtype=float)
+    clients = _admitted(clients_all, max_running)
     ctx = isl + osl / 2.0
     front = frontend_s + inflight_s * clients
     gen = np.maximum(osl - 1.0, 1e-9)  # one output token: no decode phase (B → 0)
@@ -148,8 +155,8 @@ def aggregated(
         return lam * ttft + b - clients
 
     b = _bisect(excess, clients)
-    _, ttft, tau = state(b)
-    return ttft, tau
+    lam, ttft, tau = state(b)
+    return ttft + _queued(clients_all, clients, lam), tau
 
 
 def disaggregated(
@@ -164,14 +171,17 @@ def disaggregated(
     frontend_s: Arr,
     inflight_s: Arr,
     transfer_s: Arr,
+    max_running: Arr | None = None,
 ) -> tuple[Arr, Arr]:
-    """Mean ``(TTFT, TPOT)`` in seconds of a disaggregated deployment (see the module docstring)."""
+    """Mean ``(TTFT, TPOT)`` in seconds of a disaggregated deployment (see the module docstring); ``max_running``
+    caps the requests one decode rank holds at once."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
-    clients = np.asarray(clients, dtype=float)
     ctx = isl + osl / 2.0
     gen = np.maximum(osl - 1.0, 1e-9)
     ranks = np.maximum(decode_ranks, 1.0)
+    clients_all = np.asarray(clients, dtype=float)
+    clients = _admitted(clients_all / ranks, max_running) * ranks
     zero = np.zeros_like(isl)
     service, _ = _prefill_cost(pre, isl, budget, zero, zero, zero)
 
@@ -188,5 +198,17 @@ def disaggregated(
         return lam * ttft + b * ranks - clients
 
     b = _bisect(excess, clients / ranks)
-    _, ttft, tau = state(b)
-    return ttft, tau
+    lam, ttft, tau = state(b)
+    return ttft + _queued(clients_all, clients, lam), tau
+
+
+def _admitted(clients: Arr, max_running: Arr | None) -> Arr:
+    """Clients a rank serves at once: all of them, or the cap (the KV cache it holds)."""
+    if max_running is None:
+        return clients
+    return np.minimum(clients, np.maximum(np.asarray(max_running, dtype=float), 1.0))
+
+
+def _queued(clients: Arr, admitted: Arr, lam: Arr) -> Arr:
+    """Mean wait for admission of the clients beyond the cap, by Little's law: ``(C − C_admitted) / λ``."""
+    return np.where(clients > admitted, (clients - admitted) / np.maximum(lam, 1e-12), 0.0)

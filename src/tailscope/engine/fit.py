@@ -32,8 +32,9 @@ from tailscope.engine.disagg import kv_link_bytes_per_s
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch
-from tailscope.engine.step_model import precision_class
+from tailscope.engine.step_model import TrainedStepModel, precision_class
 from tailscope.engine.step_terms import Efficiencies, Parallelism, StepTerms, coefficients, step_terms
+from tailscope.errors import TailscopeError
 
 ENGINES = ("vllm", "sglang", "trtllm")
 CLASSES = ("bf16", "fp8", "fp4", "int4")
@@ -44,6 +45,8 @@ FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst"}
 BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
 _DEFAULT = Efficiencies()
+#: the share of GPU memory the corpus' engines give weights and KV cache (the rows' ``sim`` flags say the same)
+KV_MEMORY_UTILIZATION = 0.95
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,26 @@ class Dataset:
         self.budget = np.zeros(n)
         self.kv_bytes = np.zeros(n)
         self.kv_link = np.ones(n)
+        #: requests one rank (the decode rank, disaggregated) holds at once: its KV cache at the mean context
+        self.max_running = np.zeros(n)
+        kv_cache: dict[tuple[Any, ...], float] = {}
+
+        def kv_tokens(o: Observation, p: Pool) -> float:
+            key = (o.model.name, o.gpu.id, p.par, o.weights_dtype, o.kv_dtype)
+            if key not in kv_cache:
+                try:
+                    m = TrainedStepModel(
+                        o.model, o.gpu, p.par, weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, efficiency=_DEFAULT
+                    )
+                    kv_cache[key] = float(m.kv_capacity_tokens(KV_MEMORY_UTILIZATION))
+                except TailscopeError:
+                    kv_cache[key] = float("inf")
+            return kv_cache[key]
+
         for i, o in enumerate(self.obs):
+            pool = o.agg if o.agg is not None else o.decode
+            assert pool is not None
+            self.max_running[i] = kv_tokens(o, pool) / (o.isl + o.osl / 2.0)
             _, budget = engine_profile(o.engine).limits(o.gpu)
             self.budget[i] = budget
             if o.agg is not None:
@@ -246,6 +268,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             front[a],
             inflight[a],
             e.burst[a],
+            ds.max_running[a],
         )
         ttft[a], tpot[a] = t1, tau
     if ds.disagg.any():
@@ -264,6 +287,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             front[d],
             inflight[d],
             transfer,
+            ds.max_running[d],
         )
         ttft[d], tpot[d] = t1, tau
     return ttft, tpot

@@ -61,6 +61,22 @@ def test_vectorised_rows_are_independent() -> None:
     assert both[1][1] == pytest.approx(one[1], rel=1e-9)
 
 
+def test_clients_beyond_the_kv_cache_wait_for_admission() -> None:
+    """A replica that holds N requests serves C > N clients as N, the rest wait (C − N) / λ in TTFT."""
+    m = TrainedStepModel(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"))
+    e = m.efficiency
+    step = coefficient_step(m.coeffs)
+    args = (_a(1024), _a(256), _a(96), _a(8192), _a(e.frontend_ms / 1e3), _a(e.inflight_us / 1e6), _a(e.burst))
+    free = aggregated(step, *args)
+    assert aggregated(step, *args, max_running=_a(1000.0))[0][0] == pytest.approx(free[0][0])
+    t1, tau = aggregated(step, *args, max_running=_a(64.0))
+    inner = aggregated(step, _a(1024), _a(256), _a(64), *args[3:])
+    assert tau[0] == pytest.approx(inner[1][0])  # the decode batch is the 64 admitted
+    lam = 64 / (inner[0][0] + 255 * inner[1][0])
+    assert t1[0] == pytest.approx(inner[0][0] + 32 / lam)
+    assert tau[0] < free[1][0]
+
+
 def test_simulation_lands_near_the_analytic_closed_loop() -> None:
     """`tailscope sim` of a closed loop uses the same step model: its mean TTFT/TPOT come close to the analysis."""
     args = SimArgs(
