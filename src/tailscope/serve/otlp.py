@@ -15,17 +15,15 @@ never requests. No OpenTelemetry SDK is needed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from tailscope.client.otlp import set_attributes, traces_url
+from tailscope.client.otlp import OtlpSender, OtlpSpan, encode
 
-#: the pending-span cap: past it new spans are dropped (counted) rather than memory growing while a collector is down
-MAX_PENDING = 100_000
+#: the instrumentation scope of the engine's spans
+SCOPE = "tailscope.serve"
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str, bool] | None:
@@ -102,34 +100,32 @@ def span_attributes(t: RequestTiming, model: str) -> dict[str, Any]:
     return a
 
 
+def llm_request_spans(timings: list[RequestTiming], *, model: str, span_ids: random.Random) -> list[OtlpSpan]:
+    """One SERVER ``llm_request`` span per timing (its parent the caller's span, when it sent one)."""
+    return [
+        OtlpSpan(
+            trace_id=t.trace_id,
+            span_id=f"{span_ids.getrandbits(64) | 1:016x}",
+            parent_span_id=t.parent_span_id or None,
+            name="llm_request",
+            kind=2,  # SPAN_KIND_SERVER
+            start_ns=t.received_ns,
+            end_ns=max(t.end_ns, t.received_ns),
+            attributes=span_attributes(t, model),
+            error=t.aborted,
+        )
+        for t in timings
+    ]
+
+
 def encode_spans(timings: list[RequestTiming], *, model: str, service: str, span_ids: random.Random) -> bytes:
     """An OTLP ``ExportTraceServiceRequest`` (protobuf bytes) with one ``llm_request`` span per timing."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-    from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
-
-    req = ExportTraceServiceRequest()
-    rs = req.resource_spans.add()
-    kv = rs.resource.attributes.add()
-    kv.key, kv.value.string_value = "service.name", service
-    scope = rs.scope_spans.add()
-    scope.scope.name = "tailscope.serve"
-    for t in timings:
-        sp = scope.spans.add()
-        sp.trace_id = bytes.fromhex(t.trace_id)
-        sp.span_id = (span_ids.getrandbits(64) | 1).to_bytes(8, "big")
-        if t.parent_span_id:
-            sp.parent_span_id = bytes.fromhex(t.parent_span_id)
-        sp.name = "llm_request"
-        sp.kind = Span.SpanKind.SPAN_KIND_SERVER
-        sp.start_time_unix_nano = t.received_ns
-        sp.end_time_unix_nano = max(t.end_ns, t.received_ns)
-        sp.status.code = Status.StatusCode.STATUS_CODE_ERROR if t.aborted else Status.StatusCode.STATUS_CODE_UNSET
-        set_attributes(sp.attributes, span_attributes(t, model))
-    return bytes(req.SerializeToString())
+    return encode(llm_request_spans(timings, model=model, span_ids=span_ids), service=service, scope=SCOPE)
 
 
 class SpanExporter:
-    """Batches request timings and POSTs them as OTLP/HTTP protobuf from a background task.
+    """Batches request timings and POSTs them as OTLP/HTTP protobuf from a background task (the shared
+    :class:`~tailscope.client.otlp.OtlpSender`).
 
     Args:
         endpoint: the collector (``http://HOST:4318`` or a full ``…/v1/traces`` URL).
@@ -150,21 +146,31 @@ class SpanExporter:
         max_batch: int = 512,
         seed: int | None = None,
     ) -> None:
-        self.url = traces_url(endpoint)
         self.model = model
-        self.service = service
-        self.interval_s = interval_s
-        self.max_batch = max_batch
-        self.exported = 0
-        self.dropped = 0
-        self.last_error: str | None = None
         self._ids = random.Random(seed)
-        self._pending: list[RequestTiming] = []
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._session: Any = None
+        self.sender: OtlpSender[RequestTiming] = OtlpSender(
+            endpoint,
+            lambda batch: llm_request_spans(batch, model=model, span_ids=self._ids),
+            service=service,
+            scope=SCOPE,
+            interval_s=interval_s,
+            max_batch=max_batch,
+        )
+        self.url = self.sender.url
         # Unix ns = clock ns + offset: one reading at start maps every monotonic stamp (no wall-clock read per span)
         self.unix_offset_ns = 0
+
+    @property
+    def exported(self) -> int:
+        return self.sender.exported
+
+    @property
+    def dropped(self) -> int:
+        return self.sender.dropped
+
+    @property
+    def last_error(self) -> str | None:
+        return self.sender.last_error
 
     def new_trace_id(self) -> str:
         """A trace id for a request that came without trace context."""
@@ -173,62 +179,12 @@ class SpanExporter:
     def start(self, clock_now_ns: int) -> None:
         """Start the sender on the running loop; ``clock_now_ns`` is the serving clock's reading now."""
         self.unix_offset_ns = time.time_ns() - clock_now_ns
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="tailscope-otlp-export")
+        self.sender.start()
 
     def add(self, timing: RequestTiming) -> None:
         """Queue one request's span (the hot path: an append)."""
-        if len(self._pending) >= MAX_PENDING:
-            self.dropped += 1
-            return
-        self._pending.append(timing)
-        if len(self._pending) >= self.max_batch:
-            self._wake.set()
+        self.sender.add(timing)
 
     async def stop(self) -> None:
         """Send what is pending and stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        with contextlib.suppress(Exception):
-            await self._send_pending()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
-            self._wake.clear()
-            try:
-                await self._send_pending()
-            except Exception as exc:  # a collector that is down loses spans, never the server
-                self.last_error = f"{type(exc).__name__}: {exc}"
-
-    async def _send_pending(self) -> None:
-        import aiohttp
-
-        while self._pending:
-            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
-            body = await asyncio.to_thread(
-                encode_spans, batch, model=self.model, service=self.service, span_ids=self._ids
-            )
-            if self._session is None:
-                self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-            try:
-                async with self._session.post(
-                    self.url, data=body, headers={"Content-Type": "application/x-protobuf"}
-                ) as resp:
-                    await resp.read()
-                    if resp.status >= 300:
-                        self.dropped += len(batch)
-                        self.last_error = f"collector answered HTTP {resp.status}"
-                        continue
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                self.dropped += len(batch)
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                continue
-            self.exported += len(batch)
+        await self.sender.stop()

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
+from tailscope.client.otlp import traces_url
 from tailscope.errors import ConfigError
-from tailscope.serve.otlp import RequestTiming, encode_spans, parse_traceparent, span_attributes, traces_url
+from tailscope.serve.otlp import RequestTiming, encode_spans, parse_traceparent, span_attributes
 from tailscope.trace.ingest.common import ParseContext, row_span
 from tailscope.trace.ingest.otlp import parse_otlp_proto
 
