@@ -65,6 +65,6 @@ def test_the_built_in_engine_can_act_as_a_reasoning_model() -> None:
         assert r.reasoning_tokens == 5
         assert r.first_answer_ns is not None
         assert r.first_token_ns is not None
-        assert r.first_answer_ns > r.first_token_ns
+        assert r.first_answer_ns >= r.first_token_ns  # (a read can carry the last reasoning and first answer tokens)
     assert res.summary.reasoning is not None
     assert res.summary.reasoning.answer_tokens.p50 == 7

@@ -110,6 +110,7 @@ def test_chat_stream_shape_and_usage(server: EmbeddedServer) -> None:
         "prompt_tokens": prompt_tokens,
         "completion_tokens": 12,
         "total_tokens": prompt_tokens + 12,
+        "prompt_tokens_details": {"cached_tokens": 0},  # the prefix-cache hit, as vLLM reports it (a cold cache)
     }
 
 
