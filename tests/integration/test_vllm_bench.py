@@ -131,6 +131,7 @@ def test_bench_sees_the_queue_when_the_kv_cache_is_full(
         "--input-tokens", "1000",
         "--requests", str(n),
         "--concurrency", str(n),
+        "--scrape-interval", "0.1",  # the queue lasts about a second on a quiet machine: scrape it often
     )  # fmt: skip
     assert doc["summary"]["requests"]["completed"] == n
     assert {r["output_tokens"] for r in doc["requests"]} == {OUTPUT_TOKENS}

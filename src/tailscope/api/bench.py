@@ -108,6 +108,7 @@ async def bench_async(
     timeout_first_token: float = 120.0,
     timeout_total: float = 600.0,
     metrics_url: str = "auto",
+    scrape_interval: float = 1.0,
     max_rate: float | None = None,
     workers: int | str | None = None,
     ray: str | None = None,

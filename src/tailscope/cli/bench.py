@@ -120,6 +120,7 @@ def bench(
     timeout_first_token: float = typer.Option(120.0, "--timeout-first-token", help="First-token timeout (s)."),
     timeout_total: float = typer.Option(600.0, "--timeout-total", help="Whole-request timeout (s)."),
     metrics_url: str = typer.Option("auto", "--metrics-url", help="Prometheus URL to scrape: auto, off or a URL."),
+    scrape_interval: float = typer.Option(1.0, "--scrape-interval", help="Seconds between /metrics scrapes."),
     max_rate: float | None = typer.Option(None, "--max-rate", help="Refuse schedules faster than this (req/s)."),
     workers: str | None = typer.Option(
         None,

@@ -61,6 +61,8 @@ class BenchOptions:
         continuous_usage: ask vLLM for usage on every chunk.
         timeout_connect, timeout_first_token, timeout_total: per-request timeouts in seconds.
         metrics_url: Prometheus endpoint to scrape: ``auto`` (``URL/metrics`` when it answers), ``off`` or a URL.
+        scrape_interval: seconds between scrapes of it (default 1; a short run wants a shorter interval to see its
+            queue at all).
         max_rate: refuse schedules faster than this many requests/s.
         workers: spread the load over this many worker processes (Ray actors with ``ray``); ``"auto"`` picks the
             count from the projected token-event rate and the client's measured per-event cost.
@@ -130,6 +132,7 @@ class BenchOptions:
     timeout_first_token: float = 120.0
     timeout_total: float = 600.0
     metrics_url: str = "auto"
+    scrape_interval: float = 1.0
     max_rate: float | None = None
     workers: int | str | None = None
     ray: str | None = None

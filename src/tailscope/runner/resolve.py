@@ -164,6 +164,8 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
             raise ConfigError(f"{name} must be > 0 seconds (got {value})")
         check_bounds((name, value, 86_400.0))
     check_bounds(("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6))
+    if not 0.05 <= opts.scrape_interval <= 3600:
+        raise ConfigError(f"--scrape-interval {opts.scrape_interval:g}: use 0.05 to 3,600 seconds")
     if (
         opts.workers is not None
         and opts.workers != "auto"
@@ -218,6 +220,7 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
         tokenizer=tokenizer,
         prompt_nonce=nonce,
         metrics_url=None if opts.metrics_url == "off" else opts.metrics_url,
+        scrape_interval_s=opts.scrape_interval,
         telemetry_urls=telemetry,
         settings=settings,
         builtin_model=opts.builtin_model,
