@@ -117,3 +117,34 @@ def default_store() -> RunStore:
     from tailscope.store.runs import RunStore
 
     return RunStore(None)
+
+
+async def serve_until_stopped(
+    server: Any,
+    *,
+    duration: float | None,
+    handle_signals: bool,
+    on_ready: Callable[[Any], None] | None = None,
+) -> None:
+    """Run ``server`` (an async context manager that listens while entered) until ``duration`` seconds pass or, with
+    ``handle_signals``, SIGINT/SIGTERM arrives; ``on_ready`` is called once it listens."""
+    import contextlib
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    async with server:
+        if handle_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, stop.set)
+                    installed.append(sig)
+        try:
+            if on_ready is not None:
+                on_ready(server)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)

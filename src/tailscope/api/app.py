@@ -12,16 +12,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from tailscope.api._support import public, sync_twin
+from tailscope.api._support import public, serve_until_stopped, sync_twin
 from tailscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -191,23 +188,7 @@ async def run_app_async(
         seed=seed,
         fallback=fallback,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    async with server:
-        if handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, stop.set)
-                    installed.append(sig)
-        try:
-            if on_ready is not None:
-                on_ready(server)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+    await serve_until_stopped(server, duration=duration, handle_signals=handle_signals, on_ready=on_ready)
     return server.stats
 
 

@@ -12,15 +12,12 @@ API (``GET/POST/PUT/DELETE /rules`` on ``admin_url``) is what ``tailscope drill`
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from tailscope.api._support import public, sync_twin
+from tailscope.api._support import public, serve_until_stopped, sync_twin
 from tailscope.io.proxy_rules import ProxyRule, load_rules, rules_from_json
 from tailscope.serve.proxy import FaultProxy
 
@@ -146,23 +143,7 @@ async def run_proxy_async(
     server = start_proxy(
         to=to, port=port, host=host, admin_port=admin_port, rules=rules, rules_file=rules_file, mode=mode, seed=seed
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    async with server:
-        if handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, stop.set)
-                    installed.append(sig)
-        try:
-            if on_ready is not None:
-                on_ready(server)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+    await serve_until_stopped(server, duration=duration, handle_signals=handle_signals, on_ready=on_ready)
     return server.stats
 
 
