@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -99,21 +98,17 @@ def test_bad_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def _vllm_python() -> Path | None:
-    venv = Path(os.environ.get("TAILSCOPE_VLLM_VENV", REPO / ".venv-vllm"))
-    py = venv / "bin" / "python"
-    return py if py.exists() else None
-
-
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_result_written_by_vllms_own_client_imports_with_its_figures(tmp_path: Path) -> None:
-    """vLLM's own benchmark client against the built-in engine on loopback, then imported (skips without vLLM)."""
-    py = _vllm_python()
-    tokenizer = REPO / ".cache" / "tiny-model"
-    if py is None or not (tokenizer / "tokenizer.json").exists() or shutil.which("bash") is None:
-        pytest.skip("vLLM venv or the tiny model's tokenizer missing (scripts/setup_vllm.sh)")
+def test_result_written_by_vllms_own_client_imports_with_its_figures(
+    tmp_path: Path, vllm_python: Path, tiny_model_dir: Path
+) -> None:
+    """vLLM's own benchmark client against the built-in engine on loopback, then imported.
+
+    Skips without vLLM like every real-vLLM test (the ``vllm_python`` fixture), and fails instead under CI."""
+    py = vllm_python
+    tokenizer = tiny_model_dir
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
