@@ -1,6 +1,7 @@
 """Server-side telemetry: which scraped metric means what, per engine, and summaries of the scraped series (pure).
 
-Names known: vLLM (``vllm:*``), SGLang (``sglang:*``) and Hugging Face TGI (``tgi_*``).
+Names known: vLLM (``vllm:*``), SGLang (``sglang:*``), Hugging Face TGI (``tgi_*``) and llama.cpp's server
+(``llamacpp:*``, behind its ``--metrics`` flag). docs/servers.md has the table of what each server exposes.
 """
 
 from __future__ import annotations
@@ -12,8 +13,18 @@ from tailscope.records import ServerSample
 
 #: semantic gauge → metric names that carry it, per engine.
 GAUGES: dict[str, tuple[str, ...]] = {
-    "queue_depth": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"),
+    "queue_depth": (
+        "vllm:num_requests_waiting",
+        "sglang:num_queue_reqs",
+        "tgi_queue_size",
+        "llamacpp:requests_deferred",
+    ),
+    "running": (
+        "vllm:num_requests_running",
+        "sglang:num_running_reqs",
+        "tgi_batch_current_size",
+        "llamacpp:requests_processing",
+    ),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
 }
 #: prefix cache counters (queries, hits) in tokens.
@@ -30,7 +41,7 @@ COUNTERS = (
 )
 
 #: every metric name worth storing (histogram buckets are not stored; their _sum/_count are).
-KNOWN_PREFIXES = ("vllm:", "sglang:", "tgi_")
+KNOWN_PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:")
 
 
 def keep_sample(name: str) -> bool:
