@@ -93,6 +93,25 @@ def test_calibrate_needs_a_server_or_runs() -> None:
         tailscope.calibrate()
 
 
+def test_calibrate_from_stored_runs_after_the_server_is_gone(tmp_path: Path) -> None:
+    """Built-in runs: the engine is gone when they are refitted, so its facts come from the runs' scraped
+    ``vllm:cache_config_info``; a run with no lone requests at two prompt lengths is refused with what to add."""
+    store = tmp_path / "runs.duckdb"
+    busy = tailscope.bench(requests=24, concurrency=4, input_tokens=200, output_tokens=16, store=store)
+    with pytest.raises(tailscope.ConfigError, match="prefill time cannot be fitted") as refused:
+        tailscope.calibrate(from_runs=[busy.run.id], store=store)
+    assert "--input-tokens uniform" in str(refused.value)
+    lone = tailscope.bench(requests=30, concurrency=1, input_tokens="uniform:100:1500", output_tokens=24, store=store)
+    cal = tailscope.calibrate(from_runs=[lone.run.id, busy.run.id], store=store, out=tmp_path / "twin.yaml")
+    assert cal.twin.facts.block_size == 16
+    assert cal.twin.facts.num_blocks > 0
+    assert cal.notes["server facts"].startswith("from the runs' scraped")
+    assert "caveat" not in cal.notes  # two batch sizes seen
+    assert (tmp_path / "twin.yaml").exists()
+    alone = tailscope.calibrate(from_runs=[lone.run.id], store=store)
+    assert "one batch size only" in alone.notes["caveat"]
+
+
 def test_twin_check_against_the_builtin_server_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tailscope.serve.embedded import start_embedded_server
 

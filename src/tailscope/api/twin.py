@@ -110,27 +110,56 @@ async def calibrate_async(
     from tailscope.engine.twin import send_lag_from
     from tailscope.runner.calibrate import (
         ProbePlan,
+        check_fit_inputs,
+        facts_from_labels,
         fit_busy_frontend,
         fit_from_runs,
         open_loop_send_lags,
         run_probe,
         server_facts,
+        stored_cache_labels,
     )
 
     records: list[list[RequestRecord]] = []
     notes: dict[str, str] = {}
     stored_modes: list[Any] = []
+    stored: ServerFacts | None = None
     if from_runs:
         reader = _reader(store)
         runs = [reader.get_run(r) for r in from_runs]
         for sr in runs:
             records.append(reader.load_records(sr.run.id))
             stored_modes.append(sr.run.settings.get("mode"))
-        url = url or runs[0].run.target.url
+        caveat = check_fit_inputs([(sr.run.id, recs) for sr, recs in zip(runs, records, strict=True)])
+        if caveat:
+            notes["caveat"] = caveat
+        # the engine facts the runs scraped (the server may be gone: a built-in engine always is)
+        labels = next((lab for sr in runs if (lab := stored_cache_labels(reader.load_samples(sr.run.id)))), {})
+        first = runs[0].run.target
+        stored = facts_from_labels(
+            labels,
+            url=url or first.url,
+            model=model or first.model or "",
+            max_model_len=None,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            block_size=block_size,
+            num_blocks=num_blocks,
+        )
+        if stored is None and url is None:
+            raise ConfigError(
+                f"--from-runs {', '.join(sr.run.id for sr in runs)}: the runs did not scrape the server's KV geometry "
+                "(vllm:cache_config_info); pass --block-size and --num-blocks, or --url of the running server"
+            )
+        if stored is not None:
+            notes["server facts"] = "from the runs' scraped vllm:cache_config_info" if labels else "from the flags"
+        url = url or first.url
     if url is None:
         raise ConfigError("give --url (the server to probe, or whose facts to read) or --from-runs RUN")
     facts: ServerFacts
-    if block_size is not None and num_blocks is not None:
+    if stored is not None:
+        facts = stored
+    elif block_size is not None and num_blocks is not None:
         facts = ServerFacts(block_size, num_blocks, max_num_seqs, max_num_batched_tokens, url=url, model=model or "")
     else:
         facts = await server_facts(

@@ -25,20 +25,20 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tailscope.client.openai import Timeouts
-from tailscope.client.prometheus import parse_prometheus_text
+from tailscope.client.prometheus import PromSample, parse_prometheus_text
 from tailscope.client.rawhttp import RawHttpTransport
 from tailscope.engine.twin import ServerFacts, TwinModel, busy_frontend_excess, fit_twin
 from tailscope.engine.twin_observe import observations
 from tailscope.errors import ConfigError, TargetError
 from tailscope.metrics import request as rq
-from tailscope.records import RequestRecord
+from tailscope.records import RequestRecord, ServerSample
 from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_bench
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.twin_check import ANCHOR, LONE_ANCHOR, lone_anchor_specs, lone_ttfts, merge_ttfts
@@ -100,23 +100,98 @@ async def server_facts(
         raise TargetError(f"cannot read the server facts from {url}: {exc}") from None
     finally:
         await t.close()
-    bs = block_size or (int(labels["block_size"]) if "block_size" in labels else None)
-    nb = num_blocks or (int(labels["num_gpu_blocks"]) if labels.get("num_gpu_blocks", "None") != "None" else None)
-    if bs is None or nb is None:
+    facts = facts_from_labels(
+        labels,
+        url=url,
+        model=model,
+        max_model_len=int(max_len) if max_len else None,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        num_blocks=num_blocks,
+    )
+    if facts is None:
         raise TargetError(
             f"{url}/metrics does not expose vllm:cache_config_info (block size, KV blocks); pass --block-size and "
             "--num-blocks to calibrate against this server"
         )
+    return facts
+
+
+def facts_from_labels(
+    labels: Mapping[str, str],
+    *,
+    url: str,
+    model: str,
+    max_model_len: int | None,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    block_size: int | None,
+    num_blocks: int | None,
+) -> ServerFacts | None:
+    """Server facts from the labels of ``vllm:cache_config_info`` (flags override); None when the KV geometry is
+    in neither."""
+    bs = block_size or (int(labels["block_size"]) if labels.get("block_size", "").isdigit() else None)
+    nb = num_blocks or (int(labels["num_gpu_blocks"]) if labels.get("num_gpu_blocks", "").isdigit() else None)
+    if bs is None or nb is None:
+        return None
     return ServerFacts(
         block_size=bs,
         num_blocks=nb,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
-        max_model_len=int(max_len) if max_len else None,
+        max_model_len=max_model_len,
         enable_prefix_caching=labels.get("enable_prefix_caching", "True") == "True",
         model=model,
         url=url,
     )
+
+
+def stored_cache_labels(samples: Sequence[ServerSample]) -> dict[str, str]:
+    """The labels of the last ``vllm:cache_config_info`` a run scraped ({} when it scraped none)."""
+    for s in reversed(samples):
+        if s.name == "vllm:cache_config_info":
+            return PromSample(s.name, s.labels, s.value).label_dict()
+    return {}
+
+
+def check_fit_inputs(runs: Sequence[tuple[str, Sequence[RequestRecord]]]) -> str | None:
+    """Refuse stored runs that cannot be fitted, with the reason: prefill needs lone requests (nothing else in flight)
+    at two or more prompt lengths, decode needs requests of ≥ 8 output tokens.
+
+    Returns:
+        A caveat when the fit is possible but underdetermined (decode seen at one concurrency only), else None.
+
+    Raises:
+        ConfigError: naming the runs and what to add.
+    """
+    names = ", ".join(run_id for run_id, _ in runs)
+    lone: set[int] = set()
+    decode = 0
+    batch: set[int] = set()
+    for _, records in runs:
+        pre, dec, _loaded = observations(records)
+        lone.update(o.prompt_tokens for o in pre)
+        decode += len(dec)
+        batch.update(round(o.concurrency) for o in dec)
+    if len(lone) < 2:
+        seen = f"only at {next(iter(lone))} tokens" if lone else "none"
+        raise ConfigError(
+            f"--from-runs {names}: prefill time cannot be fitted — it needs requests sent alone (nothing else in "
+            f"flight) at two or more prompt lengths, and these runs have {seen}; add a run such as `tailscope bench "
+            "--concurrency 1 --requests 40 --input-tokens uniform:100:2000 --output-tokens 32` against the same server"
+        )
+    if decode < 3:
+        raise ConfigError(
+            f"--from-runs {names}: decode time cannot be fitted — fewer than 3 requests produced ≥ 8 output tokens; "
+            "add a run with --output-tokens 32 or more"
+        )
+    if len(batch) < 2:
+        return (
+            "decode was seen at one batch size only, so the per-step and per-sequence costs are not told apart "
+            "(add a run at --concurrency 4 or 8 for a twin that extrapolates to load)"
+        )
+    return None
 
 
 def _specs(lengths: list[tuple[int, int]], seed: int) -> Iterator[RequestSpec]:
