@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from tailscope.client.openai import Timeouts
+from tailscope.errors import ConfigError
 from tailscope.metrics.request import e2e_ms, ttft_ms
 from tailscope.records import RunStatus
 from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
@@ -306,3 +307,49 @@ def test_cli_workers_flag_runs_worker_processes(tmp_path: Path) -> None:
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1, bad.stderr
     assert "--ray needs --workers" in lines[0]
+
+
+def _max_overlap(truth_arrived: dict[str, int], truth_tokens: dict[str, list[int]]) -> int:
+    """The most requests the server had open at once (arrival to last token, on the server's one clock)."""
+    events: list[tuple[int, int]] = []
+    for rid, t_in in truth_arrived.items():
+        toks = truth_tokens.get(rid) or [t_in]
+        events += [(t_in, 1), (toks[-1], -1)]
+    peak = now = 0
+    for _, d in sorted(events, key=lambda e: (e[0], e[1])):  # an end before a start at the same instant
+        now += d
+        peak = max(peak, now)
+    return peak
+
+
+def test_open_loop_capped_in_flight_across_workers(tmp_path: Path) -> None:
+    """--rate with --concurrency over two workers: each holds half the cap, so the server never sees more than the
+    cap in flight, every request completes, and a cap below the worker count is refused before any load."""
+    rate, duration = 60.0, 2.0  # ~120 ms per request at 60/s: about 7 in flight uncapped
+    with ScriptedServer(ScriptedConfig(ttft_ms=30, itl_ms=8)) as srv:
+        base = config(srv, tmp_path / "db.duckdb", rate=rate, duration_s=duration)
+        cfg = replace(base, dispatch=replace(base.dispatch, max_in_flight=4))
+        res = asyncio.run(
+            run_bench_distributed(
+                cfg, store=RunStore(tmp_path / "db.duckdb"), specs=two_class_schedule(rate, duration), workers=2
+            )
+        )
+        peak = _max_overlap(dict(srv.truth.arrived_ns), {k: list(v) for k, v in srv.truth.token_ns.items()})
+        with pytest.raises(ConfigError, match="each worker needs at least one slot"):
+            asyncio.run(
+                run_bench_distributed(
+                    replace(base, dispatch=replace(base.dispatch, max_in_flight=1)),
+                    specs=two_class_schedule(rate, duration),
+                    workers=2,
+                )
+            )
+    assert res.status is RunStatus.COMPLETE, res.summary.warnings
+    # the cap holds throughput to ~4 / 0.2 s: what was not sent within the duration is not sent
+    assert len(res.records) >= 30
+    assert all(r.ok for r in res.records)
+    assert {r.worker for r in res.records} == {0, 1}
+    assert 1 <= peak <= 4
+    assert any(w.startswith("CAP REACHED") for w in res.summary.warnings)
+    # the wait for a slot is the cap's, not the workers' falling behind
+    assert not any("was a bottleneck (send lag" in w for w in res.summary.warnings), res.summary.warnings
+    assert [row["cap"] for row in multi_workers_rows(res)] == [2, 2]

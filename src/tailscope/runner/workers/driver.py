@@ -148,6 +148,7 @@ def _setup_doc(
         "tracestate": cfg.tracestate,
         "auth_header": _auth_header(cfg.api_key_env),
         "concurrency": slots,
+        "max_in_flight": None,
         "duration_s": d.duration_s,
         "drain_timeout_s": d.drain_timeout_s,
         "grace_s": d.grace_s,
@@ -328,10 +329,13 @@ async def run_bench_distributed(
         raise ConfigError(f"--workers must be ≥ 1 (got {workers})")
     if ray_address is not None and cfg.url is None:
         raise ConfigError("--ray needs --url: the built-in engine listens on this machine's loopback only")
-    if cfg.dispatch.max_in_flight is not None:
-        raise ConfigError(
-            "--rate with --concurrency (an open loop capped in flight) runs in one process: drop --workers/--ray"
-        )
+    # a capped open loop: each worker holds its share of the cap (as even as possible, summing to it), so the run
+    # never has more in flight than the cap; a request waits for its own worker's slot even when another has room
+    caps: list[int | None] = (
+        list(split_concurrency(cfg.dispatch.max_in_flight, workers))
+        if cfg.dispatch.max_in_flight is not None
+        else [None] * workers
+    )
     clock = clock or MonotonicClock()
     progress = progress or Progress()
     conc = cfg.dispatch.concurrency
@@ -362,10 +366,11 @@ async def run_bench_distributed(
             raise
         handles = await pool_task
         stack.push_async_callback(_shutdown_all, handles)
-        states = [WorkerState(index=i, kind=h.kind, slots=slots[i]) for i, h in enumerate(handles)]
+        states = [WorkerState(index=i, kind=h.kind, slots=slots[i], cap=caps[i]) for i, h in enumerate(handles)]
 
         async def setup(i: int) -> None:
             doc = _setup_doc(cfg, ts.base_url, ts.target.model, i, slots[i], workers)
+            doc["max_in_flight"] = caps[i]
             if shares is not None:
                 doc["specs"] = [spec_to_wire(s) for s in shares[i]]
                 states[i].assigned = len(shares[i])

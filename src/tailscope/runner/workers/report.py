@@ -36,6 +36,8 @@ class WorkerState:
         pid: the worker's process id (``None`` until it answered ``setup``); for Ray, the actor's.
         nice: the worker's scheduling niceness when known (Ray starts workers at 15).
         slots: closed-loop concurrency of this worker (``None`` in open loop).
+        cap: its share of a capped open loop's in-flight limit (``None`` when uncapped); its send lag is then the
+            cap's wait (the run's CAP REACHED warning), not a sign that the worker fell behind.
         assigned: requests handed to the worker.
         received: records received from it.
         clock_offset_ns: worker clock − driver clock, estimated from pings.
@@ -49,6 +51,7 @@ class WorkerState:
     pid: int | None = None
     nice: int | None = None
     slots: int | None = None
+    cap: int | None = None
     assigned: int = 0
     received: int = 0
     buffered: int = 0
@@ -80,13 +83,14 @@ def worker_rows(states: Sequence[WorkerState], records: Sequence[RequestRecord])
             reasons.append(f"CPU {cpu_util:.0%}")
         if (loop.get("p99") or 0.0) > LOOP_LAG_WARN_MS:
             reasons.append(f"event-loop lag p99 {loop['p99']:.1f} ms")
-        if lag.p99 is not None and lag.p99 > SEND_LAG_WARN_MS:
+        if lag.p99 is not None and lag.p99 > SEND_LAG_WARN_MS and s.cap is None:
             reasons.append(f"send lag p99 {lag.p99:.1f} ms")
         rows.append(
             {
                 "worker": s.index,
                 "kind": s.kind,
                 "slots": s.slots,
+                "cap": s.cap,
                 "nice": s.nice,
                 "assigned": s.assigned,
                 "requests": len(recs),

@@ -141,8 +141,10 @@ class WorkerCore:
     async def _setup(self, s: dict[str, Any]) -> dict[str, Any]:
         self.index = int(s["index"])
         conc = s["concurrency"]
+        cap = s.get("max_in_flight")
         self._dispatch = DispatchConfig(
             concurrency=conc,
+            max_in_flight=int(cap) if cap is not None else None,
             duration_s=s["duration_s"],
             drain_timeout_s=float(s["drain_timeout_s"]),
             grace_s=float(s["grace_s"]),
@@ -154,7 +156,7 @@ class WorkerCore:
         self._transport = make_transport(
             s.get("http_client") or "aiohttp",
             s["base_url"],
-            max_connections=conc or 0,
+            max_connections=conc or cap or 0,
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
         )
