@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -267,5 +268,43 @@ def test_dashboard_lists_opens_and_compares(browser: Any, report_store: dict[str
         assert p.errors == []
         assert p.dialogs == []
         assert all(u.startswith(dashboard) for u in p.requests), p.requests
+    finally:
+        p.close()
+
+
+def test_drill_report_shades_the_fault_window(browser: Any, tmp_path: Path) -> None:
+    """A stored drill's report: the Drill section with its timeline, and the fault window shaded on the time-series
+    charts (a rectangle from fault-start to fault-end), drawn without errors."""
+    import test_drill
+
+    import tailscope
+
+    db = tmp_path / "d.duckdb"
+    out = tmp_path / "drill.html"
+
+    def make() -> Any:  # in its own thread: Playwright's sync API keeps an event loop running in this one
+        with test_drill.app_in_thread() as url:
+            result = tailscope.drill(test_drill.drill_doc(url, False), store=db, seed=2, timing=False)
+        tailscope.write_report(out, "latest:drill", store=db)
+        return result
+
+    with ThreadPoolExecutor(1) as pool:
+        result = pool.submit(make).result(timeout=120)
+    start = next(e.t_s for e in result.timeline if e.event == "fault-start")
+    end = next(e.t_s for e in result.timeline if e.event == "fault-end")
+    p = Page(browser)
+    try:
+        page = p.open(out.as_uri())
+        assert p.errors == []
+        assert "fault-start" in page.inner_text("#drill-timeline")
+        shapes = page.evaluate(
+            """() => Array.from(document.querySelectorAll('[data-kind="timeseries"]'))
+                .map(el => (el.layout && el.layout.shapes) || []).flat()"""
+        )
+        rects = [s for s in shapes if s.get("type") == "rect"]
+        assert rects, "no fault window on the time-series charts"
+        assert rects[0]["x0"] == pytest.approx(start, abs=0.01)  # the summary keeps ms
+        assert rects[0]["x1"] == pytest.approx(end, abs=0.01)
+        p.shot("report-drill")
     finally:
         p.close()
