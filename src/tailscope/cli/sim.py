@@ -129,7 +129,7 @@ def sim(
                 f"to/from host ({res.kv_swap_s:,.2f} s), {res.recompute_tokens:,} tokens recomputed after preemption"
             )
         for t, change, why in res.scale_events:
-            print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
+            print(f"autoscaler: t={t:,.0f}s " + (f"{change:+d} replica(s) ({why})" if change else why))
         if autoscale is not None and res.timeline:
             _stdout().print(_timeline_table(res.timeline))
         if out.prediction_interval is not None:

@@ -39,6 +39,16 @@ Condition metrics: ``queue_depth``, ``running`` (per ready replica), ``kv_usage`
 ``window_s``), ``gpu_util`` (the share of the last scrape interval the ready replicas spent running engine steps, 0–1).
 With no replica serving (scale from zero), a request waiting at the gateway starts ``max(1, min_replicas)`` replicas
 at once — KEDA's activation.
+
+**Rebuild, not scale** (the method's third rule): with a ``fragmentation:`` model the simulated replicas' KV memory
+fragments as they serve, and a ``rebuild:`` rule replaces the most fragmented replica (a fresh one cold-starts beside
+it, then the old one drains) instead of adding capacity::
+
+    fragmentation: {max_share: 0.6, tau_s: 3600}   # share lost = 0.6 × (1 − exp(−busy seconds / 3600))
+    rules:
+      - {rebuild: "kv_fragmentation > 0.4", for_s: 60}
+
+``kv_fragmentation`` is the largest share of KV blocks lost to fragmentation on any ready replica (0–1).
 """
 
 from __future__ import annotations
@@ -52,7 +62,9 @@ from tailscope.errors import ConfigError
 
 METRICS = ("queue_depth", "running", "kv_usage", "ttft_p99")
 #: what a compound rule's conditions can read
-CONDITION_METRICS = (*METRICS, "gpu_util")
+CONDITION_METRICS = (*METRICS, "gpu_util", "kv_fragmentation")
+#: what a compound rule does when its conditions held long enough
+ACTIONS = ("up", "down", "rebuild")
 _COND = re.compile(r"^\s*([a-z_0-9]+)\s*(<|>)\s*([-+]?[0-9]*\.?[0-9]+)\s*$")
 
 
@@ -90,8 +102,22 @@ def parse_conditions(text: str, *, where: str = "rule") -> tuple[Condition, ...]
 
 
 @dataclass(frozen=True, slots=True)
+class FragmentationModel:
+    """How a simulated replica's KV memory fragments while it serves (the memory a real engine's allocator can no
+    longer hand out): the share of its KV blocks lost after ``busy_s`` seconds of engine steps is
+    ``max_share × (1 − exp(−busy_s / tau_s))``; a rebuilt replica starts at 0."""
+
+    max_share: float = 0.6
+    tau_s: float = 3600.0
+
+    def share(self, busy_s: float) -> float:
+        return self.max_share * -math.expm1(-max(0.0, busy_s) / self.tau_s)
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleRule:
-    """Scale ``action`` (``up``/``down``) by ``step`` replicas once every condition has held for ``for_s``."""
+    """Scale ``action`` (``up``/``down``) by ``step`` replicas once every condition has held for ``for_s``; or
+    ``rebuild`` the most fragmented replica."""
 
     action: str
     when: tuple[Condition, ...]
@@ -119,6 +145,7 @@ class AutoscalePolicy:
     window_s: float = 60.0
     rules: tuple[ScaleRule, ...] = ()
     cold_start: float | None = None  # seconds; None = provisioning + weight load + engine init
+    fragmentation: FragmentationModel | None = None
 
     def validate(self, where: str = "autoscale policy") -> AutoscalePolicy:
         if self.metric not in METRICS:
@@ -133,8 +160,18 @@ class AutoscalePolicy:
         if self.min_replicas == 0 and not self.rules and self.metric != "queue_depth":
             raise ConfigError(f"{where}: min_replicas 0 (scale to zero) needs compound rules or metric queue_depth")
         for r in self.rules:
-            if r.action not in ("up", "down") or not r.when or r.for_s < 0 or r.step < 1:
-                raise ConfigError(f"{where}: rule {r}: action up or down, ≥ 1 condition, for_s ≥ 0, step ≥ 1")
+            if r.action not in ACTIONS or not r.when or r.for_s < 0 or r.step < 1:
+                raise ConfigError(f"{where}: rule {r}: action up, down or rebuild, ≥ 1 condition, for_s ≥ 0, step ≥ 1")
+            if self.fragmentation is None and any(c.metric == "kv_fragmentation" for c in r.when):
+                raise ConfigError(
+                    f"{where}: rule {r} reads kv_fragmentation, but the simulated KV cache fragments only with a "
+                    "fragmentation: model (e.g. fragmentation: {max_share: 0.6, tau_s: 3600})"
+                )
+        frag = self.fragmentation
+        if frag is not None and not (0 < frag.max_share <= 0.9 and frag.tau_s > 0):
+            raise ConfigError(
+                f"{where}: fragmentation: max_share in (0, 0.9], tau_s > 0 (got {frag.max_share}, {frag.tau_s})"
+            )
         if self.cold_start is not None and self.cold_start < 0:
             raise ConfigError(f"{where}: cold_start_s must be ≥ 0")
         if not self.scrape_interval_s > 0 or not self.load_gbps > 0:
@@ -161,6 +198,8 @@ class Autoscaler:
         self._since: dict[int, float] = {}  # rule index → when its conditions started holding
         #: why the last non-zero decision was taken (for the simulation's scale events)
         self.reason = ""
+        #: set when a rebuild rule fired at the last decision (why), for the caller to replace a replica
+        self.rebuild: str | None = None
 
     def desired(self, ready: int, observed: float) -> int:
         """HPA rule, clamped."""
@@ -178,6 +217,7 @@ class Autoscaler:
         *,
         observations: Mapping[str, float] | None = None,
         backlog: int = 0,
+        rebuilding: int = 0,
     ) -> int:
         """Replica count change (+n start, −n stop, 0 nothing) at time ``now_s``.
 
@@ -186,15 +226,19 @@ class Autoscaler:
             observed: the policy metric (see the module docstring).
             observations: every condition metric (for compound rules).
             backlog: requests waiting at the gateway for any replica (scale from zero).
+            rebuilding: replacements still cold-starting (no second rebuild fires meanwhile).
+
+        A rebuild rule that fires sets :attr:`rebuild` (else it is None after the call).
         """
         p = self.policy
+        self.rebuild = None
         current = ready + pending
         if current == 0 and backlog > 0:
             self._last_up = self._last_change = now_s
             self.reason = f"scale from zero: {backlog} requests waiting"
             return min(p.max_replicas, max(1, p.min_replicas))
         if p.rules:
-            return self._rules(now_s, ready, pending, dict(observations or {p.metric: observed}))
+            return self._rules(now_s, ready, pending, dict(observations or {p.metric: observed}), rebuilding)
         want = self.desired(ready, observed)
         self.reason = f"{p.metric}={observed:.3g}"
         if want > current and now_s - self._last_up >= p.scale_up_cooldown_s:
@@ -205,7 +249,7 @@ class Autoscaler:
             return want - current
         return 0
 
-    def _rules(self, now_s: float, ready: int, pending: int, obs: Mapping[str, float]) -> int:
+    def _rules(self, now_s: float, ready: int, pending: int, obs: Mapping[str, float], rebuilding: int = 0) -> int:
         p = self.policy
         current = ready + pending
         change = 0
@@ -215,9 +259,14 @@ class Autoscaler:
             else:
                 self._since.pop(i, None)
                 continue
+            shown = ", ".join(f"{c.metric}={obs.get(c.metric, 0.0):.3g}" for c in rule.when)
+            if rule.action == "rebuild":
+                if now_s - start >= rule.for_s and rebuilding == 0 and self.rebuild is None and ready > 0:
+                    self.rebuild = f"{rule} ({shown})"
+                    self._since.pop(i, None)
+                continue
             if now_s - start < rule.for_s or change:
                 continue
-            shown = ", ".join(f"{c.metric}={obs.get(c.metric, 0.0):.3g}" for c in rule.when)
             if rule.action == "up" and current < p.max_replicas and now_s - self._last_up >= p.scale_up_cooldown_s:
                 change = min(rule.step, p.max_replicas - current)
                 self._last_up = self._last_change = now_s

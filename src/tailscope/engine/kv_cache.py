@@ -10,6 +10,10 @@ depends on block ``i − 1``), so equal hashes mean equal prefixes. States of a 
 
 Allocation takes empty blocks first and then evicts the least recently freed cached block, so a cached block
 survives as long as possible. Invariant: ``used + n_cached + free_plain == total``.
+
+*Fragmented* blocks (``lost``; the autoscaler's fragmentation model, ``engine/autoscaler.py``) are counted in
+``used``: memory the allocator can no longer hand out, as a real engine's fragmented GPU memory is — until the
+replica is rebuilt.
 """
 
 from __future__ import annotations
@@ -44,7 +48,17 @@ class BlockPool:
         enable_caching: keep freed blocks for reuse (vLLM ``enable_prefix_caching``).
     """
 
-    __slots__ = ("active", "cached", "enable_caching", "evictions", "free_plain", "group_start", "n_cached", "total")
+    __slots__ = (
+        "active",
+        "cached",
+        "enable_caching",
+        "evictions",
+        "free_plain",
+        "group_start",
+        "lost",
+        "n_cached",
+        "total",
+    )
 
     def __init__(self, total_blocks: int, *, enable_caching: bool = True) -> None:
         if total_blocks < 1:
@@ -58,6 +72,7 @@ class BlockPool:
         self.active: dict[int, int] = {}
         self.enable_caching = enable_caching
         self.evictions = 0
+        self.lost = 0  # fragmented: out of free_plain for good (see fragment_to)
 
     @property
     def free(self) -> int:
@@ -67,6 +82,20 @@ class BlockPool:
     @property
     def used(self) -> int:
         return self.total - self.free_plain - self.n_cached
+
+    def fragment_to(self, lost: int) -> int:
+        """Move the fragmented count toward ``lost`` blocks: more are taken from the empty blocks only (never from
+        a request or the prefix cache), fewer are given back (``lost`` below today's: the allocator compacted).
+        Returns the fragmented count now."""
+        if lost > self.lost:
+            take = min(lost - self.lost, self.free_plain)
+            self.free_plain -= take
+            self.lost += take
+        elif lost < self.lost:
+            back = self.lost - max(0, lost)
+            self.free_plain += back
+            self.lost -= back
+        return self.lost
 
     def allocate(self, n: int) -> bool:
         """Take ``n`` blocks for private use; False (and nothing taken) when fewer are free."""

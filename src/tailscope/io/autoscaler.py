@@ -12,7 +12,7 @@ from dataclasses import fields
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tailscope.engine.autoscaler import METRICS, AutoscalePolicy, ScaleRule, parse_conditions
+from tailscope.engine.autoscaler import METRICS, AutoscalePolicy, FragmentationModel, ScaleRule, parse_conditions
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import describe, first_problem
@@ -26,8 +26,16 @@ class _RuleM(BaseModel):
 
     up: str | None = None
     down: str | None = None
+    rebuild: str | None = None
     for_s: float = Field(default=0.0, ge=0)
     step: int = Field(default=1, ge=1)
+
+
+class _FragM(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_share: float = Field(default=0.6, gt=0, le=0.9)
+    tau_s: float = Field(default=3600.0, gt=0)
 
 
 class _PolicyM(BaseModel):
@@ -46,6 +54,7 @@ class _PolicyM(BaseModel):
     window_s: float = Field(default=_DEFAULT.window_s, ge=0)
     rules: list[_RuleM] = Field(default_factory=list)
     cold_start_s: float | None = Field(default=None, ge=0)
+    fragmentation: _FragM | None = None
 
     @field_validator("metric")
     @classmethod
@@ -86,10 +95,14 @@ def parse_policy(text: str, *, source: str = "<autoscale policy>") -> AutoscaleP
     rules = []
     for i, r in enumerate(m.rules):
         where = f"{source}:{line_of(root, ('rules', i))}: rules[{i}]"
-        if (r.up is None) == (r.down is None):
-            raise ConfigError(f"{where}: give exactly one of up: or down: (a condition like 'ttft_p99 > 1000')")
-        action = "up" if r.up is not None else "down"
-        text = r.up if r.up is not None else str(r.down)
+        given = [(a, t) for a, t in (("up", r.up), ("down", r.down), ("rebuild", r.rebuild)) if t is not None]
+        if len(given) != 1:
+            raise ConfigError(
+                f"{where}: give exactly one of up:, down: or rebuild: (a condition like 'ttft_p99 > 1000')"
+            )
+        action, text = given[0]
         rules.append(ScaleRule(action, parse_conditions(text, where=where), r.for_s, r.step))
-    plain = {f.name: getattr(m, f.name) for f in fields(AutoscalePolicy) if f.name not in ("rules", "cold_start")}
-    return AutoscalePolicy(**plain, rules=tuple(rules), cold_start=m.cold_start_s).validate(source)
+    skip = ("rules", "cold_start", "fragmentation")
+    plain = {f.name: getattr(m, f.name) for f in fields(AutoscalePolicy) if f.name not in skip}
+    frag = FragmentationModel(m.fragmentation.max_share, m.fragmentation.tau_s) if m.fragmentation else None
+    return AutoscalePolicy(**plain, rules=tuple(rules), cold_start=m.cold_start_s, fragmentation=frag).validate(source)

@@ -27,6 +27,7 @@ class SimResult:
         kv_swapped_tokens / kv_swap_s: KV tokens copied to or from host memory (``--kv-offload-gib``) and the time
             those copies took.
         kv_transfer_s: total time of the prefill→decode KV transfers (disaggregated deployments).
+        rebuilds: replicas replaced by an autoscale ``rebuild:`` rule (KV fragmentation).
     """
 
     virtual_s: float = 0.0
@@ -43,6 +44,7 @@ class SimResult:
     kv_swapped_tokens: int = 0
     kv_swap_s: float = 0.0
     kv_transfer_s: float = 0.0
+    rebuilds: int = 0
 
     @property
     def speedup(self) -> float:
@@ -70,6 +72,7 @@ class SimResult:
             "kv_swapped_tokens": self.kv_swapped_tokens,
             "kv_swap_s": self.kv_swap_s,
             "kv_transfer_s": self.kv_transfer_s,
+            "rebuilds": self.rebuilds,
             "timeline": self.timeline,
             "scale_events": [list(e) for e in self.scale_events],
         }

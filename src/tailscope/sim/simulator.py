@@ -92,6 +92,7 @@ class _Slot:
     pending_done: list[Completion] = field(default_factory=list)
     tp: int = 1  # GPUs of the replica (GPU-seconds)
     pool: str = "agg"  # agg | prefill | decode
+    replaces: int | None = None  # a rebuild: the slot this one retires once it is ready
 
 
 class Simulation:
@@ -135,6 +136,9 @@ class Simulation:
         self._block = cluster.engine_config().block_size
         self._router = Router(cluster.router)
         self._scaler = Autoscaler(cluster.autoscale) if cluster.autoscale is not None else None
+        self._frag = cluster.autoscale.fragmentation if cluster.autoscale is not None else None
+        self._rebuilding = 0
+        self._max_request_blocks = 0  # the largest request seen (fragmentation never leaves less room than this)
         d = cluster.disagg
         if d is None:
             self._slots: list[_Slot] = [
@@ -294,6 +298,12 @@ class Simulation:
         idx = live.replica
         slot = self._slots[idx]
         spec = live.spec
+        if self._frag is not None:
+            need = -(-(live.prompt + spec.output_tokens) // self._block)
+            self._max_request_blocks = max(self._max_request_blocks, need)
+            pool = slot.replica.pool
+            if need > pool.total - pool.lost:  # never fragmented past the point where this request cannot fit
+                pool.fragment_to(pool.total - need)
         try:
             if slot.pool == "prefill":  # the prompt only: one sampled token, then the KV moves to a decode worker
                 slot.replica.add(rid, live.prompt, 1, now, live.hashes, priority=spec.priority)
@@ -421,7 +431,15 @@ class Simulation:
         while win and win[0][0] < lo:
             win.popleft()
         vals = sorted(v for _, v in win)
+        frag = 0.0
+        if self._frag is not None:
+            for s in ready:
+                pool = s.replica.pool
+                target = round(self._frag.share(s.busy_ns / 1e9) * pool.total)
+                pool.fragment_to(min(target, pool.total - self._max_request_blocks))
+                frag = max(frag, pool.lost / pool.total)
         return {
+            "kv_fragmentation": frag,
             "queue_depth": sum(x.waiting for x in stats) / n,
             "running": sum(x.running for x in stats) / n,
             "kv_usage": sum(x.kv_usage for x in stats) / n,
@@ -436,9 +454,24 @@ class Simulation:
         pending = sum(1 for s in self._slots if s.state == "pending")
         obs = self._observe(now)
         backlog = sum(1 for live in self._live.values() if live.replica < 0) if ready == 0 else 0
-        change = self._scaler.decide(now / 1e9, ready, pending, obs[pol.metric], observations=obs, backlog=backlog)
+        change = self._scaler.decide(
+            now / 1e9, ready, pending, obs[pol.metric], observations=obs, backlog=backlog, rebuilding=self._rebuilding
+        )
+        cold = int(pol.cold_start_s(self._perf.weight_load_bytes_per_gpu()) * 1e9)
+        if self._scaler.rebuild is not None:
+            cand = self._ready_indices()
+            worst = max(cand, key=lambda i: (self._slots[i].replica.pool.lost, -i))
+            self._slots.append(
+                _Slot(self.cluster.new_replica(self._perf), state="pending", created_ns=now, replaces=worst)
+            )
+            self._push(now + cold, REPLICA_READY, len(self._slots) - 1)
+            self._rebuilding += 1
+            self.result.rebuilds += 1
+            self.result.scale_events.append(
+                (now / 1e9, 0, f"rebuild replica {worst}: a fresh one starts, the old one drains when it is ready "
+                 f"({self._scaler.rebuild})")
+            )  # fmt: skip
         if change > 0:
-            cold = int(pol.cold_start_s(self._perf.weight_load_bytes_per_gpu()) * 1e9)
             for _ in range(change):
                 self._slots.append(_Slot(self.cluster.new_replica(self._perf), state="pending", created_ns=now))
                 self._push(now + cold, REPLICA_READY, len(self._slots) - 1)
@@ -456,6 +489,18 @@ class Simulation:
             self.result.scale_events.append((now / 1e9, change, self._scaler.reason))
         if self._live or not self._exhausted:
             self._push(now + int(pol.scrape_interval_s * 1e9), SCRAPE, None)
+
+    def _replica_ready(self, idx: int, now: int) -> None:
+        """A cold start ended; a rebuild's replacement retires the replica it replaces (it drains its requests)."""
+        slot = self._slots[idx]
+        slot.state = "ready"
+        if slot.replaces is not None:
+            self._rebuilding -= 1
+            old = self._slots[slot.replaces]
+            if old.state == "ready":
+                old.state = "draining" if old.busy else "stopped"
+                if old.state == "stopped":
+                    old.stopped_ns = now
 
     def _timeline(self, now: int) -> None:
         ready = [s for s in self._slots if s.state == "ready"]
@@ -476,6 +521,9 @@ class Simulation:
                 "completed": self._win_completed,
             }
         )
+        if self._frag is not None:  # the largest share of KV blocks lost to fragmentation on a ready replica
+            row = self.result.timeline[-1]
+            row["kv_fragmentation"] = max((s.replica.pool.lost / s.replica.pool.total for s in ready), default=0.0)
         self._win_ttfts = []
         self._win_completed = 0
         if self._live or not self._exhausted or any(s.busy for s in self._slots):
@@ -551,7 +599,7 @@ class Simulation:
             elif kind == TIMELINE:
                 self._timeline(now)
             elif kind == REPLICA_READY and self._slots[payload].state == "pending":
-                self._slots[payload].state = "ready"
+                self._replica_ready(payload, now)
         self._live_at_horizon = bool(self._live)
         for live in list(self._live.values()):
             n_rec += 1

@@ -35,7 +35,7 @@ def test_the_methods_rules_parse() -> None:
         "down when gpu_util < 0.3 and ttft_p99 < 800 for 300 s",
     ]
     assert p.cold_start_s(16e9) == 240.0  # the 4-minute weight load, whatever the formula says
-    with pytest.raises(ConfigError, match=r"p\.yaml:3: rules\[0\]: give exactly one of up: or down:"):
+    with pytest.raises(ConfigError, match=r"p\.yaml:3: rules\[0\]: give exactly one of up:, down: or rebuild:"):
         parse_policy("max_replicas: 2\nrules:\n  - {for_s: 10}\n", source="p.yaml")
     with pytest.raises(ConfigError, match="metric 'gpu_temp' must be one of"):
         parse_policy("rules:\n  - {up: 'gpu_temp > 80'}\n", source="p.yaml")
@@ -103,3 +103,69 @@ def test_scale_from_zero_pays_the_four_minute_weight_load() -> None:
         AutoscalePolicy(metric="ttft_p99", min_replicas=0).validate()
     with pytest.raises(ConfigError, match="--replicas must be ≥ 1"):
         ClusterSpec(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), replicas=0).validate()
+
+
+FRAGMENTS = """
+min_replicas: 1
+max_replicas: 2
+scrape_interval_s: 5
+cold_start_s: 20
+fragmentation: {max_share: 0.6, tau_s: 10}
+rules:
+  - {rebuild: "kv_fragmentation > 0.4", for_s: 10}
+"""
+
+
+def _fragmenting_run(policy: AutoscalePolicy) -> tuple[Simulation, list[object]]:
+    cluster = ClusterSpec(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), model_id="llama-3.1-8b",
+                          replicas=1, autoscale=policy)  # fmt: skip
+    specs = (RequestSpec(i, 2000, 200, at_ns=int(i * 0.25e9), seed=i) for i in range(1200))  # 4 req/s for 300 s
+    sim = Simulation(cluster, specs)
+    return sim, list(sim.run())
+
+
+def test_a_fragmented_replica_is_rebuilt_not_scaled() -> None:
+    """The method's third rule: KV fragmentation > 40 % rebuilds the replica (a fresh one cold-starts beside it,
+    then the old one drains) instead of adding capacity; fragmentation falls back to 0 on the new replica."""
+    policy = parse_policy(FRAGMENTS, source="p.yaml")
+    assert policy.fragmentation is not None
+    assert str(policy.rules[0]) == "rebuild when kv_fragmentation > 0.4 for 10 s"
+    sim, recs = _fragmenting_run(policy)
+    assert len(recs) == 1200
+    assert all(r.ok for r in recs)  # type: ignore[attr-defined]
+    res = sim.result
+    assert res.rebuilds >= 1
+    rebuild = next(e for e in res.scale_events if e[2].startswith("rebuild replica"))
+    assert rebuild[1] == 0  # a replacement, not a scale step
+    assert "kv_fragmentation" in rebuild[2]
+    frag = [row["kv_fragmentation"] for row in res.timeline]
+    peak = frag.index(max(frag))
+    assert max(frag) > 0.4
+    assert min(frag[peak:]) < 0.2  # the rebuilt replica starts clean
+    assert max(row["replicas_ready"] for row in res.timeline) <= 2  # one surge replica at most, briefly
+
+
+def test_fragmentation_without_a_rebuild_keeps_the_capacity_lost() -> None:
+    policy = parse_policy(FRAGMENTS.replace('  - {rebuild: "kv_fragmentation > 0.4", for_s: 10}\n', "").replace(
+        "rules:\n", ""), source="p.yaml")  # fmt: skip
+    sim, recs = _fragmenting_run(policy)
+    assert all(r.ok for r in recs)  # type: ignore[attr-defined]
+    assert sim.result.rebuilds == 0
+    assert sim.result.timeline[-1]["kv_fragmentation"] > 0.5  # toward max_share, for good
+
+
+def test_fragmentation_rules_are_checked() -> None:
+    with pytest.raises(ConfigError, match="fragments only with a fragmentation: model"):
+        parse_policy("rules:\n  - {rebuild: 'kv_fragmentation > 0.4'}\n", source="p.yaml")
+    with pytest.raises(ConfigError, match=r"p\.yaml:1: fragmentation\.max_share"):
+        parse_policy("fragmentation: {max_share: 0.95}\n", source="p.yaml")
+    with pytest.raises(ConfigError, match="give exactly one of up:, down: or rebuild:"):
+        parse_policy("rules:\n  - {up: 'ttft_p99 > 1', rebuild: 'ttft_p99 > 1'}\n", source="p.yaml")
+    a = Autoscaler(parse_policy(FRAGMENTS, source="p.yaml"))
+    hot = {"kv_fragmentation": 0.5}
+    assert a.decide(0, 1, 0, 0.0, observations=hot) == 0
+    assert a.rebuild is None  # not yet held 10 s
+    assert a.decide(10, 1, 0, 0.0, observations=hot) == 0
+    assert a.rebuild is not None
+    assert a.decide(30, 1, 1, 0.0, observations=hot, rebuilding=1) == 0
+    assert a.rebuild is None  # one rebuild at a time
