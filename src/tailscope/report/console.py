@@ -205,14 +205,22 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
 
 
 def sessions_line(s: dict[str, Any]) -> str:
-    """Session-level metrics in one line: sessions, failed, duration and time per step (p50/p99), steps."""
+    """Session-level metrics: sessions, failed (incomplete when any), duration and time per step (p50/p99),
+    steps; then, for agent sessions, one line of time per step by step name."""
     dur, step, steps = s.get("duration_ms") or {}, s.get("step_ms") or {}, s.get("steps") or {}
     mean_steps = steps.get("mean")
-    return (
-        f"sessions {s.get('sessions')}  failed {s.get('failed')}  duration p50 {format_ms(dur.get('p50'))} "
+    cut = f"  incomplete {s['incomplete']}" if s.get("incomplete") else ""
+    line = (
+        f"sessions {s.get('sessions')}  failed {s.get('failed')}{cut}  duration p50 {format_ms(dur.get('p50'))} "
         f"p99 {format_ms(dur.get('p99'))}  time per step p50 {format_ms(step.get('p50'))} "
         f"p99 {format_ms(step.get('p99'))}  steps/session " + ("—" if mean_steps is None else f"{mean_steps:.1f}")
     )
+    by_step = s.get("by_step") or {}
+    if by_step:
+        line += "\nby step (p50/p99): " + ", ".join(
+            f"{name} {format_ms(st.get('p50'))}/{format_ms(st.get('p99'))}" for name, st in by_step.items()
+        )
+    return line
 
 
 def _share(x: float | None) -> str:
