@@ -255,13 +255,13 @@ class _Converter:
         if d.dist == "fixed":
             assert d.value is not None
             if d.value < 1:
-                raise self.fail((*loc, "value"), f"must be ≥ 1 token (got {d.value:g})")
+                raise self.fail((*loc, "value"), f"must be ≥ 1 {unit.removesuffix('s')} (got {d.value:g})")
             return LengthDist("fixed", float(round(d.value)), lo=lo, hi=hi)
         if d.dist == "uniform":
             assert d.min is not None
             assert d.max is not None
             if d.min < 1:
-                raise self.fail((*loc, "min"), f"must be ≥ 1 token (got {d.min:g})")
+                raise self.fail((*loc, "min"), f"must be ≥ 1 {unit.removesuffix('s')} (got {d.min:g})")
             return LengthDist("uniform", float(int(d.min)), float(int(d.max)), lo=lo, hi=hi)
         if d.dist == "empirical":
             values = self.empirical(d, loc)

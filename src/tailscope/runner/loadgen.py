@@ -5,7 +5,8 @@ for responses, and a late send is recorded as send lag (``sent − scheduled``) 
 schedule. Closed loop: ``concurrency`` workers each send their next request as soon as their previous one ends; that
 moment is the request's ``scheduled`` time. Multi-turn sessions: the turns of a session follow its turn 0 directly in
 the request stream; each later turn is due ``think_time`` after the previous turn's last token and carries the whole
-conversation so far.
+conversation so far. Call graphs (trace → load, agent profiles): each call waits for the calls in its ``after`` and
+then for its gap; a call with ``answers_from`` has their answers' text placed into its prompt when it is sent.
 
 A capped open loop (``max_in_flight``): a request due while every slot is taken waits for one; it keeps its
 scheduled time, so the wait is send lag and counts in its latencies.

@@ -147,7 +147,7 @@ stop: {requests: 50}
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("fan_out: 3", "fan_out: 0", "profile.yaml:10: classes[0].agent.steps[1].fan_out.value must be ≥ 1"),
+        ("fan_out: 3", "fan_out: 0", "profile.yaml:10: classes[0].agent.steps[1].fan_out.value must be ≥ 1 call (got 0)"),
         ("fan_out: 3", "fan_out: lognormal:3:1", "profile.yaml:6: classes[0].agent a session may have at most"),
         ("gap_ms: 50", "gap_ms: -5", "profile.yaml:11: classes[0].agent.steps[1].gap_ms.value must be ≥ 0"),
         ("gap_ms: 50", "gap_mss: 50", "profile.yaml:11: classes[0].agent.steps[1].gap_mss is not a known field"),
@@ -163,3 +163,10 @@ def test_bad_agent_blocks_name_file_line_and_field(old: str, new: str, expected:
     with pytest.raises(ProfileError) as info:
         parse_profile(text, source="profile.yaml")
     assert str(info.value).startswith(expected), str(info.value)
+
+
+def test_the_docs_example_is_the_example_file() -> None:
+    doc = (ROOT / "docs" / "workload.md").read_text()
+    section = doc[doc.index("## Agentic sessions") :]
+    block = section[section.index("```yaml\n") + 8 : section.index("```\n", section.index("```yaml\n") + 8)]
+    assert parse_profile(block) == parse_profile((ROOT / "examples" / "agent.yaml").read_text())
