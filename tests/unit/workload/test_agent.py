@@ -147,7 +147,7 @@ stop: {requests: 50}
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("fan_out: 3", "fan_out: 0", "profile.yaml:10: classes[0].agent.steps[1].fan_out.value must be ≥ 1 call (got 0)"),
+        ("fan_out: 3", "fan_out: 0", "profile.yaml:10: classes[0].agent.steps[1].fan_out.value must be ≥ 1 call"),
         ("fan_out: 3", "fan_out: lognormal:3:1", "profile.yaml:6: classes[0].agent a session may have at most"),
         ("gap_ms: 50", "gap_ms: -5", "profile.yaml:11: classes[0].agent.steps[1].gap_ms.value must be ≥ 0"),
         ("gap_ms: 50", "gap_mss: 50", "profile.yaml:11: classes[0].agent.steps[1].gap_mss is not a known field"),
