@@ -128,3 +128,35 @@ def test_agent_prompts_are_fresh_per_run_with_the_same_shapes(tmp_path: Path) ->
     assert all(a[k] != b[k] for k in a)  # … with different text
     assert [len(a[k].split()) for k in sorted(a)] == [len(b[k].split()) for k in sorted(b)]
     assert sorted((r.id, r.input_tokens) for r in ra.records) == sorted((r.id, r.input_tokens) for r in rb.records)
+
+
+def test_closed_loop_sessions_hold_their_slot_and_the_stop_cuts_them_incomplete(tmp_path: Path) -> None:
+    path = tmp_path / "closed.yaml"
+    path.write_text(
+        "name: closed\n"
+        "classes:\n"
+        "  - name: agent\n"
+        "    input_tokens: 20\n"
+        "    output_tokens: 4\n"
+        "    agent: {steps: [{name: fetch, fan_out: 2}, {name: answer, use_answers: true, gap_ms: 15}]}\n"
+        "arrival: {mode: closed, concurrency: 2}\n"
+        "stop: {duration_s: 1.0}\n"
+    )
+    with ScriptedServer(ScriptedConfig(ttft_ms=40, itl_ms=10)) as srv:
+        res = tailscope.bench(srv.url, profile=path, metrics_url="off", seed=SEED)
+    doc = json.loads(res.to_json())
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(doc["requests"], key=lambda r: r["id"]):
+        sessions.setdefault(r["session"], []).append(r)
+    complete = [rs for rs in sessions.values() if len(rs) == 3]
+    assert len(complete) >= 4
+    for rs in complete:
+        a, b, answer = rs
+        assert a["scheduled_s"] == b["scheduled_s"]  # both branches of the first step are due at the session's start
+        assert answer["scheduled_s"] == pytest.approx(max(_end(a), _end(b)) + 0.015, abs=1e-6)
+        assert answer["input_tokens"] == 20 + 2 * 4
+    s = doc["summary"]["sessions"]
+    assert s["failed"] == 0
+    assert s["sessions"] == len(sessions)
+    assert s["incomplete"] == len(sessions) - len(complete)  # the sessions in progress at the stop
+    assert s["duration_ms"]["count"] == len(complete)

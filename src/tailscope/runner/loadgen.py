@@ -288,7 +288,7 @@ class LoadGenerator:
                         if dep_end is None:
                             return
                         due_at = dep_end + gap if due_at is None else max(due_at, dep_end + gap)
-                    due = due_at if due_at is not None else self._now_rel()
+                    due = due_at if due_at is not None else scheduled  # a first step's branch: the session's start
                     if not await self._sleep_until(due):
                         return
                 hint = spec.input_tokens
