@@ -160,3 +160,23 @@ def test_closed_loop_sessions_hold_their_slot_and_the_stop_cuts_them_incomplete(
     assert s["sessions"] == len(sessions)
     assert s["incomplete"] == len(sessions) - len(complete)  # the sessions in progress at the stop
     assert s["duration_ms"]["count"] == len(complete)
+
+
+def test_agent_sessions_across_worker_processes(tmp_path: Path) -> None:
+    """With ``--workers`` each session runs whole in one worker process, answers substituted there; the session
+    metrics come back (step names stay in the workers)."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(PROFILE.replace("stop: {requests: 28}", "stop: {requests: 14}"))
+    with ScriptedServer(ScriptedConfig(ttft_ms=20, itl_ms=5, tag_answers=True)) as srv:
+        res = tailscope.bench(srv.url, profile=path, metrics_url="off", seed=SEED, workers=2)
+        bodies = list(srv.truth.bodies)
+    assert len(res.records) == 14
+    assert all(r.ok for r in res.records)
+    by_session: dict[str | None, set[int | None]] = {}
+    for r in res.records:
+        by_session.setdefault(r.session_id, set()).add(r.worker)
+    assert len(by_session) == 2
+    assert all(len(w) == 1 for w in by_session.values())
+    assert sum("cmpl-" in _content(b) for b in bodies) == 2 * 3  # each session: the answer and two thinks
+    s = res.summary_dict()["sessions"]
+    assert (s["sessions"], s["failed"]) == (2, 0)
