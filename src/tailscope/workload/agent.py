@@ -130,6 +130,25 @@ def _expand(
     return preds
 
 
+def step_lengths(
+    graph: AgentGraph, *, input_tokens: LengthDist, output_tokens: LengthDist
+) -> list[tuple[str, LengthDist, LengthDist]]:
+    """``(step path name, prompt length, output length)`` of every model-call step (defaults filled in), for checks
+    against the served context. The answers a ``use_answers`` step reads come on top of its prompt length."""
+    out: list[tuple[str, LengthDist, LengthDist]] = []
+
+    def walk(steps: tuple[AgentStep, ...], prefix: str, d_in: LengthDist, d_out: LengthDist) -> None:
+        for s in steps:
+            s_in, s_out = s.input_tokens or d_in, s.output_tokens or d_out
+            if s.steps:
+                walk(s.steps, prefix + s.name + "/", s_in, s_out)
+            else:
+                out.append((prefix + s.name, s_in, s_out))
+
+    walk(graph.steps, "", input_tokens, output_tokens)
+    return out
+
+
 def max_calls(graph: AgentGraph) -> int | None:
     """The most calls one session can have, or None when a fan-out or repeat is unbounded."""
     return _bound(graph.steps)

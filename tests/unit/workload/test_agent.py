@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.errors import ProfileError
+from tailscope.errors import ConfigError, ProfileError
 from tailscope.io.profile import load_profile, parse_profile
 from tailscope.workload.agent import AgentGraph, AgentStep, draw_session, max_calls
 from tailscope.workload.dists import FloatDist
@@ -170,3 +170,24 @@ def test_the_docs_example_is_the_example_file() -> None:
     section = doc[doc.index("## Agentic sessions") :]
     block = section[section.index("```yaml\n") + 8 : section.index("```\n", section.index("```yaml\n") + 8)]
     assert parse_profile(block) == parse_profile((ROOT / "examples" / "agent.yaml").read_text())
+
+
+def test_every_step_is_checked_against_the_served_context() -> None:
+    from tailscope.runner.options import BenchOptions
+    from tailscope.runner.preflight import check_context
+    from tailscope.runner.resolve import resolve
+
+    cfg = resolve(BenchOptions(url="http://127.0.0.1:9", profile=str(ROOT / "examples" / "agent.yaml"))).config
+    labels = [b.label.split(": ", 1)[1] for b in cfg.lengths]
+    assert labels == [
+        "class agent",
+        "class agent step plan",
+        "class agent step search",
+        "class agent step answer",
+        "class agent step react/think",
+        "class agent step react/act",
+    ]
+    plan = cfg.lengths[1]
+    assert (plan.input_tokens.kind, plan.output_tokens.a) == ("lognormal", 64)
+    with pytest.raises(ConfigError, match="class agent step plan: a typical request"):
+        check_context(cfg.lengths, 900, "m")  # the class's own lengths fit; the plan step's do not
