@@ -191,3 +191,16 @@ def test_every_step_is_checked_against_the_served_context() -> None:
     assert (plan.input_tokens.kind, plan.output_tokens.a) == ("lognormal", 64)
     with pytest.raises(ConfigError, match="class agent step plan: a typical request"):
         check_context(cfg.lengths, 900, "m")  # the class's own lengths fit; the plan step's do not
+
+
+def test_console_prints_incomplete_sessions_and_time_by_step() -> None:
+    from tailscope.report.console import sessions_line
+
+    stats = {"p50": 120.0, "p99": 250.0, "mean": 3.0}
+    s = {"sessions": 9, "failed": 1, "incomplete": 2, "duration_ms": stats, "step_ms": stats, "steps": stats,
+         "by_step": {"plan": stats, "react/think": {"p50": 40.0, "p99": 90.0}}}  # fmt: skip
+    head, steps = sessions_line(s).split("\n")
+    assert head.startswith("sessions 9  failed 1  incomplete 2  duration p50 120")
+    assert steps.startswith("by step (p50/p99): plan 120")
+    assert "react/think 40" in steps
+    assert "incomplete" not in sessions_line({**s, "incomplete": 0})
