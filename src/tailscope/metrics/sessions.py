@@ -10,7 +10,7 @@ a whole.
 * **time per step** — each request of a complete session from its scheduled (due) time to its end: what one step of
   the agent cost, queueing and the tool gap's lateness included (the tool gap itself is before the due time);
 * **steps** — requests per session; **by step** — time per step for each agent step name (``plan``,
-  ``research/search``), when the step names are known.
+  ``research/search``), when the step names are known, in the order the agent first runs them.
 
 Pure: records in, a JSON-ready dict out (``summary["sessions"]``; docs/metrics.md § Sessions). Warmup requests and
 requests outside any session are left out.
@@ -81,5 +81,8 @@ def session_summary(
         "steps": compute_stats(counts).to_dict(),
     }
     if named:
-        out["by_step"] = {name: compute_stats(v).to_dict() for name, v in sorted(named.items())}
+        first: dict[str, int] = {}  # steps in the order the agent runs them: by the first request of each name
+        for rid, name in (steps or {}).items():
+            first[name] = min(rid, first.get(name, rid))
+        out["by_step"] = {n: compute_stats(named[n]).to_dict() for n in sorted(named, key=lambda n: (first[n], n))}
     return out

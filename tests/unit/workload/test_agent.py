@@ -194,13 +194,19 @@ def test_every_step_is_checked_against_the_served_context() -> None:
 
 
 def test_console_prints_incomplete_sessions_and_time_by_step() -> None:
-    from tailscope.report.console import sessions_line
+    import io
 
-    stats = {"p50": 120.0, "p99": 250.0, "mean": 3.0}
+    from rich.console import Console
+
+    from tailscope.report.console import sessions_line, steps_table
+
+    stats = {"p50": 120.0, "p99": 250.0, "max": 300.0, "mean": 3.0, "count": 4}
     s = {"sessions": 9, "failed": 1, "incomplete": 2, "duration_ms": stats, "step_ms": stats, "steps": stats,
-         "by_step": {"plan": stats, "react/think": {"p50": 40.0, "p99": 90.0}}}  # fmt: skip
-    head, steps = sessions_line(s).split("\n")
-    assert head.startswith("sessions 9  failed 1  incomplete 2  duration p50 120")
-    assert steps.startswith("by step (p50/p99): plan 120")
-    assert "react/think 40" in steps
+         "by_step": {"plan": stats, "react/think": {"p50": 40.0, "p99": 90.0, "count": 8}}}  # fmt: skip
+    assert sessions_line(s).startswith("sessions 9  failed 1  incomplete 2  duration p50 120")
     assert "incomplete" not in sessions_line({**s, "incomplete": 0})
+    out = io.StringIO()
+    Console(file=out, width=100).print(steps_table(s["by_step"]))
+    rows = [[w for w in line.split() if w != "│"] for line in out.getvalue().splitlines()]
+    assert ["plan", "4", "120.0", "ms", "250.0", "ms", "300.0", "ms"] in rows
+    assert any(r[:2] == ["react/think", "8"] for r in rows)
