@@ -148,7 +148,7 @@ MsField = Annotated[DistM, BeforeValidator(_ms_shorthand)]
 class StepM(_M):
     """One agent step: a model call, or a sub-agent (``steps``)."""
 
-    name: str = Field(min_length=1, pattern=r"^[^/]+$")
+    name: str = Field(min_length=1)
     input_tokens: LengthField | None = None
     output_tokens: LengthField | None = None
     fan_out: LengthField | None = None
@@ -156,6 +156,13 @@ class StepM(_M):
     repeat: LengthField | None = None
     use_answers: bool = False
     steps: list[StepM] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if "/" in v:
+            raise ValueError("must not contain '/' (it joins a sub-agent's name to its steps' names)")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> StepM:

@@ -152,7 +152,7 @@ stop: {requests: 50}
         ("gap_ms: 50", "gap_ms: -5", "profile.yaml:11: classes[0].agent.steps[1].gap_ms.value must be ≥ 0"),
         ("gap_ms: 50", "gap_mss: 50", "profile.yaml:11: classes[0].agent.steps[1].gap_mss is not a known field"),
         ("- {name: plan}", "- {name: tools}", "profile.yaml:9: classes[0].agent.steps[1].name must be unique"),
-        ("- {name: plan}", "- {name: a/b}", "profile.yaml:8: classes[0].agent.steps[0].name"),
+        ("- {name: plan}", "- {name: a/b}", "profile.yaml:8: classes[0].agent.steps[0].name must not contain '/'"),
         ("fan_out: 3", "steps: []", "profile.yaml:10: classes[0].agent.steps[1].steps a sub-agent lists at least"),
         ("    agent:\n", "    session: {turns: 2}\n    agent:\n", "profile.yaml:7: classes[0].agent a class is a"),
     ],
