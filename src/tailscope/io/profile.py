@@ -23,9 +23,10 @@ from tailscope.errors import ConfigError, ProfileError
 from tailscope.files import read_user_text
 from tailscope.io._yaml import field_path, line_of, parse_yaml
 from tailscope.io.lengths import read_lengths
-from tailscope.io.profile_schema import ArrivalM, ClassM, DistM, MixedM, ProfileM
+from tailscope.io.profile_schema import AgentM, ArrivalM, ClassM, DistM, MixedM, ProfileM, StepM
 from tailscope.metrics.slo import parse_slo
 from tailscope.workload import profile as m
+from tailscope.workload.agent import AgentGraph, AgentStep, max_calls
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import MAX_LENGTH_TOKENS, LengthDist
 from tailscope.workload.simple import MAX_DURATION_S
@@ -33,6 +34,8 @@ from tailscope.workload.simple import MAX_DURATION_S
 #: the most turns a session may have, and the largest lognormal sigma (beyond it samples overflow): typos beyond
 MAX_TURNS = 10_000
 MAX_SIGMA = 10.0
+#: the most calls one agent session may have (fan-outs × repeats × sub-agents at their max)
+MAX_AGENT_CALLS = 10_000
 
 
 def load_profile(path: str | os.PathLike[str]) -> m.Profile:
@@ -193,6 +196,43 @@ class _Converter:
             extra_body=dict(c.extra_body),
             model=c.model,
             priority=c.priority,
+            agent=self.agent(c.agent, (*loc, "agent")) if c.agent is not None else None,
+        )
+
+    def agent(self, a: AgentM, loc: tuple[int | str, ...]) -> AgentGraph:
+        self.unique_steps(a.steps, loc)
+        graph = AgentGraph(tuple(self.step(s, (*loc, "steps", k)) for k, s in enumerate(a.steps)))
+        most = max_calls(graph)
+        if most is None or most > MAX_AGENT_CALLS:
+            got = "unbounded" if most is None else f"up to {most:,}"
+            raise self.fail(
+                loc,
+                f"a session may have at most {MAX_AGENT_CALLS:,} calls (got {got}); give fan_out and repeat "
+                "distributions a max",
+            )
+        return graph
+
+    def unique_steps(self, steps: list[StepM], loc: tuple[int | str, ...]) -> None:
+        names = [c.name for c in steps]
+        for k, name in enumerate(names):
+            if name in names[:k]:
+                raise self.fail((*loc, "steps", k, "name"), f"must be unique among its steps (got {name!r} twice)")
+
+    def step(self, s: StepM, loc: tuple[int | str, ...]) -> AgentStep:
+        def opt_len(d: DistM | None, key: str, bound: float = MAX_LENGTH_TOKENS, unit: str = "tokens") -> Any:
+            return self.length(d, (*loc, key), bound=bound, unit=unit) if d is not None else None
+
+        steps = s.steps or []
+        self.unique_steps(steps, loc)
+        return AgentStep(
+            name=s.name,
+            input_tokens=opt_len(s.input_tokens, "input_tokens"),
+            output_tokens=opt_len(s.output_tokens, "output_tokens"),
+            fan_out=opt_len(s.fan_out, "fan_out", MAX_AGENT_CALLS, "calls"),
+            gap_ms=self.time(s.gap_ms, (*loc, "gap_ms"), bound=MAX_DURATION_S * 1000, unit="ms") if s.gap_ms else None,
+            repeat=opt_len(s.repeat, "repeat", MAX_AGENT_CALLS, "runs"),
+            use_answers=s.use_answers,
+            steps=tuple(self.step(c, (*loc, "steps", k)) for k, c in enumerate(steps)),
         )
 
     def bounded(self, d: DistM, loc: tuple[int | str, ...], bound: float, unit: str) -> None:
@@ -215,13 +255,13 @@ class _Converter:
         if d.dist == "fixed":
             assert d.value is not None
             if d.value < 1:
-                raise self.fail((*loc, "value"), f"must be ≥ 1 token (got {d.value:g})")
+                raise self.fail((*loc, "value"), f"must be ≥ 1 {unit.removesuffix('s')} (got {d.value:g})")
             return LengthDist("fixed", float(round(d.value)), lo=lo, hi=hi)
         if d.dist == "uniform":
             assert d.min is not None
             assert d.max is not None
             if d.min < 1:
-                raise self.fail((*loc, "min"), f"must be ≥ 1 token (got {d.min:g})")
+                raise self.fail((*loc, "min"), f"must be ≥ 1 {unit.removesuffix('s')} (got {d.min:g})")
             return LengthDist("uniform", float(int(d.min)), float(int(d.max)), lo=lo, hi=hi)
         if d.dist == "empirical":
             values = self.empirical(d, loc)
@@ -238,8 +278,10 @@ class _Converter:
             raise self.fail((*loc, "mean"), f"must be > 0 (got {a:g})")
         return LengthDist(d.dist, float(a), float(b), lo=lo, hi=hi)
 
-    def time(self, d: DistM, loc: tuple[int | str, ...]) -> FloatDist:
-        self.bounded(d, loc, MAX_DURATION_S, "s")
+    def time(
+        self, d: DistM, loc: tuple[int | str, ...], *, bound: float = MAX_DURATION_S, unit: str = "s"
+    ) -> FloatDist:
+        self.bounded(d, loc, bound, unit)
         if d.dist == "empirical":
             raise self.fail((*loc, "dist"), "must be fixed, uniform, normal, lognormal or exponential for a time")
         lo = d.min or 0.0

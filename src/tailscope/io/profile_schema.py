@@ -134,6 +134,49 @@ class SessionM(_M):
     think_time_s: TimeField = Field(default_factory=lambda: DistM(dist="fixed", value=0.0))
 
 
+def _ms_shorthand(v: Any) -> Any:
+    """``50`` → fixed milliseconds; ``"exponential:40"`` (the length-spec forms) → that distribution; dicts pass
+    through."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return {"dist": "fixed", "value": float(v)}
+    return _length_shorthand(v)
+
+
+MsField = Annotated[DistM, BeforeValidator(_ms_shorthand)]
+
+
+class StepM(_M):
+    """One agent step: a model call, or a sub-agent (``steps``)."""
+
+    name: str = Field(min_length=1)
+    input_tokens: LengthField | None = None
+    output_tokens: LengthField | None = None
+    fan_out: LengthField | None = None
+    gap_ms: MsField | None = None
+    repeat: LengthField | None = None
+    use_answers: bool = False
+    steps: list[StepM] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if "/" in v:
+            raise ValueError("must not contain '/' (it joins a sub-agent's name to its steps' names)")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> StepM:
+        if self.steps is not None and not self.steps:
+            raise ValueError("@steps: a sub-agent lists at least one step")
+        if self.steps is not None and self.use_answers:
+            raise ValueError("@use_answers: goes on the sub-agent's own steps (the calls that read the answers)")
+        return self
+
+
+class AgentM(_M):
+    steps: list[StepM] = Field(min_length=1)
+
+
 class ClassM(_M):
     name: str = Field(min_length=1)
     weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT)
@@ -143,6 +186,13 @@ class ClassM(_M):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     model: str | None = Field(default=None, min_length=1)
     priority: int = 0
+    agent: AgentM | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> ClassM:
+        if self.agent is not None and self.session is not None:
+            raise ValueError("@agent: a class is a multi-turn session or an agent, not both (drop session)")
+        return self
 
     @field_validator("extra_body")
     @classmethod

@@ -201,18 +201,33 @@ def summary_renderable(run: dict[str, Any], summary: dict[str, Any]) -> Group:
     sessions = summary.get("sessions")
     if isinstance(sessions, dict):
         parts.append(Text(sessions_line(sessions)))
+        if sessions.get("by_step"):
+            parts.append(steps_table(sessions["by_step"]))
     return Group(*parts)
 
 
 def sessions_line(s: dict[str, Any]) -> str:
-    """Session-level metrics in one line: sessions, failed, duration and time per step (p50/p99), steps."""
+    """Session-level metrics in one line: sessions, failed (and incomplete, when any), duration and time per step
+    (p50/p99), steps."""
     dur, step, steps = s.get("duration_ms") or {}, s.get("step_ms") or {}, s.get("steps") or {}
     mean_steps = steps.get("mean")
+    cut = f"  incomplete {s['incomplete']}" if s.get("incomplete") else ""
     return (
-        f"sessions {s.get('sessions')}  failed {s.get('failed')}  duration p50 {format_ms(dur.get('p50'))} "
+        f"sessions {s.get('sessions')}  failed {s.get('failed')}{cut}  duration p50 {format_ms(dur.get('p50'))} "
         f"p99 {format_ms(dur.get('p99'))}  time per step p50 {format_ms(step.get('p50'))} "
         f"p99 {format_ms(step.get('p99'))}  steps/session " + ("—" if mean_steps is None else f"{mean_steps:.1f}")
     )
+
+
+def steps_table(by_step: dict[str, Any]) -> Table:
+    """Agent sessions: time per step (due time → end, complete sessions) for each step name."""
+    t = Table(title="Agent steps (due → end)", title_justify="left", show_edge=False, header_style="bold")
+    for c in ("step", "calls", "p50", "p99", "max"):
+        t.add_column(c, justify="left" if c == "step" else "right")
+    for name, st in by_step.items():
+        t.add_row(name, str(st.get("count", 0)), format_ms(st.get("p50")), format_ms(st.get("p99")),
+                  format_ms(st.get("max")))  # fmt: skip
+    return t
 
 
 def _share(x: float | None) -> str:
@@ -238,8 +253,8 @@ def _group_tables(summary: dict[str, Any]) -> list[Table]:
         ("shared_prefix", "Shared vs unshared prefix", "prefix"),
     ):
         groups = summary.get(key) or {}
-        if not groups:
-            continue
+        if not groups or (key == "turns" and (summary.get("sessions") or {}).get("by_step")):
+            continue  # an agent's "turns" are its calls in dispatch order: its steps are told by name instead
         t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
         for c in (label, "ok", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"):
             t.add_column(c, justify="left" if c == label else "right")

@@ -548,7 +548,7 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened, spans),
+            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened, spans, gen),
             scraper=scraper,
             telemetry=telemetry,
             workers_hint=_workers_hint(cfg, records, cpu_s, (clock.now_ns() - t0) / 1e9),
@@ -582,6 +582,7 @@ def _extra_summary(
     mixed: dict[str, Any] | None,
     preopened: int = 0,
     spans: ClientSpanExporter | None = None,
+    gen: LoadGenerator | None = None,
 ) -> dict[str, Any] | None:
     """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), the trace
     context (traced count, the run start's Unix time in ns, client spans) and the connections opened before the
@@ -595,7 +596,9 @@ def _extra_summary(
         from tailscope.metrics.sessions import session_summary
 
         planned = (cfg.settings.get("trace_load") or {}).get("planned")
-        extra["sessions"] = session_summary(records, planned)
+        if planned is None and gen is not None and gen.planned:  # agent sessions: as planned when they started
+            planned = gen.planned
+        extra["sessions"] = session_summary(records, planned, gen.step_names if gen is not None else None)
     if cfg.trace_ratio > 0:
         extra["trace_context"] = {
             "ratio": cfg.trace_ratio,

@@ -5,7 +5,8 @@ for responses, and a late send is recorded as send lag (``sent − scheduled``) 
 schedule. Closed loop: ``concurrency`` workers each send their next request as soon as their previous one ends; that
 moment is the request's ``scheduled`` time. Multi-turn sessions: the turns of a session follow its turn 0 directly in
 the request stream; each later turn is due ``think_time`` after the previous turn's last token and carries the whole
-conversation so far.
+conversation so far. Call graphs (trace → load, agent profiles): each call waits for the calls in its ``after`` and
+then for its gap; a call with ``answers_from`` has their answers' text placed into its prompt when it is sent.
 
 A capped open loop (``max_in_flight``): a request due while every slot is taken waits for one; it keeps its
 scheduled time, so the wait is send lag and counts in its latencies.
@@ -113,6 +114,8 @@ class LoadGenerator:
         self._lookahead: RequestSpec | None = None
         self._ready: deque[_Prepared] = deque()  # requests prepared before the run started (the first wave)
         self._t0 = 0
+        self.step_names: dict[int, str] = {}  # request id → agent step name, for requests sent
+        self.planned: dict[str, int] = {}  # agent session id → calls planned, for measured sessions that started
 
     # -- control -----------------------------------------------------------------------------------------------
     def interrupt(self, signal_name: str = "SIGINT") -> None:
@@ -238,7 +241,7 @@ class LoadGenerator:
         if spec.session_id is None:
             await self._send(spec, prep.prompt, scheduled, spec.input_tokens)
             return
-        if any(t.after or t.at_ns is not None for t in prep.followups):
+        if spec.step is not None or any(t.after or t.at_ns is not None for t in prep.followups):
             await self._run_graph(prep, scheduled)
             return
         # Only turn 0 is built with the shared prefix (the workload contract); later turns carry it inside their
@@ -263,13 +266,17 @@ class LoadGenerator:
             out = await self._send(turn, list(history), due, context, shared_prefix=shared)
 
     async def _run_graph(self, prep: _Prepared, scheduled: int) -> None:
-        """A session shaped as a call graph (trace → load): each call waits for the calls in its ``after``, then
-        for its gap after the latest of their ends (or, depending on none, for its own ``at_ns``); calls with no
-        path between them run concurrently. A call whose dependency failed (or was never sent) is not sent."""
+        """A session shaped as a call graph (trace → load, agent profiles): each call waits for the calls in its
+        ``after``, then for its gap after the latest of their ends (or, depending on none, for its own ``at_ns``);
+        calls with no path between them run concurrently. A call whose dependency failed (or was never sent) is not
+        sent. A call with ``answers_from`` gets those calls' answer text after its own when it is sent."""
         ends: dict[int, asyncio.Future[int | None]] = {}
+        answers: dict[int, Outcome] = {}
         loop = asyncio.get_running_loop()
         for s in (prep.spec, *prep.followups):
             ends[s.id] = loop.create_future()
+        if prep.spec.step is not None and not prep.spec.warmup and prep.spec.session_id is not None:
+            self.planned[prep.spec.session_id] = 1 + len(prep.followups)
 
         async def call(spec: RequestSpec, due: int | None, prompt: str | list[dict[str, str]]) -> None:
             end: int | None = None
@@ -281,13 +288,19 @@ class LoadGenerator:
                         if dep_end is None:
                             return
                         due_at = dep_end + gap if due_at is None else max(due_at, dep_end + gap)
-                    due = due_at if due_at is not None else self._now_rel()
+                    due = due_at if due_at is not None else scheduled  # a first step's branch: the session's start
                     if not await self._sleep_until(due):
                         return
-                out = await self._send(spec, prompt, due, spec.input_tokens)
+                hint = spec.input_tokens
+                if spec.answers_from and isinstance(prompt, str):
+                    prompt, hint = self._with_answers(prompt, hint, [answers[a] for a in spec.answers_from])
+                if spec.step is not None:
+                    self.step_names[spec.id] = spec.step
+                out = await self._send(spec, prompt, due, hint)
                 if out.record.ok:
                     r = out.record
                     end = r.stream_end_ns or r.end_ns or self._now_rel()
+                    answers[spec.id] = out
             finally:
                 fut = ends[spec.id]
                 if not fut.done():
@@ -295,9 +308,23 @@ class LoadGenerator:
 
         tasks = [call(prep.spec, scheduled, prep.prompt)]
         for turn in prep.followups:
-            text = turn.prompt if turn.prompt is not None else self.synth.make(turn.input_tokens, turn.seed)
+            text = turn.prompt
+            if text is None:
+                text = self.synth.make(
+                    turn.input_tokens, turn.seed, prefix_id=turn.prefix_id, prefix_tokens=turn.prefix_tokens
+                )
             tasks.append(call(turn, None, text))
         await asyncio.gather(*tasks)
+
+    def _with_answers(self, prompt: str, tokens: int, outs: list[Outcome]) -> tuple[str, int]:
+        """The prompt with the answers after it (one paragraph each), and its length in tokens: counted with the
+        tokenizer when one is loaded, else the prompt's planned length plus each answer's output tokens (the
+        server's own prompt count, when it reports usage, is what the record keeps)."""
+        text = "\n\n".join([prompt, *(o.text for o in outs)])
+        counted = self.synth.count(text)
+        if counted is not None:
+            return text, counted
+        return text, tokens + sum(o.record.output_tokens or len(o.text.split()) for o in outs)
 
     # -- loops -----------------------------------------------------------------------------------------------------
     async def run(

@@ -406,7 +406,8 @@ def _profile(opts: BenchOptions) -> Resolved:
         profile_name=p.name,
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
-        lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes),
+        lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes)
+        + _agent_bounds(source, p),
         # a class's model rides in its body fields (over the run's model; LoRA adapters are served as models)
         class_extra_body={
             c.name: {**c.extra_body, **({"model": c.model} if c.model else {})}
@@ -415,6 +416,18 @@ def _profile(opts: BenchOptions) -> Resolved:
         },
     )
     return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
+
+
+def _agent_bounds(source: str, p: Profile) -> tuple[LengthBound, ...]:
+    """The lengths of every agent step, checked against the served context like a class's."""
+    from tailscope.workload.agent import step_lengths
+
+    return tuple(
+        LengthBound(f"{source}: class {c.name} step {name}", n_in, n_out)
+        for c in p.classes
+        if c.agent is not None
+        for name, n_in, n_out in step_lengths(c.agent, input_tokens=c.input_tokens, output_tokens=c.output_tokens)
+    )
 
 
 def _stage_dict(s: Any) -> dict[str, Any]:

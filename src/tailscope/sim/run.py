@@ -208,6 +208,11 @@ def resolve_specs(a: SimArgs) -> Workload:
         closed = p.arrival.mode == "closed"
         stages = p.arrival.stages
         steady = not closed and len(stages) == 1 and stages[0].kind == "rate"
+        if any(c.agent is not None for c in p.classes):
+            raise ConfigError(
+                f"{a.profile}: agent classes (call graphs) are not simulated yet; measure them with "
+                "`tailscope bench --profile` (the simulator runs sessions as conversations)"
+            )
         if p.arrival.max_concurrency is not None:
             raise ConfigError(
                 f"{a.profile}: arrival.max_concurrency (an open loop capped in flight) is not simulated; drop it "

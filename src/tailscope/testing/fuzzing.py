@@ -246,7 +246,11 @@ TARGETS: dict[str, tuple[Target, list[bytes]]] = {
         [
             b"name: p\nclasses:\n  - name: a\n    weight: 1\n    input_tokens: {dist: uniform, min: 10, max: 90}\n"
             b"    output_tokens: {dist: fixed, value: 20}\narrival: {mode: open, process: poisson, stages: "
-            b"[{rate: 2, duration_s: 10}]}\nstop: {duration_s: 10}\n"
+            b"[{rate: 2, duration_s: 10}]}\nstop: {duration_s: 10}\n",
+            b"name: g\nclasses:\n  - name: a\n    input_tokens: 40\n    output_tokens: 8\n    agent:\n      steps:\n"
+            b"        - {name: plan}\n        - {name: s, fan_out: uniform:2:4, gap_ms: exponential:50:max=500}\n"
+            b"        - {name: r, repeat: 2, steps: [{name: t, use_answers: true, gap_ms: 5}]}\n"
+            b"arrival: {rate: 2}\nstop: {requests: 20}\n",
         ],
     ),
     "contract": (

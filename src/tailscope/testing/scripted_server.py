@@ -59,6 +59,7 @@ class ScriptedConfig:
     send_done: bool = True  # False: end the stream after finish_reason and usage, with no [DONE]
     reasoning_tokens: int = 0  # the first N tokens are reasoning (delta.reasoning_content), as reasoning models send
     cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
+    tag_answers: bool = False  # each token's text names the response (``cmpl-3.0 cmpl-3.1 …``), so tests can find it
 
 
 @dataclass(slots=True)
@@ -180,6 +181,8 @@ class _App:
             sent += k
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if per_chunk_usage else None
             content: Any = "tok " * k
+            if cfg.tag_answers:
+                content = "".join(f"{rid}.{sent - k + j} " for j in range(k))
             if chat and sent <= cfg.reasoning_tokens:
                 content = {"reasoning_content": "think " * k}
             payload = _event(rid, chat, content, usage, finish="length" if sent >= n and not cfg.send_done else None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tailscope.metrics.slo import Slo
+from tailscope.workload.agent import AgentGraph
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import LengthDist
 
@@ -44,6 +45,8 @@ class RequestClass:
             so split its traffic across the models a server serves.
         priority: scheduling priority of the class in ``sim`` (lower first, vLLM's convention; default 0): an
             interactive class at 0 ahead of a batch class at 1.
+        agent: each arrival is an agent session shaped as this call graph (:mod:`tailscope.workload.agent`); its
+            steps' lengths default to ``input_tokens``/``output_tokens``. None = single requests (or ``session``).
     """
 
     name: str
@@ -54,6 +57,7 @@ class RequestClass:
     extra_body: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
     priority: int = 0
+    agent: AgentGraph | None = None
 
 
 @dataclass(frozen=True, slots=True)

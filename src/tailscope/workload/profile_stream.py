@@ -9,7 +9,10 @@ carries across stage boundaries and the first request is sent at t = 0. Bursts a
 Sessions: each arrival picks a class by weight. A session class yields turn 0 at the arrival time and, right after it
 in the stream, turns 1…n−1 with ``at_ns=None`` and a sampled ``think_time_ns``; the runner sends turn k that long
 after turn k−1 completed, with the conversation so far in front of the new text. Only turn 0 carries the shared
-prefix (later turns already have it in their history). Same profile and seed → the same stream.
+prefix (later turns already have it in their history). An agent class's arrival is one session drawn from its call
+graph (:mod:`tailscope.workload.agent`): its calls follow in dispatch order, each with ``after`` (the calls it waits
+for and its tool gap) and ``step``; every call carries the shared prefix (an agent's system prompt). Same profile and
+seed → the same stream.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tailscope.errors import ConfigError
+from tailscope.workload.agent import draw_session
 from tailscope.workload.profile import Arrival, Overrides, Profile, RequestClass, Stage, apply_overrides
 from tailscope.workload.spec import RequestSpec
 
@@ -178,6 +182,7 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
     rng_len = random.Random(seed)
     rng_ses = random.Random(seed ^ 0x5E55_1014)
     rng_pre = random.Random(seed ^ 0x9EF1)
+    rng_agent = random.Random(seed ^ 0xA6E7)
     starts: list[float] | None = None
     if arr.mode == "open":
         starts = arrival_times_s(arr, rng_arr, duration_s=stop.duration_s, max_count=stop.requests)
@@ -200,6 +205,32 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
             prefix_id = rng_pre.randrange(sp.variants)
             prefix_tokens = sp.tokens
         unit_warm = p.warmup.duration_s > 0 and at_ns is not None and at_ns < p.warmup.duration_s * _NS
+        if cls.agent is not None:
+            calls = draw_session(cls.agent, rng_agent, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens)
+            warm = i < p.warmup.requests or unit_warm  # a session is measured whole or not at all
+            for k, call in enumerate(calls[: None if stop.requests is None else max(0, stop.requests - i)]):
+                yield RequestSpec(
+                    id=i + k,
+                    input_tokens=call.input_tokens + prefix_tokens,
+                    output_tokens=call.output_tokens,
+                    at_ns=at_ns if not call.deps else None,
+                    request_class=cls.name,
+                    priority=cls.priority,
+                    prefix_id=prefix_id,  # an agent's system prompt comes with every call
+                    prefix_tokens=prefix_tokens,
+                    session_id=f"s{unit}",
+                    turn=k,
+                    warmup=warm,
+                    seed=seed * 1_000_003 + i + k,
+                    after=tuple((i + d, gap) for d, gap in call.deps),
+                    step=call.step,
+                    answers_from=tuple(i + a for a in call.answers_from),
+                )
+            i += len(calls)
+            if stop.requests is not None and i >= stop.requests:
+                return
+            unit += 1
+            continue
         turns = cls.session.turns.sample(rng_ses) if cls.session is not None else 1
         session_id = f"s{unit}" if cls.session is not None else None
         for turn in range(turns):

@@ -32,6 +32,10 @@ class RequestSpec:
         after: a call graph (trace → load): ``(request id, gap ns)`` pairs of earlier requests of the same session;
             this request is due ``gap`` after the latest of their ends. Empty for ordinary requests and turns.
         priority: its class's scheduling priority (lower first; the simulator's replicas admit by it, then FCFS).
+        step: an agent session's step name (``research/search``; :mod:`tailscope.workload.agent`), else ``None``.
+            A session whose calls carry a step is run as a call graph (``after``), never as a conversation.
+        answers_from: ids of earlier requests of the same session whose answer text is put into this request's
+            prompt when it is sent (the prompt is built at dispatch time; ``input_tokens`` is the text before them).
     """
 
     id: int
@@ -52,3 +56,5 @@ class RequestSpec:
     span_id: str | None = None
     after: tuple[tuple[int, int], ...] = ()
     priority: int = 0
+    step: str | None = None
+    answers_from: tuple[int, ...] = ()

@@ -4,6 +4,7 @@ the session-level metrics."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from tailscope.metrics.sessions import session_summary
 from tailscope.records import RequestRecord, Span, Status
@@ -92,7 +93,20 @@ def test_session_summary() -> None:
     out = session_summary(recs, {"a": 2, "b": 2, "c": 3})
     assert out is not None
     assert out["sessions"] == 3
-    assert out["failed"] == 2  # b had a failed call, c never ran
+    assert out["failed"] == 1  # b had a failed call
+    assert out["incomplete"] == 1  # c never ran (the run stopped before it)
     assert out["duration_ms"]["p50"] == 400.0
     assert out["step_ms"]["count"] == 2
     assert session_summary([_rec(0, "a", 0, 1)][:0]) is None
+
+
+def test_session_summary_cut_sessions_are_incomplete_and_steps_are_named() -> None:
+    cut = replace(_rec(4, "d", 0, 10), status=Status.INCOMPLETE)
+    recs = [_rec(0, "a", 0, 100), _rec(1, "a", 150, 400), _rec(2, "b", 0, 30), cut]
+    out = session_summary(recs, {"a": 2, "b": 3, "d": 1}, {0: "plan", 1: "answer", 2: "plan"})
+    assert out is not None
+    assert (out["sessions"], out["failed"], out["incomplete"]) == (3, 0, 2)  # b short of its plan, d in flight
+    assert out["duration_ms"]["count"] == 1
+    assert list(out["by_step"]) == ["plan", "answer"]  # complete sessions only, in the agent's order
+    assert out["by_step"]["plan"]["count"] == 1
+    assert out["by_step"]["answer"]["p50"] == 250.0

@@ -472,6 +472,8 @@ async def run_bench_distributed(
                 "workers": rows,
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
+                # sessions run whole inside one worker; the plan of agent sessions and their step names stay there
+                **({"sessions": _sessions(cfg, records)} if any(r.session_id for r in records) else {}),
                 # each worker's clock has its own offset: no run-wide Unix start, so the join checks no bracket
                 **(
                     {
@@ -488,3 +490,10 @@ async def run_bench_distributed(
             scraper=scraper,
             telemetry=telemetry,
         )
+
+
+def _sessions(cfg: BenchConfig, records: list[RequestRecord]) -> dict[str, Any] | None:
+    """Session-level metrics of a distributed run (trace → load: against the planned calls per session)."""
+    from tailscope.metrics.sessions import session_summary
+
+    return session_summary(records, (cfg.settings.get("trace_load") or {}).get("planned"))

@@ -61,6 +61,7 @@ def spec_to_wire(s: RequestSpec) -> list[Any]:
 
 _I_MESSAGES = _SPEC_FIELDS.index("messages")
 _I_AFTER = _SPEC_FIELDS.index("after")
+_I_ANSWERS = _SPEC_FIELDS.index("answers_from")
 
 
 def spec_from_wire(row: list[Any]) -> RequestSpec:
@@ -69,4 +70,5 @@ def spec_from_wire(row: list[Any]) -> RequestSpec:
     if vals[_I_MESSAGES] is not None:
         vals[_I_MESSAGES] = tuple((str(r), str(c)) for r, c in vals[_I_MESSAGES])
     vals[_I_AFTER] = tuple((int(i), int(gap)) for i, gap in vals[_I_AFTER])
+    vals[_I_ANSWERS] = tuple(int(i) for i in vals[_I_ANSWERS])
     return RequestSpec(*vals)
