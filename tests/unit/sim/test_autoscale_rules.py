@@ -169,3 +169,15 @@ def test_fragmentation_rules_are_checked() -> None:
     assert a.rebuild is not None
     assert a.decide(30, 1, 1, 0.0, observations=hot, rebuilding=1) == 0
     assert a.rebuild is None  # one rebuild at a time
+
+
+def test_the_planning_docs_policy_parses() -> None:
+    """docs/planning.md § 8 shows the method's three rules as one policy file: it must load as written."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "planning.md").read_text(encoding="utf-8")
+    block = text.split("## 8. Autoscaling on custom metrics", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    policy = parse_policy(block, source="docs/planning.md")
+    assert [r.action for r in policy.rules] == ["up", "down", "rebuild"]
+    assert policy.min_replicas == 0
+    assert policy.cold_start == 240.0
