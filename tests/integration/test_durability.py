@@ -146,6 +146,21 @@ def test_unwritable_store_fails_before_any_load(tmp_path: Path) -> None:
     assert served == 0
 
 
+def test_a_file_that_is_not_a_store_fails_before_any_load(tmp_path: Path) -> None:
+    """The store is opened and checked while the target's preflight runs (they overlap), but both finish before the
+    first request: a file that is not a DuckDB store stops the run with nothing sent."""
+    bogus = tmp_path / "notes.duckdb"
+    bogus.write_bytes(b"these are my notes, not a database\n" * 100)
+    with ScriptedServer(ScriptedConfig(ttft_ms=5, itl_ms=1)) as srv:
+        p = cli("bench", "--url", srv.url, "--requests", "5", "--db", str(bogus), "--quiet")
+        served = len(srv.truth.arrived_ns)
+    assert p.returncode != 0
+    assert str(bogus) in p.stderr
+    assert "Traceback" not in p.stderr
+    assert served == 0
+    assert bogus.read_bytes().startswith(b"these are my notes")  # left as it was
+
+
 # -- the store's crash-and-fault matrix ------------------------------------------------------------------------------
 # Each case runs a real bench (a subprocess against the scripted server on 127.0.0.1) and breaks it at one phase of
 # the writer (`TAILSCOPE_TEST_FAULT`, see store/faults.py), then checks with the CLI that the store opens, the run is

@@ -6,6 +6,7 @@ This is the library behind ``tailscope bench``; the CLI only resolves flags into
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -459,9 +460,17 @@ async def run_bench(
     """
     clock = clock or MonotonicClock()
     progress = progress or Progress()
-    writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s)
+    writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s, check_now=False)
     async with AsyncExitStack() as stack:
-        ts = await open_target(cfg, stack, on_target)
+        # the store's open and schema check overlap the target's preflight; both finish before any load is sent
+        checked = asyncio.create_task(writer.check_async())
+        try:
+            ts = await open_target(cfg, stack, on_target)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the preflight's error is the one to show
+                await checked
+            raise
+        await checked  # a bad store path fails here, before any load
         cfg = cfg.without(ts.refused)
         transport, metrics_url = ts.transport, ts.metrics_url
         run = new_run(cfg, ts)

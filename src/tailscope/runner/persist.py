@@ -10,6 +10,7 @@ stay in memory in the result, and nothing is written anywhere.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import StoreError
@@ -28,14 +29,31 @@ class RunPersistence:
         flush_interval_s: how often the background writer flushes (the crash-loss window).
     """
 
-    def __init__(self, store: RunStore | None, *, flush_interval_s: float = 1.0) -> None:
+    def __init__(self, store: RunStore | None, *, flush_interval_s: float = 1.0, check_now: bool = True) -> None:
         self.store = store
         self.flush_interval_s = flush_interval_s
         self._writer: RecordWriter | None = None
         self.store_error: str | None = None
         self.warnings: tuple[str, ...] = ()
-        if store is not None:
-            store.db.ensure_schema()  # a bad store path fails here, before any load
+        self._checked = store is None
+        if store is not None and check_now:
+            self.check()
+
+    def check(self) -> None:
+        """Open the store and check its schema (once): a bad store path fails here, before any load.
+
+        Raises:
+            StoreError: the store cannot be opened or is not a tailscope store.
+        """
+        if not self._checked and self.store is not None:
+            self.store.db.ensure_schema()
+            self._checked = True
+
+    async def check_async(self) -> None:
+        """:meth:`check` in a thread, so that it overlaps the target's preflight (DuckDB's open and schema check
+        take 30–200 ms, the network round trips as long): the first request leaves sooner."""
+        if not self._checked:
+            await asyncio.to_thread(self.check)
 
     @property
     def path(self) -> str | None:
@@ -48,6 +66,7 @@ class RunPersistence:
             return
         from tailscope.store.writer import RecordWriter
 
+        self.check()
         self.store.create_run(run)
         self._writer = RecordWriter(self.store.db, run.id, flush_interval_s=self.flush_interval_s)
         self._writer.start()
