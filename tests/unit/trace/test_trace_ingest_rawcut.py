@@ -89,9 +89,13 @@ def test_a_damaged_slice_reads_the_file_whole(tmp_path: Path, monkeypatch: pytes
     whole_ctx = ParseContext(source=str(p))
     whole = list(pieces.piece_rows(pieces.Piece(str(p), "auto"), whole_ctx))
     assert whole_ctx.problems  # the reader reports the damage and salvages what precedes it
-    damaged = list(pieces.split_file(str(p), "auto", 3, ParseContext(source=str(p))))[-1]
-    with pytest.raises(pieces.DamagedPiece):
-        list(pieces.piece_rows(damaged, ParseContext(source=str(p))))
+    read = []
+    for piece in pieces.split_file(str(p), "auto", 3, ParseContext(source=str(p))):
+        try:
+            read.append(len(list(pieces.piece_rows(piece, ParseContext(source=str(p))))))
+        except pieces.DamagedPiece:
+            read.append(-1)
+    assert read.count(-1) == 1  # the piece with the damage; the others parse
 
     store = SpanStore(tmp_path / "s.duckdb")
     report = ingest_paths(store, "s", [p], workers=workers)
