@@ -17,7 +17,6 @@ it as before.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +46,7 @@ class RawArray:
     """
 
     raw: bytes
-    bounds: Sequence[int]
+    bounds: np.ndarray
 
     def __len__(self) -> int:
         return len(self.bounds) - 1
@@ -148,9 +147,9 @@ def span_arrays(raw: bytes) -> tuple[bytes, list[RawArray]] | None:
         close_at = int(pos[close])
         inner = pos[seps[np.searchsorted(seps, i) : np.searchsorted(seps, close)]]
         if inner.size or raw[open_at + 1 : close_at].strip():
-            bounds = [open_at + 1, *(int(x) + 1 for x in inner), close_at + 1]
+            bounds = np.concatenate(([open_at + 1], inner + 1, [close_at + 1]))
         else:
-            bounds = [open_at + 1]  # an empty array
+            bounds = np.array([open_at + 1])  # an empty array
         parts += [raw[prev : open_at + 1], b'"', marker(len(arrays)).encode(), b'"']
         prev = close_at
         arrays.append(RawArray(raw, bounds))
