@@ -77,3 +77,36 @@ def test_whatif_cli(tmp_path: Path) -> None:
     r = ts("trace", "whatif", "--set", "case", "--db", db, "--scale", "llm answer=0.5", "--html", str(html))
     assert r.returncode == 0, r.stderr
     assert "<svg" in html.read_text()
+
+
+def test_whatif_cli_by_class(tmp_path: Path) -> None:
+    from test_trace_whatif_classes import classed_traces
+
+    from tailscope.trace.demo import to_otlp_json
+
+    src = tmp_path / "classes.otlp.json"
+    src.write_text(json.dumps(to_otlp_json([s for t in classed_traces() for s in t])))
+    db = str(tmp_path / "s.duckdb")
+    assert ts("trace", "ingest", str(src), "--set", "c", "--db", db).returncode == 0
+
+    out = tmp_path / "w.json"
+    html = tmp_path / "w.html"
+    r = ts("trace", "whatif", "--set", "c", "--db", db, "--scale", "search=0.2", "--json", str(out),
+           "--html", str(html))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["class_attribute"] == "tailscope.request.class"
+    chat, rag = doc["classes"]["chat"], doc["classes"]["rag"]
+    assert chat["after"]["p95_ms"] == chat["before"]["p95_ms"]
+    assert rag["after"]["p95_ms"] < rag["before"]["p95_low_ms"]
+    assert 'id="classes"' in html.read_text()
+
+    r = ts("trace", "whatif", "--set", "c", "--db", db, "--scale", "search=0.2")
+    assert r.returncode == 0, r.stderr
+    assert "by class (tailscope.request.class)" in r.stdout
+    assert "rag (200)" in r.stdout
+
+    r = ts("trace", "whatif", "--set", "c", "--db", db, "--scale", "search=0.2", "--class-attribute", "",
+           "--json", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "classes" not in json.loads(out.read_text())

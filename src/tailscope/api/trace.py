@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -481,6 +482,9 @@ class WhatIfResult:
             traces whose dominant critical-path operation changed (another branch became critical).
         candidates, greedy: with ``rank``: candidate fixes projected alone, by P95 saving, and the greedy order.
         warnings: e.g. a ``--parallel`` over calls the data marks as dependent.
+        classes: the same as ``root_ops`` per class (``{class: {"count", "before", "after", "saving"}}``, traces
+            without a class as ``(none)``); empty when no trace has one. The document names the attribute read in
+            ``class_attribute``.
     """
 
     before: dict[str, Any]
@@ -494,6 +498,7 @@ class WhatIfResult:
     greedy: list[dict[str, Any]]
     warnings: list[str]
     document: dict[str, Any]
+    classes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.document)
@@ -510,9 +515,17 @@ def _file_traces(source: PathLike) -> dict[str, list[Span]]:
 
 
 def _trees_and_marks(
-    source: PathLike, store: StorePath | SpanStore | None, root_op: str | None, *, with_marks: bool = True
-) -> tuple[Iterator[TraceTree], dict[str, Marks]]:
+    source: PathLike,
+    store: StorePath | SpanStore | None,
+    root_op: str | None,
+    *,
+    with_marks: bool = True,
+    class_attribute: str | None = None,
+) -> tuple[Iterator[TraceTree], dict[str, Marks], dict[str, dict[str, str]]]:
+    """The trees of a file or set, their dependency marks and, with ``class_attribute``, the values of that attribute
+    per trace (span id → value as text)."""
     marks: dict[str, Marks] = {}
+    classes: dict[str, dict[str, str]] = {}
     if _is_file(source):
         by_trace = _file_traces(source)
         trees = []
@@ -520,6 +533,11 @@ def _trees_and_marks(
             m = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
             if m:
                 marks[tid] = m
+            if class_attribute:
+                found = {s.span_id: _as_text(s.attributes[class_attribute]) for s in spans
+                         if s.attributes and s.attributes.get(class_attribute) is not None}  # fmt: skip
+                if found:
+                    classes[tid] = found
             trees.append(build_tree(spans))
         it: Iterator[TraceTree] = iter(trees)
     else:
@@ -528,10 +546,22 @@ def _trees_and_marks(
             m = marks_from(items)
             if m:
                 marks[tid] = m
+        if class_attribute:
+            classes = spans_store.attribute_values(str(source), class_attribute)
         it = (tree_from_rows(rows) for rows in spans_store.iter_trace_rows(str(source)))
     if root_op is not None:
         it = (t for t in it if t.primary >= 0 and t.names[t.primary] == root_op)
-    return it, marks
+    return it, marks, classes
+
+
+def _as_text(value: Any) -> str:
+    """An attribute value as the store's ``json_extract_string`` gives it (a string as is, others as JSON)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+#: The root-span attribute that names a trace's class by default (tailscope's client spans set it to the request
+#: class of the workload profile).
+CLASS_ATTRIBUTE = "tailscope.request.class"
 
 
 @public
@@ -549,6 +579,7 @@ def whatif(
     independent: Sequence[str] = (),
     rank: bool = False,
     root_op: str | None = None,
+    class_attribute: str | None = CLASS_ATTRIBUTE,
     seed: int = 0,
     resamples: int = 200,
     confidence: float = 0.95,
@@ -566,6 +597,9 @@ def whatif(
         rank: also generate candidate fixes from the set's findings and rank them by P95 saving (on top of the
             changes given).
         root_op: only traces whose root operation is this.
+        class_attribute: the span attribute that names a trace's class (read on the primary root span, else on the
+            earliest span carrying it); the result is also broken down by class when some trace has one. None: no
+            breakdown.
         seed: seed of the cache draws (a hash of seed, trace and span: the same trace hits the same way).
         resamples: bootstrap resamples for the intervals (0: none).
         confidence: the intervals' confidence.
@@ -576,7 +610,7 @@ def whatif(
     """
     from tailscope.trace.changes import Change, parse_change
     from tailscope.trace.dependency import Evidence
-    from tailscope.trace.whatif import Plan, Projection, project_trace
+    from tailscope.trace.whatif import Plan, Projection, project_trace, trace_class
 
     changes: list[Change] = []
     given = {"set-duration": set_duration, "scale": scale, "parallel": parallel,
@@ -604,7 +638,9 @@ def whatif(
         raise ConfigError(f"resamples must be ≥ 0 (got {resamples})")
     # the evidence serves --rank and the warnings of --parallel; without them its query and pair counts are skipped
     need_evidence = rank or any(c.kind in ("parallel", "parallel-children") for c in changes)
-    trees_it, marks = _trees_and_marks(source, store, root_op, with_marks=need_evidence)
+    trees_it, marks, class_values = _trees_and_marks(
+        source, store, root_op, with_marks=need_evidence, class_attribute=class_attribute
+    )
     evidence = Evidence(groups)
     plan = Plan(changes, seed=seed)
     proj = Projection()
@@ -612,7 +648,7 @@ def whatif(
     for tree in trees_it:
         if need_evidence:
             evidence.add(tree, marks.get(tree.trace_id))
-        outcome = project_trace(tree, plan)
+        outcome = project_trace(tree, plan, klass=trace_class(tree, class_values.get(tree.trace_id)))
         if outcome is not None:
             proj.outcomes.append(outcome)
         if rank:
@@ -629,12 +665,12 @@ def whatif(
         ranked = rank_fixes(kept, set_facts_with_marks(kept, marks), evidence, base=changes, seed=seed)
     doc.update(
         {"set": str(source), "changes": [c.to_dict() for c in changes], "traces": len(proj.outcomes),
-         "seed": seed, "confidence": confidence, "warnings": warnings, **ranked}
+         "seed": seed, "confidence": confidence, "warnings": warnings, "class_attribute": class_attribute, **ranked}
     )  # fmt: skip
     return WhatIfResult(
         before=doc["before"], after=doc["after"], saving=doc["saving"], changes=doc["changes"], traces=doc["traces"],
         root_ops=doc["root_ops"], critical_path=doc["critical_path"], candidates=doc["candidates"],
-        greedy=doc["greedy"], warnings=warnings, document=doc,
+        greedy=doc["greedy"], warnings=warnings, document=doc, classes=doc.get("classes", {}),
     )  # fmt: skip
 
 

@@ -201,6 +201,9 @@ def whatif(
     ),
     rank: bool = typer.Option(False, "--rank", help="Rank candidate fixes from the set's findings by P95 saving."),
     root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
+    class_attribute: str = typer.Option(
+        "tailscope.request.class", "--class-attribute", help='Root-span attribute naming the class ("" = no classes).'
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the --cache draws."),
     json_path: Path | None = json_path_option("{before, after, changes, traces, …}"),
     html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
@@ -218,7 +221,7 @@ def whatif(
     result = project_whatif(
         set_name, set_duration=set_duration, scale=scale, parallel=parallel, parallel_children=parallel_children,
         cache=cache, remove=remove, cap_retries=cap_retries, timeout=timeout, independent=independent, rank=rank,
-        root_op=root_op, seed=seed, store=db,
+        root_op=root_op, class_attribute=class_attribute or None, seed=seed, store=db,
     )  # fmt: skip
     doc = result.to_dict()
     if html_path is not None:

@@ -188,19 +188,24 @@ def print_whatif(con: Console, doc: dict[str, Any]) -> None:
         lo, hi = d.get(f"{stat}_low_ms"), d.get(f"{stat}_high_ms")
         return format_ms(v) + (f" [dim]({format_ms(lo)}–{format_ms(hi)})[/dim]" if lo is not None else "")
 
+    def pairs(title: str, head: str, rows: dict[str, Any]) -> Table:
+        table = Table(show_edge=False, header_style="bold", title=title)
+        for col in (head, "", "p50", "p95", "p99"):
+            table.add_column(col, justify="left" if col in (head, "") else "right")
+        for op, row in rows.items():
+            label = escape(op) + (f" ({row['count']})" if "count" in row else "")
+            table.add_row(label, "before", *(cell(row["before"], s) for s in ("p50", "p95", "p99")))
+            table.add_row("", "after", *(cell(row["after"], s) for s in ("p50", "p95", "p99")))
+            sv = row["saving"]
+            table.add_row("", "saving", *(format_ms(sv.get(f"{s}_ms", 0.0)) for s in ("p50", "p95", "p99")))
+        return table
+
     changes = doc.get("changes") or []
     if changes:
         con.print("changes: " + "  ".join(escape(c["flag"]) for c in changes))
-    table = Table(show_edge=False, header_style="bold", title=f"{doc['traces']} traces re-timed")
-    for col in ("root operation", "", "p50", "p95", "p99"):
-        table.add_column(col, justify="left" if col in ("root operation", "") else "right")
-    for op, row in doc["root_ops"].items():
-        table.add_row(escape(op), "before", *(cell(row["before"], s) for s in ("p50", "p95", "p99")))
-        table.add_row("", "after", *(cell(row["after"], s) for s in ("p50", "p95", "p99")))
-        sv = row["saving"]
-        table.add_row("", "saving", *(format_ms(sv.get(f"{s}_ms", 0.0)) for s in ("p50", "p95", "p99")))
-    if changes:
-        con.print(table)
+        con.print(pairs(f"{doc['traces']} traces re-timed", "root operation", doc["root_ops"]))
+        if doc.get("classes"):
+            con.print(pairs(f"by class ({escape(str(doc.get('class_attribute')))})", "class", doc["classes"]))
     cp = doc.get("critical_path") or {}
     if changes and cp.get("changed"):
         moves = ", ".join(f"{escape(m['from'])} → {escape(m['to'])} ({m['share']:.0%})" for m in cp["moves"][:3])

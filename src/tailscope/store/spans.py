@@ -428,6 +428,21 @@ class SpanStore:
                 )
         return out
 
+    def attribute_values(self, set_name: str, key: str) -> dict[str, dict[str, str]]:
+        """Per trace, ``{span id: value as text}`` of the spans whose attributes carry ``key`` (a full attribute
+        name, dots included, e.g. ``tailscope.request.class``); traces without it are left out."""
+        self.get_set(set_name)
+        path = '$."' + key.replace('"', '\\"') + '"'
+        sql = (
+            "SELECT trace_id, span_id, json_extract_string(attributes, ?) AS v FROM spans "
+            "WHERE set_name = ? AND attributes IS NOT NULL AND v IS NOT NULL"
+        )
+        out: dict[str, dict[str, str]] = {}
+        with self.db.read() as con:
+            for tid, sid, value in con.execute(sql, [path, set_name]).fetchall():
+                out.setdefault(tid, {})[sid] = value
+        return out
+
     def iter_call_rows(self, set_name: str, *, chunk: int = 100_000) -> Iterator[tuple[str, int, int, str | None]]:
         """Every span of the set as ``(name, start ns, duration ns, attributes as JSON text or None)``, in no
         particular order (what the cacheability score reads)."""

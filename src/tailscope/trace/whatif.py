@@ -31,6 +31,9 @@ ends its *tail* (its own time after its last blocking child ended) after the las
 duration. Non-blocking children (follows-from, CONSUMER) are re-timed but never hold their parent. Without changes
 every span keeps its times exactly. All changes apply together (their order does not matter).
 
+Outcomes carry the trace's class (:func:`trace_class`: a span attribute, read on the primary root, else on the
+earliest span carrying it), and the summary repeats the distributions per class when some trace has one.
+
 The critical path is computed before and after (``default`` policy) on each trace; its *dominant operation* is the
 non-root operation with the most exclusive path time. A trace whose dominant operation changed tells that another
 branch became critical: making one leaf faster may leave the tail where it was.
@@ -372,13 +375,15 @@ def dominant_op(tree: TraceTree, starts: Sequence[int] | None = None, ends: Sequ
 
 @dataclass(frozen=True, slots=True)
 class TraceOutcome:
-    """One trace before and after: root operation, durations (ns) and dominant critical-path operations."""
+    """One trace before and after: root operation, durations (ns), dominant critical-path operations and class
+    (None: the trace names none)."""
 
     root_op: str
     before_ns: float
     after_ns: float
     before_path: str = ""
     after_path: str = ""
+    klass: str | None = None
 
 
 def project_trace(
@@ -388,26 +393,44 @@ def project_trace(
     paths: bool = True,
     anchors_of: dict[int, list[int]] | None = None,
     names: Iterable[str] | None = None,
+    klass: str | None = None,
 ) -> TraceOutcome | None:
     """One trace's outcome under ``plan`` (None for an empty tree); ``anchors_of`` as in :func:`retime`; ``names``
-    (the tree's distinct span names, when known) lets a trace no change touches skip the re-timing."""
+    (the tree's distinct span names, when known) lets a trace no change touches skip the re-timing; ``klass`` is the
+    trace's class, carried into the outcome."""
     p = tree.primary
     if p < 0:
         return None
     if names is not None and not paths and not any(plan.rule(n) for n in names):
         d = float(tree.ends[p] - tree.starts[p])
-        return TraceOutcome(tree.names[p], d, d)
+        return TraceOutcome(tree.names[p], d, d, klass=klass)
     rt = retime(tree, plan, anchors_of)
     before = float(tree.ends[p] - tree.starts[p])
     after = rt.ends[p] - rt.starts[p]
     if not paths:
-        return TraceOutcome(tree.names[p], before, after)
+        return TraceOutcome(tree.names[p], before, after, klass=klass)
     b = dominant_op(tree)
     if after == before and not any(rt.gone) and rt.starts == [float(x) for x in tree.starts]:
         a = b
     else:
         a = dominant_op(tree, [round(x) for x in rt.starts], [round(x) for x in rt.ends], rt.gone)
-    return TraceOutcome(tree.names[p], before, after, b, a)
+    return TraceOutcome(tree.names[p], before, after, b, a, klass)
+
+
+def trace_class(tree: TraceTree, values: Mapping[str, str] | None) -> str | None:
+    """A trace's class from ``values`` (span id → the class attribute's value, for the spans that carry it): the
+    primary root's value, else that of the earliest span carrying one (None when no span does)."""
+    if not values:
+        return None
+    if tree.primary >= 0:
+        got = values.get(tree.span_ids[tree.primary])
+        if got is not None:
+            return got
+    for sid in tree.span_ids:  # in start order
+        got = values.get(sid)
+        if got is not None:
+            return got
+    return None
 
 
 # --------------------------------------------------------------------------------------------------- summaries
@@ -449,15 +472,14 @@ class Projection:
     outcomes: list[TraceOutcome] = field(default_factory=list)
 
     def arrays(self, root_op: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        rows = [o for o in self.outcomes if root_op is None or o.root_op == root_op]
-        before = np.fromiter((o.before_ns for o in rows), dtype=np.float64, count=len(rows))
-        after = np.fromiter((o.after_ns for o in rows), dtype=np.float64, count=len(rows))
-        return before, after
+        return _arrays([o for o in self.outcomes if root_op is None or o.root_op == root_op])
 
     def summary(self, *, resamples: int = 200, confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
         """``before``, ``after`` (:func:`distribution`), ``saving`` (ms per stat), ``root_ops`` (the same per root
-        operation), ``critical_path`` (share of traces whose dominant path operation changed, and to what) and
-        ``distribution`` (the root durations' percentiles 0, 1, …, 100 before and after, ms: the CDFs)."""
+        operation), ``classes`` (the same per class, with ``count``, when some trace has a class: traces without one
+        are ``(none)``; absent otherwise), ``critical_path`` (share of traces whose dominant path operation changed,
+        and to what) and ``distribution`` (the root durations' percentiles 0, 1, …, 100 before and after, ms: the
+        CDFs)."""
         before, after = self.arrays()
         doc: dict[str, Any] = _pair(before, after, resamples, confidence, seed)
         ops: dict[str, int] = {}
@@ -470,6 +492,14 @@ class Projection:
             }
         else:
             doc["root_ops"] = {op: {k: doc[k] for k in ("before", "after", "saving")} for op in ops}
+        by_class: dict[str, list[TraceOutcome]] = {}
+        for o in self.outcomes:
+            by_class.setdefault(NO_CLASS if o.klass is None else o.klass, []).append(o)
+        if set(by_class) - {NO_CLASS}:
+            doc["classes"] = {
+                k: {"count": len(rows), **_pair(*_arrays(rows), resamples, confidence, seed)}
+                for k, rows in sorted(by_class.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+            }
         doc["critical_path"] = self.path_changes()
         if before.size:
             qs = np.linspace(0.0, 1.0, 101)
@@ -499,6 +529,16 @@ class Projection:
             "moves": [{"from": a or "(root)", "to": b or "(root)", "traces": k, "share": round(k / n, 4)}
                       for (a, b), k in top],
         }  # fmt: skip
+
+
+#: The class of traces without one, beside traces with one.
+NO_CLASS = "(none)"
+
+
+def _arrays(rows: Sequence[TraceOutcome]) -> tuple[np.ndarray, np.ndarray]:
+    before = np.fromiter((o.before_ns for o in rows), dtype=np.float64, count=len(rows))
+    after = np.fromiter((o.after_ns for o in rows), dtype=np.float64, count=len(rows))
+    return before, after
 
 
 def _pair(before: np.ndarray, after: np.ndarray, resamples: int, confidence: float, seed: int) -> dict[str, Any]:

@@ -3,10 +3,13 @@
 Whatever its shape, a large file is cut so that every CPU parses a share of it:
 
 * **JSON lines** are cut at line ends into byte ranges; each piece knows the number of its first line.
-* **One large JSON document** (OTLP or Jaeger) is parsed once here, and its span arrays (OTLP) or trace list
-  (Jaeger) are cut into slices re-encoded with orjson; each slice knows where it lies in the document
-  (``resourceSpans[0].scopeSpans[0].spans`` and the index of its first element), so problems are reported at
-  the same positions as when the document is parsed whole.
+* **One large OTLP JSON document** is not parsed here: its span arrays are found in its bytes
+  (:mod:`tailscope.trace.ingest.rawcut`) and cut into byte slices of whole span objects; each slice knows where it
+  lies in the document (``resourceSpans[0].scopeSpans[0].spans`` and the index of its first element), so problems
+  are reported at the same positions as when the document is parsed whole. A slice that does not parse sends the
+  whole file back to the ordinary reader (:class:`DamagedPiece`). A document of another shape (Jaeger, Jaeger
+  api_v3's ``result``) is parsed once here, and its trace list or span arrays are cut into slices re-encoded with
+  orjson.
 * **OTLP protobuf** is decoded once here, and each scope's spans are cut into slices re-serialized as ``ScopeSpans``
   messages.
 
@@ -34,6 +37,7 @@ from tailscope.trace.ingest.otlp import (
     proto_span_lists,
     proto_span_rows,
 )
+from tailscope.trace.ingest.rawcut import marker_index, span_arrays
 
 #: Files smaller than this are one piece (cutting costs more than it saves).
 SPLIT_MIN_BYTES = 8_000_000
@@ -49,8 +53,9 @@ class Piece:
     Attributes:
         path: the file (problems name it).
         fmt: the format the user asked for (``auto`` or a name).
-        kind: ``file`` (the whole file), ``lines`` (a byte range of JSON lines), ``otlp``/``jaeger`` (slices of a
-            JSON document's span arrays or trace list) or ``proto`` (slices of a protobuf request's scopes).
+        kind: ``file`` (the whole file), ``lines`` (a byte range of JSON lines), ``otlp-raw`` (byte slices of an
+            OTLP JSON document's span arrays), ``otlp``/``jaeger`` (re-encoded slices of a JSON document's span
+            arrays or trace list) or ``proto`` (slices of a protobuf request's scopes).
         start: ``lines``: the first byte.
         end: ``lines``: the byte after the last one.
         first_line: ``lines``: the number of the first line.
@@ -66,9 +71,25 @@ class Piece:
     groups: tuple[Group, ...] = ()
 
 
+class DamagedPiece(Exception):
+    """A byte slice of a document's span array is not valid JSON: read the whole file with the ordinary reader
+    (it reports the damage at its position and salvages what precedes it)."""
+
+
 def piece_rows(piece: Piece, ctx: ParseContext) -> Iterator[dict[str, Any]]:
-    """Store rows of one piece (problems go to ``ctx``)."""
-    if piece.kind == "file":
+    """Store rows of one piece (problems go to ``ctx``).
+
+    Raises:
+        DamagedPiece: an ``otlp-raw`` piece whose slices do not parse (before any row is yielded).
+    """
+    if piece.kind == "otlp-raw":
+        try:  # every slice first: a damaged piece yields nothing
+            arrays = [loads_json(data) for _, _, _, data in piece.groups]
+        except json.JSONDecodeError:
+            raise DamagedPiece(piece.path) from None
+        for (prefix, service, first, _), spans in zip(piece.groups, arrays, strict=True):
+            yield from otlp_span_rows(spans, service, prefix, ctx, first)
+    elif piece.kind == "file":
         yield from iter_file_rows(piece.path, piece.fmt, ctx)
     elif piece.kind == "lines":
         with open_trace_file(Path(piece.path), piece.fmt) as fh:
@@ -136,7 +157,38 @@ def _line_pieces(fh: Any, path: str, fmt: str, size: int, parts: int) -> Iterato
             return
 
 
+def _raw_otlp_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> list[Piece] | None:
+    """Pieces of byte slices of an OTLP JSON document's span arrays (see :mod:`~tailscope.trace.ingest.rawcut`);
+    None when the document is not of that shape (then it is parsed here)."""
+    found = span_arrays(raw)
+    if found is None:
+        return None
+    skeleton, raw_arrays = found
+    try:
+        doc = loads_json(skeleton)
+    except json.JSONDecodeError:
+        return None
+    if (detect_json_format(doc) if fmt == "auto" else fmt) != "otlp-json":
+        return None
+    walk = ParseContext(source=ctx.source, rules=ctx.rules, max_problems=ctx.max_problems)
+    arrays: list[tuple[str, str, Any]] = []
+    for prefix, service, spans in otlp_span_lists(doc, walk):
+        k = marker_index(spans)
+        if k is None:
+            return None  # a span array the scan did not find: read the document whole
+        arrays.append((prefix, service, raw_arrays[k]))
+    for problem in walk.problems:
+        ctx.problem(problem.position, problem.message)
+    ctx.dropped += walk.dropped - len(walk.problems)
+    return list(_cut("otlp-raw", arrays, path, fmt, parts, bytes))
+
+
 def _document_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> Iterator[Piece]:
+    if fmt in ("auto", "otlp-json"):
+        cut = _raw_otlp_pieces(raw, path, fmt, parts, ctx)
+        if cut is not None:
+            yield from cut
+            return
     try:
         doc = loads_json(raw)
     except json.JSONDecodeError:

@@ -12,7 +12,7 @@ import gc
 import marshal
 import multiprocessing
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
@@ -23,7 +23,7 @@ from tailscope.errors import TraceFormatError
 from tailscope.store.spans import SpanStore, write_rows_files
 from tailscope.trace.facts import TraceFacts, facts_from_rows, facts_from_tuple, facts_to_tuple
 from tailscope.trace.ingest.common import ParseContext, Problem
-from tailscope.trace.ingest.pieces import Piece, piece_rows, split_file
+from tailscope.trace.ingest.pieces import DamagedPiece, Piece, piece_rows, split_file
 from tailscope.trace.layers import LayerRule
 from tailscope.trace.tree import SpanRow
 
@@ -79,10 +79,14 @@ def _mp_context() -> BaseContext:
 
 
 def _parse_piece(piece: Piece, rules: Sequence[LayerRule], out: str) -> tuple[int, list[Problem], int, list[str]]:
-    """Parse one piece into batch files ``OUT.K.json`` (in a worker process or inline)."""
+    """Parse one piece into batch files ``OUT.K.json`` (in a worker process or inline); ``n`` is -1 for a
+    :class:`DamagedPiece` (nothing written: the file is read whole instead)."""
     ctx = ParseContext(source=piece.path, rules=rules)
     with no_cyclic_gc():
-        n, files = write_rows_files(Path(out), piece_rows(piece, ctx))
+        try:
+            n, files = write_rows_files(Path(out), piece_rows(piece, ctx))
+        except DamagedPiece:
+            return -1, [], 0, []
     return n, ctx.problems, ctx.dropped, [str(f) for f in files]
 
 
@@ -123,6 +127,10 @@ def ingest_paths(
     try:
         with _runner(n_workers) as submit, no_cyclic_gc():  # a large document is parsed here to be cut
             jobs: list[tuple[str, ParseContext, list[Any]]] = []
+
+            def whole(path: str, k: int) -> tuple[int, list[Problem], int, list[str]]:
+                return _parse_piece(Piece(path, fmt), tuple(rules), f"{stem}-{k}-whole")
+
             # enough pieces for every worker to have a few, whether they come from many files or from cutting few
             parts = -(-n_workers * PIECES_PER_WORKER // max(1, len(paths))) if n_workers > 1 else 1
             for path in map(str, paths):
@@ -133,7 +141,7 @@ def ingest_paths(
                     for k, piece in enumerate(pieces)
                 ]
                 jobs.append((path, ctx, futures))
-            written = _collect(jobs, report)
+            written = _collect(jobs, report, whole)
         _check_something_loaded(report)
         store.fold(set_name, written, source=", ".join(str(p) for p in paths)[:500])
     finally:
@@ -190,15 +198,25 @@ def rows_facts(
     return [facts_from_rows(t, policy=policy, async_blocking=async_blocking) for t in traces]
 
 
-def _collect(jobs: list[tuple[str, ParseContext, list[Any]]], report: IngestReport) -> list[Path]:
+def _collect(
+    jobs: list[tuple[str, ParseContext, list[Any]]],
+    report: IngestReport,
+    whole: Callable[[str, int], tuple[int, list[Problem], int, list[str]]],
+) -> list[Path]:
     """Wait for every piece of every file, in order; add spans and problems per file to ``report``; return the
-    batch files written."""
+    batch files written. A file with a damaged piece is read again whole by ``whole(path, index)``, its pieces
+    dropped."""
     written: list[Path] = []
-    for path, ctx, futures in jobs:
-        n_file = 0
+    for k, (path, ctx, futures) in enumerate(jobs):
+        results = [fut.result() for fut in futures]
         problems, dropped = list(ctx.problems), ctx.dropped
-        for fut in futures:
-            n, found, lost, files = fut.result()
+        if any(r[0] < 0 for r in results):
+            for _, _, _, files in results:
+                for f in files:
+                    Path(f).unlink(missing_ok=True)
+            results, problems, dropped = [whole(path, k)], [], 0
+        n_file = 0
+        for n, found, lost, files in results:
             written.extend(Path(f) for f in files)
             n_file += n
             problems.extend(found)
