@@ -93,6 +93,7 @@ def sim(
     from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params, write_export_chunks
     from tailscope.metrics.document import run_to_json
     from tailscope.report.console import print_summary
+    from tailscope.report.sim_console import print_sim
 
     err = err_console()
 
@@ -117,32 +118,8 @@ def sim(
     with text_to:
         err.print(f"[cyan]target: {out.run.target.description}[/]")
         print_summary(run_to_json(out.run), out.summary_dict(), _stdout())
-        hit = res.prefix_hit_rate
-        print(
-            f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
-            f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
-            f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
-        )
-        if res.kv_transfer_s or res.kv_swapped_tokens or res.recompute_tokens:
-            print(
-                f"KV: {res.kv_transfer_s:,.1f} s of prefill→decode transfers, {res.kv_swapped_tokens:,} tokens swapped "
-                f"to/from host ({res.kv_swap_s:,.2f} s), {res.recompute_tokens:,} tokens recomputed after preemption"
-            )
-        for t, change, why in res.scale_events:
-            print(f"autoscaler: t={t:,.0f}s {change:+d} replica(s) ({why})")
-        if autoscale is not None and res.timeline:
-            _stdout().print(_timeline_table(res.timeline))
-        if out.prediction_interval is not None:
-            rows = ", ".join(
-                f"{m} {p} {lo:,.1f}–{hi:,.1f} ms"
-                for m, pcts in out.prediction_interval.items()
-                for p, (lo, hi) in pcts.items()
-            )
-            src = out.prediction_interval_source or {}
-            if src.get("kind") == "residuals":
-                print(f"90% prediction interval (step-model residuals on {src.get('label')}): {rows}")
-            else:
-                print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
+        print_sim(_stdout(), res, timeline=autoscale is not None, interval=out.prediction_interval,
+                  interval_source=out.prediction_interval_source)  # fmt: skip
     if json_out is not None:
         write_export_chunks(json_out, out.export_chunks())
         if not json_to_stdout(json_out):
@@ -153,29 +130,6 @@ def sim(
         write_report(html_out, out)
         err.print(f"wrote {html_out}")
     err.print(f"run {out.run.id} stored (kind sim)")
-
-
-def _timeline_table(timeline: list[dict[str, Any]], max_rows: int = 24) -> Any:
-    """Every k-th 10-second window of the timeline (at most ``max_rows`` rows) as a rich table."""
-    from rich.table import Table
-
-    step = max(1, -(-len(timeline) // max_rows))
-    t = Table(title="Timeline (10 s windows)", title_justify="left", show_edge=False, header_style="bold")
-    for col in ("t (s)", "replicas", "cold", "waiting", "running", "KV use", "TTFT p99 ms", "done"):
-        t.add_column(col, justify="right")
-    for row in timeline[::step]:
-        p99 = row.get("ttft_p99_ms")
-        t.add_row(
-            f"{row['t_s']:,.0f}",
-            str(row["replicas_ready"]),
-            str(row["replicas_pending"]),
-            str(row["waiting"]),
-            str(row["running"]),
-            f"{row['kv_usage']:.0%}",
-            "—" if p99 is None else f"{p99:,.0f}",
-            str(row["completed"]),
-        )
-    return t
 
 
 app = command_app()
