@@ -122,6 +122,15 @@ def err_console() -> Any:
     return Console(stderr=True)
 
 
+def warn_exposed(command: str, host: str, why: str) -> None:
+    """Warn on stderr when ``--host`` is not loopback: ``why`` says what else that exposes."""
+    from tailscope.serve.server import is_loopback
+
+    if not is_loopback(host):
+        print(f"tailscope {command}: warning: --host {host} accepts connections from other machines{why}. Use --host "
+              "127.0.0.1 unless you mean it.", file=sys.stderr)  # fmt: skip
+
+
 def command_app(**kwargs: Any) -> typer.Typer:
     """A command module's Typer: plain (not rich-markup) help like the root app, no shell-completion options."""
     return typer.Typer(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False, **kwargs)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from tailscope.cli.common import command_app
+
+if TYPE_CHECKING:
+    from tailscope.serve.options import ServeOptions
 
 _EXAMPLES = """
 Examples:
@@ -72,60 +76,23 @@ def serve(
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
-    import asyncio
     import contextlib
 
-    from tailscope.serve.engine_factory import EngineFlags, build_replica
+    from tailscope.api.serve import run_server
+    from tailscope.cli.common import warn_exposed
+    from tailscope.serve.engine_factory import EngineFlags
     from tailscope.serve.faults import FaultConfig
-    from tailscope.serve.server import is_loopback, serve_forever
 
-    faults = FaultConfig(
-        fail_rate=fail_rate,
-        rate_limit_rate=rate_limit_rate,
-        retry_after_s=retry_after,
-        stall_prob=stall_prob,
-        stall_ms=stall_ms,
-        disconnect_prob=disconnect_prob,
-        malformed_rate=malformed_rate,
-        seed=seed,
-    )
-    flags = EngineFlags(
-        tp=tp,
-        weights_dtype=weights_dtype,
-        kv_dtype=kv_dtype,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization,
-        enable_prefix_caching=not no_prefix_caching,
-        max_model_len=max_model_len,
-        calibration=calibration,
-        gpu_file=gpu_file,
-        backend=engine_kind,
-        ep=ep,
-    )
-    engine, options = build_replica(
-        model,
-        gpu,
-        flags=flags,
-        served_model_name=served_model_name,
-        speed=speed,
-        seed=seed,
-        faults=faults,
-        frontend_latency=frontend_latency,
-    )
-    if otlp_endpoint is not None or reasoning_tokens:
-        import dataclasses
+    faults = FaultConfig(fail_rate=fail_rate, rate_limit_rate=rate_limit_rate, retry_after_s=retry_after,
+                         stall_prob=stall_prob, stall_ms=stall_ms, disconnect_prob=disconnect_prob,
+                         malformed_rate=malformed_rate, seed=seed)  # fmt: skip
+    flags = EngineFlags(tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+                        enable_prefix_caching=not no_prefix_caching, max_model_len=max_model_len,
+                        calibration=calibration, gpu_file=gpu_file, backend=engine_kind, ep=ep)  # fmt: skip
+    warn_exposed("serve", host, "; the server has no authentication")
 
-        options = dataclasses.replace(options, otlp_endpoint=otlp_endpoint, reasoning_tokens=reasoning_tokens)
-        options.validate()
-    if not is_loopback(host):
-        print(
-            f"tailscope serve: warning: --host {host} accepts connections from other machines; the server has no "
-            "authentication. Use --host 127.0.0.1 unless you mean it.",
-            file=sys.stderr,
-        )
-
-    def ready(url: str) -> None:
+    def ready(options: ServeOptions, url: str) -> None:
         print(f"tailscope serve: built-in simulated engine, {options.description}")
         if faults.any:
             print(f"fault injection on: {faults}")
@@ -134,9 +101,9 @@ def serve(
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
-        asyncio.run(
-            serve_forever(engine, options, host=host, port=port, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)
-        )
+        run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, served_model_name=served_model_name,
+                   speed=speed, seed=seed, frontend_latency=frontend_latency, otlp_endpoint=otlp_endpoint,
+                   reasoning_tokens=reasoning_tokens, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
     print("tailscope serve: stopped", file=sys.stderr)
 
 
