@@ -23,8 +23,6 @@ Examples:
   tailscope checklist --contract contract.yaml --attest on_call --attest canary --json
 """
 
-_MARK = {"evidenced": "✔", "attested": "✎", "missing": "✘"}
-
 
 def checklist(
     contract: Path | None = typer.Option(None, "--contract", help="The service's contract YAML."),
@@ -37,24 +35,13 @@ def checklist(
     db: Path | None = DB,
 ) -> None:
     from tailscope.api.checklist import checklist as run_checklist
+    from tailscope.report.verify import checklist_text
 
     result = run_checklist(contract=contract, alerts=alerts, target_rps=target_rps, attest=attest, store=db)
     if not emit_json(result.to_dict(), json_out):
         if json_out is not None:
             err_console().print(f"wrote {json_out}")
-        lines = ["Pre-launch checklist (the method, article 003 §5.1)", ""]
-        for i, item in enumerate(result.items, 1):
-            lines.append(f"{_MARK.get(item.status, '?')} {i:>2}. {item.title}  [{item.id}: {item.status}]")
-            lines.append(f"       {item.evidence}")
-            if item.status == "missing":
-                lines.append(f"       counts: {item.counts}")
-        done = len(result.items) - len(result.missing)
-        lines.append("")
-        lines.append(
-            f"{done} of {len(result.items)} items evidenced or attested"
-            + (f"; missing: {', '.join(i.id for i in result.missing)}" if result.missing else " — ready to launch")
-        )
-        typer.echo("\n".join(lines))
+        typer.echo(checklist_text(result))
     raise typer.Exit(result.exit_code)
 
 

@@ -115,6 +115,20 @@ def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> N
         err_console().print(f"wrote {path}")
 
 
+def emit_answer(doc: dict[str, Any], path: Path | None, render: Callable[[Any], None]) -> None:
+    """A planner's answer: the table on a stdout console (or only the JSON with ``--json -``), then the JSON written
+    to ``path`` when one is given."""
+    from tailscope.report.console import stdout_console
+
+    text = json.dumps(doc, indent=1, default=str)
+    if path is not None and str(path) == "-":
+        print(text)
+        return
+    render(stdout_console())
+    if path is not None:
+        write_text(path, text, "--json")
+
+
 def err_console() -> Any:
     """A rich console on stderr (progress, notes, 'wrote …' lines)."""
     from rich.console import Console

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from tailscope.cli.common import command_app
+from tailscope.cli.common import command_app, emit_answer
 from tailscope.errors import ConfigError
 
 plan_app = command_app(
@@ -18,22 +17,6 @@ plan_app = command_app(
     ),
     no_args_is_help=True,
 )
-
-
-def _emit(doc: dict[str, Any], json_out: Path | None, render: Callable[[Any], None]) -> None:
-    """Print the table (or only JSON with ``--json -``) and write JSON when asked."""
-    import json
-
-    from tailscope.cli.common import write_text
-    from tailscope.report.console import stdout_console
-
-    text = json.dumps(doc, indent=1, default=str)
-    if json_out is not None and str(json_out) == "-":
-        print(text)
-        return
-    render(stdout_console())
-    if json_out is not None:
-        write_text(json_out, text, "--json")
 
 
 _JSON = typer.Option(None, "--json", help="Also write the answer as JSON to this file ('-' = stdout only JSON).")
@@ -60,7 +43,7 @@ def kv(
 
     p = plan_kv(model, context=context, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu=gpu, tp=tp,
                 gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
-    _emit(p.to_dict(), json_out, lambda con: print_kv(con, p))
+    emit_answer(p.to_dict(), json_out, lambda con: print_kv(con, p))
 
 
 @plan_app.command("estimate")
@@ -86,7 +69,7 @@ def estimate(
     e = plan_estimate(model, gpu, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency,
                       tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration)  # fmt: skip
     title = f"{model} on {tp} × {gpu}: {input_tokens} in / {output_tokens} out at concurrency {concurrency}"
-    _emit(e.to_dict(), json_out, lambda con: print_estimate(con, e, title=title, calibration=calibration))
+    emit_answer(e.to_dict(), json_out, lambda con: print_estimate(con, e, title=title, calibration=calibration))
 
 
 @plan_app.command("capacity")
@@ -140,7 +123,7 @@ def capacity(
       tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --slo e2e_p95=8s \
           --output-tokens 350   # each stream needs ≥ 44 tok/s to finish 350 tokens within 8 s
     """
-    from tailscope.report.plan_console import print_capacity, print_napkin
+    from tailscope.report.plan_console import capacity_notes, print_capacity, print_napkin
 
     if users is not None or tokens_per_user_s is not None or gpu_tokens_s is not None:
         if users is None or gpu_tokens_s is None or (tokens_per_user_s is None and not slo):
@@ -155,7 +138,7 @@ def capacity(
             raise ConfigError(f"--output-tokens {output_tokens!r}: the napkin form takes a mean, e.g. 350") from None
         n = plan_napkin(users=users, tokens_per_user_s=tokens_per_user_s, gpu_tokens_s=gpu_tokens_s,
                         headroom=headroom, slo=slo, output_tokens=mean_out)  # fmt: skip
-        _emit(n.to_dict(), json_out, lambda con: print_napkin(con, n))
+        emit_answer(n.to_dict(), json_out, lambda con: print_napkin(con, n))
         return
     if model is None or gpu is None or target_rps is None:
         raise ConfigError("plan capacity needs --model, --gpu and --target-rps (or the napkin form: --users …)")
@@ -169,19 +152,10 @@ def capacity(
 
     def render(con: Any) -> None:
         print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds)
-        if r.confidence is not None and r.best is not None:
-            con.print(f"meets the SLOs with ≥ 90% confidence (intervals from the residuals on {r.confidence['label']})")
-        if r.disagg is not None:
-            d = r.disagg
-            if d["answer"] is None:
-                con.print(f"disaggregated: none of {len(d['tried'])} splits met the SLOs")
-            else:
-                con.print(
-                    f"disaggregated: {d['answer']} (prefill TP{d['prefill_tp']}, decode TP{d['decode_tp']}; "
-                    f"{d['gpus']} GPUs; {len(d['tried'])} simulated)"
-                )
+        for line in capacity_notes(r.confidence, r.best is not None, r.disagg):
+            con.print(line)
 
-    _emit(r.to_dict(), json_out, render)
+    emit_answer(r.to_dict(), json_out, render)
 
 
 @plan_app.command("cost")
@@ -224,7 +198,7 @@ def cost(
         from tailscope.api.plan import plan_unit_cost
 
         u = plan_unit_cost(tokens_per_day=tokens_per_day, gpu_hours=gpu_hours, bill=bill, gpu_price=gpu_price)
-        _emit(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
+        emit_answer(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
         return
     from tailscope.api.plan import plan_cost
 
@@ -239,7 +213,7 @@ def cost(
                   daily_requests=daily_requests, ops_usd_per_month=ops_usd_per_month, cached_share=cached_share,
                   cache_write_share=cache_write_share, cache_read_mult=cache_read_mult,
                   cache_write_mult=cache_write_mult, store=store_path(db))  # fmt: skip
-    _emit(c.to_dict(), json_out, lambda con: print_cost(con, c))
+    emit_answer(c.to_dict(), json_out, lambda con: print_cost(con, c))
 
 
 @plan_app.command("budget")
@@ -281,7 +255,7 @@ def budget(
                        out=out, store=store_path(db))  # fmt: skip
     doc = plan.to_dict()
     doc["contract"] = plan.contract()
-    _emit(doc, json_out, lambda con: print_budget(con, plan, out))
+    emit_answer(doc, json_out, lambda con: print_budget(con, plan, out))
     if not plan.ok:
         raise typer.Exit(1)
 
