@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app
 
 _EXAMPLES = """
@@ -31,8 +32,8 @@ def app_command(
     incident: str = typer.Option(
         "", "--incident", help="Incidents: pool-exhaustion, sync-audit, slow-dns, no-reuse, sse-buffering."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
-    port: int = typer.Option(8080, "--port", help="Port to listen on (0 = a free one)."),
+    host: opt.Host = "127.0.0.1",
+    port: opt.Port = 8080,
     time_scale: float = typer.Option(1.0, "--time-scale", help="Run every cost F times as long (0.1 = 10× faster)."),
     llm_url: str | None = typer.Option(
         None, "--llm-url", help="OpenAI-compatible server for the model calls (default: built-in engines)."

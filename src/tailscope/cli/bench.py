@@ -16,9 +16,8 @@ from tailscope.api.bench import RepeatedBench, bench_repeat
 from tailscope.api.bench import bench as run_bench
 from tailscope.api.bench import find_max as run_find_max
 from tailscope.api.bench import sweep as run_sweep
+from tailscope.cli import common as opt
 from tailscope.cli.common import (
-    DB,
-    JSON_OUT,
     command_app,
     err_console,
     json_to_stdout,
@@ -83,28 +82,20 @@ def bench(
     ),
     model: str | None = typer.Option(None, "--model", help="Model name to request (default: the first listed)."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat (/v1/chat/completions) or completions."),
-    profile: Path | None = typer.Option(None, "--profile", help="Workload profile YAML (flags override its fields)."),
-    concurrency: int | None = typer.Option(
-        None,
-        "--concurrency",
-        "-c",
-        "--max-concurrency",
-        help="Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop).",
-    ),
-    rate: float | None = typer.Option(None, "--rate", "-r", "--request-rate", help="Open loop: requests per second."),
-    arrival: str = typer.Option("poisson", "--arrival", help="Open-loop process: constant, poisson or gamma."),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson)."),
-    requests: int | None = typer.Option(
-        None, "--requests", "-n", "--num-prompts", help="Stop after N requests (warmup included)."
-    ),
-    duration: float | None = typer.Option(None, "--duration", help="Stop starting requests after this many seconds."),
-    warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
-    input_tokens: str = typer.Option("256", "--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG."),
-    output_tokens: str = typer.Option("128", "--output-tokens", help="Same forms as --input-tokens (max_tokens)."),
+    profile: opt.Profile = None,
+    concurrency: opt.Concurrency = None,
+    rate: opt.Rate = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    requests: opt.Requests = None,
+    duration: opt.Duration = None,
+    warmup: opt.Warmup = 0,
+    input_tokens: opt.InputTokens = "256",
+    output_tokens: opt.OutputTokens = "128",
     seed: int = typer.Option(0, "--seed", help="Seed for lengths, prompts and arrivals."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
-    json_out: Path | None = JSON_OUT,
-    html_out: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to this file."),
+    json_out: opt.ExportOut = None,
+    html_out: opt.HtmlOut = None,
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="tokenizer.json for exact prompt/token counts."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
     ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Send ignore_eos (vLLM/SGLang)."),
@@ -128,8 +119,8 @@ def bench(
     ),
     builtin_model: str = typer.Option("llama-3.1-8b", "--builtin-model", help="Model of the built-in engine."),
     builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
-    db: Path | None = DB,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
+    db: opt.Db = None,
+    quiet: opt.Quiet = False,
     http_client: str = typer.Option(
         "raw", "--http-client", help="raw (lean, stamps tokens at the socket; default) or aiohttp."
     ),

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console, json_path_option
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_json, err_console, json_path_option
 
 _HELP = """The pre-launch checklist of the method (12 items): each shown as evidenced by the store (three baseline
 runs, a contract, alert rules generated, a drill passed, 20 % capacity headroom, instrumentation), attested by a
@@ -32,7 +33,7 @@ def checklist(
     ),
     attest: list[str] = typer.Option([], "--attest", help="An item a person vouches for (repeatable)."),
     json_out: Path | None = json_path_option("the checklist"),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.checklist import checklist as run_checklist
     from tailscope.report.verify import checklist_text

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console, store_path, verbatim, write_text
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_json, err_console, store_path, verbatim, write_text
 
 _HELP = """Run a degradation drill: a bounded load against the target, a fault switched on at fault.at_s for fault.for_s
 (the app's llm-down, llm-slow, retrieval-down, db-slow, or a tailscope proxy rule), error rate and latency measured in
@@ -32,8 +33,8 @@ def drill_command(
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here ('-' = stdout)."),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the load."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not keep the drill's run in the store."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
-    db: Path | None = DB,
+    quiet: opt.Quiet = False,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.drill import drill
     from tailscope.errors import ConfigError, TargetError

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, write_text
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_json, write_text
 from tailscope.errors import NotFoundError, TailscopeError
 
 _HELP = """Check a run against a performance contract (SLOs, regressions vs a baseline, dependency layers).
@@ -59,7 +60,7 @@ def gate(
     ),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here ('-' = stdout)."),
     seed: int | None = typer.Option(None, "--seed", help="Bootstrap seed (default: the contract's, else 0)."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.verify import gate as run_gate
     from tailscope.api.verify import load_layer_samples, load_run

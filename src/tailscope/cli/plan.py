@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, emit_answer
 from tailscope.errors import ConfigError
 
@@ -25,12 +26,12 @@ _CAL = typer.Option(None, "--calibration", help="Calibration file (e.g. a digita
 
 @plan_app.command("kv")
 def kv(
-    model: str = typer.Option(..., "--model", help="Catalog id or a config.json path."),
+    model: opt.Model,
     context: int = typer.Option(..., "--context", help="Tokens per sequence (prompt + output)."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16, fp8 or int8."),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype", help="bf16, fp8, int8 or int4."),
+    weights_dtype: opt.WeightsDtype = None,
     gpu: str | None = typer.Option(None, "--gpu", help="GPU catalog id (for capacity and concurrency)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    tp: opt.Tp = 1,
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
     json_out: Path | None = _JSON,
 ) -> None:
@@ -48,14 +49,14 @@ def kv(
 
 @plan_app.command("estimate")
 def estimate(
-    model: str = typer.Option(..., "--model", help="Catalog id or a config.json path."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU catalog id."),
+    model: opt.Model,
+    gpu: opt.Gpu,
     input_tokens: int = typer.Option(..., "--input-tokens"),
     output_tokens: int = typer.Option(..., "--output-tokens"),
     concurrency: int = typer.Option(1, "--concurrency", help="Steady requests in flight on the replica."),
-    tp: int = typer.Option(1, "--tp"),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    tp: opt.Tp = 1,
+    weights_dtype: opt.WeightsDtype = None,
+    kv_dtype: opt.KvDtype = "bf16",
     calibration: Path | None = _CAL,
     json_out: Path | None = _JSON,
 ) -> None:
@@ -76,7 +77,7 @@ def estimate(
 def capacity(
     model: str | None = typer.Option(None, "--model"),
     gpu: str | None = typer.Option(None, "--gpu"),
-    profile: Path | None = typer.Option(None, "--profile", help="Workload profile (lengths and mix)."),
+    profile: opt.Profile = None,
     input_tokens: str = typer.Option("512", "--input-tokens", help="Length spec when no profile is given."),
     output_tokens: str | None = typer.Option(
         None, "--output-tokens", help="Length spec when no profile is given (256); napkin form: mean output tokens."
@@ -87,8 +88,8 @@ def capacity(
     tp: str = typer.Option("1,2,4,8", "--tp", help="TP degrees to consider, e.g. 1,2,4."),
     max_replicas: int = typer.Option(1024, "--max-replicas", help="The most replicas of one configuration."),
     gpu_price: float | None = typer.Option(None, "--gpu-price", help="USD per GPU-hour (ranks by cost)."),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    weights_dtype: opt.WeightsDtype = None,
+    kv_dtype: opt.KvDtype = "bf16",
     calibration: Path | None = _CAL,
     sim_requests: int = typer.Option(
         1500, "--sim-requests", help="The fewest requests per simulation (more when the steady window needs them)."
@@ -102,7 +103,7 @@ def capacity(
     users: int | None = typer.Option(None, "--users", help="Napkin form: concurrent users."),
     tokens_per_user_s: float | None = typer.Option(None, "--tokens-per-user-s", help="Napkin form."),
     gpu_tokens_s: float | None = typer.Option(None, "--gpu-tokens-s", help="Napkin form: tokens/s one GPU gives."),
-    engine: str = typer.Option("vllm", "--engine", help="Serving engine: vllm, sglang or trtllm."),
+    engine: opt.Engine = "vllm",
     confidence: bool = typer.Option(
         False, "--confidence", help="Pass only when every SLO holds at the high end of the 90% prediction interval."
     ),
@@ -178,7 +179,7 @@ def cost(
     ),
     gpu_hours: float | None = typer.Option(None, "--gpu-hours", help="Unit cost: GPU-hours used that day."),
     bill: float | None = typer.Option(None, "--bill", help="Unit cost: the day's bill in USD."),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
     json_out: Path | None = _JSON,
 ) -> None:
     """$ per 1M output tokens and per request from a measured or simulated run; self-host vs API break-even (with
@@ -233,7 +234,7 @@ def budget(
         "(budgets from those shares unless --layer is given).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Write a performance contract (tailscope gate format)."),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
     json_out: Path | None = _JSON,
 ) -> None:
     """Per-layer latency budgets with a buffer; flags layers that cannot hold (exit 1); writes a contract.

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli import common as opt
+
 
 def routing(
     tier: list[str] = typer.Option(
@@ -25,7 +27,7 @@ def routing(
     slo_p50: str | None = typer.Option(None, "--slo-p50", help="P50 latency SLO, e.g. 1s."),
     slo_p95: str | None = typer.Option(None, "--slo-p95", help="P95 latency SLO, e.g. 3s."),
     seed: int = typer.Option(0, "--seed", help="Monte Carlo seed."),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
     json_out: Path | None = typer.Option(None, "--json", help="Also write JSON here ('-' = stdout only JSON)."),
 ) -> None:
     """Route request classes to model tiers (template / small / mid / frontier) behind a router: P50/P95 latency and

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, verbatim
 
 _HELP = """Put a fault-injecting proxy in front of a dependency: latency (fixed, uniform or lognormal, per direction),
@@ -32,7 +33,7 @@ def proxy_command(
     listen: int = typer.Option(..., "--listen", help="Port to listen on (0 = a free one)."),
     to: str = typer.Option(..., "--to", help="Upstream: a URL (http mode) or HOST:PORT (tcp mode)."),
     admin_port: int = typer.Option(0, "--admin-port", help="Admin API port (0 = a free one, printed)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
+    host: opt.Host = "127.0.0.1",
     mode: str = typer.Option("http", "--mode", help="http (rules per request) or tcp (per connection)."),
     rules_file: Path | None = typer.Option(None, "--rules", help="Rules YAML file (rules: [...])."),
     latency: str | None = typer.Option(
