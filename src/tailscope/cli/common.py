@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tailscope.errors import ConfigError
+from tailscope.errors import ConfigError, TailscopeError
 
 if TYPE_CHECKING:
     from tailscope.store.runs import RunStore
@@ -65,6 +65,12 @@ Calibration = Annotated[Path | None, typer.Option("--calibration", help=(
     "Calibration file: efficiencies, or a digital twin's twin.yaml."))]
 GpuFile = Annotated[Path | None, typer.Option("--gpu-file", help="YAML file with extra GPUs.")]
 # fmt: on
+
+
+class MissingInput(TailscopeError):
+    """Invalid input or missing data for a command whose exit code 1 means "failed" (gate, drill): exit code 2."""
+
+    exit_code = 2
 
 
 def store_path(db: Path | None) -> RunStore:

@@ -86,35 +86,17 @@ def show(
 ) -> None:
     """Show a run's summary again. Example: tailscope runs show latest --dialect vllm"""
     from tailscope.api.runs import show_run
-    from tailscope.metrics.document import run_to_json
-    from tailscope.report.console import dialect_renderable, print_summary, stdout_console
+    from tailscope.report.console import stdout_console
+    from tailscope.report.runs_console import print_run_view
 
     view = show_run(run_id, dialect=dialect, store=db)
     if emit_json(view.to_dict(), json_out):
         return
     if json_out is not None:
         err_console().print(f"wrote {json_out}")
-    con = stdout_console()
-    if view.dialect != "tailscope":
-        run = view.run
-        con.print(f"[bold]run {run.id}[/]  {run.kind.value}  {run.status.value}\ntarget {run.target.url}  model "
-                  f"{run.target.model}")  # fmt: skip
-        con.print(dialect_renderable(view.summary))
-        return
-    print_summary(run_to_json(view.run), view.summary, con)
-    imported = view.run.settings.get("import")
-    if isinstance(imported, dict):
-        from tailscope.report.peers_console import import_renderable
-
-        tool_view = show_run(view.run.id, dialect=str(imported.get("tool")), store=db)
-        con.print(import_renderable(imported, tool_view.summary, view.summary))
-    traced = view.summary.get("trace_context")
-    if isinstance(traced, dict):
-        con.print(
-            f"trace context: {traced.get('traced', 0)} requests sent a traceparent (ratio {traced.get('ratio')}); "
-            f"their trace_id/span_id are in the records — join them: tailscope trace join --run {view.run.id} "
-            "--set SET"
-        )
+    imported = view.run.settings.get("import") if view.dialect == "tailscope" else None
+    tool = show_run(view.run.id, dialect=str(imported.get("tool")), store=db) if isinstance(imported, dict) else None
+    print_run_view(stdout_console(), view.run, view.summary, view.dialect, tool.summary if tool else None)
 
 
 @runs_app.command("import")
