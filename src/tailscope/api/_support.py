@@ -15,7 +15,8 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar, cast
 
 from tailscope.errors import InternalError, TailscopeError
 
@@ -117,6 +118,25 @@ def default_store() -> RunStore:
     from tailscope.store.runs import RunStore
 
     return RunStore(None)
+
+
+class Listener:
+    """What a started server shares: ``async with`` starts it (:meth:`start`) and stops it on exit (:meth:`stop`)."""
+
+    async def start(self) -> str:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
 
 
 async def serve_until_stopped(

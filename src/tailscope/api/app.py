@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
-from tailscope.api._support import public, serve_until_stopped, sync_twin
+from tailscope.api._support import Listener, public, serve_until_stopped, sync_twin
 from tailscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ class AppStats:
     errors: int
 
 
-class AppServer:
+class AppServer(Listener):
     """A reference application, started by ``async with`` (or :meth:`start`) and stopped on exit.
 
     Attributes:
@@ -62,15 +61,6 @@ class AppServer:
     async def stop(self) -> None:
         """Stop serving, export the remaining spans, close the engines and the database."""
         await self._app.stop()
-
-    async def __aenter__(self) -> AppServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def flush_spans(self) -> None:
         """Export the spans buffered so far (before reading them from a collector)."""

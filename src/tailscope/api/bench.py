@@ -297,6 +297,13 @@ class RepeatedBench:
             "precision": None if self.precision is None else self.precision.to_dict(),
         }
 
+    def export(self) -> dict[str, Any]:
+        """The ``bench --repeat --json`` document: the repetition, then each run and its summary."""
+        from tailscope.metrics.document import clean_json
+
+        doc: dict[str, Any] = clean_json({"repeat": self.to_dict(), "runs": [r.brief() for r in self.runs]})
+        return doc
+
 
 @public
 def bench_repeat(

@@ -631,30 +631,6 @@ def _layers(layers: Mapping[str, str | float] | Sequence[str]) -> list[tuple[str
     return out
 
 
-def trace_shares(
-    traces: str, *, store: StorePath | RunStore | None = None
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Per layer, its share of critical-path time in the tail bucket (traces ≥ p99), and its measured p99 of
-    critical-path time per trace (ms), of a stored trace set.
-
-    Raises:
-        PlanError: the set has no traces. NotFoundError: no store, or no such set.
-    """
-    import numpy as np
-
-    from tailscope.api.verify import _set_facts
-    from tailscope.trace.analysis import buckets, composition
-
-    facts = _set_facts(traces, store)
-    if not facts:
-        raise PlanError(f"trace set {traces!r} has no traces")
-    tail = buckets(facts)["tail_bucket"]
-    shares = {k: v["share"] for k, v in composition(tail, "path_layer").items()}
-    names = {k for f in facts for k in f.path_layer}
-    measured = {k: float(np.quantile([f.path_layer.get(k, 0) / 1e6 for f in facts], 0.99)) for k in sorted(names)}
-    return shares, measured
-
-
 def trace_tail(
     traces: str, *, store: StorePath | RunStore | None = None
 ) -> tuple[dict[str, float], TailFacts, dict[str, float]]:

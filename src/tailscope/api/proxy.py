@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
-from tailscope.api._support import public, serve_until_stopped, sync_twin
+from tailscope.api._support import Listener, public, serve_until_stopped, sync_twin
 from tailscope.io.proxy_rules import ProxyRule, load_rules, rules_from_json
 from tailscope.serve.proxy import FaultProxy
 
@@ -31,7 +30,7 @@ def _rules(rules: Sequence[RuleSpec]) -> list[ProxyRule]:
     return out
 
 
-class ProxyServer:
+class ProxyServer(Listener):
     """A running proxy (``async with``, or :meth:`start` / :meth:`stop`).
 
     Attributes:
@@ -56,15 +55,6 @@ class ProxyServer:
 
     async def stop(self) -> None:
         await self._proxy.stop()
-
-    async def __aenter__(self) -> ProxyServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @property
     def rules(self) -> list[ProxyRule]:

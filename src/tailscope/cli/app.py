@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app
 
 _EXAMPLES = """
@@ -31,8 +32,8 @@ def app_command(
     incident: str = typer.Option(
         "", "--incident", help="Incidents: pool-exhaustion, sync-audit, slow-dns, no-reuse, sse-buffering."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
-    port: int = typer.Option(8080, "--port", help="Port to listen on (0 = a free one)."),
+    host: opt.Host = "127.0.0.1",
+    port: opt.Port = 8080,
     time_scale: float = typer.Option(1.0, "--time-scale", help="Run every cost F times as long (0.1 = 10× faster)."),
     llm_url: str | None = typer.Option(
         None, "--llm-url", help="OpenAI-compatible server for the model calls (default: built-in engines)."
@@ -49,14 +50,9 @@ def app_command(
     """Serve the reference AI application: an OpenAI-compatible chat endpoint whose requests run through the
     method's layers, each a real span, with the knowledge-assistant case study's costs and its fixes."""
     from tailscope.api.app import AppServer, run_app
-    from tailscope.serve.server import is_loopback
+    from tailscope.cli.common import warn_exposed
 
-    if not is_loopback(host):
-        print(
-            f"tailscope app: warning: --host {host} accepts connections from other machines; the app has no "
-            "authentication. Use --host 127.0.0.1 unless you mean it.",
-            file=sys.stderr,
-        )
+    warn_exposed("app", host, "; the app has no authentication")
 
     def ready(server: AppServer) -> None:
         p = server.preset
@@ -69,21 +65,9 @@ def app_command(
             flush=True,
         )
 
-    stats = run_app(
-        preset=preset,
-        fixes=fix,
-        incidents=incident,
-        host=host,
-        port=port,
-        time_scale=time_scale,
-        llm_url=llm_url,
-        otlp_endpoint=otlp_endpoint,
-        seed=seed,
-        fallback=not no_fallback,
-        duration=duration,
-        handle_signals=True,
-        on_ready=ready,
-    )
+    stats = run_app(preset=preset, fixes=fix, incidents=incident, host=host, port=port, time_scale=time_scale,
+                    llm_url=llm_url, otlp_endpoint=otlp_endpoint, seed=seed, fallback=not no_fallback,
+                    duration=duration, handle_signals=True, on_ready=ready)  # fmt: skip
     print(
         f"tailscope app: stopped after {stats.requests} requests ({stats.fallbacks} fallbacks, {stats.errors} failed)",
         file=sys.stderr,

@@ -12,12 +12,12 @@ from typing import Any
 
 import typer
 
+from tailscope.api.bench import RepeatedBench, bench_repeat
 from tailscope.api.bench import bench as run_bench
 from tailscope.api.bench import find_max as run_find_max
 from tailscope.api.bench import sweep as run_sweep
+from tailscope.cli import common as opt
 from tailscope.cli.common import (
-    DB,
-    JSON_OUT,
     command_app,
     err_console,
     json_to_stdout,
@@ -27,11 +27,11 @@ from tailscope.cli.common import (
     write_export,
 )
 from tailscope.errors import ConfigError
-from tailscope.metrics.document import clean_json, run_to_json
+from tailscope.metrics.document import run_to_json
+from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 from tailscope.report.live import live_progress
-from tailscope.runner.bench import BenchResult
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
 
@@ -66,12 +66,6 @@ run stored incomplete); 3 the run finished but missed an SLO or had too many fai
 interrupted by SIGINT/SIGTERM (completed records are kept).
 """
 
-#: options a profile can set too: passed to the library only when typed on the command line
-PROFILE_FIELDS = frozenset(
-    ("url", "model", "endpoint", "concurrency", "rate", "arrival", "burstiness", "requests", "duration", "warmup",
-     "input_tokens", "output_tokens", "seed", "slo")
-)  # fmt: skip
-
 #: the exit code of a run that finished but failed its verdict (an SLO missed, too many failed requests)
 EXIT_VERDICT = 3
 
@@ -88,28 +82,20 @@ def bench(
     ),
     model: str | None = typer.Option(None, "--model", help="Model name to request (default: the first listed)."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat (/v1/chat/completions) or completions."),
-    profile: Path | None = typer.Option(None, "--profile", help="Workload profile YAML (flags override its fields)."),
-    concurrency: int | None = typer.Option(
-        None,
-        "--concurrency",
-        "-c",
-        "--max-concurrency",
-        help="Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop).",
-    ),
-    rate: float | None = typer.Option(None, "--rate", "-r", "--request-rate", help="Open loop: requests per second."),
-    arrival: str = typer.Option("poisson", "--arrival", help="Open-loop process: constant, poisson or gamma."),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson)."),
-    requests: int | None = typer.Option(
-        None, "--requests", "-n", "--num-prompts", help="Stop after N requests (warmup included)."
-    ),
-    duration: float | None = typer.Option(None, "--duration", help="Stop starting requests after this many seconds."),
-    warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
-    input_tokens: str = typer.Option("256", "--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG."),
-    output_tokens: str = typer.Option("128", "--output-tokens", help="Same forms as --input-tokens (max_tokens)."),
+    profile: opt.Profile = None,
+    concurrency: opt.Concurrency = None,
+    rate: opt.Rate = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    requests: opt.Requests = None,
+    duration: opt.Duration = None,
+    warmup: opt.Warmup = 0,
+    input_tokens: opt.InputTokens = "256",
+    output_tokens: opt.OutputTokens = "128",
     seed: int = typer.Option(0, "--seed", help="Seed for lengths, prompts and arrivals."),
     slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
-    json_out: Path | None = JSON_OUT,
-    html_out: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to this file."),
+    json_out: opt.ExportOut = None,
+    html_out: opt.HtmlOut = None,
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="tokenizer.json for exact prompt/token counts."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
     ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Send ignore_eos (vLLM/SGLang)."),
@@ -133,8 +119,8 @@ def bench(
     ),
     builtin_model: str = typer.Option("llama-3.1-8b", "--builtin-model", help="Model of the built-in engine."),
     builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
-    db: Path | None = DB,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
+    db: opt.Db = None,
+    quiet: opt.Quiet = False,
     http_client: str = typer.Option(
         "raw", "--http-client", help="raw (lean, stamps tokens at the socket; default) or aiohttp."
     ),
@@ -233,34 +219,30 @@ def bench(
     ),
     no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when an SLO or --max-error-rate fails."),
 ) -> None:
-    options = options_from(ctx)
-    if options.from_traces is not None and db is not None:
-        options = options.with_changes(traces_db=db)  # the trace set lives in the bench's own store
+    options = BenchOptions.from_flags(ctx.params, typed_params(ctx))
     if dialect:
         from tailscope.metrics.dialects import check_dialects
 
         check_dialects(dialect)
-    store = store_path(db)
     err = err_console()
-    if sweep is not None or find_max:
-        code = _sweep_or_search(options, store, sweep, find_max_tolerance, json_out, html_out, quiet, bool(dialect))
-        raise typer.Exit(code)
-    if repeat is not None or until_precise is not None:
-        raise typer.Exit(
-            _repeated(options, store, repeat, until_precise, max_repeats, json_out, quiet, max_error_rate, no_fail)
-        )
-    shown: list[Target] = []
-    result = run_bench(
-        options=options,
-        store=store,
-        handle_signals=True,
-        watch=lambda p: live_progress(p, quiet=quiet, console=err),
-        on_target=lambda t: _show_target(t, shown, err),
-    )
-    for line in _worker_lines(result):
-        err.print(line)
-    summary = result.summary_dict()
     out = err if json_to_stdout(json_out) else stdout_console()  # --json -: stdout holds the JSON document only
+    shown: list[Target] = []
+    hooks: dict[str, Any] = {
+        "store": store_path(db), "handle_signals": True, "watch": lambda p: live_progress(p, quiet=quiet, console=err),
+        "on_target": lambda t: _show_target(t, shown, err),
+    }  # fmt: skip
+    if sweep is not None or find_max:
+        raise typer.Exit(_sweep_or_search(options, hooks, sweep, find_max_tolerance, json_out, html_out, bool(dialect)))
+    if repeat is not None or until_precise is not None:
+        repeated = bench_repeat(options, repeat=repeat, until_precise=until_precise, max_repeats=max_repeats, **hooks)
+        raise typer.Exit(_repeated(repeated, json_out, out, max_error_rate, max_repeats, no_fail))
+    result = run_bench(options=options, **hooks)
+    if "workers" in result.extra:
+        from tailscope.runner.workers.driver import describe_workers
+
+        for line in describe_workers(result.extra["workers"]):
+            err.print(line)
+    summary = result.summary_dict()
     print_summary(run_to_json(result.run), summary, out)
     if dialect:
         from tailscope.metrics.dialects import summarize_dialect
@@ -271,43 +253,16 @@ def bench(
     if json_out is not None:
         from tailscope.metrics.document import build_export
 
-        write_export(json_out, build_export(result.run, summary, result.records))
-        if not json_to_stdout(json_out):
-            err.print(f"wrote {json_out}")
+        _write_json(json_out, build_export(result.run, summary, result.records))
     if html_out is not None:
-        from tailscope.api.report import write_report
-
-        write_report(html_out, result)
-        err.print(f"wrote {html_out}")
+        _write_html(html_out, result)
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
         raise typer.Exit(result.exit_code)
     if result.store_error:  # the result is whole (printed above), the store is not: exit 1, as for a store error
         err.print(f"tailscope: error: {result.store_error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(result.exit_code)
-    verdict = result.verdict(max_error_rate=max_error_rate)
-    for reason in verdict.reasons:
-        err.print(f"[red]FAIL[/] {reason}")
-    raise typer.Exit(0 if verdict.passed or no_fail else EXIT_VERDICT)
-
-
-def options_from(ctx: typer.Context) -> BenchOptions:
-    """The library options from the parsed flags (profile fields only when typed)."""
-    typed = typed_params(ctx)
-    values = {k: v for k, v in ctx.params.items() if k in BenchOptions.field_names()}
-    for name in PROFILE_FIELDS:
-        if name not in typed:
-            values[name] = () if name == "slo" else None
-    values["slo"] = tuple(values["slo"] or ())
-    values["headers"] = tuple(values.get("headers") or ())
-    values["telemetry_url"] = tuple(values.get("telemetry_url") or ())
-    w = values.get("workers")
-    if w is not None and w != "auto":
-        try:
-            values["workers"] = int(w)
-        except ValueError:
-            raise ConfigError(f"--workers {w!r}: give a number of worker processes, or auto") from None
-    return BenchOptions(**values)
+    raise typer.Exit(_verdict_code(result.verdict(max_error_rate=max_error_rate), no_fail))
 
 
 def _show_target(t: Target, shown: list[Target], err: Any) -> None:
@@ -321,24 +276,30 @@ def _show_target(t: Target, shown: list[Target], err: Any) -> None:
         err.print(f"target: {t.url} model {t.model}")
 
 
-def _worker_lines(result: BenchResult) -> list[str]:
-    if "workers" not in result.extra:
-        return []
-    from tailscope.runner.workers.driver import describe_workers
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    write_export(path, doc)
+    if not json_to_stdout(path):
+        err_console().print(f"wrote {path}")
 
-    return describe_workers(result.extra["workers"])
+
+def _write_html(path: Path, runs: Any) -> None:
+    from tailscope.api.report import write_report  # the HTML report's modules load only when asked for
+
+    write_report(path, runs)
+    err_console().print(f"wrote {path}")
+
+
+def _verdict_code(verdict: Verdict, no_fail: bool, *more_failures: str) -> int:
+    """Print each failed check; the exit code: 0, or 3 when a check failed (unless ``--no-fail``)."""
+    for reason in (*verdict.reasons, *more_failures):
+        err_console().print(f"[red]FAIL[/] {reason}")
+    return 0 if (verdict.passed and not more_failures) or no_fail else EXIT_VERDICT
 
 
 def _sweep_or_search(
-    options: BenchOptions,
-    store: Any,
-    points: str | None,
-    tolerance: float,
-    json_out: Path | None,
-    html_out: Path | None,
-    quiet: bool,
-    dialects: bool,
-) -> int:
+    options: BenchOptions, hooks: dict[str, Any], points: str | None, tolerance: float, json_out: Path | None,
+    html_out: Path | None, dialects: bool,
+) -> int:  # fmt: skip
     """Run a sweep or a capacity search and render it; returns the exit code (130/143 when interrupted)."""
     from tailscope.report.sweep_console import find_max_renderable, sweep_renderable
 
@@ -346,81 +307,45 @@ def _sweep_or_search(
         raise ConfigError(
             "--dialect applies to single runs; show a sweep's runs with `tailscope runs show ID --dialect`"
         )
-    err = err_console()
-    shown: list[Target] = []
-    common: dict[str, Any] = {
-        "store": store,
-        "handle_signals": True,
-        "watch": lambda p: live_progress(p, quiet=quiet, console=err),
-        "on_target": lambda t: _show_target(t, shown, err),
-    }
-    out = err if json_to_stdout(json_out) else stdout_console()
+    out = err_console() if json_to_stdout(json_out) else stdout_console()
     outcome: SweepOutcome | FindMaxOutcome
     if points is not None:
-        outcome = run_sweep(points, options, **common)
+        outcome = run_sweep(points, options, **hooks)
         out.print(sweep_renderable(outcome.to_dict()))
-        runs, key = outcome.points, "sweep"
+        runs = outcome.points
     else:
-        outcome = run_find_max(options, tolerance=tolerance, **common)
+        outcome = run_find_max(options, tolerance=tolerance, **hooks)
         out.print(find_max_renderable(outcome.to_dict()))
-        runs, key = outcome.probes, "find_max"
+        runs = outcome.probes
     if json_out is not None:
-        doc = {key: outcome.to_dict(), "runs": [{"load": p.load, **_run_doc(p.result)} for p in runs]}
-        write_export(json_out, clean_json(doc))
-        err.print(f"wrote {json_out}")
+        write_export(json_out, outcome.export())
+        err_console().print(f"wrote {json_out}")
     if html_out is not None and len(runs) >= 2:
-        from tailscope.api.report import write_report
-
-        write_report(html_out, [p.result for p in runs])  # the sweep curves, knee and SLO lines
-        err.print(f"wrote {html_out}")
+        _write_html(html_out, [p.result for p in runs])  # the sweep curves, knee and SLO lines
     last = runs[-1].result if runs else None
     if outcome.interrupted and last is not None:
-        err.print(f"[yellow]interrupted by {last.signal_name}: {len(runs)} run(s) kept[/]")
+        err_console().print(f"[yellow]interrupted by {last.signal_name}: {len(runs)} run(s) kept[/]")
         return last.exit_code
     return 0
 
 
 def _repeated(
-    options: BenchOptions,
-    store: Any,
-    repeat: int | None,
-    until_precise: str | None,
-    max_repeats: int,
-    json_out: Path | None,
-    quiet: bool,
-    max_error_rate: float,
-    no_fail: bool,
+    out: RepeatedBench, json_out: Path | None, con: Any, max_error_rate: float, max_repeats: int, no_fail: bool
 ) -> int:
     """``--repeat`` / ``--until-precise``: the runs, their spread, the pooled latencies; returns the exit code."""
-    from tailscope.api.bench import bench_repeat
     from tailscope.report.console import latency_table
     from tailscope.report.sweep_console import repeat_renderable
 
-    err = err_console()
-    shown: list[Target] = []
-    out = bench_repeat(
-        options, repeat=repeat, until_precise=until_precise, max_repeats=max_repeats, store=store, handle_signals=True,
-        watch=lambda p: live_progress(p, quiet=quiet, console=err), on_target=lambda t: _show_target(t, shown, err),
-    )  # fmt: skip
     doc = out.to_dict()
-    con = err if json_to_stdout(json_out) else stdout_console()
     con.print(repeat_renderable(doc))
     con.print(latency_table(doc["pooled"], title=f"Pooled over {len(out.runs)} runs, ms from the intended send time"))
     if json_out is not None:
-        write_export(json_out, clean_json({"repeat": doc, "runs": [_run_doc(r) for r in out.runs]}))
-        err.print(f"wrote {json_out}")
+        write_export(json_out, out.export())
+        err_console().print(f"wrote {json_out}")
     if out.stopped == "interrupted":
         return out.runs[-1].exit_code
-    verdict = out.verdict(max_error_rate=max_error_rate)
-    for reason in verdict.reasons:
-        err.print(f"[red]FAIL[/] {reason}")
-    if out.precision is not None and not out.precision.met:
-        err.print(f"[red]FAIL[/] {out.precision.target} not reached within --max-repeats {max_repeats}")
-        verdict_ok = False
-    else:
-        verdict_ok = verdict.passed
-    return 0 if verdict_ok or no_fail else EXIT_VERDICT
-
-
-def _run_doc(result: BenchResult) -> dict[str, Any]:
-    return {"run": run_to_json(result.run), "summary": result.summary_dict()}
+    missed = out.precision is not None and not out.precision.met
+    more = (
+        (f"{out.precision.target} not reached within --max-repeats {max_repeats}",) if missed and out.precision else ()
+    )
+    return _verdict_code(out.verdict(max_error_rate=max_error_rate), no_fail, *more)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console, json_path_option
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_json, err_console, json_path_option
 
 _HELP = """The pre-launch checklist of the method (12 items): each shown as evidenced by the store (three baseline
 runs, a contract, alert rules generated, a drill passed, 20 % capacity headroom, instrumentation), attested by a
@@ -23,8 +24,6 @@ Examples:
   tailscope checklist --contract contract.yaml --attest on_call --attest canary --json
 """
 
-_MARK = {"evidenced": "✔", "attested": "✎", "missing": "✘"}
-
 
 def checklist(
     contract: Path | None = typer.Option(None, "--contract", help="The service's contract YAML."),
@@ -34,27 +33,16 @@ def checklist(
     ),
     attest: list[str] = typer.Option([], "--attest", help="An item a person vouches for (repeatable)."),
     json_out: Path | None = json_path_option("the checklist"),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.checklist import checklist as run_checklist
+    from tailscope.report.verify import checklist_text
 
     result = run_checklist(contract=contract, alerts=alerts, target_rps=target_rps, attest=attest, store=db)
     if not emit_json(result.to_dict(), json_out):
         if json_out is not None:
             err_console().print(f"wrote {json_out}")
-        lines = ["Pre-launch checklist (the method, article 003 §5.1)", ""]
-        for i, item in enumerate(result.items, 1):
-            lines.append(f"{_MARK.get(item.status, '?')} {i:>2}. {item.title}  [{item.id}: {item.status}]")
-            lines.append(f"       {item.evidence}")
-            if item.status == "missing":
-                lines.append(f"       counts: {item.counts}")
-        done = len(result.items) - len(result.missing)
-        lines.append("")
-        lines.append(
-            f"{done} of {len(result.items)} items evidenced or attested"
-            + (f"; missing: {', '.join(i.id for i in result.missing)}" if result.missing else " — ready to launch")
-        )
-        typer.echo("\n".join(lines))
+        typer.echo(checklist_text(result))
     raise typer.Exit(result.exit_code)
 
 

@@ -6,11 +6,11 @@ import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tailscope.errors import ConfigError
+from tailscope.errors import ConfigError, TailscopeError
 
 if TYPE_CHECKING:
     from tailscope.store.runs import RunStore
@@ -20,6 +20,57 @@ JSON_OUT = typer.Option(
     None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout, tables to stderr)."
 )
 QUIET = typer.Option(False, "--quiet", "-q", help="No live progress (for CI).")
+SLO = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable).")
+
+# Option sets that several commands share, defined once (typer reads the Annotated metadata; defaults stay in the
+# signatures). Kept one option a line, so the formatter is off for the block.
+# fmt: off
+Db = Annotated[Path | None, typer.Option("--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress (for CI).")]
+ExportOut = Annotated[Path | None, typer.Option("--json", metavar="PATH", help=(
+    "Write run, summary and every request to PATH (- = stdout, tables to stderr)."))]
+HtmlOut = Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report to this file.")]
+Host = Annotated[str, typer.Option("--host", help="Interface to bind (default: this machine only).")]
+Port = Annotated[int, typer.Option("--port", help="Port to listen on (0 = a free one).")]
+
+# the workload of bench, sim and twin check
+Profile = Annotated[Path | None, typer.Option("--profile", help="Workload profile YAML (flags override its fields).")]
+Concurrency = Annotated[int | None, typer.Option("--concurrency", "-c", "--max-concurrency", help=(
+    "Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop)."))]
+Rate = Annotated[float | None, typer.Option("--rate", "-r", "--request-rate", help="Open loop: requests per second.")]
+Arrival = Annotated[str, typer.Option("--arrival", help="Open-loop process: constant, poisson or gamma.")]
+Burstiness = Annotated[float, typer.Option("--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson).")]
+Requests = Annotated[int | None, typer.Option("--requests", "-n", "--num-prompts", help=(
+    "Stop after N requests (warmup included)."))]
+Duration = Annotated[float | None, typer.Option("--duration", help="Stop starting requests after this many seconds.")]
+Warmup = Annotated[int, typer.Option("--warmup", help="First N requests are warmup: stored, excluded from statistics.")]
+InputTokens = Annotated[str, typer.Option("--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG.")]
+OutputTokens = Annotated[str, typer.Option("--output-tokens", help="Same forms as --input-tokens (max_tokens).")]
+
+# the engine model of sim, serve and plan
+Model = Annotated[str, typer.Option("--model", help="Catalog model id or a path to a config.json.")]
+Gpu = Annotated[str, typer.Option("--gpu", help="Catalog GPU id (tailscope catalog gpus).")]
+Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica (per attention-DP rank).")]
+Engine = Annotated[str, typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (costs, defaults).")]
+Ep = Annotated[int, typer.Option("--ep", help="Expert parallelism of an MoE model (divides tp × attention-dp).")]
+WeightsDtype = Annotated[str | None, typer.Option("--weights-dtype", help=(
+    "bf16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's own)."))]
+KvDtype = Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8 KV cache.")]
+MaxNumSeqs = Annotated[int | None, typer.Option("--max-num-seqs", help="Running requests at most (vLLM default).")]
+MaxNumBatchedTokens = Annotated[int | None, typer.Option("--max-num-batched-tokens", help=(
+    "Tokens per engine step at most (vLLM default)."))]
+GpuMemoryUtilization = Annotated[float, typer.Option("--gpu-memory-utilization", help="GPU memory fraction.")]
+NoPrefixCaching = Annotated[bool, typer.Option("--no-prefix-caching", help="Disable the prefix cache.")]
+Calibration = Annotated[Path | None, typer.Option("--calibration", help=(
+    "Calibration file: efficiencies, or a digital twin's twin.yaml."))]
+GpuFile = Annotated[Path | None, typer.Option("--gpu-file", help="YAML file with extra GPUs.")]
+# fmt: on
+
+
+class MissingInput(TailscopeError):
+    """Invalid input or missing data for a command whose exit code 1 means "failed" (gate, drill): exit code 2."""
+
+    exit_code = 2
 
 
 def store_path(db: Path | None) -> RunStore:
@@ -115,11 +166,34 @@ def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> N
         err_console().print(f"wrote {path}")
 
 
+def emit_answer(doc: dict[str, Any], path: Path | None, render: Callable[[Any], None]) -> None:
+    """A planner's answer: the table on a stdout console (or only the JSON with ``--json -``), then the JSON written
+    to ``path`` when one is given."""
+    from tailscope.report.console import stdout_console
+
+    text = json.dumps(doc, indent=1, default=str)
+    if path is not None and str(path) == "-":
+        print(text)
+        return
+    render(stdout_console())
+    if path is not None:
+        write_text(path, text, "--json")
+
+
 def err_console() -> Any:
     """A rich console on stderr (progress, notes, 'wrote …' lines)."""
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def warn_exposed(command: str, host: str, why: str) -> None:
+    """Warn on stderr when ``--host`` is not loopback: ``why`` says what else that exposes."""
+    from tailscope.serve.server import is_loopback
+
+    if not is_loopback(host):
+        print(f"tailscope {command}: warning: --host {host} accepts connections from other machines{why}. Use --host "
+              "127.0.0.1 unless you mean it.", file=sys.stderr)  # fmt: skip
 
 
 def command_app(**kwargs: Any) -> typer.Typer:

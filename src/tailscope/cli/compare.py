@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, json_or_render, json_path_option, write_text
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, json_or_render, json_path_option, write_text
 
 _HELP = """Compare runs against the first one: per metric and percentile, the change, its confidence interval and a
 significance mark (* when the interval excludes zero). Works on bench, sim and trace runs and on export files alike.
@@ -36,7 +37,7 @@ def compare(
         None, "--gpu-price", help="USD per GPU-hour: show each run's $ per 1M output tokens."
     ),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs behind each run (sim runs know their own)."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.verify import compare as run_compare
     from tailscope.report.verify import compare_markdown, compare_text

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, json_or_render, json_path_option
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, json_or_render, json_path_option
 
 _HELP = """Diagnose a run: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference,
 long-output tails, stalls, client bottleneck, rate limiting and error bursts, cold start, and (with --traces)
@@ -37,7 +38,7 @@ def diagnose(
         False, "--all-trees", help="Show every troubleshooting tree, not only the symptoms the run shows."
     ),
     json_out: Path | None = json_path_option("the findings and the walked trees"),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.verify import diagnose as run_diagnose
     from tailscope.report.verify import findings_text

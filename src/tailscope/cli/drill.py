@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console, store_path, verbatim, write_text
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, verbatim
 
 _HELP = """Run a degradation drill: a bounded load against the target, a fault switched on at fault.at_s for fault.for_s
 (the app's llm-down, llm-slow, retrieval-down, db-slow, or a tailscope proxy rule), error rate and latency measured in
@@ -32,10 +33,11 @@ def drill_command(
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here ('-' = stdout)."),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the load."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not keep the drill's run in the store."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress (for CI)."),
-    db: Path | None = DB,
+    quiet: opt.Quiet = False,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.drill import drill
+    from tailscope.cli.common import MissingInput, emit_json, err_console, json_to_stdout, store_path, write_text
     from tailscope.errors import ConfigError, TargetError
     from tailscope.io.drill import load_drill
     from tailscope.report.drill import drill_junit, drill_markdown, drill_text
@@ -48,10 +50,9 @@ def drill_command(
         with live_progress(progress, quiet=quiet, console=err_console()):
             result = drill(spec, url=url, seed=seed, store=None if no_store else store_path(db), progress=progress)
     except (ConfigError, TargetError) as exc:  # invalid input or no target: 2, as gate's missing data
-        typer.echo(f"tailscope: error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise MissingInput(str(exc)) from None
     doc = result.to_dict()
-    json_stdout = json_out is not None and str(json_out) == "-"
+    json_stdout = json_to_stdout(json_out)
     typer.echo(drill_text(doc), nl=False, err=json_stdout)
     if junit is not None:
         write_text(junit, drill_junit(doc), "--junit")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, write_text
+from tailscope.cli import common as opt
+from tailscope.cli.common import MissingInput, command_app, emit_json, json_to_stdout, write_text
 from tailscope.errors import NotFoundError, TailscopeError
 
 _HELP = """Check a run against a performance contract (SLOs, regressions vs a baseline, dependency layers).
@@ -30,11 +31,6 @@ Examples:
 
 A contract with only `layers:` SLOs and --traces (or --trace-only) is gated on the trace set alone, with no run.
 """
-
-
-def _missing_data(exc: Exception) -> typer.Exit:
-    typer.echo(f"tailscope: error: {exc}", err=True)
-    return typer.Exit(2)
 
 
 def gate(
@@ -59,7 +55,7 @@ def gate(
     ),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here ('-' = stdout)."),
     seed: int | None = typer.Option(None, "--seed", help="Bootstrap seed (default: the contract's, else 0)."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.verify import gate as run_gate
     from tailscope.api.verify import load_layer_samples, load_run
@@ -75,40 +71,29 @@ def gate(
 
     contract = contract_opt or contract_arg
     if contract is None or (contract_opt is not None and contract_arg is not None):
-        typer.echo(
-            "tailscope: error: give the contract once: `tailscope gate CONTRACT` or --contract CONTRACT", err=True
-        )
-        raise typer.Exit(2)
+        raise MissingInput("give the contract once: `tailscope gate CONTRACT` or --contract CONTRACT")
     spec = load_contract(contract)
     layers_only = not spec.slos and not (spec.regression and spec.regression.limits)
     if trace_only or (run is None and traces is not None and layers_only):
         if run is not None:
-            typer.echo("tailscope: error: --trace-only gates a trace set, not a run; drop --run", err=True)
-            raise typer.Exit(2)
-        run_data = None
-    else:
-        try:
-            run_data = load_run(run or "latest", store=db)
-        except NotFoundError as exc:
-            raise _missing_data(exc) from None
-    if run_data is None:
+            raise MissingInput("--trace-only gates a trace set, not a run; drop --run")
         if traces is None:
-            typer.echo("tailscope: error: --trace-only needs --traces SET (a trace set or a spans JSON file)", err=True)
-            raise typer.Exit(2)
+            raise MissingInput("--trace-only needs --traces SET (a trace set or a spans JSON file)")
         try:
             result = run_gate(spec, None, traces=traces, store=db)
         except NotFoundError as exc:
-            raise _missing_data(exc) from None
+            raise MissingInput(str(exc)) from None
     else:
         try:
+            run_data = load_run(run or "latest", store=db)
             layers = load_layer_samples(traces, store=db) if traces is not None else None
-        except TailscopeError as exc:
-            raise _missing_data(exc) from None
+        except TailscopeError as exc:  # no such run or trace set, an unreadable export: missing data
+            raise MissingInput(str(exc)) from None
         result = run_gate(
             spec, run_data, baseline=baseline, traces=layers, store=db, strict=strict, seed=seed, diagnose=diagnose
         )
     found = result.diagnosis
-    json_stdout = json_out is not None and str(json_out) == "-"
+    json_stdout = json_to_stdout(json_out)
     # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr
     typer.echo(gate_text(result) + ("\n" + findings_text(found) if found else ""), nl=False, err=json_stdout)
     if junit is not None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from tailscope.cli.common import DB, command_app
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app
 from tailscope.errors import ConfigError
 
 app = command_app()
@@ -14,7 +13,7 @@ app = command_app()
 
 @app.command("mcp")
 def mcp(
-    db: Path | None = DB,
+    db: opt.Db = None,
     allow_remote: bool = typer.Option(
         False, "--allow-remote", help="Let the bench tool target hosts other than this machine's loopback."
     ),

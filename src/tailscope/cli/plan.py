@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from tailscope.cli.common import command_app
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_answer
 from tailscope.errors import ConfigError
 
 plan_app = command_app(
@@ -20,34 +20,18 @@ plan_app = command_app(
 )
 
 
-def _emit(doc: dict[str, Any], json_out: Path | None, render: Callable[[Any], None]) -> None:
-    """Print the table (or only JSON with ``--json -``) and write JSON when asked."""
-    import json
-
-    from tailscope.cli.common import write_text
-    from tailscope.report.console import stdout_console
-
-    text = json.dumps(doc, indent=1, default=str)
-    if json_out is not None and str(json_out) == "-":
-        print(text)
-        return
-    render(stdout_console())
-    if json_out is not None:
-        write_text(json_out, text, "--json")
-
-
 _JSON = typer.Option(None, "--json", help="Also write the answer as JSON to this file ('-' = stdout only JSON).")
 _CAL = typer.Option(None, "--calibration", help="Calibration file (e.g. a digital twin's twin.yaml).")
 
 
 @plan_app.command("kv")
 def kv(
-    model: str = typer.Option(..., "--model", help="Catalog id or a config.json path."),
+    model: opt.Model,
     context: int = typer.Option(..., "--context", help="Tokens per sequence (prompt + output)."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16, fp8 or int8."),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype", help="bf16, fp8, int8 or int4."),
+    weights_dtype: opt.WeightsDtype = None,
     gpu: str | None = typer.Option(None, "--gpu", help="GPU catalog id (for capacity and concurrency)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    tp: opt.Tp = 1,
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
     json_out: Path | None = _JSON,
 ) -> None:
@@ -60,19 +44,19 @@ def kv(
 
     p = plan_kv(model, context=context, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu=gpu, tp=tp,
                 gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
-    _emit(p.to_dict(), json_out, lambda con: print_kv(con, p))
+    emit_answer(p.to_dict(), json_out, lambda con: print_kv(con, p))
 
 
 @plan_app.command("estimate")
 def estimate(
-    model: str = typer.Option(..., "--model", help="Catalog id or a config.json path."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU catalog id."),
+    model: opt.Model,
+    gpu: opt.Gpu,
     input_tokens: int = typer.Option(..., "--input-tokens"),
     output_tokens: int = typer.Option(..., "--output-tokens"),
     concurrency: int = typer.Option(1, "--concurrency", help="Steady requests in flight on the replica."),
-    tp: int = typer.Option(1, "--tp"),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    tp: opt.Tp = 1,
+    weights_dtype: opt.WeightsDtype = None,
+    kv_dtype: opt.KvDtype = "bf16",
     calibration: Path | None = _CAL,
     json_out: Path | None = _JSON,
 ) -> None:
@@ -86,14 +70,14 @@ def estimate(
     e = plan_estimate(model, gpu, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency,
                       tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration)  # fmt: skip
     title = f"{model} on {tp} × {gpu}: {input_tokens} in / {output_tokens} out at concurrency {concurrency}"
-    _emit(e.to_dict(), json_out, lambda con: print_estimate(con, e, title=title, calibration=calibration))
+    emit_answer(e.to_dict(), json_out, lambda con: print_estimate(con, e, title=title, calibration=calibration))
 
 
 @plan_app.command("capacity")
 def capacity(
     model: str | None = typer.Option(None, "--model"),
     gpu: str | None = typer.Option(None, "--gpu"),
-    profile: Path | None = typer.Option(None, "--profile", help="Workload profile (lengths and mix)."),
+    profile: opt.Profile = None,
     input_tokens: str = typer.Option("512", "--input-tokens", help="Length spec when no profile is given."),
     output_tokens: str | None = typer.Option(
         None, "--output-tokens", help="Length spec when no profile is given (256); napkin form: mean output tokens."
@@ -104,8 +88,8 @@ def capacity(
     tp: str = typer.Option("1,2,4,8", "--tp", help="TP degrees to consider, e.g. 1,2,4."),
     max_replicas: int = typer.Option(1024, "--max-replicas", help="The most replicas of one configuration."),
     gpu_price: float | None = typer.Option(None, "--gpu-price", help="USD per GPU-hour (ranks by cost)."),
-    weights_dtype: str | None = typer.Option(None, "--weights-dtype"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    weights_dtype: opt.WeightsDtype = None,
+    kv_dtype: opt.KvDtype = "bf16",
     calibration: Path | None = _CAL,
     sim_requests: int = typer.Option(
         1500, "--sim-requests", help="The fewest requests per simulation (more when the steady window needs them)."
@@ -119,7 +103,7 @@ def capacity(
     users: int | None = typer.Option(None, "--users", help="Napkin form: concurrent users."),
     tokens_per_user_s: float | None = typer.Option(None, "--tokens-per-user-s", help="Napkin form."),
     gpu_tokens_s: float | None = typer.Option(None, "--gpu-tokens-s", help="Napkin form: tokens/s one GPU gives."),
-    engine: str = typer.Option("vllm", "--engine", help="Serving engine: vllm, sglang or trtllm."),
+    engine: opt.Engine = "vllm",
     confidence: bool = typer.Option(
         False, "--confidence", help="Pass only when every SLO holds at the high end of the 90% prediction interval."
     ),
@@ -140,7 +124,7 @@ def capacity(
       tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --slo e2e_p95=8s \
           --output-tokens 350   # each stream needs ≥ 44 tok/s to finish 350 tokens within 8 s
     """
-    from tailscope.report.plan_console import print_capacity, print_napkin
+    from tailscope.report.plan_console import capacity_notes, print_capacity, print_napkin
 
     if users is not None or tokens_per_user_s is not None or gpu_tokens_s is not None:
         if users is None or gpu_tokens_s is None or (tokens_per_user_s is None and not slo):
@@ -155,7 +139,7 @@ def capacity(
             raise ConfigError(f"--output-tokens {output_tokens!r}: the napkin form takes a mean, e.g. 350") from None
         n = plan_napkin(users=users, tokens_per_user_s=tokens_per_user_s, gpu_tokens_s=gpu_tokens_s,
                         headroom=headroom, slo=slo, output_tokens=mean_out)  # fmt: skip
-        _emit(n.to_dict(), json_out, lambda con: print_napkin(con, n))
+        emit_answer(n.to_dict(), json_out, lambda con: print_napkin(con, n))
         return
     if model is None or gpu is None or target_rps is None:
         raise ConfigError("plan capacity needs --model, --gpu and --target-rps (or the napkin form: --users …)")
@@ -169,19 +153,10 @@ def capacity(
 
     def render(con: Any) -> None:
         print_capacity(con, r.plan, r.model, r.gpu, r.search_seconds)
-        if r.confidence is not None and r.best is not None:
-            con.print(f"meets the SLOs with ≥ 90% confidence (intervals from the residuals on {r.confidence['label']})")
-        if r.disagg is not None:
-            d = r.disagg
-            if d["answer"] is None:
-                con.print(f"disaggregated: none of {len(d['tried'])} splits met the SLOs")
-            else:
-                con.print(
-                    f"disaggregated: {d['answer']} (prefill TP{d['prefill_tp']}, decode TP{d['decode_tp']}; "
-                    f"{d['gpus']} GPUs; {len(d['tried'])} simulated)"
-                )
+        for line in capacity_notes(r.confidence, r.best is not None, r.disagg):
+            con.print(line)
 
-    _emit(r.to_dict(), json_out, render)
+    emit_answer(r.to_dict(), json_out, render)
 
 
 @plan_app.command("cost")
@@ -204,7 +179,7 @@ def cost(
     ),
     gpu_hours: float | None = typer.Option(None, "--gpu-hours", help="Unit cost: GPU-hours used that day."),
     bill: float | None = typer.Option(None, "--bill", help="Unit cost: the day's bill in USD."),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
     json_out: Path | None = _JSON,
 ) -> None:
     """$ per 1M output tokens and per request from a measured or simulated run; self-host vs API break-even (with
@@ -224,7 +199,7 @@ def cost(
         from tailscope.api.plan import plan_unit_cost
 
         u = plan_unit_cost(tokens_per_day=tokens_per_day, gpu_hours=gpu_hours, bill=bill, gpu_price=gpu_price)
-        _emit(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
+        emit_answer(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
         return
     from tailscope.api.plan import plan_cost
 
@@ -239,7 +214,7 @@ def cost(
                   daily_requests=daily_requests, ops_usd_per_month=ops_usd_per_month, cached_share=cached_share,
                   cache_write_share=cache_write_share, cache_read_mult=cache_read_mult,
                   cache_write_mult=cache_write_mult, store=store_path(db))  # fmt: skip
-    _emit(c.to_dict(), json_out, lambda con: print_cost(con, c))
+    emit_answer(c.to_dict(), json_out, lambda con: print_cost(con, c))
 
 
 @plan_app.command("budget")
@@ -259,7 +234,7 @@ def budget(
         "(budgets from those shares unless --layer is given).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Write a performance contract (tailscope gate format)."),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
     json_out: Path | None = _JSON,
 ) -> None:
     """Per-layer latency budgets with a buffer; flags layers that cannot hold (exit 1); writes a contract.
@@ -281,7 +256,7 @@ def budget(
                        out=out, store=store_path(db))  # fmt: skip
     doc = plan.to_dict()
     doc["contract"] = plan.contract()
-    _emit(doc, json_out, lambda con: print_budget(con, plan, out))
+    emit_answer(doc, json_out, lambda con: print_budget(con, plan, out))
     if not plan.ok:
         raise typer.Exit(1)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, verbatim
 
 _HELP = """Put a fault-injecting proxy in front of a dependency: latency (fixed, uniform or lognormal, per direction),
@@ -32,7 +33,7 @@ def proxy_command(
     listen: int = typer.Option(..., "--listen", help="Port to listen on (0 = a free one)."),
     to: str = typer.Option(..., "--to", help="Upstream: a URL (http mode) or HOST:PORT (tcp mode)."),
     admin_port: int = typer.Option(0, "--admin-port", help="Admin API port (0 = a free one, printed)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
+    host: opt.Host = "127.0.0.1",
     mode: str = typer.Option("http", "--mode", help="http (rules per request) or tcp (per connection)."),
     rules_file: Path | None = typer.Option(None, "--rules", help="Rules YAML file (rules: [...])."),
     latency: str | None = typer.Option(
@@ -52,43 +53,20 @@ def proxy_command(
     duration: float | None = typer.Option(None, "--duration", help="Stop after this many seconds."),
 ) -> None:
     from tailscope.api.proxy import ProxyServer, run_proxy
+    from tailscope.cli.common import warn_exposed
     from tailscope.io.proxy_rules import rules_from_flags
-    from tailscope.serve.server import is_loopback
 
-    rules = rules_from_flags(
-        latency=latency,
-        latency_down=latency_down,
-        error=error,
-        reset=reset,
-        stall=stall,
-        bandwidth_kbps=bandwidth,
-        blackhole=blackhole,
-    )
-    if not is_loopback(host):
-        print(
-            f"tailscope proxy: warning: --host {host} accepts connections from other machines, and so does the admin "
-            "API. Use --host 127.0.0.1 unless you mean it.",
-            file=sys.stderr,
-        )
+    rules = rules_from_flags(latency=latency, latency_down=latency_down, error=error, reset=reset, stall=stall,
+                             bandwidth_kbps=bandwidth, blackhole=blackhole)  # fmt: skip
+    warn_exposed("proxy", host, ", and so does the admin API")
 
     def ready(server: ProxyServer) -> None:
         names = ", ".join(r.name for r in server.rules) or "none"
         print(f"tailscope proxy: {server.url} → {to} ({mode}); rules: {names}")
         print(f"admin API at {server.admin_url}/rules; Ctrl-C to stop", flush=True)
 
-    stats = run_proxy(
-        to=to,
-        port=listen,
-        host=host,
-        admin_port=admin_port,
-        rules=rules,
-        rules_file=rules_file,
-        mode=mode,
-        seed=seed,
-        duration=duration,
-        handle_signals=True,
-        on_ready=ready,
-    )
+    stats = run_proxy(to=to, port=listen, host=host, admin_port=admin_port, rules=rules, rules_file=rules_file,
+                      mode=mode, seed=seed, duration=duration, handle_signals=True, on_ready=ready)  # fmt: skip
     print(
         f"tailscope proxy: stopped after {stats['requests']} requests ({stats['errors_injected']} errors, "
         f"{stats['resets']} resets, {stats['stalls']} stalls, {stats['blackholed']} black-holed)",

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app
 
 _HELP = """Write a self-contained HTML report (one file, works offline): one run, or a comparison of several (the first
 is the reference; significant differences are marked), sweep curves for runs of one sweep, or a trace set's analysis.
@@ -43,7 +44,7 @@ def report(
     ),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples for comparison intervals."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from tailscope.api.report import write_report
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console, json_path_option
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_json, err_console, json_path_option
 
 runs_app = command_app(
     help="Runs kept in the embedded store.\n\nExample: tailscope runs list; tailscope runs show latest",
@@ -22,7 +23,7 @@ def list_(
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the runs with their request counts as JSON to PATH (- = stdout)."
     ),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """List runs with their headline numbers; repairs crashed runs first. Example: tailscope runs list --limit 10"""
     from tailscope.api.runs import list_runs
@@ -54,7 +55,7 @@ def trend(
     limit: int = typer.Option(1000, "--limit", help="At most this many of the newest runs."),
     json_out: Path | None = typer.Option(None, "--json", metavar="PATH", help="Write the trend as JSON (- = stdout)."),
     html_out: Path | None = typer.Option(None, "--html", metavar="PATH", help="Write an HTML page with the charts."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """TTFT and TPOT p50/p99 and daily tokens across runs over time, change points marked (the weekly review).
 
@@ -81,39 +82,21 @@ def show(
         "tailscope", "--dialect", help="Recompute metrics as tailscope, vllm, aiperf, guidellm or sglang define them."
     ),
     json_out: Path | None = json_path_option("the run and its summary"),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Show a run's summary again. Example: tailscope runs show latest --dialect vllm"""
     from tailscope.api.runs import show_run
-    from tailscope.metrics.document import run_to_json
-    from tailscope.report.console import dialect_renderable, print_summary, stdout_console
+    from tailscope.report.console import stdout_console
+    from tailscope.report.runs_console import print_run_view
 
     view = show_run(run_id, dialect=dialect, store=db)
     if emit_json(view.to_dict(), json_out):
         return
     if json_out is not None:
         err_console().print(f"wrote {json_out}")
-    con = stdout_console()
-    if view.dialect != "tailscope":
-        run = view.run
-        con.print(f"[bold]run {run.id}[/]  {run.kind.value}  {run.status.value}\ntarget {run.target.url}  model "
-                  f"{run.target.model}")  # fmt: skip
-        con.print(dialect_renderable(view.summary))
-        return
-    print_summary(run_to_json(view.run), view.summary, con)
-    imported = view.run.settings.get("import")
-    if isinstance(imported, dict):
-        from tailscope.report.peers_console import import_renderable
-
-        tool_view = show_run(view.run.id, dialect=str(imported.get("tool")), store=db)
-        con.print(import_renderable(imported, tool_view.summary, view.summary))
-    traced = view.summary.get("trace_context")
-    if isinstance(traced, dict):
-        con.print(
-            f"trace context: {traced.get('traced', 0)} requests sent a traceparent (ratio {traced.get('ratio')}); "
-            f"their trace_id/span_id are in the records — join them: tailscope trace join --run {view.run.id} "
-            "--set SET"
-        )
+    imported = view.run.settings.get("import") if view.dialect == "tailscope" else None
+    tool = show_run(view.run.id, dialect=str(imported.get("tool")), store=db) if isinstance(imported, dict) else None
+    print_run_view(stdout_console(), view.run, view.summary, view.dialect, tool.summary if tool else None)
 
 
 @runs_app.command("import")
@@ -124,7 +107,7 @@ def import_(
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the bench --json document of the imported run(s) to PATH."
     ),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Import another tool's result file as runs (kind import), with per-request records: compare, gate, report and
     diagnose then work on it. Example: tailscope runs import result.json --from vllm"""
@@ -151,7 +134,7 @@ def export(
     run_id: str = typer.Argument(..., help="Run id, unique prefix, latest or latest:TAG."),
     fmt: str = typer.Option("json", "--format", help="parquet, csv or json."),
     out: Path = typer.Option(..., "--out", help="Output file."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Export a run's records. Example: tailscope runs export latest --format parquet --out run.parquet"""
     from tailscope.api.runs import export_run
@@ -163,7 +146,7 @@ def export(
 def tag(
     run_id: str = typer.Argument(..., help="Run id, unique prefix or latest."),
     name: str = typer.Argument(..., help="Tag name, e.g. main (baselines are found as latest:main)."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Tag a run (tags name baselines). Example: tailscope runs tag latest main"""
     from tailscope.api.runs import tag_run
@@ -174,7 +157,7 @@ def tag(
 @runs_app.command("delete")
 def delete(
     run_ids: list[str] = typer.Argument(..., help="Run ids, unique prefixes, latest or latest:TAG."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Delete runs with their records, samples, tags and leftovers. Example: tailscope runs delete 20261129-0800"""
     from tailscope.api.runs import delete_runs
@@ -184,7 +167,7 @@ def delete(
 
 
 @runs_app.command("repair")
-def repair(db: Path | None = DB) -> None:
+def repair(db: opt.Db = None) -> None:
     """Fold records of crashed runs into the store, mark them incomplete, list quarantined batches.
 
     Example: tailscope runs repair

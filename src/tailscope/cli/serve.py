@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app
+
+if TYPE_CHECKING:
+    from tailscope.serve.options import ServeOptions
 
 _EXAMPLES = """
 Examples:
@@ -21,29 +25,25 @@ Examples:
 
 
 def serve(
-    model: str = typer.Option("llama-3.1-8b", "--model", help="Catalog model id or a path to a config.json."),
-    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id (see the engine docs for the list)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on (0 = a free one)."),
+    model: opt.Model = "llama-3.1-8b",
+    gpu: opt.Gpu = "h100-sxm",
+    host: opt.Host = "127.0.0.1",
+    port: opt.Port = 8000,
     speed: float = typer.Option(1.0, "--speed", help="Engine seconds per wall second (2 = twice as fast)."),
     served_model_name: str | None = typer.Option(
         None, "--served-model-name", help="Name clients use (default: --model)."
     ),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
-    engine_kind: str = typer.Option("vllm", "--engine", help="Engine modelled: vllm, sglang or trtllm."),
-    ep: int = typer.Option(1, "--ep", help="Expert parallelism of an MoE model (divides --tp)."),
-    weights_dtype: str | None = typer.Option(
-        None, "--weights-dtype", help="bf16, fp8, int8, int4, fp4 or mxfp4 weights."
-    ),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16 or fp8 KV cache."),
-    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Running requests at most (vLLM default)."),
-    max_num_batched_tokens: int | None = typer.Option(
-        None, "--max-num-batched-tokens", help="Tokens per engine step at most (vLLM default)."
-    ),
+    tp: opt.Tp = 1,
+    engine_kind: opt.Engine = "vllm",
+    ep: opt.Ep = 1,
+    weights_dtype: opt.WeightsDtype = None,
+    kv_dtype: opt.KvDtype = "bf16",
+    max_num_seqs: opt.MaxNumSeqs = None,
+    max_num_batched_tokens: opt.MaxNumBatchedTokens = None,
     max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context length (default: the model's)."),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="GPU memory fraction."),
-    no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching", help="Disable the prefix cache."),
-    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML (efficiencies)."),
+    gpu_memory_utilization: opt.GpuMemoryUtilization = 0.9,
+    no_prefix_caching: opt.NoPrefixCaching = False,
+    calibration: opt.Calibration = None,
     seed: int = typer.Option(0, "--seed", help="Seed of response ids, output lengths and injected faults."),
     fail_rate: float = typer.Option(0.0, "--fail-rate", help="Probability of answering 500 at once."),
     rate_limit_rate: float = typer.Option(0.0, "--rate-limit-rate", help="Probability of answering 429."),
@@ -52,7 +52,7 @@ def serve(
     stall_ms: float = typer.Option(2000.0, "--stall-ms", help="Length of that pause in milliseconds."),
     disconnect_prob: float = typer.Option(0.0, "--disconnect-prob", help="Probability of cutting a stream."),
     malformed_rate: float = typer.Option(0.0, "--malformed-rate", help="Probability of one non-JSON data line."),
-    gpu_file: Path | None = typer.Option(None, "--gpu-file", help="YAML file with extra GPUs."),
+    gpu_file: opt.GpuFile = None,
     frontend_latency: bool = typer.Option(
         True,
         "--frontend-latency/--no-frontend-latency",
@@ -72,60 +72,23 @@ def serve(
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
-    import asyncio
     import contextlib
 
-    from tailscope.serve.engine_factory import EngineFlags, build_replica
+    from tailscope.api.serve import run_server
+    from tailscope.cli.common import warn_exposed
+    from tailscope.serve.engine_factory import EngineFlags
     from tailscope.serve.faults import FaultConfig
-    from tailscope.serve.server import is_loopback, serve_forever
 
-    faults = FaultConfig(
-        fail_rate=fail_rate,
-        rate_limit_rate=rate_limit_rate,
-        retry_after_s=retry_after,
-        stall_prob=stall_prob,
-        stall_ms=stall_ms,
-        disconnect_prob=disconnect_prob,
-        malformed_rate=malformed_rate,
-        seed=seed,
-    )
-    flags = EngineFlags(
-        tp=tp,
-        weights_dtype=weights_dtype,
-        kv_dtype=kv_dtype,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization,
-        enable_prefix_caching=not no_prefix_caching,
-        max_model_len=max_model_len,
-        calibration=calibration,
-        gpu_file=gpu_file,
-        backend=engine_kind,
-        ep=ep,
-    )
-    engine, options = build_replica(
-        model,
-        gpu,
-        flags=flags,
-        served_model_name=served_model_name,
-        speed=speed,
-        seed=seed,
-        faults=faults,
-        frontend_latency=frontend_latency,
-    )
-    if otlp_endpoint is not None or reasoning_tokens:
-        import dataclasses
+    faults = FaultConfig(fail_rate=fail_rate, rate_limit_rate=rate_limit_rate, retry_after_s=retry_after,
+                         stall_prob=stall_prob, stall_ms=stall_ms, disconnect_prob=disconnect_prob,
+                         malformed_rate=malformed_rate, seed=seed)  # fmt: skip
+    flags = EngineFlags(tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+                        enable_prefix_caching=not no_prefix_caching, max_model_len=max_model_len,
+                        calibration=calibration, gpu_file=gpu_file, backend=engine_kind, ep=ep)  # fmt: skip
+    warn_exposed("serve", host, "; the server has no authentication")
 
-        options = dataclasses.replace(options, otlp_endpoint=otlp_endpoint, reasoning_tokens=reasoning_tokens)
-        options.validate()
-    if not is_loopback(host):
-        print(
-            f"tailscope serve: warning: --host {host} accepts connections from other machines; the server has no "
-            "authentication. Use --host 127.0.0.1 unless you mean it.",
-            file=sys.stderr,
-        )
-
-    def ready(url: str) -> None:
+    def ready(options: ServeOptions, url: str) -> None:
         print(f"tailscope serve: built-in simulated engine, {options.description}")
         if faults.any:
             print(f"fault injection on: {faults}")
@@ -134,9 +97,9 @@ def serve(
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
-        asyncio.run(
-            serve_forever(engine, options, host=host, port=port, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)
-        )
+        run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, served_model_name=served_model_name,
+                   speed=speed, seed=seed, frontend_latency=frontend_latency, otlp_endpoint=otlp_endpoint,
+                   reasoning_tokens=reasoning_tokens, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
     print("tailscope serve: stopped", file=sys.stderr)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app
 
 _EXAMPLES = """
@@ -30,11 +31,11 @@ Examples:
 
 def sim(
     ctx: typer.Context,
-    model: str = typer.Option("llama-3.1-8b", "--model", help="Catalog model id or a path to a config.json."),
-    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id (tailscope catalog gpus)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (per attention-DP rank)."),
-    engine: str = typer.Option("vllm", "--engine", help="Serving engine: vllm, sglang or trtllm (costs, defaults)."),
-    ep: int = typer.Option(1, "--ep", help="Expert parallelism of an MoE model (divides tp × attention-dp)."),
+    model: opt.Model = "llama-3.1-8b",
+    gpu: opt.Gpu = "h100-sxm",
+    tp: opt.Tp = 1,
+    engine: opt.Engine = "vllm",
+    ep: opt.Ep = 1,
     attention_dp: int = typer.Option(
         1, "--attention-dp", help="Attention data-parallel ranks per replica (each with --tp GPUs)."
     ),
@@ -42,33 +43,27 @@ def sim(
     router: str = typer.Option(
         "least_outstanding", "--router", help="round_robin, least_outstanding or prefix_affinity."
     ),
-    weights_dtype: str | None = typer.Option(
-        None, "--weights-dtype", help="bf16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's own)."
-    ),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="bf16 or fp8 KV cache."),
-    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Running requests at most (vLLM default)."),
-    max_num_batched_tokens: int | None = typer.Option(
-        None, "--max-num-batched-tokens", help="Tokens per engine step (vLLM default)."
-    ),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="GPU memory fraction."),
-    no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching", help="Disable the prefix cache."),
-    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML (efficiencies)."),
-    gpu_file: Path | None = typer.Option(None, "--gpu-file", help="YAML file with extra GPUs."),
+    weights_dtype: opt.WeightsDtype = None,
+    kv_dtype: opt.KvDtype = "bf16",
+    max_num_seqs: opt.MaxNumSeqs = None,
+    max_num_batched_tokens: opt.MaxNumBatchedTokens = None,
+    gpu_memory_utilization: opt.GpuMemoryUtilization = 0.9,
+    no_prefix_caching: opt.NoPrefixCaching = False,
+    calibration: opt.Calibration = None,
+    gpu_file: opt.GpuFile = None,
     autoscale: Path | None = typer.Option(None, "--autoscale", help="Autoscaling policy YAML."),
-    profile: Path | None = typer.Option(None, "--profile", help="Workload profile YAML (flags override its fields)."),
-    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Closed loop: requests kept in flight."),
-    rate: float | None = typer.Option(None, "--rate", "-r", help="Open loop: requests per second."),
-    arrival: str = typer.Option("poisson", "--arrival", help="Open-loop process: constant, poisson or gamma."),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson)."),
-    requests: int | None = typer.Option(None, "--requests", "-n", help="Stop after N requests (warmup included)."),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Stop starting requests after this many (virtual) seconds."
-    ),
-    input_tokens: str = typer.Option("256", "--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG."),
-    output_tokens: str = typer.Option("128", "--output-tokens", help="Same forms as --input-tokens."),
-    warmup: int = typer.Option(0, "--warmup", help="First N requests are warmup: stored, excluded from statistics."),
+    profile: opt.Profile = None,
+    concurrency: opt.Concurrency = None,
+    rate: opt.Rate = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    requests: opt.Requests = None,
+    duration: opt.Duration = None,
+    input_tokens: opt.InputTokens = "256",
+    output_tokens: opt.OutputTokens = "128",
+    warmup: opt.Warmup = 0,
     seed: int = typer.Option(0, "--seed", help="Seed for lengths and arrivals (same seed → same simulation)."),
-    slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
+    slo: list[str] = opt.SLO,
     disagg: str | None = typer.Option(
         None, "--disagg", help="Prefill/decode pools: prefill=WORKERSxTP,decode=WORKERSxTP (replaces --replicas/--tp)."
     ),
@@ -80,12 +75,10 @@ def sim(
     kv_offload_gib: float = typer.Option(
         0.0, "--kv-offload-gib", help="Host memory (GiB/replica) for preempted KV: swap instead of recompute."
     ),
-    json_out: Path | None = typer.Option(
-        None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout)."
-    ),
-    html_out: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to this file."),
-    db: Path | None = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    json_out: opt.ExportOut = None,
+    html_out: opt.HtmlOut = None,
+    db: opt.Db = None,
+    quiet: opt.Quiet = False,
 ) -> None:
     """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
 
@@ -93,6 +86,7 @@ def sim(
     from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params, write_export_chunks
     from tailscope.metrics.document import run_to_json
     from tailscope.report.console import print_summary
+    from tailscope.report.sim_console import print_sim
 
     err = err_console()
 
@@ -117,32 +111,8 @@ def sim(
     with text_to:
         err.print(f"[cyan]target: {out.run.target.description}[/]")
         print_summary(run_to_json(out.run), out.summary_dict(), _stdout())
-        hit = res.prefix_hit_rate
-        print(
-            f"sim: {res.virtual_s:,.1f} s virtual in {res.wall_s:.2f} s ({res.speedup:,.0f}× real time), "
-            f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
-            f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
-        )
-        if res.kv_transfer_s or res.kv_swapped_tokens or res.recompute_tokens:
-            print(
-                f"KV: {res.kv_transfer_s:,.1f} s of prefill→decode transfers, {res.kv_swapped_tokens:,} tokens swapped "
-                f"to/from host ({res.kv_swap_s:,.2f} s), {res.recompute_tokens:,} tokens recomputed after preemption"
-            )
-        for t, change, why in res.scale_events:
-            print(f"autoscaler: t={t:,.0f}s " + (f"{change:+d} replica(s) ({why})" if change else why))
-        if autoscale is not None and res.timeline:
-            _stdout().print(_timeline_table(res.timeline))
-        if out.prediction_interval is not None:
-            rows = ", ".join(
-                f"{m} {p} {lo:,.1f}–{hi:,.1f} ms"
-                for m, pcts in out.prediction_interval.items()
-                for p, (lo, hi) in pcts.items()
-            )
-            src = out.prediction_interval_source or {}
-            if src.get("kind") == "residuals":
-                print(f"90% prediction interval (step-model residuals on {src.get('label')}): {rows}")
-            else:
-                print(f"twin prediction interval (±1σ of the fitted costs): {rows}")
+        print_sim(_stdout(), res, timeline=autoscale is not None, interval=out.prediction_interval,
+                  interval_source=out.prediction_interval_source)  # fmt: skip
     if json_out is not None:
         write_export_chunks(json_out, out.export_chunks())
         if not json_to_stdout(json_out):
@@ -153,29 +123,6 @@ def sim(
         write_report(html_out, out)
         err.print(f"wrote {html_out}")
     err.print(f"run {out.run.id} stored (kind sim)")
-
-
-def _timeline_table(timeline: list[dict[str, Any]], max_rows: int = 24) -> Any:
-    """Every k-th 10-second window of the timeline (at most ``max_rows`` rows) as a rich table."""
-    from rich.table import Table
-
-    step = max(1, -(-len(timeline) // max_rows))
-    t = Table(title="Timeline (10 s windows)", title_justify="left", show_edge=False, header_style="bold")
-    for col in ("t (s)", "replicas", "cold", "waiting", "running", "KV use", "TTFT p99 ms", "done"):
-        t.add_column(col, justify="right")
-    for row in timeline[::step]:
-        p99 = row.get("ttft_p99_ms")
-        t.add_row(
-            f"{row['t_s']:,.0f}",
-            str(row["replicas_ready"]),
-            str(row["replicas_pending"]),
-            str(row["waiting"]),
-            str(row["running"]),
-            f"{row['kv_usage']:.0%}",
-            "—" if p99 is None else f"{p99:,.0f}",
-            str(row["completed"]),
-        )
-    return t
 
 
 app = command_app()

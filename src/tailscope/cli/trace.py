@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app, emit_json, err_console, json_or_render, json_path_option, write_text
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app, emit_json, err_console, json_or_render, json_path_option, write_text
 
 trace_app = command_app(
     help=(
@@ -32,7 +33,7 @@ def ingest(
     fmt: str = typer.Option("auto", "--format", help="auto, otlp-json, otlp-proto, jaeger or zipkin."),
     rules: Path | None = _RULES,
     replace: bool = typer.Option(False, "--replace", help="Empty the set first."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Load trace files into a set. Example: tailscope trace ingest traces/*.json --set before"""
     from tailscope.api.trace import ingest_traces
@@ -60,7 +61,7 @@ def collect(
     max_body_mb: float = typer.Option(16.0, "--max-body-mb", help="Largest accepted request body (MiB)."),
     duration: float = typer.Option(0.0, "--duration", help="Stop after this many seconds (0 = until Ctrl-C)."),
     rules: Path | None = _RULES,
-    db: Path | None = DB,
+    db: opt.Db = None,
     grpc_port: int | None = typer.Option(
         None,
         "--grpc-port",
@@ -93,7 +94,7 @@ def join(
         1.0, "--skew-tolerance-ms", help="Suspect clock skew when spans lie this far outside the client's view."
     ),
     trace_db: Path | None = typer.Option(None, "--trace-db", help="Store holding the set, if not --db."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Join a bench run with a trace set by trace id; take each client-seen TTFT and E2E apart.
     Example: tailscope trace join --run latest --set live"""
@@ -113,7 +114,7 @@ def show(
     json_out: Path | None = json_path_option("{trace_id, spans, critical_path, exclusive_ns}"),
     policy: str = _POLICY,
     async_blocking: bool = _ASYNC,
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Show one trace's tree with the critical path. Example: tailscope trace show 4bf92f35 --set before"""
     from tailscope.api.trace import show_trace
@@ -133,7 +134,7 @@ def analyze(
     json_path: Path | None = json_path_option("the full analysis"),
     policy: str = _POLICY,
     async_blocking: bool = _ASYNC,
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Where the time of slow traces goes. Example: tailscope trace analyze --set before --root-op "POST /chat\""""
     from tailscope.api.trace import analyze_traces
@@ -152,7 +153,7 @@ def diff(
     json_path: Path | None = json_path_option("the diff"),
     policy: str = _POLICY,
     async_blocking: bool = _ASYNC,
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Why latency moved between two sets. Example: tailscope trace diff --before before --after after"""
     from tailscope.api.trace import diff_traces
@@ -207,7 +208,7 @@ def whatif(
     seed: int = typer.Option(0, "--seed", help="Seed of the --cache draws."),
     json_path: Path | None = json_path_option("{before, after, changes, traces, …}"),
     html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Project changes before making them: every trace re-timed along its tree, P50/P95/P99 before and after
     (all changes apply together).
@@ -244,7 +245,7 @@ def cacheability(
     ),
     hit_duration: str = typer.Option("1ms", "--hit-duration", help="Duration of a cache hit in the what-if."),
     json_path: Path | None = json_path_option("{operations, candidates}"),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Score operations for caching (reuse 40, compute cost 30, immutability 30; ≥ 60 = candidate, with its what-if).
 
@@ -280,7 +281,7 @@ def demo(
 
 
 @trace_app.command("sets")
-def sets(db: Path | None = DB) -> None:
+def sets(db: opt.Db = None) -> None:
     """List the trace sets in the store with their span and trace counts. Example: tailscope trace sets"""
     from tailscope.api.trace import trace_sets
     from tailscope.report.trace_console import sets_lines
@@ -296,7 +297,7 @@ def sets(db: Path | None = DB) -> None:
 @trace_app.command("delete")
 def delete(
     set_names: list[str] = typer.Argument(..., help="Names of the trace sets to delete."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     """Delete trace sets and their spans. Example: tailscope trace delete before"""
     from tailscope.api.trace import delete_trace_sets

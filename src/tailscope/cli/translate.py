@@ -43,14 +43,6 @@ def translate(
     text = yaml.safe_dump(result.profile, sort_keys=False, default_flow_style=None, width=120)
     if out is not None:
         write_text(out, text, "--out")
-    typer.echo(
-        translation_text(
-            result.tool,
-            text,
-            result.command(str(out) if out is not None else "profile.yaml"),
-            list(result.differences),
-            list(result.ignored),
-            str(out) if out is not None else None,
-        ),
-        nl=False,
-    )
+    shown = str(out) if out is not None else None
+    typer.echo(translation_text(result.tool, text, result.command(shown or "profile.yaml"), list(result.differences),
+                                list(result.ignored), shown), nl=False)  # fmt: skip

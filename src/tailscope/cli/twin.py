@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from tailscope.cli import common as opt
 from tailscope.cli.common import command_app
 from tailscope.errors import TailscopeError
 
@@ -42,7 +43,7 @@ def calibrate(
     block_size: int | None = typer.Option(None, "--block-size", help="KV block size when /metrics lacks it."),
     num_blocks: int | None = typer.Option(None, "--num-blocks", help="KV blocks when /metrics lacks them."),
     seed: int = typer.Option(0, "--seed"),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
 ) -> None:
     """Probe a server (bounded) and fit its digital twin; or fit one from stored runs.
 
@@ -72,21 +73,21 @@ def check(
     calibration: Path = typer.Option(..., "--calibration", help="The twin file."),
     url: str = typer.Option(..., "--url", help="The real server to measure."),
     model: str | None = typer.Option(None, "--model"),
-    profile: Path | None = typer.Option(None, "--profile", help="Workload profile to predict and measure."),
-    rate: float | None = typer.Option(None, "--rate"),
-    concurrency: int | None = typer.Option(None, "--concurrency"),
-    arrival: str = typer.Option("poisson", "--arrival"),
-    requests: int | None = typer.Option(None, "--requests"),
-    duration: float | None = typer.Option(None, "--duration"),
-    input_tokens: str = typer.Option("256", "--input-tokens"),
-    output_tokens: str = typer.Option("64", "--output-tokens"),
+    profile: opt.Profile = None,
+    rate: opt.Rate = None,
+    concurrency: opt.Concurrency = None,
+    arrival: opt.Arrival = "poisson",
+    requests: opt.Requests = None,
+    duration: opt.Duration = None,
+    input_tokens: opt.InputTokens = "256",
+    output_tokens: opt.OutputTokens = "64",
     seed: int = typer.Option(0, "--seed"),
     tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the check as JSON to PATH (- = stdout, the table to stderr)."
     ),
     html_out: Path | None = typer.Option(None, "--html", help="Write predicted vs measured as an HTML report."),
-    db: Path | None = typer.Option(None, "--db"),
+    db: opt.Db = None,
     anchor: bool = typer.Option(
         False,
         "--anchor",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer
 
-from tailscope.cli.common import DB, command_app
+from tailscope.cli import common as opt
+from tailscope.cli.common import command_app
 
 _HELP = """Serve a local dashboard over the store: runs with filters (kind, tag, text), a page per run (the HTML
 report), comparisons of two or more runs, and trace sets. Read-only; binds 127.0.0.1 unless --host says otherwise.
@@ -24,7 +24,7 @@ def ui(
     port: int = typer.Option(8787, "--port", help="TCP port."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (anything but loopback exposes your runs)."),
     token: str | None = typer.Option(None, "--token", help="Require this token (?token=… once, then a cookie)."),
-    db: Path | None = DB,
+    db: opt.Db = None,
 ) -> None:
     from aiohttp import web
 

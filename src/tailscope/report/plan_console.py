@@ -15,6 +15,7 @@ from tailscope.plan.capacity import CapacityPlan
 from tailscope.plan.estimate import Estimate
 from tailscope.plan.kv import KvPlan
 from tailscope.plan.napkin import CostPlan, NapkinCapacity, UnitCost
+from tailscope.plan.routing import Projection, RoutingPlan
 
 GB = 1e9
 
@@ -175,3 +176,55 @@ def _check_text(c: Any) -> str:
     scope = ", one replica's share of the load" if c.scope == "one replica" else ""
     need = f" < the {c.needed_window_s:,.0f} s a queue needs" if c.transient_only else ""
     return f"{c.requests:,} requests over {c.window_s:,.0f} s of arrivals{scope}: {c.steady}{need}"
+
+
+def capacity_notes(confidence: dict[str, Any] | None, has_best: bool, disagg: dict[str, Any] | None) -> list[str]:
+    """The lines under the capacity table: the confidence the answer holds with, the disaggregated split."""
+    lines = []
+    if confidence is not None and has_best:
+        lines.append(f"meets the SLOs with ≥ 90% confidence (intervals from the residuals on {confidence['label']})")
+    if disagg is not None:
+        if disagg["answer"] is None:
+            lines.append(f"disaggregated: none of {len(disagg['tried'])} splits met the SLOs")
+        else:
+            d = disagg
+            lines.append(f"disaggregated: {d['answer']} (prefill TP{d['prefill_tp']}, decode TP{d['decode_tp']}; "
+                         f"{d['gpus']} GPUs; {len(d['tried'])} simulated)")  # fmt: skip
+    return lines
+
+
+def _projection_line(label: str, p: Projection, saving: float | None) -> str:
+    shares = ", ".join(f"{k} {v:.0%}" for k, v in p.shares.items())
+    cost = f"${p.cost_per_1m_requests:,.0f} per 1M requests"
+    if p.routed:
+        cost += f" (router ${p.router_cost_per_request * 1e6:,.0f})"
+    change = f", {saving:+.0%} cost" if saving is not None else ""
+    slo = "" if p.meets_slo is None else ("  meets SLO" if p.meets_slo else "  misses SLO")
+    return f"{label:<10} P50 {p.p50_ms:,.0f} ms  P95 {p.p95_ms:,.0f} ms  {cost}{change}  [{shares}]{slo}"
+
+
+def routing_text(plan: RoutingPlan) -> str:
+    """``tailscope plan routing``: the tiers, router, classes and SLO, then the baseline, the given routing and the
+    cheapest one meeting the SLO, each with its P50/P95 and cost per 1M requests."""
+    lines = ["Tiers (least capable first):"]
+    for t in plan.tiers:
+        price = f"${t.cost(plan.tokens_in, plan.tokens_out) * 1e6:,.0f} per 1M requests"
+        lines.append(f"  {t.name:<12} P50 {t.p50_ms:,.0f} ms  P95 {t.p95_ms:,.0f} ms  {price}  ({t.source})")
+    if plan.router is not None:
+        r = plan.router
+        lines.append(f"  router {r.name}: P50 {r.p50_ms:,.0f} ms, P95 {r.p95_ms:,.0f} ms, "
+                     f"${r.cost(plan.tokens_in, plan.tokens_out) * 1e6:,.0f} per 1M requests")  # fmt: skip
+    lines.append("Classes: " + ", ".join(f"{c.name} {c.share:.0%} (≥ {c.min_tier})" for c in plan.classes))
+    slo = " and ".join(
+        f"{k} ≤ {v:,.0f} ms" for k, v in (("P50", plan.slo_p50_ms), ("P95", plan.slo_p95_ms)) if v is not None
+    )
+    lines += [f"SLO: {slo or 'none (cheapest routing)'}", "", _projection_line("baseline", plan.baseline, None)]
+    if plan.given is not None:
+        lines.append(_projection_line("given", plan.given, plan.saving(plan.given)))
+    if plan.best is not None:
+        lines.append(_projection_line("cheapest", plan.best, plan.saving()))
+        lines.append("  routing: " + ", ".join(f"{c} → {t}" for c, t in plan.best.assignment.items()))
+    else:
+        lines.append("no routing meets the SLO")
+    lines.extend(f"note: {n}" for n in plan.notes)
+    return "\n".join(lines)

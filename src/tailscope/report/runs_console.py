@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tailscope.records import Run
 from tailscope.units import format_ms
 
 
@@ -70,3 +71,30 @@ def print_repair(report: Any, con: Console, *, limit: int = 5) -> None:
         con.print(f"quarantined: run {q.run_id}: {q.path} — {q.reason}", highlight=False, soft_wrap=True)
     if len(report.quarantined) > limit:
         con.print(f"… and {len(report.quarantined) - limit} more quarantined batch(es) (`tailscope runs repair`)")
+
+
+def print_run_view(
+    con: Console, run: Run, summary: dict[str, Any], dialect: str, tool_summary: dict[str, Any] | None = None
+) -> None:
+    """``tailscope runs show``: the summary (as ``dialect`` defines its metrics); for an imported run, its figures
+    as the importing tool defined them (``tool_summary``) beside ours; the trace-context note of a traced run."""
+    from tailscope.metrics.document import run_to_json
+    from tailscope.report.console import dialect_renderable, print_summary
+
+    if dialect != "tailscope":
+        con.print(f"[bold]run {run.id}[/]  {run.kind.value}  {run.status.value}\ntarget {run.target.url}  model "
+                  f"{run.target.model}")  # fmt: skip
+        con.print(dialect_renderable(summary))
+        return
+    print_summary(run_to_json(run), summary, con)
+    imported = run.settings.get("import")
+    if isinstance(imported, dict) and tool_summary is not None:
+        from tailscope.report.peers_console import import_renderable
+
+        con.print(import_renderable(imported, tool_summary, summary))
+    traced = summary.get("trace_context")
+    if isinstance(traced, dict):
+        con.print(
+            f"trace context: {traced.get('traced', 0)} requests sent a traceparent (ratio {traced.get('ratio')}); "
+            f"their trace_id/span_id are in the records — join them: tailscope trace join --run {run.id} --set SET"
+        )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from tailscope.verify.bootstrap import DiffCI
+from tailscope.verify.checklist import Checklist
 from tailscope.verify.compare import ComparisonResult
 from tailscope.verify.contract import LATENCY_METRICS
 from tailscope.verify.diagnose import Diagnosis
@@ -294,4 +295,24 @@ def findings_markdown(diagnosis: Diagnosis) -> str:
         lines.append("Next:")
         lines.extend(f"1. {a}" for a in f.actions)
         lines.append("")
+    return "\n".join(lines)
+
+
+_ITEM_MARK = {"evidenced": "✔", "attested": "✎", "missing": "✘"}
+
+
+def checklist_text(result: Checklist) -> str:
+    """``tailscope checklist``: each item with its mark, status and evidence (what counts, when missing)."""
+    lines = ["Pre-launch checklist (the method, article 003 §5.1)", ""]
+    for i, item in enumerate(result.items, 1):
+        lines.append(f"{_ITEM_MARK.get(item.status, '?')} {i:>2}. {item.title}  [{item.id}: {item.status}]")
+        lines.append(f"       {item.evidence}")
+        if item.status == "missing":
+            lines.append(f"       counts: {item.counts}")
+    done = len(result.items) - len(result.missing)
+    lines.append("")
+    lines.append(
+        f"{done} of {len(result.items)} items evidenced or attested"
+        + (f"; missing: {', '.join(i.id for i in result.missing)}" if result.missing else " — ready to launch")
+    )
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.clock import Clock, MonotonicClock, utc_now_iso
 from tailscope.errors import ConfigError
 from tailscope.io.tokenizer import load_tokenizer
-from tailscope.metrics.document import build_export
+from tailscope.metrics.document import build_export, run_to_json
 from tailscope.metrics.percentiles import Stats
 from tailscope.metrics.saturation import saturation_check
 from tailscope.metrics.server import summarize_server
@@ -172,6 +172,10 @@ class BenchResult:
         doc["server"] = self.server
         doc.update(self.extra)
         return doc
+
+    def brief(self) -> dict[str, Any]:
+        """``run`` and ``summary`` of the export document, without the requests (one run of a sweep or a repeat)."""
+        return {"run": run_to_json(self.run), "summary": self.summary_dict()}
 
     def to_dict(self) -> dict[str, Any]:
         """The export document (``run``, ``summary``, ``requests``), as ``tailscope bench --json`` writes it."""

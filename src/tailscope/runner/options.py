@@ -11,10 +11,11 @@ documented default. A value that is given always wins over the profile (options 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from tailscope.errors import ConfigError
 from tailscope.metrics.slo import Slo
 
 #: the defaults of the fields that a profile can set (None in :class:`BenchOptions` = not given)
@@ -27,6 +28,12 @@ DEFAULTS: dict[str, Any] = {
     "output_tokens": "128",
     "seed": 0,
 }
+
+#: the fields a profile can set too: a command line gives them only when typed (see :meth:`BenchOptions.from_flags`)
+PROFILE_FIELDS = frozenset(
+    ("url", "model", "endpoint", "concurrency", "rate", "arrival", "burstiness", "requests", "duration", "warmup",
+     "input_tokens", "output_tokens", "seed", "slo")
+)  # fmt: skip
 
 PathLike = str | os.PathLike[str]
 
@@ -176,6 +183,28 @@ class BenchOptions:
     def with_changes(self, **changes: Any) -> BenchOptions:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+    @classmethod
+    def from_flags(cls, values: Mapping[str, Any], typed: Collection[str]) -> BenchOptions:
+        """The options of a command line: ``values`` by parameter name (others are ignored), the fields a profile
+        can set kept only when ``typed`` names them, so that a profile's value wins over a flag's default.
+
+        Raises:
+            ConfigError: ``workers`` is neither a number nor ``auto``.
+        """
+        kept = {k: v for k, v in values.items() if k in cls.field_names()}
+        kept.update({name: () if name == "slo" else None for name in PROFILE_FIELDS if name not in typed})
+        for name in ("slo", "headers", "telemetry_url"):
+            kept[name] = tuple(kept.get(name) or ())
+        w = kept.get("workers")
+        if w is not None and w != "auto":
+            try:
+                kept["workers"] = int(w)
+            except ValueError:
+                raise ConfigError(f"--workers {w!r}: give a number of worker processes, or auto") from None
+        if kept.get("from_traces") is not None and values.get("db") is not None:
+            kept["traces_db"] = values["db"]  # the trace set lives in the bench's own store
+        return cls(**kept)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

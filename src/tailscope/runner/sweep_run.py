@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from tailscope.metrics.document import clean_json
 from tailscope.records import RunStatus
 from tailscope.runner.bench import BenchConfig, BenchResult
 from tailscope.runner.progress import Progress
@@ -98,6 +99,13 @@ class SweepOutcome:
             "interrupted": self.interrupted,
         }
 
+    def export(self) -> dict[str, Any]:
+        """The ``bench --sweep --json`` document: the sweep, then each point's load, run and summary."""
+        doc: dict[str, Any] = clean_json(
+            {"sweep": self.to_dict(), "runs": [{"load": p.load, **p.result.brief()} for p in self.points]}
+        )
+        return doc
+
 
 def knee_index(points: list[PointRun]) -> int | None:
     """The knee of measured points (:func:`tailscope.workload.sweep.knee_of`: requests/s against E2E p50)."""
@@ -172,6 +180,13 @@ class FindMaxOutcome:
             "probes": [p.row() for p in self.probes],
             "interrupted": self.interrupted,
         }
+
+    def export(self) -> dict[str, Any]:
+        """The ``bench --find-max --json`` document: the search, then each probe's load, run and summary."""
+        doc: dict[str, Any] = clean_json(
+            {"find_max": self.to_dict(), "runs": [{"load": p.load, **p.result.brief()} for p in self.probes]}
+        )
+        return doc
 
 
 class _Interrupted(Exception):
