@@ -51,6 +51,8 @@ class SimResult:
             "residuals", "label": ..., "group": {engine, gpu, family, mode}, "rows": ..., "configurations": ...,
             "confidence": 0.9}``.
         store_path: the store the run was written to, or None (nothing was written).
+        sessions: session metrics (``summary["sessions"]``: duration, steps, time per step and per agent step) when
+            the workload has sessions, as a bench run reports them; else None.
     """
 
     run: Run
@@ -61,6 +63,7 @@ class SimResult:
     prediction_interval: dict[str, dict[str, tuple[float, float]]] | None = None
     store_path: str | None = None
     prediction_interval_source: dict[str, Any] | None = None
+    sessions: dict[str, Any] | None = None
 
     @property
     def status(self) -> RunStatus:
@@ -69,6 +72,8 @@ class SimResult:
     def summary_dict(self) -> dict[str, Any]:
         """The ``summary`` object of the export and of the store: the summary, ``sim`` and ``prediction_interval``."""
         doc = self.summary.to_dict() if self.records else {}
+        if self.sessions is not None:
+            doc["sessions"] = self.sessions
         doc["sim"] = self.sim.to_dict()
         if self.prediction_interval is not None:
             doc["prediction_interval"] = self.prediction_interval
@@ -103,6 +108,7 @@ def sim_result(
         prediction_interval=interval,
         store_path=str(store.db.path) if store is not None else None,
         prediction_interval_source=source,
+        sessions=out.sessions,
     )
 
 

@@ -90,6 +90,7 @@ class SimOutcome:
     result: SimResult
     run_summary: RunSummary | None = None
     samples: list[ServerSample] = field(default_factory=list)
+    sessions: dict[str, Any] | None = None  # session metrics (``summary["sessions"]``), as bench reports them
 
 
 def build_cluster(a: SimArgs) -> ClusterSpec:
@@ -208,11 +209,6 @@ def resolve_specs(a: SimArgs) -> Workload:
         closed = p.arrival.mode == "closed"
         stages = p.arrival.stages
         steady = not closed and len(stages) == 1 and stages[0].kind == "rate"
-        if any(c.agent is not None for c in p.classes):
-            raise ConfigError(
-                f"{a.profile}: agent classes (call graphs) are not simulated yet; measure them with "
-                "`tailscope bench --profile` (the simulator runs sessions as conversations)"
-            )
         if p.arrival.max_concurrency is not None:
             raise ConfigError(
                 f"{a.profile}: arrival.max_concurrency (an open loop capped in flight) is not simulated; drop it "
@@ -379,10 +375,24 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
         if typed is not None and extra:
             typed = replace(typed, warnings=(*extra, *typed.warnings))
         summary = typed.to_dict() if typed is not None else {}
+        sessions = _sessions(records, sim, wl)
+        if sessions is not None:
+            summary["sessions"] = sessions
         summary["sim"] = sim.result.to_dict()
         if store is not None:
             store.finish_run(run.id, status, summary)
-    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples)
+    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples, sessions)
+
+
+def _sessions(records: list[RequestRecord], sim: Simulation, wl: Workload) -> dict[str, Any] | None:
+    """Session metrics as bench reports them: sessions judged whole (agent call graphs against the calls planned
+    when they started, trace → load against the set's calls, with each agent step's time)."""
+    if not any(r.session_id is not None for r in records):
+        return None
+    from tailscope.metrics.sessions import session_summary
+
+    planned = (wl.settings.get("trace_load") or {}).get("planned") or sim.planned or None
+    return session_summary(records, planned, sim.step_names or None)
 
 
 def _saturation(records: list[RequestRecord], wl: Workload) -> tuple[str, ...]:
