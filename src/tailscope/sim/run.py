@@ -74,6 +74,9 @@ class SimArgs:
     spec_accept: float = 0.7
     spec_draft_model: str | None = None
     kv_offload_gib: float = 0.0
+    from_traces: str | None = None
+    traces_db: Path | None = None
+    time_scale: float = 1.0
     db: Path | None = None
     store: bool = True
     explicit: frozenset[str] = field(default_factory=frozenset)
@@ -192,6 +195,8 @@ def resolve_specs(a: SimArgs) -> Workload:
     from tailscope.workload.lengths import parse_length_spec
 
     slos = tuple(parse_slo(s) for s in a.slo)
+    if a.from_traces is not None:
+        return _trace_workload(a, a.from_traces, slos)
     if a.profile is not None:
         from tailscope.io.profile import load_profile
         from tailscope.workload.profile import apply_overrides, flag_overrides
@@ -278,6 +283,68 @@ def resolve_specs(a: SimArgs) -> Workload:
             "warmup": a.warmup,
         },
     )
+
+
+def _trace_workload(a: SimArgs, set_name: str, slos: tuple[Slo, ...]) -> Workload:
+    """``--from-traces SET``: the set's first ``--requests`` traces with LLM calls (default 100) as call-graph
+    sessions, as ``bench --from-traces`` replays them (:mod:`tailscope.workload.trace_load`)."""
+    from tailscope.errors import NotFoundError
+    from tailscope.store.spans import SpanStore
+    from tailscope.workload.trace_load import trace_requests, trace_session
+
+    for name, flag in (("profile", "--profile"), ("rate", "--rate"), ("concurrency", "--concurrency")):
+        if getattr(a, name) is not None:
+            raise ConfigError(
+                f"{flag} does not apply to --from-traces: the traces fix when each session starts and how its "
+                "calls follow each other; use --time-scale and --requests (sessions)"
+            )
+    if a.time_scale <= 0:
+        raise ConfigError(f"--time-scale {a.time_scale:g}: give a factor > 0 (0.5 = twice as fast)")
+    lengths = []
+    for value, flag, default in ((a.input_tokens, "--input-tokens", 512), (a.output_tokens, "--output-tokens", 128)):
+        if flag.lstrip("-").replace("-", "_") not in a.explicit:
+            lengths.append(default)
+        elif value.strip().isdigit():
+            lengths.append(int(value))
+        else:
+            raise ConfigError(f"{flag} {value!r}: with --from-traces give one number (a call without token counts)")
+    store = SpanStore(a.traces_db if a.traces_db is not None else a.db)
+    store.get_set(set_name)  # NotFoundError naming the set and what exists
+    want = a.requests or 100
+    ids: list[str] = []
+    for spans in store.iter_traces(set_name):
+        if any(sp.layer == "inference" for sp in spans):
+            ids.append(spans[0].trace_id)
+            if len(ids) >= want:
+                break
+    if not ids:
+        raise ConfigError(
+            f"--from-traces {set_name}: no LLM call in the set (spans of the inference layer); see "
+            "`tailscope trace layers`"
+        )
+    loaded = store.load_traces(set_name, ids)
+    sessions = [
+        ses
+        for tid in ids
+        if (ses := trace_session(loaded.get(tid, []), input_tokens=lengths[0], output_tokens=lengths[1]))
+    ]
+    if not sessions:
+        raise NotFoundError(f"--from-traces {set_name}: the traces could not be read back")
+    specs = trace_requests(sessions, time_scale=a.time_scale, seed=a.seed)
+    if a.duration is not None:
+        cut = {sp.session_id for sp in specs if sp.turn == 0 and (sp.at_ns or 0) >= a.duration * 1e9}
+        specs = [sp for sp in specs if sp.session_id not in cut]
+        if not specs:
+            raise ConfigError(f"--from-traces {set_name}: no session starts inside --duration {a.duration:g}")
+    planned: dict[str, int] = {}
+    for sp in specs:
+        planned[sp.session_id or ""] = planned.get(sp.session_id or "", 0) + 1
+    settings = {
+        "mode": "trace_load",
+        "time_scale": a.time_scale,
+        "trace_load": {"set": set_name, "sessions": len(planned), "calls": len(specs), "planned": planned},
+    }
+    return Workload(specs=iter(specs), concurrency=None, duration_s=None, slos=slos, profile=None, settings=settings)
 
 
 #: timeline column → the vLLM metric name it stands for (so dashboards treat sim runs like scraped ones)

@@ -170,3 +170,63 @@ def test_sim_of_agent_profile_closed_loop(tmp_path: Path) -> None:
     assert len(recs) == 40
     assert all(r.ok for r in recs)
     assert summary["sessions"]["failed"] == 0
+
+
+def _fanout_trace(k: int) -> list[Any]:
+    """plan → (left ∥ right) → answer with 30 ms and 80 ms gaps; traces start 200 ms apart."""
+    from tailscope.records import Span
+
+    tid = f"{k + 1:032x}"
+    t0 = 1_767_225_600_000_000_000 + k * 200 * MS
+
+    def s(sid: str, name: str, a: int, b: int, n_in: int, n_out: int) -> Span:
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.usage.input_tokens": n_in,
+            "gen_ai.usage.output_tokens": n_out,
+        }
+        return Span(tid, f"{k:08x}{sid:0>8}", f"{k:08x}{'1':0>8}", name, t0 + a * MS, t0 + b * MS, service="agent",
+                    kind="CLIENT", attributes=attrs, layer="inference")  # fmt: skip
+
+    root = Span(tid, f"{k:08x}{'1':0>8}", None, "invoke_agent", t0, t0 + 1500 * MS, service="agent",
+                attributes={"gen_ai.operation.name": "invoke_agent"}, layer="agent")  # fmt: skip
+    return [
+        root,
+        s("2", "chat plan", 0, 300, 300, 16),
+        s("3", "chat left", 330, 700, 200, 24),
+        s("4", "chat right", 335, 650, 200, 24),
+        s("5", "chat answer", 780, 1200, 500, 16),
+    ]
+
+
+def test_sim_from_traces_replays_each_trace_call_graph(tmp_path: Path) -> None:
+    import json
+
+    import tailscope
+    from tailscope.trace.demo import to_otlp_json
+
+    path = tmp_path / "fanout.otlp.json"
+    path.write_text(json.dumps(to_otlp_json([s for k in range(3) for s in _fanout_trace(k)])) + "\n")
+    db = tmp_path / "store.duckdb"
+    tailscope.ingest_traces([path], set_name="fanout", store=db)
+    res = tailscope.simulate(from_traces="fanout", traces_db=db)
+    assert res.sessions is not None
+    assert res.sessions["sessions"] == 3
+    assert res.sessions["failed"] == 0
+    assert res.summary_dict()["sessions"] == res.sessions
+    assert res.run.settings["load"]["mode"] == "trace_load"
+    recs: dict[str, list[RequestRecord]] = {}
+    for r in res.records:
+        recs.setdefault(r.session_id or "", []).append(r)
+    for k, calls in enumerate(sorted(recs.values(), key=lambda c: min(r.scheduled_ns for r in c))):
+        plan, left, right, answer = sorted(calls, key=lambda r: r.turn or 0)
+        assert plan.scheduled_ns == k * 200 * MS  # sessions start at their traces' offsets
+        assert left.scheduled_ns == _end(plan) + 30 * MS
+        assert right.scheduled_ns == _end(plan) + 35 * MS
+        assert max(left.scheduled_ns, right.scheduled_ns) < min(_end(left), _end(right))  # they overlap again
+        assert answer.scheduled_ns == max(_end(left) + 80 * MS, _end(right) + 130 * MS)
+        assert [r.input_tokens for r in (plan, left, right, answer)] == [300, 200, 200, 500]
+    # --time-scale 0.5 halves the gaps
+    fast = tailscope.simulate(from_traces="fanout", traces_db=db, time_scale=0.5)
+    first = sorted((r for r in fast.records if r.turn is not None and r.turn <= 1), key=lambda r: r.id)[:2]
+    assert first[1].scheduled_ns == _end(first[0]) + 15 * MS
