@@ -344,7 +344,9 @@ def _trace_workload(a: SimArgs, set_name: str, slos: tuple[Slo, ...]) -> Workloa
         "time_scale": a.time_scale,
         "trace_load": {"set": set_name, "sessions": len(planned), "calls": len(specs), "planned": planned},
     }
-    return Workload(specs=iter(specs), concurrency=None, duration_s=None, slos=slos, profile=None, settings=settings)
+    return Workload(
+        specs=iter(specs), concurrency=None, duration_s=a.duration, slos=slos, profile=None, settings=settings
+    )
 
 
 #: timeline column → the vLLM metric name it stands for (so dashboards treat sim runs like scraped ones)

@@ -14,7 +14,8 @@
   concurrently. A call whose predecessor failed (or is not in the session) is not sent, nor anything after it. A
   call's prompt is its own text plus the output tokens of its ``answers_from`` calls (placed after its text, so they
   are never a prefix-cache hit); a shared prefix stays in front of every call. A closed-loop client runs a whole call
-  graph: it is free when the last call of the session has ended (or was dropped).
+  graph: it is free when the last call of the session has ended (or was dropped). With ``duration_s`` no call of a
+  graph is sent after the stop (the session is cut), as bench does.
 
 A request reaches a replica after the API-server latency (``Efficiency.frontend_ms``); headline times are from
 ``scheduled_ns`` as for bench. Records are yielded as requests finish (memory stays bounded by what is in flight).
@@ -124,7 +125,8 @@ class Simulation:
         cluster: the deployment.
         specs: the workload (any iterable; consumed lazily).
         concurrency: virtual clients for closed-loop specs (``at_ns`` None); ignored for open loop.
-        duration_s: stop starting new closed-loop requests after this many virtual seconds.
+        duration_s: stop starting new closed-loop requests (and any call of a call graph) after this many virtual
+            seconds.
         horizon_s: hard stop; requests still in flight become ``incomplete`` records.
         ramp_s: closed loop only — client i starts at ``i / concurrency × ramp_s``. None = one estimated
             request lifetime of the first request. Real clients desynchronise through jitter (network, tokenizer,
@@ -268,6 +270,14 @@ class Simulation:
                 g = ses.graph
                 if g is None:
                     g = ses.graph = self._graph_start(ses, spec, now, client)
+                elif self._stop_ns is not None and now >= self._stop_ns:
+                    # the run's stop: no call is sent after it (the session is cut: incomplete), as in bench
+                    self._graph_end(ses, g, spec, now, None, 0)
+                    if g.left == 0:
+                        del self._sessions[spec.session_id]  # type: ignore[arg-type]
+                        if client >= 0:
+                            self._client_next(client, now)
+                    return
                 elif spec.answers_from:  # the answers' text comes after the call's own
                     prompt += sum(g.outputs.get(a, 0) for a in spec.answers_from)
                 if spec.step is not None:

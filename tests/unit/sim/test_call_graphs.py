@@ -144,8 +144,8 @@ def _agent_sim(tmp_path: Path, **kw: object) -> tuple[dict, list[RequestRecord]]
 
 
 def test_sim_of_agent_profile_reports_sessions_by_step_and_is_seeded(tmp_path: Path) -> None:
-    explicit = frozenset({"duration"})
-    summary, recs = _agent_sim(tmp_path, duration=12.0, explicit=explicit)
+    explicit = frozenset({"requests"})
+    summary, recs = _agent_sim(tmp_path, requests=60, explicit=explicit)
     s = summary["sessions"]
     assert s["sessions"] >= 5
     assert s["failed"] == 0
@@ -153,8 +153,10 @@ def test_sim_of_agent_profile_reports_sessions_by_step_and_is_seeded(tmp_path: P
     assert list(s["by_step"]) == ["plan", "search", "answer", "react/think", "react/act"]
     assert s["steps"]["min"] >= 6  # plan + ≥ 2 searches + answer + ≥ 1 think → act round
     assert summary["requests"]["completed"] == len(recs)
-    _, again = _agent_sim(tmp_path, duration=12.0, explicit=explicit)
+    _, again = _agent_sim(tmp_path, requests=60, explicit=explicit)
     assert again == recs  # same profile seed, same simulation
+    cut, _ = _agent_sim(tmp_path, duration=6.0, explicit=frozenset({"duration"}))
+    assert cut["sessions"]["incomplete"] >= 1  # the stop cuts the sessions in progress, as in bench
     # every call with an answer step reads the searches: its prompt is longer than its own text
     by_session: dict[str, list[RequestRecord]] = {}
     for r in recs:
@@ -230,3 +232,12 @@ def test_sim_from_traces_replays_each_trace_call_graph(tmp_path: Path) -> None:
     fast = tailscope.simulate(from_traces="fanout", traces_db=db, time_scale=0.5)
     first = sorted((r for r in fast.records if r.turn is not None and r.turn <= 1), key=lambda r: r.id)[:2]
     assert first[1].scheduled_ns == _end(first[0]) + 15 * MS
+
+
+def test_no_call_is_sent_after_the_stop() -> None:
+    plan_end = _end(_by_id(list(Simulation(_cluster(), _graph(0, "g", 0)).run()))[0])
+    stop_s = (plan_end + 7 * MS) / 1e9  # the first search is due before the stop, the others after it
+    sim = Simulation(_cluster(), _graph(0, "g", 0), duration_s=stop_s)
+    recs = _by_id(list(sim.run()))
+    assert sorted(recs) == [0, 1]  # as bench: the session is cut (incomplete), nothing later is sent
+    assert not sim._sessions  # the session's bookkeeping is gone
