@@ -51,6 +51,8 @@ class SimResult:
             "residuals", "label": ..., "group": {engine, gpu, family, mode}, "rows": ..., "configurations": ...,
             "confidence": 0.9}``.
         store_path: the store the run was written to, or None (nothing was written).
+        sessions: session metrics (``summary["sessions"]``: duration, steps, time per step and per agent step) when
+            the workload has sessions, as a bench run reports them; else None.
     """
 
     run: Run
@@ -61,6 +63,7 @@ class SimResult:
     prediction_interval: dict[str, dict[str, tuple[float, float]]] | None = None
     store_path: str | None = None
     prediction_interval_source: dict[str, Any] | None = None
+    sessions: dict[str, Any] | None = None
 
     @property
     def status(self) -> RunStatus:
@@ -69,6 +72,8 @@ class SimResult:
     def summary_dict(self) -> dict[str, Any]:
         """The ``summary`` object of the export and of the store: the summary, ``sim`` and ``prediction_interval``."""
         doc = self.summary.to_dict() if self.records else {}
+        if self.sessions is not None:
+            doc["sessions"] = self.sessions
         doc["sim"] = self.sim.to_dict()
         if self.prediction_interval is not None:
             doc["prediction_interval"] = self.prediction_interval
@@ -103,6 +108,7 @@ def sim_result(
         prediction_interval=interval,
         store_path=str(store.db.path) if store is not None else None,
         prediction_interval_source=source,
+        sessions=out.sessions,
     )
 
 
@@ -190,6 +196,9 @@ def simulate(
     spec_accept: float = 0.7,
     spec_draft_model: str | None = None,
     kv_offload_gib: float = 0.0,
+    from_traces: str | None = None,
+    traces_db: PathLike | None = None,
+    time_scale: float = 1.0,
     store: StorePath | RunStore | None = None,
     progress: SimProgress | None = None,
     explicit: Collection[str] | None = None,
@@ -218,6 +227,11 @@ def simulate(
             accepted with probability ``spec_accept`` each; the draft is ``spec_draft_model`` on the same GPUs, or
             priced at 0.1 × the target's decode step per draft token.
         kv_offload_gib: host memory per replica that preempted requests' KV is swapped to (instead of recompute).
+        from_traces: an ingested trace set whose LLM calls are simulated as call-graph sessions, as ``bench
+            --from-traces`` replays them: the first ``requests`` traces with LLM calls (default 100), sessions at
+            their traces' start offsets × ``time_scale``, each call after the calls it followed in the trace.
+        traces_db: the store holding the trace set (default: ``store`` when it is a path or a store, else the
+            default store).
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.
@@ -240,13 +254,16 @@ def simulate(
         output_tokens=str(output_tokens), warmup=warmup, seed=seed,
         slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
         spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
-        kv_offload_gib=kv_offload_gib, store=False,
+        kv_offload_gib=kv_offload_gib, from_traces=from_traces, traces_db=_path(traces_db), time_scale=time_scale,
+        store=False,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields
         default = SimArgs()
         explicit = {n for n in _PROFILE_OPTIONS if getattr(args, n) != getattr(default, n)}
     args = replace(args, explicit=frozenset(explicit))
     rs = open_store(store)
+    if from_traces is not None and traces_db is None and rs is not None:
+        args = replace(args, traces_db=rs.db.path)
     if args.calibration is None or _twin_free(args.calibration):
         outcome = run_sim(args, on_progress=progress, store=rs)
         summary = outcome.run_summary if outcome.run_summary is not None else summarize([])

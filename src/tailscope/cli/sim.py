@@ -75,6 +75,10 @@ def sim(
     kv_offload_gib: float = typer.Option(
         0.0, "--kv-offload-gib", help="Host memory (GiB/replica) for preempted KV: swap instead of recompute."
     ),
+    from_traces: str | None = typer.Option(
+        None, "--from-traces", metavar="SET", help="Simulate an ingested trace set's LLM calls as call graphs."
+    ),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Multiply trace times (0.5 = replay twice as fast)."),
     json_out: opt.ExportOut = None,
     html_out: opt.HtmlOut = None,
     db: opt.Db = None,
@@ -102,7 +106,8 @@ def sim(
         profile=profile, concurrency=concurrency, rate=rate, arrival=arrival, burstiness=burstiness,
         requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, warmup=warmup,
         seed=seed, slo=slo, disagg=disagg, spec_draft=spec_draft, spec_accept=spec_accept,
-        spec_draft_model=spec_draft_model, kv_offload_gib=kv_offload_gib, store=store_path(db), progress=progress,
+        spec_draft_model=spec_draft_model, kv_offload_gib=kv_offload_gib, from_traces=from_traces,
+        time_scale=time_scale, store=store_path(db), progress=progress,
         explicit=typed_params(ctx),
     )  # fmt: skip
     res = out.sim

@@ -74,6 +74,9 @@ class SimArgs:
     spec_accept: float = 0.7
     spec_draft_model: str | None = None
     kv_offload_gib: float = 0.0
+    from_traces: str | None = None
+    traces_db: Path | None = None
+    time_scale: float = 1.0
     db: Path | None = None
     store: bool = True
     explicit: frozenset[str] = field(default_factory=frozenset)
@@ -90,6 +93,7 @@ class SimOutcome:
     result: SimResult
     run_summary: RunSummary | None = None
     samples: list[ServerSample] = field(default_factory=list)
+    sessions: dict[str, Any] | None = None  # session metrics (``summary["sessions"]``), as bench reports them
 
 
 def build_cluster(a: SimArgs) -> ClusterSpec:
@@ -191,6 +195,8 @@ def resolve_specs(a: SimArgs) -> Workload:
     from tailscope.workload.lengths import parse_length_spec
 
     slos = tuple(parse_slo(s) for s in a.slo)
+    if a.from_traces is not None:
+        return _trace_workload(a, a.from_traces, slos)
     if a.profile is not None:
         from tailscope.io.profile import load_profile
         from tailscope.workload.profile import apply_overrides, flag_overrides
@@ -208,11 +214,6 @@ def resolve_specs(a: SimArgs) -> Workload:
         closed = p.arrival.mode == "closed"
         stages = p.arrival.stages
         steady = not closed and len(stages) == 1 and stages[0].kind == "rate"
-        if any(c.agent is not None for c in p.classes):
-            raise ConfigError(
-                f"{a.profile}: agent classes (call graphs) are not simulated yet; measure them with "
-                "`tailscope bench --profile` (the simulator runs sessions as conversations)"
-            )
         if p.arrival.max_concurrency is not None:
             raise ConfigError(
                 f"{a.profile}: arrival.max_concurrency (an open loop capped in flight) is not simulated; drop it "
@@ -281,6 +282,70 @@ def resolve_specs(a: SimArgs) -> Workload:
             "output_tokens": a.output_tokens,
             "warmup": a.warmup,
         },
+    )
+
+
+def _trace_workload(a: SimArgs, set_name: str, slos: tuple[Slo, ...]) -> Workload:
+    """``--from-traces SET``: the set's first ``--requests`` traces with LLM calls (default 100) as call-graph
+    sessions, as ``bench --from-traces`` replays them (:mod:`tailscope.workload.trace_load`)."""
+    from tailscope.errors import NotFoundError
+    from tailscope.store.spans import SpanStore
+    from tailscope.workload.trace_load import trace_requests, trace_session
+
+    for name, flag in (("profile", "--profile"), ("rate", "--rate"), ("concurrency", "--concurrency")):
+        if getattr(a, name) is not None:
+            raise ConfigError(
+                f"{flag} does not apply to --from-traces: the traces fix when each session starts and how its "
+                "calls follow each other; use --time-scale and --requests (sessions)"
+            )
+    if a.time_scale <= 0:
+        raise ConfigError(f"--time-scale {a.time_scale:g}: give a factor > 0 (0.5 = twice as fast)")
+    lengths = []
+    for value, flag, default in ((a.input_tokens, "--input-tokens", 512), (a.output_tokens, "--output-tokens", 128)):
+        if flag.lstrip("-").replace("-", "_") not in a.explicit:
+            lengths.append(default)
+        elif value.strip().isdigit():
+            lengths.append(int(value))
+        else:
+            raise ConfigError(f"{flag} {value!r}: with --from-traces give one number (a call without token counts)")
+    store = SpanStore(a.traces_db if a.traces_db is not None else a.db)
+    store.get_set(set_name)  # NotFoundError naming the set and what exists
+    want = a.requests or 100
+    ids: list[str] = []
+    for spans in store.iter_traces(set_name):
+        if any(sp.layer == "inference" for sp in spans):
+            ids.append(spans[0].trace_id)
+            if len(ids) >= want:
+                break
+    if not ids:
+        raise ConfigError(
+            f"--from-traces {set_name}: no LLM call in the set (spans of the inference layer); see "
+            "`tailscope trace layers`"
+        )
+    loaded = store.load_traces(set_name, ids)
+    sessions = [
+        ses
+        for tid in ids
+        if (ses := trace_session(loaded.get(tid, []), input_tokens=lengths[0], output_tokens=lengths[1]))
+    ]
+    if not sessions:
+        raise NotFoundError(f"--from-traces {set_name}: the traces could not be read back")
+    specs = trace_requests(sessions, time_scale=a.time_scale, seed=a.seed)
+    if a.duration is not None:
+        cut = {sp.session_id for sp in specs if sp.turn == 0 and (sp.at_ns or 0) >= a.duration * 1e9}
+        specs = [sp for sp in specs if sp.session_id not in cut]
+        if not specs:
+            raise ConfigError(f"--from-traces {set_name}: no session starts inside --duration {a.duration:g}")
+    planned: dict[str, int] = {}
+    for sp in specs:
+        planned[sp.session_id or ""] = planned.get(sp.session_id or "", 0) + 1
+    settings = {
+        "mode": "trace_load",
+        "time_scale": a.time_scale,
+        "trace_load": {"set": set_name, "sessions": len(planned), "calls": len(specs), "planned": planned},
+    }
+    return Workload(
+        specs=iter(specs), concurrency=None, duration_s=a.duration, slos=slos, profile=None, settings=settings
     )
 
 
@@ -379,10 +444,24 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
         if typed is not None and extra:
             typed = replace(typed, warnings=(*extra, *typed.warnings))
         summary = typed.to_dict() if typed is not None else {}
+        sessions = _sessions(records, sim, wl)
+        if sessions is not None:
+            summary["sessions"] = sessions
         summary["sim"] = sim.result.to_dict()
         if store is not None:
             store.finish_run(run.id, status, summary)
-    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples)
+    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples, sessions)
+
+
+def _sessions(records: list[RequestRecord], sim: Simulation, wl: Workload) -> dict[str, Any] | None:
+    """Session metrics as bench reports them: sessions judged whole (agent call graphs against the calls planned
+    when they started, trace → load against the set's calls, with each agent step's time)."""
+    if not any(r.session_id is not None for r in records):
+        return None
+    from tailscope.metrics.sessions import session_summary
+
+    planned = (wl.settings.get("trace_load") or {}).get("planned") or sim.planned or None
+    return session_summary(records, planned, sim.step_names or None)
 
 
 def _saturation(records: list[RequestRecord], wl: Workload) -> tuple[str, ...]:

@@ -7,6 +7,15 @@
   the session's chain, so the previous turn's KV blocks are prefix-cache hits if they were not evicted.
 * Shared prefixes: ``prefix_id``/``prefix_tokens`` become the same leading block hashes for every request of that
   variant.
+* Call graphs (agent profiles, trace → load: a session whose calls carry ``step``, ``after`` or their own ``at_ns``):
+  as the load generator runs them. The session's first call is due at its arrival (closed loop: when its client is
+  free); a call with ``after`` is due at the latest ``predecessor end + gap`` (and no earlier than its own ``at_ns``
+  when it has one); a call depending on nothing keeps its ``at_ns``. Calls with no path between them run
+  concurrently. A call whose predecessor failed (or is not in the session) is not sent, nor anything after it. A
+  call's prompt is its own text plus the output tokens of its ``answers_from`` calls (placed after its text, so they
+  are never a prefix-cache hit); a shared prefix stays in front of every call. A closed-loop client runs a whole call
+  graph: it is free when the last call of the session has ended (or was dropped). With ``duration_s`` no call of a
+  graph is sent after the stop (the session is cut), as bench does.
 
 A request reaches a replica after the API-server latency (``Efficiency.frontend_ms``); headline times are from
 ``scheduled_ns`` as for bench. Records are yielded as requests finish (memory stays bounded by what is in flight).
@@ -59,11 +68,25 @@ _TIMELINE_NS = 10_000_000_000
 
 
 @dataclass(slots=True)
+class _Graph:
+    """A call-graph session's state once its first call started."""
+
+    waiting: dict[int, RequestSpec]  # calls whose predecessors have not all ended, by id
+    deps_left: dict[int, int]  # id → predecessors still to end
+    due: dict[int, int]  # id → the latest predecessor end + gap so far (its own ``at_ns`` at least)
+    dependents: dict[int, list[tuple[int, int]]]  # id → (dependent id, gap ns)
+    outputs: dict[int, int] = field(default_factory=dict)  # output tokens of the calls that ended
+    left: int = 0  # calls not yet ended or dropped
+
+
+@dataclass(slots=True)
 class _Session:
     chain: list[int]
     history: int = 0  # tokens of earlier prompts + outputs
     turns: deque[RequestSpec] = field(default_factory=deque)
     client: int = -1
+    call_graph: bool = False  # its calls follow ``after`` (a call graph), not one another (a conversation)
+    graph: _Graph | None = None
 
 
 @dataclass(slots=True)
@@ -102,7 +125,8 @@ class Simulation:
         cluster: the deployment.
         specs: the workload (any iterable; consumed lazily).
         concurrency: virtual clients for closed-loop specs (``at_ns`` None); ignored for open loop.
-        duration_s: stop starting new closed-loop requests after this many virtual seconds.
+        duration_s: stop starting new closed-loop requests (and any call of a call graph) after this many virtual
+            seconds.
         horizon_s: hard stop; requests still in flight become ``incomplete`` records.
         ramp_s: closed loop only — client i starts at ``i / concurrency × ramp_s``. None = one estimated
             request lifetime of the first request. Real clients desynchronise through jitter (network, tokenizer,
@@ -166,6 +190,10 @@ class Simulation:
         self._win_ttfts: list[float] = []
         self._win_completed = 0
         self.result = SimResult()
+        #: agent sessions (calls with a step name) that started, with their planned calls (as the load generator)
+        self.planned: dict[str, int] = {}
+        #: request id → agent step name, for the calls started
+        self.step_names: dict[int, str] = {}
         self._live_at_horizon = False
         # open-loop traffic without autoscaling (and, checked per step, without live sessions)
         self._open_plain = concurrency is None and self._scaler is None
@@ -199,6 +227,7 @@ class Simulation:
                 self._peek = nxt
                 if nxt is None:
                     self._exhausted = True
+                ses.call_graph = spec.step is not None or any(t.after or t.at_ns is not None for t in ses.turns)
             return spec
 
     def _hashes(self, spec: RequestSpec, prompt: int) -> tuple[int, ...]:
@@ -209,6 +238,8 @@ class Simulation:
         if full == 0:
             return ()
         ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
+        if ses is not None and ses.call_graph:
+            ses = None  # a call's own text is unique to it: only a shared prefix is common
         if ses is not None and ses.chain:
             extend_hashes(ses.chain, full, 0)
             return tuple(ses.chain[:full])
@@ -234,8 +265,25 @@ class Simulation:
         prompt = spec.input_tokens
         ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
         if ses is not None:
-            prompt += ses.history
             ses.client = client
+            if ses.call_graph:
+                g = ses.graph
+                if g is None:
+                    g = ses.graph = self._graph_start(ses, spec, now, client)
+                elif self._stop_ns is not None and now >= self._stop_ns:
+                    # the run's stop: no call is sent after it (the session is cut: incomplete), as in bench
+                    self._graph_end(ses, g, spec, now, None, 0)
+                    if g.left == 0:
+                        del self._sessions[spec.session_id]  # type: ignore[arg-type]
+                        if client >= 0:
+                            self._client_next(client, now)
+                    return
+                elif spec.answers_from:  # the answers' text comes after the call's own
+                    prompt += sum(g.outputs.get(a, 0) for a in spec.answers_from)
+                if spec.step is not None:
+                    self.step_names[spec.id] = spec.step
+            else:
+                prompt += ses.history
         live = _Live(spec, now, prompt, -1, client)
         if spec.session_id is not None or spec.prefix_id is not None:
             live.hashes = self._hashes(spec, prompt)
@@ -247,6 +295,60 @@ class Simulation:
                 self._push(now + lag, ROUTE, spec.id)
                 return
         self._route_live(live, now)
+
+    def _graph_start(self, ses: _Session, first: RequestSpec, now: int, client: int) -> _Graph:
+        """The session's first call starts at ``now``: its other calls wait for their predecessors, or (depending
+        on none) are due at their own ``at_ns`` (else with the first call)."""
+        calls = list(ses.turns)
+        ses.turns.clear()
+        g = _Graph(waiting={}, deps_left={}, due={}, dependents={}, left=1 + len(calls))
+        if first.step is not None and not first.warmup and first.session_id is not None:
+            self.planned[first.session_id] = g.left
+        ids = {first.id}
+        dropped: set[int] = set()
+        for c in calls:
+            ids.add(c.id)
+            if any(d not in ids or d in dropped for d, _ in c.after):
+                dropped.add(c.id)  # a predecessor outside the session, or one never sent: never sent either
+                g.left -= 1
+                continue
+            if not c.after:
+                self._push(max(now, c.at_ns if c.at_ns is not None else now), SPEC_DUE, (c, client))
+                continue
+            g.waiting[c.id] = c
+            g.deps_left[c.id] = len(c.after)
+            g.due[c.id] = c.at_ns or 0
+            for d, gap in c.after:
+                g.dependents.setdefault(d, []).append((c.id, gap))
+        return g
+
+    def _graph_end(self, ses: _Session, g: _Graph, spec: RequestSpec, now: int, end: int | None, output: int) -> None:
+        """A call ended at ``end`` with ``output`` tokens (``end`` None: it failed): release or drop the calls that
+        wait for it."""
+        g.left -= 1
+        fail: list[int] = []
+        if end is None:
+            fail.append(spec.id)
+        else:
+            g.outputs[spec.id] = output
+            for rid, gap in g.dependents.pop(spec.id, ()):
+                if rid not in g.waiting:
+                    continue
+                t = end + gap
+                if t > g.due[rid]:
+                    g.due[rid] = t
+                g.deps_left[rid] -= 1
+                if g.deps_left[rid] == 0:
+                    call = g.waiting.pop(rid)
+                    due = g.due.pop(rid)
+                    del g.deps_left[rid]
+                    self._push(due if due > now else now, SPEC_DUE, (call, ses.client))
+        while fail:  # a failed call's dependents are never sent, nor theirs
+            for rid, _ in g.dependents.pop(fail.pop(), ()):
+                if g.waiting.pop(rid, None) is not None:
+                    del g.deps_left[rid], g.due[rid]
+                    g.left -= 1
+                    fail.append(rid)
 
     def _route(self, rid: int, now: int) -> None:
         self._route_live(self._live[rid], now)
@@ -373,7 +475,7 @@ class Simulation:
             if scaled:
                 self._ttft_window.append((t0, ttft))
             if live.client >= 0 or spec.session_id is not None:
-                self._after_request(live, now, output=len(times))
+                self._after_request(live, now, output=len(times), end=times[-1])
         self._win_completed += len(done)
         self._run_step(idx, now)
         return out
@@ -400,11 +502,18 @@ class Simulation:
             self._run_step(idx, now)
         return None
 
-    def _after_request(self, live: _Live, now: int, output: int = 0) -> None:
-        """Session bookkeeping and the closed-loop client's next move."""
+    def _after_request(self, live: _Live, now: int, output: int = 0, end: int | None = None) -> None:
+        """Session bookkeeping and the closed-loop client's next move (``end``: the last token's time; None when
+        the request failed)."""
         spec = live.spec
         ses = self._sessions.get(spec.session_id) if spec.session_id is not None else None
-        if ses is not None:
+        if ses is not None and ses.graph is not None:
+            g = ses.graph
+            self._graph_end(ses, g, spec, now, end, output)
+            if g.left > 0:
+                return
+            del self._sessions[spec.session_id]  # type: ignore[arg-type]
+        elif ses is not None:
             ses.history = live.prompt + output
             if ses.turns:
                 nxt = ses.turns.popleft()

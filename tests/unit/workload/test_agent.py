@@ -210,10 +210,3 @@ def test_console_prints_incomplete_sessions_and_time_by_step() -> None:
     rows = [[w for w in line.split() if w != "│"] for line in out.getvalue().splitlines()]
     assert ["plan", "4", "120.0", "ms", "250.0", "ms", "300.0", "ms"] in rows
     assert any(r[:2] == ["react/think", "8"] for r in rows)
-
-
-def test_sim_refuses_agent_classes_rather_than_run_them_as_conversations() -> None:
-    from tailscope.sim.run import SimArgs, resolve_specs
-
-    with pytest.raises(ConfigError, match=r"agent classes .* are not simulated yet"):
-        resolve_specs(SimArgs(profile=str(ROOT / "examples" / "agent.yaml")))
