@@ -37,19 +37,14 @@ def ingest(
 ) -> None:
     """Load trace files into a set. Example: tailscope trace ingest traces/*.json --set before"""
     from tailscope.api.trace import ingest_traces
+    from tailscope.report.trace_console import ingest_lines
     from tailscope.store.spans import SpanStore
 
     done = ingest_traces(files, set_name, store=SpanStore(db), fmt=fmt, rules=rules, replace=replace)
-    report = done.report
-    for problem in report.problems[:20]:
-        typer.echo(f"warning: {problem}", err=True)
-    if report.problem_count > 20:
-        typer.echo(f"warning: … and {report.problem_count - 20} more problems", err=True)
-    typer.echo(
-        f"loaded {report.spans} spans from {done.files} file(s) into set {set_name!r} "
-        f"({done.set.spans} spans, {done.set.traces} traces in the set)"
-        + (f"; {report.problem_count} problem(s) reported" if report.problem_count else "")
-    )
+    warnings, line = ingest_lines(done.report, done.files, set_name, done.set.spans, done.set.traces)
+    for warning in warnings:
+        typer.echo(warning, err=True)
+    typer.echo(line)
 
 
 @trace_app.command("collect")

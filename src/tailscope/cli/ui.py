@@ -26,33 +26,15 @@ def ui(
     token: str | None = typer.Option(None, "--token", help="Require this token (?token=… once, then a cookie)."),
     db: opt.Db = None,
 ) -> None:
-    from aiohttp import web
+    from tailscope.ui.dashboard import run_dashboard
 
-    from tailscope.errors import ConfigError
-    from tailscope.ui.dashboard import create_app, is_loopback
+    def started(url: str, loopback: bool) -> None:
+        if not loopback:
+            print(f"tailscope ui: WARNING: bound to {host}, not 127.0.0.1: anyone who can reach this port can read "
+                  "your runs" + ("" if token else " — pass --token to require a token"), file=sys.stderr)  # fmt: skip
+        typer.echo(f"tailscope ui: serving {url} (read-only; Ctrl-C stops)")
 
-    if not 0 < port < 65536:
-        raise ConfigError(f"--port must be 1-65535 (got {port})")
-    if token is not None and not token:
-        raise ConfigError("--token must not be empty")
-    loopback = is_loopback(host)
-    if not loopback:
-        print(
-            f"tailscope ui: WARNING: bound to {host}, not 127.0.0.1: anyone who can reach this port can read your runs"
-            + ("" if token else " — pass --token to require a token"),
-            file=sys.stderr,
-        )
-    app = create_app(db, token=token, loopback_only=loopback)
-    shown = f"[{host}]" if ":" in host else host
-    wildcard = host in ("0.0.0.0", "::")  # noqa: S104 (only to print a URL a browser can open)
-    url = f"http://{'127.0.0.1' if wildcard else shown}:{port}/" + (f"?token={token}" if token else "")
-    typer.echo(f"tailscope ui: serving {url} (read-only; Ctrl-C stops)")
-    try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
-    except OSError as exc:
-        raise ConfigError(
-            f"--host {host} --port {port}: cannot listen there ({exc.strerror}); try another --port"
-        ) from None
+    run_dashboard(db, host=host, port=port, token=token, on_start=started)
 
 
 app = command_app()

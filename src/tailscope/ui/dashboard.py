@@ -181,3 +181,38 @@ def create_app(
     app.router.add_get("/sweeps/{sweep_id}", dash.sweep)
     app.router.add_get("/traces/{name}", dash.trace_set)
     return app
+
+
+def run_dashboard(
+    db: str | Path | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    token: str | None = None,
+    on_start: Callable[[str, bool], None] | None = None,
+) -> None:
+    """Serve the dashboard until interrupted (``tailscope ui``); ``on_start`` is called with the URL to open and
+    whether the address is loopback, just before it listens.
+
+    Raises:
+        ConfigError: a port outside 1-65535, an empty token, or an address it cannot listen on.
+    """
+    from tailscope.errors import ConfigError
+
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port must be 1-65535 (got {port})")
+    if token is not None and not token:
+        raise ConfigError("--token must not be empty")
+    loopback = is_loopback(host)
+    app = create_app(db, token=token, loopback_only=loopback)
+    shown = f"[{host}]" if ":" in host else host
+    wildcard = host in ("0.0.0.0", "::")  # noqa: S104 (only to print a URL a browser can open)
+    url = f"http://{'127.0.0.1' if wildcard else shown}:{port}/" + (f"?token={token}" if token else "")
+    if on_start is not None:
+        on_start(url, loopback)
+    try:
+        web.run_app(app, host=host, port=port, print=None, access_log=None)
+    except OSError as exc:
+        raise ConfigError(
+            f"--host {host} --port {port}: cannot listen there ({exc.strerror}); try another --port"
+        ) from None
