@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass, field
 
 __all__ = [
+    "EXIT_NOTE",
     "Block",
     "Command",
     "blocks",
@@ -37,7 +38,7 @@ SHELL_LANGS = frozenset({"bash", "sh", "shell", "console"})
 
 _FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _DIRECTIVE = re.compile(r"^<!--\s*doctest:\s*(.*?)\s*-->\s*$")
-_EXIT_NOTE = re.compile(r"\(exit (\d+)\)\s*$")
+EXIT_NOTE = re.compile(r"\(exit (\d+)\)\s*$")
 #: words that stand for a value the reader fills in (the doc's synopses); ``RUN``/``RUN_ID`` become ``latest``
 PLACEHOLDERS = frozenset(
     {"SET", "NAME", "TRACE_ID", "SWEEP_ID", "FILE", "PATH", "ID", "OP", "REF", "N", "R", "T", "LAYER", "HISTOGRAM"}
@@ -147,7 +148,7 @@ def commands(text: str, first_line: int = 1) -> list[Command]:
     def close_output() -> None:
         if out and shown:
             last = out[-1]
-            note = _EXIT_NOTE.search(shown[-1]) if shown else None
+            note = EXIT_NOTE.search(shown[-1]) if shown else None
             expect = int(note.group(1)) if note else last.expect
             out[-1] = Command(last.line, last.text, last.background, expect, tuple(shown))
         shown.clear()
