@@ -1,9 +1,10 @@
-"""Every ``tailscope <command> --flag`` the docs mention (README.md and docs/*.md: command blocks, synopses and inline
-`` `tailscope …` `` quotes) is a flag of that command: a renamed or removed option fails here, not in a reader's
-terminal. The flags are read from the commands themselves (what ``--help`` lists)."""
+"""Every ``tailscope <command> --flag`` the docs mention (README.md and docs/*.md: command blocks, synopses, CI
+workflow steps and inline `` `tailscope …` `` quotes) is a flag of that command: a renamed or removed option fails here,
+not in a reader's terminal. The flags are read from the commands themselves (what ``--help`` lists)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,12 @@ def _mentions() -> list[tuple[str, str]]:
         text = page.read_text(encoding="utf-8")
         name = page.relative_to(REPO)
         for block in docblocks.blocks(text):
+            if block.lang == "yaml":  # a CI workflow's run: steps
+                for n, line in enumerate(block.text.splitlines(), block.line + 1):
+                    m = re.match(r"^\s*(?:-\s*)?(?:run:\s*)?(tailscope [a-z].*)$", line)
+                    if m:
+                        out.append((f"{name}:{n}", m.group(1)))
+                continue
             if not docblocks.is_shell_block(block):
                 continue
             for cmd in docblocks.commands(block.text, block.line + 1):
