@@ -8,8 +8,9 @@ their own tests) runs, block after block, in one temporary folder per page, and 
 * The folder starts as a reader's would after the README tour: ``examples/`` copied in, and a store with two bench runs
   (the older tagged ``main``) and the trace sets ``before``, ``after`` and ``prod`` (``tailscope trace demo``'s).
 * Bounded: a bench's ``--requests``/``-n``/``--num-prompts`` is cut to 16 and its ``--duration`` to 2 s (6 s with a
-  profile: its first stage is slow and its first requests are warmup); a bench whose load has neither (a profile's
-  stages, a sweep) gets that ``--duration``. Nothing else is rewritten.
+  profile: its first stage is slow and its first requests are warmup); a bench without ``--duration`` gets that
+  ``--duration`` (a count alone can still take long: sessions replayed from traces keep their real timing). Nothing
+  else is rewritten.
 * A server a page starts (``serve``, ``app``, ``proxy``, ``ui``, ``trace collect``) runs until ``kill %N`` or the
   end of the page when started with ``&``, until the end of its block otherwise (another terminal); it must be up.
 * Each command exits 0 unless the page says otherwise (``<!-- doctest: exit N -->`` above the block, or ``(exit N)``
@@ -165,15 +166,14 @@ def _bounded(tokens: list[str]) -> list[str]:
         return tokens
     out = list(tokens)
     longest = MAX_PROFILE_DURATION_S if "--profile" in tokens else MAX_DURATION_S
-    has_size = False
+    has_duration = False
     for i, t in enumerate(out[:-1]):
         if t in ("--requests", "-n", "--num-prompts"):
             out[i + 1] = str(min(int(out[i + 1]), MAX_REQUESTS))
-            has_size = True
         elif t == "--duration":
             out[i + 1] = f"{min(float(out[i + 1]), longest):g}"
-            has_size = True
-    if not has_size:
+            has_duration = True
+    if not has_duration:  # a request count alone may still take long (sessions replayed from traces in real time)
         out += ["--duration", f"{longest:g}"]
     return out
 
