@@ -14,8 +14,12 @@ their own tests) runs, block after block, in one temporary folder per page, and 
 * A server a page starts (``serve``, ``app``, ``proxy``, ``ui``, ``trace collect``) runs until ``kill %N`` or the
   end of the page when started with ``&``, until the end of its block otherwise (another terminal); it must be up.
 * Each command exits 0 unless the page says otherwise (``<!-- doctest: exit N -->`` above the block, or ``(exit N)``
-  under a ``$`` command); ``<!-- doctest: skip REASON -->`` blocks are not run; synopses (``[--opt]``, ``SET``,
-  ``a|b``, ``…``) are not commands. Directives: :mod:`tailscope.testing.docblocks`. Python blocks run too.
+  under a ``$`` command) and prints no traceback; under ``<!-- doctest: output -->`` it prints the lines the page
+  shows. ``<!-- doctest: skip REASON -->`` blocks are not run; ``<!-- doctest: file NAME -->`` blocks are written as
+  NAME (ports remapped) before the page's first command. Synopses run without their ``[--options]`` and with
+  ``RUN`` as ``latest``; a line still holding a placeholder (``SET``), an alternative (``a|b``), an optional argument
+  or ``…`` is not run. Other tools (curl, promtool) run too. Python blocks run in the page's folder.
+  Directives and parsing: :mod:`tailscope.testing.docblocks`.
 """
 
 from __future__ import annotations
@@ -280,7 +284,11 @@ def _run_command(page: Page, block: docblocks.Block, cmd: docblocks.Command) -> 
         argv = _tailscope(*[page.remap(t) for t in _bounded(tokens)][1:])
     else:
         if shutil.which(tokens[0]) is None:
-            pytest.fail(f"{where}: `{tokens[0]}` is not installed; mark the block <!-- doctest: skip REASON -->")
+            # promtool comes with `make prometheus`, which `make test` runs: under CI a missing tool is a failure
+            if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+                pytest.fail(f"{where}: `{tokens[0]}` is not installed (or mark the block <!-- doctest: skip … -->)")
+            page.log.append(f"  not run  {cmd.text[:80]} (`{tokens[0]}` is not installed)")
+            return
         argv = ["bash", "-c", page.remap(text)]
     assert not cmd.background, f"{where}: only servers run in the background in the docs: `{cmd.text}`"
     t0 = time.monotonic()
