@@ -125,3 +125,14 @@ def test_a_wrong_flag_or_command_is_found() -> None:
 )
 def test_flag_tokens(line: str, flags: list[str]) -> None:
     assert docblocks.flag_tokens(line) == flags
+
+
+def test_every_example_file_the_docs_name_exists() -> None:
+    named = {
+        (page.relative_to(REPO), m.group(0).rstrip(".)"))
+        for page in PAGES
+        for m in re.finditer(r"(?<![\w/])examples/[\w./-]+", page.read_text(encoding="utf-8"))
+    }
+    assert named, "the docs name example files"
+    missing = sorted(f"{page}: {path}" for page, path in named if not (REPO / path).exists())
+    assert not missing, "\n".join(missing)
