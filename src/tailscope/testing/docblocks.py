@@ -95,7 +95,7 @@ def is_shell_block(block: Block) -> bool:
         return True
     if block.lang:
         return False
-    first = next((ln.strip() for ln in block.text.splitlines() if ln.strip()), "")
+    first = next((ln.strip() for ln in block.text.splitlines() if ln.strip() and not ln.startswith("#")), "")
     return bool(re.match(r"^(\$ )?(tailscope|curl|pip|ray|promtool|kill|[A-Z_]+=\S+ \S+) ", first))
 
 

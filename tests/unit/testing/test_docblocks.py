@@ -77,3 +77,8 @@ def test_synopses_are_not_commands() -> None:
 def test_inline_commands_come_from_prose_only() -> None:
     text = "Run `tailscope bench --url X` now.\n```\ntailscope runs list\n```\nThen `tailscope gate c.yaml`.\n"
     assert docblocks.inline_commands(text) == [(1, "tailscope bench --url X"), (5, "tailscope gate c.yaml")]
+
+
+def test_a_block_that_starts_with_a_comment_is_still_a_shell_block() -> None:
+    (block,) = docblocks.blocks("```\n# measure\ntailscope bench --requests 5\n```\n")
+    assert docblocks.is_shell_block(block)
