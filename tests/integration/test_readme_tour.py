@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tailscope.testing import docblocks
 from tailscope.testing.builtin_server import built_in_server
 
 pytestmark = pytest.mark.integration
@@ -30,23 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def tour_commands(readme: str) -> list[str]:
-    """The commands of the README's tour block: continuations joined, comments dropped, ``;``/``&&`` split."""
-    block = readme.split("## A tour", 1)[1].split("```\n", 2)[1]
-    lines: list[str] = []
-    pending = ""
-    for raw in block.splitlines():
-        line = pending + raw.strip() if pending else raw.strip()
-        if line.endswith("\\"):
-            pending = line[:-1].rstrip() + " "
-            continue
-        pending = ""
-        line = re.sub(r"\s+#\s.*$", "", line)
-        if line and not line.startswith("#"):
-            lines.append(line)
-    commands: list[str] = []
-    for line in lines:
-        commands += [c.strip() for c in re.split(r"\s(?:;|&&)\s", line) if c.strip()]
-    return commands
+    """The commands of the README's tour block (the first block after "## A tour"), split as every doc test splits
+    them (:func:`tailscope.testing.docblocks.commands`: continuations joined, comments dropped, ``;``/``&&`` split)."""
+    block = docblocks.blocks(readme.split("## A tour", 1)[1])[0]
+    return [c.text for c in docblocks.commands(block.text)]
 
 
 def test_the_tour_parses_into_commands() -> None:

@@ -5,13 +5,14 @@ a degradation drill, all at ``--time-scale 0.1`` over loopback. Ports 8080 and 4
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tailscope.testing import docblocks
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,7 +27,7 @@ def _free_port() -> int:
 
 
 def tutorial_script(text: str, app_port: int, otlp_port: int) -> str:
-    blocks = re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M)
+    blocks = [b.text for b in docblocks.blocks(text) if b.lang == "bash"]
     assert len(blocks) >= 7, "the tutorial's bash blocks"
     body = "\n".join(blocks).replace("8080", str(app_port)).replace("4318", str(otlp_port))
     # every background job is stopped whatever happens
