@@ -105,6 +105,8 @@ def test_support_chat_example_runs_as_shipped(tmp_path: Path) -> None:
     example = str(Path(__file__).resolve().parents[2] / "examples" / "support-chat.yaml")
     p = cli("sim", "--profile", example, "--requests", "300", "--quiet", db=db)
     assert p.returncode == 0, p.stderr
-    b = cli("bench", "--profile", example, "--requests", "20", "--rate", "20", "--warmup", "0", "--quiet", db=db,
-            timeout=240)  # fmt: skip
+    # --no-fail: the example's SLOs are judged against an H100 twin running on this machine's CPU; a busy machine can
+    # miss them, which is the verdict's business, not this test's (it checks the example runs as shipped)
+    b = cli("bench", "--profile", example, "--requests", "20", "--rate", "20", "--warmup", "0", "--quiet", "--no-fail",
+            db=db, timeout=240)  # fmt: skip
     assert b.returncode == 0, b.stderr
