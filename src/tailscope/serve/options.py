@@ -30,7 +30,8 @@ class ServeOptions:
         otlp_endpoint: export one vLLM-style ``llm_request`` span per request to this OTLP/HTTP collector
             (``http://HOST:4318``), honouring incoming W3C ``traceparent``; ``None`` (default) exports nothing.
         otlp_spans: ``phases`` (default): the ``llm_request`` span with the engine's phases as child spans (receive,
-            queue, one per prefill chunk, decode, stream end); ``request``: that span alone (a fifth of the spans).
+            queue, one per prefill chunk, decode, stream end); ``request``: that span alone (one span per request
+            instead of five plus one per prefill chunk).
         service_name: the ``service.name`` of those spans.
         reasoning_tokens: act as a reasoning model: the first N output tokens of each chat response are sent as
             ``delta.reasoning_content`` (and counted in ``usage.completion_tokens_details.reasoning_tokens``); 0 = none.
