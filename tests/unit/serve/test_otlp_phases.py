@@ -223,8 +223,12 @@ def test_the_loop_records_the_engines_chunks() -> None:
     assert live.done
     assert live.chunks is not None
     assert [(c[2], c[3]) for c in live.chunks] == [(256, 0), (256, 256), (256, 512), (232, 768)]
-    for prev, nxt in zip(live.chunks, live.chunks[1:], strict=False):
-        assert prev[0] < prev[1] == nxt[0]  # exact engine step times: each chunk starts where the previous ended
+    # exact engine step times: each chunk starts where the previous ended, unless the loop fell so far behind (a
+    # stalled host) that it restarted the engine timeline at "now" (then later, never earlier)
+    caught_up = loop.metrics.loop_lag_max_s < 0.2  # the loop restarts the timeline past 0.25 s behind
+    for prev, nxt in itertools.pairwise(live.chunks):
+        assert prev[0] < prev[1] <= nxt[0]
+        assert prev[1] == nxt[0] or not caught_up
     assert live.chunks[0][0] <= (live.scheduled_ns or 0) <= live.chunks[0][1]
     assert live.chunks[-1][1] <= (live.first_token_ns or 0)  # released at or after the step's due end
     # off by default: the engine is not even asked
