@@ -64,6 +64,12 @@ def serve(
         help="Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
         "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.",
     ),
+    otlp_spans: str = typer.Option(
+        "phases",
+        "--otlp-spans",
+        help="phases: the llm_request span with the engine's phases as child spans (receive, queue, one per prefill "
+        "chunk, decode, stream end); request: that span alone (fewer spans).",
+    ),
     reasoning_tokens: int = typer.Option(
         0,
         "--reasoning-tokens",
@@ -93,13 +99,15 @@ def serve(
         if faults.any:
             print(f"fault injection on: {faults}")
         if options.otlp_endpoint is not None:
-            print(f"exporting llm_request spans to {options.otlp_endpoint} (OTLP/HTTP protobuf)")
+            what = "llm_request spans and their phases" if options.otlp_spans == "phases" else "llm_request spans"
+            print(f"exporting {what} to {options.otlp_endpoint} (OTLP/HTTP protobuf)")
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
         run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, served_model_name=served_model_name,
                    speed=speed, seed=seed, frontend_latency=frontend_latency, otlp_endpoint=otlp_endpoint,
-                   reasoning_tokens=reasoning_tokens, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
+                   otlp_spans=otlp_spans, reasoning_tokens=reasoning_tokens, on_ready=ready,
+                   exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
     print("tailscope serve: stopped", file=sys.stderr)
 
 
