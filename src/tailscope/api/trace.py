@@ -661,8 +661,8 @@ def whatif(
         if matches_nothing(changes, missing):
             listed = "; ".join(f"{u.change.flag}: {u.operation!r} ({u.hint()})" for u in missing)
             raise UnknownOperationError(
-                f"no change names an operation of {source}: {listed} — name span names (exact or globs) as "
-                f"`tailscope trace analyze --set {source}` lists them"
+                f"no change matches a span of {source}: {listed} — give span names as `tailscope trace analyze "
+                f"--set {source}` lists them (exact, or globs such as 'search*')"
             )
 
     trees_it, marks, class_values = _trees_and_marks(
