@@ -539,7 +539,7 @@ def _trees_and_marks(
     if _is_file(source):
         by_trace = _file_traces(source)
         if check is not None:
-            check(Operations.from_rows((s.name, s.service, s.layer) for v in by_trace.values() for s in v))
+            check(Operations.from_rows({(s.name, s.service, s.layer) for v in by_trace.values() for s in v}))
         trees = []
         for tid, spans in by_trace.items():
             m = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
