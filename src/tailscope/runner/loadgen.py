@@ -221,6 +221,8 @@ class LoadGenerator:
                 input_tokens_hint=input_hint,
                 trace_id=spec.trace_id,
                 span_id=spec.span_id,
+                step=spec.step,
+                depends_on=tuple(d for d, _ in spec.after),
             )
         finally:
             p.in_flight -= 1
