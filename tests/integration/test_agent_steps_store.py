@@ -167,3 +167,27 @@ def test_workers_count_sessions_the_stop_cut_as_incomplete(tmp_path: Path) -> No
     assert s["incomplete"] == len(sessions) - len(complete)
     assert s["duration_ms"]["count"] == len(complete)
     assert set(s["by_step"]) == {"fetch", "answer"}
+
+
+def test_a_session_the_request_count_cut_is_incomplete_in_every_mode(tmp_path: Path) -> None:
+    """``stop.requests`` counts calls: 10 calls are one whole session of seven and the first three of the next. The
+    cut session has only successful calls, and is incomplete — in one process, with two workers, and simulated."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(PROFILE.replace("stop: {requests: 21}", "stop: {requests: 10}"))
+    engine, options = build_replica("llama-3.1-8b", "h100-sxm")
+    with EmbeddedServer(engine, options) as srv:
+        one = tailscope.bench(srv.base_url, profile=path, metrics_url="off", seed=SEED)
+        two = tailscope.bench(srv.base_url, profile=path, metrics_url="off", seed=SEED, workers=2)
+    sim = tailscope.simulate(profile=path, seed=SEED)
+    for res in (one, two, sim):
+        assert len(res.records) == 10
+        assert all(r.ok for r in res.records)
+    for s in (one.extra["sessions"], two.extra["sessions"], sim.sessions):
+        assert s is not None
+        assert (s["sessions"], s["failed"], s["incomplete"], s["duration_ms"]["count"]) == (2, 0, 1, 1)
+        assert {name: st["count"] for name, st in s["by_step"].items()} == {
+            "plan": 1,
+            "search": 3,
+            "answer": 1,
+            "check/think": 2,
+        }
