@@ -222,7 +222,7 @@ class LoadGenerator:
                 trace_id=spec.trace_id,
                 span_id=spec.span_id,
                 step=spec.step,
-                depends_on=tuple(d for d, _ in spec.after),
+                depends_on=tuple(d for d, _ in spec.after) if spec.after else (),
             )
         finally:
             p.in_flight -= 1
