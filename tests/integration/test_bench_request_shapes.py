@@ -106,15 +106,14 @@ def test_a_template_drives_a_non_openai_streaming_api(tmp_path: Path, fmt: str, 
     assert all(r.output_tokens == 10 and len(r.chunk_times_ns) == 10 for r in records)
     assert all(r.input_tokens == len(b["query"].split()) for r, b in zip(records, bodies, strict=False))
     assert res.run.settings["request_template"]["format"] == fmt
-    if not judgement.quiet():
-        judgement.cannot_judge("the template's TTFT/ITL against the server's clock")
-        return
     # the server's own clock: TTFT ≈ 40 ms and ITL ≈ 8 ms; the client sees the same within loopback noise
     ttft = statistics.median(t for r in records if (t := ttft_ms(r)) is not None)
     itl = statistics.median((r.chunk_times_ns[-1] - r.chunk_times_ns[0]) / 9e6 for r in records)
     server_itl = statistics.median((t[-1] - t[0]) / 9e6 for t in truth.token_ns.values())
-    assert 35 <= ttft <= 80, ttft
-    assert abs(itl - server_itl) < 2.0, (itl, server_itl)
+    judgement.holds(
+        35 <= ttft <= 80 and abs(itl - server_itl) < 2.0,
+        f"the template's TTFT {ttft:.1f} ms (35–80) and ITL {itl:.2f} vs the server's {server_itl:.2f} ms (± 2)",
+    )
 
 
 def test_a_plain_json_api_is_one_event(tmp_path: Path) -> None:

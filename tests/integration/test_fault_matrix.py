@@ -96,11 +96,10 @@ def test_every_fault_is_classified_and_ok_requests_are_untouched(
     http429 = next(r for r, f in zip(records, log.served, strict=True) if f == "http429")
     assert "Retry-After: 1" in (http429.error_detail or "")
     assert rss_growth_mb < 200  # the 10 MB line is refused at 1 MiB, not buffered without bound
-    if not judgement.quiet():
-        judgement.cannot_judge(f"every fault classified; the first-token precision ({max(off_ns) / 1e6:.1f} ms worst)")
-        return
     # an ok request right after a fault is measured as precisely as any other
-    assert max(off_ns) < 5_000_000, off_ns
+    judgement.holds(
+        max(off_ns) < 5_000_000, f"the first-token precision after a fault: {max(off_ns) / 1e6:.1f} ms worst"
+    )
 
 
 def free_port() -> int:

@@ -211,10 +211,7 @@ def test_bench_joined_with_the_servers_spans(
         network.append(parts["network"] / 1e6)
     median = statistics.median(network)
     assert median >= DELAY_S * 1e3 - 10  # never less than the delay the proxy adds
-    if not judgement.quiet():
-        judgement.cannot_judge(f"network median {median:.1f} ms (expected 30 ± 10 ms)")
-        return
-    assert abs(median - DELAY_S * 1e3) <= 10, f"network median {median:.1f} ms, expected 30 ± 10 ms"
+    judgement.holds(abs(median - DELAY_S * 1e3) <= 10, f"network median {median:.1f} ms, expected 30 ± 10 ms")
 
 
 def _engine_figures(trace_db: Path) -> dict[str, tuple[float, float]]:
@@ -292,6 +289,7 @@ def test_client_spans_from_worker_processes(
     )  # fmt: skip
     assert result.summary.requests.completed == 8
     assert result.extra["trace_context"]["client_spans"]["exported"] == 8
+    time.sleep(1.5)  # the server's exporter sends every 0.5 s
     _stop(collect)
     import duckdb
 
@@ -305,8 +303,10 @@ def test_client_spans_from_worker_processes(
     # the server exports its spans in batches every 0.5 s: its last batch can still be in flight when the set is read
     children = [r for r in rows if r[0] in servers]
     assert len(children) >= 0.75 * len(rows), (len(children), len(rows))
-    if not judgement.quiet():
-        judgement.cannot_judge("the worker clocks' mapping to Unix time, to 5 ms")
-        return
-    for span_id, start, end in children:  # the server's span starts inside the client's (one host, one clock)
-        assert start - 5_000_000 <= servers[span_id] <= end
+    # the server's span starts inside the client's (one host, one clock): the worker clocks map to Unix time to 5 ms
+    outside = [
+        (span_id, start, end) for span_id, start, end in children if not start - 5_000_000 <= servers[span_id] <= end
+    ]
+    judgement.holds(
+        not outside, f"server spans outside their client span (5 ms slack): {len(outside)} of {len(children)}"
+    )

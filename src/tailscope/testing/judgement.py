@@ -30,6 +30,16 @@ class Judgement:
         load, cpus = self.load()
         return load <= cpus * share
 
+    def holds(self, ok: bool, what: str, share: float = 1.0) -> None:
+        """Judge a timing property: passes when it ``ok``; when not, records it as not judged on a busy machine and
+        fails (``AssertionError(what)``) only on a quiet one."""
+        if ok:
+            return
+        if not self.quiet(share):
+            self.cannot_judge(what)
+            return
+        raise AssertionError(f"{what} (on a quiet machine)")
+
     def cannot_judge(self, why: str) -> None:
         """Record that this test measured but could not judge ``why`` (give the figures)."""
         load, cpus = self.load()
