@@ -195,6 +195,7 @@ def test_issue_drill_passes_with_the_fallback_and_is_stored_with_its_timeline(
 
 def test_issue_drill_without_fallback_fails_with_exit_1(tmp_path: Path, no_fallback_drill: CliDrill) -> None:
     code, stdout, stderr = no_fallback_drill.finish()
+    print(stdout)
     assert code == 1, stdout + stderr
     assert "FAIL  error_rate_max" in stdout
     assert "drill FAILED" in stdout
