@@ -39,8 +39,7 @@ def test_bench_joined_with_vllms_llm_request_spans(
             ["trace", "collect", "--port", "0", "--grpc-port", "0", "--set", "vllm", "--db", str(trace_db)],
             r"listening on grpc://(127\.0\.0\.1:\d+)",
         )
-        endpoint = f"http://{grpc_addr}"
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "true")
+        endpoint = f"http://{grpc_addr}"  # http:// = a plain-text gRPC channel (docs/trace.md)
     else:  # the http exporter takes the endpoint as the full URL
         collect, collect_url, collect_out = _start(
             ["trace", "collect", "--port", "0", "--set", "vllm", "--db", str(trace_db)],
