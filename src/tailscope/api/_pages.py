@@ -16,6 +16,7 @@ import numpy as np
 
 from tailscope.metrics.document import clean_json
 from tailscope.metrics.server import summarize_server
+from tailscope.metrics.sessions import rebuilt_session_summary
 from tailscope.metrics.summary import summarize
 from tailscope.records import RequestRecord, Span
 from tailscope.report.html import ReportRun, lookup
@@ -39,6 +40,8 @@ def run_item(data: RunData) -> ReportRun:
     else:  # a run still going, one that crashed before it was summarised, or an export without a summary
         summary = summarize(data.records).to_dict()
         summary["server"] = summarize_server(data.samples)
+        if (sessions := rebuilt_session_summary(data.records, data.settings or {})) is not None:
+            summary["sessions"] = sessions
     run = dict(data.run) if data.run else {"id": data.id, "kind": data.kind}
     item = ReportRun(run, clean_json(summary), data.records, data.samples, data.tags)
     return with_findings(item, settings=data.settings)
@@ -52,7 +55,12 @@ def with_findings(item: ReportRun, *, settings: Mapping[str, Any] | None = None)
 
 
 def per_turn(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
-    """Summaries per session turn (``{"0": summary, "1": …}``) when the run has two turns or more, else ``{}``."""
+    """Summaries per session turn (``{"0": summary, "1": …}``) when the run has two turns or more, else ``{}``.
+
+    Conversations only: a call-graph session's ``turn`` (an agent's, a trace → load replay's) is the call's index in
+    dispatch order, not a turn of a conversation, so such a run has no turn table (its steps are told by name)."""
+    if any(r.step is not None or r.depends_on for r in records):
+        return {}
     turns = sorted({r.turn for r in records if r.turn is not None})
     if len(turns) < 2:
         return {}

@@ -173,10 +173,14 @@ def show_run(ref: str = "latest", *, dialect: str = "tailscope", store: StorePat
     name = dialect.strip().lower()
     if name == "tailscope":
         summary = stored.summary
-        if summary is None:  # a run that never finished: computed from its records
+        if summary is None:  # a run that never finished: computed from its records, its sessions too
+            from tailscope.metrics.sessions import rebuilt_session_summary
             from tailscope.metrics.summary import summarize
 
-            summary = summarize(runs_store.load_records(stored.run.id)).to_dict()
+            records = runs_store.load_records(stored.run.id)
+            summary = summarize(records).to_dict()
+            if (sessions := rebuilt_session_summary(records, stored.run.settings or {})) is not None:
+                summary["sessions"] = sessions
         return RunView(stored.run, summary, name)
     if name not in DIALECTS:
         raise ConfigError(f"--dialect {dialect!r}: use one of {', '.join(DIALECTS)}")

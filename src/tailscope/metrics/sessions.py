@@ -89,3 +89,12 @@ def session_summary(
     if named:
         out["by_step"] = {n: compute_stats(named[n]).to_dict() for n in sorted(named, key=lambda n: (first[n], n))}
     return out
+
+
+def rebuilt_session_summary(records: Iterable[RequestRecord], settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The session metrics of a stored run that has no summary (killed, or still going), from its records' own
+    ``session_id``/``step``: against trace → load's plan (``settings["trace_load"]["planned"]``) when the run was a
+    replay; an agent session's plan is not stored, so there a session the stop cut before its later calls were sent
+    counts as complete."""
+    planned = (settings.get("trace_load") or {}).get("planned")
+    return session_summary(records, planned if isinstance(planned, Mapping) else None)

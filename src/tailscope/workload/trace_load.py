@@ -8,7 +8,8 @@ them — so sequential steps keep their order and their gaps (tool time, think t
 and calls that overlapped in the trace (a parallel fan-out) are sent concurrently again. Calls that depend on no
 earlier call keep their offset from the session's start. Prompt and output lengths come from
 ``gen_ai.usage.input_tokens`` / ``gen_ai.usage.output_tokens`` (also ``llm.token_count.prompt`` / ``completion``),
-else the given defaults.
+else the given defaults. Each call's step name is its span's name (the operation name, ``chat plan``), so a replay's
+session metrics give the time per step by name (``summary.sessions.by_step``) as an agent profile's do.
 
 Pure: takes spans, returns :class:`~tailscope.workload.spec.RequestSpec`\\ s whose ``after`` holds the dependencies
 (the load generator waits for them) and the facts of the conversion.
@@ -151,6 +152,7 @@ def trace_requests(
                     turn=k,
                     seed=seed * 1_000_003 + ids[k],
                     after=after,
+                    step=c.name,
                 )
             )
         next_id += len(s.calls)

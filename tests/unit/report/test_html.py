@@ -329,3 +329,56 @@ def test_renderers_draw_only_what_they_are_given(synthetic: Callable[..., dict[s
     page = render_compare_page([bare, other])
     assert 'id="cmp"' not in page
     assert 'id="no-significance"' in page
+
+
+def test_agent_runs_show_their_sessions_by_step_and_no_turn_table(synthetic: Callable[..., dict[str, Any]]) -> None:
+    """An agent run: the session metrics and the per-step table, named as stored; its ``turn`` is only the call's
+    index in its session, so no "conversation turn" table."""
+    from dataclasses import replace
+
+    from tailscope.metrics.sessions import session_summary
+
+    doc = synthetic()
+    names = ("plan", XSS, "answer")
+    records = [replace(r, step=names[r.turn or 0], depends_on=(r.id - 1,) if r.turn else ()) for r in doc["records"]]
+    sessions = session_summary(records)
+    assert sessions is not None
+    summary = {**doc["summary"], "sessions": sessions}
+    html = render_run_report(with_findings(ReportRun(doc["run"], summary, records, doc["samples"])))
+    assert 'id="sessions"' in html
+    assert 'id="per-turn"' not in html
+    cells = {c["key"]: c["text"].strip() for c in parse(html).cells if c["key"].startswith("sessions.")}
+    assert cells["sessions.sessions"] == fmt_num(sessions["sessions"])
+    assert cells["sessions.failed"] == fmt_num(sessions["failed"])
+    complete = sessions["sessions"] - sessions["failed"] - sessions["incomplete"]
+    assert cells["sessions.complete"] == fmt_num(complete)
+    assert cells["sessions.duration_ms.p99"] == fmt_num(sessions["duration_ms"]["p99"])
+    for name, stats in sessions["by_step"].items():
+        assert cells[f"sessions.by_step.{name}.count"] == fmt_num(stats["count"])
+        assert cells[f"sessions.by_step.{name}.p50"] == fmt_num(stats["p50"])
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;</th>" in html  # the step name, escaped
+    assert XSS not in html.split('id="sessions"')[1].split("</section>")[0]
+
+
+def test_a_run_without_a_summary_gets_its_sessions_from_its_records(
+    synthetic: Callable[..., dict[str, Any]],
+) -> None:
+    """A killed run (no stored summary): its page rebuilds the session metrics from the records' session ids and
+    steps, against trace → load's plan when the settings hold one (a planned session never started: incomplete)."""
+    from dataclasses import replace
+
+    from tailscope.api._pages import run_item
+    from tailscope.verify.rundata import RunData
+
+    doc = synthetic()
+    records = tuple(replace(r, step=f"s{r.turn}", depends_on=(r.id - 1,) if r.turn else ()) for r in doc["records"])
+    sids = {r.session_id for r in records if not r.warmup}
+    planned = {str(s): 3 for s in sids} | {"never-started": 2}
+    data = RunData(id="r", kind="bench", records=records, settings={"trace_load": {"planned": planned}})
+    s = run_item(data).summary["sessions"]
+    assert s["sessions"] == len(sids) + 1
+    assert s["incomplete"] >= 1
+    assert set(s["by_step"]) == {"s0", "s1", "s2"}
+    html = render_run_report(run_item(data))
+    assert 'id="sessions-by-step"' in html
+    assert 'id="per-turn"' not in html

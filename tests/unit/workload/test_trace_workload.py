@@ -59,6 +59,8 @@ def test_request_stream_keeps_sessions_together_and_scales_gaps() -> None:
     specs = trace_requests([b, a], time_scale=0.5)
     assert [s.session_id for s in specs] == ["trace-" + "t" * 32] * 4 + ["trace-" + "u" * 32] * 2
     assert [s.turn for s in specs] == [0, 1, 2, 3, 0, 1]
+    # each call's step is its span's (operation) name, so a replay's time per step is told by name
+    assert [s.step for s in specs] == ["chat plan", "chat left", "chat right", "chat answer", "chat", "chat"]
     assert specs[0].at_ns == 0
     assert specs[1].at_ns is None
     assert specs[1].after == ((0, 25 * MS),)
