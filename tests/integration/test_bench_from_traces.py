@@ -103,6 +103,11 @@ def test_fanout_traces_replayed_keep_order_fanout_and_gaps(tmp_path: Path) -> No
     assert s["failed"] == 0
     assert s["steps"]["mean"] == 4
     assert s["duration_ms"]["count"] == 4
+    # each call is named by its span: the replay's time per step by name, in the order the traces run them
+    assert list(s["by_step"]) == ["chat plan", "chat left", "chat right", "chat answer"]
+    assert {name: st["count"] for name, st in s["by_step"].items()} == dict.fromkeys(s["by_step"], 4)
+    for rs in sessions.values():
+        assert [r["step"] for r in rs] == ["chat plan", "chat left", "chat right", "chat answer"]
 
 
 def test_demo_agent_traces_through_the_cli(tmp_path: Path) -> None:
@@ -133,6 +138,11 @@ def test_demo_agent_traces_through_the_cli(tmp_path: Path) -> None:
             assert nxt["sent_s"] >= _end(prev) - 2e-3
         assert rs[0]["input_tokens"] >= 900  # gen_ai.usage.input_tokens of the planning call
     assert len(spans_by_trace) == 6
+    # the demo's model calls are all spans named "chat gpt-4o-mini": one step, every call of the replay
+    by_step = doc["summary"]["sessions"]["by_step"]
+    assert list(by_step) == ["chat gpt-4o-mini"]
+    assert by_step["chat gpt-4o-mini"]["count"] == doc["summary"]["sessions"]["step_ms"]["count"]
+    assert "Agent steps" in proc.stdout
 
 
 def test_from_traces_refuses_rate_and_unknown_set(tmp_path: Path) -> None:
