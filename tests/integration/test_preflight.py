@@ -37,3 +37,18 @@ def test_an_unreachable_mixed_traffic_target_fails_before_any_load(tmp_path: Pat
         tailscope.ConfigError, match=r"mixed_traffic 'api': cannot connect to http://127.0.0.1:9/health"
     ):
         tailscope.bench(profile=profile)
+
+
+def test_an_unset_api_key_variable_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: --api-key-env naming a variable that is not set used to send no key without a word."""
+    monkeypatch.delenv("TAILSCOPE_TEST_NO_SUCH_KEY", raising=False)
+    res = tailscope.bench(requests=2, input_tokens=16, output_tokens=2, api_key_env="TAILSCOPE_TEST_NO_SUCH_KEY")
+    said = [w for w in res.summary.warnings if "TAILSCOPE_TEST_NO_SUCH_KEY" in w]
+    assert said == [
+        "--api-key-env TAILSCOPE_TEST_NO_SUCH_KEY: that variable is not set (or empty); requests carry no API key"
+    ]
+    monkeypatch.setenv("TAILSCOPE_TEST_NO_SUCH_KEY", "k")
+    res = tailscope.bench(requests=2, input_tokens=16, output_tokens=2, api_key_env="TAILSCOPE_TEST_NO_SUCH_KEY")
+    assert not [w for w in res.summary.warnings if "api-key-env" in w]
+    res = tailscope.bench(requests=2, input_tokens=16, output_tokens=2)  # the default variable: unset is normal
+    assert not [w for w in res.summary.warnings if "api-key-env" in w]

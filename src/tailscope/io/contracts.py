@@ -108,6 +108,8 @@ class _SloModel(BaseModel):
     def _consistent(self) -> _SloModel:
         if self.max is None and self.min is None:
             raise ValueError("give a limit: max (or min for throughput metrics)")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}: no value can pass; swap or fix them")
         if self.metric in LATENCY_METRICS and self.percentile is None:
             raise ValueError(f"{self.metric} needs a percentile (e.g. percentile: p99)")
         if self.metric in RATE_METRICS and self.percentile is not None:

@@ -58,6 +58,10 @@ if TYPE_CHECKING:
     from tailscope.store.runs import RunStore
 
 
+#: where the API key is read from unless --api-key-env names another variable
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
     """Everything a bench run needs, resolved (CLI > file > env > defaults) before the run starts.
@@ -71,7 +75,7 @@ class BenchConfig:
     url: str | None
     model: str | None
     endpoint: str = "chat"
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = DEFAULT_API_KEY_ENV
     ignore_eos: bool = True
     continuous_usage: bool = True
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -302,6 +306,12 @@ async def open_target(
     else:
         info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
     warnings = check_context(cfg.lengths, info.max_model_len, info.model)
+    if cfg.api_key_env != DEFAULT_API_KEY_ENV and not os.environ.get(cfg.api_key_env):
+        # the user named a variable on purpose: an unset one is a typo or a missing export, not "no key needed"
+        warnings = (
+            *warnings,
+            f"--api-key-env {cfg.api_key_env}: that variable is not set (or empty); requests carry no API key",
+        )
     refused: frozenset[str] = frozenset()
     if not builtin and cfg.template is None and cfg.probe_dialect and info.owned_by not in ACCEPTS_EXTENSIONS:
         probe = cfg.client_options(info.model)

@@ -84,6 +84,12 @@ def test_round_trip_through_dump() -> None:
         ("{metric: goodput_rps, min: 5}", "{metric: goodput_rps, percentile: p99, min: 5}", "remove 'percentile'"),
         ("name: chat-service", "name: chat-service\nowner: me", "c.yaml:2: owner: unknown key"),
         ("-5%}", "-5 percent}", "expected a limit like 10%"),
+        # issue 26: a band no value can be in was accepted (the gate then judged "≤ 10/s and ≥ 100/s")
+        (
+            "{metric: goodput_rps, min: 5}",
+            "{metric: goodput_rps, min: 100, max: 10}",
+            "c.yaml:7: slo[4]: min 100 is above max 10",
+        ),
     ],
 )
 def test_errors_name_file_line_and_field(old: str, new: str, expected: str) -> None:
