@@ -191,12 +191,14 @@ def search_capacity(
     load = target_rps * (1 + headroom)
     results: list[ConfigResult] = []
     best_gpus: int | None = None
+    best = 0  # the TP degree of the best answer so far
     for tp in sorted(tp_options):
         if best_gpus is not None and tp >= best_gpus:
             # even one replica at this degree uses as many GPUs as the best answer so far: it cannot be cheaper
-            results.append(
-                ConfigResult(tp, None, None, None, None, None, 0, None, note=f"not simulated: ≥ {best_gpus} GPUs")
+            note = (
+                f"skipped: one replica at TP {tp} already needs {tp} GPUs, and TP {best} meets the SLO with {best_gpus}"
             )
+            results.append(ConfigResult(tp, None, None, None, None, None, 0, None, note=note))
             continue
         try:
             perf = perf_for_tp(tp)
@@ -211,7 +213,7 @@ def search_capacity(
         found = _search_tp(tp, first, rps, simulate, max_replicas, gpu_price_per_hour)
         results.append(found)
         if found.gpus is not None and (best_gpus is None or found.gpus < best_gpus):
-            best_gpus = found.gpus
+            best_gpus, best = found.gpus, tp
     feasible = [r for r in results if r.replicas is not None]
     feasible.sort(key=lambda r: (r.usd_per_hour if r.usd_per_hour is not None else r.gpus or 0, r.gpus, r.tp))
     others = [r for r in results if r.replicas is None]
