@@ -52,6 +52,12 @@ def test_finds_the_smallest_passing_fleet(target: float) -> None:
     assert plan.best.check.passed  # the answer was re-checked by simulation
     assert plan.best.usd_per_hour == pytest.approx(plan.best.gpus * 2.0)
     assert len(calls) <= 20
+    for o in plan.options:  # a degree that cannot be cheaper is skipped, and says why in plain words (issue 28)
+        if o.tp >= plan.best.gpus and o.tp != plan.best.tp:
+            assert o.note == (
+                f"skipped: one replica at TP {o.tp} already needs {o.tp} GPUs, and TP 1 meets the SLO with "
+                f"{plan.best.gpus}"
+            )
 
 
 def test_infeasible_is_reported() -> None:
