@@ -32,10 +32,17 @@ def _target(run: RunData) -> tuple[str, str]:
     return where, str(target.get("model") or "")
 
 
-def _hit_rate(run: RunData) -> float | None:
-    server = (run.summary or {}).get("server") if run.summary is not None else None
-    value = server.get("prefix_cache_hit_rate") if isinstance(server, Mapping) else None
-    return float(value) if isinstance(value, int | float) else None
+def _hit_rates(run: RunData) -> dict[str, float]:
+    """The run's prefix-cache hit rate by where it came from: the server's /metrics counters, and the per-request usage
+    ``cached_tokens`` the server reported (a server without /metrics still says what its cache served)."""
+    summary = run.summary or {}
+    out: dict[str, float] = {}
+    for source, block, key in (("/metrics", "server", "prefix_cache_hit_rate"), ("usage", "prompt_cache", "hit_rate")):
+        part = summary.get(block)
+        value = part.get(key) if isinstance(part, Mapping) else None
+        if isinstance(value, int | float):
+            out[source] = float(value)
+    return out
 
 
 def _show(value: Any) -> str:
@@ -59,10 +66,12 @@ def comparability(reference: RunData, other: RunData) -> tuple[str, ...]:
             f"PROMPT CONTENT: {reference.id} sent {ma} prompts, {other.id} {mb} ones (--same-prompts warms caches on "
             "purpose): a latency change may be the cache, not the system"
         )
-    ha, hb = _hit_rate(reference), _hit_rate(other)
-    if ha is not None and hb is not None and abs(ha - hb) > HIT_RATE_GAP:
+    ra, rb = _hit_rates(reference), _hit_rates(other)
+    source = next((k for k in ("/metrics", "usage") if k in ra and k in rb), None)  # one source for both runs
+    if source is not None and abs(ra[source] - rb[source]) > HIT_RATE_GAP:
         out.append(
-            f"CACHE STATE: prefix-cache hit rate {ha:.0%} in {reference.id} vs {hb:.0%} in {other.id} (> "
-            f"{HIT_RATE_GAP:.0%} apart): the runs did not see the same cache, so a TTFT change may be the cache"
+            f"CACHE STATE: prefix-cache hit rate {ra[source]:.0%} in {reference.id} vs {rb[source]:.0%} in "
+            f"{other.id} (> {HIT_RATE_GAP:.0%} apart, from {source}): the runs did not see the same cache, so a TTFT "
+            "change may be the cache"
         )
     return tuple(out)

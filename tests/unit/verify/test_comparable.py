@@ -36,3 +36,29 @@ def test_servers_at_other_urls_are_different_targets() -> None:
     (line,) = comparability(a, b)
     assert "at http://10.0.0.2:8000" in line
     assert comparability(a, _run("c", url="http://10.0.0.1:8000")) == ()
+
+
+def _cached(run_id: str, *, metrics: float | None = None, usage: float | None = None) -> RunData:
+    summary: dict[str, Any] = {}
+    if metrics is not None:
+        summary["server"] = {"prefix_cache_hit_rate": metrics}
+    if usage is not None:
+        summary["prompt_cache"] = {"requests": 10, "cached_tokens": 1, "prompt_tokens": 2, "hit_rate": usage}
+    return RunData(id=run_id, summary=summary)
+
+
+def test_cache_state_from_metrics_or_from_usage_cached_tokens() -> None:
+    """Issue 28: a server without /metrics still reports cached tokens per request; the cache warning uses them."""
+    (line,) = comparability(_cached("a", usage=0.1), _cached("b", usage=0.9))
+    assert line.startswith("CACHE STATE: prefix-cache hit rate 10% in a vs 90% in b (> 10% apart, from usage)")
+    (line,) = comparability(_cached("a", metrics=0.66, usage=0.1), _cached("b", metrics=0.99, usage=0.1))
+    assert "from /metrics" in line  # the server's counters first, when both runs have them
+    assert comparability(_cached("a", metrics=0.5), _cached("b", usage=0.9)) == ()  # no common source: no claim
+    assert comparability(_cached("a", usage=0.50), _cached("b", usage=0.55)) == ()
+
+
+def test_different_workloads_are_said() -> None:
+    a = RunData(id="a", settings={"concurrency": 4, "input_tokens": "512"})
+    b = RunData(id="b", settings={"concurrency": 16, "input_tokens": "512"})
+    (line,) = comparability(a, b)
+    assert line.startswith("DIFFERENT WORKLOADS: b vs a: concurrency 4 vs 16")
