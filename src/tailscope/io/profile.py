@@ -165,6 +165,7 @@ class _Converter:
             model=pm.model,
             url=pm.url,
             seed=pm.seed,
+            same_prompts=pm.same_prompts,
             classes=tuple(self.request_class(i, c) for i, c in enumerate(pm.classes)),
             shared_prefix=(
                 m.SharedPrefix(pm.shared_prefix.tokens, pm.shared_prefix.variants, pm.shared_prefix.share)

@@ -301,6 +301,7 @@ class ProfileM(_M):
     model: str | None = None
     url: str | None = None
     seed: int | None = None
+    same_prompts: bool = False
     classes: list[ClassM] = Field(min_length=1)
     shared_prefix: SharedPrefixM | None = None
     arrival: ArrivalM

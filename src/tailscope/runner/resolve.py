@@ -367,7 +367,10 @@ def _profile(opts: BenchOptions) -> Resolved:
             f"{source}: warmup.requests {p.warmup.requests} ≥ stop.requests {stop.requests}: no request would be "
             "measured; raise the request count or lower the warmup"
         )
-    common = replace(opts, url=p.url, model=p.model, endpoint=endpoint, duration=bound_s, seed=seed, slo=())
+    common = replace(
+        opts, url=p.url, model=p.model, endpoint=endpoint, duration=bound_s, seed=seed, slo=(),
+        same_prompts=opts.same_prompts or p.same_prompts,
+    )  # fmt: skip
     cap = arr.max_concurrency if open_loop else None
     cfg = _config(common, concurrency=None if open_loop else arr.concurrency, cap=cap)
     settings = {

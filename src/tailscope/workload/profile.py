@@ -159,6 +159,7 @@ class Profile:
     model: str | None = None
     url: str | None = None
     seed: int | None = None
+    same_prompts: bool = False  # the same prompt text as every other same-prompts run with this seed (warm on purpose)
     description: str = ""
     source: str = ""
 

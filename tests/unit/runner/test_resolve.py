@@ -80,6 +80,20 @@ def test_profile_fields_feed_the_config(tmp_path: Path) -> None:
     assert sum(1 for s in spec_list if s.at_ns == 12_000_000_000) >= 6  # the burst
 
 
+def test_same_prompts_from_the_profile_or_the_flag(tmp_path: Path) -> None:
+    """Issue 28: warm on purpose from a profile field too, said in the run's settings; cold (a per-run nonce) else."""
+    cfg, _, _ = resolved(base_options(tmp_path))
+    assert cfg.settings["prompt_content"] == "fresh"
+    assert cfg.prompt_nonce is not None
+    prof = tmp_path / "warm.yaml"
+    prof.write_text(textwrap.dedent(PROFILE).replace("seed: 5\n", "seed: 5\nsame_prompts: true\n"))
+    cfg, _, _ = resolved(BenchOptions(url="http://127.0.0.1:9", profile=prof, metrics_url="off"))
+    assert cfg.settings["prompt_content"] == "same"
+    assert cfg.prompt_nonce is None
+    cfg, _, _ = resolved(base_options(tmp_path, same_prompts=True))
+    assert cfg.settings["prompt_content"] == "same"
+
+
 def test_typed_flags_override_the_file(tmp_path: Path) -> None:
     opts = base_options(tmp_path, rate=3.0, duration=2.0, model="m", slo=("ttft_p50=1s",), arrival="constant")
     cfg, specs, _ = resolved(opts)
