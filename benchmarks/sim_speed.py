@@ -6,7 +6,9 @@ with the store and ``--json``, with the store only, and through the library (``s
 and without writing the export. Each figure is virtual seconds ÷ the process's wall-clock (start-up, imports,
 simulation, summary, store and export included) and ÷ its CPU seconds (user + system: what a busy shared machine
 does not inflate); best of ``--e2e-repeat``. Python's bytecode cache is on (in a temporary folder) as in an installed
-package, after one warm-up run.
+package, after one warm-up run. Then where the time goes: the library path of ``tailscope sim --db … --json`` in a
+fresh process with each step timed (imports, creating the run, the columnar insert and commit, the summary,
+finishing the run, the loop, the export), best of ``--e2e-repeat`` per step.
 
 Workload: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
 Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at high concurrency).
