@@ -6,7 +6,9 @@ with the store and ``--json``, with the store only, and through the library (``s
 and without writing the export. Each figure is virtual seconds ÷ the process's wall-clock (start-up, imports,
 simulation, summary, store and export included) and ÷ its CPU seconds (user + system: what a busy shared machine
 does not inflate); best of ``--e2e-repeat``. Python's bytecode cache is on (in a temporary folder) as in an installed
-package, after one warm-up run.
+package, after one warm-up run. Then where the time goes: the library path of ``tailscope sim --db … --json`` in a
+fresh process with each step timed (imports, creating the run, the columnar insert and commit, the summary,
+finishing the run, the loop, the export), best of ``--e2e-repeat`` per step.
 
 Workload: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
 Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at high concurrency).
@@ -146,6 +148,62 @@ print(f"sim: {out.sim.virtual_s:.1f} s virtual in {out.sim.wall_s:.3f} s")
 """
 
 
+#: where a fresh process's time goes (wall seconds): the library path of `tailscope sim --db … --json`, each step timed
+_PHASES = """
+import time
+t0 = time.perf_counter()
+import tailscope.api.sim as api
+import tailscope.metrics.summary as ms
+from tailscope.store.runs import RunStore
+from tailscope.cli.common import write_export_chunks
+import sys
+from pathlib import Path
+T = {"imports (tailscope.api.sim, store, export)": time.perf_counter() - t0}
+
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    def w(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] = T.get(label, 0.0) + time.perf_counter() - t
+    setattr(owner, name, w)
+
+timed(ms, "summarize", "summary (summarize)")
+timed(RunStore, "create_run", "store: create the run (duckdb import, schema)")
+timed(RunStore, "write_records_bulk", "store: records + samples (columnar insert, commit)")
+timed(RunStore, "finish_run", "store: finish the run")
+t = time.perf_counter()
+out = api.simulate(model="llama-3.1-8b", gpu="h100-sxm", rate=20, requests=10000, input_tokens="1024",
+                   output_tokens="256", seed=0, store=sys.argv[1])
+total = time.perf_counter() - t
+T["simulation loop"] = out.sim.wall_s
+t = time.perf_counter()
+write_export_chunks(Path(sys.argv[2]), out.export_chunks())
+T["export (--json, streamed)"] = time.perf_counter() - t
+T["rest of simulate() (workload, interval, …)"] = total - sum(
+    v for k, v in T.items() if k.startswith(("summary", "store", "simulation")))
+for k, v in T.items():
+    print(f"{v:.3f} {k}")
+"""
+
+
+def phases(env: dict[str, str], db: str, js: str, repeat: int) -> None:
+    """Each step's wall seconds in a fresh process (the best of ``repeat`` runs per step)."""
+    best: dict[str, float] = {}
+    for _ in range(max(1, repeat)):
+        done = subprocess.run([sys.executable, "-c", _PHASES, db, js], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"phases failed: {done.stderr[-800:]}")
+        for line in done.stdout.splitlines():
+            v, k = line.split(" ", 1)
+            best[k] = min(best.get(k, float("inf")), float(v))
+    print("  where the time goes (simulate() with the store, then the export; wall s, best of each):")
+    for k, v in best.items():
+        print(f"    {v:5.3f}  {k}")
+
+
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float]:
     """(wall s, CPU s, virtual s, loop s) of one fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -186,6 +244,7 @@ def end_to_end(repeat: int) -> None:
                 f"  {name:<40} wall {wall:5.2f} s → {virtual / wall:6,.0f}× | CPU {cpu:5.2f} s → "
                 f"{virtual / cpu:6,.0f}× | loop alone {loop:.2f} s → {virtual / loop:6,.0f}×"
             )
+        phases(env, db, js, repeat)
         print(f"  (virtual {virtual:,.1f} s; machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import os
@@ -37,6 +36,8 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
     Raises:
         ConfigError-like TailscopeError: when called from inside a running event loop (use the ``*_async`` twin).
     """
+    import asyncio  # not at module level: the synchronous API (simulate, plans) never loads it
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -148,6 +149,7 @@ async def serve_until_stopped(
 ) -> None:
     """Run ``server`` (an async context manager that listens while entered) until ``duration`` seconds pass or, with
     ``handle_signals``, SIGINT/SIGTERM arrives; ``on_ready`` is called once it listens."""
+    import asyncio
     import contextlib
     import signal
 

@@ -265,15 +265,23 @@ def simulate(
     if from_traces is not None and traces_db is None and rs is not None:
         args = replace(args, traces_db=rs.db.path)
     if args.calibration is None or _twin_free(args.calibration):
-        outcome = run_sim(args, on_progress=progress, store=rs)
-        summary = outcome.run_summary if outcome.run_summary is not None else summarize([])
-        band, source = residual_interval(
-            summary, engine=engine, gpu=gpu, model=model, disaggregated=args.disagg is not None
-        )
-        plain = sim_result(outcome, interval=band, store=rs, source=source)
-        if rs is not None and band is not None:
-            rs.finish_run(plain.run.id, plain.run.status, plain.summary_dict())
-        return plain
+        found: list[tuple[Any, dict[str, Any] | None]] = []
+
+        def add_interval(typed: RunSummary | None, doc: dict[str, Any]) -> None:
+            # before the run is finished in the store: its stored summary is summary_dict()'s in one write
+            band, source = residual_interval(
+                typed if typed is not None else summarize([]), engine=engine, gpu=gpu, model=model,
+                disaggregated=args.disagg is not None,
+            )  # fmt: skip
+            found.append((band, source))
+            if band is not None:
+                doc["prediction_interval"] = band
+                if source is not None:
+                    doc["prediction_interval_source"] = source
+
+        outcome = run_sim(args, on_progress=progress, store=rs, amend_summary=add_interval)
+        band, source = found[0] if found else (None, None)
+        return sim_result(outcome, interval=band, store=rs, source=source)
     # a digital twin carries coefficient errors: simulate at −1σ and +1σ too and report the range
     from tailscope.runner.twin_check import interval_of, predict
 

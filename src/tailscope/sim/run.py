@@ -377,12 +377,21 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = None) -> SimOutcome:
+def run_sim(
+    a: SimArgs,
+    *,
+    on_progress: Any = None,
+    store: RunStore | None = None,
+    amend_summary: Callable[[RunSummary | None, dict[str, Any]], None] | None = None,
+) -> SimOutcome:
     """Simulate and store the run in ``store`` (or, without one, in ``a.db`` unless ``a.store`` is False).
 
     Args:
         on_progress: optional callable ``(records_done, virtual_seconds)`` called every few thousand records.
         store: the store to write the run to.
+        amend_summary: called with the typed summary and the summary dict of a completed simulation before the run
+            is finished in the store, to add to the dict (``simulate`` adds the prediction interval): one write of
+            the run's row, not two.
     """
     from tailscope.metrics.summary import summarize
 
@@ -448,6 +457,8 @@ def run_sim(a: SimArgs, *, on_progress: Any = None, store: RunStore | None = Non
         if sessions is not None:
             summary["sessions"] = sessions
         summary["sim"] = sim.result.to_dict()
+        if amend_summary is not None and status is RunStatus.COMPLETE:
+            amend_summary(typed, summary)
         if store is not None:
             store.finish_run(run.id, status, summary)
     return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples, sessions)

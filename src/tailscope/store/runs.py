@@ -432,6 +432,24 @@ def _object_array(values: list[Any]) -> Any:
     return arr
 
 
+def _typed_column(values: list[Any]) -> Any:
+    """``values`` as the array DuckDB scans fastest: int64 when every value is a Python int that fits, bool when
+    every value is a bool, else objects; None when every value is None (the column is then NULL in SQL)."""
+    import numpy as np
+
+    kinds = {type(v) for v in values}
+    if kinds == {type(None)}:
+        return None
+    if kinds == {int}:
+        try:
+            return np.asarray(values, dtype=np.int64)
+        except OverflowError:  # beyond int64: the object path, where the cast raises and the bounded path takes over
+            pass
+    if kinds == {bool}:
+        return np.asarray(values, dtype=np.bool_)
+    return _object_array(values)
+
+
 def _all_ones(toks: tuple[int, ...]) -> bool:
     """Whether every chunk carries one token (as every simulated chunk does)."""
     return bool(toks) and toks.count(1) == len(toks)
@@ -444,7 +462,8 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
 
     enum_value = {"status": True, "error": True, "tokens_source": True}
     _bulk: dict[str, Any] = {}  # DuckDB finds it by its name (a replacement scan)
-    for name, _ in REQUEST_COLUMNS:
+    columns: list[str] = []
+    for name, sql_type in REQUEST_COLUMNS:
         if name == "run_id":
             continue
         if name in enum_value:
@@ -456,16 +475,20 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
             # one token per chunk (every simulated chunk): NULL here, rebuilt in SQL as n ones (no objects to read)
             values = [None if _all_ones(r.chunk_tokens) else r.chunk_tokens for r in records]
             _bulk["_ones_n"] = np.asarray([len(r.chunk_tokens) for r in records], dtype=np.int64)
+            _bulk[name] = _object_array(values)
+            columns.append(
+                "coalesce(CAST(b.chunk_tokens AS INTEGER[]), list_resize(CAST([] AS INTEGER[]), b._ones_n, 1))"
+            )
+            continue
         else:
             values = [getattr(r, name) for r in records]
-        _bulk[name] = _object_array(values)
-    select = ", ".join(
-        "coalesce(CAST(b.chunk_tokens AS INTEGER[]), list_resize(CAST([] AS INTEGER[]), b._ones_n, 1))"
-        if n == "chunk_tokens"
-        else f"CAST(b.{n} AS {t})"
-        for n, t in REQUEST_COLUMNS
-        if n != "run_id"
-    )
+        column = _typed_column(values)
+        if column is None:  # every value None (a simulation's HTTP and trace fields): no column to scan
+            columns.append(f"CAST(NULL AS {sql_type})")
+            continue
+        _bulk[name] = column
+        columns.append(f"CAST(b.{name} AS {sql_type})")
+    select = ", ".join(columns)
     con.execute(
         f"INSERT INTO requests SELECT ?, {select} FROM _bulk b "  # noqa: S608 - constant columns
         "ANTI JOIN (SELECT id FROM requests WHERE run_id = ?) e ON CAST(b.id AS BIGINT) = e.id",

@@ -147,3 +147,22 @@ def test_the_summary_shares_its_chunk_arrays_without_changing_a_figure() -> None
     stalls = replace(records[0], chunk_times_ns=(0, 10, 2_000_000_000, 2_000_000_001), chunk_tokens=(1, 1, 1, 1))
     mixed = [stalls, *records[1:]]
     assert summarize(mixed).perceived.to_dict() == perceived(mixed).to_dict()  # type: ignore[union-attr]
+
+
+def test_simulate_stores_the_summary_it_returns_interval_included_in_one_write(tmp_path: Path) -> None:
+    """The prediction interval goes into the run's one ``finish_run`` (no second write of the run row): the stored
+    summary is the result's ``summary_dict()``, interval and its source included, and the run is complete."""
+    from unittest import mock
+
+    from tailscope.api.sim import simulate
+
+    db = tmp_path / "t.duckdb"
+    with mock.patch.object(RunStore, "finish_run", autospec=True, side_effect=RunStore.finish_run) as finish:
+        out = simulate(rate=40.0, requests=200, input_tokens="512", output_tokens="32", seed=1, store=db)
+    assert finish.call_count == 1
+    assert out.prediction_interval is not None  # llama-3.1-8b on an H100 has a residual group
+    stored = RunStore(db).get_run(out.run.id)
+    assert stored.run.status.value == "complete"
+    assert stored.summary == json.loads(json.dumps(out.summary_dict(), default=str))
+    assert stored.summary is not None
+    assert stored.summary["prediction_interval_source"]["kind"] == "residuals"
