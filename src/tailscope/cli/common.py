@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from tailscope.errors import ConfigError, TailscopeError
 
 if TYPE_CHECKING:
+    from tailscope.runner.flags import Flag
     from tailscope.store.runs import RunStore
 
-DB = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")
-JSON_OUT = typer.Option(
-    None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout, tables to stderr)."
-)
-QUIET = typer.Option(False, "--quiet", "-q", help="No live progress (for CI).")
+F = TypeVar("F", bound=Callable[..., Any])
+
 SLO = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable).")
 
 # Option sets that several commands share, defined once (typer reads the Annotated metadata; defaults stay in the
@@ -78,6 +77,24 @@ def store_path(db: Path | None) -> RunStore:
     from tailscope.store.runs import RunStore
 
     return RunStore(db)
+
+
+def with_flags(flags: Iterable[Flag]) -> Callable[[F], F]:
+    """Give a command the options the library declares (:mod:`tailscope.runner.flags`), before its own; their values
+    arrive in the command's ``**options`` (typer reads the signature this sets)."""
+
+    def add(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        head = [p for p in own if p.annotation is typer.Context]
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        made = [inspect.Parameter(f.name, kind, annotation=f.type, default=typer.Option(
+            list(f.default) if isinstance(f.default, tuple) else f.default, *f.decls.split(), help=f.help,
+            metavar=f.metavar)) for f in flags]  # fmt: skip
+        command.__signature__ = sig.replace(parameters=[*head, *made, *own[len(head) :]])  # type: ignore[attr-defined]
+        return command
+
+    return add
 
 
 def typed_params(ctx: typer.Context) -> frozenset[str]:
