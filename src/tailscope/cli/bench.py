@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from tailscope.api._flags import BENCH_FLAGS
 from tailscope.api.bench import RepeatedBench, bench_repeat
 from tailscope.api.bench import bench as run_bench
 from tailscope.api.bench import find_max as run_find_max
@@ -33,7 +34,6 @@ from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console
 from tailscope.report.live import live_progress
-from tailscope.runner.flags import BENCH_FLAGS
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
 
@@ -77,7 +77,7 @@ app = command_app()
 @app.command("bench", help=(
     "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n\n" + verbatim(_EXAMPLES)
 ))  # fmt: skip
-@with_flags(BENCH_FLAGS.values())  # url, model, the workload, the client: BenchOptions fields (runner/flags.py)
+@with_flags(BENCH_FLAGS.values())  # url, model, the workload, the client: BenchOptions fields (api/_flags.py)
 def bench(
     ctx: typer.Context,
     json_out: opt.ExportOut = None,

@@ -14,15 +14,14 @@ import typer
 from tailscope.errors import ConfigError, TailscopeError
 
 if TYPE_CHECKING:
-    from tailscope.runner.flags import Flag
+    from tailscope.api._flags import Flag
     from tailscope.store.runs import RunStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SLO = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable).")
-
 # Option sets that several commands share, defined once (typer reads the Annotated metadata; defaults stay in the
-# signatures). Kept one option a line, so the formatter is off for the block.
+# signatures). Kept one option a line, so the formatter is off for the block. The workload of bench, sim and twin
+# check and the engine of sim and serve are the library's (tailscope.api._flags, given by `with_flags`).
 # fmt: off
 Db = Annotated[Path | None, typer.Option("--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress (for CI).")]
@@ -32,37 +31,15 @@ HtmlOut = Annotated[Path | None, typer.Option("--html", help="Write a self-conta
 Host = Annotated[str, typer.Option("--host", help="Interface to bind (default: this machine only).")]
 Port = Annotated[int, typer.Option("--port", help="Port to listen on (0 = a free one).")]
 
-# the workload of bench, sim and twin check
+# the model and engine of plan
 Profile = Annotated[Path | None, typer.Option("--profile", help="Workload profile YAML (flags override its fields).")]
-Concurrency = Annotated[int | None, typer.Option("--concurrency", "-c", "--max-concurrency", help=(
-    "Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop)."))]
-Rate = Annotated[float | None, typer.Option("--rate", "-r", "--request-rate", help="Open loop: requests per second.")]
-Arrival = Annotated[str, typer.Option("--arrival", help="Open-loop process: constant, poisson or gamma.")]
-Burstiness = Annotated[float, typer.Option("--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson).")]
-Requests = Annotated[int | None, typer.Option("--requests", "-n", "--num-prompts", help=(
-    "Stop after N requests (warmup included)."))]
-Duration = Annotated[float | None, typer.Option("--duration", help="Stop starting requests after this many seconds.")]
-Warmup = Annotated[int, typer.Option("--warmup", help="First N requests are warmup: stored, excluded from statistics.")]
-InputTokens = Annotated[str, typer.Option("--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG.")]
-OutputTokens = Annotated[str, typer.Option("--output-tokens", help="Same forms as --input-tokens (max_tokens).")]
-
-# the engine model of sim, serve and plan
 Model = Annotated[str, typer.Option("--model", help="Catalog model id or a path to a config.json.")]
 Gpu = Annotated[str, typer.Option("--gpu", help="Catalog GPU id (tailscope catalog gpus).")]
 Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica (per attention-DP rank).")]
 Engine = Annotated[str, typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (costs, defaults).")]
-Ep = Annotated[int, typer.Option("--ep", help="Expert parallelism of an MoE model (divides tp × attention-dp).")]
 WeightsDtype = Annotated[str | None, typer.Option("--weights-dtype", help=(
     "bf16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's own)."))]
 KvDtype = Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8 KV cache.")]
-MaxNumSeqs = Annotated[int | None, typer.Option("--max-num-seqs", help="Running requests at most (vLLM default).")]
-MaxNumBatchedTokens = Annotated[int | None, typer.Option("--max-num-batched-tokens", help=(
-    "Tokens per engine step at most (vLLM default)."))]
-GpuMemoryUtilization = Annotated[float, typer.Option("--gpu-memory-utilization", help="GPU memory fraction.")]
-NoPrefixCaching = Annotated[bool, typer.Option("--no-prefix-caching", help="Disable the prefix cache.")]
-Calibration = Annotated[Path | None, typer.Option("--calibration", help=(
-    "Calibration file: efficiencies, or a digital twin's twin.yaml."))]
-GpuFile = Annotated[Path | None, typer.Option("--gpu-file", help="YAML file with extra GPUs.")]
 # fmt: on
 
 
@@ -80,7 +57,7 @@ def store_path(db: Path | None) -> RunStore:
 
 
 def with_flags(flags: Iterable[Flag]) -> Callable[[F], F]:
-    """Give a command the options the library declares (:mod:`tailscope.runner.flags`), before its own; their values
+    """Give a command the options the library declares (:mod:`tailscope.api._flags`), before its own; their values
     arrive in the command's ``**options`` (typer reads the signature this sets)."""
 
     def add(command: F) -> F:

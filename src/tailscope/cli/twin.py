@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import pick
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app
+from tailscope.cli.common import command_app, with_flags
 from tailscope.errors import TailscopeError
 
 twin_app = command_app(
@@ -69,18 +71,12 @@ def calibrate(
 
 
 @twin_app.command("check")
+@with_flags(pick("profile rate concurrency arrival requests duration input_tokens output_tokens",
+                 output_tokens={"default": "64"}))  # fmt: skip
 def check(
     calibration: Path = typer.Option(..., "--calibration", help="The twin file."),
     url: str = typer.Option(..., "--url", help="The real server to measure."),
     model: str | None = typer.Option(None, "--model"),
-    profile: opt.Profile = None,
-    rate: opt.Rate = None,
-    concurrency: opt.Concurrency = None,
-    arrival: opt.Arrival = "poisson",
-    requests: opt.Requests = None,
-    duration: opt.Duration = None,
-    input_tokens: opt.InputTokens = "256",
-    output_tokens: opt.OutputTokens = "64",
     seed: int = typer.Option(0, "--seed"),
     tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
     json_out: Path | None = typer.Option(
@@ -97,6 +93,7 @@ def check(
     repeat: int = typer.Option(
         1, "--repeat", help="Measure the workload this many times and compare with the median of each percentile."
     ),
+    **workload: Any,
 ) -> None:
     """Predict a workload with the twin, measure it on the server, compare; exit 1 beyond --tolerance.
 
@@ -110,11 +107,8 @@ def check(
     from tailscope.report.twin_console import print_twin_check
 
     err = err_console()
-    result = twin_check(
-        calibration, url, model=model, profile=profile, rate=rate, concurrency=concurrency, arrival=arrival,
-        requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
-        tolerance=tolerance, anchor=anchor, repeat=repeat, store=store_path(db), on_phase=err.print,
-    )  # fmt: skip
+    result = twin_check(calibration, url, model=model, **workload, seed=seed, tolerance=tolerance, anchor=anchor,
+                        repeat=repeat, store=store_path(db), on_phase=err.print)  # fmt: skip
     print_twin_check(err if json_to_stdout(json_out) else stdout_console(), result.report)
     emit_json(result.report, json_out)
     if html_out is not None:

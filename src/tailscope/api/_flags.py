@@ -1,13 +1,16 @@
-"""The command-line spelling of bench options: :data:`BENCH_FLAGS`, one :class:`Flag` per field of
-:class:`~tailscope.runner.options.BenchOptions` that ``tailscope bench`` sets.
+"""The command-line spelling of the library's options, for the front ends: a :class:`Flag` per option.
 
-Plain data (no typer): a front end builds its options from it, so a field's flag and help are written once, here, and
-its default is the field's own (the documented default for the fields a profile can set). ``tailscope sim`` and
-``tailscope twin check`` take their workload flags from the same table (:func:`pick`).
+:data:`BENCH_FLAGS` has one per field of :class:`~tailscope.runner.options.BenchOptions` that ``tailscope bench``
+sets, its default the field's own (the documented default for the fields a profile can set); :data:`ENGINE_FLAGS`
+the engine model of ``sim`` and ``serve``; :data:`SIM_FLAGS` the keyword arguments of :func:`tailscope.simulate`.
+Plain data (no typer): the CLI builds its options from it, so a flag's spelling, help and default are written once;
+the workload flags of bench, sim and twin check are the same entries (:func:`pick`). The tests hold each default to
+the API's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -130,7 +133,58 @@ BENCH_FLAGS: dict[str, Flag] = {f.name: f for f in (
 # fmt: on
 
 
-def pick(*names: str, **changed: dict[str, Any]) -> list[Flag]:
-    """Some of :data:`BENCH_FLAGS`, in the order given; ``changed`` maps a name to the attributes another command
-    changes (``output_tokens={"default": "64"}``)."""
-    return [BENCH_FLAGS[n].but(**changed.get(n, {})) for n in names]
+# fmt: off
+#: the engine model of ``tailscope sim`` and ``tailscope serve`` (--no-prefix-caching: ``prefix_caching=False``)
+ENGINE_FLAGS: dict[str, Flag] = {f.name: f for f in (
+    Flag("model", str, "llama-3.1-8b", "--model", "Catalog model id or a path to a config.json."),
+    Flag("gpu", str, "h100-sxm", "--gpu", "Catalog GPU id (tailscope catalog gpus)."),
+    Flag("tp", int, 1, "--tp", "Tensor-parallel GPUs per replica (per attention-DP rank)."),
+    Flag("engine", str, "vllm", "--engine", "Serving engine: vllm, sglang or trtllm (costs, defaults)."),
+    Flag("ep", int, 1, "--ep", "Expert parallelism of an MoE model (divides tp × attention-dp)."),
+    Flag("weights_dtype", str | None, None, "--weights-dtype", (
+        "bf16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's own).")),
+    Flag("kv_dtype", str, "bf16", "--kv-dtype", "bf16 or fp8 KV cache."),
+    Flag("max_num_seqs", int | None, None, "--max-num-seqs", "Running requests at most (vLLM default)."),
+    Flag("max_num_batched_tokens", int | None, None, "--max-num-batched-tokens", (
+        "Tokens per engine step at most (vLLM default).")),
+    Flag("gpu_memory_utilization", float, 0.9, "--gpu-memory-utilization", "GPU memory fraction."),
+    Flag("no_prefix_caching", bool, False, "--no-prefix-caching", "Disable the prefix cache."),
+    Flag("calibration", Path | None, None, "--calibration", (
+        "Calibration file: efficiencies, or a digital twin's twin.yaml.")),
+    Flag("gpu_file", Path | None, None, "--gpu-file", "YAML file with extra GPUs."),
+)}
+_SIM_ONLY = {f.name: f for f in (
+    Flag("attention_dp", int, 1, "--attention-dp", "Attention data-parallel ranks per replica (each with --tp GPUs)."),
+    Flag("replicas", int, 1, "--replicas", "Replicas behind the router (initial count with --autoscale)."),
+    Flag("router", str, "least_outstanding", "--router", "round_robin, least_outstanding or prefix_affinity."),
+    Flag("autoscale", Path | None, None, "--autoscale", "Autoscaling policy YAML."),
+    Flag("disagg", str | None, None, "--disagg", (
+        "Prefill/decode pools: prefill=WORKERSxTP,decode=WORKERSxTP (replaces --replicas/--tp).")),
+    Flag("spec_draft", int, 0, "--spec-draft", "Speculative decoding: draft tokens per step (0 = off)."),
+    Flag("spec_accept", float, 0.7, "--spec-accept", "Acceptance rate of each draft token (0–1)."),
+    Flag("spec_draft_model", str | None, None, "--spec-draft-model", (
+        "Draft model id (default: 0.1 × the target's decode step per draft token).")),
+    Flag("kv_offload_gib", float, 0.0, "--kv-offload-gib", (
+        "Host memory (GiB/replica) for preempted KV: swap instead of recompute.")),
+)}
+# fmt: on
+
+#: the workload flags bench, sim and twin check share
+WORKLOAD = "profile concurrency rate arrival burstiness requests duration input_tokens output_tokens warmup"
+
+
+def pick(names: str, table: Mapping[str, Flag] = BENCH_FLAGS, **changed: dict[str, Any]) -> list[Flag]:
+    """Some flags of ``table`` (space-separated names), in that order; ``changed`` maps a name to the attributes
+    another command changes (``output_tokens={"default": "64"}``)."""
+    return [table[n].but(**changed.get(n, {})) for n in names.split()]
+
+
+#: ``tailscope sim``: the keyword arguments of :func:`tailscope.simulate`, in the order of its ``--help``
+SIM_FLAGS: dict[str, Flag] = {f.name: f for f in pick(
+    "model gpu tp engine ep attention_dp replicas router weights_dtype kv_dtype max_num_seqs max_num_batched_tokens "
+    f"gpu_memory_utilization no_prefix_caching calibration gpu_file autoscale {WORKLOAD} seed slo disagg spec_draft "
+    "spec_accept spec_draft_model kv_offload_gib from_traces time_scale",
+    {**BENCH_FLAGS, **ENGINE_FLAGS, **_SIM_ONLY},
+    seed={"help": "Seed for lengths and arrivals (same seed → same simulation)."},
+    from_traces={"help": "Simulate an ingested trace set's LLM calls as call graphs."},
+)}  # fmt: skip
