@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -11,7 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from tailscope.errors import ConfigError, TailscopeError
+from tailscope.errors import TailscopeError
+from tailscope.files import to_stdout, write_json
+from tailscope.files import write_text as write_text  # the commands write files through tailscope.files
 
 if TYPE_CHECKING:
     from tailscope.api._flags import Flag
@@ -85,69 +86,27 @@ def typed_params(ctx: typer.Context) -> frozenset[str]:
     return frozenset(given)
 
 
-def write_text(path: Path, text: str, flag: str) -> None:
-    """Write an output file, creating its folder; ConfigError naming the flag when it cannot be written."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
-
-
-def write_export(path: Path, doc: dict[str, Any]) -> None:
-    """Write an export document (run, summary, every request) as JSON (``-`` = stdout); ConfigError naming ``--json``
-    when it cannot."""
-    if json_to_stdout(path):
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
-        return
-    write_text(path, json.dumps(doc, indent=1), "--json")
-
-
-def json_to_stdout(path: Path | None) -> bool:
-    """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
-    return path is not None and str(path) == "-"
-
-
-def write_export_chunks(path: Path, chunks: Iterable[bytes], flag: str = "--json") -> None:
-    """Write a streamed export document (:func:`tailscope.metrics.document.export_chunks`) chunk by chunk;
-    ConfigError naming ``flag`` when it cannot be written."""
-    if json_to_stdout(path):  # --json -: the document alone on stdout
-        sys.stdout.flush()
-        out = getattr(sys.stdout, "buffer", None)
-        for chunk in chunks:
-            if out is not None:
-                out.write(chunk)
-            else:
-                sys.stdout.write(chunk.decode("utf-8"))
-        sys.stdout.flush()
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
-
-
-def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
-    """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
-    if path is None:
-        return False
-    text = json.dumps(doc, indent=2)
-    if str(path) == "-":
-        sys.stdout.write(text + "\n")
-        return True
-    write_text(path, text + "\n", flag)
-    return False
-
-
 def json_path_option(what: str) -> Any:
     """``--json PATH``, one meaning across commands: write ``what`` as JSON to PATH, ``-`` for stdout (then instead of
     the table). Never a bare flag: typer cannot parse an option that is both (``--json --db x`` would eat ``--db``)."""
     return typer.Option(
         None, "--json", metavar="PATH", help=f"Write {what} as JSON to PATH (- = stdout, instead of the table)."
     )
+
+
+def json_to_stdout(path: Path | None) -> bool:
+    """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
+    return to_stdout(path)
+
+
+def write_export(path: Path, doc: dict[str, Any]) -> None:
+    """Write an export document (run, summary, every request) as JSON (``-`` = stdout)."""
+    write_json(path, doc, "--json", indent=1, end="")
+
+
+def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
+    """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
+    return write_json(path, doc, flag) and json_to_stdout(path)
 
 
 def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> None:
@@ -165,13 +124,9 @@ def emit_answer(doc: dict[str, Any], path: Path | None, render: Callable[[Any], 
     to ``path`` when one is given."""
     from tailscope.report.console import stdout_console
 
-    text = json.dumps(doc, indent=1, default=str)
-    if path is not None and str(path) == "-":
-        print(text)
-        return
-    render(stdout_console())
-    if path is not None:
-        write_text(path, text, "--json")
+    if not json_to_stdout(path):
+        render(stdout_console())
+    write_json(path, doc, "--json", indent=1, end="", default=str)
 
 
 def err_console() -> Any:

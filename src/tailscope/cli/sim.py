@@ -41,7 +41,8 @@ def sim(
     """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
 
     from tailscope.api.sim import simulate
-    from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params, write_export_chunks
+    from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params
+    from tailscope.files import write_chunks
     from tailscope.metrics.document import run_to_json
     from tailscope.report.console import print_summary
     from tailscope.report.sim_console import print_sim
@@ -64,7 +65,7 @@ def sim(
         print_sim(_stdout(), res, timeline=options["autoscale"] is not None, interval=out.prediction_interval,
                   interval_source=out.prediction_interval_source)  # fmt: skip
     if json_out is not None:
-        write_export_chunks(json_out, out.export_chunks())
+        write_chunks(json_out, out.export_chunks())
         if not json_to_stdout(json_out):
             err.print(f"wrote {json_out}")
     if html_out is not None:
