@@ -25,7 +25,7 @@ class Flag:
     Attributes:
         name: the parameter (and :class:`BenchOptions` field) name.
         type: the type the command line parses (``str``, ``int | None``, ``Path | None``, ``list[str]``, …).
-        default: the value when the flag is not given (a tuple for a repeatable flag).
+        default: the value when the flag is not given (a tuple for a repeatable flag; ``...``: required).
         decls: the flag's spellings, space-separated: ``"--requests -n --num-prompts"``; ``"--a/--no-a"`` for an
             on/off pair.
         help: the one-line help.
@@ -36,7 +36,7 @@ class Flag:
     type: Any
     default: Any
     decls: str
-    help: str
+    help: str | None
     metavar: str | None = None
 
     def but(self, **changes: Any) -> Flag:
@@ -188,3 +188,72 @@ SIM_FLAGS: dict[str, Flag] = {f.name: f for f in pick(
     seed={"help": "Seed for lengths and arrivals (same seed → same simulation)."},
     from_traces={"help": "Simulate an ingested trace set's LLM calls as call graphs."},
 )}  # fmt: skip
+
+_E, _B = ENGINE_FLAGS, BENCH_FLAGS
+_CAL = "Calibration file (e.g. a digital twin's twin.yaml)."
+# fmt: off
+#: ``tailscope plan kv``: the keyword arguments of :func:`tailscope.plan_kv`
+PLAN_KV: dict[str, Flag] = {f.name: f for f in (
+    _E["model"].but(default=...),
+    Flag("context", int, ..., "--context", "Tokens per sequence (prompt + output)."),
+    Flag("kv_dtype", str, "bf16", "--kv-dtype", "bf16, fp8 or int8."),
+    _E["weights_dtype"],
+    Flag("gpu", str | None, None, "--gpu", "GPU catalog id (for capacity and concurrency)."),
+    _E["tp"], _E["gpu_memory_utilization"].but(help=None),
+)}
+#: ``tailscope plan estimate``: the keyword arguments of :func:`tailscope.plan_estimate`
+PLAN_ESTIMATE: dict[str, Flag] = {f.name: f for f in (
+    _E["model"].but(default=...), _E["gpu"].but(default=...),
+    Flag("input_tokens", int, ..., "--input-tokens", None), Flag("output_tokens", int, ..., "--output-tokens", None),
+    Flag("concurrency", int, 1, "--concurrency", "Steady requests in flight on the replica."),
+    _E["tp"], _E["weights_dtype"], _E["kv_dtype"], _E["calibration"].but(help=_CAL),
+)}
+#: ``tailscope plan capacity``: :func:`tailscope.plan_capacity` (``steady_window`` is its ``steady_window_s``) and,
+#: with ``users``, :func:`tailscope.plan_napkin`
+PLAN_CAPACITY: dict[str, Flag] = {f.name: f for f in (
+    Flag("model", str | None, None, "--model", None), Flag("gpu", str | None, None, "--gpu", None), _B["profile"],
+    Flag("input_tokens", str, "512", "--input-tokens", "Length spec when no profile is given."),
+    Flag("output_tokens", str | None, None, "--output-tokens", (
+        "Length spec when no profile is given (256); napkin form: mean output tokens.")),
+    Flag("target_rps", float | None, None, "--target-rps", "Requests/s the fleet must serve."),
+    Flag("slo", list[str], (), "--slo", "SLO like ttft_p99=1.5s (repeatable)."),
+    Flag("headroom", float, 0.2, "--headroom", "Extra load fraction to plan for."),
+    Flag("tp", str, "1,2,4,8", "--tp", "TP degrees to consider, e.g. 1,2,4."),
+    Flag("max_replicas", int, 1024, "--max-replicas", "The most replicas of one configuration."),
+    Flag("gpu_price", float | None, None, "--gpu-price", "USD per GPU-hour (ranks by cost)."),
+    _E["weights_dtype"], _E["kv_dtype"], _E["calibration"].but(help=_CAL),
+    Flag("sim_requests", int, 1500, "--sim-requests", (
+        "The fewest requests per simulation (more when the steady window needs them).")),
+    Flag("steady_window", float, 30.0, "--steady-window", (
+        "Seconds of arrivals each simulation covers at least (queues reach steady state).")),
+    Flag("max_sim_requests", int, 20_000, "--max-sim-requests", (
+        "Most requests per simulation (beyond: one replica's share is simulated).")),
+    Flag("users", int | None, None, "--users", "Napkin form: concurrent users."),
+    Flag("tokens_per_user_s", float | None, None, "--tokens-per-user-s", "Napkin form."),
+    Flag("gpu_tokens_s", float | None, None, "--gpu-tokens-s", "Napkin form: tokens/s one GPU gives."),
+    _E["engine"],
+    Flag("confidence", bool, False, "--confidence", (
+        "Pass only when every SLO holds at the high end of the 90% prediction interval.")),
+    Flag("disagg", str | None, None, "--disagg", (
+        "Also size prefill/decode pools: auto, or prefill=1x2,decode=2x1;prefill=2x2,decode=3x1.")),
+)}
+#: ``tailscope plan cost``: :func:`tailscope.plan_cost` and, with ``tokens_per_day``, :func:`tailscope.plan_unit_cost`
+PLAN_COST: dict[str, Flag] = {f.name: f for f in (
+    Flag("gpu_price", float | None, None, "--gpu-price", "USD per GPU-hour."),
+    Flag("run", str | None, None, "--run", "A stored bench or sim run (id, prefix, latest)."),
+    Flag("gpus", int | None, None, "--gpus", "GPUs behind the run (sim runs know their own)."),
+    Flag("api_price_in", float | None, None, "--api-price-in", "API USD per 1M input tokens."),
+    Flag("api_price_out", float | None, None, "--api-price-out", "API USD per 1M output tokens."),
+    Flag("daily_requests", int | None, None, "--daily-requests", None),
+    Flag("ops_usd_per_month", float, 0.0, "--ops-usd-per-month", (
+        "Operations cost of self-hosting (people, on-call), in the break-even.")),
+    Flag("cached_share", float, 0.0, "--cached-share", "Share of API input tokens read from its cache."),
+    Flag("cache_write_share", float, 0.0, "--cache-write-share", "Share of API input tokens written."),
+    Flag("cache_read_mult", float, 0.1, "--cache-read-mult", "Cache reads × the input price."),
+    Flag("cache_write_mult", float, 1.25, "--cache-write-mult", "Cache writes × the input price."),
+    Flag("tokens_per_day", float | None, None, "--tokens-per-day", (
+        "Unit cost: tokens served in a day (with --gpu-hours and/or --bill).")),
+    Flag("gpu_hours", float | None, None, "--gpu-hours", "Unit cost: GPU-hours used that day."),
+    Flag("bill", float | None, None, "--bill", "Unit cost: the day's bill in USD."),
+)}
+# fmt: on

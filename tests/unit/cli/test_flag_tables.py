@@ -10,7 +10,17 @@ from typing import Any
 import pytest
 import typer
 
-from tailscope.api._flags import BENCH_FLAGS, ENGINE_FLAGS, SIM_FLAGS, Flag, pick
+from tailscope.api._flags import (
+    BENCH_FLAGS,
+    ENGINE_FLAGS,
+    PLAN_CAPACITY,
+    PLAN_COST,
+    PLAN_ESTIMATE,
+    PLAN_KV,
+    SIM_FLAGS,
+    Flag,
+    pick,
+)
 from tailscope.cli.main import app
 from tailscope.runner.options import DEFAULTS, BenchOptions
 
@@ -34,16 +44,28 @@ def _params(*path: str) -> dict[str, Any]:
     return {p.name: p for p in cmd.params}
 
 
-@pytest.mark.parametrize(
-    ("path", "flags"), [(("bench",), BENCH_FLAGS), (("sim",), SIM_FLAGS), (("serve",), ENGINE_FLAGS)]
-)
+TABLES = [
+    (("bench",), BENCH_FLAGS),
+    (("sim",), SIM_FLAGS),
+    (("serve",), ENGINE_FLAGS),
+    (("plan", "kv"), PLAN_KV),
+    (("plan", "estimate"), PLAN_ESTIMATE),
+    (("plan", "capacity"), PLAN_CAPACITY),
+    (("plan", "cost"), PLAN_COST),
+]
+
+
+@pytest.mark.parametrize(("path", "flags"), TABLES)
 def test_the_commands_offer_every_declared_flag(path: tuple[str, ...], flags: dict[str, Flag]) -> None:
     params = _params(*path)
     for name, flag in flags.items():
         assert name in params, name
         assert [*params[name].opts, *params[name].secondary_opts] == flag.decls.replace("/", " ").split(), name
         assert params[name].help == flag.help
-        assert params[name].default == (list(flag.default) if isinstance(flag.default, tuple) else flag.default)
+        if flag.default is ...:
+            assert params[name].required, name
+        else:
+            assert params[name].default == (list(flag.default) if isinstance(flag.default, tuple) else flag.default)
 
 
 def test_sim_flags_default_to_simulate_s() -> None:
@@ -69,6 +91,22 @@ def test_engine_flags_default_to_the_engine_s() -> None:
             field = {"no_prefix_caching": "enable_prefix_caching", "engine": "backend"}.get(name, name)
             expected = not engine.enable_prefix_caching if name == "no_prefix_caching" else getattr(engine, field)
             assert flag.default == expected, name
+
+
+def test_plan_flags_default_to_the_planners() -> None:
+    from tailscope.api import plan
+
+    for table, fns in ((PLAN_KV, [plan.plan_kv]), (PLAN_ESTIMATE, [plan.plan_estimate]),
+                       (PLAN_CAPACITY, [plan.plan_capacity, plan.plan_napkin]),
+                       (PLAN_COST, [plan.plan_cost, plan.plan_unit_cost])):  # fmt: skip
+        api = {n: p for fn in fns for n, p in inspect.signature(fn).parameters.items()}
+        for name, flag in table.items():
+            param = api[{"steady_window": "steady_window_s"}.get(name, name)]
+            if param.default is inspect.Parameter.empty:  # required by the API: required, or checked by the command
+                continue
+            if table is PLAN_CAPACITY and name == "output_tokens":  # None: 256, or the napkin form's mean
+                continue
+            assert flag.default == param.default, name
 
 
 def test_pick_changes_a_default_for_another_command() -> None:
