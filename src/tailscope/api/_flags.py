@@ -256,4 +256,80 @@ PLAN_COST: dict[str, Flag] = {f.name: f for f in (
     Flag("gpu_hours", float | None, None, "--gpu-hours", "Unit cost: GPU-hours used that day."),
     Flag("bill", float | None, None, "--bill", "Unit cost: the day's bill in USD."),
 )}
+#: ``tailscope compare``: :func:`tailscope.compare`
+COMPARE: dict[str, Flag] = {f.name: f for f in (
+    Flag("metrics", str | None, None, "--metrics", (
+        "Comma-separated: ttft_ms,tpot_ms,itl_ms,e2e_ms,output_tokens_per_s,error_rate,…")),
+    Flag("percentiles", str, "p50,p90,p99", "--percentiles", "Statistics for latency metrics."),
+    Flag("confidence", float, 0.95, "--confidence", "Confidence level of the intervals."),
+    Flag("resamples", int, 2000, "--resamples", "Bootstrap resamples."),
+    Flag("seed", int, 0, "--seed", "Bootstrap seed."),
+    Flag("gpu_price", float | None, None, "--gpu-price", "USD per GPU-hour: show each run's $ per 1M output tokens."),
+    Flag("gpus", int | None, None, "--gpus", "GPUs behind each run (sim runs know their own)."),
+)}
+#: ``tailscope alerts``: :func:`tailscope.alerts`
+ALERTS: dict[str, Flag] = {f.name: f for f in (
+    Flag("for_", str, "5m", "--for", "How long a condition must hold before an alert fires."),
+    Flag("window", str, "5m", "--window", "Rate window of quantiles and ratios."),
+    Flag("selector", str, "", "--selector", 'Label matchers for engine metrics, e.g. job="vllm".'),
+    Flag("queue_limit", float, 0.0, "--queue-limit", "Backlog alert: the queue stayed above this all window."),
+    Flag("kv_limit", float, 0.9, "--kv-limit", "KV-cache usage (0-1) that counts as near full."),
+    Flag("golden", bool, False, "--golden", "Add the method's five golden alerts (alone without a contract)."),
+    Flag("layer_metrics", list[str], (), "--layer-metric", (
+        "LAYER=HISTOGRAM of the layer's durations in seconds (repeatable).")),
+    Flag("oom_metric", str, "llm_out_of_memory_errors_total", "--oom-metric", (
+        "Counter of OOM errors (golden OOM alert).")),
+)}
+#: ``tailscope report``: :func:`tailscope.write_report`
+REPORT: dict[str, Flag] = {f.name: f for f in (
+    Flag("sweep", str | None, None, "--sweep", "Compare every run of this sweep id, by load."),
+    Flag("traces", list[str], None, "--traces", (
+        "Trace set name (twice: diff of before and after; with one run: the run joined with the set).")),
+    Flag("trace_store", Path | None, None, "--trace-db", "Store holding the set joined with a run, if not --db."),
+    Flag("resamples", int, 1000, "--resamples", "Bootstrap resamples for comparison intervals."),
+    Flag("seed", int, 0, "--seed", "Bootstrap seed."),
+)}
+#: ``tailscope plan routing``: :func:`tailscope.plan_routing`
+PLAN_ROUTING: dict[str, Flag] = {f.name: f for f in (
+    Flag("tiers", list[str], (), "--tier", (
+        "A tier, least capable first: name=haiku,p50=800ms,p95=1.5s,in=0.8,out=4 (or run=RUN_ID).")),
+    Flag("classes", list[str], (), "--class", "A request class NAME:SHARE:MIN_TIER, e.g. simple:0.8:haiku."),
+    Flag("router", str | None, None, "--router", (
+        "The router: name=cls,p50=60ms,p95=120ms,in=0.8,out=4,tokens_in=300,tokens_out=5.")),
+    Flag("table", Path | None, None, "--table", "YAML with tiers:, classes:, router: (flags add to it)."),
+    Flag("tokens_in", float, 1000.0, "--tokens-in", "Mean input tokens per request."),
+    Flag("tokens_out", float, 300.0, "--tokens-out", "Mean output tokens per request."),
+    Flag("shares", list[str], (), "--share", "Project this routing: TIER=SHARE (repeatable)."),
+    Flag("slo_p50", str | None, None, "--slo-p50", "P50 latency SLO, e.g. 1s."),
+    Flag("slo_p95", str | None, None, "--slo-p95", "P95 latency SLO, e.g. 3s."),
+    Flag("seed", int, 0, "--seed", "Monte Carlo seed."),
+)}
+#: ``tailscope checklist``: :func:`tailscope.checklist`
+CHECKLIST: dict[str, Flag] = {f.name: f for f in (
+    Flag("contract", Path | None, None, "--contract", "The service's contract YAML."),
+    Flag("alerts", Path | None, None, "--alerts", "The rule file `tailscope alerts --out` wrote."),
+    Flag("target_rps", float | None, None, "--target-rps", (
+        "Forecast requests/s the capacity must hold with 20 % headroom.")),
+    Flag("attest", list[str], (), "--attest", "An item a person vouches for (repeatable)."),
+)}
+#: ``tailscope calibrate``: :func:`tailscope.calibrate` (``--out`` defaults to twin.yaml: a command writes a file)
+CALIBRATE: dict[str, Flag] = {f.name: f for f in (
+    Flag("url", str | None, None, "--url", "The server to probe (an OpenAI-compatible vLLM)."),
+    Flag("model", str | None, None, "--model", "Model name (default: the first listed)."),
+    Flag("out", Path, Path("twin.yaml"), "--out", "Where to write the twin."),
+    Flag("from_runs", list[str], (), "--from-runs", "Fit from stored runs instead of probing."),
+    Flag("budget", float, 180.0, "--budget", "Probe time limit in seconds."),
+    Flag("concurrencies", str, "1,2,4,8", "--concurrencies", "Decode probe concurrencies."),
+    Flag("burst", bool, True, "--burst/--no-burst", "Finish with a burst that fills the KV cache."),
+    Flag("rounds", int | None, None, "--rounds", (
+        "Interleaved rounds of the prefill and decode ladders (default 8; more: steadier fit).")),
+    Flag("prefill_repeats", int | None, None, "--prefill-repeats", (
+        "Requests per prompt length in each round's prefill ladder (default 4).")),
+    Flag("max_num_seqs", int, 256, "--max-num-seqs", "The server's --max-num-seqs."),
+    Flag("max_num_batched_tokens", int, 2048, "--max-num-batched-tokens", "The server's token budget."),
+    Flag("block_size", int | None, None, "--block-size", "KV block size when /metrics lacks it."),
+    Flag("num_blocks", int | None, None, "--num-blocks", "KV blocks when /metrics lacks them."),
+    Flag("seed", int, 0, "--seed", None),
+)}
+
 # fmt: on

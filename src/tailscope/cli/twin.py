@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from tailscope.api._flags import pick
+from tailscope.api._flags import CALIBRATE, pick
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
 from tailscope.errors import TailscopeError
@@ -26,27 +26,8 @@ def _twin_group() -> None:
     """The calibrated digital twin (a group, so that ``twin check`` stays a subcommand while it is the only one)."""
 
 
-def calibrate(
-    url: str | None = typer.Option(None, "--url", help="The server to probe (an OpenAI-compatible vLLM)."),
-    model: str | None = typer.Option(None, "--model", help="Model name (default: the first listed)."),
-    out: Path = typer.Option(Path("twin.yaml"), "--out", help="Where to write the twin."),
-    from_runs: list[str] = typer.Option([], "--from-runs", help="Fit from stored runs instead of probing."),
-    budget: float = typer.Option(180.0, "--budget", help="Probe time limit in seconds."),
-    concurrencies: str = typer.Option("1,2,4,8", "--concurrencies", help="Decode probe concurrencies."),
-    burst: bool = typer.Option(True, "--burst/--no-burst", help="Finish with a burst that fills the KV cache."),
-    rounds: int | None = typer.Option(
-        None, "--rounds", help="Interleaved rounds of the prefill and decode ladders (default 8; more: steadier fit)."
-    ),
-    prefill_repeats: int | None = typer.Option(
-        None, "--prefill-repeats", help="Requests per prompt length in each round's prefill ladder (default 4)."
-    ),
-    max_num_seqs: int = typer.Option(256, "--max-num-seqs", help="The server's --max-num-seqs."),
-    max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens", help="The server's token budget."),
-    block_size: int | None = typer.Option(None, "--block-size", help="KV block size when /metrics lacks it."),
-    num_blocks: int | None = typer.Option(None, "--num-blocks", help="KV blocks when /metrics lacks them."),
-    seed: int = typer.Option(0, "--seed"),
-    db: opt.Db = None,
-) -> None:
+@with_flags(CALIBRATE.values())  # the options of tailscope.calibrate (api/_flags.py)
+def calibrate(db: opt.Db = None, **options: Any) -> None:
     """Probe a server (bounded) and fit its digital twin; or fit one from stored runs.
 
     Examples:
@@ -61,12 +42,7 @@ def calibrate(
     from tailscope.report.twin_console import print_twin
 
     err = err_console()
-    result = fit(
-        url, model=model, out=out, from_runs=from_runs, budget=budget, concurrencies=concurrencies, burst=burst,
-        rounds=rounds, prefill_repeats=prefill_repeats, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, num_blocks=num_blocks, seed=seed,
-        store=store_path(db), on_phase=lambda name: err.print(f"probe: {name}"),
-    )  # fmt: skip
+    result = fit(**options, store=store_path(db), on_phase=lambda name: err.print(f"probe: {name}"))
     print_twin(stdout_console(), result.twin, result.path, result.notes)
 
 

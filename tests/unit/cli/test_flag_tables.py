@@ -11,12 +11,18 @@ import pytest
 import typer
 
 from tailscope.api._flags import (
+    ALERTS,
     BENCH_FLAGS,
+    CALIBRATE,
+    CHECKLIST,
+    COMPARE,
     ENGINE_FLAGS,
     PLAN_CAPACITY,
     PLAN_COST,
     PLAN_ESTIMATE,
     PLAN_KV,
+    PLAN_ROUTING,
+    REPORT,
     SIM_FLAGS,
     Flag,
     pick,
@@ -52,6 +58,12 @@ TABLES = [
     (("plan", "estimate"), PLAN_ESTIMATE),
     (("plan", "capacity"), PLAN_CAPACITY),
     (("plan", "cost"), PLAN_COST),
+    (("plan", "routing"), PLAN_ROUTING),
+    (("compare",), COMPARE),
+    (("alerts",), ALERTS),
+    (("report",), REPORT),
+    (("checklist",), CHECKLIST),
+    (("calibrate",), CALIBRATE),
 ]
 
 
@@ -107,6 +119,20 @@ def test_plan_flags_default_to_the_planners() -> None:
             if table is PLAN_CAPACITY and name == "output_tokens":  # None: 256, or the napkin form's mean
                 continue
             assert flag.default == param.default, name
+
+
+def test_the_other_tables_default_to_their_functions() -> None:
+    from tailscope.api import checklist, report, routing, twin, verify
+
+    for table, fn in ((COMPARE, verify.compare), (ALERTS, verify.alerts), (REPORT, report.write_report),
+                      (PLAN_ROUTING, routing.plan_routing), (CHECKLIST, checklist.checklist),
+                      (CALIBRATE, twin.calibrate_async)):  # fmt: skip
+        api = inspect.signature(fn).parameters
+        for name, flag in table.items():
+            default = api[name].default
+            if (table, name) in ((COMPARE, "percentiles"), (CALIBRATE, "out")):  # a string for "p50,p90,p99"; a file
+                continue
+            assert flag.default == default or (flag.default == () and default is None), (fn, name)
 
 
 def test_pick_changes_a_default_for_another_command() -> None:
