@@ -332,4 +332,27 @@ CALIBRATE: dict[str, Flag] = {f.name: f for f in (
     Flag("seed", int, 0, "--seed", None),
 )}
 
+#: ``tailscope serve``: the injected faults (:class:`~tailscope.serve.faults.FaultConfig`)
+FAULT_FLAGS: dict[str, Flag] = {f.name: f for f in (
+    Flag("fail_rate", float, 0.0, "--fail-rate", "Probability of answering 500 at once."),
+    Flag("rate_limit_rate", float, 0.0, "--rate-limit-rate", "Probability of answering 429."),
+    Flag("retry_after_s", int, 1, "--retry-after", "Retry-After seconds sent with injected 429s."),
+    Flag("stall_prob", float, 0.0, "--stall-prob", "Probability that a response pauses mid-stream."),
+    Flag("stall_ms", float, 2000.0, "--stall-ms", "Length of that pause in milliseconds."),
+    Flag("disconnect_prob", float, 0.0, "--disconnect-prob", "Probability of cutting a stream."),
+    Flag("malformed_rate", float, 0.0, "--malformed-rate", "Probability of one non-JSON data line."),
+)}
+#: ``tailscope proxy``: one rule per flag (:func:`tailscope.io.proxy_rules.rules_from_flags`)
+PROXY_RULES: dict[str, Flag] = {f.name: f for f in (
+    Flag("latency", str | None, None, "--latency", (
+        "Added before forwarding: 200 (ms), uniform:100-300 or lognormal:MEDIAN,P95.")),
+    Flag("latency_down", str | None, None, "--latency-down", (
+        "Added before the response's first byte (same forms as --latency).")),
+    Flag("error", str | None, None, "--error", "STATUS[:SHARE]: answer this status (e.g. 503:0.1)."),
+    Flag("reset", str | None, None, "--reset", (
+        "SHARE[:AFTER_BYTES]: close the connection (after that many response bytes).")),
+    Flag("stall", str | None, None, "--stall", "MS[:AFTER_BYTES]: pause the response once, mid-stream."),
+    Flag("bandwidth_kbps", float | None, None, "--bandwidth", "Throttle responses to this many kB/s."),
+    Flag("blackhole", bool, False, "--blackhole", "Accept requests and never answer."),
+)}
 # fmt: on

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tailscope.api._flags import ENGINE_FLAGS
+from tailscope.api._flags import ENGINE_FLAGS, FAULT_FLAGS
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
 
@@ -25,7 +25,7 @@ Examples:
 """
 
 
-@with_flags(ENGINE_FLAGS.values())  # the engine model, as sim has it (api/_flags.py)
+@with_flags([*ENGINE_FLAGS.values(), *FAULT_FLAGS.values()])  # the engine model as sim has it, faults
 def serve(
     host: opt.Host = "127.0.0.1",
     port: opt.Port = 8000,
@@ -35,13 +35,6 @@ def serve(
     ),
     max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context length (default: the model's)."),
     seed: int = typer.Option(0, "--seed", help="Seed of response ids, output lengths and injected faults."),
-    fail_rate: float = typer.Option(0.0, "--fail-rate", help="Probability of answering 500 at once."),
-    rate_limit_rate: float = typer.Option(0.0, "--rate-limit-rate", help="Probability of answering 429."),
-    retry_after: int = typer.Option(1, "--retry-after", help="Retry-After seconds sent with injected 429s."),
-    stall_prob: float = typer.Option(0.0, "--stall-prob", help="Probability that a response pauses mid-stream."),
-    stall_ms: float = typer.Option(2000.0, "--stall-ms", help="Length of that pause in milliseconds."),
-    disconnect_prob: float = typer.Option(0.0, "--disconnect-prob", help="Probability of cutting a stream."),
-    malformed_rate: float = typer.Option(0.0, "--malformed-rate", help="Probability of one non-JSON data line."),
     frontend_latency: bool = typer.Option(
         True,
         "--frontend-latency/--no-frontend-latency",
@@ -69,9 +62,7 @@ def serve(
     from tailscope.serve.engine_factory import EngineFlags
     from tailscope.serve.faults import FaultConfig
 
-    faults = FaultConfig(fail_rate=fail_rate, rate_limit_rate=rate_limit_rate, retry_after_s=retry_after,
-                         stall_prob=stall_prob, stall_ms=stall_ms, disconnect_prob=disconnect_prob,
-                         malformed_rate=malformed_rate, seed=seed)  # fmt: skip
+    faults = FaultConfig(**{k: engine_model.pop(k) for k in FAULT_FLAGS}, seed=seed)
     model, gpu, backend, no_cache = (engine_model.pop(k) for k in ("model", "gpu", "engine", "no_prefix_caching"))
     flags = EngineFlags(**engine_model, enable_prefix_caching=not no_cache, backend=backend,
                         max_model_len=max_model_len)  # fmt: skip

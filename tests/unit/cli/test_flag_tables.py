@@ -17,11 +17,13 @@ from tailscope.api._flags import (
     CHECKLIST,
     COMPARE,
     ENGINE_FLAGS,
+    FAULT_FLAGS,
     PLAN_CAPACITY,
     PLAN_COST,
     PLAN_ESTIMATE,
     PLAN_KV,
     PLAN_ROUTING,
+    PROXY_RULES,
     REPORT,
     SIM_FLAGS,
     Flag,
@@ -64,6 +66,8 @@ TABLES = [
     (("report",), REPORT),
     (("checklist",), CHECKLIST),
     (("calibrate",), CALIBRATE),
+    (("serve",), FAULT_FLAGS),
+    (("proxy",), PROXY_RULES),
 ]
 
 
@@ -123,10 +127,14 @@ def test_plan_flags_default_to_the_planners() -> None:
 
 def test_the_other_tables_default_to_their_functions() -> None:
     from tailscope.api import checklist, report, routing, twin, verify
+    from tailscope.io.proxy_rules import rules_from_flags
+    from tailscope.serve.faults import FaultConfig
+
+    assert {n: f.default for n, f in FAULT_FLAGS.items()} == {n: getattr(FaultConfig(), n) for n in FAULT_FLAGS}
 
     for table, fn in ((COMPARE, verify.compare), (ALERTS, verify.alerts), (REPORT, report.write_report),
                       (PLAN_ROUTING, routing.plan_routing), (CHECKLIST, checklist.checklist),
-                      (CALIBRATE, twin.calibrate_async)):  # fmt: skip
+                      (CALIBRATE, twin.calibrate_async), (PROXY_RULES, rules_from_flags)):  # fmt: skip
         api = inspect.signature(fn).parameters
         for name, flag in table.items():
             default = api[name].default
