@@ -355,4 +355,50 @@ PROXY_RULES: dict[str, Flag] = {f.name: f for f in (
     Flag("bandwidth_kbps", float | None, None, "--bandwidth", "Throttle responses to this many kB/s."),
     Flag("blackhole", bool, False, "--blackhole", "Accept requests and never answer."),
 )}
+#: ``tailscope app``: :func:`tailscope.run_app` (``--no-fallback``: ``fallback=False``)
+APP: dict[str, Flag] = {f.name: f for f in (
+    Flag("preset", str, "knowledge-assistant", "--preset", (
+        "A shipped preset (knowledge-assistant) or a preset YAML file.")),
+    Flag("fixes", str, "", "--fix", "Fixes, comma-separated, or 'all' (see docs/app.md)."),
+    Flag("incidents", str, "", "--incident", (
+        "Incidents: pool-exhaustion, sync-audit, slow-dns, no-reuse, sse-buffering.")),
+    Flag("time_scale", float, 1.0, "--time-scale", "Run every cost F times as long (0.1 = 10× faster)."),
+    Flag("llm_url", str | None, None, "--llm-url", (
+        "OpenAI-compatible server for the model calls (default: built-in engines).")),
+    Flag("otlp_endpoint", str | None, None, "--otlp-endpoint", (
+        "OTLP/HTTP collector for the spans, e.g. http://127.0.0.1:4318.")),
+    Flag("seed", int, 0, "--seed", "Seed of the per-request cost draws."),
+    Flag("duration", float | None, None, "--duration", "Stop after this many seconds."),
+)}
+#: ``tailscope twin check``: :func:`tailscope.twin_check` (and the workload: :data:`WORKLOAD`)
+TWIN_CHECK: dict[str, Flag] = {f.name: f for f in (
+    Flag("model", str | None, None, "--model", None),
+    Flag("seed", int, 0, "--seed", None),
+    Flag("tolerance", float, 0.25, "--tolerance", "Largest |error| allowed on TTFT/TPOT p50 and p90."),
+    Flag("anchor", bool, False, "--anchor", (
+        "Re-read the server's current speed with a small fixed run before and after the workload and scale the "
+        "twin's costs to it (for machines whose speed drifts, e.g. shared VMs).")),
+    Flag("repeat", int, 1, "--repeat", (
+        "Measure the workload this many times and compare with the median of each percentile.")),
+)}
+#: ``tailscope runs list``: :func:`tailscope.list_runs`
+RUNS_LIST: dict[str, Flag] = {f.name: f for f in (
+    Flag("limit", int, 30, "--limit", "How many runs (newest first)."),
+    Flag("kind", str | None, None, "--kind", "Only bench, sim, trace or import runs."),
+    Flag("tag", str | None, None, "--tag", "Only runs with this tag (probe: calibration probes)."),
+)}
+#: ``tailscope runs trend``: :func:`tailscope.runs_trend`
+RUNS_TREND: dict[str, Flag] = {f.name: f for f in (
+    Flag("tag", str | None, None, "--tag", "Only runs with this tag (e.g. main, nightly)."),
+    Flag("since", str | None, None, "--since", "Only runs since: 7d, 48h, 2w back, or a date (UTC)."),
+    Flag("kind", str | None, None, "--kind", "Only bench, sim or trace runs."),
+    Flag("limit", int, 1000, "--limit", "At most this many of the newest runs."),
+)}
+#: ``tailscope diagnose``: :func:`tailscope.diagnose`
+DIAGNOSE: dict[str, Flag] = {f.name: f for f in (
+    Flag("traces", str | None, None, "--traces", (
+        "Trace set name, or a `trace analyze --json` file, for the critical-path rules.")),
+    Flag("baseline", str | None, None, "--baseline", (
+        "A run to compare with (the smaller-model-slower and cost-spike trees).")),
+)}
 # fmt: on

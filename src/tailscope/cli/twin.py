@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from tailscope.api._flags import CALIBRATE, pick
+from tailscope.api._flags import CALIBRATE, TWIN_CHECK, pick
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
 from tailscope.errors import TailscopeError
@@ -47,29 +47,17 @@ def calibrate(db: opt.Db = None, **options: Any) -> None:
 
 
 @twin_app.command("check")
-@with_flags(pick("profile rate concurrency arrival requests duration input_tokens output_tokens",
-                 output_tokens={"default": "64"}))  # fmt: skip
+@with_flags([*pick("profile rate concurrency arrival requests duration input_tokens output_tokens",
+                  output_tokens={"default": "64"}), *TWIN_CHECK.values()])  # fmt: skip
 def check(
     calibration: Path = typer.Option(..., "--calibration", help="The twin file."),
     url: str = typer.Option(..., "--url", help="The real server to measure."),
-    model: str | None = typer.Option(None, "--model"),
-    seed: int = typer.Option(0, "--seed"),
-    tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the check as JSON to PATH (- = stdout, the table to stderr)."
     ),
     html_out: Path | None = typer.Option(None, "--html", help="Write predicted vs measured as an HTML report."),
     db: opt.Db = None,
-    anchor: bool = typer.Option(
-        False,
-        "--anchor",
-        help="Re-read the server's current speed with a small fixed run before and after the workload and scale "
-        "the twin's costs to it (for machines whose speed drifts, e.g. shared VMs).",
-    ),
-    repeat: int = typer.Option(
-        1, "--repeat", help="Measure the workload this many times and compare with the median of each percentile."
-    ),
-    **workload: Any,
+    **options: Any,
 ) -> None:
     """Predict a workload with the twin, measure it on the server, compare; exit 1 beyond --tolerance.
 
@@ -83,15 +71,14 @@ def check(
     from tailscope.report.twin_console import print_twin_check
 
     err = err_console()
-    result = twin_check(calibration, url, model=model, **workload, seed=seed, tolerance=tolerance, anchor=anchor,
-                        repeat=repeat, store=store_path(db), on_phase=err.print)  # fmt: skip
+    result = twin_check(calibration, url, **options, store=store_path(db), on_phase=err.print)
     print_twin_check(err if json_to_stdout(json_out) else stdout_console(), result.report)
     emit_json(result.report, json_out)
     if html_out is not None:
         write_report(html_out, [result.measured[-1], result.prediction])
         err.print(f"wrote {html_out}")
     if not result.passed:
-        raise _CheckFailed(f"the twin missed by more than {tolerance:.0%} on {', '.join(result.failed)}")
+        raise _CheckFailed(f"the twin missed by more than {options['tolerance']:.0%} on {', '.join(result.failed)}")
 
 
 class _CheckFailed(TailscopeError):

@@ -12,10 +12,12 @@ import typer
 
 from tailscope.api._flags import (
     ALERTS,
+    APP,
     BENCH_FLAGS,
     CALIBRATE,
     CHECKLIST,
     COMPARE,
+    DIAGNOSE,
     ENGINE_FLAGS,
     FAULT_FLAGS,
     PLAN_CAPACITY,
@@ -25,7 +27,10 @@ from tailscope.api._flags import (
     PLAN_ROUTING,
     PROXY_RULES,
     REPORT,
+    RUNS_LIST,
+    RUNS_TREND,
     SIM_FLAGS,
+    TWIN_CHECK,
     Flag,
     pick,
 )
@@ -68,6 +73,11 @@ TABLES = [
     (("calibrate",), CALIBRATE),
     (("serve",), FAULT_FLAGS),
     (("proxy",), PROXY_RULES),
+    (("app",), APP),
+    (("twin", "check"), TWIN_CHECK),
+    (("runs", "list"), RUNS_LIST),
+    (("runs", "trend"), RUNS_TREND),
+    (("diagnose",), DIAGNOSE),
 ]
 
 
@@ -126,7 +136,7 @@ def test_plan_flags_default_to_the_planners() -> None:
 
 
 def test_the_other_tables_default_to_their_functions() -> None:
-    from tailscope.api import checklist, report, routing, twin, verify
+    from tailscope.api import app, checklist, report, routing, runs, twin, verify
     from tailscope.io.proxy_rules import rules_from_flags
     from tailscope.serve.faults import FaultConfig
 
@@ -134,11 +144,15 @@ def test_the_other_tables_default_to_their_functions() -> None:
 
     for table, fn in ((COMPARE, verify.compare), (ALERTS, verify.alerts), (REPORT, report.write_report),
                       (PLAN_ROUTING, routing.plan_routing), (CHECKLIST, checklist.checklist),
-                      (CALIBRATE, twin.calibrate_async), (PROXY_RULES, rules_from_flags)):  # fmt: skip
+                      (CALIBRATE, twin.calibrate_async), (PROXY_RULES, rules_from_flags),
+                      (APP, app.run_app_async), (TWIN_CHECK, twin.twin_check_async), (RUNS_LIST, runs.list_runs),
+                      (RUNS_TREND, runs.runs_trend), (DIAGNOSE, verify.diagnose)):  # fmt: skip
         api = inspect.signature(fn).parameters
         for name, flag in table.items():
             default = api[name].default
             if (table, name) in ((COMPARE, "percentiles"), (CALIBRATE, "out")):  # a string for "p50,p90,p99"; a file
+                continue
+            if flag.default == "" and default == ():  # --fix "": no fixes
                 continue
             assert flag.default == default or (flag.default == () and default is None), (fn, name)
 
