@@ -401,4 +401,39 @@ DIAGNOSE: dict[str, Flag] = {f.name: f for f in (
     Flag("baseline", str | None, None, "--baseline", (
         "A run to compare with (the smaller-model-slower and cost-spike trees).")),
 )}
+#: ``tailscope serve``: :func:`tailscope.serve.run_server` (with the engine, the faults and ``seed``)
+SERVE: dict[str, Flag] = {f.name: f for f in (
+    Flag("speed", float, 1.0, "--speed", "Engine seconds per wall second (2 = twice as fast)."),
+    Flag("served_model_name", str | None, None, "--served-model-name", "Name clients use (default: --model)."),
+    Flag("frontend_latency", bool, True, "--frontend-latency/--no-frontend-latency", (
+        "Delay requests by the API-server latency the engine model prices (as sim does).")),
+    Flag("otlp_endpoint", str | None, None, "--otlp-endpoint", (
+        "Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
+        "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.")),
+    Flag("reasoning_tokens", int, 0, "--reasoning-tokens", (
+        "Act as a reasoning model: the first N output tokens of each chat response are reasoning_content.")),
+)}
+#: ``tailscope gate``: :func:`tailscope.gate`
+GATE: dict[str, Flag] = {f.name: f for f in (
+    Flag("baseline", str | None, None, "--baseline", (
+        "Baseline run for regression checks (default: the contract's regression.baseline).")),
+    Flag("traces", str | None, None, "--traces", "Trace set (or spans JSON file) for layer checks."),
+    Flag("strict", bool, False, "--strict", "Inconclusive regression checks fail the gate."),
+    Flag("seed", int | None, None, "--seed", "Bootstrap seed (default: the contract's, else 0)."),
+    Flag("diagnose", bool, False, "--diagnose", (
+        "When the gate does not pass, add `tailscope diagnose` findings to the outputs.")),
+)}
+#: ``tailscope plan budget``: :func:`tailscope.plan_budget`
+PLAN_BUDGET: dict[str, Flag] = {f.name: f for f in (
+    Flag("target", str, ..., "--target", "End-to-end latency target, e.g. 300ms."),
+    Flag("layers", list[str], (), "--layer", "LAYER=DURATION, e.g. gateway=50ms (repeatable)."),
+    Flag("buffer", float | None, None, "--buffer", (
+        "Fraction of the target held back (default 0.2; 0 with --buffer-per-layer).")),
+    Flag("buffer_per_layer", float, 0.0, "--buffer-per-layer", (
+        "Each layer keeps this buffer: it commits to budget ÷ (1 + B), e.g. 0.2.")),
+    Flag("traces", str | None, None, "--from-traces", (
+        "Trace set: judge each layer on what it adds to the tail traces (≥ p99) along their critical paths "
+        "(budgets from those shares unless --layer is given).")),
+    Flag("out", Path | None, None, "--out", "Write a performance contract (tailscope gate format)."),
+)}
 # fmt: on

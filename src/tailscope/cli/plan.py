@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from tailscope.api._flags import PLAN_CAPACITY, PLAN_COST, PLAN_ESTIMATE, PLAN_KV
+from tailscope.api._flags import PLAN_BUDGET, PLAN_CAPACITY, PLAN_COST, PLAN_ESTIMATE, PLAN_KV
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, emit_answer, with_flags
 from tailscope.errors import ConfigError
@@ -140,25 +140,8 @@ def cost(db: opt.Db = None, json_out: Path | None = _JSON, **options: Any) -> No
 
 
 @plan_app.command("budget")
-def budget(
-    target: str = typer.Option(..., "--target", help="End-to-end latency target, e.g. 300ms."),
-    layer: list[str] = typer.Option([], "--layer", help="LAYER=DURATION, e.g. gateway=50ms (repeatable)."),
-    buffer: float | None = typer.Option(
-        None, "--buffer", help="Fraction of the target held back (default 0.2; 0 with --buffer-per-layer)."
-    ),
-    buffer_per_layer: float = typer.Option(
-        0.0, "--buffer-per-layer", help="Each layer keeps this buffer: it commits to budget ÷ (1 + B), e.g. 0.2."
-    ),
-    from_traces: str | None = typer.Option(
-        None,
-        "--from-traces",
-        help="Trace set: judge each layer on what it adds to the tail traces (≥ p99) along their critical paths "
-        "(budgets from those shares unless --layer is given).",
-    ),
-    out: Path | None = typer.Option(None, "--out", help="Write a performance contract (tailscope gate format)."),
-    db: opt.Db = None,
-    json_out: Path | None = _JSON,
-) -> None:
+@with_flags(PLAN_BUDGET.values())
+def budget(db: opt.Db = None, json_out: Path | None = _JSON, **options: Any) -> None:
     """Per-layer latency budgets with a buffer; flags layers that cannot hold (exit 1); writes a contract.
 
     Examples:
@@ -174,11 +157,10 @@ def budget(
     from tailscope.cli.common import store_path
     from tailscope.report.plan_console import print_budget
 
-    plan = plan_budget(target, layers=layer, buffer=buffer, buffer_per_layer=buffer_per_layer, traces=from_traces,
-                       out=out, store=store_path(db))  # fmt: skip
+    plan = plan_budget(**options, store=store_path(db))
     doc = plan.to_dict()
     doc["contract"] = plan.contract()
-    emit_answer(doc, json_out, lambda con: print_budget(con, plan, out))
+    emit_answer(doc, json_out, lambda con: print_budget(con, plan, options["out"]))
     if not plan.ok:
         raise typer.Exit(1)
 

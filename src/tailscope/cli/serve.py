@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tailscope.api._flags import ENGINE_FLAGS, FAULT_FLAGS
+from tailscope.api._flags import ENGINE_FLAGS, FAULT_FLAGS, SERVE
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
 
@@ -25,34 +25,14 @@ Examples:
 """
 
 
-@with_flags([*ENGINE_FLAGS.values(), *FAULT_FLAGS.values()])  # the engine model as sim has it, faults
+@with_flags([*ENGINE_FLAGS.values(), *FAULT_FLAGS.values(), *SERVE.values()])  # the engine as sim has it, faults
 def serve(
     host: opt.Host = "127.0.0.1",
     port: opt.Port = 8000,
-    speed: float = typer.Option(1.0, "--speed", help="Engine seconds per wall second (2 = twice as fast)."),
-    served_model_name: str | None = typer.Option(
-        None, "--served-model-name", help="Name clients use (default: --model)."
-    ),
     max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context length (default: the model's)."),
     seed: int = typer.Option(0, "--seed", help="Seed of response ids, output lengths and injected faults."),
-    frontend_latency: bool = typer.Option(
-        True,
-        "--frontend-latency/--no-frontend-latency",
-        help="Delay requests by the API-server latency the engine model prices (as sim does).",
-    ),
-    otlp_endpoint: str | None = typer.Option(
-        None,
-        "--otlp-endpoint",
-        help="Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
-        "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.",
-    ),
-    reasoning_tokens: int = typer.Option(
-        0,
-        "--reasoning-tokens",
-        help="Act as a reasoning model: the first N output tokens of each chat response are reasoning_content.",
-    ),
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
-    **engine_model: Any,
+    **table_flags: Any,
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
     import contextlib
@@ -62,9 +42,10 @@ def serve(
     from tailscope.serve.engine_factory import EngineFlags
     from tailscope.serve.faults import FaultConfig
 
-    faults = FaultConfig(**{k: engine_model.pop(k) for k in FAULT_FLAGS}, seed=seed)
-    model, gpu, backend, no_cache = (engine_model.pop(k) for k in ("model", "gpu", "engine", "no_prefix_caching"))
-    flags = EngineFlags(**engine_model, enable_prefix_caching=not no_cache, backend=backend,
+    faults = FaultConfig(**{k: table_flags.pop(k) for k in FAULT_FLAGS}, seed=seed)
+    server = {k: table_flags.pop(k) for k in SERVE}
+    model, gpu, backend, no_cache = (table_flags.pop(k) for k in ("model", "gpu", "engine", "no_prefix_caching"))
+    flags = EngineFlags(**table_flags, enable_prefix_caching=not no_cache, backend=backend,
                         max_model_len=max_model_len)  # fmt: skip
     warn_exposed("serve", host, "; the server has no authentication")
 
@@ -77,9 +58,8 @@ def serve(
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
-        run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, served_model_name=served_model_name,
-                   speed=speed, seed=seed, frontend_latency=frontend_latency, otlp_endpoint=otlp_endpoint,
-                   reasoning_tokens=reasoning_tokens, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
+        run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, **server, seed=seed, on_ready=ready,
+                   exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
     print("tailscope serve: stopped", file=sys.stderr)
 
 

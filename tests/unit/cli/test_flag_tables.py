@@ -20,6 +20,8 @@ from tailscope.api._flags import (
     DIAGNOSE,
     ENGINE_FLAGS,
     FAULT_FLAGS,
+    GATE,
+    PLAN_BUDGET,
     PLAN_CAPACITY,
     PLAN_COST,
     PLAN_ESTIMATE,
@@ -29,6 +31,7 @@ from tailscope.api._flags import (
     REPORT,
     RUNS_LIST,
     RUNS_TREND,
+    SERVE,
     SIM_FLAGS,
     TWIN_CHECK,
     Flag,
@@ -78,6 +81,9 @@ TABLES = [
     (("runs", "list"), RUNS_LIST),
     (("runs", "trend"), RUNS_TREND),
     (("diagnose",), DIAGNOSE),
+    (("serve",), SERVE),
+    (("gate",), GATE),
+    (("plan", "budget"), PLAN_BUDGET),
 ]
 
 
@@ -136,7 +142,7 @@ def test_plan_flags_default_to_the_planners() -> None:
 
 
 def test_the_other_tables_default_to_their_functions() -> None:
-    from tailscope.api import app, checklist, report, routing, runs, twin, verify
+    from tailscope.api import app, checklist, plan, report, routing, runs, serve, twin, verify
     from tailscope.io.proxy_rules import rules_from_flags
     from tailscope.serve.faults import FaultConfig
 
@@ -146,14 +152,15 @@ def test_the_other_tables_default_to_their_functions() -> None:
                       (PLAN_ROUTING, routing.plan_routing), (CHECKLIST, checklist.checklist),
                       (CALIBRATE, twin.calibrate_async), (PROXY_RULES, rules_from_flags),
                       (APP, app.run_app_async), (TWIN_CHECK, twin.twin_check_async), (RUNS_LIST, runs.list_runs),
-                      (RUNS_TREND, runs.runs_trend), (DIAGNOSE, verify.diagnose)):  # fmt: skip
+                      (RUNS_TREND, runs.runs_trend), (DIAGNOSE, verify.diagnose), (SERVE, serve.run_server),
+                      (GATE, verify.gate), (PLAN_BUDGET, plan.plan_budget)):  # fmt: skip
         api = inspect.signature(fn).parameters
         for name, flag in table.items():
             default = api[name].default
             if (table, name) in ((COMPARE, "percentiles"), (CALIBRATE, "out")):  # a string for "p50,p90,p99"; a file
                 continue
-            if flag.default == "" and default == ():  # --fix "": no fixes
-                continue
+            if (flag.default == "" and default == ()) or (flag.default is ... and default is inspect.Parameter.empty):
+                continue  # --fix "": no fixes; required
             assert flag.default == default or (flag.default == () and default is None), (fn, name)
 
 
