@@ -41,7 +41,7 @@ test: $(STAMP) vllm browser prometheus
 	$(MAKE) check
 
 check: lint typecheck lint-imports
-	$(BIN)/python -m pytest -q
+	BIN=$(BIN) scripts/run_suite.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,12 +81,16 @@ class Series:
         mr = sum(r for _, r in pts) / n
         var = sum((t - mt) ** 2 for t, _ in pts)
         slope = sum((t - mt) * (r - mr) for t, r in pts) / var if var > 0 else 0.0
+        # growth between the first and last minute after warm-up (medians: one sample's allocator noise is not growth)
+        window = max(3, min(n // 5, sum(1 for t, _ in pts if t <= pts[0][0] + 60.0)))
+        settled = statistics.median(r for _, r in pts[-window:]) - statistics.median(r for _, r in pts[:window])
         return {
             "samples": n,
             "rss_after_warmup_mb": round(pts[0][1], 1),
             "rss_last_mb": round(pts[-1][1], 1),
             "rss_peak_mb": round(max(self.rss), 1),
             "growth_mb": round(pts[-1][1] - pts[0][1], 1),
+            "settled_growth_mb": round(settled, 1),
             "slope_mb_per_h": round(slope * 3600.0, 1),
             "fds_first": fds[0],
             "fds_last": fds[-1],

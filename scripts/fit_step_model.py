@@ -57,13 +57,32 @@ def render(table: dict[tuple[str, str], dict[str, float]], meta: dict[str, str])
         lines.append(f"    {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
     lines.append("}")
     lines.append("")
-    lines.append("#: (engine, precision class) → coefficient → value")
-    lines.append("TABLE: dict[tuple[str, str], dict[str, float]] = {")
-    for (e, c), values in table.items():
-        lines.append(f"    ({json.dumps(e)}, {json.dumps(c)}): {{")
-        lines += [f"        {json.dumps(f)}: {values[f]!r}," for f in FIELDS]
+    # a coefficient the fit ties across an engine's precision classes is written once per engine; the rest per class
+    engines = list(dict.fromkeys(e for e, _ in table))
+    shared: dict[str, dict[str, float]] = {}
+    for e in engines:
+        rows = [v for (ee, _), v in table.items() if ee == e]
+        shared[e] = {f: rows[0][f] for f in FIELDS if all(r[f] == rows[0][f] for r in rows)}
+    lines.append("#: engine → the coefficients its precision classes share")
+    lines.append("BY_ENGINE: dict[str, dict[str, float]] = {")
+    for e in engines:
+        lines.append(f"    {json.dumps(e)}: {{")
+        lines += [f"        {json.dumps(f)}: {v!r}," for f, v in shared[e].items()]
         lines.append("    },")
     lines.append("}")
+    lines.append("")
+    lines.append("#: (engine, precision class) → the coefficients that depend on the precision")
+    lines.append("BY_PRECISION: dict[tuple[str, str], dict[str, float]] = {")
+    for (e, c), values in table.items():
+        own = ", ".join(f"{json.dumps(f)}: {values[f]!r}" for f in FIELDS if f not in shared[e])
+        lines.append(f"    ({json.dumps(e)}, {json.dumps(c)}): {{{own}}},")
+    lines.append("}")
+    lines.append("")
+    lines.append("#: (engine, precision class) → coefficient → value")
+    lines.append(
+        "TABLE: dict[tuple[str, str], dict[str, float]] = "
+        "{(e, c): BY_ENGINE[e] | own for (e, c), own in BY_PRECISION.items()}"
+    )
     lines += [
         "",
         "",
@@ -114,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     text = render({(e, c): res.table()[(e, c)] for e in ENGINES for c in CLASSES}, meta)
     out = Path(args.out)
     if args.check:
-        same = out.is_file() and out.read_text(encoding="utf-8").split("TABLE")[1] == text.split("TABLE")[1]
+        marker = "BY_ENGINE:"  # the coefficients, not the fit's timing
+        same = out.is_file() and out.read_text(encoding="utf-8").partition(marker)[2] == text.partition(marker)[2]
         print("up to date" if same else "differs from the committed file")
         return 0 if same else 1
     out.write_text(text, encoding="utf-8")

@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "TraceView": "tailscope.api.trace",
     "Translation": "tailscope.workload.translate",
     "TwinCheck": "tailscope.api.twin",
+    "UnknownOperationError": "tailscope.errors",
     "Verdict": "tailscope.verify.evaluate",
     "WhatIfResult": "tailscope.api.trace",
     "alerts": "tailscope.api.verify",
@@ -223,6 +224,7 @@ __all__ = [
     "TraceView",
     "Translation",
     "TwinCheck",
+    "UnknownOperationError",
     "Verdict",
     "WhatIfResult",
     "__version__",
@@ -371,6 +373,7 @@ if TYPE_CHECKING:
         TailscopeError,
         TargetError,
         TraceFormatError,
+        UnknownOperationError,
     )
     from tailscope.metrics.percentiles import Stats, compute_stats
     from tailscope.metrics.slo import Slo, parse_slo

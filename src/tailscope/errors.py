@@ -28,6 +28,12 @@ class ContractError(ConfigError):
     exit_code = 2
 
 
+class UnknownOperationError(ConfigError):
+    """No change of a what-if names an operation of the trace set (exit code 2: bad input, nothing was projected)."""
+
+    exit_code = 2
+
+
 class TargetError(TailscopeError):
     """The target server cannot be reached or does not speak the expected protocol (preflight failure)."""
 

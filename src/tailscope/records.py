@@ -129,6 +129,11 @@ class RequestRecord:
         dns_ns / connect_ns / tls_ns: durations (ns) of resolving the host, the TCP connect and the TLS handshake
             of the connection opened for this request; None when it was reused (``tls_ns`` also for plain HTTP, and
             with ``--http-client aiohttp``, whose connect includes the handshake).
+        step: an agent session's step name (the call-graph node, ``research/search`` for a sub-agent's step), else
+            None. ``turn`` is then the call's index in its session (dispatch order).
+        depends_on: ids of the requests of the same session this call waited for (an agent's join, trace → load's
+            dependencies): it was due its tool gap after the latest of their ends. Empty for a session's first calls
+            and for requests outside a call graph.
     """
 
     id: int
@@ -164,6 +169,8 @@ class RequestRecord:
     dns_ns: int | None = None
     connect_ns: int | None = None
     tls_ns: int | None = None
+    step: str | None = None
+    depends_on: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:

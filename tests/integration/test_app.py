@@ -4,7 +4,8 @@ real OTLP receiver from the OpenTelemetry SDK's exporter, and analysed by ``trac
 The knowledge-assistant preset reproduces the method's case study (``../shared/method/004_*.txt``, section 10:
 "总 P95 10.2s 中,模型仅占 21%"; five fixes take P95 to 1.6 s). At ``time_scale=0.1``: P95 ≈ 1.02 s (± 25 %), the
 model ≈ 21 % (± 8 points) of the slow requests' critical path, and all fixes cut P95 by ≥ 75 %. Those timing
-assertions skip when the machine is busier than its cores (load average > CPUs).
+judgements are made on a quiet machine only (the ``judgement`` fixture: on a busy one the run's summary lists the
+figures as not judged); the structural checks always run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +34,6 @@ CASE_P95_S = 10.2
 CASE_MODEL_SHARE = 0.21
 REQUESTS = 100
 CONCURRENCY = 8
-
-
-def _busy() -> str | None:
-    load = os.getloadavg()[0]
-    cpus = os.cpu_count() or 1
-    if load <= cpus:
-        return None
-    return f"load average {load:.1f} > {cpus} CPUs: timing assertions would measure the machine"
 
 
 async def _bench_app(fixes: str, spans: list[Span] | None) -> tuple[float, list[Span]]:
@@ -76,7 +68,7 @@ def _analysis(spans: list[Span]) -> dict[str, Any]:
     return analyze_facts([trace_facts(build_tree(v)) for v in by_trace.values()])
 
 
-def test_case_study_p95_model_share_and_fixes(tmp_path: Path) -> None:
+def test_case_study_p95_model_share_and_fixes(tmp_path: Path, judgement: Any) -> None:
     spans: list[Span] = []
     p95, _ = asyncio.run(_bench_app("", spans))
     doc = _analysis(spans)
@@ -100,16 +92,17 @@ def test_case_study_p95_model_share_and_fixes(tmp_path: Path) -> None:
     before_file.write_text(json.dumps(to_otlp_json(spans)), encoding="utf-8")
     after_file.write_text(json.dumps(to_otlp_json(parallel_spans)), encoding="utf-8")
     projected = tailscope.whatif(before_file, parallel=["search faq,search products,search tickets"])
-    measured = tailscope.whatif(after_file, scale=["no such operation=1"])  # no change: the measured distribution
+    measured = tailscope.whatif(after_file, scale=["*=1"])  # every operation as it was: the measured distribution
     proj_p95, meas_p95 = projected.after["p95_ms"], measured.before["p95_ms"]
     assert projected.after["p95_ms"] < projected.before["p95_ms"]  # the fix helps, whatever the machine
-    print(
+    figures = (
         f"P95 unfixed {p95:.3f} s, fixed {fixed_p95:.3f} s; model share of the tail {tail['inference']['share']:.3f}; "
         f"parallel retrieval: projected P95 {proj_p95:.1f} ms, measured {meas_p95:.1f} ms"
     )
-    busy = _busy()
-    if busy:
-        pytest.skip(busy)
+    print(figures)
+    if not judgement.quiet():
+        judgement.cannot_judge(f"the case study's P95, model share and fixes not judged: {figures}")
+        return
     assert p95 == pytest.approx(CASE_P95_S * SCALE, rel=0.25)
     assert tail["inference"]["share"] == pytest.approx(CASE_MODEL_SHARE, abs=0.08)
     assert fixed_p95 <= 0.25 * p95

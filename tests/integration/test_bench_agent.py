@@ -164,7 +164,7 @@ def test_closed_loop_sessions_hold_their_slot_and_the_stop_cuts_them_incomplete(
 
 def test_agent_sessions_across_worker_processes(tmp_path: Path) -> None:
     """With ``--workers`` each session runs whole in one worker process, answers substituted there; the session
-    metrics come back (step names stay in the workers)."""
+    metrics come back, per step name too (the step names travel with the records)."""
     path = tmp_path / "agent.yaml"
     path.write_text(PROFILE.replace("stop: {requests: 28}", "stop: {requests: 14}"))
     with ScriptedServer(ScriptedConfig(ttft_ms=20, itl_ms=5, tag_answers=True)) as srv:
@@ -180,3 +180,9 @@ def test_agent_sessions_across_worker_processes(tmp_path: Path) -> None:
     assert sum("cmpl-" in _content(b) for b in bodies) == 2 * 3  # each session: the answer and two thinks
     s = res.summary_dict()["sessions"]
     assert (s["sessions"], s["failed"]) == (2, 0)
+    assert {name: st["count"] for name, st in s["by_step"].items()} == {
+        "plan": 2,
+        "search": 6,
+        "answer": 2,
+        "check/think": 4,
+    }

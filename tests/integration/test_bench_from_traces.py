@@ -79,6 +79,13 @@ def test_fanout_traces_replayed_keep_order_fanout_and_gaps(tmp_path: Path) -> No
         assert [r["turn"] for r in rs] == [0, 1, 2, 3]
         assert all(r["status"] == "ok" for r in rs)
         plan, left, right, answer = rs
+        # each record names the calls it waited for: the fan-out the plan, the join both branches
+        assert [sorted(r["depends_on"]) for r in rs] == [
+            [],
+            [plan["id"]],
+            [plan["id"]],
+            sorted([left["id"], right["id"]]),
+        ]
         # sequential steps: due exactly the recorded gap after the replayed end, never sent before it
         assert left["scheduled_s"] == pytest.approx(_end(plan) + 0.030, abs=1e-6)
         assert right["scheduled_s"] == pytest.approx(_end(plan) + 0.035, abs=1e-6)

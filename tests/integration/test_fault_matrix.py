@@ -17,6 +17,7 @@ from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.store.runs import RunStore
 from tailscope.testing.fault_server import FaultConfig, FaultServer
+from tailscope.testing.judgement import Judgement
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape, simple_requests
@@ -58,7 +59,9 @@ def run(url: str, shape: LoadShape, db: Path, timeouts: Timeouts, http_client: s
 
 
 @pytest.mark.parametrize("http_client", ["raw", "aiohttp"])
-def test_every_fault_is_classified_and_ok_requests_are_untouched(tmp_path: Path, http_client: str) -> None:
+def test_every_fault_is_classified_and_ok_requests_are_untouched(
+    tmp_path: Path, http_client: str, judgement: Judgement
+) -> None:
     faults: list[str] = []
     for f in EXPECTED:
         faults += ["ok", f]
@@ -93,11 +96,10 @@ def test_every_fault_is_classified_and_ok_requests_are_untouched(tmp_path: Path,
     http429 = next(r for r, f in zip(records, log.served, strict=True) if f == "http429")
     assert "Retry-After: 1" in (http429.error_detail or "")
     assert rss_growth_mb < 200  # the 10 MB line is refused at 1 MiB, not buffered without bound
-    if os.getloadavg()[0] > (os.cpu_count() or 1):
-        pytest.skip(f"busy machine: every fault classified; the first-token precision ({max(off_ns) / 1e6:.1f} ms "
-                    "worst) cannot be judged now")  # fmt: skip
     # an ok request right after a fault is measured as precisely as any other
-    assert max(off_ns) < 5_000_000, off_ns
+    judgement.holds(
+        max(off_ns) < 5_000_000, f"the first-token precision after a fault: {max(off_ns) / 1e6:.1f} ms worst"
+    )
 
 
 def free_port() -> int:
@@ -150,7 +152,6 @@ def test_connection_refused_then_server_restarted_mid_run(tmp_path: Path) -> Non
 def test_two_writers_and_readers_on_one_store_lose_nothing_and_never_fail(tmp_path: Path) -> None:
     """Two benches write one store while `runs list` (which repairs) and `runs show` read it in a loop."""
     import json
-    import os
     import subprocess
     import sys
 

@@ -169,3 +169,60 @@ def test_diagnose_and_whatif_tools(tmp_path: Path) -> None:
     whatif = payload(results[2])
     assert whatif["after"]["p95_ms"] <= whatif["before"]["p95_ms"]
     assert "scale" in error_text(results[3]) or "=" in error_text(results[3])
+
+
+def test_whatif_tool_class_attribute(tmp_path: Path) -> None:
+    """``trace_whatif``'s ``class_attribute``: the default reads tailscope.request.class, another attribute is read
+    when named, "" turns the breakdown off; ranked fixes carry their P95 saving per class; an unknown operation is
+    listed with close names, and a what-if naming none of the set's operations fails saying so."""
+    from tailscope.records import Span
+    from tailscope.trace.demo import to_otlp_json
+
+    ms = 1_000_000
+    spans = []
+    for k in range(80):
+        tid, klass = f"{k:032x}", ("chat" if k % 2 else "rag")
+        t = 0
+        if klass == "rag":
+            spans.append(Span(tid, f"{k:08x}0001", f"{k:08x}0000", "search", 0, (40 + k) * ms))
+            t = (40 + k) * ms
+        spans.append(Span(tid, f"{k:08x}0002", f"{k:08x}0000", "llm", t, t + (100 + 2 * k) * ms))
+        t += (100 + 2 * k) * ms
+        attrs = {"tailscope.request.class": klass, "app.tier": "free" if k < 40 else "paid"}
+        spans.append(Span(tid, f"{k:08x}0000", None, "POST /chat", 0, t + ms, attributes=attrs))
+    src = tmp_path / "classed.otlp.json"
+    src.write_text(json.dumps(to_otlp_json(spans)))
+    base = {"source": str(src), "scale": ["search=0.5"]}
+    _, results = asyncio.run(
+        asyncio.wait_for(
+            session_run(
+                tmp_path / "runs.duckdb",
+                [
+                    ("trace_whatif", base),
+                    ("trace_whatif", {**base, "class_attribute": "app.tier"}),
+                    ("trace_whatif", {**base, "class_attribute": ""}),
+                    ("trace_whatif", {"source": str(src), "rank": True}),
+                    ("trace_whatif", {"source": str(src), "scale": ["search=0.5", "serch=0.5"]}),
+                    ("trace_whatif", {"source": str(src), "scale": ["serch=0.5"]}),
+                ],
+            ),
+            timeout=180,
+        )
+    )
+    by_class = payload(results[0])
+    assert by_class["class_attribute"] == "tailscope.request.class"
+    assert by_class["classes"]["chat"]["saving"]["p95_ms"] == 0
+    assert by_class["classes"]["rag"]["saving"]["p95_ms"] > 0
+    tier = payload(results[1])
+    assert set(tier["classes"]) == {"free", "paid"}
+    off = payload(results[2])
+    assert off["class_attribute"] is None
+    assert "classes" not in off
+    ranked = payload(results[3])
+    search = [c for c in ranked["candidates"] if c["operations"] == ["search"]]
+    assert search
+    assert all(c["classes"]["chat"]["p95_saving_ms"] == 0 < c["classes"]["rag"]["p95_saving_ms"] for c in search)
+    partly = payload(results[4])
+    assert [u["operation"] for u in partly["unmatched"]] == ["serch"]
+    assert "search" in partly["unmatched"][0]["close"]
+    assert "did you mean 'search'" in error_text(results[5])

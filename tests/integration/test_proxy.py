@@ -2,14 +2,14 @@
 bench measures is the rule's, errors are counted per class, a stall is an ITL stall, a reset a broken stream, a black
 hole a first-token timeout; rules change live over the admin API; TCP mode passes bytes with its delays.
 
-Latency judgements allow generous slack and skip on a machine busier than its cores; the functional ones always run.
+Latency judgements allow generous slack and are made on a quiet machine only (the ``judgement`` fixture: on a busy one
+the run's summary lists the figures as not judged); the functional ones always run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
 import sys
 import time
@@ -26,10 +26,6 @@ pytestmark = pytest.mark.integration
 TOKENS = 20
 
 
-def _busy() -> bool:
-    return os.getloadavg()[0] > (os.cpu_count() or 1)
-
-
 async def _bench(url: str, n: int, **kw: Any) -> tailscope.BenchResult:
     args: dict[str, Any] = {"requests": n, "concurrency": 2, "output_tokens": TOKENS, "warmup": 0, "seed": 1}
     return await tailscope.bench_async(url=url + "/v1", **(args | kw))
@@ -41,7 +37,7 @@ def upstream() -> Any:
         yield srv.url.removesuffix("/v1")
 
 
-def test_latency_errors_stall_reset_blackhole_and_live_rules(upstream: str) -> None:
+def test_latency_errors_stall_reset_blackhole_and_live_rules(upstream: str, judgement: Any) -> None:
     async def main() -> None:
         async with tailscope.start_proxy(to=upstream, seed=3) as px:
             base = await _bench(px.url, 16)
@@ -49,10 +45,11 @@ def test_latency_errors_stall_reset_blackhole_and_live_rules(upstream: str) -> N
             px.set_rules([{"name": "lat", "latency": {"dist": "fixed", "ms": 150}}])
             slow = await _bench(px.url, 16)
             added = (slow.summary.ttft_ms.p50 or 0) - (base.summary.ttft_ms.p50 or 0)
-            if not _busy():
+            assert added >= 100, added  # a delay is never shorter than asked
+            if judgement.quiet():
                 assert 120 <= added <= 220, added
             else:
-                assert added >= 100, added  # a delay is never shorter than asked
+                judgement.cannot_judge(f"the proxy's fixed 150 ms latency not judged: TTFT p50 {added:.0f} ms added")
 
             # errors for a share of requests, set live over the admin API, counted per class
             async with aiohttp.ClientSession() as s:

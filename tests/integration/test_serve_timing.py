@@ -19,6 +19,7 @@ import pytest
 from tailscope.serve.embedded import EmbeddedServer
 from tailscope.serve.engine_factory import build_replica
 from tailscope.serve.loop import StepRecord
+from tailscope.testing.judgement import Judgement
 
 pytestmark = [
     pytest.mark.integration,
@@ -87,7 +88,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[int(q * (len(sorted_values) - 1))]
 
 
-def test_token_times_follow_engine_steps() -> None:
+def test_token_times_follow_engine_steps(judgement: Judgement) -> None:
     best: tuple[float, float, float] | None = None
     for _attempt in range(2):  # timing on a shared host: the better of two runs is judged
         errors_ms, steps = _measure()
@@ -110,10 +111,9 @@ def test_token_times_follow_engine_steps() -> None:
         if p50 < 3.0 and p95 < 10.0:
             return
     assert best is not None
-    load = os.getloadavg()[0]
-    cpus = os.cpu_count() or 1
-    if load > cpus:
-        pytest.skip(f"host overloaded (load {load:.1f} on {cpus} CPUs): timing not judged (best p50 {best[0]:.1f} ms)")
+    if not judgement.quiet():
+        judgement.cannot_judge(f"tokens against the engine schedule: best p50 {best[0]:.1f} ms, p95 {best[1]:.1f} ms")
+        return
     raise AssertionError(f"tokens late against the engine schedule: p50 {best[0]:.2f} ms, p95 {best[1]:.2f} ms")
 
 

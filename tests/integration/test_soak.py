@@ -1,10 +1,12 @@
-"""A shortened soak: ``tailscope serve`` and ``tailscope bench --stream-records`` at a modest steady rate for about a
-minute and a quarter, RSS and open file descriptors of both sampled every second (``benchmarks/soak.py``, the hour
-long version, has the method).
+"""A shortened soak: ``tailscope serve`` and ``tailscope bench --stream-records`` at a modest steady rate, RSS and open
+file descriptors of both sampled every second (``benchmarks/soak.py``, the hour-long version, has the method).
 
-After a warm-up the client's resident memory must stay flat (records go to the store, not to a list) and neither
-process may keep file descriptors. The memory judgement needs a machine that is not oversubscribed: when the load
-average exceeds the CPU count it is skipped with the figures measured, rather than flake.
+``make check`` runs it for ten minutes (``TAILSCOPE_SOAK_S=600``) in a second pytest process beside the rest of the
+suite, so the machine is busy throughout, as the issue asks; a plain ``pytest`` runs it for 75 s. After a warm-up the
+client's resident memory must stay flat (records go to the store, not to a list) and neither process may keep file
+descriptors. Growth is the median RSS of the last minute minus that of the first minute after warm-up (one sample's
+allocator noise is not growth). The ten-minute run judges memory on any machine — a backlog on a busy machine must stay
+bounded too; the 75 s one is too short to tell a backlog from a leak and judges only when the machine is quiet.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tailscope.testing.judgement import Judgement
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,8 +43,13 @@ def _soak_module() -> ModuleType:
     return mod
 
 
+#: from this duration on memory is judged whatever the machine's load
+JUDGED_ANYWHERE_S = 600.0
+
+
+@pytest.mark.soak
 @pytest.mark.timeout(int(DURATION_S) + 120)
-def test_soak_memory_is_flat_and_no_descriptor_leaks(tmp_path: Path) -> None:
+def test_soak_memory_is_flat_and_no_descriptor_leaks(tmp_path: Path, judgement: Judgement) -> None:
     soak = _soak_module()
     res = soak.soak(DURATION_S, 6.0, 64, 64, 1.0, WARMUP_S, tmp_path)
     assert res["requests_ok"] >= 0.9 * 6.0 * DURATION_S
@@ -49,15 +58,15 @@ def test_soak_memory_is_flat_and_no_descriptor_leaks(tmp_path: Path) -> None:
     # descriptors: the pool's connections, the store, the journal — a constant set, whatever the load did
     assert client["fds_max"] - client["fds_first"] <= 8, client
     assert server["fds_max"] - server["fds_first"] <= 8, server
-    load = os.getloadavg()[0]
-    cpus = os.cpu_count() or 1
-    if load > cpus:
-        pytest.skip(
-            f"memory judgement skipped: load average {load:.1f} > {cpus} CPUs (measured: client growth "
-            f"{client['growth_mb']} MB, server {server['growth_mb']} MB after warm-up)"
+    print(f"\nsoak {DURATION_S:.0f} s: client {client}\nserver {server}")
+    if DURATION_S < JUDGED_ANYWHERE_S and not judgement.quiet():
+        judgement.cannot_judge(
+            f"{DURATION_S:.0f} s soak memory: client growth {client['settled_growth_mb']} MB, server "
+            f"{server['settled_growth_mb']} MB after warm-up"
         )
-    assert client["growth_mb"] <= CLIENT_GROWTH_MB, client
-    assert server["growth_mb"] <= SERVER_GROWTH_MB, server
+        return
+    assert client["settled_growth_mb"] <= CLIENT_GROWTH_MB, client
+    assert server["settled_growth_mb"] <= SERVER_GROWTH_MB, server
 
 
 def test_soak_series_judgement() -> None:

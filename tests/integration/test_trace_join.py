@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import statistics
@@ -26,6 +25,7 @@ from typing import IO
 import pytest
 
 import tailscope
+from tailscope.testing.judgement import Judgement
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -175,7 +175,7 @@ def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess
 
 
 def test_bench_joined_with_the_servers_spans(
-    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str]
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str], judgement: Judgement
 ) -> None:
     url, trace_db, collect, _ = collector_and_server
     upstream = int(url.rsplit(":", 1)[1])
@@ -211,9 +211,7 @@ def test_bench_joined_with_the_servers_spans(
         network.append(parts["network"] / 1e6)
     median = statistics.median(network)
     assert median >= DELAY_S * 1e3 - 10  # never less than the delay the proxy adds
-    if os.getloadavg()[0] > (os.cpu_count() or 1):
-        pytest.skip(f"machine busy (load {os.getloadavg()[0]:.1f}): network median {median:.1f} ms not judged")
-    assert abs(median - DELAY_S * 1e3) <= 10, f"network median {median:.1f} ms, expected 30 ± 10 ms"
+    judgement.holds(abs(median - DELAY_S * 1e3) <= 10, f"network median {median:.1f} ms, expected 30 ± 10 ms")
 
 
 def _engine_figures(trace_db: Path) -> dict[str, tuple[float, float]]:
@@ -281,7 +279,7 @@ def test_client_spans_root_each_request_tree(
 
 
 def test_client_spans_from_worker_processes(
-    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str]
+    tmp_path: Path, collector_and_server: tuple[str, Path, subprocess.Popen[str], str], judgement: Judgement
 ) -> None:
     """With --workers the driver exports the spans of the records its workers send back, on its own clock."""
     url, trace_db, collect, collect_url = collector_and_server
@@ -291,6 +289,7 @@ def test_client_spans_from_worker_processes(
     )  # fmt: skip
     assert result.summary.requests.completed == 8
     assert result.extra["trace_context"]["client_spans"]["exported"] == 8
+    time.sleep(1.5)  # the server's exporter sends every 0.5 s
     _stop(collect)
     import duckdb
 
@@ -304,7 +303,10 @@ def test_client_spans_from_worker_processes(
     # the server exports its spans in batches every 0.5 s: its last batch can still be in flight when the set is read
     children = [r for r in rows if r[0] in servers]
     assert len(children) >= 0.75 * len(rows), (len(children), len(rows))
-    if os.getloadavg()[0] > (os.cpu_count() or 1):
-        pytest.skip("busy machine: the worker clocks' mapping to Unix time cannot be judged to 5 ms now")
-    for span_id, start, end in children:  # the server's span starts inside the client's (one host, one clock)
-        assert start - 5_000_000 <= servers[span_id] <= end
+    # the server's span starts inside the client's (one host, one clock): the worker clocks map to Unix time to 5 ms
+    outside = [
+        (span_id, start, end) for span_id, start, end in children if not start - 5_000_000 <= servers[span_id] <= end
+    ]
+    judgement.holds(
+        not outside, f"server spans outside their client span (5 ms slack): {len(outside)} of {len(children)}"
+    )

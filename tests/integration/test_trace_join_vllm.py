@@ -2,7 +2,8 @@
 
 vLLM exports one ``llm_request`` span per request when started with ``--otlp-traces-endpoint``; with
 ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf`` it speaks OTLP/HTTP protobuf, which ``trace collect`` takes from
-a plain install. The session's ``vllm_server`` runs without tracing, so this test starts its own server (same tiny
+a plain install, and by default OTLP/gRPC, which ``trace collect --grpc-port`` takes (``tailscope[grpc]``): the test
+runs both ways. The session's ``vllm_server`` runs without tracing, so this test starts its own server (same tiny
 model, same arguments plus the endpoint) with :func:`tailscope.testing.vllm.start_vllm`; it skips like the other vLLM
 tests when vLLM is not installed (and fails under CI).
 """
@@ -27,23 +28,31 @@ SERVER_ARGS = ("--num-gpu-blocks-override", "128")
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_bench_joined_with_vllms_llm_request_spans(
-    tmp_path: Path, tiny_model_dir: Path, vllm_python: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tiny_model_dir: Path, vllm_python: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
 ) -> None:
     trace_db = tmp_path / "traces.duckdb"
     run_db = tmp_path / "runs.duckdb"
-    collect, collect_url, collect_out = _start(
-        ["trace", "collect", "--port", "0", "--set", "vllm", "--db", str(trace_db)],
-        r"listening on (http://127\.0\.0\.1:\d+)",
-    )
-    # the http exporter takes the endpoint as the full URL; the batch processor sends every 0.5 s (default 5 s)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "500")
+    if protocol == "grpc":  # vLLM's default protocol: the SDK's gRPC exporter, plain text on loopback
+        collect, grpc_addr, collect_out = _start(
+            ["trace", "collect", "--port", "0", "--grpc-port", "0", "--set", "vllm", "--db", str(trace_db)],
+            r"listening on grpc://(127\.0\.0\.1:\d+)",
+        )
+        endpoint = f"http://{grpc_addr}"  # http:// = a plain-text gRPC channel (docs/trace.md)
+    else:  # the http exporter takes the endpoint as the full URL
+        collect, collect_url, collect_out = _start(
+            ["trace", "collect", "--port", "0", "--set", "vllm", "--db", str(trace_db)],
+            r"listening on (http://127\.0\.0\.1:\d+)",
+        )
+        endpoint = f"{collect_url}/v1/traces"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "500")  # the batch processor sends every 0.5 s (default 5 s)
     log = Path(__file__).resolve().parents[2] / "test-artifacts" / f"vllm-otlp-{os.getpid()}.log"
     try:
         with start_vllm(
             tiny_model_dir, vllm_python, log_path=log, timeout_s=_start_timeout(),
-            extra_args=(*SERVER_ARGS, "--otlp-traces-endpoint", f"{collect_url}/v1/traces"),
+            extra_args=(*SERVER_ARGS, "--otlp-traces-endpoint", endpoint),
         ) as server:  # fmt: skip
             result = tailscope.bench(
                 server.base_url, model=server.model, requests=20, rate=2.0, arrival="constant", input_tokens=32,

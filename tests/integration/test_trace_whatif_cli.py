@@ -110,3 +110,41 @@ def test_whatif_cli_by_class(tmp_path: Path) -> None:
            "--json", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "classes" not in json.loads(out.read_text())
+
+
+def test_whatif_cli_unknown_operations(tmp_path: Path) -> None:
+    """A change naming an operation the set lacks is warned about (close names); none matching at all is bad input:
+    one line, exit 2, nothing projected."""
+    from whatif_truth import trace_sets
+
+    from tailscope.trace.demo import to_otlp_json
+
+    before, _ = trace_sets(60, "")
+    src = tmp_path / "case.otlp.json"
+    src.write_text(json.dumps(to_otlp_json([s for t in before for s in t])))
+    db = str(tmp_path / "s.duckdb")
+    assert ts("trace", "ingest", str(src), "--set", "case", "--db", db).returncode == 0
+
+    out = tmp_path / "w.json"
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--set-duration", "auth=30ms", "--scale", "serch_a=0.5")
+    assert r.returncode == 0, r.stderr
+    assert "warning" in r.stdout
+    assert "did you mean 'search_a'" in r.stdout
+    r = ts("trace", "whatif", "--set", "case", "--db", db, "--set-duration", "auth=30ms", "--scale", "serch_a=0.5",
+           "--json", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert [u["operation"] for u in doc["unmatched"]] == ["serch_a"]
+    assert "search_a" in doc["unmatched"][0]["close"]
+    assert any("serch_a" in w for w in doc["warnings"])
+
+    for source in ("case", str(src)):
+        r = ts("trace", "whatif", "--set", source, "--db", db, "--scale", "serch_a=0.5", "--remove", "nothing_here")
+        assert r.returncode == 2, r.stdout + r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert '--scale "serch_a=0.5"' in lines[0]
+        assert "did you mean 'search_a'" in lines[0]
+        assert "--remove" in lines[0]
+        assert "tailscope trace analyze" in lines[0]
+        assert r.stdout == ""

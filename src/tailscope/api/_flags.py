@@ -410,6 +410,9 @@ SERVE: dict[str, Flag] = {f.name: f for f in (
     Flag("otlp_endpoint", str | None, None, "--otlp-endpoint", (
         "Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
         "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.")),
+    Flag("otlp_spans", str, "phases", "--otlp-spans", (
+        "phases: the llm_request span with the engine's phases as child spans (receive, queue, one per prefill "
+        "chunk, decode, stream end); request: that span alone (fewer spans).")),
     Flag("reasoning_tokens", int, 0, "--reasoning-tokens", (
         "Act as a reasoning model: the first N output tokens of each chat response are reasoning_content.")),
 )}

@@ -27,6 +27,7 @@ def run_server(
     seed: int = 0,
     frontend_latency: bool = True,
     otlp_endpoint: str | None = None,
+    otlp_spans: str = "phases",
     reasoning_tokens: int = 0,
     on_ready: Callable[[ServeOptions, str], None] | None = None,
     exit_on_stdin_eof: bool = False,
@@ -44,6 +45,8 @@ def run_server(
         seed: seed of response ids, natural output lengths and injected faults.
         frontend_latency: delay requests by the API-server latency the engine model prices (as ``sim`` does).
         otlp_endpoint: export one vLLM-style ``llm_request`` span per request to this OTLP/HTTP collector.
+        otlp_spans: ``phases`` (default): with the engine's phases as its child spans (receive, queue, one per
+            prefill chunk, decode, stream end); ``request``: the ``llm_request`` span alone.
         reasoning_tokens: act as a reasoning model (the first N output tokens are ``reasoning_content``).
         on_ready: called with the serving options and the base URL once the server listens.
 
@@ -57,8 +60,10 @@ def run_server(
 
     engine, options = build_replica(model, gpu, flags=flags, served_model_name=served_model_name, speed=speed,
                                     seed=seed, faults=faults, frontend_latency=frontend_latency)  # fmt: skip
-    if otlp_endpoint is not None or reasoning_tokens:
-        options = dataclasses.replace(options, otlp_endpoint=otlp_endpoint, reasoning_tokens=reasoning_tokens)
+    if otlp_endpoint is not None or reasoning_tokens or otlp_spans != "phases":
+        options = dataclasses.replace(
+            options, otlp_endpoint=otlp_endpoint, otlp_spans=otlp_spans, reasoning_tokens=reasoning_tokens
+        )
         options.validate()
     ready = None if on_ready is None else (lambda url: on_ready(options, url))
     asyncio.run(

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.api._support import StorePath, default_store, open_store, public, sync_twin
-from tailscope.errors import ConfigError, NotFoundError, TraceFormatError
+from tailscope.errors import ConfigError, NotFoundError, TraceFormatError, UnknownOperationError
 from tailscope.io.layer_rules import load_layer_rules
 from tailscope.records import Span
 from tailscope.store.runs import RunStore
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
+from tailscope.trace.changes import Operations
 from tailscope.trace.critical_path import POLICIES, CriticalPath, critical_path
 from tailscope.trace.dependency import Marks, marks_from
 from tailscope.trace.diff import diff_sets
@@ -480,8 +481,14 @@ class WhatIfResult:
         root_ops: the same per root operation.
         critical_path: ``{"traces", "changed", "changed_share", "moves": [{"from", "to", "traces", "share"}]}``:
             traces whose dominant critical-path operation changed (another branch became critical).
-        candidates, greedy: with ``rank``: candidate fixes projected alone, by P95 saving, and the greedy order.
-        warnings: e.g. a ``--parallel`` over calls the data marks as dependent.
+        candidates, greedy: with ``rank``: candidate fixes projected alone, by P95 saving, and the greedy order;
+            when some trace has a class, each also has ``classes`` {class: {``p95_after_ms``, ``p95_saving_ms``}}
+            (the document then has ``p95_before_by_class_ms`` {class: ms} too).
+        warnings: one line per change operation that no span of the set matches (it projects no saving; the line
+            names close names), and e.g. a ``--parallel`` over calls the data marks as dependent.
+        unmatched: the operations that match no span, each ``{"flag", "operation", "close", "group"}`` (``close``:
+            names of the set close to it; ``group``: ``layer 'X'`` or ``service 'X'`` when the name is one, ``close``
+            then listing its operations).
         classes: the same as ``root_ops`` per class (``{class: {"count", "before", "after", "saving"}}``, traces
             without a class as ``(none)``); empty when no trace has one. The document names the attribute read in
             ``class_attribute``.
@@ -499,6 +506,7 @@ class WhatIfResult:
     warnings: list[str]
     document: dict[str, Any]
     classes: dict[str, Any] = field(default_factory=dict)
+    unmatched: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.document)
@@ -521,13 +529,17 @@ def _trees_and_marks(
     *,
     with_marks: bool = True,
     class_attribute: str | None = None,
+    check: Callable[[Operations], None] | None = None,
 ) -> tuple[Iterator[TraceTree], dict[str, Marks], dict[str, dict[str, str]]]:
     """The trees of a file or set, their dependency marks and, with ``class_attribute``, the values of that attribute
-    per trace (span id → value as text)."""
+    per trace (span id → value as text). ``check`` sees the source's operations first, before anything else is read
+    (it raises to stop)."""
     marks: dict[str, Marks] = {}
     classes: dict[str, dict[str, str]] = {}
     if _is_file(source):
         by_trace = _file_traces(source)
+        if check is not None:
+            check(Operations.from_rows({(s.name, s.service, s.layer) for v in by_trace.values() for s in v}))
         trees = []
         for tid, spans in by_trace.items():
             m = marks_from((s.span_id, s.attributes, s.links) for s in spans if s.attributes or s.links)
@@ -542,6 +554,8 @@ def _trees_and_marks(
         it: Iterator[TraceTree] = iter(trees)
     else:
         spans_store = _spans(store)
+        if check is not None:
+            check(Operations.from_rows(spans_store.operation_rows(str(source))))
         for tid, items in (spans_store.dependency_rows(str(source)) if with_marks else {}).items():
             m = marks_from(items)
             if m:
@@ -606,9 +620,11 @@ def whatif(
 
     Raises:
         ConfigError: a change that does not parse (naming the flag and the form), or no change and no ``rank``.
+        UnknownOperationError: no change names an operation (span name or glob) of the set, checked before anything
+            else is read (a change of which only some operations match gets a warning instead).
         NotFoundError: no such set. TraceFormatError: a file without spans.
     """
-    from tailscope.trace.changes import Change, parse_change
+    from tailscope.trace.changes import Change, Unmatched, matches_nothing, parse_change, unmatched
     from tailscope.trace.dependency import Evidence
     from tailscope.trace.whatif import Plan, Projection, project_trace, trace_class
 
@@ -638,39 +654,57 @@ def whatif(
         raise ConfigError(f"resamples must be ≥ 0 (got {resamples})")
     # the evidence serves --rank and the warnings of --parallel; without them its query and pair counts are skipped
     need_evidence = rank or any(c.kind in ("parallel", "parallel-children") for c in changes)
+    missing: list[Unmatched] = []
+
+    def check(ops: Operations) -> None:
+        missing.extend(unmatched(changes, ops))
+        if matches_nothing(changes, missing):
+            listed = "; ".join(f"{u.change.flag}: {u.operation!r} ({u.hint()})" for u in missing)
+            raise UnknownOperationError(
+                f"no change matches a span of {source}: {listed} — give span names as `tailscope trace analyze "
+                f"--set {source}` lists them (exact, or globs such as 'search*')"
+            )
+
     trees_it, marks, class_values = _trees_and_marks(
-        source, store, root_op, with_marks=need_evidence, class_attribute=class_attribute
-    )
+        source, store, root_op, with_marks=need_evidence, class_attribute=class_attribute,
+        check=check if changes else None,
+    )  # fmt: skip
     evidence = Evidence(groups)
     plan = Plan(changes, seed=seed)
     proj = Projection()
     kept: list[TraceTree] = []
+    kept_classes: list[str | None] = []
     for tree in trees_it:
         if need_evidence:
             evidence.add(tree, marks.get(tree.trace_id))
-        outcome = project_trace(tree, plan, klass=trace_class(tree, class_values.get(tree.trace_id)))
+        klass = trace_class(tree, class_values.get(tree.trace_id))
+        outcome = project_trace(tree, plan, klass=klass)
         if outcome is not None:
             proj.outcomes.append(outcome)
         if rank:
             kept.append(tree)
+            kept_classes.append(klass)
     if not proj.outcomes:
         raise NotFoundError(f"no traces in {source}" + (f" with root operation {root_op!r}" if root_op else ""))
     doc = proj.summary(resamples=resamples, confidence=confidence, seed=seed)
-    warnings = evidence.warnings(changes)
+    warnings = [u.message() for u in missing] + evidence.warnings(changes)
     ranked: dict[str, Any] = {"candidates": [], "greedy": []}
     if rank:
         from tailscope.trace.rank import rank as rank_fixes
         from tailscope.trace.rank import set_facts_with_marks
 
-        ranked = rank_fixes(kept, set_facts_with_marks(kept, marks), evidence, base=changes, seed=seed)
+        facts = set_facts_with_marks(kept, marks)
+        ranked = rank_fixes(kept, facts, evidence, base=changes, seed=seed, classes=kept_classes)
     doc.update(
         {"set": str(source), "changes": [c.to_dict() for c in changes], "traces": len(proj.outcomes),
-         "seed": seed, "confidence": confidence, "warnings": warnings, "class_attribute": class_attribute, **ranked}
+         "seed": seed, "confidence": confidence, "warnings": warnings, "unmatched": [u.to_dict() for u in missing],
+         "class_attribute": class_attribute, **ranked}
     )  # fmt: skip
     return WhatIfResult(
         before=doc["before"], after=doc["after"], saving=doc["saving"], changes=doc["changes"], traces=doc["traces"],
         root_ops=doc["root_ops"], critical_path=doc["critical_path"], candidates=doc["candidates"],
         greedy=doc["greedy"], warnings=warnings, document=doc, classes=doc.get("classes", {}),
+        unmatched=doc["unmatched"],
     )  # fmt: skip
 
 

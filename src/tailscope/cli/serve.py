@@ -54,7 +54,8 @@ def serve(
         if faults.any:
             print(f"fault injection on: {faults}")
         if options.otlp_endpoint is not None:
-            print(f"exporting llm_request spans to {options.otlp_endpoint} (OTLP/HTTP protobuf)")
+            what = "llm_request spans and their phases" if options.otlp_spans == "phases" else "llm_request spans"
+            print(f"exporting {what} to {options.otlp_endpoint} (OTLP/HTTP protobuf)")
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown

@@ -198,7 +198,9 @@ def whatif(
     rank: bool = typer.Option(False, "--rank", help="Rank candidate fixes from the set's findings by P95 saving."),
     root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
     class_attribute: str = typer.Option(
-        "tailscope.request.class", "--class-attribute", help='Root-span attribute naming the class ("" = no classes).'
+        "tailscope.request.class",
+        "--class-attribute",
+        help="Span attribute naming a trace's class: the by-class table and --rank's per-class savings (\"\" = none).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the --cache draws."),
     json_path: Path | None = json_path_option("{before, after, changes, traces, …}"),

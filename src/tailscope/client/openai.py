@@ -263,6 +263,8 @@ async def execute(
     worker: int = 0,
     trace_id: str | None = None,
     span_id: str | None = None,
+    step: str | None = None,
+    depends_on: tuple[int, ...] = (),
 ) -> Outcome:
     """Send one streaming request and measure it.
 
@@ -272,6 +274,7 @@ async def execute(
         input_tokens_hint: the synthesized prompt length, kept when the server reports no usage.
         trace_id, span_id: W3C trace context sent as ``traceparent`` (both precomputed in the schedule), kept in
             the record; ``None`` sends none.
+        step, depends_on: an agent call's step name and the requests it waited for, kept in the record.
 
     Returns:
         The record (never raises for server or network faults; cancellation yields an ``incomplete`` record).
@@ -410,6 +413,8 @@ async def execute(
         dns_ns=conn[1],
         connect_ns=conn[2],
         tls_ns=conn[3],
+        step=step,
+        depends_on=depends_on,
     )
     return Outcome(record=record, text="".join(st.texts))
 

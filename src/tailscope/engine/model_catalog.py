@@ -270,6 +270,21 @@ def _deepseek_v3(**extra: Any) -> dict[str, Any]:
 _FP8_BLOCK = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 #: NVIDIA's NVFP4 checkpoints keep the quantisation in hf_quant_config.json (quant_algo NVFP4, group size 16)
 _NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+_QWEN3_235B: dict[str, Any] = {
+    "model_type": "qwen3_moe",
+    "hidden_size": 4096,
+    "num_hidden_layers": 94,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+}
 _DSV3_TOTALS = "DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): 671B total, 37B activated per token"
 
 CORPUS_MODELS: tuple[ModelEntry, ...] = (
@@ -332,21 +347,7 @@ CORPUS_MODELS: tuple[ModelEntry, ...] = (
     ModelEntry(
         "qwen3-235b-a22b",
         "Qwen/Qwen3-235B-A22B",
-        {
-            "model_type": "qwen3_moe",
-            "hidden_size": 4096,
-            "num_hidden_layers": 94,
-            "num_attention_heads": 64,
-            "num_key_value_heads": 4,
-            "head_dim": 128,
-            "intermediate_size": 12288,
-            "moe_intermediate_size": 1536,
-            "num_experts": 128,
-            "num_experts_per_tok": 8,
-            "vocab_size": 151936,
-            "tie_word_embeddings": False,
-            "use_sliding_window": False,
-        },
+        _QWEN3_235B,
         235,
         22,
         "Qwen Team 2025, Qwen3 Technical Report (arXiv:2505.09388): 235B total, 22B activated; "
@@ -356,22 +357,7 @@ CORPUS_MODELS: tuple[ModelEntry, ...] = (
     ModelEntry(
         "qwen3-235b-a22b-fp8",
         "Qwen/Qwen3-235B-A22B-FP8",
-        {
-            "model_type": "qwen3_moe",
-            "hidden_size": 4096,
-            "num_hidden_layers": 94,
-            "num_attention_heads": 64,
-            "num_key_value_heads": 4,
-            "head_dim": 128,
-            "intermediate_size": 12288,
-            "moe_intermediate_size": 1536,
-            "num_experts": 128,
-            "num_experts_per_tok": 8,
-            "vocab_size": 151936,
-            "tie_word_embeddings": False,
-            "use_sliding_window": False,
-            "quantization_config": _FP8_BLOCK,
-        },
+        {**_QWEN3_235B, "quantization_config": _FP8_BLOCK},
         235,
         22,
         "Qwen Team 2025, Qwen3 Technical Report (arXiv:2505.09388): 235B total, 22B activated; "

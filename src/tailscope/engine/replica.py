@@ -177,6 +177,10 @@ class Replica:
         #: called with a request's id and its prefix-cache hit (tokens) when it is first scheduled (its queue wait
         #: ends): ``serve`` stamps it and reports the hit as the response's ``cached_tokens``
         self.on_admit: Callable[[int, int], None] | None = None
+        #: called, when set, with a request's id, the prompt tokens its prefill chunk computes in the step being run
+        #: and the tokens already computed before it (prefix-cache hit or earlier chunks), once per chunk: ``serve``
+        #: exports one ``prefill`` span per chunk from it (off by default: a check per chunk, nothing more)
+        self.on_chunk: Callable[[int, int, int], None] | None = None
 
     # ---- protocol -------------------------------------------------------------------------------------------
     @property
@@ -599,8 +603,11 @@ class Replica:
         heap = self._heap
         caching = pool.enable_caching
         prefilling = self._prefilling
+        on_chunk = self.on_chunk
         for r, c, p in chunks:
             prefill_tokens += c
+            if on_chunk is not None and c > 0:
+                on_chunk(r.id, c, p)
             computed = r.computed = p + c
             if caching and (r.n_given or r.salt == 0):
                 # publish newly full blocks so concurrent requests can share them (unique chains only

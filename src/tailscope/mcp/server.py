@@ -354,15 +354,21 @@ def build_server(settings: McpSettings | None = None) -> Any:
         cache: list[str] | None = None,
         remove: list[str] | None = None,
         rank: bool = False,
+        class_attribute: str = "tailscope.request.class",
     ) -> dict[str, Any]:
         """Project a fix over a trace set (stored, by name) or a trace file before making it: every trace re-timed
         along its tree under the changes — ``set_duration`` ["auth=30ms"], ``scale`` ["llm=0.6"], ``parallel``
         ["search a,search b"], ``cache`` ["kb=0.4:2ms"] (hit rate:hit duration), ``remove`` ["audit"] — and the
         p50/p95/p99 before and after with bootstrap intervals; ``rank`` proposes fixes from the set's findings,
-        ordered by P95 saving, each with the evidence that its calls are independent."""
+        ordered by P95 saving, each with the evidence that its calls are independent. ``class_attribute`` is the
+        span attribute naming a trace's class (default tailscope.request.class; "" = no breakdown): when traces
+        carry it, ``classes`` gives each class before and after, and each ranked fix its P95 saving per class.
+        A change naming an operation no span has is listed in ``unmatched`` with close names; when no change names
+        any, the call fails saying so."""
         result = await asyncio.to_thread(
             tailscope.whatif, source, set_duration=set_duration or (), scale=scale or (),
-            parallel=parallel or (), cache=cache or (), remove=remove or (), rank=rank, store=settings.store,
+            parallel=parallel or (), cache=cache or (), remove=remove or (), rank=rank,
+            class_attribute=class_attribute or None, store=settings.store,
         )  # fmt: skip
         return tailscope_clean(trimmed(result.to_dict()))
 

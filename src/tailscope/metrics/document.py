@@ -183,4 +183,6 @@ def record_to_json_lean(r: RequestRecord) -> dict[str, Any]:
         "dns_ms": _ms(r.dns_ns),
         "connect_ms": _ms(r.connect_ns),
         "tls_ms": _ms(r.tls_ns),
+        "step": r.step,
+        "depends_on": list(r.depends_on),
     }

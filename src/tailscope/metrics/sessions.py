@@ -35,7 +35,8 @@ def session_summary(
     Args:
         planned: requests planned per session id (a session with fewer records is failed or incomplete; a planned
             session with none is incomplete); None: not checked.
-        steps: agent step name per request id; given, ``by_step`` holds each step name's time per step.
+        steps: agent step name per request id; None: each record's own ``step`` (stored with it). ``by_step``
+            holds each step name's time per step.
     """
     by_session: dict[str, list[RequestRecord]] = {}
     for r in records:
@@ -46,10 +47,14 @@ def session_summary(
     durations: list[float] = []
     step_times: list[float] = []
     named: dict[str, list[float]] = {}
+    first: dict[str, int] = {}  # steps in the order the agent runs them: by the first request of each name
     counts: list[float] = []
     failed = incomplete = 0
     for sid, recs in by_session.items():
         counts.append(len(recs))
+        for r in recs:
+            if (name := steps.get(r.id) if steps is not None else r.step) is not None:
+                first[name] = min(r.id, first.get(name, r.id))
         if any(r.status == Status.ERROR for r in recs):
             failed += 1
             continue
@@ -66,8 +71,9 @@ def session_summary(
                 continue
             ms = (r.end_ns - r.scheduled_ns) / 1e6
             step_times.append(ms)
-            if steps is not None and r.id in steps:
-                named.setdefault(steps[r.id], []).append(ms)
+            name = steps.get(r.id) if steps is not None else r.step
+            if name is not None:
+                named.setdefault(name, []).append(ms)
     missing = [sid for sid in planned if sid not in by_session] if planned is not None else []
     incomplete += len(missing)
     total = len(by_session) + len(missing)
@@ -81,8 +87,5 @@ def session_summary(
         "steps": compute_stats(counts).to_dict(),
     }
     if named:
-        first: dict[str, int] = {}  # steps in the order the agent runs them: by the first request of each name
-        for rid, name in (steps or {}).items():
-            first[name] = min(rid, first.get(name, rid))
         out["by_step"] = {n: compute_stats(named[n]).to_dict() for n in sorted(named, key=lambda n: (first[n], n))}
     return out

@@ -190,9 +190,14 @@ def print_join(con: Console, doc: dict[str, Any]) -> None:
         con.print(f"not joined: {n} — {escape(reason)}" + (f" (requests {', '.join(ids)}…)" if ids else ""))
 
 
+#: Classes given a column of their own in the ranked fixes (the largest; the JSON has every class).
+_RANK_CLASSES = 4
+
+
 def print_whatif(con: Console, doc: dict[str, Any]) -> None:
     """A what-if: the changes, p50/p95/p99 before and after (with intervals), per root operation, critical-path moves,
-    and with ``--rank`` the candidate fixes by P95 saving and their greedy order."""
+    and with ``--rank`` the candidate fixes by P95 saving (and per class, for the largest classes) and their greedy
+    order."""
 
     def cell(d: dict[str, Any], stat: str) -> str:
         v = d.get(f"{stat}_ms")
@@ -228,20 +233,34 @@ def print_whatif(con: Console, doc: dict[str, Any]) -> None:
     cands = doc.get("candidates") or []
     if not cands:
         return
-    con.print(f"\nranked fixes (P95 {format_ms(doc['p95_before_ms'])} now):")
+    by_class = doc.get("p95_before_by_class_ms") or {}
+    shown = list(by_class)[:_RANK_CLASSES]  # the largest classes (the JSON has them all)
+    now = format_ms(doc["p95_before_ms"])
+    if shown:
+        now += "; " + ", ".join(f"{escape(k)} {format_ms(by_class[k])}" for k in shown)
+    con.print(f"\nranked fixes (P95 {now} now):")
     ranked = Table(show_edge=False, header_style="bold")
-    for col in ("fix", "change", "P95 after", "saves", "evidence"):
-        ranked.add_column(col, justify="right" if col in ("P95 after", "saves") else "left", overflow="fold")
+    class_cols = [f"saves {escape(k)}" for k in shown]
+    for col in ("fix", "change", "P95 after", "saves", *class_cols, "evidence"):
+        right = col in ("P95 after", "saves") or col in class_cols
+        ranked.add_column(col, justify="right" if right else "left", overflow="fold")
     for c in cands:
         kind = c["kind"] + ("" if c.get("established", True) else " (assumed)")
+        per = c.get("classes") or {}
+        cells = [format_ms(per[k]["p95_saving_ms"]) if k in per else "—" for k in shown]
         ranked.add_row(kind, escape(c["change"]), format_ms(c["p95_after_ms"]), format_ms(c["p95_saving_ms"]),
-                       escape(c["evidence"]))  # fmt: skip
+                       *cells, escape(c["evidence"]))  # fmt: skip
     con.print(ranked)
+    if len(by_class) > len(shown):
+        con.print(f"[dim]P95 saving shown for the {len(shown)} largest of {len(by_class)} classes (--json: all)[/dim]")
     if doc.get("greedy"):
         steps = [format_ms(doc["p95_before_ms"])] + [format_ms(g["p95_after_ms"]) for g in doc["greedy"]]
         con.print("in order (each given the ones before): " + " → ".join(steps))
         for g in doc["greedy"]:
-            con.print(f"  {g['step']}. {escape(g['change'])}  P95 {format_ms(g['p95_after_ms'])}")
+            per = g.get("classes") or {}
+            extra = ", ".join(f"{escape(k)} {format_ms(per[k]['p95_after_ms'])}" for k in shown if k in per)
+            con.print(f"  {g['step']}. {escape(g['change'])}  P95 {format_ms(g['p95_after_ms'])}"
+                      + (f" ({extra})" if extra else ""))  # fmt: skip
 
 
 def print_cacheability(con: Console, doc: dict[str, Any], *, limit: int = 15) -> None:

@@ -221,6 +221,8 @@ class LoadGenerator:
                 input_tokens_hint=input_hint,
                 trace_id=spec.trace_id,
                 span_id=spec.span_id,
+                step=spec.step,
+                depends_on=tuple(d for d, _ in spec.after) if spec.after else (),
             )
         finally:
             p.in_flight -= 1
@@ -276,7 +278,8 @@ class LoadGenerator:
         for s in (prep.spec, *prep.followups):
             ends[s.id] = loop.create_future()
         if prep.spec.step is not None and not prep.spec.warmup and prep.spec.session_id is not None:
-            self.planned[prep.spec.session_id] = 1 + len(prep.followups)
+            # as drawn: a session the stream's request count cut is incomplete
+            self.planned[prep.spec.session_id] = max(1 + len(prep.followups), prep.spec.session_calls or 0)
 
         async def call(spec: RequestSpec, due: int | None, prompt: str | list[dict[str, str]]) -> None:
             end: int | None = None

@@ -23,7 +23,7 @@ from tailscope.serve.frontend import Frontend, FrontendModel
 from tailscope.serve.loop import EngineLoop, LiveRequest
 from tailscope.serve.metrics import ServeMetrics
 from tailscope.serve.options import ServeOptions
-from tailscope.serve.otlp import RequestTiming, SpanExporter, parse_traceparent
+from tailscope.serve.otlp import PrefillChunk, RequestTiming, SpanExporter, parse_traceparent
 from tailscope.serve.protocol import (
     ApiError,
     CompletionRequest,
@@ -46,7 +46,8 @@ class ServeState:
         options.validate()
         self.options = options
         self.metrics = ServeMetrics(options.model_name, max_model_len=options.max_model_len, cache=options.cache)
-        self.loop = EngineLoop(engine, self.metrics, clock=clock, speed=options.speed)
+        phases = options.otlp_endpoint is not None and options.otlp_spans == "phases"
+        self.loop = EngineLoop(engine, self.metrics, clock=clock, speed=options.speed, record_chunks=phases)
         self.faults = FaultInjector(options.faults)
         perf = getattr(engine, "perf", None)
         model = perf if options.frontend_latency and isinstance(perf, FrontendModel) else None
@@ -55,7 +56,11 @@ class ServeState:
         self.tracer: SpanExporter | None = None
         if options.otlp_endpoint is not None:
             self.tracer = SpanExporter(
-                options.otlp_endpoint, model=options.model_name, service=options.service_name, seed=options.seed
+                options.otlp_endpoint,
+                model=options.model_name,
+                service=options.service_name,
+                seed=options.seed,
+                spans=options.otlp_spans,
             )
         self._seq = 0
         self.created = int(time.time())
@@ -213,7 +218,8 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
 def _trace(
     tracer: SpanExporter, request: web.Request, live: LiveRequest, request_id: str, received: int, now: int
 ) -> None:
-    """Queue the request's ``llm_request`` span: in the caller's trace when it sent a sampled ``traceparent``."""
+    """Queue the request's ``llm_request`` span (and its phases): in the caller's trace when it sent a sampled
+    ``traceparent``."""
     context = parse_traceparent(request.headers.get("traceparent"))
     if context is not None and not context[2]:
         return  # the caller decided not to sample this trace
@@ -221,6 +227,7 @@ def _trace(
     off = tracer.unix_offset_ns
     done = live.done and live.last_token_ns is not None
     end = live.last_token_ns if done and live.last_token_ns is not None else now
+    chunks = tuple(PrefillChunk(a + off, b + off, n, c, p, d) for a, b, n, c, p, d in live.chunks or ())
     tracer.add(
         RequestTiming(
             trace_id=trace_id,
@@ -236,6 +243,8 @@ def _trace(
             completion_tokens=live.released,
             max_tokens=live.max_tokens_param,
             aborted=not done,
+            chunks=chunks,
+            finish_reason=live.finish_reason if done else None,
         )
     )
 

@@ -22,6 +22,10 @@ from tailscope.serve.metrics import ServeMetrics
 
 _LATE_NS = 5_000_000  # a release more than 5 ms after its scheduled end counts as late
 
+#: one prefill chunk of a request, on the loop's clock: (step start, step due end, chunk tokens, tokens computed
+#: before the chunk, the step's prefill tokens, the step's decoding sequences)
+Chunk = tuple[int, int, int, int, int, int]
+
 
 @dataclass(eq=False, slots=True)
 class LiveRequest:
@@ -43,6 +47,9 @@ class LiveRequest:
         aborted: dropped before finishing (client gone or server stopping).
         sink: when set, called synchronously by the loop on every release instead of waking the handler (the
             streaming fast path writes to the socket from there); the handler is then woken only at the end.
+        chunks: with the loop's ``record_chunks``, one :data:`Chunk` per prefill chunk the engine ran for it (its
+            step's clock start and due end, the chunk's tokens, the tokens computed before it, and the step's prefill
+            tokens and decoding sequences); else None.
     """
 
     id: int
@@ -60,6 +67,7 @@ class LiveRequest:
     done: bool = False
     aborted: bool = False
     sink: Callable[[LiveRequest], None] | None = None
+    chunks: list[Chunk] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def wait_beyond(self, seen: int) -> None:
@@ -105,6 +113,8 @@ class EngineLoop:
         spin_s: the last stretch before a step's end (seconds) is waited by yielding to the event loop in a loop
             rather than by a timer, whose wake-up is up to 1 ms late; costs a little CPU while steps run.
         step_log: how many recent :class:`StepRecord` to keep (each holds its step's emitted list: bounded memory).
+        record_chunks: keep each request's prefill chunks (:attr:`LiveRequest.chunks`, from the engine's ``on_chunk``
+            hook) for its per-phase spans; off, the engine is not asked.
     """
 
     def __init__(
@@ -117,6 +127,7 @@ class EngineLoop:
         max_catchup_s: float = 0.25,
         step_log: int = 512,
         spin_s: float = 0.001,
+        record_chunks: bool = False,
     ) -> None:
         if not speed > 0:
             raise ValueError(f"speed must be > 0 (got {speed!r})")
@@ -136,6 +147,11 @@ class EngineLoop:
         self._step_start = 0  # engine time of the step being run (admissions are stamped with it)
         if hasattr(engine, "on_admit"):
             engine.on_admit = self._admitted
+        self._step_chunks: list[tuple[int, int, int]] = []  # (request id, tokens, computed before) of this step
+        self.record_chunks = False
+        if record_chunks and hasattr(engine, "on_chunk"):
+            engine.on_chunk = self._chunk
+            self.record_chunks = True
 
     # -- time mapping ---------------------------------------------------------------------------------------------
 
@@ -219,6 +235,25 @@ class EngineLoop:
             live.scheduled_ns = max(self.to_wall(self._step_start), live.queued_ns)
             live.cached_tokens = hit_tokens
 
+    def _chunk(self, rid: int, tokens: int, computed: int) -> None:
+        self._step_chunks.append((rid, tokens, computed))
+
+    def _stamp_chunks(self, result: StepResult) -> None:
+        """Give this step's prefill chunks their clock times (the step's start and due end, exact engine times)."""
+        start = self.to_wall(result.start_ns)
+        due = self.to_wall(result.start_ns + result.duration_ns)
+        n_dec = result.decode_tokens
+        for rid, tokens, computed in self._step_chunks:
+            live = self._live.get(rid)
+            if live is None:
+                continue
+            chunk = (start, due, tokens, computed, result.prefill_tokens, n_dec)
+            if live.chunks is None:
+                live.chunks = [chunk]
+            else:
+                live.chunks.append(chunk)
+        self._step_chunks.clear()
+
     def abort(self, live: LiveRequest) -> None:
         """Drop ``live`` from the engine (no-op once it finished); counts it as ``finished_reason="abort"``."""
         if self._live.pop(live.id, None) is None:
@@ -261,9 +296,12 @@ class EngineLoop:
             self._step_start = start
             result = self.engine.step(start)
             if result is None:  # work exists but nothing can be scheduled right now
+                self._step_chunks.clear()
                 prev_end = None
                 await asyncio.sleep(0.001)
                 continue
+            if self._step_chunks:
+                self._stamp_chunks(result)
             end = result.start_ns + result.duration_ns
             due = self.to_wall(end)
             await self._sleep_until(due)

@@ -29,6 +29,9 @@ class ServeOptions:
             before the engine sees it; ``False`` submits at once.
         otlp_endpoint: export one vLLM-style ``llm_request`` span per request to this OTLP/HTTP collector
             (``http://HOST:4318``), honouring incoming W3C ``traceparent``; ``None`` (default) exports nothing.
+        otlp_spans: ``phases`` (default): the ``llm_request`` span with the engine's phases as child spans (receive,
+            queue, one per prefill chunk, decode, stream end); ``request``: that span alone (one span per request
+            instead of five plus one per prefill chunk).
         service_name: the ``service.name`` of those spans.
         reasoning_tokens: act as a reasoning model: the first N output tokens of each chat response are sent as
             ``delta.reasoning_content`` (and counted in ``usage.completion_tokens_details.reasoning_tokens``); 0 = none.
@@ -45,6 +48,7 @@ class ServeOptions:
     description: str = ""
     frontend_latency: bool = True
     otlp_endpoint: str | None = None
+    otlp_spans: str = "phases"
     service_name: str = "tailscope-serve"
     reasoning_tokens: int = 0
 
@@ -64,6 +68,8 @@ class ServeOptions:
         if not 1 <= lo <= hi:
             raise ConfigError(f"natural output length range must satisfy 1 ≤ min ≤ max (got {lo}..{hi})")
         self.faults.validate()
+        if self.otlp_spans not in ("request", "phases"):
+            raise ConfigError(f"--otlp-spans {self.otlp_spans!r}: use request (one span per request) or phases")
         if self.otlp_endpoint is not None:
             from tailscope.client.otlp import traces_url
 

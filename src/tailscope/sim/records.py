@@ -136,6 +136,8 @@ def record_ok(
             stream_end_ns=last,
             first_event_ns=first,
             worker=replica,
+            step=spec.step,
+            depends_on=_depends_on(spec),
         )
     r = _NEW(RequestRecord)
     _S_ID(r, spec.id)
@@ -199,4 +201,11 @@ def record_error(
         warmup=spec.warmup,
         shared_prefix=spec.prefix_id is not None,
         worker=max(replica, 0),
+        step=spec.step,
+        depends_on=_depends_on(spec),
     )
+
+
+def _depends_on(spec: RequestSpec) -> tuple[int, ...]:
+    """The ids of the calls a call-graph request waited for (empty for any other)."""
+    return tuple(d for d, _ in spec.after) if spec.after else ()

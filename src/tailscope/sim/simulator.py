@@ -303,7 +303,7 @@ class Simulation:
         ses.turns.clear()
         g = _Graph(waiting={}, deps_left={}, due={}, dependents={}, left=1 + len(calls))
         if first.step is not None and not first.warmup and first.session_id is not None:
-            self.planned[first.session_id] = g.left
+            self.planned[first.session_id] = max(g.left, first.session_calls or 0)  # as drawn (see RequestSpec)
         ids = {first.id}
         dropped: set[int] = set()
         for c in calls:

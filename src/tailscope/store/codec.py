@@ -48,6 +48,8 @@ def record_to_row(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "dns_ns": r.dns_ns,
         "connect_ns": r.connect_ns,
         "tls_ns": r.tls_ns,
+        "step": r.step,
+        "depends_on": list(r.depends_on),
     }
 
 
@@ -87,6 +89,8 @@ def row_to_record(row: dict[str, Any]) -> RequestRecord:
         dns_ns=row.get("dns_ns"),
         connect_ns=row.get("connect_ns"),
         tls_ns=row.get("tls_ns"),
+        step=row.get("step"),
+        depends_on=tuple(row.get("depends_on") or ()),
     )
 
 

@@ -24,7 +24,8 @@ DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
 #: 3: requests gained ``trace_id`` and ``span_id`` (``bench --trace-context``).
 #: 4: requests gained ``first_answer_ns``, ``reasoning_tokens`` and ``cached_tokens``.
 #: 5: requests gained ``connection_reused``, ``dns_ns``, ``connect_ns`` and ``tls_ns`` (connection phases).
-SCHEMA_VERSION = 5
+#: 6: requests gained ``step`` and ``depends_on`` (an agent session's call-graph node and the calls it waited for).
+SCHEMA_VERSION = 6
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -62,6 +63,8 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("dns_ns", "BIGINT"),
     ("connect_ns", "BIGINT"),
     ("tls_ns", "BIGINT"),
+    ("step", "VARCHAR"),
+    ("depends_on", "BIGINT[]"),
 )
 
 SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -122,6 +125,8 @@ _REQUESTS_ADDED = (
     ("dns_ns", "BIGINT"),
     ("connect_ns", "BIGINT"),
     ("tls_ns", "BIGINT"),
+    ("step", "VARCHAR"),
+    ("depends_on", "BIGINT[]"),
 )
 
 

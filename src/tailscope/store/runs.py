@@ -363,8 +363,8 @@ class RunStore:
         select = "SELECT * FROM requests"
         if fmt == "csv":
             select = (
-                "SELECT * REPLACE (to_json(chunk_times_ns) AS chunk_times_ns, to_json(chunk_tokens) AS chunk_tokens) "
-                "FROM requests"
+                "SELECT * REPLACE (to_json(chunk_times_ns) AS chunk_times_ns, to_json(chunk_tokens) AS chunk_tokens, "
+                "to_json(depends_on) AS depends_on) FROM requests"
             )
         quoted, rid = str(path).replace("'", "''"), run_id.replace("'", "''")  # COPY takes no parameters
         try:
@@ -411,7 +411,7 @@ def _request_counts(con: Any, ids: list[str]) -> dict[str, RequestCounts]:
 
 
 #: the text columns of a request row and the record attribute each comes from
-_TEXT_ATTRS = ("request_class", "session_id", "error_detail", "server_request_id", "trace_id", "span_id")
+_TEXT_ATTRS = ("request_class", "session_id", "error_detail", "server_request_id", "trace_id", "span_id", "step")
 
 
 def _texts_fit(records: list[RequestRecord]) -> bool:

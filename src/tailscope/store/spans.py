@@ -443,6 +443,19 @@ class SpanStore:
                 out.setdefault(tid, {})[sid] = value
         return out
 
+    def operation_rows(self, set_name: str) -> list[tuple[str, str | None, str | None]]:
+        """The set's distinct ``(span name, service, layer)`` (what a what-if checks its changes' operations against).
+
+        Raises:
+            NotFoundError: no such set.
+        """
+        self.get_set(set_name)
+        with self.db.read() as con:
+            rows = con.execute(
+                "SELECT DISTINCT name, service, layer FROM spans WHERE set_name = ?", [set_name]
+            ).fetchall()
+        return [(str(n), s, layer) for n, s, layer in rows]
+
     def iter_call_rows(self, set_name: str, *, chunk: int = 100_000) -> Iterator[tuple[str, int, int, str | None]]:
         """Every span of the set as ``(name, start ns, duration ns, attributes as JSON text or None)``, in no
         particular order (what the cacheability score reads)."""

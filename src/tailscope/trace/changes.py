@@ -5,9 +5,10 @@ values: ``set-duration "OP=30ms"``, ``scale "OP=0.6"``, ``parallel "A,B,C"``, ``
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,3 +122,103 @@ def matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
         return name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs)
 
     return match
+
+
+# --------------------------------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True, slots=True)
+class Operations:
+    """The operations of a trace set (its distinct span names) and which layer and service each belongs to: what a
+    change's operations are checked against before a what-if runs."""
+
+    names: frozenset[str]
+    layers: dict[str, frozenset[str]]  # layer → its operations
+    services: dict[str, frozenset[str]]  # service → its operations
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[str, str | None, str | None]]) -> Operations:
+        """From ``(name, service, layer)`` rows (repeats allowed)."""
+        names: set[str] = set()
+        layers: dict[str, set[str]] = {}
+        services: dict[str, set[str]] = {}
+        for name, service, layer in rows:
+            names.add(name)
+            if layer:
+                layers.setdefault(layer, set()).add(name)
+            if service:
+                services.setdefault(service, set()).add(name)
+        return cls(
+            frozenset(names),
+            {k: frozenset(v) for k, v in layers.items()},
+            {k: frozenset(v) for k, v in services.items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unmatched:
+    """An operation of a change that no span of the set matches: the change projects no saving through it.
+
+    Attributes:
+        change: the change.
+        operation: the name (or glob) that matches nothing.
+        close: names of the set close to it (by spelling, or containing it), best first; or, when ``group`` is set,
+            that group's operations.
+        group: ``layer "X"`` or ``service "X"`` when the name is a layer's or a service's rather than an operation's.
+    """
+
+    change: Change
+    operation: str
+    close: tuple[str, ...] = ()
+    group: str = ""
+
+    def hint(self) -> str:
+        """What the name is near, e.g. ``did you mean 'search_a', 'search_b'?``."""
+        listed = ", ".join(repr(n) for n in self.close)
+        if self.group:
+            return f"{self.group} is not an operation: name its operations ({listed})"
+        return f"did you mean {listed}?" if listed else "no operation of the set is close to it"
+
+    def message(self) -> str:
+        """One line: the flag, the name, what it is near, and that it changes nothing."""
+        return f"{self.change.flag}: no span is named {self.operation!r} ({self.hint()}); it projects no saving"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flag": self.change.flag, "operation": self.operation, "close": list(self.close), "group": self.group}
+
+
+def _close(name: str, names: frozenset[str], n: int = 3) -> tuple[str, ...]:
+    """Names close to ``name`` (a glob's wildcards dropped): by spelling, ignoring case, then names containing it."""
+    bare = "".join(ch for ch in name if ch not in "*?[]").strip().lower()
+    if not bare:
+        return ()
+    lower: dict[str, str] = {}
+    for k in sorted(names):
+        lower.setdefault(k.lower(), k)
+    got = [lower[m] for m in difflib.get_close_matches(bare, list(lower), n=n, cutoff=0.6)]
+    got += [orig for low, orig in lower.items() if bare in low and orig not in got]
+    return tuple(got[:n])
+
+
+def unmatched(changes: Iterable[Change], ops: Operations) -> list[Unmatched]:
+    """Each operation of ``changes`` that matches no name of ``ops`` (exactly or as a glob), with its near names."""
+    out: list[Unmatched] = []
+    for c in changes:
+        for op in c.ops:
+            match = matcher((op,))
+            if op in ops.names or any(match(n) for n in ops.names):
+                continue
+            for kind, groups in (("layer", ops.layers), ("service", ops.services)):
+                if op in groups:
+                    members = tuple(sorted(groups[op])[:5])
+                    out.append(Unmatched(c, op, members, f"{kind} {op!r}"))
+                    break
+            else:
+                out.append(Unmatched(c, op, _close(op, ops.names)))
+    return out
+
+
+def matches_nothing(changes: Sequence[Change], missing: Sequence[Unmatched]) -> bool:
+    """True when every operation of every change is in ``missing`` (the changes cannot move any span)."""
+    gone = {(id(u.change), u.operation) for u in missing}
+    return bool(changes) and all((id(c), op) in gone for c in changes for op in c.ops)

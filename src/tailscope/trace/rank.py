@@ -38,7 +38,7 @@ from tailscope.trace.dependency import Evidence, Marks
 from tailscope.trace.facts import TraceFacts, span_layers, trace_facts
 from tailscope.trace.tree import TraceTree
 from tailscope.trace.waterfall import CANDIDATE_LAYERS
-from tailscope.trace.whatif import NS_PER_MS, project
+from tailscope.trace.whatif import NO_CLASS, NS_PER_MS, project
 
 SYNC_MIN_MS = 20.0
 SYNC_TARGET_MS = 5.0
@@ -60,16 +60,36 @@ class Candidate:
 
 @dataclass
 class _Reuse:
-    """What every projection of the same trees shares: each tree's anchors and distinct span names."""
+    """What every projection of the same trees shares: each tree's anchors and distinct span names, and each tree's
+    class (None when no tree has one: no breakdown)."""
 
     anchors: dict[int, dict[int, list[int]]] = field(default_factory=dict)
     names: dict[int, frozenset[str]] = field(default_factory=dict)
+    classes: Sequence[str | None] | None = None
 
 
-def _p95(trees: Sequence[TraceTree], changes: Sequence[Change], seed: int, reuse: _Reuse) -> float:
-    proj = project(trees, changes, seed=seed, paths=False, anchors=reuse.anchors, names_of=reuse.names)
+def _p95_ms(values_ns: Sequence[float] | np.ndarray) -> float:
+    arr = np.asarray(values_ns, dtype=np.float64)
+    return float(np.quantile(arr, 0.95)) / NS_PER_MS if arr.size else 0.0
+
+
+def _p95(
+    trees: Sequence[TraceTree], changes: Sequence[Change], seed: int, reuse: _Reuse
+) -> tuple[float, dict[str, float]]:
+    """P95 after ``changes`` (ms) over the set and per class (``{}`` without classes)."""
+    proj = project(trees, changes, seed=seed, paths=False, anchors=reuse.anchors, names_of=reuse.names,
+                   classes=reuse.classes)  # fmt: skip
     _, after = proj.arrays()
-    return float(np.quantile(after, 0.95)) / NS_PER_MS if after.size else 0.0
+    by_class: dict[str, list[float]] = {}
+    if reuse.classes is not None:
+        for o in proj.outcomes:
+            by_class.setdefault(NO_CLASS if o.klass is None else o.klass, []).append(o.after_ns)
+    order = sorted(by_class, key=lambda k: (-len(by_class[k]), k))
+    return _p95_ms(after), {k: round(_p95_ms(by_class[k]), 3) for k in order}
+
+
+def _class_savings(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    return {k: {"p95_after_ms": after[k], "p95_saving_ms": round(before[k] - after[k], 3)} for k in before}
 
 
 def set_facts_with_marks(
@@ -265,20 +285,30 @@ def rank(
     *,
     base: Sequence[Change] = (),
     seed: int = 0,
+    classes: Sequence[str | None] | None = None,
 ) -> dict[str, Any]:
     """Candidates projected alone (on top of ``base``, the changes already given) and in greedy order.
+
+    Args:
+        classes: each tree's class (None: the tree has none), in the trees' order; when some tree has one, every
+            candidate and greedy step also gets its P95 per class (traces without a class form ``(none)``).
 
     Returns:
         ``{"p95_before_ms", "candidates": [{kind, operations, change, p95_after_ms, p95_saving_ms, evidence}],
         "greedy": [{step, change, p95_after_ms, p95_saving_ms (cumulative)}]}``, candidates by P95 saving (each
-        also with ``established``: False for an assumed parallelisation, which the greedy order leaves out).
+        also with ``established``: False for an assumed parallelisation, which the greedy order leaves out). With
+        classes, ``p95_before_by_class_ms`` {class: ms} (largest class first) and, on each candidate and greedy
+        step, ``classes`` {class: {``p95_after_ms``, ``p95_saving_ms``}}.
     """
-    reuse = _Reuse()  # the trees' anchors and names, computed once for every projection
-    start = _p95(trees, base, seed, reuse)
+    has_classes = classes is not None and any(k is not None for k in classes)
+    # the trees' anchors and names, computed once for every projection
+    reuse = _Reuse(classes=classes if has_classes else None)
+    start, start_by_class = _p95(trees, base, seed, reuse)
     scored_alone: list[tuple[dict[str, Any], Candidate]] = []
-    alone: dict[int, float] = {}  # the greedy order's first step is the best candidate alone: not projected again
+    # the greedy order's first step is the best candidate alone: not projected again
+    alone: dict[int, tuple[float, dict[str, float]]] = {}
     for c in candidates(trees, facts, evidence):
-        after = alone[id(c)] = _p95(trees, [*base, c.change], seed, reuse)
+        after, after_by_class = alone[id(c)] = _p95(trees, [*base, c.change], seed, reuse)
         row = {
             "kind": c.kind,
             "operations": list(c.change.ops),
@@ -288,6 +318,8 @@ def rank(
             "evidence": c.evidence,
             "established": c.established,
         }
+        if has_classes:
+            row["classes"] = _class_savings(start_by_class, after_by_class)
         scored_alone.append((row, c))
     scored_alone.sort(key=lambda rc: (-rc[0]["p95_saving_ms"], rc[0]["change"]))
     rows = [r for r, _ in scored_alone]
@@ -300,12 +332,18 @@ def rank(
         scored = [
             (alone[id(c)] if not chosen else _p95(trees, [*base, *chosen, c.change], seed, reuse), c) for c in pool
         ]
-        best, pick = min(scored, key=lambda t: t[0])
+        (best, best_by_class), pick = min(scored, key=lambda t: t[0][0])
         if best >= current:
             break
         chosen.append(pick.change)
         pool.remove(pick)
         current = best
-        greedy.append({"step": len(greedy) + 1, "kind": pick.kind, "change": pick.change.flag,
-                       "p95_after_ms": round(best, 3), "p95_saving_ms": round(start - best, 3)})  # fmt: skip
-    return {"p95_before_ms": round(start, 3), "candidates": rows, "greedy": greedy}
+        step = {"step": len(greedy) + 1, "kind": pick.kind, "change": pick.change.flag,
+                "p95_after_ms": round(best, 3), "p95_saving_ms": round(start - best, 3)}  # fmt: skip
+        if has_classes:
+            step["classes"] = _class_savings(start_by_class, best_by_class)
+        greedy.append(step)
+    out: dict[str, Any] = {"p95_before_ms": round(start, 3), "candidates": rows, "greedy": greedy}
+    if has_classes:
+        out["p95_before_by_class_ms"] = start_by_class
+    return out

@@ -556,13 +556,15 @@ def project(
     paths: bool = True,
     anchors: dict[int, dict[int, list[int]]] | None = None,
     names_of: dict[int, frozenset[str]] | None = None,
+    classes: Sequence[str | None] | None = None,
 ) -> Projection:
     """Re-time every trace under ``changes`` together. ``anchors`` (trace's ``id()`` → its anchor cache) and
     ``names_of`` (→ its distinct span names) speed up projecting the same trees again under other changes (the
-    ranking does: a trace no change touches is not re-timed); the trees must outlive them."""
+    ranking does: a trace no change touches is not re-timed); the trees must outlive them. ``classes``: each
+    tree's class, in the trees' order (carried into the outcomes)."""
     plan = Plan(changes, seed=seed)
     out = Projection()
-    for tree in trees:
+    for k, tree in enumerate(trees):
         cache = None
         names = None
         if anchors is not None:
@@ -573,7 +575,8 @@ def project(
             names = names_of.get(id(tree))
             if names is None:
                 names = names_of[id(tree)] = frozenset(tree.names)
-        o = project_trace(tree, plan, paths=paths, anchors_of=cache, names=names)
+        klass = classes[k] if classes is not None else None
+        o = project_trace(tree, plan, paths=paths, anchors_of=cache, names=names, klass=klass)
         if o is not None:
             out.outcomes.append(o)
     return out

@@ -22,10 +22,14 @@ HIT_RATE_GAP = 0.10
 
 
 def _target(run: RunData) -> tuple[str, str]:
+    """(where, model): the URL, or for the built-in engine (served on a new free port every run) its description."""
     target = run.run.get("target") if isinstance(run.run, Mapping) else None
     if not isinstance(target, Mapping):
         return "", ""
-    return str(target.get("url") or ""), str(target.get("model") or "")
+    where = str(target.get("url") or "")
+    if target.get("builtin") and target.get("description"):
+        where = f"the built-in engine ({target['description']})"
+    return where, str(target.get("model") or "")
 
 
 def _hit_rate(run: RunData) -> float | None:

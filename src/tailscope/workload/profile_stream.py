@@ -225,6 +225,7 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
                     after=tuple((i + d, gap) for d, gap in call.deps),
                     step=call.step,
                     answers_from=tuple(i + a for a in call.answers_from),
+                    session_calls=len(calls),
                 )
             i += len(calls)
             if stop.requests is not None and i >= stop.requests:

@@ -36,6 +36,8 @@ class RequestSpec:
             A session whose calls carry a step is run as a call graph (``after``), never as a conversation.
         answers_from: ids of earlier requests of the same session whose answer text is put into this request's
             prompt when it is sent (the prompt is built at dispatch time; ``input_tokens`` is the text before them).
+        session_calls: an agent session's calls as drawn, on each of its calls (``stop.requests`` may cut the stream
+            before the last ones: the session is then incomplete, not complete with fewer calls); else ``None``.
     """
 
     id: int
@@ -58,3 +60,4 @@ class RequestSpec:
     priority: int = 0
     step: str | None = None
     answers_from: tuple[int, ...] = ()
+    session_calls: int | None = None

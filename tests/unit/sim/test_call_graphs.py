@@ -149,7 +149,7 @@ def test_sim_of_agent_profile_reports_sessions_by_step_and_is_seeded(tmp_path: P
     s = summary["sessions"]
     assert s["sessions"] >= 5
     assert s["failed"] == 0
-    assert s["incomplete"] == 0
+    assert s["incomplete"] == 1  # requests=60 counts calls: the last session is cut before its end
     assert list(s["by_step"]) == ["plan", "search", "answer", "react/think", "react/act"]
     assert s["steps"]["min"] >= 6  # plan + ≥ 2 searches + answer + ≥ 1 think → act round
     assert summary["requests"]["completed"] == len(recs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_a_store_without_the_trace_columns_opens_and_takes_new_records(tmp_path:
     # make it look like a schema-2 store: none of the columns added since (trace ids, answer/reasoning/cache)
     con = duckdb.connect(str(path))
     added = ("trace_id", "span_id", "first_answer_ns", "reasoning_tokens", "cached_tokens", "connection_reused")
-    for name in (*added, "dns_ns", "connect_ns", "tls_ns"):
+    for name in (*added, "dns_ns", "connect_ns", "tls_ns", "step", "depends_on"):
         con.execute(f"ALTER TABLE requests DROP COLUMN {name}")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
@@ -70,3 +71,44 @@ def test_connection_phases_round_trip(tmp_path: Path) -> None:
     reused = replace(_record(1, False), connection_reused=True)
     store.write_records("r1", [opened, reused])
     assert store.load_records("r1") == [opened, reused]
+
+
+def test_agent_steps_round_trip_and_a_schema_5_store_still_opens(tmp_path: Path) -> None:
+    """Step names and the calls waited for are stored; a store from before them (schema 5) opens, reads its old
+    records without them and takes new records with them."""
+    path = tmp_path / "s.duckdb"
+    store = RunStore(path)
+    store.create_run(_run("old"))
+    old = [_record(0, False), replace(_record(1, False), session_id="s0", turn=1)]
+    store.write_records("old", old)
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE requests DROP COLUMN step")
+    con.execute("ALTER TABLE requests DROP COLUMN depends_on")
+    con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    con.close()
+    reopened = RunStore(path)
+    assert reopened.load_records("old") == old
+    reopened.create_run(_run("new"))
+    plan = replace(_record(2, False), session_id="s1", turn=0, step="plan")
+    search = [
+        replace(_record(3 + k, False), session_id="s1", turn=1 + k, step="search", depends_on=(2,)) for k in (0, 1)
+    ]
+    answer = replace(_record(5, False), session_id="s1", turn=3, step="react/think", depends_on=(3, 4))
+    reopened.write_records("new", [plan, *search, answer])
+    assert reopened.load_records("new") == [plan, *search, answer]
+    assert [r.step for r in reopened.load_records("old")] == [None, None]
+    names = [r[0] for r in duckdb.connect(str(path), read_only=True).execute("DESCRIBE requests").fetchall()]
+    assert names == [n for n, _ in REQUEST_COLUMNS]
+    out = tmp_path / "r.parquet"
+    reopened.export_requests("new", out, fmt="parquet")
+    rows = duckdb.connect().execute("SELECT step, depends_on FROM read_parquet(?) ORDER BY id", [str(out)]).fetchall()
+    assert rows == [("plan", []), ("search", [2]), ("search", [2]), ("react/think", [3, 4])]
+    csv = tmp_path / "r.csv"
+    reopened.export_requests("new", csv, fmt="csv")
+    rows = duckdb.connect().execute("SELECT step, depends_on FROM read_csv(?) ORDER BY id", [str(csv)]).fetchall()
+    assert [(s, json.loads(d)) for s, d in rows] == [
+        ("plan", []),
+        ("search", [2]),
+        ("search", [2]),
+        ("react/think", [3, 4]),
+    ]

@@ -141,3 +141,44 @@ def test_non_text_class_values_read_as_json_text(tmp_path: Path, value: object, 
     src = tmp_path / "c.otlp.json"
     src.write_text(json.dumps(to_otlp_json(spans)))
     assert list(tailscope.whatif(src, scale=["a=0.5"], resamples=0).classes) == [text]
+
+
+def test_rank_gives_each_fix_its_p95_saving_per_class(tmp_path: Path) -> None:
+    """``rag`` traces run a search before the llm, ``chat`` traces only the llm: a search fix saves rag's P95 and
+    nothing of chat's, an llm fix saves both, and each class's figure is that class's own what-if."""
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("case", [s for t in classed_traces() for s in t])
+    res = tailscope.whatif("case", rank=True, store=store, resamples=0)
+    doc = res.to_dict()
+    assert list(doc["p95_before_by_class_ms"]) == ["chat", "rag"]  # equal counts: by name
+    by_change = {c["change"]: c for c in res.candidates}
+    search = [c for c in res.candidates if c["operations"] == ["search"]]
+    llm = [c for c in res.candidates if c["operations"] == ["llm"]]
+    assert search
+    assert llm
+    for c in search:
+        assert c["classes"]["chat"]["p95_saving_ms"] == 0
+        assert c["classes"]["chat"]["p95_after_ms"] == doc["p95_before_by_class_ms"]["chat"]
+        assert c["classes"]["rag"]["p95_saving_ms"] > 0
+    for c in llm:
+        assert c["classes"]["chat"]["p95_saving_ms"] > 0
+        assert c["classes"]["rag"]["p95_saving_ms"] > 0
+    # each class's figure is what a what-if of that fix alone gives the class
+    scale = by_change['--scale "search=0.5"']
+    alone = tailscope.whatif("case", scale=["search=0.5"], store=store, resamples=0)
+    for k in ("chat", "rag"):
+        assert scale["classes"][k]["p95_after_ms"] == pytest.approx(alone.classes[k]["after"]["p95_ms"], abs=1e-3)
+        assert doc["p95_before_by_class_ms"][k] == pytest.approx(alone.classes[k]["before"]["p95_ms"], abs=1e-3)
+    assert all(set(g["classes"]) == {"chat", "rag"} for g in res.greedy)
+
+    buf = StringIO()
+    print_whatif(Console(file=buf, width=220), doc)
+    text = buf.getvalue()
+    assert "saves chat" in text
+    assert "saves rag" in text
+    assert "saves ms: rag" in render_whatif_page(doc)
+
+    off = tailscope.whatif("case", rank=True, store=store, resamples=0, class_attribute=None)
+    assert "p95_before_by_class_ms" not in off.to_dict()
+    assert all("classes" not in c for c in off.candidates)
+    assert [c["p95_saving_ms"] for c in off.candidates] == [c["p95_saving_ms"] for c in res.candidates]

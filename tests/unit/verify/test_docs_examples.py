@@ -1,4 +1,5 @@
-"""The contracts shown in docs/gates.md and examples/contract.yaml are valid; the CI example is valid YAML."""
+"""The contracts shown in docs/gates.md, examples/contract.yaml and examples/deps.yaml are valid; the CI example is
+valid YAML."""
 
 from __future__ import annotations
 
@@ -22,4 +23,7 @@ def test_documented_contracts_parse() -> None:
     example = (REPO / "examples" / "contract.yaml").read_text(encoding="utf-8")
     contract = parse_contract(example, "examples/contract.yaml")
     assert len(contract.slos) == 6
-    assert len(contract.layers) == 2
+    assert contract.regression is not None
+    assert contract.layers == ()  # a run alone can be gated on it: its dependency contracts are in deps.yaml
+    deps = parse_contract((REPO / "examples" / "deps.yaml").read_text(encoding="utf-8"), "examples/deps.yaml")
+    assert (len(deps.slos), len(deps.layers)) == (0, 2)

@@ -472,8 +472,9 @@ async def run_bench_distributed(
                 "workers": rows,
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
-                # sessions run whole inside one worker; the plan of agent sessions and their step names stay there
-                **({"sessions": _sessions(cfg, records)} if any(r.session_id for r in records) else {}),
+                # sessions run whole inside one worker: each reports the agent sessions it started and their planned
+                # calls; the step names come with the records
+                **({"sessions": _sessions(cfg, records, states)} if any(r.session_id for r in records) else {}),
                 # each worker's clock has its own offset: no run-wide Unix start, so the join checks no bracket
                 **(
                     {
@@ -492,8 +493,13 @@ async def run_bench_distributed(
         )
 
 
-def _sessions(cfg: BenchConfig, records: list[RequestRecord]) -> dict[str, Any] | None:
-    """Session-level metrics of a distributed run (trace → load: against the planned calls per session)."""
+def _sessions(cfg: BenchConfig, records: list[RequestRecord], states: list[WorkerState]) -> dict[str, Any] | None:
+    """Session-level metrics of a distributed run, against the planned calls per session: trace → load's plan, else
+    the agent sessions the workers started (a lost worker's sessions are judged by the records it delivered)."""
     from tailscope.metrics.sessions import session_summary
 
-    return session_summary(records, (cfg.settings.get("trace_load") or {}).get("planned"))
+    planned: dict[str, int] | None = (cfg.settings.get("trace_load") or {}).get("planned")
+    if planned is None:
+        started = {sid: int(n) for st in states for sid, n in ((st.report or {}).get("planned") or {}).items()}
+        planned = started or None
+    return session_summary(records, planned)

@@ -22,6 +22,7 @@ _I_ERROR = _RECORD_FIELDS.index("error")
 _I_SOURCE = _RECORD_FIELDS.index("tokens_source")
 _I_CHUNK_T = _RECORD_FIELDS.index("chunk_times_ns")
 _I_CHUNK_N = _RECORD_FIELDS.index("chunk_tokens")
+_I_DEPENDS = _RECORD_FIELDS.index("depends_on")
 
 
 def pack(obj: Any) -> bytes:
@@ -51,6 +52,7 @@ def record_from_wire(row: list[Any]) -> RequestRecord:
     vals[_I_SOURCE] = TokensSource(vals[_I_SOURCE])
     vals[_I_CHUNK_T] = tuple(vals[_I_CHUNK_T])
     vals[_I_CHUNK_N] = tuple(vals[_I_CHUNK_N])
+    vals[_I_DEPENDS] = tuple(vals[_I_DEPENDS])
     return RequestRecord(*vals)
 
 

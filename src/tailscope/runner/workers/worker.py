@@ -227,6 +227,7 @@ class WorkerCore:
             wall = max(1e-9, time.perf_counter() - wall0 - lead_s)
             cpu = time.process_time() - cpu0
             report.update(cpu_s=cpu, wall_s=wall, cpu_util=cpu / wall, starved_s=gen.starved_s)
+            report["planned"] = dict(gen.planned)  # agent sessions started here, with their planned calls
             if self._transport is not None:
                 await self._transport.close()
                 self._transport = None
