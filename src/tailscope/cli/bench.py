@@ -139,7 +139,9 @@ def bench(
     if json_out is not None:
         from tailscope.metrics.document import build_export
 
-        _write_json(json_out, build_export(result.run, summary, result.records))
+        write_export(json_out, build_export(result.run, summary, result.records))
+        if not json_to_stdout(json_out):
+            err.print(f"wrote {json_out}")
     if html_out is not None:
         _write_html(html_out, result)
     if result.signal_name:
@@ -160,12 +162,6 @@ def _show_target(t: Target, shown: list[Target], err: Any) -> None:
         err.print(f"[cyan]target: {t.description} at {t.url}[/]")
     else:
         err.print(f"target: {t.url} model {t.model}")
-
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    write_export(path, doc)
-    if not json_to_stdout(path):
-        err_console().print(f"wrote {path}")
 
 
 def _write_html(path: Path, runs: Any) -> None:
@@ -196,13 +192,12 @@ def _sweep_or_search(
     out = err_console() if json_to_stdout(json_out) else stdout_console()
     outcome: SweepOutcome | FindMaxOutcome
     if points is not None:
-        outcome = run_sweep(points, options, **hooks)
-        out.print(sweep_renderable(outcome.to_dict()))
-        runs = outcome.points
+        outcome = sw = run_sweep(points, options, **hooks)
+        runs, shown = sw.points, sweep_renderable(sw.to_dict())
     else:
-        outcome = run_find_max(options, tolerance=tolerance, **hooks)
-        out.print(find_max_renderable(outcome.to_dict()))
-        runs = outcome.probes
+        outcome = fm = run_find_max(options, tolerance=tolerance, **hooks)
+        runs, shown = fm.probes, find_max_renderable(fm.to_dict())
+    out.print(shown)
     if json_out is not None:
         write_export(json_out, outcome.export())
         err_console().print(f"wrote {json_out}")

@@ -55,14 +55,7 @@ def gate(
     from tailscope.api.verify import gate as run_gate
     from tailscope.api.verify import load_layer_samples, load_run
     from tailscope.io.contracts import load_contract
-    from tailscope.report.verify import (
-        findings_markdown,
-        findings_text,
-        gate_github,
-        gate_junit,
-        gate_markdown,
-        gate_text,
-    )
+    from tailscope.report import verify as show
 
     contract = contract_opt or contract_arg
     if contract is None or (contract_opt is not None and contract_arg is not None):
@@ -88,13 +81,15 @@ def gate(
     found = result.diagnosis
     json_stdout = json_to_stdout(json_out)
     # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr
-    typer.echo(gate_text(result) + ("\n" + findings_text(found) if found else ""), nl=False, err=json_stdout)
+    typer.echo(show.gate_text(result) + ("\n" + show.findings_text(found) if found else ""), nl=False, err=json_stdout)
     if junit is not None:
-        write_text(junit, gate_junit(result), "--junit")
+        write_text(junit, show.gate_junit(result), "--junit")
     if markdown is not None:
-        write_text(markdown, gate_markdown(result) + ("\n" + findings_markdown(found) if found else ""), "--markdown")
+        write_text(
+            markdown, show.gate_markdown(result) + ("\n" + show.findings_markdown(found) if found else ""), "--markdown"
+        )
     if github:
-        typer.echo(gate_github(result, contract_path=str(contract)), nl=False, err=json_stdout)
+        typer.echo(show.gate_github(result, contract_path=str(contract)), nl=False, err=json_stdout)
     emit_json(result.to_dict(), json_out)
     raise typer.Exit(result.exit_code)
 

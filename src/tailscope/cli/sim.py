@@ -44,7 +44,7 @@ def sim(
     from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params
     from tailscope.files import write_chunks
     from tailscope.metrics.document import run_to_json
-    from tailscope.report.console import print_summary
+    from tailscope.report.console import print_summary, stdout_console
     from tailscope.report.sim_console import print_sim
 
     err = err_console()
@@ -61,8 +61,8 @@ def sim(
     text_to = contextlib.redirect_stdout(sys.stderr) if json_to_stdout(json_out) else contextlib.nullcontext()
     with text_to:
         err.print(f"[cyan]target: {out.run.target.description}[/]")
-        print_summary(run_to_json(out.run), out.summary_dict(), _stdout())
-        print_sim(_stdout(), res, timeline=options["autoscale"] is not None, interval=out.prediction_interval,
+        print_summary(run_to_json(out.run), out.summary_dict(), stdout_console())
+        print_sim(stdout_console(), res, timeline=options["autoscale"] is not None, interval=out.prediction_interval,
                   interval_source=out.prediction_interval_source)  # fmt: skip
     if json_out is not None:
         write_chunks(json_out, out.export_chunks())
@@ -78,9 +78,3 @@ def sim(
 
 app = command_app()
 app.command("sim", help=(sim.__doc__ or "") + "\n" + _EXAMPLES)(sim)
-
-
-def _stdout() -> Any:
-    from tailscope.report.console import stdout_console
-
-    return stdout_console()
