@@ -32,7 +32,7 @@ from tailscope.errors import ConfigError
 from tailscope.metrics.document import run_to_json
 from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
-from tailscope.report.console import dialect_renderable, print_summary, stdout_console
+from tailscope.report.console import dialect_renderable, print_summary, stdout_console, target_line
 from tailscope.report.live import live_progress
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
@@ -113,9 +113,15 @@ def bench(
     err = err_console()
     out = err if json_to_stdout(json_out) else stdout_console()  # --json -: stdout holds the JSON document only
     shown: list[Target] = []
+
+    def show_target(t: Target) -> None:  # a sweep calls it for every point: print the target once
+        if not shown:
+            shown.append(t)
+            err.print(target_line(t))
+
     hooks: dict[str, Any] = {
         "store": store_path(db), "handle_signals": True, "watch": lambda p: live_progress(p, quiet=quiet, console=err),
-        "on_target": lambda t: _show_target(t, shown, err),
+        "on_target": show_target,
     }  # fmt: skip
     if sweep is not None or find_max:
         raise typer.Exit(_sweep_or_search(options, hooks, sweep, find_max_tolerance, json_out, html_out, bool(dialect)))
@@ -151,17 +157,6 @@ def bench(
         err.print(f"tailscope: error: {result.store_error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(result.exit_code)
     raise typer.Exit(_verdict_code(result.verdict(max_error_rate=max_error_rate), no_fail))
-
-
-def _show_target(t: Target, shown: list[Target], err: Any) -> None:
-    """Print the target once (a sweep calls this for every point)."""
-    if shown:
-        return
-    shown.append(t)
-    if t.builtin:
-        err.print(f"[cyan]target: {t.description} at {t.url}[/]")
-    else:
-        err.print(f"target: {t.url} model {t.model}")
 
 
 def _write_html(path: Path, runs: Any) -> None:

@@ -78,11 +78,7 @@ def check(
         write_report(html_out, [result.measured[-1], result.prediction])
         err.print(f"wrote {html_out}")
     if not result.passed:
-        raise _CheckFailed(f"the twin missed by more than {options['tolerance']:.0%} on {', '.join(result.failed)}")
-
-
-class _CheckFailed(TailscopeError):
-    exit_code = 1
+        raise TailscopeError(f"the twin missed by more than {options['tolerance']:.0%} on {', '.join(result.failed)}")
 
 
 calibrate_app = command_app()
