@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from tailscope.cli.common import command_app, write_text
+from tailscope.api._flags import ALERTS
+from tailscope.cli.common import command_app, with_flags, write_text
 
 _HELP = """Generate Prometheus recording and alerting rules from a contract: P99 TTFT/E2E from the engine's histograms,
 error ratio, queue waiting, KV usage, preemptions and engine-down — each with for:, a severity label and a runbook
@@ -26,32 +28,16 @@ become a rule is listed ("not alerted: …") with the reason.
 """
 
 
+@with_flags(ALERTS.values())  # the options of tailscope.alerts (api/_flags.py)
 def alerts(
     contract: Path | None = typer.Argument(None, help="Contract YAML (see docs/gates.md); optional with --golden."),
     out: Path = typer.Option(..., "--out", "-o", help="Write the Prometheus rule file here ('-' = stdout)."),
     grafana: Path | None = typer.Option(None, "--grafana", help="Also write a Grafana dashboard JSON here."),
-    for_: str = typer.Option("5m", "--for", help="How long a condition must hold before an alert fires."),
-    window: str = typer.Option("5m", "--window", help="Rate window of quantiles and ratios."),
-    selector: str = typer.Option("", "--selector", help='Label matchers for engine metrics, e.g. job="vllm".'),
-    queue_limit: float = typer.Option(
-        0.0, "--queue-limit", help="Backlog alert: the queue stayed above this all window."
-    ),
-    kv_limit: float = typer.Option(0.9, "--kv-limit", help="KV-cache usage (0-1) that counts as near full."),
-    golden: bool = typer.Option(
-        False, "--golden", help="Add the method's five golden alerts (alone without a contract)."
-    ),
-    layer_metric: list[str] = typer.Option(
-        [], "--layer-metric", help="LAYER=HISTOGRAM of the layer's durations in seconds (repeatable)."
-    ),
-    oom_metric: str = typer.Option(
-        "llm_out_of_memory_errors_total", "--oom-metric", help="Counter of OOM errors (golden OOM alert)."
-    ),
+    **options: Any,
 ) -> None:
     from tailscope.api.verify import alerts as make_alerts
 
-    rules = make_alerts(contract, for_=for_, window=window, selector=selector, queue_limit=queue_limit,
-                        kv_limit=kv_limit, golden=golden, layer_metrics=layer_metric,
-                        oom_metric=oom_metric)  # fmt: skip
+    rules = make_alerts(contract, **options)
     text = rules.to_yaml()
     if str(out) == "-":
         typer.echo(text, nl=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from tailscope.api._flags import BENCH_FLAGS
 from tailscope.api.bench import RepeatedBench, bench_repeat
 from tailscope.api.bench import bench as run_bench
 from tailscope.api.bench import find_max as run_find_max
@@ -24,13 +25,14 @@ from tailscope.cli.common import (
     store_path,
     typed_params,
     verbatim,
+    with_flags,
     write_export,
 )
 from tailscope.errors import ConfigError
 from tailscope.metrics.document import run_to_json
 from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
-from tailscope.report.console import dialect_renderable, print_summary, stdout_console
+from tailscope.report.console import dialect_renderable, print_summary, stdout_console, target_line
 from tailscope.report.live import live_progress
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
@@ -75,60 +77,13 @@ app = command_app()
 @app.command("bench", help=(
     "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n\n" + verbatim(_EXAMPLES)
 ))  # fmt: skip
+@with_flags(BENCH_FLAGS.values())  # url, model, the workload, the client: BenchOptions fields (api/_flags.py)
 def bench(
     ctx: typer.Context,
-    url: str | None = typer.Option(
-        None, "--url", help="API root of the target (http://HOST:PORT). Omit to run the built-in simulated engine."
-    ),
-    model: str | None = typer.Option(None, "--model", help="Model name to request (default: the first listed)."),
-    endpoint: str = typer.Option("chat", "--endpoint", help="chat (/v1/chat/completions) or completions."),
-    profile: opt.Profile = None,
-    concurrency: opt.Concurrency = None,
-    rate: opt.Rate = None,
-    arrival: opt.Arrival = "poisson",
-    burstiness: opt.Burstiness = 1.0,
-    requests: opt.Requests = None,
-    duration: opt.Duration = None,
-    warmup: opt.Warmup = 0,
-    input_tokens: opt.InputTokens = "256",
-    output_tokens: opt.OutputTokens = "128",
-    seed: int = typer.Option(0, "--seed", help="Seed for lengths, prompts and arrivals."),
-    slo: list[str] = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable)."),
     json_out: opt.ExportOut = None,
     html_out: opt.HtmlOut = None,
-    tokenizer: Path | None = typer.Option(None, "--tokenizer", help="tokenizer.json for exact prompt/token counts."),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
-    ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Send ignore_eos (vLLM/SGLang)."),
-    continuous_usage: bool = typer.Option(
-        True, "--continuous-usage/--no-continuous-usage", help="Ask vLLM for usage on every chunk."
-    ),
-    timeout_connect: float = typer.Option(10.0, "--timeout-connect", help="Connect timeout (s)."),
-    timeout_first_token: float = typer.Option(120.0, "--timeout-first-token", help="First-token timeout (s)."),
-    timeout_total: float = typer.Option(600.0, "--timeout-total", help="Whole-request timeout (s)."),
-    metrics_url: str = typer.Option("auto", "--metrics-url", help="Prometheus URL to scrape: auto, off or a URL."),
-    scrape_interval: float = typer.Option(1.0, "--scrape-interval", help="Seconds between /metrics scrapes."),
-    max_rate: float | None = typer.Option(None, "--max-rate", help="Refuse schedules faster than this (req/s)."),
-    workers: str | None = typer.Option(
-        None,
-        "--workers",
-        help="Spread the load over N worker processes (Ray actors with --ray), or auto: as many as the projected "
-        "token-event rate needs; docs/scale-out.md.",
-    ),
-    ray: str | None = typer.Option(
-        None, "--ray", help="Run the --workers as Ray actors: auto (running cluster), local, or a cluster address."
-    ),
-    builtin_model: str = typer.Option("llama-3.1-8b", "--builtin-model", help="Model of the built-in engine."),
-    builtin_gpu: str = typer.Option("h100-sxm", "--builtin-gpu", help="GPU of the built-in engine."),
     db: opt.Db = None,
     quiet: opt.Quiet = False,
-    http_client: str = typer.Option(
-        "raw", "--http-client", help="raw (lean, stamps tokens at the socket; default) or aiohttp."
-    ),
-    replay: Path | None = typer.Option(
-        None, "--replay", help="Replay a trace (JSONL timestamp_s/input_tokens/output_tokens, Mooncake or Azure CSV)."
-    ),
-    replay_format: str = typer.Option("auto", "--replay-format", help="auto, tailscope, mooncake or azure."),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="Multiply trace times (0.5 = replay twice as fast)."),
     dialect: list[str] = typer.Option(
         [], "--dialect", help="Also report as tailscope, vllm, aiperf, guidellm or sglang define metrics (repeatable)."
     ),
@@ -139,76 +94,6 @@ def bench(
     find_max_tolerance: float = typer.Option(
         0.05, "--find-max-tolerance", help="Stop the search when the bracket is within this fraction."
     ),
-    dataset: str | None = typer.Option(
-        None,
-        "--dataset",
-        help="Real prompts: sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH or parquet:PATH (docs/workload.md).",
-    ),
-    dataset_turns: str = typer.Option("first", "--dataset-turns", help="first user turn, or all (a session)."),
-    dataset_sample: str = typer.Option("random", "--dataset-sample", help="random (seeded) or sequential rows."),
-    dataset_min_input: int | None = typer.Option(None, "--dataset-min-input", help="Skip prompts shorter (tokens)."),
-    dataset_max_input: int | None = typer.Option(None, "--dataset-max-input", help="Skip prompts longer (tokens)."),
-    same_prompts: bool = typer.Option(
-        False,
-        "--same-prompts",
-        help="Send the same prompt text as earlier --same-prompts runs (warm caches on purpose; default: new text "
-        "every run, same lengths and times).",
-    ),
-    extra_body: str | None = typer.Option(
-        None,
-        "--extra-body",
-        help='JSON fields merged into every request body, e.g. \'{"temperature": 0.7, "tools": [...]}\' or @FILE.',
-    ),
-    headers: list[str] = typer.Option([], "--header", help="Extra request header NAME:VALUE (repeatable; not stored)."),
-    request_template: Path | None = typer.Option(
-        None,
-        "--request-template",
-        help="Drive a non-OpenAI streaming API: a YAML file with path, body ({{prompt}}, …) and how to read the "
-        "answer (docs/workload.md).",
-    ),
-    trace_context: str = typer.Option(
-        "off",
-        "--trace-context",
-        help="Send a W3C traceparent: on, off (default) or a ratio such as 0.1 (drawn from the seed); the trace id "
-        "and client span id are kept per request for `tailscope trace join`.",
-    ),
-    telemetry_url: list[str] = typer.Option(
-        [],
-        "--telemetry-url",
-        help="A DCGM or node exporter to scrape beside the engine (repeatable), e.g. http://gpu-host:9400/metrics: "
-        "GPU utilisation, memory, bandwidth, power, energy per output token in summary.gpu.",
-    ),
-    tracestate: str | None = typer.Option(
-        None, "--tracestate", help="A W3C tracestate sent with traceparent, e.g. 'vendor=value'."
-    ),
-    from_traces: str | None = typer.Option(
-        None,
-        "--from-traces",
-        metavar="SET",
-        help="Trace -> load: replay the LLM calls of an ingested trace set as sessions keeping each trace's call "
-        "order, parallel fan-outs and gaps (--requests = traces, default 100; --time-scale).",
-    ),
-    preopen_connections: int | None = typer.Option(
-        None,
-        "--preopen-connections",
-        help="Connections opened before the first send (default: the concurrency, or ~2 s of arrivals; 0 = off).",
-    ),
-    warm_connections: bool = typer.Option(
-        False, "--warm-connections", help="Warm each pre-opened connection with a GET /v1/models before the run."
-    ),
-    stream_records: bool = typer.Option(
-        False,
-        "--stream-records",
-        help="Keep no records in memory during the run (store only; the summary reads them back): long runs, soaks.",
-    ),
-    otlp_endpoint: str | None = typer.Option(
-        None,
-        "--otlp-endpoint",
-        metavar="URL",
-        help="Export one client span per traced request to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 "
-        "(needs --trace-context): the root of each request's tree, the server's spans its children.",
-    ),
-    otlp_protocol: str = typer.Option("protobuf", "--otlp-protocol", help="OTLP/HTTP encoding: protobuf or json."),
     repeat: int | None = typer.Option(None, "--repeat", help="Run the same workload N times; pool and compare."),
     until_precise: str | None = typer.Option(
         None, "--until-precise", help="Repeat until a percentile is this precise, e.g. ttft_ms.p99=5% (95 % CI)."
@@ -218,6 +103,7 @@ def bench(
         0.01, "--max-error-rate", help="Fail (exit 3) when more than this share of requests fails (default 1 %)."
     ),
     no_fail: bool = typer.Option(False, "--no-fail", help="Exit 0 even when an SLO or --max-error-rate fails."),
+    **_options: Any,
 ) -> None:
     options = BenchOptions.from_flags(ctx.params, typed_params(ctx))
     if dialect:
@@ -227,9 +113,15 @@ def bench(
     err = err_console()
     out = err if json_to_stdout(json_out) else stdout_console()  # --json -: stdout holds the JSON document only
     shown: list[Target] = []
+
+    def show_target(t: Target) -> None:  # a sweep calls it for every point: print the target once
+        if not shown:
+            shown.append(t)
+            err.print(target_line(t))
+
     hooks: dict[str, Any] = {
         "store": store_path(db), "handle_signals": True, "watch": lambda p: live_progress(p, quiet=quiet, console=err),
-        "on_target": lambda t: _show_target(t, shown, err),
+        "on_target": show_target,
     }  # fmt: skip
     if sweep is not None or find_max:
         raise typer.Exit(_sweep_or_search(options, hooks, sweep, find_max_tolerance, json_out, html_out, bool(dialect)))
@@ -253,7 +145,9 @@ def bench(
     if json_out is not None:
         from tailscope.metrics.document import build_export
 
-        _write_json(json_out, build_export(result.run, summary, result.records))
+        write_export(json_out, build_export(result.run, summary, result.records))
+        if not json_to_stdout(json_out):
+            err.print(f"wrote {json_out}")
     if html_out is not None:
         _write_html(html_out, result)
     if result.signal_name:
@@ -263,23 +157,6 @@ def bench(
         err.print(f"tailscope: error: {result.store_error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(result.exit_code)
     raise typer.Exit(_verdict_code(result.verdict(max_error_rate=max_error_rate), no_fail))
-
-
-def _show_target(t: Target, shown: list[Target], err: Any) -> None:
-    """Print the target once (a sweep calls this for every point)."""
-    if shown:
-        return
-    shown.append(t)
-    if t.builtin:
-        err.print(f"[cyan]target: {t.description} at {t.url}[/]")
-    else:
-        err.print(f"target: {t.url} model {t.model}")
-
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    write_export(path, doc)
-    if not json_to_stdout(path):
-        err_console().print(f"wrote {path}")
 
 
 def _write_html(path: Path, runs: Any) -> None:
@@ -310,13 +187,12 @@ def _sweep_or_search(
     out = err_console() if json_to_stdout(json_out) else stdout_console()
     outcome: SweepOutcome | FindMaxOutcome
     if points is not None:
-        outcome = run_sweep(points, options, **hooks)
-        out.print(sweep_renderable(outcome.to_dict()))
-        runs = outcome.points
+        outcome = sw = run_sweep(points, options, **hooks)
+        runs, shown = sw.points, sweep_renderable(sw.to_dict())
     else:
-        outcome = run_find_max(options, tolerance=tolerance, **hooks)
-        out.print(find_max_renderable(outcome.to_dict()))
-        runs = outcome.probes
+        outcome = fm = run_find_max(options, tolerance=tolerance, **hooks)
+        runs, shown = fm.probes, find_max_renderable(fm.to_dict())
+    out.print(shown)
     if json_out is not None:
         write_export(json_out, outcome.export())
         err_console().print(f"wrote {json_out}")

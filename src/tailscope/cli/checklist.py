@@ -6,11 +6,13 @@ Parse → :func:`tailscope.checklist` → render. Exit code 1 while any item is 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import CHECKLIST
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app, emit_json, err_console, json_path_option
+from tailscope.cli.common import command_app, emit_json, err_console, json_path_option, with_flags
 
 _HELP = """The pre-launch checklist of the method (12 items): each shown as evidenced by the store (three baseline
 runs, a contract, alert rules generated, a drill passed, 20 % capacity headroom, instrumentation), attested by a
@@ -25,20 +27,12 @@ Examples:
 """
 
 
-def checklist(
-    contract: Path | None = typer.Option(None, "--contract", help="The service's contract YAML."),
-    alerts: Path | None = typer.Option(None, "--alerts", help="The rule file `tailscope alerts --out` wrote."),
-    target_rps: float | None = typer.Option(
-        None, "--target-rps", help="Forecast requests/s the capacity must hold with 20 % headroom."
-    ),
-    attest: list[str] = typer.Option([], "--attest", help="An item a person vouches for (repeatable)."),
-    json_out: Path | None = json_path_option("the checklist"),
-    db: opt.Db = None,
-) -> None:
+@with_flags(CHECKLIST.values())  # the options of tailscope.checklist (api/_flags.py)
+def checklist(json_out: Path | None = json_path_option("the checklist"), db: opt.Db = None, **options: Any) -> None:
     from tailscope.api.checklist import checklist as run_checklist
     from tailscope.report.verify import checklist_text
 
-    result = run_checklist(contract=contract, alerts=alerts, target_rps=target_rps, attest=attest, store=db)
+    result = run_checklist(**options, store=db)
     if not emit_json(result.to_dict(), json_out):
         if json_out is not None:
             err_console().print(f"wrote {json_out}")

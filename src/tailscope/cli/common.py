@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import json
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from tailscope.errors import ConfigError, TailscopeError
+from tailscope.errors import TailscopeError
+from tailscope.files import to_stdout, write_json
+from tailscope.files import write_text as write_text  # the commands write files through tailscope.files
 
 if TYPE_CHECKING:
+    from tailscope.api._flags import Flag
     from tailscope.store.runs import RunStore
 
-DB = typer.Option(None, "--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")
-JSON_OUT = typer.Option(
-    None, "--json", metavar="PATH", help="Write run, summary and every request to PATH (- = stdout, tables to stderr)."
-)
-QUIET = typer.Option(False, "--quiet", "-q", help="No live progress (for CI).")
-SLO = typer.Option([], "--slo", help="SLO like ttft_p99=1.5s or tpot_p99=60ms (repeatable).")
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Option sets that several commands share, defined once (typer reads the Annotated metadata; defaults stay in the
-# signatures). Kept one option a line, so the formatter is off for the block.
+# signatures). Kept one option a line, so the formatter is off for the block. The workload of bench, sim and twin
+# check and the engine of sim and serve are the library's (tailscope.api._flags, given by `with_flags`).
 # fmt: off
 Db = Annotated[Path | None, typer.Option("--db", help="Store (default $TAILSCOPE_DB or .tailscope/tailscope.duckdb).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress (for CI).")]
@@ -33,37 +32,15 @@ HtmlOut = Annotated[Path | None, typer.Option("--html", help="Write a self-conta
 Host = Annotated[str, typer.Option("--host", help="Interface to bind (default: this machine only).")]
 Port = Annotated[int, typer.Option("--port", help="Port to listen on (0 = a free one).")]
 
-# the workload of bench, sim and twin check
+# the model and engine of plan
 Profile = Annotated[Path | None, typer.Option("--profile", help="Workload profile YAML (flags override its fields).")]
-Concurrency = Annotated[int | None, typer.Option("--concurrency", "-c", "--max-concurrency", help=(
-    "Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop)."))]
-Rate = Annotated[float | None, typer.Option("--rate", "-r", "--request-rate", help="Open loop: requests per second.")]
-Arrival = Annotated[str, typer.Option("--arrival", help="Open-loop process: constant, poisson or gamma.")]
-Burstiness = Annotated[float, typer.Option("--burstiness", help="Gamma shape (<1 burstier, 1 = Poisson).")]
-Requests = Annotated[int | None, typer.Option("--requests", "-n", "--num-prompts", help=(
-    "Stop after N requests (warmup included)."))]
-Duration = Annotated[float | None, typer.Option("--duration", help="Stop starting requests after this many seconds.")]
-Warmup = Annotated[int, typer.Option("--warmup", help="First N requests are warmup: stored, excluded from statistics.")]
-InputTokens = Annotated[str, typer.Option("--input-tokens", help="N, uniform:A:B, normal:M:S, lognormal:MED:SIG.")]
-OutputTokens = Annotated[str, typer.Option("--output-tokens", help="Same forms as --input-tokens (max_tokens).")]
-
-# the engine model of sim, serve and plan
 Model = Annotated[str, typer.Option("--model", help="Catalog model id or a path to a config.json.")]
 Gpu = Annotated[str, typer.Option("--gpu", help="Catalog GPU id (tailscope catalog gpus).")]
 Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica (per attention-DP rank).")]
 Engine = Annotated[str, typer.Option("--engine", help="Serving engine: vllm, sglang or trtllm (costs, defaults).")]
-Ep = Annotated[int, typer.Option("--ep", help="Expert parallelism of an MoE model (divides tp × attention-dp).")]
 WeightsDtype = Annotated[str | None, typer.Option("--weights-dtype", help=(
     "bf16, fp8, int8, int4, fp4, mxfp4 (default: the checkpoint's own)."))]
 KvDtype = Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8 KV cache.")]
-MaxNumSeqs = Annotated[int | None, typer.Option("--max-num-seqs", help="Running requests at most (vLLM default).")]
-MaxNumBatchedTokens = Annotated[int | None, typer.Option("--max-num-batched-tokens", help=(
-    "Tokens per engine step at most (vLLM default)."))]
-GpuMemoryUtilization = Annotated[float, typer.Option("--gpu-memory-utilization", help="GPU memory fraction.")]
-NoPrefixCaching = Annotated[bool, typer.Option("--no-prefix-caching", help="Disable the prefix cache.")]
-Calibration = Annotated[Path | None, typer.Option("--calibration", help=(
-    "Calibration file: efficiencies, or a digital twin's twin.yaml."))]
-GpuFile = Annotated[Path | None, typer.Option("--gpu-file", help="YAML file with extra GPUs.")]
 # fmt: on
 
 
@@ -80,6 +57,24 @@ def store_path(db: Path | None) -> RunStore:
     return RunStore(db)
 
 
+def with_flags(flags: Iterable[Flag]) -> Callable[[F], F]:
+    """Give a command the options the library declares (:mod:`tailscope.api._flags`), before its own; their values
+    arrive in the command's ``**options`` (typer reads the signature this sets)."""
+
+    def add(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        head = [p for p in own if p.annotation is typer.Context]
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        made = [inspect.Parameter(f.name, kind, annotation=f.type, default=typer.Option(
+            list(f.default) if isinstance(f.default, tuple) else f.default, *f.decls.split(), help=f.help,
+            metavar=f.metavar)) for f in flags]  # fmt: skip
+        command.__signature__ = sig.replace(parameters=[*head, *made, *own[len(head) :]])  # type: ignore[attr-defined]
+        return command
+
+    return add
+
+
 def typed_params(ctx: typer.Context) -> frozenset[str]:
     """Names of the parameters typed on the command line (not left at their defaults)."""
     given: set[str] = set()
@@ -91,69 +86,27 @@ def typed_params(ctx: typer.Context) -> frozenset[str]:
     return frozenset(given)
 
 
-def write_text(path: Path, text: str, flag: str) -> None:
-    """Write an output file, creating its folder; ConfigError naming the flag when it cannot be written."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
-
-
-def write_export(path: Path, doc: dict[str, Any]) -> None:
-    """Write an export document (run, summary, every request) as JSON (``-`` = stdout); ConfigError naming ``--json``
-    when it cannot."""
-    if json_to_stdout(path):
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
-        return
-    write_text(path, json.dumps(doc, indent=1), "--json")
-
-
-def json_to_stdout(path: Path | None) -> bool:
-    """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
-    return path is not None and str(path) == "-"
-
-
-def write_export_chunks(path: Path, chunks: Iterable[bytes], flag: str = "--json") -> None:
-    """Write a streamed export document (:func:`tailscope.metrics.document.export_chunks`) chunk by chunk;
-    ConfigError naming ``flag`` when it cannot be written."""
-    if json_to_stdout(path):  # --json -: the document alone on stdout
-        sys.stdout.flush()
-        out = getattr(sys.stdout, "buffer", None)
-        for chunk in chunks:
-            if out is not None:
-                out.write(chunk)
-            else:
-                sys.stdout.write(chunk.decode("utf-8"))
-        sys.stdout.flush()
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
-
-
-def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
-    """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
-    if path is None:
-        return False
-    text = json.dumps(doc, indent=2)
-    if str(path) == "-":
-        sys.stdout.write(text + "\n")
-        return True
-    write_text(path, text + "\n", flag)
-    return False
-
-
 def json_path_option(what: str) -> Any:
     """``--json PATH``, one meaning across commands: write ``what`` as JSON to PATH, ``-`` for stdout (then instead of
     the table). Never a bare flag: typer cannot parse an option that is both (``--json --db x`` would eat ``--db``)."""
     return typer.Option(
         None, "--json", metavar="PATH", help=f"Write {what} as JSON to PATH (- = stdout, instead of the table)."
     )
+
+
+def json_to_stdout(path: Path | None) -> bool:
+    """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
+    return to_stdout(path)
+
+
+def write_export(path: Path, doc: dict[str, Any]) -> None:
+    """Write an export document (run, summary, every request) as JSON (``-`` = stdout)."""
+    write_json(path, doc, "--json", indent=1, end="")
+
+
+def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
+    """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
+    return write_json(path, doc, flag) and json_to_stdout(path)
 
 
 def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> None:
@@ -171,13 +124,9 @@ def emit_answer(doc: dict[str, Any], path: Path | None, render: Callable[[Any], 
     to ``path`` when one is given."""
     from tailscope.report.console import stdout_console
 
-    text = json.dumps(doc, indent=1, default=str)
-    if path is not None and str(path) == "-":
-        print(text)
-        return
-    render(stdout_console())
-    if path is not None:
-        write_text(path, text, "--json")
+    if not json_to_stdout(path):
+        render(stdout_console())
+    write_json(path, doc, "--json", indent=1, end="", default=str)
 
 
 def err_console() -> Any:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import DIAGNOSE
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app, json_or_render, json_path_option
+from tailscope.cli.common import command_app, json_or_render, json_path_option, with_flags
 
 _HELP = """Diagnose a run: saturation, prefill-bound TTFT, prefix-cache misses, KV pressure, prefill interference,
 long-output tails, stalls, client bottleneck, rate limiting and error bursts, cold start, and (with --traces)
@@ -26,24 +28,20 @@ Examples:
 """
 
 
+@with_flags(DIAGNOSE.values())  # the options of tailscope.diagnose (api/_flags.py)
 def diagnose(
     run: str = typer.Argument("latest", help="latest, a run id (or prefix), latest:TAG, or an export.json."),
-    traces: str | None = typer.Option(
-        None, "--traces", help="Trace set name, or a `trace analyze --json` file, for the critical-path rules."
-    ),
-    baseline: str | None = typer.Option(
-        None, "--baseline", help="A run to compare with (the smaller-model-slower and cost-spike trees)."
-    ),
     all_trees: bool = typer.Option(
         False, "--all-trees", help="Show every troubleshooting tree, not only the symptoms the run shows."
     ),
     json_out: Path | None = json_path_option("the findings and the walked trees"),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     from tailscope.api.verify import diagnose as run_diagnose
     from tailscope.report.verify import findings_text
 
-    diagnosis = run_diagnose(run, traces=traces, baseline=baseline, store=db)
+    diagnosis = run_diagnose(run, **options, store=db)
     json_or_render(
         diagnosis.to_dict(), json_out, lambda: typer.echo(findings_text(diagnosis, all_trees=all_trees), nl=False)
     )

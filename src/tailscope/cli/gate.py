@@ -8,11 +8,13 @@ code 2 (missing data), like an invalid contract. The verify commands import the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import GATE
 from tailscope.cli import common as opt
-from tailscope.cli.common import MissingInput, command_app, emit_json, json_to_stdout, write_text
+from tailscope.cli.common import MissingInput, command_app, emit_json, json_to_stdout, with_flags, write_text
 from tailscope.errors import NotFoundError, TailscopeError
 
 _HELP = """Check a run against a performance contract (SLOs, regressions vs a baseline, dependency layers).
@@ -33,6 +35,7 @@ A contract with only `layers:` SLOs and --traces (or --trace-only) is gated on t
 """
 
 
+@with_flags(GATE.values())  # the options of tailscope.gate (api/_flags.py)
 def gate(
     contract_arg: Path | None = typer.Argument(None, metavar="CONTRACT", help="Contract YAML (see docs/gates.md)."),
     contract_opt: Path | None = typer.Option(None, "--contract", help="The contract YAML (instead of the argument)."),
@@ -42,37 +45,22 @@ def gate(
     trace_only: bool = typer.Option(
         False, "--trace-only", help="Gate the contract's layers: SLOs on --traces alone (no run)."
     ),
-    baseline: str | None = typer.Option(
-        None, "--baseline", help="Baseline run for regression checks (default: the contract's regression.baseline)."
-    ),
-    traces: str | None = typer.Option(None, "--traces", help="Trace set (or spans JSON file) for layer checks."),
     junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per check)."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Write a markdown summary here."),
     github: bool = typer.Option(False, "--github", help="Print GitHub Actions annotations (::error …)."),
-    strict: bool = typer.Option(False, "--strict", help="Inconclusive regression checks fail the gate."),
-    diagnose: bool = typer.Option(
-        False, "--diagnose", help="When the gate does not pass, add `tailscope diagnose` findings to the outputs."
-    ),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here ('-' = stdout)."),
-    seed: int | None = typer.Option(None, "--seed", help="Bootstrap seed (default: the contract's, else 0)."),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     from tailscope.api.verify import gate as run_gate
     from tailscope.api.verify import load_layer_samples, load_run
     from tailscope.io.contracts import load_contract
-    from tailscope.report.verify import (
-        findings_markdown,
-        findings_text,
-        gate_github,
-        gate_junit,
-        gate_markdown,
-        gate_text,
-    )
+    from tailscope.report import verify as show
 
     contract = contract_opt or contract_arg
     if contract is None or (contract_opt is not None and contract_arg is not None):
         raise MissingInput("give the contract once: `tailscope gate CONTRACT` or --contract CONTRACT")
-    spec = load_contract(contract)
+    spec, traces = load_contract(contract), options["traces"]
     layers_only = not spec.slos and not (spec.regression and spec.regression.limits)
     if trace_only or (run is None and traces is not None and layers_only):
         if run is not None:
@@ -89,19 +77,19 @@ def gate(
             layers = load_layer_samples(traces, store=db) if traces is not None else None
         except TailscopeError as exc:  # no such run or trace set, an unreadable export: missing data
             raise MissingInput(str(exc)) from None
-        result = run_gate(
-            spec, run_data, baseline=baseline, traces=layers, store=db, strict=strict, seed=seed, diagnose=diagnose
-        )
+        result = run_gate(spec, run_data, **{**options, "traces": layers}, store=db)
     found = result.diagnosis
     json_stdout = json_to_stdout(json_out)
     # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr
-    typer.echo(gate_text(result) + ("\n" + findings_text(found) if found else ""), nl=False, err=json_stdout)
+    typer.echo(show.gate_text(result) + ("\n" + show.findings_text(found) if found else ""), nl=False, err=json_stdout)
     if junit is not None:
-        write_text(junit, gate_junit(result), "--junit")
+        write_text(junit, show.gate_junit(result), "--junit")
     if markdown is not None:
-        write_text(markdown, gate_markdown(result) + ("\n" + findings_markdown(found) if found else ""), "--markdown")
+        write_text(
+            markdown, show.gate_markdown(result) + ("\n" + show.findings_markdown(found) if found else ""), "--markdown"
+        )
     if github:
-        typer.echo(gate_github(result, contract_path=str(contract)), nl=False, err=json_stdout)
+        typer.echo(show.gate_github(result, contract_path=str(contract)), nl=False, err=json_stdout)
     emit_json(result.to_dict(), json_out)
     raise typer.Exit(result.exit_code)
 

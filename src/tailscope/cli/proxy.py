@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import PROXY_RULES
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app, verbatim
+from tailscope.cli.common import command_app, verbatim, with_flags
 
 _HELP = """Put a fault-injecting proxy in front of a dependency: latency (fixed, uniform or lognormal, per direction),
 HTTP errors for a share of requests, resets, stalls mid-stream, a bandwidth cap or a black hole. Rules are set at
@@ -29,6 +31,7 @@ Examples:
 """
 
 
+@with_flags(PROXY_RULES.values())  # one rule per flag (api/_flags.py)
 def proxy_command(
     listen: int = typer.Option(..., "--listen", help="Port to listen on (0 = a free one)."),
     to: str = typer.Option(..., "--to", help="Upstream: a URL (http mode) or HOST:PORT (tcp mode)."),
@@ -36,28 +39,15 @@ def proxy_command(
     host: opt.Host = "127.0.0.1",
     mode: str = typer.Option("http", "--mode", help="http (rules per request) or tcp (per connection)."),
     rules_file: Path | None = typer.Option(None, "--rules", help="Rules YAML file (rules: [...])."),
-    latency: str | None = typer.Option(
-        None, "--latency", help="Added before forwarding: 200 (ms), uniform:100-300 or lognormal:MEDIAN,P95."
-    ),
-    latency_down: str | None = typer.Option(
-        None, "--latency-down", help="Added before the response's first byte (same forms as --latency)."
-    ),
-    error: str | None = typer.Option(None, "--error", help="STATUS[:SHARE]: answer this status (e.g. 503:0.1)."),
-    reset: str | None = typer.Option(
-        None, "--reset", help="SHARE[:AFTER_BYTES]: close the connection (after that many response bytes)."
-    ),
-    stall: str | None = typer.Option(None, "--stall", help="MS[:AFTER_BYTES]: pause the response once, mid-stream."),
-    bandwidth: float | None = typer.Option(None, "--bandwidth", help="Throttle responses to this many kB/s."),
-    blackhole: bool = typer.Option(False, "--blackhole", help="Accept requests and never answer."),
     seed: int = typer.Option(0, "--seed", help="Seed of the shares' and latencies' draws."),
     duration: float | None = typer.Option(None, "--duration", help="Stop after this many seconds."),
+    **rule_flags: Any,
 ) -> None:
     from tailscope.api.proxy import ProxyServer, run_proxy
     from tailscope.cli.common import warn_exposed
     from tailscope.io.proxy_rules import rules_from_flags
 
-    rules = rules_from_flags(latency=latency, latency_down=latency_down, error=error, reset=reset, stall=stall,
-                             bandwidth_kbps=bandwidth, blackhole=blackhole)  # fmt: skip
+    rules = rules_from_flags(**rule_flags)
     warn_exposed("proxy", host, ", and so does the admin API")
 
     def ready(server: ProxyServer) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import RUNS_LIST, RUNS_TREND
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app, emit_json, err_console, json_path_option
+from tailscope.cli.common import command_app, emit_json, err_console, json_path_option, with_flags
 
 runs_app = command_app(
     help="Runs kept in the embedded store.\n\nExample: tailscope runs list; tailscope runs show latest",
@@ -16,14 +18,13 @@ runs_app = command_app(
 
 
 @runs_app.command("list")
+@with_flags(RUNS_LIST.values())  # the options of tailscope.list_runs (api/_flags.py)
 def list_(
-    limit: int = typer.Option(30, "--limit", help="How many runs (newest first)."),
-    kind: str | None = typer.Option(None, "--kind", help="Only bench, sim, trace or import runs."),
-    tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag (probe: calibration probes)."),
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the runs with their request counts as JSON to PATH (- = stdout)."
     ),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     """List runs with their headline numbers; repairs crashed runs first. Example: tailscope runs list --limit 10"""
     from tailscope.api.runs import list_runs
@@ -31,7 +32,7 @@ def list_(
     from tailscope.report.console import stdout_console
     from tailscope.report.runs_console import print_repair, runs_table
 
-    listing = list_runs(store=db, limit=limit, kind=kind, tag=tag)
+    listing = list_runs(store=db, **options)
     err = err_console()
     if listing.repair_error:
         err.print(f"warning: could not repair crashed runs now: {listing.repair_error}", highlight=False)
@@ -48,14 +49,12 @@ def list_(
 
 
 @runs_app.command("trend")
+@with_flags(RUNS_TREND.values())  # the options of tailscope.runs_trend (api/_flags.py)
 def trend(
-    tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag (e.g. main, nightly)."),
-    since: str | None = typer.Option(None, "--since", help="Only runs since: 7d, 48h, 2w back, or a date (UTC)."),
-    kind: str | None = typer.Option(None, "--kind", help="Only bench, sim or trace runs."),
-    limit: int = typer.Option(1000, "--limit", help="At most this many of the newest runs."),
     json_out: Path | None = typer.Option(None, "--json", metavar="PATH", help="Write the trend as JSON (- = stdout)."),
     html_out: Path | None = typer.Option(None, "--html", metavar="PATH", help="Write an HTML page with the charts."),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     """TTFT and TPOT p50/p99 and daily tokens across runs over time, change points marked (the weekly review).
 
@@ -66,7 +65,7 @@ def trend(
     from tailscope.report.html import write_html
     from tailscope.report.trend import print_trend, render_trend_html
 
-    t = runs_trend(tag=tag, since=since, kind=kind, limit=limit, store=db)
+    t = runs_trend(**options, store=db)
     if html_out is not None:
         write_html(html_out, render_trend_html(t))
         err_console().print(f"wrote {html_out}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tailscope.api._flags import ENGINE_FLAGS, FAULT_FLAGS, SERVE
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app
+from tailscope.cli.common import command_app, with_flags
 
 if TYPE_CHECKING:
     from tailscope.serve.options import ServeOptions
@@ -24,58 +25,14 @@ Examples:
 """
 
 
+@with_flags([*ENGINE_FLAGS.values(), *FAULT_FLAGS.values(), *SERVE.values()])  # the engine as sim has it, faults
 def serve(
-    model: opt.Model = "llama-3.1-8b",
-    gpu: opt.Gpu = "h100-sxm",
     host: opt.Host = "127.0.0.1",
     port: opt.Port = 8000,
-    speed: float = typer.Option(1.0, "--speed", help="Engine seconds per wall second (2 = twice as fast)."),
-    served_model_name: str | None = typer.Option(
-        None, "--served-model-name", help="Name clients use (default: --model)."
-    ),
-    tp: opt.Tp = 1,
-    engine_kind: opt.Engine = "vllm",
-    ep: opt.Ep = 1,
-    weights_dtype: opt.WeightsDtype = None,
-    kv_dtype: opt.KvDtype = "bf16",
-    max_num_seqs: opt.MaxNumSeqs = None,
-    max_num_batched_tokens: opt.MaxNumBatchedTokens = None,
     max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context length (default: the model's)."),
-    gpu_memory_utilization: opt.GpuMemoryUtilization = 0.9,
-    no_prefix_caching: opt.NoPrefixCaching = False,
-    calibration: opt.Calibration = None,
     seed: int = typer.Option(0, "--seed", help="Seed of response ids, output lengths and injected faults."),
-    fail_rate: float = typer.Option(0.0, "--fail-rate", help="Probability of answering 500 at once."),
-    rate_limit_rate: float = typer.Option(0.0, "--rate-limit-rate", help="Probability of answering 429."),
-    retry_after: int = typer.Option(1, "--retry-after", help="Retry-After seconds sent with injected 429s."),
-    stall_prob: float = typer.Option(0.0, "--stall-prob", help="Probability that a response pauses mid-stream."),
-    stall_ms: float = typer.Option(2000.0, "--stall-ms", help="Length of that pause in milliseconds."),
-    disconnect_prob: float = typer.Option(0.0, "--disconnect-prob", help="Probability of cutting a stream."),
-    malformed_rate: float = typer.Option(0.0, "--malformed-rate", help="Probability of one non-JSON data line."),
-    gpu_file: opt.GpuFile = None,
-    frontend_latency: bool = typer.Option(
-        True,
-        "--frontend-latency/--no-frontend-latency",
-        help="Delay requests by the API-server latency the engine model prices (as sim does).",
-    ),
-    otlp_endpoint: str | None = typer.Option(
-        None,
-        "--otlp-endpoint",
-        help="Export one vLLM-style llm_request span per request (gen_ai.latency.*) to this OTLP/HTTP collector, "
-        "e.g. http://127.0.0.1:4318 (tailscope trace collect); honours incoming traceparent.",
-    ),
-    otlp_spans: str = typer.Option(
-        "phases",
-        "--otlp-spans",
-        help="phases: the llm_request span with the engine's phases as child spans (receive, queue, one per prefill "
-        "chunk, decode, stream end); request: that span alone (fewer spans).",
-    ),
-    reasoning_tokens: int = typer.Option(
-        0,
-        "--reasoning-tokens",
-        help="Act as a reasoning model: the first N output tokens of each chat response are reasoning_content.",
-    ),
     exit_on_stdin_eof: bool = typer.Option(False, "--exit-on-stdin-eof", hidden=True),
+    **table_flags: Any,
 ) -> None:
     """Serve the OpenAI API from the simulated engine: tokens leave at the step times the engine model computes."""
     import contextlib
@@ -85,13 +42,11 @@ def serve(
     from tailscope.serve.engine_factory import EngineFlags
     from tailscope.serve.faults import FaultConfig
 
-    faults = FaultConfig(fail_rate=fail_rate, rate_limit_rate=rate_limit_rate, retry_after_s=retry_after,
-                         stall_prob=stall_prob, stall_ms=stall_ms, disconnect_prob=disconnect_prob,
-                         malformed_rate=malformed_rate, seed=seed)  # fmt: skip
-    flags = EngineFlags(tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-                        enable_prefix_caching=not no_prefix_caching, max_model_len=max_model_len,
-                        calibration=calibration, gpu_file=gpu_file, backend=engine_kind, ep=ep)  # fmt: skip
+    faults = FaultConfig(**{k: table_flags.pop(k) for k in FAULT_FLAGS}, seed=seed)
+    server = {k: table_flags.pop(k) for k in SERVE}
+    model, gpu, backend, no_cache = (table_flags.pop(k) for k in ("model", "gpu", "engine", "no_prefix_caching"))
+    flags = EngineFlags(**table_flags, enable_prefix_caching=not no_cache, backend=backend,
+                        max_model_len=max_model_len)  # fmt: skip
     warn_exposed("serve", host, "; the server has no authentication")
 
     def ready(options: ServeOptions, url: str) -> None:
@@ -104,9 +59,7 @@ def serve(
         print(f"serving {options.model_name!r} at {url}/v1 (metrics at {url}/metrics); Ctrl-C to stop", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C during shutdown
-        run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, served_model_name=served_model_name,
-                   speed=speed, seed=seed, frontend_latency=frontend_latency, otlp_endpoint=otlp_endpoint,
-                   otlp_spans=otlp_spans, reasoning_tokens=reasoning_tokens, on_ready=ready,
+        run_server(model, gpu, flags=flags, faults=faults, host=host, port=port, **server, seed=seed, on_ready=ready,
                    exit_on_stdin_eof=exit_on_stdin_eof)  # fmt: skip
     print("tailscope serve: stopped", file=sys.stderr)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import CALIBRATE, TWIN_CHECK, pick
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app
+from tailscope.cli.common import command_app, with_flags
 from tailscope.errors import TailscopeError
 
 twin_app = command_app(
@@ -24,27 +26,8 @@ def _twin_group() -> None:
     """The calibrated digital twin (a group, so that ``twin check`` stays a subcommand while it is the only one)."""
 
 
-def calibrate(
-    url: str | None = typer.Option(None, "--url", help="The server to probe (an OpenAI-compatible vLLM)."),
-    model: str | None = typer.Option(None, "--model", help="Model name (default: the first listed)."),
-    out: Path = typer.Option(Path("twin.yaml"), "--out", help="Where to write the twin."),
-    from_runs: list[str] = typer.Option([], "--from-runs", help="Fit from stored runs instead of probing."),
-    budget: float = typer.Option(180.0, "--budget", help="Probe time limit in seconds."),
-    concurrencies: str = typer.Option("1,2,4,8", "--concurrencies", help="Decode probe concurrencies."),
-    burst: bool = typer.Option(True, "--burst/--no-burst", help="Finish with a burst that fills the KV cache."),
-    rounds: int | None = typer.Option(
-        None, "--rounds", help="Interleaved rounds of the prefill and decode ladders (default 8; more: steadier fit)."
-    ),
-    prefill_repeats: int | None = typer.Option(
-        None, "--prefill-repeats", help="Requests per prompt length in each round's prefill ladder (default 4)."
-    ),
-    max_num_seqs: int = typer.Option(256, "--max-num-seqs", help="The server's --max-num-seqs."),
-    max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens", help="The server's token budget."),
-    block_size: int | None = typer.Option(None, "--block-size", help="KV block size when /metrics lacks it."),
-    num_blocks: int | None = typer.Option(None, "--num-blocks", help="KV blocks when /metrics lacks them."),
-    seed: int = typer.Option(0, "--seed"),
-    db: opt.Db = None,
-) -> None:
+@with_flags(CALIBRATE.values())  # the options of tailscope.calibrate (api/_flags.py)
+def calibrate(db: opt.Db = None, **options: Any) -> None:
     """Probe a server (bounded) and fit its digital twin; or fit one from stored runs.
 
     Examples:
@@ -59,44 +42,22 @@ def calibrate(
     from tailscope.report.twin_console import print_twin
 
     err = err_console()
-    result = fit(
-        url, model=model, out=out, from_runs=from_runs, budget=budget, concurrencies=concurrencies, burst=burst,
-        rounds=rounds, prefill_repeats=prefill_repeats, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, num_blocks=num_blocks, seed=seed,
-        store=store_path(db), on_phase=lambda name: err.print(f"probe: {name}"),
-    )  # fmt: skip
+    result = fit(**options, store=store_path(db), on_phase=lambda name: err.print(f"probe: {name}"))
     print_twin(stdout_console(), result.twin, result.path, result.notes)
 
 
 @twin_app.command("check")
+@with_flags([*pick("profile rate concurrency arrival requests duration input_tokens output_tokens",
+                  output_tokens={"default": "64"}), *TWIN_CHECK.values()])  # fmt: skip
 def check(
     calibration: Path = typer.Option(..., "--calibration", help="The twin file."),
     url: str = typer.Option(..., "--url", help="The real server to measure."),
-    model: str | None = typer.Option(None, "--model"),
-    profile: opt.Profile = None,
-    rate: opt.Rate = None,
-    concurrency: opt.Concurrency = None,
-    arrival: opt.Arrival = "poisson",
-    requests: opt.Requests = None,
-    duration: opt.Duration = None,
-    input_tokens: opt.InputTokens = "256",
-    output_tokens: opt.OutputTokens = "64",
-    seed: int = typer.Option(0, "--seed"),
-    tolerance: float = typer.Option(0.25, "--tolerance", help="Largest |error| allowed on TTFT/TPOT p50 and p90."),
     json_out: Path | None = typer.Option(
         None, "--json", metavar="PATH", help="Write the check as JSON to PATH (- = stdout, the table to stderr)."
     ),
     html_out: Path | None = typer.Option(None, "--html", help="Write predicted vs measured as an HTML report."),
     db: opt.Db = None,
-    anchor: bool = typer.Option(
-        False,
-        "--anchor",
-        help="Re-read the server's current speed with a small fixed run before and after the workload and scale "
-        "the twin's costs to it (for machines whose speed drifts, e.g. shared VMs).",
-    ),
-    repeat: int = typer.Option(
-        1, "--repeat", help="Measure the workload this many times and compare with the median of each percentile."
-    ),
+    **options: Any,
 ) -> None:
     """Predict a workload with the twin, measure it on the server, compare; exit 1 beyond --tolerance.
 
@@ -110,22 +71,14 @@ def check(
     from tailscope.report.twin_console import print_twin_check
 
     err = err_console()
-    result = twin_check(
-        calibration, url, model=model, profile=profile, rate=rate, concurrency=concurrency, arrival=arrival,
-        requests=requests, duration=duration, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
-        tolerance=tolerance, anchor=anchor, repeat=repeat, store=store_path(db), on_phase=err.print,
-    )  # fmt: skip
+    result = twin_check(calibration, url, **options, store=store_path(db), on_phase=err.print)
     print_twin_check(err if json_to_stdout(json_out) else stdout_console(), result.report)
     emit_json(result.report, json_out)
     if html_out is not None:
         write_report(html_out, [result.measured[-1], result.prediction])
         err.print(f"wrote {html_out}")
     if not result.passed:
-        raise _CheckFailed(f"the twin missed by more than {tolerance:.0%} on {', '.join(result.failed)}")
-
-
-class _CheckFailed(TailscopeError):
-    exit_code = 1
+        raise TailscopeError(f"the twin missed by more than {options['tolerance']:.0%} on {', '.join(result.failed)}")
 
 
 calibrate_app = command_app()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -10,6 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from tailscope.units import format_ms
+
+if TYPE_CHECKING:
+    from tailscope.records import Target
 
 _LATENCY_ROWS = (
     ("TTFT", "ttft_ms"),
@@ -34,6 +37,11 @@ def _num(v: float | None) -> str:
 
 #: the mark of a percentile estimated from fewer samples than a 95 % interval needs
 THIN = "*"
+
+
+def target_line(t: Target) -> str:
+    """The target a bench runs against, in console markup: the built-in engine's description, or URL and model."""
+    return f"[cyan]target: {t.description} at {t.url}[/]" if t.builtin else f"target: {t.url} model {t.model}"
 
 
 def latency_table(summary: dict[str, Any], title: str = "Latency in ms, from the intended send time") -> Table:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import ConfigError
-from tailscope.metrics.slo import Slo
+
+if TYPE_CHECKING:  # an annotation only: the options (and the flags built from them) load without numpy
+    from tailscope.metrics.slo import Slo
 
 #: the defaults of the fields that a profile can set (None in :class:`BenchOptions` = not given)
 DEFAULTS: dict[str, Any] = {
