@@ -19,7 +19,7 @@ _EXPORTS: dict[str, str] = {
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "BudgetPlan": "tailscope.plan.budget",
-    "CacheabilityResult": "tailscope.api.trace",
+    "CacheabilityResult": "tailscope.api.cacheability",
     "Calibration": "tailscope.api.twin",
     "CapacityResult": "tailscope.api.plan",
     "CatalogError": "tailscope.errors",
@@ -81,19 +81,19 @@ _EXPORTS: dict[str, str] = {
     "TraceAnalysis": "tailscope.api.trace",
     "TraceDiff": "tailscope.api.trace",
     "TraceFormatError": "tailscope.errors",
-    "TraceJoin": "tailscope.api.trace",
+    "TraceJoin": "tailscope.api.join",
     "TraceView": "tailscope.api.trace",
     "Translation": "tailscope.workload.translate",
     "TwinCheck": "tailscope.api.twin",
     "UnknownOperationError": "tailscope.errors",
     "Verdict": "tailscope.verify.evaluate",
-    "WhatIfResult": "tailscope.api.trace",
+    "WhatIfResult": "tailscope.api.whatif",
     "alerts": "tailscope.api.verify",
     "analyze_traces": "tailscope.api.trace",
     "bench": "tailscope.api.bench",
     "bench_async": "tailscope.api.bench",
     "bench_repeat": "tailscope.api.bench",
-    "cacheability": "tailscope.api.trace",
+    "cacheability": "tailscope.api.cacheability",
     "calibrate": "tailscope.api.twin",
     "calibrate_async": "tailscope.api.twin",
     "checklist": "tailscope.api.checklist",
@@ -112,7 +112,7 @@ _EXPORTS: dict[str, str] = {
     "gate": "tailscope.api.verify",
     "import_run": "tailscope.api.peers",
     "ingest_traces": "tailscope.api.trace",
-    "join_traces": "tailscope.api.trace",
+    "join_traces": "tailscope.api.join",
     "list_runs": "tailscope.api.runs",
     "load_run": "tailscope.api.verify",
     "parse_length_spec": "tailscope.workload.lengths",
@@ -145,7 +145,7 @@ _EXPORTS: dict[str, str] = {
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
-    "whatif": "tailscope.api.trace",
+    "whatif": "tailscope.api.whatif",
     "write_demo_traces": "tailscope.api.trace",
     "write_report": "tailscope.api.report",
 }
@@ -307,8 +307,10 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.cacheability import CacheabilityResult, cacheability
     from tailscope.api.checklist import checklist
     from tailscope.api.drill import DrillResult, drill, drill_async
+    from tailscope.api.join import TraceJoin, join_traces
     from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
     from tailscope.api.plan import (
         CapacityResult,
@@ -336,29 +338,24 @@ if TYPE_CHECKING:
     )
     from tailscope.api.sim import SimResult, simulate
     from tailscope.api.trace import (
-        CacheabilityResult,
         CollectResult,
         IngestResult,
         TraceAnalysis,
         TraceDiff,
-        TraceJoin,
         TraceView,
-        WhatIfResult,
         analyze_traces,
-        cacheability,
         collect_traces,
         collect_traces_async,
         delete_trace_sets,
         diff_traces,
         ingest_traces,
-        join_traces,
         show_trace,
         trace_sets,
-        whatif,
         write_demo_traces,
     )
     from tailscope.api.twin import Calibration, TwinCheck, calibrate, calibrate_async, twin_check, twin_check_async
     from tailscope.api.verify import alerts, compare, diagnose, gate, load_run
+    from tailscope.api.whatif import WhatIfResult, whatif
     from tailscope.errors import (
         CatalogError,
         ConfigError,
