@@ -21,7 +21,7 @@ _EXPORTS: dict[str, str] = {
     "BudgetPlan": "tailscope.plan.budget",
     "CacheabilityResult": "tailscope.api.cacheability",
     "Calibration": "tailscope.api.twin",
-    "CapacityResult": "tailscope.api.plan",
+    "CapacityResult": "tailscope.api.capacity",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
     "Checklist": "tailscope.verify.checklist",
@@ -117,13 +117,13 @@ _EXPORTS: dict[str, str] = {
     "load_run": "tailscope.api.verify",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
-    "plan_budget": "tailscope.api.plan",
-    "plan_capacity": "tailscope.api.plan",
-    "plan_cost": "tailscope.api.plan",
+    "plan_budget": "tailscope.api.budget",
+    "plan_capacity": "tailscope.api.capacity",
+    "plan_cost": "tailscope.api.cost",
     "plan_estimate": "tailscope.api.plan",
     "plan_kv": "tailscope.api.plan",
-    "plan_napkin": "tailscope.api.plan",
-    "plan_unit_cost": "tailscope.api.plan",
+    "plan_napkin": "tailscope.api.cost",
+    "plan_unit_cost": "tailscope.api.cost",
     "plan_routing": "tailscope.api.routing",
     "repair_store": "tailscope.api.runs",
     "runs_trend": "tailscope.api.runs",
@@ -307,21 +307,15 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.budget import plan_budget
     from tailscope.api.cacheability import CacheabilityResult, cacheability
+    from tailscope.api.capacity import CapacityResult, plan_capacity
     from tailscope.api.checklist import checklist
+    from tailscope.api.cost import plan_cost, plan_napkin, plan_unit_cost
     from tailscope.api.drill import DrillResult, drill, drill_async
     from tailscope.api.join import TraceJoin, join_traces
     from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
-    from tailscope.api.plan import (
-        CapacityResult,
-        plan_budget,
-        plan_capacity,
-        plan_cost,
-        plan_estimate,
-        plan_kv,
-        plan_napkin,
-        plan_unit_cost,
-    )
+    from tailscope.api.plan import plan_estimate, plan_kv
     from tailscope.api.proxy import ProxyServer, run_proxy, run_proxy_async, start_proxy
     from tailscope.api.report import report_html, write_report
     from tailscope.api.routing import plan_routing

@@ -131,7 +131,7 @@ def capacity(
             raise ConfigError(
                 "the napkin form needs --users, --gpu-tokens-s and --tokens-per-user-s (or an --slo giving the rate)"
             )
-        from tailscope.api.plan import plan_napkin
+        from tailscope.api.cost import plan_napkin
 
         try:
             mean_out = float(output_tokens) if output_tokens is not None else None
@@ -143,7 +143,7 @@ def capacity(
         return
     if model is None or gpu is None or target_rps is None:
         raise ConfigError("plan capacity needs --model, --gpu and --target-rps (or the napkin form: --users …)")
-    from tailscope.api.plan import plan_capacity
+    from tailscope.api.capacity import plan_capacity
 
     r = plan_capacity(model, gpu, target_rps=target_rps, slo=slo, profile=profile, input_tokens=input_tokens,
                       output_tokens=output_tokens or "256", headroom=headroom, tp=tp, max_replicas=max_replicas,
@@ -196,12 +196,12 @@ def cost(
     from tailscope.report.plan_console import print_cost, print_unit_cost
 
     if tokens_per_day is not None:
-        from tailscope.api.plan import plan_unit_cost
+        from tailscope.api.cost import plan_unit_cost
 
         u = plan_unit_cost(tokens_per_day=tokens_per_day, gpu_hours=gpu_hours, bill=bill, gpu_price=gpu_price)
         emit_answer(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
         return
-    from tailscope.api.plan import plan_cost
+    from tailscope.api.cost import plan_cost
 
     if run is None:
         raise ConfigError(
@@ -248,7 +248,7 @@ def budget(
 
       tailscope plan budget --target 4s --from-traces before   # the tail's critical path vs the budgets
     """
-    from tailscope.api.plan import plan_budget
+    from tailscope.api.budget import plan_budget
     from tailscope.cli.common import store_path
     from tailscope.report.plan_console import print_budget
 
