@@ -19,9 +19,9 @@ _EXPORTS: dict[str, str] = {
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "BudgetPlan": "tailscope.plan.budget",
-    "CacheabilityResult": "tailscope.api.trace",
+    "CacheabilityResult": "tailscope.api.cacheability",
     "Calibration": "tailscope.api.twin",
-    "CapacityResult": "tailscope.api.plan",
+    "CapacityResult": "tailscope.api.capacity",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
     "Checklist": "tailscope.verify.checklist",
@@ -81,19 +81,19 @@ _EXPORTS: dict[str, str] = {
     "TraceAnalysis": "tailscope.api.trace",
     "TraceDiff": "tailscope.api.trace",
     "TraceFormatError": "tailscope.errors",
-    "TraceJoin": "tailscope.api.trace",
+    "TraceJoin": "tailscope.api.join",
     "TraceView": "tailscope.api.trace",
     "Translation": "tailscope.workload.translate",
     "TwinCheck": "tailscope.api.twin",
     "UnknownOperationError": "tailscope.errors",
     "Verdict": "tailscope.verify.evaluate",
-    "WhatIfResult": "tailscope.api.trace",
+    "WhatIfResult": "tailscope.api.whatif",
     "alerts": "tailscope.api.verify",
     "analyze_traces": "tailscope.api.trace",
     "bench": "tailscope.api.bench",
     "bench_async": "tailscope.api.bench",
     "bench_repeat": "tailscope.api.bench",
-    "cacheability": "tailscope.api.trace",
+    "cacheability": "tailscope.api.cacheability",
     "calibrate": "tailscope.api.twin",
     "calibrate_async": "tailscope.api.twin",
     "checklist": "tailscope.api.checklist",
@@ -112,18 +112,18 @@ _EXPORTS: dict[str, str] = {
     "gate": "tailscope.api.verify",
     "import_run": "tailscope.api.peers",
     "ingest_traces": "tailscope.api.trace",
-    "join_traces": "tailscope.api.trace",
+    "join_traces": "tailscope.api.join",
     "list_runs": "tailscope.api.runs",
     "load_run": "tailscope.api.verify",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
-    "plan_budget": "tailscope.api.plan",
-    "plan_capacity": "tailscope.api.plan",
-    "plan_cost": "tailscope.api.plan",
+    "plan_budget": "tailscope.api.budget",
+    "plan_capacity": "tailscope.api.capacity",
+    "plan_cost": "tailscope.api.cost",
     "plan_estimate": "tailscope.api.plan",
     "plan_kv": "tailscope.api.plan",
-    "plan_napkin": "tailscope.api.plan",
-    "plan_unit_cost": "tailscope.api.plan",
+    "plan_napkin": "tailscope.api.cost",
+    "plan_unit_cost": "tailscope.api.cost",
     "plan_routing": "tailscope.api.routing",
     "repair_store": "tailscope.api.runs",
     "runs_trend": "tailscope.api.runs",
@@ -145,7 +145,7 @@ _EXPORTS: dict[str, str] = {
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
-    "whatif": "tailscope.api.trace",
+    "whatif": "tailscope.api.whatif",
     "write_demo_traces": "tailscope.api.trace",
     "write_report": "tailscope.api.report",
 }
@@ -307,19 +307,15 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
+    from tailscope.api.budget import plan_budget
+    from tailscope.api.cacheability import CacheabilityResult, cacheability
+    from tailscope.api.capacity import CapacityResult, plan_capacity
     from tailscope.api.checklist import checklist
+    from tailscope.api.cost import plan_cost, plan_napkin, plan_unit_cost
     from tailscope.api.drill import DrillResult, drill, drill_async
+    from tailscope.api.join import TraceJoin, join_traces
     from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
-    from tailscope.api.plan import (
-        CapacityResult,
-        plan_budget,
-        plan_capacity,
-        plan_cost,
-        plan_estimate,
-        plan_kv,
-        plan_napkin,
-        plan_unit_cost,
-    )
+    from tailscope.api.plan import plan_estimate, plan_kv
     from tailscope.api.proxy import ProxyServer, run_proxy, run_proxy_async, start_proxy
     from tailscope.api.report import report_html, write_report
     from tailscope.api.routing import plan_routing
@@ -336,29 +332,24 @@ if TYPE_CHECKING:
     )
     from tailscope.api.sim import SimResult, simulate
     from tailscope.api.trace import (
-        CacheabilityResult,
         CollectResult,
         IngestResult,
         TraceAnalysis,
         TraceDiff,
-        TraceJoin,
         TraceView,
-        WhatIfResult,
         analyze_traces,
-        cacheability,
         collect_traces,
         collect_traces_async,
         delete_trace_sets,
         diff_traces,
         ingest_traces,
-        join_traces,
         show_trace,
         trace_sets,
-        whatif,
         write_demo_traces,
     )
     from tailscope.api.twin import Calibration, TwinCheck, calibrate, calibrate_async, twin_check, twin_check_async
     from tailscope.api.verify import alerts, compare, diagnose, gate, load_run
+    from tailscope.api.whatif import WhatIfResult, whatif
     from tailscope.errors import (
         CatalogError,
         ConfigError,

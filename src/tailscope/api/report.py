@@ -168,7 +168,7 @@ def _joined_item(
     ref: RunRef, set_name: str, *, store: StorePath | RunStore | None, trace_store: StorePath | None
 ) -> ReportRun:
     """One stored run's report item with its join against ``set_name`` (both in ``store``)."""
-    from tailscope.api.trace import join_traces
+    from tailscope.api.join import join_traces
 
     if not isinstance(ref, str):
         raise ConfigError("report RUN --traces SET: give the run as a stored run's id (or latest)")

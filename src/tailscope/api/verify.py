@@ -347,7 +347,7 @@ def _run_costs(
     data: Sequence[RunData], result: ComparisonResult, gpu_price: float, gpus: int | None
 ) -> tuple[float | None, ...]:
     """USD per 1M output tokens per run: GPUs × price ÷ 3600 ÷ output tokens/s × 10⁶ (None when unknown)."""
-    from tailscope.api.plan import run_gpus
+    from tailscope.api.cost import run_gpus
 
     try:
         rates: Sequence[float | None] = result.row("output_tokens_per_s").values

@@ -79,7 +79,7 @@ def capacity(json_out: Path | None = _JSON, **options: Any) -> None:
             raise ConfigError(
                 "the napkin form needs --users, --gpu-tokens-s and --tokens-per-user-s (or an --slo giving the rate)"
             )
-        from tailscope.api.plan import plan_napkin
+        from tailscope.api.cost import plan_napkin
 
         try:
             mean_out = float(output_tokens) if output_tokens is not None else None
@@ -90,7 +90,7 @@ def capacity(json_out: Path | None = _JSON, **options: Any) -> None:
         return
     if options["model"] is None or options["gpu"] is None or options["target_rps"] is None:
         raise ConfigError("plan capacity needs --model, --gpu and --target-rps (or the napkin form: --users …)")
-    from tailscope.api.plan import plan_capacity
+    from tailscope.api.capacity import plan_capacity
 
     steady_window_s = options.pop("steady_window")
     r = plan_capacity(**options, output_tokens=output_tokens or "256", steady_window_s=steady_window_s)
@@ -121,12 +121,12 @@ def cost(db: opt.Db = None, json_out: Path | None = _JSON, **options: Any) -> No
 
     unit = {k: options.pop(k) for k in ("tokens_per_day", "gpu_hours", "bill")}
     if unit["tokens_per_day"] is not None:
-        from tailscope.api.plan import plan_unit_cost
+        from tailscope.api.cost import plan_unit_cost
 
         u = plan_unit_cost(**unit, gpu_price=options["gpu_price"])
         emit_answer(u.to_dict(), json_out, lambda con: print_unit_cost(con, u))
         return
-    from tailscope.api.plan import plan_cost
+    from tailscope.api.cost import plan_cost
 
     if options["run"] is None:
         raise ConfigError(
@@ -153,7 +153,7 @@ def budget(db: opt.Db = None, json_out: Path | None = _JSON, **options: Any) -> 
 
       tailscope plan budget --target 4s --from-traces before   # the tail's critical path vs the budgets
     """
-    from tailscope.api.plan import plan_budget
+    from tailscope.api.budget import plan_budget
     from tailscope.cli.common import store_path
     from tailscope.report.plan_console import print_budget
 

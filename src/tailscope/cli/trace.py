@@ -93,7 +93,7 @@ def join(
 ) -> None:
     """Join a bench run with a trace set by trace id; take each client-seen TTFT and E2E apart.
     Example: tailscope trace join --run latest --set live"""
-    from tailscope.api.trace import join_traces
+    from tailscope.api.join import join_traces
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_join
 
@@ -212,7 +212,7 @@ def whatif(
 
     Example: tailscope trace whatif --set before --set-duration "auth=30ms" --parallel "search_a,search_b" --rank
     """
-    from tailscope.api.trace import whatif as project_whatif
+    from tailscope.api.whatif import whatif as project_whatif
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_whatif
 
@@ -248,7 +248,7 @@ def cacheability(
 
     Example: tailscope trace cacheability --set before --ttl "qdrant search=7d" --change-rate "get_user=24/d"
     """
-    from tailscope.api.trace import cacheability as score_cacheability
+    from tailscope.api.cacheability import cacheability as score_cacheability
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_cacheability
 

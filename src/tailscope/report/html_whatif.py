@@ -62,7 +62,7 @@ def cdf_svg(quantiles: Sequence[float], series: Mapping[str, Sequence[float]]) -
 
 
 def render_whatif_page(doc: Mapping[str, Any], *, title: str | None = None) -> str:
-    """The page of one what-if document (:meth:`tailscope.api.trace.WhatIfResult.to_dict`)."""
+    """The page of one what-if document (:meth:`tailscope.api.whatif.WhatIfResult.to_dict`)."""
     dist = doc.get("distribution") or {}
     svg = ""
     if dist and doc.get("changes"):

@@ -126,11 +126,11 @@ def test_engine_flags_default_to_the_engine_s() -> None:
 
 
 def test_plan_flags_default_to_the_planners() -> None:
-    from tailscope.api import plan
+    from tailscope.api import capacity, cost, plan
 
     for table, fns in ((PLAN_KV, [plan.plan_kv]), (PLAN_ESTIMATE, [plan.plan_estimate]),
-                       (PLAN_CAPACITY, [plan.plan_capacity, plan.plan_napkin]),
-                       (PLAN_COST, [plan.plan_cost, plan.plan_unit_cost])):  # fmt: skip
+                       (PLAN_CAPACITY, [capacity.plan_capacity, cost.plan_napkin]),
+                       (PLAN_COST, [cost.plan_cost, cost.plan_unit_cost])):  # fmt: skip
         api = {n: p for fn in fns for n, p in inspect.signature(fn).parameters.items()}
         for name, flag in table.items():
             param = api[{"steady_window": "steady_window_s"}.get(name, name)]
@@ -142,7 +142,7 @@ def test_plan_flags_default_to_the_planners() -> None:
 
 
 def test_the_other_tables_default_to_their_functions() -> None:
-    from tailscope.api import app, checklist, plan, report, routing, runs, serve, twin, verify
+    from tailscope.api import app, budget, checklist, report, routing, runs, serve, twin, verify
     from tailscope.io.proxy_rules import rules_from_flags
     from tailscope.serve.faults import FaultConfig
 
@@ -153,7 +153,7 @@ def test_the_other_tables_default_to_their_functions() -> None:
                       (CALIBRATE, twin.calibrate_async), (PROXY_RULES, rules_from_flags),
                       (APP, app.run_app_async), (TWIN_CHECK, twin.twin_check_async), (RUNS_LIST, runs.list_runs),
                       (RUNS_TREND, runs.runs_trend), (DIAGNOSE, verify.diagnose), (SERVE, serve.run_server),
-                      (GATE, verify.gate), (PLAN_BUDGET, plan.plan_budget)):  # fmt: skip
+                      (GATE, verify.gate), (PLAN_BUDGET, budget.plan_budget)):  # fmt: skip
         api = inspect.signature(fn).parameters
         for name, flag in table.items():
             default = api[name].default

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tailscope.api.plan import plan_capacity
+from tailscope.api.capacity import plan_capacity
 from tailscope.api.sim import simulate
 from tailscope.engine.residuals import MIN_CONFIGS, MIN_ROWS, interval, model_family, residual_group
 from tailscope.engine.residuals_table import TABLE

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tailscope.api.plan import plan_capacity
+from tailscope.api.capacity import plan_capacity
 from tailscope.api.sim import simulate
 from tailscope.metrics.saturation import detect_saturation
 from tailscope.plan.capacity import SimCheck

@@ -185,7 +185,7 @@ def test_kv_offload_in_sim_lowers_recompute() -> None:
 
 
 def test_plan_capacity_sizes_prefill_and_decode_pools() -> None:
-    from tailscope.api.plan import plan_capacity
+    from tailscope.api.capacity import plan_capacity
 
     r = plan_capacity(
         "llama-3.1-8b", "h100-sxm", target_rps=25, slo=["ttft_p99=3s", "tpot_p99=25ms"], input_tokens="3000",

@@ -1,0 +1,332 @@
+"""Plan: :func:`plan_capacity` — the cheapest configuration (TP degree × replicas, or a prefill/decode split) that
+meets the SLOs at a target load: analytic estimates bound the search, every answer is re-checked by simulation.
+Nothing is written."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tailscope.api._support import public
+from tailscope.api.plan import PathLike, PerfModel, perf_model
+from tailscope.errors import ConfigError, PlanError
+from tailscope.io.calibration import load_calibration
+from tailscope.io.models import resolve_model
+from tailscope.metrics.slo import Slo, parse_slo
+from tailscope.plan.capacity import CapacityPlan, SimCheck, search_capacity
+from tailscope.plan.estimate import estimate_request
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityResult:
+    """The answer of :func:`plan_capacity`: the plan (``.best``, ``.options``), for which model and GPU, and how
+    long the search took."""
+
+    plan: CapacityPlan
+    model: str
+    gpu: str
+    search_seconds: float
+    confidence: dict[str, Any] | None = None
+    disagg: dict[str, Any] | None = None
+
+    @property
+    def best(self) -> Any:
+        """The cheapest configuration that met the SLOs (``tp``, ``replicas``, ``gpus``, ``usd_per_hour``), or None."""
+        return self.plan.best
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``tailscope plan capacity --json`` writes."""
+        doc = self.plan.to_dict()
+        doc["search_seconds"] = self.search_seconds
+        doc["model"], doc["gpu"] = self.model, self.gpu
+        if self.confidence is not None:
+            doc["confidence"] = self.confidence
+        if self.disagg is not None:
+            doc["disagg"] = self.disagg
+        return doc
+
+
+def _tp_options(tp: str | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(tp, str):
+        try:
+            tps = tuple(int(x) for x in tp.split(",") if x.strip())
+        except ValueError:
+            raise ConfigError(f"--tp {tp!r}: expected degrees like 1,2,4") from None
+    else:
+        tps = tuple(int(x) for x in tp)
+    if not tps or any(t < 1 for t in tps):
+        raise ConfigError(f"--tp {tp!r}: expected degrees ≥ 1 like 1,2,4")
+    return tps
+
+
+def _mean_lengths(profile: PathLike | None, input_tokens: str, output_tokens: str) -> tuple[int, int]:
+    from tailscope.workload.lengths import parse_length_spec
+
+    if profile is None:
+        return (
+            round(parse_length_spec(input_tokens, what="--input-tokens").mean()),
+            round(parse_length_spec(output_tokens, what="--output-tokens").mean()),
+        )
+    from tailscope.io.profile import load_profile
+
+    p = load_profile(Path(profile))
+    total = sum(c.weight for c in p.classes)
+    mean_in = sum(c.weight * c.input_tokens.mean() for c in p.classes) / total
+    mean_out = sum(c.weight * c.output_tokens.mean() for c in p.classes) / total
+    return max(1, round(mean_in)), max(1, round(mean_out))
+
+
+@public
+def plan_capacity(
+    model: str,
+    gpu: str,
+    *,
+    target_rps: float,
+    slo: Sequence[str | Slo] = (),
+    profile: PathLike | None = None,
+    input_tokens: str = "512",
+    output_tokens: str = "256",
+    headroom: float = 0.2,
+    tp: str | Sequence[int] = "1,2,4,8",
+    max_replicas: int = 1024,
+    gpu_price: float | None = None,
+    weights_dtype: str | None = None,
+    kv_dtype: str = "bf16",
+    calibration: PathLike | None = None,
+    sim_requests: int = 1500,
+    engine: str = "vllm",
+    steady_window_s: float = 30.0,
+    max_sim_requests: int = 20_000,
+    confidence: bool = False,
+    disagg: str | None = None,
+) -> CapacityResult:
+    """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
+    analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
+
+    Args:
+        model, gpu: catalog ids (a ``config.json`` path for the model).
+        target_rps: requests/s the fleet must serve.
+        slo: SLOs like ``ttft_p99=1.5s`` (or parsed :class:`~tailscope.Slo`).
+        profile: a workload profile (its lengths and mix); else ``input_tokens``/``output_tokens`` length specs.
+        headroom: extra load fraction to plan for.
+        tp: TP degrees to consider (``"1,2,4"`` or a list).
+        max_replicas: the most replicas of one configuration.
+        gpu_price: USD per GPU-hour (ranks the options by cost, else by GPUs).
+        calibration: a calibration file (a digital twin's ``twin.yaml``: its fitted costs replace the catalogs).
+        sim_requests: the fewest requests per simulation of a configuration (more when the steady-state window
+            needs them).
+        engine: the serving engine's costs and defaults: ``vllm``, ``sglang`` or ``trtllm``.
+        steady_window_s: the fewest seconds of arrivals each simulation covers (and at least 20 × a request's
+            unloaded E2E time), so that a queue that grows has time to show it: at high rates 1,500 requests last
+            under a second and no queue forms. The over-saturation test (TTFT growing through the window, as
+            ``bench`` runs it) then fails a configuration whose queue keeps growing.
+        max_sim_requests: the most requests one simulation may take; a fleet whose window needs more is checked
+            on one replica at its Poisson share of the load (conservative: the router only helps), and a window cut
+            short by this cap is reported as ``transient only``.
+        confidence: a configuration passes only when every SLO holds at the high end of the simulated figure's 90 %
+            prediction interval (the step model's residuals on like configurations, :mod:`tailscope.engine.residuals`):
+            it "meets the SLO with ≥ 90 % confidence". ``result.confidence`` names the residual group.
+        disagg: also size a prefill/decode-disaggregated deployment: ``auto`` (prefill and decode workers of each
+            ``tp`` degree, fewest GPUs first) or candidates ``prefill=1x2,decode=2x1;prefill=2x2,decode=3x1``; the
+            cheapest one the simulator accepts is ``result.disagg`` ("2 prefill + 3 decode workers").
+
+    Returns:
+        ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
+        ``result.to_dict()`` (``tailscope plan capacity --json``).
+    """
+    tps = _tp_options(tp)
+    slos = tuple(s if isinstance(s, Slo) else parse_slo(s) for s in slo)
+    slo_texts = tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo)
+    mean_in, mean_out = _mean_lengths(profile, input_tokens, output_tokens)
+    load = target_rps * (1 + headroom)
+    # with a twin the fitted costs and KV facts replace the catalogs; the simulator still wants catalog ids
+    sim_model, sim_gpu = model, gpu
+    cal_path = Path(calibration) if calibration is not None else None
+    if load_calibration(cal_path).twin is not None:
+        sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
+    high = _confidence_bounds(engine, gpu, model) if confidence else None
+    splits = _disagg_candidates(disagg, tps, min(max_replicas, 16)) if disagg is not None else None
+
+    def perf_for_tp(degree: int) -> PerfModel:
+        # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
+        return perf_model(
+            model,
+            gpu,
+            tp=degree,
+            weights_dtype=weights_dtype,
+            kv_dtype=kv_dtype,
+            calibration=calibration,
+            engine=engine,
+            ep=degree,
+        )
+
+    unloaded_e2e_s: dict[int, float] = {}
+
+    def needed_window(degree: int) -> float:
+        """Seconds of arrivals a queue needs to settle: ≥ ``steady_window_s`` and ≥ 20 unloaded request times."""
+        if degree not in unloaded_e2e_s:
+            try:
+                est = estimate_request(perf_for_tp(degree), input_tokens=mean_in, output_tokens=mean_out)
+                unloaded_e2e_s[degree] = est.e2e_ms / 1000
+            except PlanError:
+                unloaded_e2e_s[degree] = 0.0
+        return max(steady_window_s, 20 * unloaded_e2e_s[degree])
+
+    def check(degree: int, replicas: int) -> SimCheck:
+        from tailscope.metrics.saturation import detect_saturation
+        from tailscope.sim.run import SimArgs, run_sim
+
+        window = needed_window(degree)
+        scope, sim_replicas, rate = "fleet", replicas, load
+        if load * window > max_sim_requests and replicas > 1:
+            scope, sim_replicas, rate = "one replica", 1, load / replicas
+        requests = min(max(sim_requests, math.ceil(rate * window)), max(sim_requests, max_sim_requests))
+        warmup = requests // 10  # the queue fills from empty first: not part of the steady state
+        args = SimArgs(
+            model=sim_model,
+            gpu=sim_gpu,
+            tp=degree,
+            replicas=sim_replicas,
+            backend=engine,
+            ep=degree if resolve_model(model).is_moe and sim_model == model else 1,
+            weights_dtype=weights_dtype,
+            kv_dtype=kv_dtype,
+            calibration=cal_path,
+            profile=Path(profile) if profile is not None else None,
+            rate=rate,
+            arrival="poisson",
+            requests=requests,
+            warmup=warmup,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            slo=slo_texts,
+            store=False,
+            explicit=frozenset({"rate", "requests", "arrival", "warmup"}),
+        )
+        out = run_sim(args)
+        summary = out.run_summary
+        if summary is None:  # no request finished at all
+            return SimCheck(passed=False, observed={}, scope=scope)
+        span_s = max((r.scheduled_ns for r in out.records), default=0) / 1e9
+        saturated = any(v.saturated for v in detect_saturation(out.records, labels=["the window"]))
+        checks = summary.slo
+        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        if high is not None:  # the SLO must hold at the interval's high end too
+            passed = passed and all(
+                c.observed_ms is not None and c.observed_ms * high[0].bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                for c in checks
+            )
+        return SimCheck(
+            passed=passed and not saturated,
+            observed={c.slo.key: c.observed_ms for c in checks},
+            requests=summary.requests.total,
+            goodput_rps=summary.goodput_rps,
+            window_s=span_s,
+            needed_window_s=window,
+            saturated=saturated,
+            scope=scope,
+        )
+
+    def check_disagg(split: str) -> SimCheck:
+        from tailscope.sim.run import SimArgs, run_sim
+
+        args = SimArgs(
+            model=model, gpu=gpu, backend=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+            profile=Path(profile) if profile is not None else None, rate=load, arrival="poisson",
+            requests=sim_requests, input_tokens=input_tokens, output_tokens=output_tokens, slo=slo_texts,
+            store=False, disagg=split, explicit=frozenset({"rate", "requests", "arrival"}),
+        )  # fmt: skip
+        summary = run_sim(args).run_summary
+        if summary is None:
+            return SimCheck(passed=False, observed={})
+        checks = summary.slo
+        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        if confidence:
+            group = _confidence_bounds(engine, gpu, model, "disagg")[0]
+            passed = passed and all(
+                c.observed_ms is not None and c.observed_ms * group.bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                for c in checks
+            )
+        return SimCheck(passed=passed, observed={c.slo.key: c.observed_ms for c in checks})
+
+    t0 = time.perf_counter()
+    plan = search_capacity(
+        perf_for_tp,
+        check,
+        tp_options=tps,
+        target_rps=target_rps,
+        slos=slos,
+        input_tokens=mean_in,
+        output_tokens=mean_out,
+        headroom=headroom,
+        gpu_price_per_hour=gpu_price,
+        max_replicas=max_replicas,
+    )
+    plan = replace(
+        plan,
+        assumptions=(
+            *plan.assumptions,
+            f"each simulation covers ≥ {steady_window_s:g} s of arrivals and ≥ 20 unloaded request times (first 10 % "
+            "of requests warm-up), and fails when the over-saturation test finds TTFT growing through the window; "
+            f"a fleet needing more than {max_sim_requests:,} requests is checked on one replica at its share of the "
+            "load",
+        ),
+    )
+    split = None
+    if splits is not None:
+        split = _search_disagg(splits, gpu_price, check_disagg)
+    return CapacityResult(plan, model, gpu, time.perf_counter() - t0, high[1] if high is not None else None, split)
+
+
+#: simulations a ``disagg="auto"`` search may run
+_DISAGG_MAX_SIMS = 40
+
+
+def _disagg_candidates(text: str, tps: Sequence[int], max_workers: int) -> list[Any]:
+    from tailscope.engine.disagg import DisaggSpec, parse_disagg
+
+    if text.strip() != "auto":
+        return sorted(
+            (parse_disagg(c, what="--disagg") for c in text.split(";") if c.strip()), key=lambda d: (d.gpus, d.label())
+        )
+    out = [DisaggSpec(p, t, n - p, t) for t in tps for n in range(2, max(2, max_workers) + 1) for p in range(1, n)]
+    return sorted(out, key=lambda d: (d.gpus, d.decode_workers, d.label()))
+
+
+def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[str], SimCheck]) -> dict[str, Any]:
+    """The cheapest disaggregated split the simulator accepts, as ``CapacityResult.disagg``."""
+    tried: list[dict[str, Any]] = []
+    for d in splits:
+        if len(tried) >= _DISAGG_MAX_SIMS:
+            break
+        res = check(d.label())
+        tried.append({"deployment": d.label(), "gpus": d.gpus, "passed": res.passed, "observed": res.observed})
+        if res.passed:
+            return {
+                "answer": f"{d.prefill_workers} prefill + {d.decode_workers} decode workers",
+                "prefill_workers": d.prefill_workers,
+                "prefill_tp": d.prefill_tp,
+                "decode_workers": d.decode_workers,
+                "decode_tp": d.decode_tp,
+                "gpus": d.gpus,
+                "usd_per_hour": d.gpus * gpu_price if gpu_price is not None else None,
+                "observed": res.observed,
+                "tried": tried,
+            }
+    return {"answer": None, "tried": tried}
+
+
+def _confidence_bounds(engine: str, gpu: str, model: str, mode: str = "agg") -> tuple[Any, dict[str, Any]]:
+    """The residual group a ``confidence`` plan sizes its intervals from, and how the plan reports it."""
+    from tailscope.engine.gpus import resolve_gpu
+    from tailscope.engine.residuals import residual_group
+
+    group = residual_group(engine, resolve_gpu(gpu).id, model, mode)
+    if group is None:
+        raise ConfigError("--confidence: the step model has no residuals for this engine (no interval to size)")
+    doc = {"level": 0.9, "rule": "every SLO holds at the high end of the 90% prediction interval", **group.to_dict()}
+    return group, doc
