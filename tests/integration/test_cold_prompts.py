@@ -89,3 +89,22 @@ def test_reruns_are_cold_unless_asked(serve_url: str, tmp_path: Path, judgement:
             judgement.cannot_judge(f"the TTFT of two cold runs: {cold.row('ttft_ms.p50').direction(0)}")
             return
         raise AssertionError(f"two cold runs differ significantly in TTFT: {cold.to_dict()['rows']}")
+
+
+def test_a_mooncake_replay_shares_the_prefixes_its_hashes_declare(serve_url: str, tmp_path: Path) -> None:
+    """Issue 28: ``--replay-prefix-tokens`` gives rows with the same first block hash a shared prefix (it was
+    documented but missing), so the server's prefix cache sees the trace's sharing; without it nothing is shared."""
+    rows = [
+        f'{{"timestamp": {i * 40}, "input_length": 600, "output_length": 4, "hash_ids": [{i % 3}, {100 + i}]}}'
+        for i in range(30)
+    ]
+    trace = tmp_path / "mooncake.jsonl"
+    trace.write_text("\n".join(rows) + "\n")
+    plain = tailscope.bench(serve_url, replay=trace, replay_format="mooncake", warmup=0)
+    shared = tailscope.bench(serve_url, replay=trace, replay_format="mooncake", warmup=0, replay_prefix_tokens=512)
+    assert plain.summary.requests.completed == shared.summary.requests.completed == 30
+    assert shared.run.settings["replay_prefix_tokens"] == 512
+    assert hit_rate(plain) < 0.1, hit_rate(plain)
+    assert hit_rate(shared) >= 0.5, hit_rate(shared)  # three prefixes of 512 of 600 tokens, each missed once
+    with pytest.raises(tailscope.ConfigError, match="--replay-prefix-tokens applies to --replay"):
+        tailscope.bench(serve_url, requests=2, replay_prefix_tokens=64)

@@ -94,6 +94,8 @@ BENCH_FLAGS: dict[str, Flag] = {f.name: f for f in (
         "Replay a trace (JSONL timestamp_s/input_tokens/output_tokens, Mooncake or Azure CSV).")),
     _field("replay_format", str, "--replay-format", "auto, tailscope, mooncake or azure."),
     _field("time_scale", float, "--time-scale", "Multiply trace times (0.5 = replay twice as fast)."),
+    _field("replay_prefix_tokens", int, "--replay-prefix-tokens", (
+        "Mooncake replay: requests whose first block hash is equal share a prefix this long (0 = none).")),
     _field("dataset", str | None, "--dataset", (
         "Real prompts: sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH or parquet:PATH (docs/workload.md).")),
     _field("dataset_turns", str, "--dataset-turns", "first user turn, or all (a session)."),

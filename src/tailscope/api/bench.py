@@ -89,6 +89,7 @@ async def bench_async(
     replay: PathLike | None = None,
     replay_format: str = "auto",
     time_scale: float = 1.0,
+    replay_prefix_tokens: int = 0,
     concurrency: int | None = None,
     rate: float | None = None,
     arrival: str | None = None,

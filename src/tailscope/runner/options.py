@@ -53,6 +53,8 @@ class BenchOptions:
             or Azure CSV).
         replay_format: ``auto``, ``tailscope``, ``mooncake`` or ``azure``.
         time_scale: multiply replayed times (0.5 = twice as fast).
+        replay_prefix_tokens: for a Mooncake replay, the length of the shared prefix given to requests whose first
+            block hash is equal (0 = no shared prefixes), so prefix caching behaves as in the trace.
         concurrency: closed loop: requests kept in flight (default 1 when no ``rate`` is given).
         rate: open loop: requests per second.
         arrival: open-loop process: ``constant``, ``poisson`` (default) or ``gamma``.
@@ -122,6 +124,7 @@ class BenchOptions:
     replay: PathLike | None = None
     replay_format: str = "auto"
     time_scale: float = 1.0
+    replay_prefix_tokens: int = 0
     concurrency: int | None = None
     rate: float | None = None
     arrival: str | None = None

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tailscope.io.datasets import DatasetRow
     from tailscope.workload.datasets import Conversation
 from tailscope.runner.progress import Progress
-from tailscope.workload.lengths import empirical, parse_length_spec
+from tailscope.workload.lengths import MAX_LENGTH_TOKENS, empirical, parse_length_spec
 from tailscope.workload.profile import Overrides, Profile, apply_overrides, flag_overrides
 from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds, simple_requests
 from tailscope.workload.spec import RequestSpec
@@ -164,6 +164,10 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
             raise ConfigError(f"{name} must be > 0 seconds (got {value})")
         check_bounds((name, value, 86_400.0))
     check_bounds(("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6))
+    if not 0 <= opts.replay_prefix_tokens <= MAX_LENGTH_TOKENS:
+        raise ConfigError(f"--replay-prefix-tokens {opts.replay_prefix_tokens}: use 0 to {MAX_LENGTH_TOKENS:,} tokens")
+    if opts.replay_prefix_tokens and opts.replay is None:
+        raise ConfigError("--replay-prefix-tokens applies to --replay (a Mooncake trace's shared prefixes); drop it")
     if not 0.05 <= opts.scrape_interval <= 3600:
         raise ConfigError(f"--scrape-interval {opts.scrape_interval:g}: use 0.05 to 3,600 seconds")
     if (
@@ -477,6 +481,7 @@ def _replay(opts: BenchOptions) -> Resolved:
             rows,
             seed=opts.value("seed"),
             time_scale=opts.time_scale,
+            prefix_tokens=opts.replay_prefix_tokens,
             warmup=opts.value("warmup"),
             max_requests=opts.requests,
             duration_s=opts.duration,
@@ -513,6 +518,7 @@ def _replay(opts: BenchOptions) -> Resolved:
         "replay": str(opts.replay),
         "replay_format": opts.replay_format,
         "time_scale": opts.time_scale,
+        **({"replay_prefix_tokens": opts.replay_prefix_tokens} if opts.replay_prefix_tokens else {}),
     }
     cfg = replace(
         cfg,
