@@ -38,20 +38,63 @@ def read_user_text(path: str | os.PathLike[str], *, what: str, error: type[Tails
         ) from None
 
 
+def make_folder(folder: str | os.PathLike[str], what: str, path: str | os.PathLike[str] | None = None) -> None:
+    """Create an output's folder: the folder itself when its parent exists, never a chain of missing folders and
+    never a folder at the filesystem's root (``--out /nonexistent/x`` is a typo, not a request to build
+    ``/nonexistent``).
+
+    Raises:
+        ConfigError: ``{what} {path}: folder F does not exist; create it first (or write elsewhere)``, or the OS reason.
+    """
+    f = Path(folder)
+    shown = path if path is not None else folder
+    if f.is_dir():
+        return
+    parent = f.absolute().parent
+    if not parent.is_dir() or parent == parent.parent:
+        missing = f if parent == parent.parent else parent
+        while not missing.parent.is_dir():
+            missing = missing.parent
+        raise ConfigError(f"{what} {shown}: folder {missing} does not exist; create it first (or write elsewhere)")
+    try:
+        f.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{what} {shown}: cannot create its folder ({exc.strerror or exc})") from None
+
+
+def check_output(path: str | os.PathLike[str] | None, what: str) -> None:
+    """Refuse an output path that cannot be written *before* any work (a bench's load): its folder must exist or be
+    one level short of an existing one (see :func:`make_folder`), and the path must not be a folder.
+
+    Raises:
+        ConfigError: naming the flag and the path.
+    """
+    if path is None or to_stdout(path):
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{what} {path}: is a folder; name a file in it")
+    if p.parent.is_dir():
+        return
+    parent = p.parent.absolute().parent
+    if not parent.is_dir() or parent == parent.parent:
+        make_folder(p.parent, what, path)  # raises, naming the first missing folder
+
+
 def to_stdout(path: str | os.PathLike[str] | None) -> bool:
     """Whether an output path is ``-``, standard output (a command's tables then go to stderr, or nowhere)."""
     return path is not None and str(path) == "-"
 
 
 def write_text(path: str | os.PathLike[str], text: str, what: str) -> None:
-    """Write an output file as UTF-8, creating its folder.
+    """Write an output file as UTF-8, creating its folder (one level: see :func:`make_folder`).
 
     Raises:
         ConfigError: ``{what} {path}: cannot write it (why)`` — ``what`` names the option (``--json``).
     """
     p = Path(path)
+    make_folder(p.parent, what, path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{what} {path}: cannot write it ({exc.strerror or exc})") from None
@@ -92,8 +135,8 @@ def write_chunks(path: str | os.PathLike[str], chunks: Iterable[bytes], what: st
                 sys.stdout.write(chunk.decode("utf-8"))
         sys.stdout.flush()
         return
+    make_folder(Path(path).parent, what, path)
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         with Path(path).open("wb") as f:
             for chunk in chunks:
                 f.write(chunk)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tailscope.api._support import StorePath, public
 from tailscope.errors import ConfigError, PlanError
+from tailscope.files import make_folder
 from tailscope.plan import budget as budget_core
 from tailscope.plan.budget import BudgetPlan, TailFacts
 from tailscope.store.runs import RunStore
@@ -124,8 +125,8 @@ def plan_budget(
         import yaml
 
         path = Path(out)
+        make_folder(path.parent, "--out", out)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(yaml.safe_dump(plan.contract(), sort_keys=False), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"--out {out}: cannot write it ({exc.strerror})") from None

@@ -15,6 +15,7 @@ from typing import Any
 
 from tailscope.api._support import StorePath, default_store, open_store, public
 from tailscope.errors import ConfigError, StoreError
+from tailscope.files import make_folder
 from tailscope.metrics.dialects import DIALECTS, summarize_dialect
 from tailscope.metrics.document import build_export, run_to_json
 from tailscope.metrics.trend import RunsTrend, build_trend
@@ -208,8 +209,8 @@ def export_run(
 def _write_json(out: Path, doc: dict[str, Any]) -> None:
     import json
 
+    make_folder(out.parent, "--out", out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write it ({exc.strerror or exc})") from None

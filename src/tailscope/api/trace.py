@@ -20,6 +20,7 @@ from typing import Any
 from tailscope.api._sources import PathLike, is_file, open_spans
 from tailscope.api._support import StorePath, public, sync_twin
 from tailscope.errors import ConfigError, TraceFormatError
+from tailscope.files import make_folder
 from tailscope.io.layer_rules import load_layer_rules
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
@@ -360,10 +361,7 @@ def write_demo_traces(out: PathLike, *, traces: int = 2000, seed: int = 7) -> li
     if traces < 1:
         raise ConfigError(f"--traces must be ≥ 1 (got {traces})")
     folder = Path(out)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot create ({exc.strerror})") from None
+    make_folder(folder, "--out")
     variants = {"before": {"sequential_share": 0.63}, "after": {"sequential_share": 0.05, "tool_scale": 1.6}}
     written = []
     for name, kwargs in variants.items():

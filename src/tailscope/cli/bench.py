@@ -29,6 +29,7 @@ from tailscope.cli.common import (
     write_export,
 )
 from tailscope.errors import ConfigError
+from tailscope.files import check_output
 from tailscope.metrics.document import run_to_json
 from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
@@ -106,6 +107,8 @@ def bench(
     **_options: Any,
 ) -> None:
     options = BenchOptions.from_flags(ctx.params, typed_params(ctx))
+    check_output(json_out, "--json")  # an unwritable output is refused before any load, not after the run
+    check_output(html_out, "--html")
     if dialect:
         from tailscope.metrics.dialects import check_dialects
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import ConfigError
+from tailscope.files import make_folder
 from tailscope.metrics.document import clean_json
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.report import html_data as hd
@@ -266,8 +267,8 @@ def write_html(path: str | os.PathLike[str], html: str) -> Path:
         ConfigError: naming the path when it cannot be written.
     """
     p = Path(path)
+    make_folder(p.parent, "--html", path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write the HTML report ({exc.strerror})") from None
