@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any
 
@@ -62,4 +63,4 @@ def app_command(
 
 
 app = command_app()
-app.command("app", help=(app_command.__doc__ or "") + "\n" + _EXAMPLES)(app_command)
+app.command("app", help=(inspect.getdoc(app_command) or "") + "\n" + _EXAMPLES)(app_command)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import typer
@@ -42,4 +43,4 @@ def catalog(
 
 
 app = command_app()
-app.command("catalog", help=(catalog.__doc__ or "") + "\n" + _EXAMPLES)(catalog)
+app.command("catalog", help=(inspect.getdoc(catalog) or "") + "\n" + _EXAMPLES)(catalog)

@@ -145,9 +145,37 @@ def warn_exposed(command: str, host: str, why: str) -> None:
               "127.0.0.1 unless you mean it.", file=sys.stderr)  # fmt: skip
 
 
+class _CommandApp(typer.Typer):
+    """A Typer whose commands' help keeps its example command lines as written (see :func:`keep_examples`)."""
+
+    def command(self, *args: Any, help: str | None = None, **kwargs: Any) -> Any:
+        register = super().command
+
+        def decorate(f: Any) -> Any:
+            text = help if help is not None else inspect.getdoc(f)
+            return register(*args, help=keep_examples(text) if text else text, **kwargs)(f)
+
+        return decorate
+
+
 def command_app(**kwargs: Any) -> typer.Typer:
-    """A command module's Typer: plain (not rich-markup) help like the root app, no shell-completion options."""
-    return typer.Typer(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False, **kwargs)
+    """A command module's Typer: plain (not rich-markup) help like the root app, no shell-completion options, and
+    example command lines printed as written."""
+    return _CommandApp(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False, **kwargs)
+
+
+def keep_examples(text: str) -> str:
+    """Mark with click's ``\\b`` every help paragraph that holds an example command line (a line that starts a
+    ``tailscope``/``curl`` command or ends in a ``\\`` continuation), so click prints it as written: re-wrapping breaks
+    continuations, paths and aligned comments. Prose paragraphs still wrap; a marked paragraph stays as it is."""
+
+    def example(p: str) -> bool:
+        lines = p.strip("\n").splitlines()
+        return not p.startswith("\b") and any(
+            ln.rstrip().endswith("\\") or ln.lstrip().startswith(("tailscope ", "curl ", "$ ")) for ln in lines
+        )
+
+    return "\n\n".join("\b\n" + p if example(p) else p for p in text.split("\n\n"))
 
 
 def verbatim(text: str) -> str:

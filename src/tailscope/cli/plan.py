@@ -66,7 +66,7 @@ def capacity(json_out: Path | None = _JSON, **options: Any) -> None:
 
       tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --headroom 0.2
 
-      tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --slo e2e_p95=8s \
+      tailscope plan capacity --users 100 --tokens-per-user-s 25 --gpu-tokens-s 1400 --slo e2e_p95=8s \\
           --output-tokens 350   # each stream needs ≥ 44 tok/s to finish 350 tokens within 8 s
     """
     from tailscope.report.plan_console import capacity_notes, print_capacity, print_napkin
@@ -148,7 +148,7 @@ def budget(db: opt.Db = None, json_out: Path | None = _JSON, **options: Any) -> 
 
       tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --buffer 0.2 --out c.yaml
 
-      tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --layer retrieval=80ms \
+      tailscope plan budget --target 300ms --layer gateway=50ms --layer inference=120ms --layer retrieval=80ms \\
           --layer network=50ms --buffer-per-layer 0.2   # inference p99 ≤ 100 ms
 
       tailscope plan budget --target 4s --from-traces before   # the tail's critical path vs the budgets

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -65,4 +66,4 @@ def serve(
 
 
 app = command_app()
-app.command("serve", help=(serve.__doc__ or "") + "\n" + _EXAMPLES)(serve)
+app.command("serve", help=(inspect.getdoc(serve) or "") + "\n" + _EXAMPLES)(serve)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from typing import Any
 
@@ -77,4 +78,4 @@ def sim(
 
 
 app = command_app()
-app.command("sim", help=(sim.__doc__ or "") + "\n" + _EXAMPLES)(sim)
+app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES)(sim)

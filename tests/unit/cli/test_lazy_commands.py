@@ -60,6 +60,24 @@ def test_help_examples_are_printed_verbatim(capsys: pytest.CaptureFixture[str]) 
     assert "Exit codes:" in out
 
 
+def test_every_commands_examples_are_printed_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 5: every command's help keeps a continued example's backslash at the end of its line (the
+    re-wrapped help of sim, plan capacity, plan cost and app ran it into the next line: ``2000 \\       --input``)."""
+    group = LazyGroup(name="tailscope")
+    checked = 0
+    for name in COMMANDS:
+        for path, cmd in _walk(group.get_command(None, name), name):
+            if getattr(cmd, "commands", None):
+                continue
+            code, out, err = run_main([*path.split(), "--help"], capsys)
+            assert code == 0, (path, err)
+            assert "\\ " not in out.replace("\\ \n", ""), f"tailscope {path} --help re-wrapped an example:\n{out}"
+            for line in out.splitlines():
+                if line.lstrip().startswith("tailscope ") and line.rstrip().endswith("\\"):
+                    checked += 1
+    assert checked >= 8  # the continued examples of bench, sim, plan capacity/cost/budget, …
+
+
 def test_vllm_bench_flag_aliases(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(["bench", "--request-rate", "inf", "--num-prompts", "3"], capsys)
     assert code == 1
