@@ -9,7 +9,8 @@ Candidates (each is a :class:`~tailscope.trace.whatif.Change` a user could pass 
     is listed as such and left out of the greedy order until ``--independent`` confirms it.
 ``shorten-sync``
     a synchronous gateway step (the lowest gateway-layer spans below the root, e.g. ``auth`` under ``gateway``, or a
-    leaf child of the root in the root's own service) taking ≥ :data:`SYNC_MIN_MS` on average in ≥ a quarter of the
+    leaf child of the root in the root's own service; under a client's CLIENT root, such as a bench client span, the
+    server's root counts as the root) taking ≥ :data:`SYNC_MIN_MS` on average in ≥ a quarter of the
     traces: made asynchronous or cached, it would take :data:`SYNC_TARGET_MS` (``--set-duration``).
 ``cap-retries``
     a retried operation: only the first attempt runs (``--cap-retries OP=1``).
@@ -222,6 +223,7 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
         r = t.primary
         if r < 0:
             continue
+        r = _server_root(t, r)
         service, layers, children = t.services[r], t.layers, t.children
         todo = list(children[r])
         while todo:
@@ -246,6 +248,19 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
                                  f"a synchronous gateway step before the request goes on: {mean_ms:.0f} ms on "
                                  f"average; made async or cached it would take {SYNC_TARGET_MS:g} ms"))  # fmt: skip
     return out[:2]
+
+
+def _server_root(tree: TraceTree, r: int) -> int:
+    """The span the gateway's steps hang under: a CLIENT root with one SERVER child (the caller's span, e.g. the one
+    ``bench --otlp-endpoint`` sends above the server's tree) is the wire in front of that server, whose steps are the
+    candidates (not the server's whole request)."""
+    kinds, children = tree.kinds, tree.children
+    while kinds[r] == "CLIENT":
+        servers = [c for c in children[r] if kinds[c] == "SERVER"]
+        if len(servers) != 1:
+            break
+        r = servers[0]
+    return r
 
 
 def _repeats(trees: Sequence[TraceTree]) -> list[Candidate]:
