@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from trace_helpers import span
 
+import tailscope
 from tailscope.records import Span
+from tailscope.store.spans import SpanStore
 from tailscope.trace.changes import parse_change
 from tailscope.trace.dependency import Evidence
 from tailscope.trace.rank import rank, set_facts_with_marks
@@ -97,7 +100,7 @@ def _tool_calls(trace: str, t: int, calls: list[tuple[str, float, str]]) -> list
     out = []
     for k, (name, ms, status) in enumerate(calls):
         d = round(ms * MS)
-        out.append(span(f"c{k}", "root", t, t + d, name, trace=trace, service="gw", layer="agent", status=status))
+        out.append(span(f"c{k}", "root", t, t + d, name, trace=trace, service="tools", layer="agent", status=status))
         t += d + MS // 10
     return out
 
@@ -178,3 +181,39 @@ def test_scale_not_proposed_when_the_root_is_all_there_is() -> None:
     doc = _rank(trees)
     assert not _of(doc, "scale")
     assert doc["candidates"] == []
+
+
+# ------------------------------------------------------------------------------------------------ public API
+
+
+def test_every_kind_through_tailscope_whatif_matches_the_change_alone(tmp_path: Path) -> None:
+    """On a stored set with all four findings, each candidate's saving is that of ``tailscope.whatif`` given the
+    candidate's change alone."""
+
+    def make(k: int, r: random.Random) -> list[Span]:
+        calls = [("kb", r.uniform(80, 120), "ERROR" if k % 3 == 0 else "OK")]
+        if k % 3 == 0:
+            calls.append(("kb", r.uniform(80, 120), "OK"))
+        calls.append(("web", r.uniform(40, 60), "OK"))
+        if k % 2 == 0:
+            calls.append(("web", r.uniform(40, 60), "OK"))
+        return _gateway(f"t{k}", auth_ms=40 * r.uniform(0.8, 1.2), llm_ms=r.lognormvariate(0, 0.5) * 400,
+                        extra=lambda t: _tool_calls(f"t{k}", t, calls))  # fmt: skip
+
+    rng = random.Random(11)
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("all", [s for k in range(N) for s in make(k, rng)])
+    r = tailscope.whatif("all", rank=True, store=store, resamples=0)
+    ops: dict[str, list[str]] = {}
+    for c in r.candidates:
+        ops.setdefault(c["kind"], []).extend(c["operations"])
+    assert ops["shorten-sync"] == ["auth"]
+    assert ops["cap-retries"] == ["kb"]
+    assert ops["cache"] == ["web"]
+    assert ops["scale"][0] == "llm"  # the largest share of the tail's critical path, so the largest saving
+    for c in r.candidates:
+        flag, _, value = c["change"].partition(" ")
+        alone = tailscope.whatif("all", store=store, resamples=0,
+                                 **{flag.removeprefix("--").replace("-", "_"): [value.strip('"')]})  # fmt: skip
+        assert c["p95_saving_ms"] == pytest.approx(alone.saving["p95_ms"], abs=0.002), c["change"]
+        assert c["p95_after_ms"] == pytest.approx(alone.after["p95_ms"], abs=0.002), c["change"]
