@@ -117,3 +117,41 @@ def test_rank_under_a_bench_client_root_proposes_the_server_steps(tmp_path: Path
     ops = {op for c in r.candidates for op in c["operations"]}
     assert "POST /v1/chat/completions" not in ops  # the server's whole request is no step to shorten
     assert "chat m" not in ops
+
+
+def test_client_spans_as_bench_exports_them(tmp_path: Path) -> None:
+    """The CLIENT spans :func:`tailscope.client.otlp.client_span` makes (encoded as ``bench --otlp-endpoint`` sends
+    them, OTLP/JSON) with the server's spans below them in one file."""
+    from tailscope.client.otlp import client_span, encode
+    from tailscope.records import RequestRecord, Status
+
+    t0 = 1_700_000_000 * 10**9
+    rng = random.Random(9)
+    server: list[Span] = []
+    clients = []
+    for k in range(30):
+        tid, at = f"{k + 1:032x}", k * 10**9
+        tree = _server(tid, k, _sid(k, 0), t0 + at + 2 * MS, rng.uniform(100, 300), root="POST /v1/chat/completions")
+        server.extend(tree)
+        end = tree[0].end_ns - t0 + 3 * MS
+        rec = RequestRecord(id=k, scheduled_ns=at, sent_ns=at + MS, first_token_ns=end - 50 * MS, end_ns=end,
+                            status=Status.OK, request_class="chat", stream_end_ns=end, trace_id=tid,
+                            span_id=_sid(k, 0), output_tokens=10)  # fmt: skip
+        cs = client_span(rec, t0_unix_ns=t0, model="m")
+        assert cs is not None
+        clients.append(cs)
+    doc = to_otlp_json(server)
+    doc["resourceSpans"].extend(
+        json.loads(encode(clients, service="tailscope-bench", scope="tailscope.bench", protocol="json"))[
+            "resourceSpans"
+        ]
+    )
+    path = tmp_path / "bench.otlp.json"
+    path.write_text(json.dumps(doc))
+    r = tailscope.whatif(path, set_duration=[f"auth={AUTH_MS - 30}ms"], resamples=0)
+    assert r.traces == 30
+    assert list(r.root_ops) == ["chat m"]
+    assert r.saving["p95_ms"] == pytest.approx(30.0, abs=1e-3)
+    assert list(r.classes) == ["chat"]
+    ranked = tailscope.whatif(path, rank=True, resamples=0)
+    assert [c["change"] for c in ranked.candidates if c["kind"] == "shorten-sync"] == ['--set-duration "auth=5ms"']
