@@ -126,3 +126,34 @@ def test_whatif_rank_on_a_store_reads_the_parallel_mark(tmp_path: Path, value: o
     alone = tailscope.whatif("marked", parallel=["a,b,c"], store=store, resamples=0)
     assert par[0]["p95_saving_ms"] == pytest.approx(alone.saving["p95_ms"], abs=0.002)
     assert r.greedy[0]["change"] == '--parallel "a,b,c"'
+
+
+def _model_then_tools(trace: str, *, marked: bool) -> list[Span]:
+    """The GenAI layout: an agent step runs a model call that asks for tool calls (marked with
+    ``gen_ai.request.parallel_tool_calls`` when ``marked``), then those tool calls as the model call's *siblings*,
+    one after another, then the model call that answers (unmarked) and one more tool call after it."""
+    attrs: dict[str, Any] = {"gen_ai.request.parallel_tool_calls": True} if marked else {}
+    spans = [span("plan", "root", MS, 20 * MS, "chat", trace=trace, layer="inference", attributes=attrs)]
+    t = 21 * MS
+    for k, name in enumerate(TOOLS):
+        spans.append(span(f"s{k}", "root", t, t + 30 * MS, name, trace=trace, layer="agent"))
+        t += 31 * MS
+    spans.append(span("answer", "root", t, t + 20 * MS, "chat answer", trace=trace, layer="inference"))
+    t += 21 * MS
+    spans.append(span("late", "root", t, t + 10 * MS, "notify", trace=trace, layer="agent"))
+    return [span("root", None, 0, t + 11 * MS, "agent", trace=trace, layer="agent"), *spans]
+
+
+def test_a_marked_model_call_makes_the_tool_calls_it_issued_independent() -> None:
+    marked, plain = Evidence(), Evidence()
+    for k in range(6):
+        spans = _model_then_tools(f"t{k}", marked=True)
+        marked.add(build_tree(spans), _marks(spans))
+        plain.add(build_tree(_model_then_tools(f"t{k}", marked=False)))
+    v = marked.verdict("agent", "a", "c")
+    assert v.kind == "independent"
+    assert v.reason == "parallel tool calls marked in 6 trace(s)"
+    assert plain.verdict("agent", "a", "c").kind == "assumed"
+    # the mark covers the calls that model call issued, not the model call itself nor calls after the next one
+    assert marked.verdict("agent", "chat", "a").kind == "assumed"
+    assert marked.verdict("agent", "a", "notify").kind == "assumed"
