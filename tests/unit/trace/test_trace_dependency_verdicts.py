@@ -157,3 +157,19 @@ def test_a_marked_model_call_makes_the_tool_calls_it_issued_independent() -> Non
     # the mark covers the calls that model call issued, not the model call itself nor calls after the next one
     assert marked.verdict("agent", "chat", "a").kind == "assumed"
     assert marked.verdict("agent", "a", "notify").kind == "assumed"
+
+
+def test_rank_takes_the_tool_calls_a_marked_model_call_issued() -> None:
+    trees, marks, ev = [], {}, Evidence()
+    for k in range(20):
+        spans = _model_then_tools(f"t{k}", marked=True)
+        tree = build_tree(spans)
+        trees.append(tree)
+        marks[tree.trace_id] = _marks(spans)
+        ev.add(tree, marks[tree.trace_id])
+    doc = rank(trees, set_facts_with_marks(trees, marks), ev)
+    par = [c for c in doc["candidates"] if c["kind"] == "parallelise"]
+    assert [sorted(c["operations"]) for c in par] == [list(TOOLS)]
+    assert par[0]["established"]
+    assert "marked as parallel tool calls" in par[0]["evidence"]
+    assert any(g["change"] == '--parallel "a,b,c"' for g in doc["greedy"])
