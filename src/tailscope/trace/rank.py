@@ -9,9 +9,10 @@ Candidates (each is a :class:`~tailscope.trace.whatif.Change` a user could pass 
     is listed as such and left out of the greedy order until ``--independent`` confirms it.
 ``shorten-sync``
     a synchronous gateway step (the lowest gateway-layer spans below the root, e.g. ``auth`` under ``gateway``, or a
-    leaf child of the root in the root's own service; under a client's CLIENT root, such as a bench client span, the
-    server's root counts as the root) taking ≥ :data:`SYNC_MIN_MS` on average in ≥ a quarter of the
-    traces: made asynchronous or cached, it would take :data:`SYNC_TARGET_MS` (``--set-duration``).
+    leaf child of the root in the root's own service that is no model, tool or retrieval call; under a client's
+    CLIENT root, such as a bench client span, the server's root counts as the root) taking ≥ :data:`SYNC_MIN_MS` on
+    average in ≥ a quarter of the traces: made asynchronous or cached, it would take :data:`SYNC_TARGET_MS`
+    (``--set-duration``).
 ``cap-retries``
     a retried operation: only the first attempt runs (``--cap-retries OP=1``).
 ``cache``
@@ -215,6 +216,11 @@ def _consumers(evidence: Evidence, parent: str, kept: Sequence[str], members: Se
     return out
 
 
+#: Layers whose leaf calls under the root are the request's work, not a gateway step before it (a model call, a tool
+#: call, a retrieval in the gateway's own process).
+_NOT_SYNC_STEPS = frozenset({"inference", "agent", "retrieval"})
+
+
 def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list[Candidate]:
     """Blocking steps of the gateway: the lowest gateway-layer spans below the root (an ``auth`` under ``gateway``),
     and leaf children of the root in the root's own service."""
@@ -233,7 +239,7 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
                 if any(layers[k] == "gateway" for k in kids):
                     todo.extend(kids)  # a wrapper: its gateway steps are the candidates
                     continue
-            elif kids or t.parent[c] != r or t.services[c] != service or layers[c] == "inference":
+            elif kids or t.parent[c] != r or t.services[c] != service or layers[c] in _NOT_SYNC_STEPS:
                 continue
             if not t.blocking[c]:
                 continue

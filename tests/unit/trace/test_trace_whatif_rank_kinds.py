@@ -93,6 +93,19 @@ def test_shorten_sync_not_proposed_for_a_quick_step_or_the_engine() -> None:
     assert all("llm" not in c["operations"] for c in _of(_rank(_sync_set(40.0)), "shorten-sync"))
 
 
+def test_shorten_sync_not_proposed_for_tool_calls_in_the_gateways_own_service() -> None:
+    def make(k: int, r: random.Random) -> list[Span]:
+        tid = f"t{k}"
+        spans = _gateway(tid, auth_ms=40, llm_ms=r.uniform(50, 150), extra=lambda t: [
+            span("kb", "root", t, t + 60 * MS, trace=tid, service="gw", layer="agent"),
+            span("vec", "root", t + 61 * MS, t + 121 * MS, trace=tid, service="gw", layer="retrieval"),
+        ])  # fmt: skip
+        return spans
+
+    sync = _of(_rank(_trees(make)), "shorten-sync")
+    assert [c["operations"] for c in sync] == [["auth"]]  # the tool and the retrieval call are the request's work
+
+
 # ------------------------------------------------------------------------------------------------ cap-retries
 
 
