@@ -113,8 +113,8 @@ def candidates(trees: Sequence[TraceTree], facts: Sequence[TraceFacts], evidence
     out.extend(_sync_steps(trees, facts))
     retried: dict[str, int] = {}
     for f in facts:
-        for r in f.retries:
-            retried[r.op] = retried.get(r.op, 0) + 1
+        for op in {r.op for r in f.retries}:  # traces, not retry runs (a trace may retry an operation twice)
+            retried[op] = retried.get(op, 0) + 1
     for op, k in sorted(retried.items(), key=lambda kv: -kv[1])[:3]:
         out.append(Candidate("cap-retries", parse_change("cap-retries", f"{op}=1"),
                              f"retried in {k / n:.0%} of traces"))  # fmt: skip

@@ -140,6 +140,18 @@ def test_cap_retries_proposed_for_calls_retried_after_an_error() -> None:
     assert not _of(doc, "cache")
 
 
+def test_cap_retries_counts_traces_not_retry_runs() -> None:
+    def make(k: int, r: random.Random) -> list[Span]:
+        calls = [("kb", 50, "ERROR"), ("kb", 50, "OK"), ("web", 20, "OK"), ("kb", 50, "ERROR"), ("kb", 50, "OK")]
+        return _gateway(f"t{k}", auth_ms=2, llm_ms=r.uniform(50, 150), extra=lambda t: _tool_calls(f"t{k}", t, calls))
+
+    trees = _trees(make, n=20)
+    caps = _of(_rank(trees), "cap-retries")
+    assert [c["change"] for c in caps] == ['--cap-retries "kb=1"']
+    assert "retried in 100% of traces" in caps[0]["evidence"]  # twice in each trace, not 200 %
+    _check_alone(trees, caps[0])
+
+
 def test_cap_retries_not_proposed_without_an_error() -> None:
     doc = _rank(_retry_set("OK"))
     assert not _of(doc, "cap-retries")
