@@ -137,22 +137,24 @@ def candidates(trees: Sequence[TraceTree], facts: Sequence[TraceFacts], evidence
 
 
 def _waterfalls(facts: Sequence[TraceFacts], evidence: Evidence, n: int) -> list[Candidate]:
-    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-    for f in facts:
+    groups: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+    for t, f in enumerate(facts):
         for g in f.waterfalls:
             parent, _, listed = g.pattern.partition(" → ")
             key = (parent, tuple(listed.split(", ")))
-            acc = groups.setdefault(key, [0, 0])
-            acc[0] += 1
+            acc = groups.setdefault(key, [set(), 0])
+            acc[0].add(t)
             acc[1] += g.saving_ns
-    # one candidate per parent and set of operations (orders vary across traces: that is evidence, not a new group)
+    # one candidate per parent and set of operations (orders vary across traces: that is evidence, not a new group);
+    # counted in traces (a trace may run the same waterfall twice, e.g. under two agent steps of the same name)
     merged: dict[tuple[str, frozenset[str]], list[Any]] = {}
-    for (parent, members), (k, saving) in groups.items():
-        m = merged.setdefault((parent, frozenset(members)), [0, 0, members])
-        m[0] += k
+    for (parent, members), (seen, saving) in groups.items():
+        m = merged.setdefault((parent, frozenset(members)), [set(), 0, members])
+        m[0] |= seen
         m[1] += saving
     out: list[Candidate] = []
-    for (parent, _), (k, _, members) in sorted(merged.items(), key=lambda kv: -kv[1][1])[:3]:
+    for (parent, _), (traces, _, members) in sorted(merged.items(), key=lambda kv: -kv[1][1])[:3]:
+        k = len(traces)
         kept, dropped = evidence.split(parent, members)
         repeated = len(set(members)) < len(members)
         if len(kept) < 2 and not (repeated and kept):

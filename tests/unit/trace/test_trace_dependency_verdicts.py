@@ -173,3 +173,29 @@ def test_rank_takes_the_tool_calls_a_marked_model_call_issued() -> None:
     assert par[0]["established"]
     assert "marked as parallel tool calls" in par[0]["evidence"]
     assert any(g["change"] == '--parallel "a,b,c"' for g in doc["greedy"])
+
+
+def test_a_waterfall_run_twice_in_a_trace_counts_once() -> None:
+    trees, ev = [], Evidence()
+    for k in range(10):
+        first = _agent(f"t{k}", overlap=k == 0)
+        second = [  # the same step again, later, under a second span of the same name
+            span(f"{s.span_id}2", None if s.parent_id is None else "root2", s.start_ns + 500 * MS, s.end_ns + 500 * MS,
+                 s.name, trace=f"t{k}", layer="agent")
+            for s in _agent(f"t{k}", overlap=k == 0)
+        ]  # fmt: skip
+        top = span("top", None, 0, 700 * MS, "session", trace=f"t{k}", layer="agent")
+        spans = [top, *(_under(s, "top") for s in first + second)]
+        tree = build_tree(spans)
+        trees.append(tree)
+        ev.add(tree)
+    doc = rank(trees, set_facts_with_marks(trees, {}), ev)
+    par = [c for c in doc["candidates"] if c["kind"] == "parallelise" and sorted(c["operations"]) == list(TOOLS)]
+    assert len(par) == 1
+    assert "sequential under agent in 90% of traces" in par[0]["evidence"]  # not 180 %
+
+
+def _under(s: Span, top: str) -> Span:
+    if s.parent_id is not None:
+        return s
+    return Span(s.trace_id, s.span_id, top, s.name, s.start_ns, s.end_ns, attributes=s.attributes, layer=s.layer)
