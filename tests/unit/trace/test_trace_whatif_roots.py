@@ -73,6 +73,11 @@ def test_root_ops_break_the_projection_down_per_root_operation(tmp_path: Path) -
     for stat in ("p50_ms", "p95_ms", "p99_ms"):
         assert chat["saving"][stat] == pytest.approx(30.0, abs=1e-3)  # every chat trace saves exactly 30 ms
         assert embed["saving"][stat] == 0
+    with_ci = tailscope.whatif(path, set_duration=[f"auth={AUTH_MS - 30}ms"], resamples=50)
+    for op in ("POST /chat", "POST /embed"):  # each root operation gets its own intervals
+        row = with_ci.root_ops[op]["before"]
+        assert row["p95_low_ms"] <= row["p95_ms"] <= row["p95_high_ms"]
+    assert with_ci.root_ops["POST /chat"]["before"]["p50_ms"] > with_ci.root_ops["POST /embed"]["before"]["p50_ms"]
     only = tailscope.whatif(path, set_duration=[f"auth={AUTH_MS - 30}ms"], root_op="POST /chat", resamples=0)
     assert only.before == chat["before"]
     assert only.after == chat["after"]
