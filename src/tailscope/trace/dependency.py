@@ -3,7 +3,8 @@
 Per trace, :func:`marks_from` reads what the data says outright: a span *consumes* another's output when it links to
 it (span links) or when one of its attribute values carries the other's tool call id (``gen_ai.tool.call.id`` and
 the like); a span marked with a parallel-tool-calls attribute (``gen_ai.request.parallel_tool_calls`` …) runs its
-children's tool calls in parallel.
+children's tool calls in parallel, and a marked model call the tool calls that follow it under the same parent (those
+it issued, up to the next model call).
 
 Across a set, :class:`Evidence` counts for every pair of sibling operations under the same parent operation how often
 each ran first, how often they overlapped, and the marks. Its verdict, in this order:
@@ -11,7 +12,8 @@ each ran first, how often they overlapped, and the marks. Its verdict, in this o
 1. the user said the pair is independent (``--independent "A,B"``) → **independent**;
 2. they overlapped in some trace → **independent** (they already ran together);
 3. their order varies across traces → **independent** (neither waits for the other);
-4. a parallel-tool-calls attribute marks their parent → **independent**;
+4. a parallel-tool-calls attribute marks their parent, or the model call before them that issued both (or both
+   calls themselves) → **independent**;
 5. a later sibling consumes both (the inputs of one join, e.g. the searches a rerank links to) and neither is marked as
    consuming the other → **independent**;
 6. one always starts after the other ended, and the data marks it as consuming the other's output → **dependent**;
@@ -133,6 +135,22 @@ class _Pair:
     co_inputs: int = 0  # both consumed by the same later sibling (a fan-in)
 
 
+def _issuers(kids: Sequence[int], sids: Sequence[str], layers: Sequence[str], par: frozenset[str]) -> dict[int, int]:
+    """Sibling → the sibling that issued it as a parallel tool call: the nearest earlier sibling marked with parallel
+    tool calls (a model call asking for them: its tool calls run after it, beside it under the same parent), until
+    the next model call. The marked call itself is issued by none (its tool calls wait for it)."""
+    out: dict[int, int] = {}
+    current = -1
+    for c in kids:
+        if sids[c] in par:
+            current = c
+        elif layers[c] == "inference":
+            current = -1
+        elif current >= 0:
+            out[c] = current
+    return out
+
+
 class Evidence:
     """Dependency evidence over a set (see the module docstring).
 
@@ -146,7 +164,7 @@ class Evidence:
 
     def add(self, tree: TraceTree, marks: Marks | None = None) -> None:
         """Count one trace's sibling pairs."""
-        names, starts, ends, sids = tree.names, tree.starts, tree.ends, tree.span_ids
+        names, starts, ends, sids, layers = tree.names, tree.starts, tree.ends, tree.span_ids, tree.layers
         uses = marks.by_index(tree) if marks else {}
         par = marks.parallel if marks else frozenset()
         pairs = self.pairs
@@ -156,6 +174,7 @@ class Evidence:
             pname = names[p]
             parallel = sids[p] in par
             kk = kids[:_MAX_PAIRS_CHILDREN]
+            issuer = _issuers(kk, sids, layers, par) if par else {}
             seen: dict[str, int] = {}
             for c in kk:
                 seen[names[c]] = seen.get(names[c], 0) + 1
@@ -181,7 +200,11 @@ class Evidence:
                         st.a_uses_b += 1
                     if i in uses.get(j, ()):
                         st.b_uses_a += 1
-                    if parallel or sids[i] in par or sids[j] in par:
+                    if (
+                        parallel
+                        or issuer.get(i, -1) == issuer.get(j, -2)
+                        or (sids[i] in par and sids[j] in par and "inference" not in (layers[i], layers[j]))
+                    ):
                         st.parallel += 1
             if uses:
                 self._fan_in(tree, p, kids, uses)

@@ -9,8 +9,10 @@ Candidates (each is a :class:`~tailscope.trace.whatif.Change` a user could pass 
     is listed as such and left out of the greedy order until ``--independent`` confirms it.
 ``shorten-sync``
     a synchronous gateway step (the lowest gateway-layer spans below the root, e.g. ``auth`` under ``gateway``, or a
-    leaf child of the root in the root's own service) taking ≥ :data:`SYNC_MIN_MS` on average in ≥ a quarter of the
-    traces: made asynchronous or cached, it would take :data:`SYNC_TARGET_MS` (``--set-duration``).
+    leaf child of the root in the root's own service that is no model, tool or retrieval call; under a client's
+    CLIENT root, such as a bench client span, the server's root counts as the root) taking ≥ :data:`SYNC_MIN_MS` on
+    average in ≥ a quarter of the traces: made asynchronous or cached, it would take :data:`SYNC_TARGET_MS`
+    (``--set-duration``).
 ``cap-retries``
     a retried operation: only the first attempt runs (``--cap-retries OP=1``).
 ``cache``
@@ -111,8 +113,8 @@ def candidates(trees: Sequence[TraceTree], facts: Sequence[TraceFacts], evidence
     out.extend(_sync_steps(trees, facts))
     retried: dict[str, int] = {}
     for f in facts:
-        for r in f.retries:
-            retried[r.op] = retried.get(r.op, 0) + 1
+        for op in {r.op for r in f.retries}:  # traces, not retry runs (a trace may retry an operation twice)
+            retried[op] = retried.get(op, 0) + 1
     for op, k in sorted(retried.items(), key=lambda kv: -kv[1])[:3]:
         out.append(Candidate("cap-retries", parse_change("cap-retries", f"{op}=1"),
                              f"retried in {k / n:.0%} of traces"))  # fmt: skip
@@ -135,22 +137,24 @@ def candidates(trees: Sequence[TraceTree], facts: Sequence[TraceFacts], evidence
 
 
 def _waterfalls(facts: Sequence[TraceFacts], evidence: Evidence, n: int) -> list[Candidate]:
-    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-    for f in facts:
+    groups: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+    for t, f in enumerate(facts):
         for g in f.waterfalls:
             parent, _, listed = g.pattern.partition(" → ")
             key = (parent, tuple(listed.split(", ")))
-            acc = groups.setdefault(key, [0, 0])
-            acc[0] += 1
+            acc = groups.setdefault(key, [set(), 0])
+            acc[0].add(t)
             acc[1] += g.saving_ns
-    # one candidate per parent and set of operations (orders vary across traces: that is evidence, not a new group)
+    # one candidate per parent and set of operations (orders vary across traces: that is evidence, not a new group);
+    # counted in traces (a trace may run the same waterfall twice, e.g. under two agent steps of the same name)
     merged: dict[tuple[str, frozenset[str]], list[Any]] = {}
-    for (parent, members), (k, saving) in groups.items():
-        m = merged.setdefault((parent, frozenset(members)), [0, 0, members])
-        m[0] += k
+    for (parent, members), (seen, saving) in groups.items():
+        m = merged.setdefault((parent, frozenset(members)), [set(), 0, members])
+        m[0] |= seen
         m[1] += saving
     out: list[Candidate] = []
-    for (parent, _), (k, _, members) in sorted(merged.items(), key=lambda kv: -kv[1][1])[:3]:
+    for (parent, _), (traces, _, members) in sorted(merged.items(), key=lambda kv: -kv[1][1])[:3]:
+        k = len(traces)
         kept, dropped = evidence.split(parent, members)
         repeated = len(set(members)) < len(members)
         if len(kept) < 2 and not (repeated and kept):
@@ -214,6 +218,11 @@ def _consumers(evidence: Evidence, parent: str, kept: Sequence[str], members: Se
     return out
 
 
+#: Layers whose leaf calls under the root are the request's work, not a gateway step before it (a model call, a tool
+#: call, a retrieval in the gateway's own process).
+_NOT_SYNC_STEPS = frozenset({"inference", "agent", "retrieval"})
+
+
 def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list[Candidate]:
     """Blocking steps of the gateway: the lowest gateway-layer spans below the root (an ``auth`` under ``gateway``),
     and leaf children of the root in the root's own service."""
@@ -222,6 +231,7 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
         r = t.primary
         if r < 0:
             continue
+        r = _server_root(t, r)
         service, layers, children = t.services[r], t.layers, t.children
         todo = list(children[r])
         while todo:
@@ -231,7 +241,7 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
                 if any(layers[k] == "gateway" for k in kids):
                     todo.extend(kids)  # a wrapper: its gateway steps are the candidates
                     continue
-            elif kids or t.parent[c] != r or t.services[c] != service or layers[c] == "inference":
+            elif kids or t.parent[c] != r or t.services[c] != service or layers[c] in _NOT_SYNC_STEPS:
                 continue
             if not t.blocking[c]:
                 continue
@@ -246,6 +256,19 @@ def _sync_steps(trees: Sequence[TraceTree], facts: Sequence[TraceFacts]) -> list
                                  f"a synchronous gateway step before the request goes on: {mean_ms:.0f} ms on "
                                  f"average; made async or cached it would take {SYNC_TARGET_MS:g} ms"))  # fmt: skip
     return out[:2]
+
+
+def _server_root(tree: TraceTree, r: int) -> int:
+    """The span the gateway's steps hang under: a CLIENT root with one SERVER child (the caller's span, e.g. the one
+    ``bench --otlp-endpoint`` sends above the server's tree) is the wire in front of that server, whose steps are the
+    candidates (not the server's whole request)."""
+    kinds, children = tree.kinds, tree.children
+    while kinds[r] == "CLIENT":
+        servers = [c for c in children[r] if kinds[c] == "SERVER"]
+        if len(servers) != 1:
+            break
+        r = servers[0]
+    return r
 
 
 def _repeats(trees: Sequence[TraceTree]) -> list[Candidate]:
