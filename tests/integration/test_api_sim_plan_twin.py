@@ -80,6 +80,9 @@ def test_plan_functions_return_typed_results_and_refuse_bad_input(tmp_path: Path
     cost = tailscope.plan_cost(gpu_price=2.0, run=sim)
     assert cost.gpus == 4  # a sim run knows its deployment
     assert cost.usd_per_million_output_tokens == pytest.approx(4 * 2.0 / 3600 / cost.output_tokens_per_s * 1e6)
+    # issue 28: a bench run on the built-in engine records its one replica at TP 1; no --gpus asked
+    built_in = tailscope.bench(requests=3, input_tokens=16, output_tokens=4)
+    assert tailscope.plan_cost(gpu_price=2.0, run=built_in).gpus == 1
 
     kv = tailscope.plan_kv("llama-3.1-8b", context=4096, gpu="h100-sxm")
     assert kv.max_sequences is not None

@@ -150,7 +150,8 @@ def plan_cost(
 
 
 def run_gpus(data: Any, gpus: int | None = None) -> int | None:
-    """The GPUs behind a loaded run: ``gpus`` when given, else what a sim run's deployment says (replicas × TP)."""
+    """The GPUs behind a loaded run: ``gpus`` when given, else what the run's deployment says (replicas × TP): a sim
+    run's cluster, or the built-in engine a bench run started (one replica at TP 1)."""
     if gpus is not None:
         return gpus
     engine = data.settings.get("engine") if isinstance(data.settings, Mapping) else None

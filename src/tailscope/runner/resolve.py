@@ -200,6 +200,8 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
         "api_key_env": opts.api_key_env,
         "timeouts_s": [opts.timeout_connect, opts.timeout_first_token, opts.timeout_total],
     }
+    if opts.url is None:  # the built-in engine bench starts: one replica at TP 1 (what `plan cost --run` counts)
+        settings["engine"] = {"model": opts.builtin_model, "gpu": opts.builtin_gpu, "replicas": 1, "tp": 1}
     if extra_body:
         settings["extra_body"] = extra_body
     if headers:
