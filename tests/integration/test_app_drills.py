@@ -150,11 +150,16 @@ def _most_within(times_ns: list[int], span_s: float) -> int:
 
 def test_llm_slow_slows_the_fault_window(drills: dict[str, tuple[DrillResult, list[Span]]], judgement: Any) -> None:
     result, spans = drills["llm-slow"]
-    before, during = result.before.e2e_p95_ms, result.during.e2e_p95_ms
+    before, during, after = result.before.e2e_p95_ms, result.during.e2e_p95_ms, result.after.e2e_p95_ms
     assert before is not None
     assert during is not None
-    # + 4 × the model API's uncached TTFT (1.1 s median at full scale): ≈ + 440 ms at 0.1, over a p95 of ≈ 150 ms
-    judgement.holds(during > 2 * before, f"llm-slow: E2E p95 {before:.0f} ms before, {during:.0f} ms during")
+    assert after is not None
+    # + 4 × the model API's uncached TTFT (1.1 s median at full scale): ≈ + 440 ms at 0.1, over a p95 of ≈ 150 ms;
+    # outside the fault, the quieter of the two windows (the first requests also pay the three apps' start)
+    judgement.holds(
+        during > 2 * min(before, after),
+        f"llm-slow: E2E p95 {before:.0f} ms before, {during:.0f} ms during, {after:.0f} ms after",
+    )
     chats = [s.duration_ns / 1e6 for s in spans if s.layer == "inference" and s.name.startswith("chat ")]
     assert chats, {s.name for s in spans}
     slow = [s.start_ns for s in spans if s.name.startswith("chat ") and s.duration_ns / 1e6 > 300]
