@@ -125,16 +125,21 @@ class Engines:
             ) as resp:
                 if resp.status != 200:
                     raise ModelError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+                done = False
                 async for line in resp.content:
-                    if not line.startswith(b"data:"):
+                    if done or not line.startswith(b"data:"):
                         continue
                     payload = line[5:].strip()
                     if payload == b"[DONE]":
-                        return
+                        # read on to the body's end: a response left unread closes its connection instead of
+                        # returning it to the pool, which would defeat keep-alive
+                        done = True
+                        continue
                     yield payload
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise ModelError(f"{type(exc).__name__}: {exc}") from None
-        raise ModelError("the stream ended without [DONE]")
+        if not done:
+            raise ModelError("the stream ended without [DONE]")
 
 
 def delta_text(payload: bytes) -> tuple[str, dict[str, Any] | None]:
