@@ -4,8 +4,8 @@ real OTLP receiver from the OpenTelemetry SDK's exporter, and analysed by ``trac
 The knowledge-assistant preset reproduces the method's case study (``../shared/method/004_*.txt``, section 10:
 "总 P95 10.2s 中,模型仅占 21%"; five fixes take P95 to 1.6 s). At ``time_scale=0.1``: P95 ≈ 1.02 s (± 25 %), the
 model ≈ 21 % (± 8 points) of the slow requests' critical path, and all fixes cut P95 by ≥ 75 %. Those timing
-judgements are made on a quiet machine only (the ``judgement`` fixture: on a busy one the run's summary lists the
-figures as not judged); the structural checks always run.
+judgements pass on any machine when they hold and fail only on a quiet one (the ``judgement`` fixture: on a busy one
+a miss is listed with the figures as not judged); the structural checks always run.
 """
 
 from __future__ import annotations
@@ -100,13 +100,13 @@ def test_case_study_p95_model_share_and_fixes(tmp_path: Path, judgement: Any) ->
         f"parallel retrieval: projected P95 {proj_p95:.1f} ms, measured {meas_p95:.1f} ms"
     )
     print(figures)
-    if not judgement.quiet():
-        judgement.cannot_judge(f"the case study's P95, model share and fixes not judged: {figures}")
-        return
-    assert p95 == pytest.approx(CASE_P95_S * SCALE, rel=0.25)
-    assert tail["inference"]["share"] == pytest.approx(CASE_MODEL_SHARE, abs=0.08)
-    assert fixed_p95 <= 0.25 * p95
-    assert proj_p95 == pytest.approx(meas_p95, rel=0.10)
+    judgement.holds(
+        abs(p95 / (CASE_P95_S * SCALE) - 1) <= 0.25
+        and abs(tail["inference"]["share"] - CASE_MODEL_SHARE) <= 0.08
+        and fixed_p95 <= 0.25 * p95
+        and abs(proj_p95 / meas_p95 - 1) <= 0.10,
+        f"the case study's P95 (± 25 %), model share (± 8 points), fixes (≥ 75 %), projection (± 10 %): {figures}",
+    )
 
 
 async def _surface() -> None:
