@@ -69,6 +69,7 @@ def test_soak_memory_is_flat_and_no_descriptor_leaks(tmp_path: Path, judgement: 
     assert client["settled_growth_mb"] <= CLIENT_GROWTH_MB, client
     assert server["settled_growth_mb"] <= SERVER_GROWTH_MB, server
 
+
 def test_soak_series_judgement() -> None:
     soak = _soak_module()
     s = soak.Series()
