@@ -15,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import statistics
-import threading
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
+from test_drill import app_in_thread  # the app (--fix all at SCALE) in a thread of its own
 
 import tailscope
 from tailscope.api.drill import DrillResult
@@ -40,34 +39,6 @@ EXPECT: dict[str, dict[str, Any]] = {
 }
 
 
-@contextmanager
-def app_in_thread(endpoint: str) -> Iterator[str]:
-    """The app (``--fix all`` at ``SCALE``) served from its own event loop in a thread; yields its URL. Leaving
-    stops it, which exports its last spans: leave from a worker thread while the receiver's loop runs."""
-    loop = asyncio.new_event_loop()
-    server = tailscope.start_app(time_scale=SCALE, fixes="all", seed=1, otlp_endpoint=endpoint)
-    started = threading.Event()
-    stop: asyncio.Event | None = None
-
-    async def main() -> None:
-        nonlocal stop
-        stop = asyncio.Event()
-        async with server:
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert started.wait(60), "the app did not start"
-    try:
-        yield server.url
-    finally:
-        assert stop is not None
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(30)
-        loop.close()
-
-
 def drill_doc(kind: str, url: str) -> dict[str, Any]:
     return {
         "name": kind,
@@ -85,7 +56,10 @@ async def _drills() -> dict[str, tuple[DrillResult, list[Span]]]:
         await r.start()
     stack = ExitStack()
     try:
-        urls = {k: stack.enter_context(app_in_thread(f"http://127.0.0.1:{r.port}")) for k, r in receivers.items()}
+        urls = {
+            k: stack.enter_context(app_in_thread(otlp_endpoint=f"http://127.0.0.1:{r.port}"))
+            for k, r in receivers.items()
+        }
         # the verdicts do not depend on the machine: the latency checks are left to the judgement fixture
         results = await asyncio.gather(
             *(tailscope.drill_async(drill_doc(k, u), seed=5, timing=False) for k, u in urls.items())

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_agent_steps_store import PROFILE, SEED  # three whole sessions of the agent call graph
 
 import tailscope
 from tailscope.records import RunStatus
@@ -28,25 +29,6 @@ from tailscope.serve.engine_factory import build_replica
 from tailscope.store.runs import RunStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
-SEED = 5
-
-PROFILE = """\
-name: agentic
-classes:
-  - name: agent
-    input_tokens: 20
-    output_tokens: 4
-    agent:
-      steps:
-        - {name: plan, input_tokens: 30}
-        - {name: search, fan_out: 3, gap_ms: "uniform:5:20"}
-        - {name: answer, use_answers: true, gap_ms: 5}
-        - name: check
-          repeat: 2
-          steps: [{name: think, use_answers: true, gap_ms: 5}]
-arrival: {mode: open, rate: 8}
-stop: {requests: 21}
-"""
 STEP_CALLS = {"plan": 3, "search": 9, "answer": 3, "check/think": 6}
 
 
