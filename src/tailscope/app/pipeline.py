@@ -30,6 +30,50 @@ class RetrievalDown(Exception):
     """The retrieval fault is on."""
 
 
+class Throttled(Exception):
+    """The gateway refused the request: over its rate limit or the caller's quota (HTTP 429)."""
+
+    def __init__(self, why: str, retry_after_s: float) -> None:
+        super().__init__(why)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(slots=True)
+class Limits:
+    """The gateway's real limits, in real time (not scaled): a token bucket over every request, and a quota of
+    requests per caller per minute (fixed windows)."""
+
+    rate_rps: float | None
+    burst: int
+    quota_per_min: int | None
+    tokens: float = 0.0
+    at: float = field(default_factory=time.monotonic)
+    window: int = -1
+    used: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tokens = float(self.burst)
+
+    def admit(self, user: int, now: float) -> None:
+        """Take one request for ``user`` at monotonic time ``now``, or raise :class:`Throttled`."""
+        if self.quota_per_min is not None:
+            minute = int(now // 60)
+            if minute != self.window:
+                self.window, self.used = minute, {}
+            if self.used.get(user, 0) >= self.quota_per_min:
+                raise Throttled(f"user {user} is over its quota of {self.quota_per_min}/min", 60 - now % 60)
+        if self.rate_rps is not None:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate_rps)
+            self.at = now
+            if self.tokens < 1:
+                raise Throttled(
+                    f"over the gateway's rate limit of {self.rate_rps:g}/s", (1 - self.tokens) / self.rate_rps
+                )
+            self.tokens -= 1
+        if self.quota_per_min is not None:
+            self.used[user] = self.used.get(user, 0) + 1
+
+
 @dataclass(slots=True)
 class AppState:
     """What the admin endpoints change at run time."""
@@ -38,6 +82,7 @@ class AppState:
     faults: set[str] = field(default_factory=set)
     requests: int = 0
     fallbacks: int = 0
+    throttled: int = 0
     errors: int = 0
 
 
@@ -86,6 +131,7 @@ class Pipeline:
         self.fallback = fallback
         self.state = AppState()
         self._seq = 0
+        self.limits = Limits(preset.rate_limit_rps, preset.rate_limit_burst, preset.user_quota_per_min)
 
     # -- helpers ----------------------------------------------------------------------------------------------
 
@@ -112,10 +158,15 @@ class Pipeline:
 
     # -- layers -----------------------------------------------------------------------------------------------
 
-    async def gateway(self, rng: random.Random) -> int:
-        """Authenticate, check the quota, write the audit log; returns the user id."""
+    async def gateway(self, rng: random.Random, caller: int | None = None) -> int:
+        """Authenticate, check the rate limit and the caller's quota, write the audit log; returns the user id (the
+        ``X-User-Id`` caller, else a drawn one).
+
+        Raises:
+            Throttled: over the rate limit or the quota (the ``rate limit`` span is marked as an error).
+        """
         p = self.preset
-        user = rng.randrange(USERS)
+        user = rng.randrange(USERS) if caller is None else caller % USERS
         with self.tracer.span("gateway", "gateway", {"app.user": user}):
             mode = "cache" if p.auth_async else "sync"
             with self.tracer.span("auth", "gateway", {"app.auth.mode": mode, "peer.service": "permissions"}):
@@ -124,8 +175,14 @@ class Pipeline:
                 else:
                     await self.connect(rng, "permissions")
                     await self.cost(p.auth_sync, rng)
-            with self.tracer.span("rate limit", "gateway", {"app.quota.mode": mode}):
+            with self.tracer.span("rate limit", "gateway", {"app.quota.mode": mode}) as s:
                 await self.cost(p.quota, rng)
+                try:
+                    self.limits.admit(user, time.monotonic())
+                except Throttled as exc:
+                    s.error(str(exc))
+                    s.set("app.throttled", True)
+                    raise
             with self.tracer.span("audit log", "gateway", {"app.audit.mode": "sync" if p.audit_sync else "async"}):
                 await self.cost(p.audit, rng)
                 if p.audit_sync:
@@ -321,11 +378,17 @@ class Pipeline:
                 yield payload
             s.set("gen_ai.usage.output_tokens", max(tokens - 1, 0))
 
-    async def prepare(self, question: str, outcome: Outcome) -> tuple[random.Random, list[dict[str, str]] | None]:
+    async def prepare(
+        self, question: str, outcome: Outcome, caller: int | None = None
+    ) -> tuple[random.Random, list[dict[str, str]] | None]:
         """Everything before the model: gateway, profile, retrieval, agent, prompt. None messages: a cached or static
-        answer. The caller calls :meth:`release` with ``outcome`` when the request ends, however it ends."""
+        answer. The caller calls :meth:`release` with ``outcome`` when the request ends, however it ends.
+
+        Raises:
+            Throttled: the gateway refused the request.
+        """
         rng = self.rng()
-        user = await self.gateway(rng)
+        user = await self.gateway(rng, caller)
         await self.db(rng, "SELECT users", "SELECT name, tier, quota FROM users WHERE id = ?", (user,), outcome)
         if self.state.degrade >= 3:
             outcome.fallback = "static"

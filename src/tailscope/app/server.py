@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import uuid
 from typing import Any
@@ -20,7 +21,7 @@ from aiohttp import web
 
 from tailscope.app.business import SqlitePool
 from tailscope.app.inference import Engines, ModelError, delta_text
-from tailscope.app.pipeline import FAULTS, Outcome, Pipeline
+from tailscope.app.pipeline import FAULTS, Outcome, Pipeline, Throttled
 from tailscope.app.tracing import AppTracer, SpanRef
 from tailscope.errors import ConfigError, TargetError
 from tailscope.workload.app_preset import AppPreset
@@ -87,19 +88,42 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     attrs = {"http.request.method": "POST", "http.route": "/v1/chat/completions", "app.preset": pipe.preset.name}
     if "X-Tailscope-Probe" in request.headers:  # bench's preflight probe: tell it apart from the load in the traces
         attrs["app.probe"] = request.headers["X-Tailscope-Probe"]
+    caller = request.headers.get("X-User-Id")
     parent = pipe.tracer.extract(request.headers)
     with pipe.tracer.span("POST /v1/chat/completions", "gateway", attrs, kind="server", parent=parent) as root:
         outcome = Outcome()
         try:
-            return await _answer(request, pipe, root, outcome, question, max_tokens, stream)
+            return await _answer(request, pipe, root, outcome, question, max_tokens, stream, _user(caller))
+        except Throttled as exc:  # the gateway's limits: 429 with when to retry, as real gateways answer
+            pipe.state.throttled += 1
+            root.error(str(exc))
+            root.set("http.response.status_code", 429)
+            resp = _error(429, f"rate limited: {exc}", "rate_limit_error")
+            resp.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+            return resp
         finally:
             pipe.release(outcome)
 
 
+def _user(header: str | None) -> int | None:
+    """The caller's user id from ``X-User-Id`` (an integer), else None (the gateway draws one)."""
+    try:
+        return int(header) if header is not None else None
+    except ValueError:
+        return None
+
+
 async def _answer(
-    request: web.Request, pipe: Pipeline, root: SpanRef, outcome: Outcome, question: str, max_tokens: int, stream: bool
+    request: web.Request,
+    pipe: Pipeline,
+    root: SpanRef,
+    outcome: Outcome,
+    question: str,
+    max_tokens: int,
+    stream: bool,
+    caller: int | None = None,
 ) -> web.StreamResponse:
-    rng, messages = await pipe.prepare(question, outcome)
+    rng, messages = await pipe.prepare(question, outcome, caller)
     rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     model = pipe.preset.served_model
     payloads: list[bytes] = []
@@ -197,6 +221,7 @@ async def admin_state(request: web.Request) -> web.StreamResponse:
             "requests": s.requests,
             "fallbacks": s.fallbacks,
             "errors": s.errors,
+            "throttled": s.throttled,
             "fallback": pipe.fallback,
             "time_scale": pipe.time_scale,
         }

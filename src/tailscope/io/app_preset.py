@@ -53,6 +53,9 @@ class _Gateway(_Strict):
     audit: _Dist | None = None
     audit_sync: bool = False
     audit_sync_cost: _Dist | None = None
+    rate_limit_rps: float | None = Field(default=None, gt=0)
+    rate_limit_burst: int = Field(default=10, ge=1)
+    user_quota_per_min: int | None = Field(default=None, ge=1)
 
 
 class _Network(_Strict):
@@ -167,6 +170,9 @@ def parse_app_preset(text: str, *, source: str = "<app preset>") -> AppPreset:
         "system_prompt_chars": m.system_prompt_chars,
         "auth_async": m.gateway.auth_async,
         "audit_sync": m.gateway.audit_sync,
+        "rate_limit_rps": m.gateway.rate_limit_rps,
+        "rate_limit_burst": m.gateway.rate_limit_burst,
+        "user_quota_per_min": m.gateway.user_quota_per_min,
         "keep_alive": m.network.keep_alive,
         "parallel_search": m.retrieval.parallel,
         "top_k": m.retrieval.top_k,

@@ -89,6 +89,9 @@ class AppPreset:
     audit_sync_cost: Dist = Dist(0.05, 0.18)
     auth_async: bool = False
     audit_sync: bool = False
+    rate_limit_rps: float | None = None  # the gateway's token bucket (real time): over it a request gets 429
+    rate_limit_burst: int = 10
+    user_quota_per_min: int | None = None  # requests per caller (``X-User-Id``) per minute: over it, 429
     # network
     connect: Dist = Dist(0.045, 0.1)
     dns: Dist = Dist(0.002, 0.005)
@@ -160,6 +163,10 @@ class AppPreset:
             raise ConfigError(
                 f"{where}: top_k, answer_tokens, pool_size, max_iterations and tools_per_step must be ≥ 1"
             )
+        if self.rate_limit_rps is not None and not self.rate_limit_rps > 0:
+            raise ConfigError(f"{where}: gateway.rate_limit_rps must be > 0 (or left out: no limit)")
+        if self.rate_limit_burst < 1 or (self.user_quota_per_min is not None and self.user_quota_per_min < 1):
+            raise ConfigError(f"{where}: gateway.rate_limit_burst and user_quota_per_min must be ≥ 1")
         if not 0 <= self.cache_hit_rate <= 1 or not 0 <= self.simple_share <= 1:
             raise ConfigError(f"{where}: cache_hit_rate and simple_share are fractions in [0, 1]")
         total = sum(p for _, p in self.steps)
