@@ -26,7 +26,8 @@ from tailscope.io.lengths import read_lengths
 from tailscope.io.profile_schema import AgentM, ArrivalM, ClassM, DistM, MixedM, ProfileM, StepM
 from tailscope.metrics.slo import parse_slo
 from tailscope.workload import profile as m
-from tailscope.workload.agent import AgentGraph, AgentStep, max_calls
+from tailscope.workload.agent import AgentGraph, AgentStep, max_calls, most_waited_for
+from tailscope.workload.answer_template import parse_template
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import MAX_LENGTH_TOKENS, LengthDist
 from tailscope.workload.simple import MAX_DURATION_S
@@ -203,6 +204,7 @@ class _Converter:
     def agent(self, a: AgentM, loc: tuple[int | str, ...]) -> AgentGraph:
         self.unique_steps(a.steps, loc)
         graph = AgentGraph(tuple(self.step(s, (*loc, "steps", k)) for k, s in enumerate(a.steps)))
+        self.templates(a.steps, most_waited_for(graph), "", loc)
         most = max_calls(graph)
         if most is None or most > MAX_AGENT_CALLS:
             got = "unbounded" if most is None else f"up to {most:,}"
@@ -212,6 +214,30 @@ class _Converter:
                 "distributions a max",
             )
         return graph
+
+    def templates(
+        self, steps: list[StepM], waited: dict[str, int | None], prefix: str, loc: tuple[int | str, ...]
+    ) -> None:
+        """Refuse a ``prompt_template`` naming an answer its step can never have."""
+        for k, s in enumerate(steps):
+            at = (*loc, "steps", k)
+            if s.steps:
+                self.templates(s.steps, waited, prefix + s.name + "/", at)
+                continue
+            if s.prompt_template is None:
+                continue
+            most = waited.get(prefix + s.name)
+            want = parse_template(s.prompt_template).highest_answer
+            if most == 0:
+                raise self.fail(
+                    (*at, "prompt_template"), "the session's first step waits for no call: it has no answers to place"
+                )
+            if most is not None and want > most:
+                raise self.fail(
+                    (*at, "prompt_template"),
+                    f"{{{{answer_{want}}}}}: the step waits for at most {most} call{'s' if most != 1 else ''} "
+                    f"(answers 1..{most})",
+                )
 
     def unique_steps(self, steps: list[StepM], loc: tuple[int | str, ...]) -> None:
         names = [c.name for c in steps]
@@ -233,8 +259,17 @@ class _Converter:
             gap_ms=self.time(s.gap_ms, (*loc, "gap_ms"), bound=MAX_DURATION_S * 1000, unit="ms") if s.gap_ms else None,
             repeat=opt_len(s.repeat, "repeat", MAX_AGENT_CALLS, "runs"),
             use_answers=s.use_answers,
+            prompt_template=self.template(s.prompt_template, (*loc, "prompt_template")),
             steps=tuple(self.step(c, (*loc, "steps", k)) for k, c in enumerate(steps)),
         )
+
+    def template(self, text: str | None, loc: tuple[int | str, ...]) -> str | None:
+        if text is not None:
+            try:
+                parse_template(text)
+            except ValueError as exc:
+                raise self.fail(loc, str(exc)) from None
+        return text
 
     def bounded(self, d: DistM, loc: tuple[int | str, ...], bound: float, unit: str) -> None:
         """Refuse a distribution parameter beyond ``bound`` (a typo), naming file:line and the parameter."""

@@ -155,6 +155,7 @@ class StepM(_M):
     gap_ms: MsField | None = None
     repeat: LengthField | None = None
     use_answers: bool = False
+    prompt_template: str | None = Field(default=None, min_length=1)
     steps: list[StepM] | None = None
 
     @field_validator("name")
@@ -170,6 +171,12 @@ class StepM(_M):
             raise ValueError("@steps: a sub-agent lists at least one step")
         if self.steps is not None and self.use_answers:
             raise ValueError("@use_answers: goes on the sub-agent's own steps (the calls that read the answers)")
+        if self.steps is not None and self.prompt_template is not None:
+            raise ValueError("@prompt_template: goes on the sub-agent's own steps (the calls that read the answers)")
+        if self.prompt_template is not None and not self.use_answers:
+            raise ValueError(
+                "@prompt_template: places the answers of the calls the step waits for; add use_answers: true"
+            )
         return self
 
 

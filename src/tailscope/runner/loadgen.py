@@ -6,7 +6,8 @@ schedule. Closed loop: ``concurrency`` workers each send their next request as s
 moment is the request's ``scheduled`` time. Multi-turn sessions: the turns of a session follow its turn 0 directly in
 the request stream; each later turn is due ``think_time`` after the previous turn's last token and carries the whole
 conversation so far. Call graphs (trace → load, agent profiles): each call waits for the calls in its ``after`` and
-then for its gap; a call with ``answers_from`` has their answers' text placed into its prompt when it is sent.
+then for its gap; a call with ``answers_from`` has their answers' text placed into its prompt when it is sent (after
+its own text, or where its ``prompt_template`` says).
 
 A capped open loop (``max_in_flight``): a request due while every slot is taken waits for one; it keeps its
 scheduled time, so the wait is send lag and counts in its latencies.
@@ -29,6 +30,7 @@ from tailscope.clock import Clock
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord
 from tailscope.runner.progress import Progress
+from tailscope.workload.answer_template import ANSWER_SEP, parse_template
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
@@ -271,7 +273,8 @@ class LoadGenerator:
         """A session shaped as a call graph (trace → load, agent profiles): each call waits for the calls in its
         ``after``, then for its gap after the latest of their ends (or, depending on none, for its own ``at_ns``);
         calls with no path between them run concurrently. A call whose dependency failed (or was never sent) is not
-        sent. A call with ``answers_from`` gets those calls' answer text after its own when it is sent."""
+        sent. A call with ``answers_from`` gets those calls' answer text when it is sent: after its own, or where its
+        ``prompt_template`` says."""
         ends: dict[int, asyncio.Future[int | None]] = {}
         answers: dict[int, Outcome] = {}
         loop = asyncio.get_running_loop()
@@ -296,7 +299,7 @@ class LoadGenerator:
                         return
                 hint = spec.input_tokens
                 if spec.answers_from and isinstance(prompt, str):
-                    prompt, hint = self._with_answers(prompt, hint, [answers[a] for a in spec.answers_from])
+                    prompt, hint = self._with_answers(spec, prompt, [answers[a] for a in spec.answers_from])
                 if spec.step is not None:
                     self.step_names[spec.id] = spec.step
                 out = await self._send(spec, prompt, due, hint)
@@ -319,15 +322,27 @@ class LoadGenerator:
             tasks.append(call(turn, None, text))
         await asyncio.gather(*tasks)
 
-    def _with_answers(self, prompt: str, tokens: int, outs: list[Outcome]) -> tuple[str, int]:
-        """The prompt with the answers after it (one paragraph each), and its length in tokens: counted with the
-        tokenizer when one is loaded, else the prompt's planned length plus each answer's output tokens (the
-        server's own prompt count, when it reports usage, is what the record keeps)."""
-        text = "\n\n".join([prompt, *(o.text for o in outs)])
+    def _with_answers(self, spec: RequestSpec, prompt: str, outs: list[Outcome]) -> tuple[str, int]:
+        """The prompt with the answers placed (after it, one paragraph each, or where ``spec.prompt_template`` says,
+        a shared prefix staying in front), and its length in tokens: counted with the tokenizer when one is loaded,
+        else from the planned lengths and each answer's output tokens (the server's own prompt count, when it
+        reports usage, is what the record keeps)."""
+        texts = [o.text for o in outs]
+        sizes = [o.record.output_tokens or len(o.text.split()) for o in outs]
+        if spec.prompt_template is None:
+            text = ANSWER_SEP.join([prompt, *texts])
+            estimate = spec.input_tokens + sum(sizes)
+        else:
+            head, own, n_head = "", prompt, 0
+            if spec.prefix_id is not None and spec.prefix_tokens > 0:
+                pre = self.synth.prefix(spec.prefix_id, min(spec.prefix_tokens, spec.input_tokens))
+                if prompt.startswith(pre):  # the agent's system prompt stays first (a prefix-cache hit)
+                    head, own, n_head = pre + " ", prompt[len(pre) :].lstrip(" "), spec.prefix_tokens
+            tmpl = parse_template(spec.prompt_template)
+            text = head + tmpl.render(own, texts)
+            estimate = n_head + tmpl.tokens(spec.input_tokens - n_head, sizes)
         counted = self.synth.count(text)
-        if counted is not None:
-            return text, counted
-        return text, tokens + sum(o.record.output_tokens or len(o.text.split()) for o in outs)
+        return text, counted if counted is not None else estimate
 
     # -- loops -----------------------------------------------------------------------------------------------------
     async def run(

@@ -13,9 +13,11 @@
   when it has one); a call depending on nothing keeps its ``at_ns``. Calls with no path between them run
   concurrently. A call whose predecessor failed (or is not in the session) is not sent, nor anything after it. A
   call's prompt is its own text plus the output tokens of its ``answers_from`` calls (placed after its text, so they
-  are never a prefix-cache hit); a shared prefix stays in front of every call. A closed-loop client runs a whole call
-  graph: it is free when the last call of the session has ended (or was dropped). With ``duration_s`` no call of a
-  graph is sent after the stop (the session is cut), as bench does.
+  are never a prefix-cache hit); a shared prefix stays in front of every call. With a ``prompt_template`` the prompt
+  is as long as the template renders (:meth:`~tailscope.workload.answer_template.AnswerTemplate.tokens`: each
+  placeholder's tokens, the literal text at one token per word, as bench counts it without a tokenizer). A
+  closed-loop client runs a whole call graph: it is free when the last call of the session has ended (or was
+  dropped). With ``duration_s`` no call of a graph is sent after the stop (the session is cut), as bench does.
 
 A request reaches a replica after the API-server latency (``Efficiency.frontend_ms``); headline times are from
 ``scheduled_ns`` as for bench. Records are yielded as requests finish (memory stays bounded by what is in flight).
@@ -59,6 +61,7 @@ from tailscope.sim.events import (
 )
 from tailscope.sim.records import record_error, record_ok
 from tailscope.sim.result import SimResult
+from tailscope.workload.answer_template import parse_template
 from tailscope.workload.spec import RequestSpec
 
 __all__ = ["SimResult", "Simulation"]
@@ -278,8 +281,13 @@ class Simulation:
                         if client >= 0:
                             self._client_next(client, now)
                     return
-                elif spec.answers_from:  # the answers' text comes after the call's own
-                    prompt += sum(g.outputs.get(a, 0) for a in spec.answers_from)
+                elif spec.answers_from:  # the answers' text: after the call's own, or where its template says
+                    sizes = [g.outputs.get(a, 0) for a in spec.answers_from]
+                    if spec.prompt_template is None:
+                        prompt += sum(sizes)
+                    else:
+                        n_head = spec.prefix_tokens if spec.prefix_id is not None else 0
+                        prompt = n_head + parse_template(spec.prompt_template).tokens(prompt - n_head, sizes)
                 if spec.step is not None:
                     self.step_names[spec.id] = spec.step
             else:

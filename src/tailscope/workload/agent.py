@@ -6,7 +6,8 @@ before it ended with. A step is either one model call (its prompt and output len
 (``steps``: a nested sequence, run as a child of the session; fanned out, each branch is a whole sub-agent). Before a
 step's calls go out, the tool that ran between the steps takes ``gap_ms`` (drawn per call, after the latest of the
 calls it waits for). A step with ``use_answers`` has the text of those calls' answers placed into its prompt when it is
-sent (the runner builds that prompt at dispatch time, from the answers received).
+sent (the runner builds that prompt at dispatch time, from the answers received): after its own text, or where its
+``prompt_template`` says (:mod:`tailscope.workload.answer_template`).
 
 Pure: a seeded ``random.Random`` in, :class:`AgentCall`\\ s out (the load generator's call graph: ``RequestSpec.after``
 and ``RequestSpec.answers_from``). Same graph, same seed → the same shapes, gaps and lengths.
@@ -37,6 +38,8 @@ class AgentStep:
             waits for; None = 0. A sub-agent's gap comes before its first step (on top of that step's own gap).
         repeat: runs of the step in a row (each waits for the previous one); None = 1.
         use_answers: put the text of the answers of the calls this step waits for into its prompt.
+        prompt_template: where the answers go (``{{answers}}``, ``{{answer_N}}``, ``{{prompt}}``); None = after the
+            step's own text. Only with ``use_answers``.
         steps: a sub-agent's own steps (then ``input_tokens``/``output_tokens`` are its steps' defaults).
     """
 
@@ -47,6 +50,7 @@ class AgentStep:
     gap_ms: FloatDist | None = None
     repeat: LengthDist | None = None
     use_answers: bool = False
+    prompt_template: str | None = None
     steps: tuple[AgentStep, ...] = ()
 
 
@@ -66,6 +70,7 @@ class AgentCall:
         deps: ``(index of an earlier call of the session, gap ns)``: due ``gap`` after the latest of their ends.
             Empty for the session's first calls.
         answers_from: indexes of earlier calls whose answers go into this call's prompt.
+        prompt_template: where they go (the step's ``prompt_template``), or None.
     """
 
     step: str
@@ -73,6 +78,7 @@ class AgentCall:
     output_tokens: int
     deps: tuple[tuple[int, int], ...] = ()
     answers_from: tuple[int, ...] = ()
+    prompt_template: str | None = None
 
 
 def draw_session(
@@ -122,6 +128,7 @@ def _expand(
                         output_tokens=n_out,
                         deps=tuple((p, gap) for p in preds),
                         answers_from=tuple(preds) if step.use_answers else (),
+                        prompt_template=step.prompt_template if step.use_answers else None,
                     )
                 )
                 ends.append(len(calls) - 1)
@@ -146,6 +153,35 @@ def step_lengths(
                 out.append((prefix + s.name, s_in, s_out))
 
     walk(graph.steps, "", input_tokens, output_tokens)
+    return out
+
+
+def most_waited_for(graph: AgentGraph) -> dict[str, int | None]:
+    """Per model-call step (path name): the most calls one of its calls can wait for (the answers a
+    ``use_answers`` step can read; 0 for the session's first step), None when unbounded."""
+    out: dict[str, int | None] = {}
+
+    def ends(s: AgentStep) -> int | None:
+        """The most calls one run of ``s`` ends with."""
+        inner = ends(s.steps[-1]) if s.steps else 1
+        fan = _most(s.fan_out)
+        return None if inner is None or fan is None else inner * fan
+
+    def biggest(a: int | None, b: int | None) -> int | None:
+        return None if a is None or b is None else max(a, b)
+
+    def walk(steps: tuple[AgentStep, ...], prefix: str, preds: int | None) -> None:
+        for s in steps:
+            mine = ends(s)
+            # a repeated step's later runs wait for its own previous run
+            entry = biggest(preds, mine) if _most(s.repeat) != 1 else preds
+            if s.steps:
+                walk(s.steps, prefix + s.name + "/", entry)
+            else:
+                out[prefix + s.name] = entry
+            preds = mine
+
+    walk(graph.steps, "", 0)
     return out
 
 

@@ -226,6 +226,7 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
                     step=call.step,
                     answers_from=tuple(i + a for a in call.answers_from),
                     session_calls=len(calls),
+                    prompt_template=call.prompt_template,
                 )
             i += len(calls)
             if stop.requests is not None and i >= stop.requests:

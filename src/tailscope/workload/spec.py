@@ -36,6 +36,8 @@ class RequestSpec:
             A session whose calls carry a step is run as a call graph (``after``), never as a conversation.
         answers_from: ids of earlier requests of the same session whose answer text is put into this request's
             prompt when it is sent (the prompt is built at dispatch time; ``input_tokens`` is the text before them).
+        prompt_template: where those answers go (:mod:`tailscope.workload.answer_template`); None = after the
+            request's own text.
         session_calls: an agent session's calls as drawn, on each of its calls (``stop.requests`` may cut the stream
             before the last ones: the session is then incomplete, not complete with fewer calls); else ``None``.
     """
@@ -61,3 +63,4 @@ class RequestSpec:
     step: str | None = None
     answers_from: tuple[int, ...] = ()
     session_calls: int | None = None
+    prompt_template: str | None = None

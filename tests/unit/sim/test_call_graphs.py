@@ -6,6 +6,7 @@ whole session, and ``tailscope sim`` reports session metrics by step."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,21 @@ def test_fan_out_and_join_follow_their_predecessors_ends() -> None:
     # the answers' text comes on top of the call's own prompt
     assert join.input_tokens == 200 + sum(b.output_tokens or 0 for b in branches)
     assert [b.input_tokens for b in branches] == [300, 300, 300]
+
+
+def test_a_prompt_template_sets_the_prompt_length_as_it_renders() -> None:
+    """The answer places the first search's answer twice and drops its own text: the prompt is as long as that."""
+    specs = _graph(0, "g", 0)
+    specs[4] = replace(specs[4], prompt_template="Top hit: {{answer_1}} all: {{answers}} again {{answer_1}}")
+    recs = _by_id(list(Simulation(_cluster(), specs).run()))
+    outs = [recs[k].output_tokens or 0 for k in (1, 2, 3)]
+    assert all(outs)
+    assert recs[4].input_tokens == 4 + 2 * outs[0] + sum(outs)  # 4 literal words, no {{prompt}}: no own text
+    # with a shared prefix, the prefix stays in front and counts once
+    pre = [replace(s, prefix_id=0, prefix_tokens=64, input_tokens=s.input_tokens + 64) for s in specs]
+    recs = _by_id(list(Simulation(_cluster(), pre).run()))
+    outs = [recs[k].output_tokens or 0 for k in (1, 2, 3)]
+    assert recs[4].input_tokens == 64 + 4 + 2 * outs[0] + sum(outs)
 
 
 def test_failed_predecessor_drops_its_dependents() -> None:

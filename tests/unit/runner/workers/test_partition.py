@@ -215,5 +215,5 @@ def test_dataset_content_crosses_the_worker_wire() -> None:
 
 def test_agent_calls_cross_the_worker_wire() -> None:
     spec = RequestSpec(7, 20, 4, session_id="s1", turn=4, after=((4, 15_000_000), (5, 15_000_000)), step="a/b",
-                       answers_from=(4, 5))  # fmt: skip
+                       answers_from=(4, 5), prompt_template="{{answer_2}} then {{prompt}}")  # fmt: skip
     assert spec_from_wire(unpack(pack(spec_to_wire(spec)))) == spec
