@@ -95,7 +95,9 @@ async def calibrate_async(
         model: the served model's name (default: the first listed).
         out: write the twin file here (``--calibration`` of ``sim``, ``plan`` and ``twin check`` reads it).
         from_runs: fit from these stored runs (ids, prefixes, ``latest``) instead of probing.
-        budget: the probe's time limit in seconds.
+        budget: the probe's time limit in seconds: fewer rounds when a round is slow; when it cuts the probe, the twin
+            is fitted on what was measured, with ``document["partial"]`` and ``notes["partial"]`` naming what is
+            missing.
         concurrencies: the decode probe's concurrencies (``"1,2,4,8"`` or a list).
         burst: finish with a burst that fills the KV cache.
         rounds, prefill_repeats: interleaved rounds of the ladders (default 8) and requests per prompt length in
@@ -106,7 +108,9 @@ async def calibrate_async(
         on_phase: called with the name of each probe phase as it starts.
 
     Raises:
-        ConfigError: no ``url`` and no ``from_runs``, or a bad option. TargetError: the server cannot be reached.
+        ConfigError: no ``url`` and no ``from_runs``, or a bad option, or a budget that ran out before anything could
+            be fitted (one line: what was measured, the budget to give, the stored runs). TargetError: the server
+            cannot be reached.
     """
     from tailscope.engine.twin import send_lag_from
     from tailscope.runner.calibrate import (
