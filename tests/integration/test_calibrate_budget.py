@@ -96,3 +96,27 @@ def test_too_little_measured_is_one_line_and_the_runs_stay_in_the_store(tmp_path
     assert ids, msg
     stored = tailscope.list_runs(store=store, tag="probe")
     assert {r.strip() for r in ids} <= {r.run.id for r in stored.runs}
+
+
+def test_the_cli_prints_the_partial_twin_s_warning_and_the_nothing_fits_error_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "tailscope", "calibrate", *args, "--block-size", "16", "--num-blocks", "4096"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+
+    db = str(tmp_path / "runs.duckdb")
+    with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=2)) as srv:
+        p = cli("--url", srv.url, "--budget", "3", "--rounds", "2", "--prefill-repeats", "1", "--concurrencies", "1,2",
+                "--no-burst", "--out", str(tmp_path / "twin.yaml"), "--db", db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "probe: warning: the 3 s budget ran out" in p.stderr
+    assert "partial: the 3 s budget ran out, so this twin is fitted on part of the probe (" in p.stdout
+    assert "partial" in yaml.safe_load((tmp_path / "twin.yaml").read_text(encoding="utf-8"))
+    with ScriptedServer(ScriptedConfig(ttft_ms=600, itl_ms=50)) as srv:
+        p = cli("--url", srv.url, "--budget", "1", "--rounds", "1", "--prefill-repeats", "1", "--no-burst", "--db", db)
+    assert p.returncode != 0
+    lines = [line for line in p.stderr.splitlines() if "too little measured" in line]
+    assert len(lines) == 1, p.stderr
+    assert "--from-runs " in lines[0]

@@ -271,12 +271,9 @@ def _partial_fit(
     except ConfigError:
         lone, decode, _ = fit_inputs(records)
         seen = ", ".join(map(str, sorted(lone))) or "none"
-        keep = (
-            f"; the {len(run_ids)} measured runs are in the store: add runs and fit them with "
-            + " ".join(f"--from-runs {r}" for r in run_ids)
-            if stored and run_ids
-            else ""
-        )
+        kept = "the measured run is" if len(run_ids) == 1 else f"the {len(run_ids)} measured runs are"
+        runs = " ".join(f"--from-runs {r}" for r in run_ids)
+        keep = f"; {kept} in the store: add runs and fit them with {runs}" if stored and run_ids else ""
         raise ConfigError(
             f"--budget {partial['budget_s']:g}: too little measured to fit a twin in {partial['elapsed_s']:g} s "
             f"(lone requests at {seen} tokens, {decode} decode requests; a fit needs lone requests at two or more "
