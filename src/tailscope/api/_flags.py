@@ -320,7 +320,7 @@ CALIBRATE: dict[str, Flag] = {f.name: f for f in (
     Flag("model", str | None, None, "--model", "Model name (default: the first listed)."),
     Flag("out", Path, Path("twin.yaml"), "--out", "Where to write the twin."),
     Flag("from_runs", list[str], (), "--from-runs", "Fit from stored runs instead of probing."),
-    Flag("budget", float, 180.0, "--budget", "Probe time limit in seconds."),
+    Flag("budget", float, 180.0, "--budget", "Probe time limit, seconds (past it: fewer rounds, a partial twin)."),
     Flag("concurrencies", str, "1,2,4,8", "--concurrencies", "Decode probe concurrencies."),
     Flag("burst", bool, True, "--burst/--no-burst", "Finish with a burst that fills the KV cache."),
     Flag("rounds", int | None, None, "--rounds", (

@@ -95,7 +95,9 @@ async def calibrate_async(
         model: the served model's name (default: the first listed).
         out: write the twin file here (``--calibration`` of ``sim``, ``plan`` and ``twin check`` reads it).
         from_runs: fit from these stored runs (ids, prefixes, ``latest``) instead of probing.
-        budget: the probe's time limit in seconds.
+        budget: the probe's time limit in seconds: fewer rounds when a round is slow; when it cuts the probe, the twin
+            is fitted on what was measured, with ``document["partial"]`` and ``notes["partial"]`` naming what is
+            missing.
         concurrencies: the decode probe's concurrencies (``"1,2,4,8"`` or a list).
         burst: finish with a burst that fills the KV cache.
         rounds, prefill_repeats: interleaved rounds of the ladders (default 8) and requests per prompt length in
@@ -106,7 +108,9 @@ async def calibrate_async(
         on_phase: called with the name of each probe phase as it starts.
 
     Raises:
-        ConfigError: no ``url`` and no ``from_runs``, or a bad option. TargetError: the server cannot be reached.
+        ConfigError: no ``url`` and no ``from_runs``, or a bad option, or a budget that ran out before anything could
+            be fitted (one line: what was measured, the budget to give, the stored runs). TargetError: the server
+            cannot be reached.
     """
     from tailscope.engine.twin import send_lag_from
     from tailscope.runner.calibrate import (
@@ -174,6 +178,7 @@ async def calibrate_async(
     anchor_tpot: float | None = None
     anchor_lone: dict[Any, float] | None = None
     burst_info: dict[str, Any] = {}
+    partial: dict[str, Any] | None = None
     if not from_runs:
         plan = ProbePlan(concurrencies=_concurrencies(concurrencies), burst=burst, time_budget_s=budget)
         for flag, value in (("--rounds", rounds), ("--prefill-repeats", prefill_repeats)):
@@ -188,6 +193,13 @@ async def calibrate_async(
         )
         records += [res.records for res in results if res.run.settings.get("probe") != "burst"]
         notes["probe runs"] = ", ".join(r.run.id for r in results)
+        if note := burst_info.pop("budget_note", None):
+            notes["budget"] = note
+        partial = burst_info.pop("partial", None)
+        if partial is not None:
+            caveat = _partial_fit(partial, records, [r.run.id for r in results], stored=store is not None)
+            if caveat:
+                notes["caveat"] = caveat
         anchor_tpot = burst_info.pop("anchor_tpot_ms", None)
         anchor_runs = burst_info.pop("anchor_runs", 0)
         anchor_lone = burst_info.pop("anchor_lone_ttft_ms", None)
@@ -206,7 +218,7 @@ async def calibrate_async(
     else:
         open_runs = [r.records for r in results if r.run.settings.get("probe") == "open"]
     twin = replace(twin, send_lag=send_lag_from([v for recs in open_runs for v in open_loop_send_lags(recs)]))
-    if not from_runs and open_runs:
+    if not from_runs and open_runs and any(r.ok for r in open_runs[0]):
         twin = fit_busy_frontend(twin, open_runs[0])
     doc = twin.to_mapping()
     if anchor_tpot:
@@ -216,10 +228,57 @@ async def calibrate_async(
     if burst_info:
         doc["fitted_on"]["burst"] = burst_info
     doc["fitted_on"]["runs"] = list(from_runs) or [r.run.id for r in results]
+    if partial is not None:
+        doc["partial"] = partial
+        notes["partial"] = _partial_line(partial)
+        if on_phase:
+            on_phase("warning: " + notes["partial"])
     result = Calibration(twin, doc, None, notes, tuple(results))
     if out is not None:
         result = replace(result, path=_write_twin(Path(out), result.to_yaml()))
     return result
+
+
+def _missing(partial: dict[str, Any]) -> str:
+    """What a budget-cut probe did not measure, in words."""
+    parts = [f"{partial['rounds_done']} of {partial['rounds_planned']} rounds"]
+    if partial["phases_not_run"]:
+        parts.append("not run: " + ", ".join(partial["phases_not_run"]))
+    if partial["phases_cut"]:
+        parts.append("cut: " + ", ".join(f"{k} ({v})" for k, v in partial["phases_cut"].items()))
+    if partial["prompt_lengths_not_probed"]:
+        parts.append("prompt lengths not probed: " + ", ".join(map(str, partial["prompt_lengths_not_probed"])))
+    if partial["concurrencies_not_probed"]:
+        parts.append("concurrencies not probed: " + ", ".join(map(str, partial["concurrencies_not_probed"])))
+    return "; ".join(parts)
+
+
+def _partial_line(partial: dict[str, Any]) -> str:
+    return (
+        f"the {partial['budget_s']:g} s budget ran out, so this twin is fitted on part of the probe "
+        f"({_missing(partial)}); about {partial['budget_needed_s']:.0f} s would fit a full one (--budget)"
+    )
+
+
+def _partial_fit(
+    partial: dict[str, Any], records: list[list[RequestRecord]], run_ids: list[str], *, stored: bool
+) -> str | None:
+    """The caveat of a fit on a budget-cut probe's runs, or a one-line ConfigError when they cannot be fitted."""
+    from tailscope.runner.calibrate import check_fit_inputs, fit_inputs
+
+    try:
+        return check_fit_inputs(list(zip(run_ids, records, strict=False)))
+    except ConfigError:
+        lone, decode, _ = fit_inputs(records)
+        seen = ", ".join(map(str, sorted(lone))) or "none"
+        kept = "the measured run is" if len(run_ids) == 1 else f"the {len(run_ids)} measured runs are"
+        runs = " ".join(f"--from-runs {r}" for r in run_ids)
+        keep = f"; {kept} in the store: add runs and fit them with {runs}" if stored and run_ids else ""
+        raise ConfigError(
+            f"--budget {partial['budget_s']:g}: too little measured to fit a twin in {partial['elapsed_s']:g} s "
+            f"(lone requests at {seen} tokens, {decode} decode requests; a fit needs lone requests at two or more "
+            f"prompt lengths and 3 decode requests); give --budget {partial['budget_needed_s']:.0f} or more{keep}"
+        ) from None
 
 
 def _write_twin(path: Path, text: str) -> Path:

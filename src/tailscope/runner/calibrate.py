@@ -155,6 +155,20 @@ def stored_cache_labels(samples: Sequence[ServerSample]) -> dict[str, str]:
     return {}
 
 
+def fit_inputs(runs: Sequence[Sequence[RequestRecord]]) -> tuple[set[int], int, set[int]]:
+    """What the fit can use in these runs: the prompt lengths of lone requests (nothing else in flight), the number
+    of decode observations (requests of ≥ 8 output tokens) and the batch sizes they were seen at."""
+    lone: set[int] = set()
+    decode = 0
+    batch: set[int] = set()
+    for records in runs:
+        pre, dec, _loaded = observations(records)
+        lone.update(o.prompt_tokens for o in pre)
+        decode += len(dec)
+        batch.update(round(o.concurrency) for o in dec)
+    return lone, decode, batch
+
+
 def check_fit_inputs(runs: Sequence[tuple[str, Sequence[RequestRecord]]]) -> str | None:
     """Refuse stored runs that cannot be fitted, with the reason: prefill needs lone requests (nothing else in flight)
     at two or more prompt lengths, decode needs requests of ≥ 8 output tokens.
@@ -166,14 +180,7 @@ def check_fit_inputs(runs: Sequence[tuple[str, Sequence[RequestRecord]]]) -> str
         ConfigError: naming the runs and what to add.
     """
     names = ", ".join(run_id for run_id, _ in runs)
-    lone: set[int] = set()
-    decode = 0
-    batch: set[int] = set()
-    for _, records in runs:
-        pre, dec, _loaded = observations(records)
-        lone.update(o.prompt_tokens for o in pre)
-        decode += len(dec)
-        batch.update(round(o.concurrency) for o in dec)
+    lone, decode, batch = fit_inputs([records for _, records in runs])
     if len(lone) < 2:
         seen = f"only at {next(iter(lone))} tokens" if lone else "none"
         raise ConfigError(
@@ -199,6 +206,10 @@ def _specs(lengths: list[tuple[int, int]], seed: int) -> Iterator[RequestSpec]:
         yield RequestSpec(id=i, input_tokens=p, output_tokens=n, seed=seed * 1_000_003 + i)
 
 
+class _BudgetSpent(Exception):
+    """The probe's time budget ran out before a phase could start."""
+
+
 async def run_probe(
     url: str,
     model: str | None,
@@ -209,14 +220,20 @@ async def run_probe(
     seed: int = 0,
     on_phase: Callable[[str], None] | None = None,
 ) -> tuple[list[BenchResult], dict[str, Any], ServerFacts]:
-    """Run the probe phases (each a stored bench run in one sweep).
+    """Run the probe phases (each a stored bench run in one sweep), within ``plan.time_budget_s``.
+
+    The budget is kept in two ways: fewer rounds when one more round and the closing phases would not fit, and a
+    deadline on every phase — a phase stops starting requests when the budget is spent (its requests in flight get
+    a quarter of the budget, at most 120 s, to finish), and the phases after it are not run.
 
     Returns the runs, what the burst showed (and ``anchor_tpot_ms``: the anchor stream's mean TPOT p50;
-    ``anchor_lone_ttft_ms``: the lone anchor requests' median TTFT per prompt length), and the
-    facts with the server's prompt-token scale fitted (how many tokens the server counts for a synthesized prompt of
-    N tokens: tokenizers and chat templates differ).
+    ``anchor_lone_ttft_ms``: the lone anchor requests' median TTFT per prompt length; ``rounds``: done and planned;
+    ``budget_note``: a line when fewer rounds were run; ``partial``: when the budget cut the probe, what is missing
+    — see :func:`probe_partial`), and the facts with the server's prompt-token scale fitted (how many tokens the
+    server counts for a synthesized prompt of N tokens: tokenizers and chat templates differ).
     """
     cap = (facts.max_model_len or 2048) - 64
+    budget = plan.time_budget_s
     base = BenchConfig(
         url=url,
         model=model,
@@ -228,29 +245,41 @@ async def run_probe(
     )
     results: list[BenchResult] = []
     requested: list[tuple[int, int]] = []  # (requested prompt tokens, server's prompt tokens)
+    probed: set[int] = set()  # prefill ladder lengths with a completed request
+    decoded: set[int] = set()  # decode concurrencies with a completed request
+    cut: dict[str, str] = {}  # phase → how much of it ran, for phases the deadline stopped
     started = time.monotonic()
 
     async def phase(
         name: str, lengths: list[tuple[int, int]], concurrency: int | None, specs: list[RequestSpec] | None = None
     ) -> BenchResult:
+        left = budget - (time.monotonic() - started)
+        if left <= 0:
+            raise _BudgetSpent(name)
         if on_phase:
             on_phase(name)
         cfg = replace(
             base,
-            dispatch=DispatchConfig(concurrency=concurrency, drain_timeout_s=120),
+            dispatch=DispatchConfig(
+                concurrency=concurrency, duration_s=left, drain_timeout_s=min(120.0, max(2.0, budget / 4))
+            ),
             settings={"probe": name, "concurrency": concurrency, "mode": "closed" if concurrency else "open"},
         )
         specs_in = iter(specs) if specs is not None else _specs(lengths, seed + len(results))
         res = await run_bench(cfg, specs_in, store=store)
         results.append(res)
+        done = 0
         for r in res.records:
+            if r.ok:
+                done += 1
             if r.ok and r.input_tokens and r.id < len(lengths):
                 requested.append((lengths[r.id][0], r.input_tokens))
-        if time.monotonic() - started > 2 * plan.time_budget_s:
-            raise ConfigError(
-                f"the calibration probe took over twice its {plan.time_budget_s:g} s budget (phase {name}): the "
-                "server is much slower than a probe round assumes; raise --budget or lower --rounds"
-            )
+                if name.startswith("prefill"):
+                    probed.add(lengths[r.id][0])
+        if done and concurrency is not None and name.startswith("decode-c"):
+            decoded.add(concurrency)
+        if done < len(lengths) and time.monotonic() - started >= budget:
+            cut[name] = f"{done} of {len(lengths)} requests"
         return res
 
     anchors: list[float] = []
@@ -259,55 +288,100 @@ async def run_probe(
     prompts = [min(p, cap - plan.decode_output) for p in plan.decode_prompts]
     round_s: list[float] = []
     rounds_done = 0
-    for k in range(max(1, plan.rounds)):
-        if round_s:
-            # fewer rounds rather than a failed probe: stop when one more round and the closing phases (about one
-            # round's time) would not fit in the budget
-            elapsed = time.monotonic() - started
-            if elapsed + 2 * max(round_s) > plan.time_budget_s:
-                if on_phase:
-                    on_phase(
-                        f"budget: {k} of {plan.rounds} rounds fit in {plan.time_budget_s:g} s (a round took "
-                        f"{max(round_s):.0f} s); fewer rounds, a noisier fit — raise --budget for more"
+    planned = max(1, plan.rounds)
+    budget_note = ""
+    # the closing phases' time: the open loop's arrivals span n / rate seconds whatever the server's speed
+    closing_s = plan.open_loop[1] / plan.open_loop[0] if plan.open_loop is not None else 0.0
+    not_run: list[str] = []
+    try:
+        for k in range(planned):
+            if round_s:
+                # fewer rounds rather than a failed probe: stop when one more round and the closing phases (about
+                # one round's time, or the open loop's span when longer) would not fit in the budget
+                elapsed = time.monotonic() - started
+                if elapsed + max(round_s) + max(max(round_s), closing_s) > budget:
+                    budget_note = (
+                        f"{k} of {plan.rounds} rounds fit in {budget:g} s (a round took {max(round_s):.0f} s); "
+                        "fewer rounds, a noisier fit — raise --budget for more"
                     )
-                break
-        t_round = time.monotonic()
-        suffix = f"-r{k + 1}" if plan.rounds > 1 else ""
-        await phase("prefill" + suffix, [(p, 2) for p in ladder for _ in range(plan.repeats)], 1)
-        for c in plan.concurrencies:
-            lengths = [(p, plan.decode_output) for p in prompts for _ in range(max(2, c))]
-            await phase(f"decode-c{c}{suffix}", lengths, c)
+                    if on_phase:
+                        on_phase("budget: " + budget_note)
+                    break
+            t_round = time.monotonic()
+            suffix = f"-r{k + 1}" if plan.rounds > 1 else ""
+            names = ["prefill" + suffix, *(f"decode-c{c}{suffix}" for c in plan.concurrencies)]
+            if plan.anchor:
+                names += ["anchor" + suffix, "anchor-lone" + suffix]
+            not_run = names[:]
+            await phase("prefill" + suffix, [(p, 2) for p in ladder for _ in range(plan.repeats)], 1)
+            not_run.pop(0)
+            for c in plan.concurrencies:
+                lengths = [(p, plan.decode_output) for p in prompts for _ in range(max(2, c))]
+                await phase(f"decode-c{c}{suffix}", lengths, c)
+                not_run.pop(0)
+            if plan.anchor:
+                # the reference run `twin check --anchor` repeats later: its TPOT now vs then is the server's drift
+                conc, n, a_prompt, a_out = ANCHOR
+                res = await phase("anchor" + suffix, [(a_prompt, a_out)] * n, conc)
+                not_run.pop(0)
+                tpot = (res.summary.to_dict().get("tpot_ms") or {}).get("p50")
+                if tpot:
+                    anchors.append(float(tpot))
+                specs = lone_anchor_specs(seed, k, cap - LONE_ANCHOR[2])
+                res = await phase("anchor-lone" + suffix, [(x.input_tokens, x.output_tokens) for x in specs], 1, specs)
+                not_run.pop(0)
+                lone.append(lone_ttfts(res.records, specs))
+            round_s.append(time.monotonic() - t_round)
+            rounds_done = k + 1
+        if plan.open_loop is not None:
+            not_run = ["open", *(["burst"] if plan.burst else [])]
+            rate, n, open_lengths, out = plan.open_loop
+            specs = open_loop_specs(rate, n, [min(x, cap - out) for x in open_lengths], out, seed)
+            await phase("open", [(x.input_tokens, x.output_tokens) for x in specs], None, specs)
+        not_run = ["burst"] if plan.burst else []
+        burst: dict[str, Any] = {}
+        if plan.burst:
+            p = min(plan.burst_prompt, cap - plan.burst_output)
+            res = await phase("burst", [(p, plan.burst_output)] * plan.burst_requests, plan.burst_requests)
+            server = res.server or {}
+            burst = {
+                "requests": plan.burst_requests,
+                "prompt_tokens": p,
+                "kv_tokens_asked": plan.burst_requests * (p + plan.burst_output),
+                "kv_capacity_tokens": facts.kv_capacity_tokens,
+                "max_queue_depth": (server.get("queue_depth") or {}).get("max"),
+                "max_kv_usage": (server.get("kv_usage") or {}).get("max"),
+                "preemptions": (server.get("counter_deltas") or {}).get("vllm:num_preemptions_total"),
+            }
+        not_run = []
+    except _BudgetSpent:
+        burst = {}
+        if plan.open_loop is not None and "open" not in not_run:
+            not_run.append("open")
+        if plan.burst and "burst" not in not_run:
+            not_run.append("burst")
+    burst["rounds"] = {"done": rounds_done, "planned": planned}
+    if budget_note:
+        burst["budget_note"] = budget_note
+    if not_run or cut:
+        elapsed = time.monotonic() - started
+        # a round's time, estimated from the share of round 1's requests that completed when round 1 did not
+        sent = sum(1 for res in results[: 3 + len(plan.concurrencies)] for r in res.records if r.ok)
+        per_round = plan.repeats * len(ladder) + sum(len(prompts) * max(2, c) for c in plan.concurrencies)
         if plan.anchor:
-            # the reference run `twin check --anchor` repeats later: its TPOT now vs then is the server's drift
-            conc, n, a_prompt, a_out = ANCHOR
-            res = await phase("anchor" + suffix, [(a_prompt, a_out)] * n, conc)
-            tpot = (res.summary.to_dict().get("tpot_ms") or {}).get("p50")
-            if tpot:
-                anchors.append(float(tpot))
-            specs = lone_anchor_specs(seed, k, cap - LONE_ANCHOR[2])
-            res = await phase("anchor-lone" + suffix, [(x.input_tokens, x.output_tokens) for x in specs], 1, specs)
-            lone.append(lone_ttfts(res.records, specs))
-        round_s.append(time.monotonic() - t_round)
-        rounds_done = k + 1
-    if plan.open_loop is not None:
-        rate, n, open_lengths, out = plan.open_loop
-        specs = open_loop_specs(rate, n, [min(x, cap - out) for x in open_lengths], out, seed)
-        await phase("open", [(x.input_tokens, x.output_tokens) for x in specs], None, specs)
-    burst: dict[str, Any] = {}
-    if plan.burst:
-        p = min(plan.burst_prompt, cap - plan.burst_output)
-        res = await phase("burst", [(p, plan.burst_output)] * plan.burst_requests, plan.burst_requests)
-        server = res.server or {}
-        burst = {
-            "requests": plan.burst_requests,
-            "prompt_tokens": p,
-            "kv_tokens_asked": plan.burst_requests * (p + plan.burst_output),
-            "kv_capacity_tokens": facts.kv_capacity_tokens,
-            "max_queue_depth": (server.get("queue_depth") or {}).get("max"),
-            "max_kv_usage": (server.get("kv_usage") or {}).get("max"),
-            "preemptions": (server.get("counter_deltas") or {}).get("vllm:num_preemptions_total"),
+            per_round += ANCHOR[1] + len(LONE_ANCHOR[0]) * LONE_ANCHOR[1] + 1
+        round_est = max(round_s) if round_s else elapsed * per_round / max(1, sent)
+        burst["partial"] = {
+            "budget_s": budget,
+            "elapsed_s": round(elapsed, 1),
+            "rounds_done": rounds_done,
+            "rounds_planned": planned,
+            "phases_not_run": not_run,
+            "phases_cut": cut,
+            "prompt_lengths_not_probed": [p for p in ladder if p not in probed],
+            "concurrencies_not_probed": [c for c in plan.concurrencies if c not in decoded],
+            "budget_needed_s": round(max(round_est, 1.0) + max(round_est, closing_s), 0),
         }
-    burst["rounds"] = {"done": rounds_done, "planned": max(1, plan.rounds)}
     if anchors:
         burst["anchor_tpot_ms"] = sum(anchors) / len(anchors)
         burst["anchor_runs"] = len(anchors)
