@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_trace_ingest_pieces import whole_and_pieces
 
 from tailscope.store.spans import SpanStore
@@ -144,3 +146,24 @@ def test_stored_spans_equal_the_old_cut_both_ways(tmp_path: Path, monkeypatch: p
         for a, b in (("new", "old"), ("old", "new")):
             sql = "SELECT * EXCLUDE (set_name) FROM spans WHERE set_name = ?"
             assert con.execute(f"{sql} EXCEPT ALL {sql}", [a, b]).fetchall() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet='"\\[]{},: ab\n', max_size=12), min_size=1, max_size=4), st.integers(2, 4))
+def test_any_string_values_cut_like_the_whole_document(tmp_path_factory: Any, values: list[str], parts: int) -> None:
+    pieces.SPLIT_MIN_BYTES, saved = 0, pieces.SPLIT_MIN_BYTES
+    try:
+        doc = _doc(8)
+        for k, v in enumerate(values):
+            trace = doc["data"][k % 4]
+            trace["spans"][0]["tags"].append({"key": v, "type": "string", "value": v})
+            trace["processes"] = {**trace.get("processes", {}), "p1": {"serviceName": v}}
+        p = tmp_path_factory.mktemp("s") / "d.json"
+        p.write_text(json.dumps(doc))
+        whole, rows, whole_problems, problems, _ = whole_and_pieces(p, parts)
+        kinds = _kinds(p, parts)
+    finally:
+        pieces.SPLIT_MIN_BYTES = saved
+    assert kinds == {"jaeger-raw"}
+    assert rows == whole
+    assert problems == whole_problems
