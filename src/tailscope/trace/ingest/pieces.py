@@ -7,9 +7,11 @@ Whatever its shape, a large file is cut so that every CPU parses a share of it:
   (:mod:`tailscope.trace.ingest.rawcut`) and cut into byte slices of whole span objects; each slice knows where it
   lies in the document (``resourceSpans[0].scopeSpans[0].spans`` and the index of its first element), so problems
   are reported at the same positions as when the document is parsed whole. A slice that does not parse sends the
-  whole file back to the ordinary reader (:class:`DamagedPiece`). A document of another shape (Jaeger, Jaeger
-  api_v3's ``result``) is parsed once here, and its trace list or span arrays are cut into slices re-encoded with
-  orjson.
+  whole file back to the ordinary reader (:class:`DamagedPiece`).
+* **One large Jaeger query-API document** (``{"data": [trace, …]}``) is cut the same way, from its bytes, into
+  slices of whole trace objects (each keeps its ``processes`` map); a damaged slice sends the file back too.
+  A document of another shape (Jaeger api_v3's ``result``, or one the byte cut does not take) is parsed once here,
+  and its trace list or span arrays are cut into slices re-encoded with orjson.
 * **OTLP protobuf** is decoded once here, and each scope's spans are cut into slices re-serialized as ``ScopeSpans``
   messages.
 
@@ -37,7 +39,7 @@ from tailscope.trace.ingest.otlp import (
     proto_span_lists,
     proto_span_rows,
 )
-from tailscope.trace.ingest.rawcut import marker_index, span_arrays
+from tailscope.trace.ingest.rawcut import looks_like_jaeger, marker_index, span_arrays, trace_array
 
 #: Files smaller than this are one piece (cutting costs more than it saves).
 SPLIT_MIN_BYTES = 8_000_000
@@ -54,7 +56,8 @@ class Piece:
         path: the file (problems name it).
         fmt: the format the user asked for (``auto`` or a name).
         kind: ``file`` (the whole file), ``lines`` (a byte range of JSON lines), ``otlp-raw`` (byte slices of an
-            OTLP JSON document's span arrays), ``otlp``/``jaeger`` (re-encoded slices of a JSON document's span
+            OTLP JSON document's span arrays), ``jaeger-raw`` (byte slices of a Jaeger document's trace list),
+            ``otlp``/``jaeger`` (re-encoded slices of a JSON document's span
             arrays or trace list) or ``proto`` (slices of a protobuf request's scopes).
         start: ``lines``: the first byte.
         end: ``lines``: the byte after the last one.
@@ -80,15 +83,18 @@ def piece_rows(piece: Piece, ctx: ParseContext) -> Iterator[dict[str, Any]]:
     """Store rows of one piece (problems go to ``ctx``).
 
     Raises:
-        DamagedPiece: an ``otlp-raw`` piece whose slices do not parse (before any row is yielded).
+        DamagedPiece: an ``otlp-raw``/``jaeger-raw`` piece whose slices do not parse (before any row is yielded).
     """
-    if piece.kind == "otlp-raw":
+    if piece.kind in ("otlp-raw", "jaeger-raw"):
         try:  # every slice first: a damaged piece yields nothing
             arrays = [loads_json(data) for _, _, _, data in piece.groups]
         except json.JSONDecodeError:
             raise DamagedPiece(piece.path) from None
-        for (prefix, service, first, _), spans in zip(piece.groups, arrays, strict=True):
-            yield from otlp_span_rows(spans, service, prefix, ctx, first)
+        for (prefix, service, first, _), elements in zip(piece.groups, arrays, strict=True):
+            if piece.kind == "otlp-raw":
+                yield from otlp_span_rows(elements, service, prefix, ctx, first)
+            else:
+                yield from jaeger_trace_rows(elements, prefix, ctx, first)
     elif piece.kind == "file":
         yield from iter_file_rows(piece.path, piece.fmt, ctx)
     elif piece.kind == "lines":
@@ -183,7 +189,31 @@ def _raw_otlp_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseCont
     return list(_cut("otlp-raw", arrays, path, fmt, parts, bytes))
 
 
+def _raw_jaeger_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> list[Piece] | None:
+    """Pieces of byte slices of a Jaeger query-API document's trace list (see
+    :func:`~tailscope.trace.ingest.rawcut.trace_array`); None when the document is not of that shape."""
+    found = trace_array(raw)
+    if found is None:
+        return None
+    skeleton, traces = found
+    try:
+        doc = loads_json(skeleton)
+    except json.JSONDecodeError:
+        return None
+    if (detect_json_format(doc) if fmt == "auto" else fmt) != "jaeger" or not isinstance(doc, dict) or "result" in doc:
+        return None  # OTLP (api_v3's "result" included): not this path
+    listed = jaeger_traces(doc, ParseContext(source=ctx.source))  # no problem is possible when it is taken
+    if listed is None or marker_index(listed[1]) != 0:
+        return None  # the skeleton's "data" is not the list the scan found (a duplicate key, say)
+    return list(_cut("jaeger-raw", [(listed[0], "", traces)], path, fmt, parts, bytes))
+
+
 def _document_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> Iterator[Piece]:
+    if fmt in ("auto", "jaeger") and looks_like_jaeger(raw):
+        cut = _raw_jaeger_pieces(raw, path, fmt, parts, ctx)
+        if cut is not None:
+            yield from cut
+            return
     if fmt in ("auto", "otlp-json"):
         cut = _raw_otlp_pieces(raw, path, fmt, parts, ctx)
         if cut is not None:

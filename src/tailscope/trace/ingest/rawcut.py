@@ -12,6 +12,10 @@ usual (:func:`~tailscope.trace.ingest.otlp.otlp_span_lists` walks it, reporting 
 positions of the whole document). The slices of the arrays are parsed by the workers; a slice that is not valid JSON
 (damage that keeps the brackets balanced) sends the whole file back to the ordinary reader, which reports and salvages
 it as before.
+
+A Jaeger query-API document (``{"data":[{traceID, spans, processes}, …]}``) is cut the same way one level up
+(:func:`trace_array`): the commas at depth 2 separate its trace objects, each of which keeps its own ``processes``
+map, so the workers parse whole traces and only ``{"data":["<marker>"], …}`` is parsed here.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ SPANS_DEPTH = 6
 CHUNK = 1 << 23
 
 _SPANS_KEY = re.compile(rb'"spans"\s*:\s*\[')
+_DATA_KEY = re.compile(rb'"data"\s*:\s*\[')
+#: Nesting depth inside the trace list of a Jaeger document ``{"data":[``.
+TRACES_DEPTH = 2
 _MARKER = "tailscope:raw-span-array:"
 
 _QUOTE, _BACKSLASH, _COMMA = 34, 92, 44
@@ -69,9 +76,9 @@ def marker_index(spans: list[object]) -> int | None:
     return None
 
 
-def _tokens(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _tokens(raw: bytes, max_depth: int = SPANS_DEPTH) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Positions, depths (after the token) and bytes of the structural tokens outside strings at depth
-    :data:`SPANS_DEPTH` or less; None when the brackets or quotes do not balance."""
+    ``max_depth`` or less; None when the brackets or quotes do not balance."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     quotes = 0  # unescaped quotes before the chunk
     depth = 0
@@ -109,7 +116,7 @@ def _tokens(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         if d.min() < 0:
             return None
         depth = int(d[-1])
-        keep = d <= SPANS_DEPTH
+        keep = d <= max_depth
         kept_pos.append(t[keep])
         kept_depth.append(d[keep].astype(np.int8))
     if depth != 0 or quotes % 2:
@@ -118,6 +125,14 @@ def _tokens(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         return None
     pos = np.concatenate(kept_pos)
     return pos, np.concatenate(kept_depth), buf[pos]
+
+
+def _bounds(raw: bytes, open_at: int, close_at: int, inner: np.ndarray) -> np.ndarray:
+    """Element bounds (see :class:`RawArray`) of the array from ``open_at`` (its ``[``) to ``close_at`` (its ``]``)
+    with separating commas at ``inner``."""
+    if inner.size or raw[open_at + 1 : close_at].strip():
+        return np.concatenate(([open_at + 1], inner + 1, [close_at + 1]))
+    return np.array([open_at + 1])  # an empty array
 
 
 def span_arrays(raw: bytes) -> tuple[bytes, list[RawArray]] | None:
@@ -146,14 +161,45 @@ def span_arrays(raw: bytes) -> tuple[bytes, list[RawArray]] | None:
             return None
         close_at = int(pos[close])
         inner = pos[seps[np.searchsorted(seps, i) : np.searchsorted(seps, close)]]
-        if inner.size or raw[open_at + 1 : close_at].strip():
-            bounds = np.concatenate(([open_at + 1], inner + 1, [close_at + 1]))
-        else:
-            bounds = np.array([open_at + 1])  # an empty array
         parts += [raw[prev : open_at + 1], b'"', marker(len(arrays)).encode(), b'"']
         prev = close_at
-        arrays.append(RawArray(raw, bounds))
+        arrays.append(RawArray(raw, _bounds(raw, open_at, close_at, inner)))
     if not arrays:
         return None
     parts.append(raw[prev:])
     return b"".join(parts), arrays
+
+
+def looks_like_jaeger(raw: bytes) -> bool:
+    """Whether a ``"data": [`` key shows in the document's first 64 KiB (the query API writes it first): worth trying
+    :func:`trace_array` before :func:`span_arrays`. Only an order of attempts: each checks the document itself."""
+    return _DATA_KEY.search(raw, 0, 1 << 16) is not None
+
+
+def trace_array(raw: bytes) -> tuple[bytes, RawArray] | None:
+    """The skeleton of a Jaeger query-API document (the top-level ``data`` list's contents replaced by
+    :func:`marker` ``0``) and that list's trace objects; None when the bytes do not balance or the top-level object
+    has no single ``"data": [`` (parse the document whole then)."""
+    found = _tokens(raw, TRACES_DEPTH)
+    if found is None:
+        return None
+    pos, dep, ch = found
+    opens = []
+    for m in _DATA_KEY.finditer(raw):
+        open_at = m.end() - 1
+        i = int(np.searchsorted(pos, open_at))
+        if i < pos.size and pos[i] == open_at and dep[i] == TRACES_DEPTH:
+            opens.append((open_at, i))  # outside strings, in the top-level object
+    if len(opens) != 1:
+        return None
+    open_at, i = opens[0]
+    closers = np.flatnonzero(dep == TRACES_DEPTH - 1)
+    j = int(np.searchsorted(closers, i))
+    if j >= closers.size or ch[closers[j]] != ord("]"):
+        return None
+    close = int(closers[j])
+    close_at = int(pos[close])
+    between = np.arange(i + 1, close)
+    inner = pos[between[(dep[between] == TRACES_DEPTH) & (ch[between] == _COMMA)]]
+    skeleton = b"".join([raw[: open_at + 1], b'"', marker(0).encode(), b'"', raw[close_at:]])
+    return skeleton, RawArray(raw, _bounds(raw, open_at, close_at, inner))
