@@ -50,6 +50,8 @@ def make_folder(folder: str | os.PathLike[str], what: str, path: str | os.PathLi
     shown = path if path is not None else folder
     if f.is_dir():
         return
+    if f.exists():
+        raise ConfigError(f"{what} {shown}: cannot write it ({f} is a file, not a folder)")
     parent = f.absolute().parent
     if not parent.is_dir() or parent == parent.parent:
         missing = f if parent == parent.parent else parent
@@ -77,8 +79,8 @@ def check_output(path: str | os.PathLike[str] | None, what: str) -> None:
     if p.parent.is_dir():
         return
     parent = p.parent.absolute().parent
-    if not parent.is_dir() or parent == parent.parent:
-        make_folder(p.parent, what, path)  # raises, naming the first missing folder
+    if p.parent.exists() or not parent.is_dir() or parent == parent.parent:
+        make_folder(p.parent, what, path)  # raises, naming the file in the way or the first missing folder
 
 
 def to_stdout(path: str | os.PathLike[str] | None) -> bool:

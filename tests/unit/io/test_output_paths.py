@@ -38,3 +38,11 @@ def test_checked_before_any_work(tmp_path: Path) -> None:
         check_output(tmp_path, "--html")
     with pytest.raises(ConfigError, match="does not exist"):
         check_output(tmp_path / "a" / "b" / "x.json", "--json")
+
+
+def test_a_file_where_the_folder_should_be(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match=r"cannot write it \(.*file is a file, not a folder\)"):
+        write_text(tmp_path / "file" / "r.json", "{}", "--json")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        check_output(tmp_path / "file" / "r.json", "--json")  # before any work
