@@ -36,7 +36,7 @@ async def _post(http: aiohttp.ClientSession, url: str, user: int | None = None) 
         return r.status, await r.json(), r.headers.get("Retry-After", "")
 
 
-async def _limited(preset: Path) -> tuple[list[tuple[int, dict[str, Any], str]], list[tuple[int, ...]], list[Span]]:
+async def _limited(preset: Path) -> tuple[list[tuple[int, dict[str, Any], str]], tuple[int, ...], list[Span]]:
     spans: list[Span] = []
     receiver = OtlpReceiver(spans.extend, port=0, flush_interval_s=0.2)
     await receiver.start()
@@ -56,7 +56,7 @@ async def _limited(preset: Path) -> tuple[list[tuple[int, dict[str, Any], str]],
     finally:
         await asyncio.sleep(0.3)
         await receiver.stop()
-    return list(burst), [tuple(quota)], spans
+    return list(burst), tuple(quota), spans
 
 
 def test_the_gateway_answers_429_over_its_rate_limit_and_a_callers_quota(tmp_path: Path) -> None:
@@ -75,5 +75,5 @@ def test_the_gateway_answers_429_over_its_rate_limit_and_a_callers_quota(tmp_pat
     assert not [s for s in spans if s.trace_id in refused_traces and s.name == "retrieve"]  # no work after a refusal
 
     preset = _preset(tmp_path, "  user_quota_per_min: 2\n")
-    _, (quota,), _ = asyncio.run(_limited(preset))
+    _, quota, _ = asyncio.run(_limited(preset))
     assert quota == (200, 200, 429, 200)  # user 7's third request in the minute is refused; user 8 has its own

@@ -16,10 +16,9 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
-from test_agent_steps_store import PROFILE, SEED  # three whole sessions of the agent call graph
+from test_agent_steps_store import PROFILE, SEED, _structure  # three whole sessions of the agent call graph
 
 import tailscope
 from tailscope.records import RunStatus
@@ -76,17 +75,6 @@ def _page(html: str) -> Page:
     p = Page()
     p.feed(html)
     return p
-
-
-def _structure(s: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "sessions": s["sessions"],
-        "failed": s["failed"],
-        "incomplete": s["incomplete"],
-        "complete": s["duration_ms"]["count"],
-        "steps_mean": s["steps"]["mean"],
-        "by_step": {name: st["count"] for name, st in s["by_step"].items()},
-    }
 
 
 def test_agent_run_report_and_runs_show_give_the_session_metrics(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_trace_join import _start, _stop
+from test_trace_join import _stop, collect_and_serve
 
 import tailscope
 from tailscope.records import Span
@@ -33,23 +33,10 @@ PHASES = ("receive", "queue", "prefill", "decode", "stream end")
 @pytest.fixture
 def phased_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     trace_db = tmp_path / "traces.duckdb"
-    collect, collect_url, _ = _start(
-        ["trace", "collect", "--port", "0", "--set", "live", "--db", str(trace_db)],
-        r"listening on (http://127\.0\.0\.1:\d+)",
-    )
-    serve = None
-    try:
-        serve, url, lines = _start(
-            ["serve", "--port", "0", "--otlp-endpoint", collect_url, "--max-num-seqs", "16",
-             "--max-num-batched-tokens", str(BUDGET)],
-            r"at (http://127\.0\.0\.1:\d+)/v1",
-        )  # fmt: skip
+    budget = ("--max-num-seqs", "16", "--max-num-batched-tokens", str(BUDGET))
+    with collect_and_serve(trace_db, *budget) as (url, collect, _, lines):
         assert any("and their phases" in line for line in lines), lines
         yield url, trace_db, collect
-    finally:
-        if serve is not None:
-            _stop(serve)
-        _stop(collect)
 
 
 def _dur(s: Span) -> int:
@@ -155,24 +142,11 @@ def test_phase_spans_under_each_request_and_the_join_unchanged(
 
 def test_otlp_spans_request_keeps_the_single_span(tmp_path: Path) -> None:
     trace_db = tmp_path / "traces.duckdb"
-    collect, collect_url, _ = _start(
-        ["trace", "collect", "--port", "0", "--set", "one", "--db", str(trace_db)],
-        r"listening on (http://127\.0\.0\.1:\d+)",
-    )
-    serve = None
-    try:
-        serve, url, _ = _start(
-            ["serve", "--port", "0", "--otlp-endpoint", collect_url, "--otlp-spans", "request"],
-            r"at (http://127\.0\.0\.1:\d+)/v1",
-        )
+    with collect_and_serve(trace_db, "--otlp-spans", "request", set_name="one") as (url, _, _, _):
         result = tailscope.bench(url, requests=6, concurrency=2, input_tokens=32, output_tokens=4,
                                  trace_context="on", metrics_url="off")  # fmt: skip
         assert result.summary.requests.completed == 6
         time.sleep(1.5)
-    finally:
-        if serve is not None:
-            _stop(serve)
-        _stop(collect)
     import duckdb
 
     con = duckdb.connect(str(trace_db), read_only=True)

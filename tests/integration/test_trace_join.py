@@ -154,24 +154,34 @@ class DelayProxy:
             cw.close()
 
 
-@pytest.fixture
-def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str], str]]:
-    trace_db = tmp_path / "traces.duckdb"
+@contextlib.contextmanager
+def collect_and_serve(
+    trace_db: Path, *serve_args: str, set_name: str = "live"
+) -> Iterator[tuple[str, subprocess.Popen[str], str, list[str]]]:
+    """``trace collect`` into ``trace_db`` and a ``serve`` exporting its spans to it (``serve_args`` added); yields
+    (serve URL, the collector process, the collector URL, serve's output lines). Both stop on leaving (the collector
+    last, which flushes what it received into its store)."""
     collect, collect_url, _ = _start(
-        ["trace", "collect", "--port", "0", "--set", "live", "--db", str(trace_db)],
+        ["trace", "collect", "--port", "0", "--set", set_name, "--db", str(trace_db)],
         r"listening on (http://127\.0\.0\.1:\d+)",
     )
     serve = None
     try:
-        serve, url, _ = _start(
-            ["serve", "--port", "0", "--otlp-endpoint", collect_url, "--max-num-seqs", "16"],
-            r"at (http://127\.0\.0\.1:\d+)/v1",
+        serve, url, lines = _start(
+            ["serve", "--port", "0", "--otlp-endpoint", collect_url, *serve_args], r"at (http://127\.0\.0\.1:\d+)/v1"
         )
-        yield url, trace_db, collect, collect_url
+        yield url, collect, collect_url, lines
     finally:
         if serve is not None:
             _stop(serve)
         _stop(collect)
+
+
+@pytest.fixture
+def collector_and_server(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str], str]]:
+    trace_db = tmp_path / "traces.duckdb"
+    with collect_and_serve(trace_db, "--max-num-seqs", "16") as (url, collect, collect_url, _):
+        yield url, trace_db, collect, collect_url
 
 
 def test_bench_joined_with_the_servers_spans(
