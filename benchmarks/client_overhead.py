@@ -11,6 +11,7 @@ writer), CPU µs per token event, and the process's peak RSS during the run.
     .venv/bin/python benchmarks/client_overhead.py --streams 16,64,256 --tokens 256
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
     .venv/bin/python benchmarks/client_overhead.py --streams 256 --store on,off   # the DuckDB store's share
+    .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context on --otlp off,on   # client spans
 
 Each stream count runs the 60-line raw reference client (``_ref_stream``: asyncio streams on uvloop, one keep-alive
 connection per stream, every read stamped on arrival) first, then tailscope, each against a fresh server.
@@ -105,6 +106,36 @@ def start_server(port: int, truth: Path, ttft_ms: float, itl_ms: float) -> subpr
             time.sleep(0.1)
     proc.kill()
     raise SystemExit("server did not start")
+
+
+def start_collector(port: int, db: Path) -> subprocess.Popen[bytes]:
+    """``tailscope trace collect`` in its own process (as a real deployment's collector would be)."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tailscope",
+            "trace",
+            "collect",
+            "--port",
+            str(port),
+            "--set",
+            "client",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("trace collect did not start")
 
 
 # -- the reference: a 60-line raw asyncio client (what the machine allows) ---------------------------------------------
@@ -230,11 +261,16 @@ def measure(
     itl_ms: float,
     trace_ratio: float = 0.0,
     store: bool = True,
+    otlp: bool = False,
 ) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.json"
         server = start_server(port, truth_path, ttft_ms, itl_ms)
+        collector = None
+        if otlp:
+            cport = free_port()
+            collector = start_collector(cport, Path(tmp) / "traces.duckdb")
         try:
             cfg = BenchConfig(
                 url=f"http://127.0.0.1:{port}",
@@ -244,6 +280,7 @@ def measure(
                 metrics_url=None,
                 handle_signals=False,
                 trace_ratio=trace_ratio,
+                otlp_endpoint=f"http://127.0.0.1:{cport}" if collector is not None else None,
             )
             specs = simple_requests(
                 LoadShape(concurrency=streams, requests=streams * rounds), fixed(64), fixed(tokens), seed=0
@@ -256,6 +293,12 @@ def measure(
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(20)
+            if collector is not None:
+                collector.send_signal(signal.SIGINT)
+                collector.wait(20)
+            if collector is not None:
+                collector.send_signal(signal.SIGINT)
+                collector.wait(20)
         truth = json.loads(truth_path.read_text())
     ttft_err, itl_err = _errors(
         [
@@ -275,7 +318,10 @@ def measure(
         itl_ms,
         cpu / wall,
         cpu / max(1, events),
-    ) | {"peak_rss_mb": rss.peak}
+    ) | {
+        "peak_rss_mb": rss.peak,
+        "spans_exported": float(res.extra.get("trace_context", {}).get("client_spans", {}).get("exported", 0)),
+    }
 
 
 def main() -> None:
@@ -286,6 +332,9 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
     ap.add_argument("--trace-context", default="off", help="comma list of off/on/RATIO: a row per value")
+    ap.add_argument(
+        "--otlp", default="off", help="comma list of off/on: export client spans to a `trace collect` process"
+    )
     ap.add_argument("--reference", choices=("on", "off"), default="on", help="also run the raw reference client")
     ap.add_argument(
         "--store", default="on", help="comma list of on/off: tailscope with its DuckDB store (as bench runs) or without"
@@ -293,16 +342,16 @@ def main() -> None:
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; server TTFT {a.ttft_ms} ms, ITL {a.itl_ms} ms, {a.tokens} tokens")
     print(
-        f"{'client':>10} {'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
+        f"{'client':>15} {'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
         f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10} {'µs/event':>8} {'peak RSS':>8}"
     )
 
     def show(who: str, n: int, tc: str, m: dict[str, float]) -> None:
         print(
-            f"{who:>10} {n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
+            f"{who:>15} {n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
             f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}% {m['cpu_us_per_event']:>8.1f} "
-            f"{m['peak_rss_mb']:>6.0f}MB",
+            f"{m['peak_rss_mb']:>6.0f}MB" + (f"  spans {m['spans_exported']:.0f}" if m.get("spans_exported") else ""),
             flush=True,
         )
 
@@ -312,8 +361,13 @@ def main() -> None:
             show("reference", n, "-", measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms))
         for tc in a.trace_context.split(","):
             for st in a.store.split(","):
-                m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, parse_trace_context(tc), store=st == "on")
-                show("tailscope" if st == "on" else "ts -store", n, tc, m)
+                for ot in a.otlp.split(","):
+                    ratio = parse_trace_context(tc)
+                    if ot == "on" and ratio <= 0:
+                        continue  # client spans are exported for traced requests only
+                    m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, ratio, store=st == "on", otlp=ot == "on")
+                    who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
+                    show(who, n, tc, m)
 
 
 if __name__ == "__main__":
