@@ -163,6 +163,7 @@ class OtlpSender(Generic[T]):
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._session: Any = None
+        self._stopping = False
 
     def start(self) -> None:
         """Start the sender on the running loop."""
@@ -180,12 +181,18 @@ class OtlpSender(Generic[T]):
             self._wake.set()
 
     async def stop(self) -> None:
-        """Send what is pending and stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Send what is pending and stop.
+
+        The sender is asked to finish rather than cancelled: a batch it had taken when the load ended is sent, not lost
+        uncounted (each POST is bounded by the session's 10 s timeout).
+        """
+        task, self._task = self._task, None
+        if task is not None:
+            self._stopping = True
+            if self._wake is not None:
+                self._wake.set()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
         with contextlib.suppress(Exception):
             await self._send_pending()
         if self._session is not None:
@@ -204,7 +211,7 @@ class OtlpSender(Generic[T]):
 
     async def _run(self) -> None:
         assert self._wake is not None
-        while True:
+        while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
             self._wake.clear()
@@ -222,10 +229,10 @@ class OtlpSender(Generic[T]):
         content_type = "application/x-protobuf" if self.protocol == "protobuf" else "application/json"
         while self._pending:
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
-            body = await asyncio.to_thread(self._encode, batch)
-            if self._session is None:
-                self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
             try:
+                body = await asyncio.to_thread(self._encode, batch)
+                if self._session is None:
+                    self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
                 async with self._session.post(self.url, data=body, headers={"Content-Type": content_type}) as resp:
                     await resp.read()
                     if resp.status >= 300:
@@ -236,6 +243,9 @@ class OtlpSender(Generic[T]):
                 self.dropped += len(batch)
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 continue
+            except BaseException:  # cancelled (Ctrl-C) or an encoding bug: the batch is lost, and counted as such
+                self.dropped += len(batch)
+                raise
             self.exported += len(batch)
 
 
