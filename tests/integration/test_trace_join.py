@@ -217,7 +217,9 @@ def test_bench_joined_with_the_servers_spans(
         assert abs(parts.get("queue", 0) / 1e9 - queue_s) < 1e-5
         assert abs(parts["prefill"] / 1e9 - prefill_s) < 1e-5
         assert p.network_request_ns is not None
-        assert p.network_request_ns >= DELAY_S * 1e9 - 1e6  # the proxy's delay is on the way in
+        # the proxy's delay is on the way in, less at most the two clock mappings' error (the skew tolerance above:
+        # on a busy machine a process can be preempted between reading its two clocks — 1.5 ms was seen)
+        assert p.network_request_ns >= DELAY_S * 1e9 - 5e6
         network.append(parts["network"] / 1e6)
     median = statistics.median(network)
     assert median >= DELAY_S * 1e3 - 10  # never less than the delay the proxy adds

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tailscope.client.otlp import ClientSpanExporter, check_protocol, client_span, encode
+from tailscope.client.otlp import ClientSpanExporter, OtlpSpan, check_protocol, client_span, encode
 from tailscope.errors import ConfigError
 from tailscope.records import ErrorClass, RequestRecord, Status
 from tailscope.trace.ingest.common import ParseContext, row_span
@@ -130,3 +130,53 @@ def test_stopping_while_a_batch_is_in_flight_sends_it() -> None:
     exported, dropped, posts = asyncio.run(main())
     assert (exported, dropped) == (25, 0)
     assert posts == 3
+
+
+def _whole_request(spans: list[OtlpSpan], service: str, scope: str) -> bytes:
+    """The oracle: the request built at once through the generated classes (how encode() used to do it)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tailscope.client.otlp import set_attributes
+
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    set_attributes(rs.resource.attributes, {"service.name": service})
+    sc = rs.scope_spans.add()
+    sc.scope.name = scope
+    for s in spans:
+        sp = sc.spans.add()
+        sp.trace_id, sp.span_id, sp.name, sp.kind = bytes.fromhex(s.trace_id), bytes.fromhex(s.span_id), s.name, s.kind  # type: ignore[assignment]
+        if s.parent_span_id:
+            sp.parent_span_id = bytes.fromhex(s.parent_span_id)
+        sp.start_time_unix_nano, sp.end_time_unix_nano = s.start_ns, max(s.end_ns, s.start_ns)
+        sp.status.code = 2 if s.error else 0  # type: ignore[assignment]
+        set_attributes(sp.attributes, s.attributes)
+        for name, t_ns, attrs in s.events:
+            ev = sp.events.add()
+            ev.name, ev.time_unix_nano = name, t_ns
+            set_attributes(ev.attributes, attrs)
+    return bytes(req.SerializeToString())
+
+
+def test_span_by_span_encoding_equals_the_whole_request() -> None:
+    """Protobuf pieces framed by hand are the bytes of the request built at once; JSON parses to the same spans."""
+    import dataclasses
+
+    spans = [
+        s
+        for i in range(40)
+        if (
+            s := client_span(_record(id=i, trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}"), t0_unix_ns=T0, model="m")
+        )
+    ]
+    spans[3] = dataclasses.replace(
+        spans[3], error=True, parent_span_id="00000000000000aa", attributes={"neg": -5, "f": 1.5, "no": False, "é": "ü"}
+    )
+    assert encode(spans, service="svc", scope="sc") == _whole_request(spans, "svc", "sc")
+    assert encode([], service="svc", scope="sc") == _whole_request([], "svc", "sc")
+    ctx = ParseContext(source="test")
+    from_proto = [row_span(r) for r in parse_otlp_proto(encode(spans, service="svc", scope="sc"), ctx)]
+    from_json = [
+        row_span(r) for r in parse_otlp_json(json.loads(encode(spans, service="svc", scope="sc", protocol="json")), ctx)
+    ]
+    assert from_json == from_proto

@@ -13,6 +13,7 @@ import itertools
 import multiprocessing
 import signal
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -130,9 +131,18 @@ class ProcessWorker:
             try:
                 data = self._conn.recv_bytes()
             except (EOFError, OSError):
-                self._loop.call_soon_threadsafe(self._fail_all, "the worker process exited")
+                self._to_loop(self._fail_all, "the worker process exited")
                 return
-            self._loop.call_soon_threadsafe(self._resolve, data)
+            if not self._to_loop(self._resolve, data):
+                return
+
+    def _to_loop(self, fn: Callable[[Any], None], arg: Any) -> bool:
+        """Hand ``fn(arg)`` to the driver's loop; False once that loop has closed (the run is over: nothing waits)."""
+        try:
+            self._loop.call_soon_threadsafe(fn, arg)
+        except RuntimeError:  # "Event loop is closed": the worker outlived the run's loop
+            return False
+        return True
 
     def _resolve(self, data: bytes) -> None:
         msg_id, ok, value = unpack(data)
