@@ -115,19 +115,8 @@ _RUNS_ADDED = (
     ("heartbeat_at", "VARCHAR"),
 )
 #: Columns added to ``requests`` since schema 2, appended in place to older stores (batch folds insert by position).
-_REQUESTS_ADDED = (
-    ("trace_id", "VARCHAR"),
-    ("span_id", "VARCHAR"),
-    ("first_answer_ns", "BIGINT"),
-    ("reasoning_tokens", "INTEGER"),
-    ("cached_tokens", "INTEGER"),
-    ("connection_reused", "BOOLEAN"),
-    ("dns_ns", "BIGINT"),
-    ("connect_ns", "BIGINT"),
-    ("tls_ns", "BIGINT"),
-    ("step", "VARCHAR"),
-    ("depends_on", "BIGINT[]"),
-)
+#: They are the tail of ``REQUEST_COLUMNS`` from ``trace_id`` on (new columns are only ever appended there).
+_REQUESTS_ADDED = REQUEST_COLUMNS[[name for name, _ in REQUEST_COLUMNS].index("trace_id") :]
 
 
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
