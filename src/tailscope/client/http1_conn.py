@@ -100,11 +100,7 @@ class Http1Connection(asyncio.Protocol):
                             self.handler_done = True
                             self._wake()
                     except Exception as exc:  # whatever the handler raised (a malformed event, …)
-                        self.error = exc
-                        self.keep_alive = False
-                        self.handler = None
-                        if self.transport is not None:
-                            self.transport.close()
+                        self._fail(exc)
                         self._wake()
                     return
         try:
@@ -130,12 +126,16 @@ class Http1Connection(asyncio.Protocol):
             if self.handler is not None and self.pieces:
                 self._push()
         except Exception as exc:  # framing errors, and whatever the handler raised (a malformed event, …)
-            self.error = exc
-            self.keep_alive = False
-            self.handler = None
-            if self.transport is not None:
-                self.transport.close()
+            self._fail(exc)
         self._wake()
+
+    def _fail(self, exc: Exception) -> None:
+        """The response failed: keep the cause, stop pushing, and close the connection (it cannot be reused)."""
+        self.error = exc
+        self.keep_alive = False
+        self.handler = None
+        if self.transport is not None:
+            self.transport.close()
 
     def _push(self) -> None:
         pieces, self.pieces = self.pieces, []
