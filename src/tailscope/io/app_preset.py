@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import describe, first_problem
+from tailscope.io._schema import nested_problem
 from tailscope.io._yaml import line_of, parse_yaml
 from tailscope.workload.app_preset import AppPreset, Dist, EngineSpec, Search
 
@@ -156,11 +156,7 @@ def parse_app_preset(text: str, *, source: str = "<app preset>") -> AppPreset:
     try:
         m = _PresetM.model_validate(data)
     except ValidationError as exc:
-        e = first_problem(exc)
-        loc = tuple(e["loc"])
-        what = describe(e, _PresetM)
-        if e["type"] == "extra_forbidden" and len(loc) > 1:  # describe() lists the top level's fields
-            what = f"unknown field {'.'.join(str(p) for p in loc)!r} (see docs/app.md for a section's fields)"
+        _e, loc, what = nested_problem(exc, _PresetM, see="docs/app.md for a section's fields")
         raise ConfigError(f"{source}:{line_of(root, loc)}: {what}") from None
     kw: dict[str, Any] = {
         "name": m.name,

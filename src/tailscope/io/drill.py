@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import describe, first_problem
+from tailscope.io._schema import nested_problem
 from tailscope.io._yaml import line_of, parse_yaml
 from tailscope.io.proxy_rules import RuleModel
 from tailscope.verify.drill import APP_FAULTS, PROXY_KIND, DrillExpect, DrillFault, DrillLoad, DrillSpec
@@ -148,12 +148,8 @@ def drill_from_dict(data: dict[str, Any], *, source: str = "<drill>", root: Any 
     try:
         m = _DrillM.model_validate(data)
     except ValidationError as exc:
-        e = first_problem(exc)
-        loc = tuple(e["loc"])
-        what = describe(e, _DrillM)
-        if e["type"] == "extra_forbidden" and len(loc) > 1:
-            what = f"unknown field {'.'.join(str(p) for p in loc)!r} (see docs/drills.md)"
-        elif e["type"] == "value_error" and not loc:
+        e, loc, what = nested_problem(exc, _DrillM, see="docs/drills.md")
+        if e["type"] == "value_error" and not loc:
             what = str(e["msg"]).removeprefix("Value error, ")
             loc = ("load", "duration_s")
         raise ConfigError(f"{source}:{line_of(root, loc)}: {what}") from None
