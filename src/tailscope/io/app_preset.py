@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import nested_problem
-from tailscope.io._yaml import line_of, parse_yaml
+from tailscope.io._yaml import line_of, parse_yaml_mapping
 from tailscope.workload.app_preset import AppPreset, Dist, EngineSpec, Search
 
 
@@ -150,9 +150,9 @@ def parse_app_preset(text: str, *, source: str = "<app preset>") -> AppPreset:
     Raises:
         ConfigError: ``source:line: field what is wrong``.
     """
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: an app preset is a mapping (name, gateway, retrieval, agent, …)")
+    data, root = parse_yaml_mapping(
+        text, source=source, error=ConfigError, shape="an app preset is a mapping (name, gateway, retrieval, agent, …)"
+    )
     try:
         m = _PresetM.model_validate(data)
     except ValidationError as exc:

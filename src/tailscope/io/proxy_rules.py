@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import nested_problem
-from tailscope.io._yaml import line_of, parse_yaml
+from tailscope.io._yaml import line_of, parse_yaml_mapping
 
 _Z95 = 1.6448536269514722
 
@@ -229,9 +229,9 @@ def load_rules(path: str | os.PathLike[str]) -> list[ProxyRule]:
 
 def parse_rules(text: str, *, source: str = "<rules>") -> list[ProxyRule]:
     """Validate rules YAML text (``rules: [...]``)."""
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: a rules file is a mapping with 'rules: [...]'")
+    data, root = parse_yaml_mapping(
+        text, source=source, error=ConfigError, shape="a rules file is a mapping with 'rules: [...]'"
+    )
     try:
         m = _FileM.model_validate(data)
     except ValidationError as exc:
