@@ -213,23 +213,28 @@ class Database:
         """A read-write connection inside one transaction; committed on success, rolled back on error."""
         con = self._open(read_only=False)
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
-        except StoreError:
-            raise
+            with self._duckdb_errors():
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+        finally:
+            con.close()
+
+    @contextmanager
+    def _duckdb_errors(self) -> Iterator[None]:
+        """A DuckDB error becomes a StoreError naming the store (its message's first line); others pass through."""
+        try:
+            yield
         except Exception as exc:
             import duckdb
 
             if isinstance(exc, duckdb.Error):
                 raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
             raise
-        finally:
-            con.close()
 
     @staticmethod
     def _old_schema(con: Any) -> bool:
@@ -255,12 +260,7 @@ class Database:
                 con = self._open(read_only=True)
             self._version_checked = True
         try:
-            yield con
-        except Exception as exc:
-            import duckdb
-
-            if isinstance(exc, duckdb.Error):
-                raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
-            raise
+            with self._duckdb_errors():
+                yield con
         finally:
             con.close()
