@@ -1,6 +1,5 @@
-"""What the troubleshooting trees read off a run: the symptoms' thresholds (the method's numbers where it gives one)
-and the evidence helpers the trees share (queueing, KV pressure, stream pauses, buffered or unstreamed answers, GPU
-figures, a model's size from its name)."""
+"""What the troubleshooting trees read off a run: the thresholds and evidence helpers the trees share (queueing, KV
+pressure, stream pauses, buffered or unstreamed answers, GPU figures, a model's size from its name)."""
 
 from __future__ import annotations
 
@@ -10,32 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.records import ErrorClass
 from tailscope.verify.findings import RunView, finite
 from tailscope.verify.rules_engine import STALL_FACTOR, STALL_MIN_MS
 from tailscope.verify.tree_model import TreeInput
 
-#: symptom thresholds (the method's numbers where it gives one)
-TTFT_HIGH_MS = 2000.0  # 003/perceived: a first token after 2 s feels broken
-TTFT_HIGH_SHARE = 0.05  # … for at least this share of requests (the p95)
-TPOT_READING_MS = 33.0  # 001: slower than ~30 tokens/s is slower than reading
-TAIL_RATIO = 3.0  # P99 ≫ P50: p99 at least this many times p50 (E2E or TTFT)
-STUTTER_SHARE = 0.01  # share of streams with a pause ≥ max(10 × median ITL, 100 ms)
+#: thresholds more than one tree reads
 BURST_SPAN_SHARE = 0.05  # a buffered stream: all tokens within 5 % of the request's time, after a long wait
-GPU_SATURATED_PCT = 90.0
 GPU_LOW_PCT = 50.0
-MEMORY_FULL_FRAC = 0.95
-CPU_SATURATED_PCT = 90.0
-TAIL_FEATURE_FACTOR = 1.5  # tail requests' mean prompt/output this many times the others'
-TAIL_MIN_REQUESTS = 10  # the tail is the slowest 1 %, but at least this many requests (at most 10 %)
-COST_SPIKE_FACTOR = 1.3  # tokens per request ×1.3 against the baseline
-HEAVY_SESSION_SHARE = 0.2  # one session or class holding this share of all tokens
-LARGE_MODEL_B = 30.0  # parameters (billions) that count as a large model for short, simple outputs
-SHORT_OUTPUT_TOKENS = 200
 
 QUANTISED = re.compile(r"(awq|gptq|int4|int8|fp8|w4a16|w8a8|4bit|8bit|gguf|q4_|q8_|nf4|bnb)", re.IGNORECASE)
-OUT_OF_MEMORY = re.compile(r"out of memory|\boom\b|cuda error", re.IGNORECASE)
-SERVER_ERRORS = (ErrorClass.HTTP_5XX, ErrorClass.STREAM_BROKEN, ErrorClass.SERVER_ERROR_EVENT)
 _PARAMS = re.compile(r"(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
 
 

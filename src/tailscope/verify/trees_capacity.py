@@ -3,19 +3,14 @@ spike (``shared/method/001`` §5.1–5.2, ``004`` §9)."""
 
 from __future__ import annotations
 
-from tailscope.records import Status
+import re
+
+from tailscope.records import ErrorClass, Status
 from tailscope.verify.findings import pct
 from tailscope.verify.rules_engine import KV_HIGH_USAGE, SATURATION_QUEUED_SHARE
 from tailscope.verify.tree_evidence import (
-    COST_SPIKE_FACTOR,
-    CPU_SATURATED_PCT,
     GPU_LOW_PCT,
-    GPU_SATURATED_PCT,
-    HEAVY_SESSION_SHARE,
-    MEMORY_FULL_FRAC,
-    OUT_OF_MEMORY,
     QUANTISED,
-    SERVER_ERRORS,
     figure,
     finished_rps,
     gpu_util,
@@ -26,6 +21,16 @@ from tailscope.verify.tree_evidence import (
     tokens_per_request,
 )
 from tailscope.verify.tree_model import NO, UNKNOWN, YES, Branch, Tree, TreeInput
+
+#: symptom thresholds (the method's numbers where it gives one)
+GPU_SATURATED_PCT = 90.0
+MEMORY_FULL_FRAC = 0.95
+CPU_SATURATED_PCT = 90.0
+COST_SPIKE_FACTOR = 1.3  # tokens per request ×1.3 against the baseline
+HEAVY_SESSION_SHARE = 0.2  # one session or class holding this share of all tokens
+
+OUT_OF_MEMORY = re.compile(r"out of memory|\boom\b|cuda error", re.IGNORECASE)
+SERVER_ERRORS = (ErrorClass.HTTP_5XX, ErrorClass.STREAM_BROKEN, ErrorClass.SERVER_ERROR_EVENT)
 
 
 def oom_tree(t: TreeInput) -> Tree:

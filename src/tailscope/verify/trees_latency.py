@@ -12,16 +12,7 @@ from tailscope.verify.rules_engine import SATURATION_QUEUED_SHARE, any_prefill_o
 from tailscope.verify.tree_evidence import (
     BURST_SPAN_SHARE,
     GPU_LOW_PCT,
-    LARGE_MODEL_B,
     QUANTISED,
-    SHORT_OUTPUT_TOKENS,
-    STUTTER_SHARE,
-    TAIL_FEATURE_FACTOR,
-    TAIL_MIN_REQUESTS,
-    TAIL_RATIO,
-    TPOT_READING_MS,
-    TTFT_HIGH_MS,
-    TTFT_HIGH_SHARE,
     burst_share,
     figure,
     gpu_util,
@@ -34,6 +25,17 @@ from tailscope.verify.tree_evidence import (
     tool_share,
 )
 from tailscope.verify.tree_model import NO, UNKNOWN, YES, Branch, Tree, TreeInput
+
+#: symptom thresholds (the method's numbers where it gives one)
+TTFT_HIGH_MS = 2000.0  # 003/perceived: a first token after 2 s feels broken
+TTFT_HIGH_SHARE = 0.05  # … for at least this share of requests (the p95)
+TPOT_READING_MS = 33.0  # 001: slower than ~30 tokens/s is slower than reading
+TAIL_RATIO = 3.0  # P99 ≫ P50: p99 at least this many times p50 (E2E or TTFT)
+STUTTER_SHARE = 0.01  # share of streams with a pause ≥ max(10 × median ITL, 100 ms)
+TAIL_FEATURE_FACTOR = 1.5  # tail requests' mean prompt/output this many times the others'
+TAIL_MIN_REQUESTS = 10  # the tail is the slowest 1 %, but at least this many requests (at most 10 %)
+LARGE_MODEL_B = 30.0  # parameters (billions) that count as a large model for short, simple outputs
+SHORT_OUTPUT_TOKENS = 200
 
 
 def ttft_tree(t: TreeInput) -> Tree:
