@@ -12,9 +12,8 @@ from tailscope.metrics.first_wave import FirstWave, first_wave
 from tailscope.metrics.perceived import Perceived, PerceivedThresholds, perceived
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.metrics.reasoning import PromptCache, Reasoning, prompt_cache_of, reasoning_of
-from tailscope.metrics.run_warnings import LOOP_LAG_WARN_MS as LOOP_LAG_WARN_MS  # runner/workers reads it here
-from tailscope.metrics.run_warnings import RATE_WARN_FRACTION as RATE_WARN_FRACTION
-from tailscope.metrics.run_warnings import SEND_LAG_WARN_MS as SEND_LAG_WARN_MS
+from tailscope.metrics.run_warnings import LOOP_LAG_WARN_MS as LOOP_LAG_WARN_MS  # runner/workers/report.py reads
+from tailscope.metrics.run_warnings import SEND_LAG_WARN_MS as SEND_LAG_WARN_MS  # these two thresholds here
 from tailscope.metrics.run_warnings import run_warnings, server_messages
 from tailscope.metrics.samples import run_samples
 from tailscope.metrics.slo import Slo, SloResult, check_slo, error_adjusted_p99, meets_slos
