@@ -1,8 +1,9 @@
 """The client's own CPU cost per token event, measured in process on this machine (no network, no server).
 
 A recorded vLLM-style stream (chunked transfer encoding, one SSE event per network read, per-chunk usage) is fed
-through the raw transport's protocol (``_Conn.data_received`` in push mode) and the OpenAI client's consume path —
-what runs per network read in a bench. ``benchmarks/hot_path.py`` prints it; ``--workers auto`` sizes itself by it.
+through the raw transport's protocol (``Http1Connection.data_received`` in push mode) and the OpenAI client's consume
+path — what runs per network read in a bench. ``benchmarks/hot_path.py`` prints it; ``--workers auto`` sizes itself
+by it.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import json
 import time
 from typing import Any
 
+from tailscope.client.http1_conn import Http1Connection
 from tailscope.client.openai import _consume, _State
-from tailscope.client.rawhttp import _Conn
 from tailscope.client.sse import SSEParser
 
 
@@ -63,7 +64,7 @@ class _NullPool:
 def play(reads: list[bytes], st: _State | None = None) -> _State:
     """Push ``reads`` through the protocol and the client's consume path (as :func:`~tailscope.client.openai.execute`
     does in push mode); returns the request's accumulated state."""
-    conn = _Conn(_NullPool())  # type: ignore[arg-type]
+    conn = Http1Connection(_NullPool())  # type: ignore[arg-type]
     st = st or _State()
     parser = SSEParser()
 

@@ -50,6 +50,20 @@ def first_problem(exc: ValidationError) -> Any:
     return sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")[0]
 
 
+def nested_problem(exc: ValidationError, model: type[BaseModel], *, see: str) -> tuple[Any, tuple[Any, ...], str]:
+    """The first problem of a nested ``model``: ``(pydantic error, location, what is wrong)``.
+
+    :func:`describe` lists the top level's fields for an unknown one; below the top level the field is named by its
+    whole path and the reader sent to ``see`` (the doc that lists a section's fields).
+    """
+    e = first_problem(exc)
+    loc = tuple(e["loc"])
+    what = describe(e, model)
+    if e["type"] == "extra_forbidden" and len(loc) > 1:
+        what = f"unknown field {'.'.join(str(p) for p in loc)!r} (see {see})"
+    return e, loc, what
+
+
 def describe(e: Any, model: type[BaseModel], *, needs: str = "") -> str:
     """``field what is wrong (got value)`` for one pydantic error of a flat ``model``.
 

@@ -25,6 +25,23 @@ def parse_yaml(text: str, *, source: str, error: type[TailscopeError]) -> tuple[
         raise error(f"{source}:{line}: not valid YAML ({problem})") from None
 
 
+def parse_yaml_mapping(
+    text: str, *, source: str, error: type[TailscopeError], shape: str
+) -> tuple[dict[str, Any], yaml.Node | None]:
+    """:func:`parse_yaml` for a file whose top level must be a mapping.
+
+    Args:
+        shape: what the file is, said when it is not a mapping (``a drill is a mapping (name, target, …)``).
+
+    Raises:
+        error: ``source:line: not valid YAML (problem)``, or ``source:1: {shape}``.
+    """
+    data, root = parse_yaml(text, source=source, error=error)
+    if not isinstance(data, dict):
+        raise error(f"{source}:1: {shape}")
+    return data, root
+
+
 def line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
     """1-based line of the deepest YAML node that exists along ``loc`` (a key's line for mapping entries)."""
     if root is None:

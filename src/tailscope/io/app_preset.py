@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import describe, first_problem
-from tailscope.io._yaml import line_of, parse_yaml
+from tailscope.io._schema import nested_problem
+from tailscope.io._yaml import line_of, parse_yaml_mapping
 from tailscope.workload.app_preset import AppPreset, Dist, EngineSpec, Search
 
 
@@ -150,17 +150,13 @@ def parse_app_preset(text: str, *, source: str = "<app preset>") -> AppPreset:
     Raises:
         ConfigError: ``source:line: field what is wrong``.
     """
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: an app preset is a mapping (name, gateway, retrieval, agent, …)")
+    data, root = parse_yaml_mapping(
+        text, source=source, error=ConfigError, shape="an app preset is a mapping (name, gateway, retrieval, agent, …)"
+    )
     try:
         m = _PresetM.model_validate(data)
     except ValidationError as exc:
-        e = first_problem(exc)
-        loc = tuple(e["loc"])
-        what = describe(e, _PresetM)
-        if e["type"] == "extra_forbidden" and len(loc) > 1:  # describe() lists the top level's fields
-            what = f"unknown field {'.'.join(str(p) for p in loc)!r} (see docs/app.md for a section's fields)"
+        _e, loc, what = nested_problem(exc, _PresetM, see="docs/app.md for a section's fields")
         raise ConfigError(f"{source}:{line_of(root, loc)}: {what}") from None
     kw: dict[str, Any] = {
         "name": m.name,

@@ -16,7 +16,7 @@ from tailscope.engine.autoscaler import METRICS, AutoscalePolicy, FragmentationM
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import describe, first_problem
-from tailscope.io._yaml import line_of, parse_yaml
+from tailscope.io._yaml import line_of, parse_yaml_mapping
 
 _DEFAULT = AutoscalePolicy()
 
@@ -79,9 +79,12 @@ def parse_policy(text: str, *, source: str = "<autoscale policy>") -> AutoscaleP
     Raises:
         ConfigError: ``source:line: field what is wrong``.
     """
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: an autoscale policy is a mapping (metric, target, min_replicas, …)")
+    data, root = parse_yaml_mapping(
+        text,
+        source=source,
+        error=ConfigError,
+        shape="an autoscale policy is a mapping (metric, target, min_replicas, …)",
+    )
     try:
         m = _PolicyM.model_validate(data)
     except ValidationError as exc:

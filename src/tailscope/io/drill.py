@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import describe, first_problem
-from tailscope.io._yaml import line_of, parse_yaml
+from tailscope.io._schema import nested_problem
+from tailscope.io._yaml import line_of, parse_yaml_mapping
 from tailscope.io.proxy_rules import RuleModel
 from tailscope.verify.drill import APP_FAULTS, PROXY_KIND, DrillExpect, DrillFault, DrillLoad, DrillSpec
 
@@ -133,9 +133,9 @@ def parse_drill(text: str, *, source: str = "<drill>") -> DrillSpec:
     Raises:
         ConfigError: ``source:line: field what is wrong``.
     """
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: a drill is a mapping (name, target, load, fault, expect)")
+    data, root = parse_yaml_mapping(
+        text, source=source, error=ConfigError, shape="a drill is a mapping (name, target, load, fault, expect)"
+    )
     return drill_from_dict(data, source=source, root=root)
 
 
@@ -148,12 +148,8 @@ def drill_from_dict(data: dict[str, Any], *, source: str = "<drill>", root: Any 
     try:
         m = _DrillM.model_validate(data)
     except ValidationError as exc:
-        e = first_problem(exc)
-        loc = tuple(e["loc"])
-        what = describe(e, _DrillM)
-        if e["type"] == "extra_forbidden" and len(loc) > 1:
-            what = f"unknown field {'.'.join(str(p) for p in loc)!r} (see docs/drills.md)"
-        elif e["type"] == "value_error" and not loc:
+        e, loc, what = nested_problem(exc, _DrillM, see="docs/drills.md")
+        if e["type"] == "value_error" and not loc:
             what = str(e["msg"]).removeprefix("Value error, ")
             loc = ("load", "duration_s")
         raise ConfigError(f"{source}:{line_of(root, loc)}: {what}") from None

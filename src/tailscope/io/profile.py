@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from tailscope.errors import ConfigError, ProfileError
 from tailscope.files import read_user_text
-from tailscope.io._yaml import field_path, line_of, parse_yaml
+from tailscope.io._yaml import field_path, line_of, parse_yaml_mapping
 from tailscope.io.lengths import read_lengths
 from tailscope.io.profile_schema import AgentM, ArrivalM, ClassM, DistM, MixedM, ProfileM, StepM
 from tailscope.metrics.slo import parse_slo
@@ -52,11 +52,12 @@ def load_profile(path: str | os.PathLike[str]) -> m.Profile:
 
 def parse_profile(text: str, *, source: str = "<profile>", base_dir: Path | None = None) -> m.Profile:
     """Validate profile YAML text. ``base_dir`` resolves relative ``empirical`` files (default: current folder)."""
-    data, root = parse_yaml(text, source=source, error=ProfileError)
-    if not isinstance(data, dict):
-        raise ProfileError(
-            f"{source}:1: a profile is a YAML mapping with name, classes, arrival, … (see docs/workload.md)"
-        )
+    data, root = parse_yaml_mapping(
+        text,
+        source=source,
+        error=ProfileError,
+        shape="a profile is a YAML mapping with name, classes, arrival, … (see docs/workload.md)",
+    )
     try:
         pm = ProfileM.model_validate(data)
     except ValidationError as exc:

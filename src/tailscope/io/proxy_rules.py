@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import describe, first_problem
-from tailscope.io._yaml import line_of, parse_yaml
+from tailscope.io._schema import nested_problem
+from tailscope.io._yaml import line_of, parse_yaml_mapping
 
 _Z95 = 1.6448536269514722
 
@@ -191,11 +191,7 @@ class _FileM(_Strict):
 
 
 def _problem(exc: ValidationError, model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
-    e = first_problem(exc)
-    loc = tuple(e["loc"])
-    what = describe(e, model)
-    if e["type"] == "extra_forbidden" and len(loc) > 1:
-        what = f"unknown field {'.'.join(str(p) for p in loc)!r} (see docs/drills.md for a rule's fields)"
+    _e, loc, what = nested_problem(exc, model, see="docs/drills.md for a rule's fields")
     return loc, what
 
 
@@ -233,9 +229,9 @@ def load_rules(path: str | os.PathLike[str]) -> list[ProxyRule]:
 
 def parse_rules(text: str, *, source: str = "<rules>") -> list[ProxyRule]:
     """Validate rules YAML text (``rules: [...]``)."""
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: a rules file is a mapping with 'rules: [...]'")
+    data, root = parse_yaml_mapping(
+        text, source=source, error=ConfigError, shape="a rules file is a mapping with 'rules: [...]'"
+    )
     try:
         m = _FileM.model_validate(data)
     except ValidationError as exc:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._yaml import first_error, line_of, parse_yaml
+from tailscope.io._yaml import first_error, line_of, parse_yaml_mapping
 from tailscope.workload.template import RequestTemplate, parse_path, placeholders_in
 
 _FORBIDDEN_HEADERS = {"content-length", "host", "transfer-encoding", "connection"}
@@ -101,9 +101,12 @@ def load_request_template(path: str | os.PathLike[str]) -> RequestTemplate:
 
 def parse_request_template(text: str, *, source: str = "<template>") -> RequestTemplate:
     """Validate request-template YAML/JSON text."""
-    data, root = parse_yaml(text, source=source, error=ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: a request template is a mapping with path, body and response (see docs)")
+    data, root = parse_yaml_mapping(
+        text,
+        source=source,
+        error=ConfigError,
+        shape="a request template is a mapping with path, body and response (see docs)",
+    )
     try:
         tm = TemplateM.model_validate(data)
     except ValidationError as exc:

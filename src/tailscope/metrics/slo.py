@@ -9,11 +9,18 @@ An SLO is checked two ways:
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from tailscope.errors import ConfigError
-from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction
+from tailscope.metrics import request as rq
+from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction, quantile
+from tailscope.records import RequestRecord
 from tailscope.units import parse_duration_s
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -61,3 +68,79 @@ def parse_slo(text: str) -> Slo:
     if seconds <= 0:
         raise ConfigError(f"--slo {text!r}: the threshold must be > 0")
     return Slo(metric=metric, percentile=pct, threshold_ms=seconds * 1000.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SloResult:
+    """An SLO checked over the run: the observed percentile and the verdict.
+
+    Failed requests count as slower than any limit (+∞), so failures can never make an SLO pass: with failures the
+    observed percentile is taken over successes plus ``failed`` values of +∞ (``observed_ms`` is then ∞ when the
+    percentile lands on a failure, written as null in JSON).
+    """
+
+    slo: Slo
+    observed_ms: float | None
+    passed: bool
+    failed: int = 0  # failed requests counted as +∞
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slo": self.slo.key,
+            "threshold_ms": self.slo.threshold_ms,
+            "observed_ms": self.observed_ms,
+            "passed": self.passed,
+            "failed_counted": self.failed,
+        }
+
+
+def request_value_ms(r: RequestRecord, metric: str) -> float | None:
+    """One request's own value (ms) of an SLO metric; for ``itl`` its longest gap (0 with a single chunk)."""
+    if metric == "ttft":
+        return rq.ttft_ms(r)
+    if metric == "tpot":
+        return rq.tpot_ms(r)
+    if metric == "e2e":
+        return rq.e2e_ms(r)
+    if metric == "itl":
+        return rq.max_stall_ms(r) if len(r.chunk_times_ns) > 1 else 0.0
+    raise KeyError(metric)
+
+
+def meets_slos(r: RequestRecord, slos: Sequence[Slo]) -> bool:
+    """Whether a successful request meets every SLO on its own values (the goodput test)."""
+    if not r.ok:
+        return False
+    for s in slos:
+        v = request_value_ms(r, s.metric)
+        if v is not None and v > s.threshold_ms:
+            return False
+    return True
+
+
+def check_slo(slo: Slo, s: dict[str, np.ndarray], n_failed: int = 0) -> SloResult:
+    """``slo`` checked over a run's samples (``s[metric]``, ms), with ``n_failed`` failures counted as +∞."""
+    samples = s[slo.metric]
+    observed: float | None
+    if n_failed:
+        # failures are slower than any limit: +∞ in the sample ('higher' rule: interpolating toward ∞ gives ∞)
+        with_failures = np.concatenate([samples, np.full(n_failed, np.inf)])
+        if slo.percentile == "mean":
+            observed = math.inf
+        else:
+            observed = float(np.quantile(with_failures, percentile_fraction(slo.percentile), method="higher"))
+    elif slo.percentile == "mean":
+        observed = float(samples.mean()) if samples.size else None
+    else:
+        observed = quantile(samples, percentile_fraction(slo.percentile))
+    passed = observed is not None and observed <= slo.threshold_ms
+    return SloResult(slo=slo, observed_ms=observed, passed=passed, failed=n_failed)
+
+
+def error_adjusted_p99(ok_values: np.ndarray, n_failed: int) -> float | None:
+    """p99 with every failed request counted as +∞ (so failures cannot make the tail look better)."""
+    if ok_values.size + n_failed == 0:
+        return None
+    arr = np.concatenate([ok_values, np.full(n_failed, np.inf)])
+    # linear interpolation toward +inf would give inf for any neighbour; use the 'higher' rule here
+    return float(np.quantile(arr, 0.99, method="higher"))

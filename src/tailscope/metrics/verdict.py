@@ -2,7 +2,7 @@
 
 ``tailscope bench`` exits non-zero when the verdict fails (k6 does the same with its thresholds), so a bench step in
 CI fails on a missed SLO or an error burst without a separate gate. SLO results already count failed requests as
-slower than any limit (:class:`~tailscope.metrics.summary.SloResult`).
+slower than any limit (:class:`~tailscope.metrics.slo.SloResult`).
 """
 
 from __future__ import annotations

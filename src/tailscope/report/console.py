@@ -9,20 +9,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tailscope.report.stat_table import LATENCY_ROWS, STAT_COLUMNS
 from tailscope.units import format_ms
 
 if TYPE_CHECKING:
     from tailscope.records import Target
-
-_LATENCY_ROWS = (
-    ("TTFT", "ttft_ms"),
-    ("TPOT", "tpot_ms"),
-    ("ITL", "itl_ms"),
-    ("E2E", "e2e_ms"),
-    ("max stall", "max_stall_ms"),
-    ("send lag", "send_lag_ms"),
-)
-_COLS = ("mean", "p50", "p90", "p95", "p99", "p999", "max", "count")
 
 
 def _num(v: float | None) -> str:
@@ -49,14 +40,15 @@ def latency_table(summary: dict[str, Any], title: str = "Latency in ms, from the
     thin_any = False
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     t.add_column("metric")
-    for c in _COLS:
+    for c in STAT_COLUMNS:
         t.add_column("p99.9" if c == "p999" else c, justify="right")
-    for label, key in _LATENCY_ROWS:
+    for label, key in LATENCY_ROWS:
         st = summary.get(key) or {}
         thin = set(st.get("too_few") or ())
         thin_any = thin_any or bool(thin)
         cells = [
-            str(st.get("count", 0)) if c == "count" else _num(st.get(c)) + (THIN if c in thin else "") for c in _COLS
+            str(st.get("count", 0)) if c == "count" else _num(st.get(c)) + (THIN if c in thin else "")
+            for c in STAT_COLUMNS
         ]
         t.add_row(label, *cells)
     if thin_any:

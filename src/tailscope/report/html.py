@@ -27,20 +27,9 @@ from tailscope.files import make_folder
 from tailscope.metrics.document import clean_json
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.report import html_data as hd
+from tailscope.report.stat_table import FROM_SENT_ROWS, LATENCY_ROWS, STAT_COLUMNS
 
 _TEMPLATES = Path(__file__).parent / "templates"
-#: Latency rows of the percentile table: label, summary key.
-LATENCY_ROWS: tuple[tuple[str, str], ...] = (
-    ("TTFT", "ttft_ms"),
-    ("TPOT", "tpot_ms"),
-    ("ITL", "itl_ms"),
-    ("E2E", "e2e_ms"),
-    ("max stall", "max_stall_ms"),
-    ("send lag", "send_lag_ms"),
-    ("TTFT from sent", "ttft_from_sent_ms"),
-    ("E2E from sent", "e2e_from_sent_ms"),
-)
-STAT_COLUMNS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99", "p999", "max", "count")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +114,7 @@ def _env() -> Any:
     env.filters["num"] = fmt_num
     env.filters["pct"] = lambda v: "—" if v is None else f"{100.0 * float(v):.1f} %"
     env.globals["lookup"] = lookup
-    env.globals["LATENCY_ROWS"] = LATENCY_ROWS
+    env.globals["LATENCY_ROWS"] = (*LATENCY_ROWS, *FROM_SENT_ROWS)
     env.globals["STAT_COLUMNS"] = STAT_COLUMNS
     return env
 

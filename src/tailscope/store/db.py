@@ -115,19 +115,8 @@ _RUNS_ADDED = (
     ("heartbeat_at", "VARCHAR"),
 )
 #: Columns added to ``requests`` since schema 2, appended in place to older stores (batch folds insert by position).
-_REQUESTS_ADDED = (
-    ("trace_id", "VARCHAR"),
-    ("span_id", "VARCHAR"),
-    ("first_answer_ns", "BIGINT"),
-    ("reasoning_tokens", "INTEGER"),
-    ("cached_tokens", "INTEGER"),
-    ("connection_reused", "BOOLEAN"),
-    ("dns_ns", "BIGINT"),
-    ("connect_ns", "BIGINT"),
-    ("tls_ns", "BIGINT"),
-    ("step", "VARCHAR"),
-    ("depends_on", "BIGINT[]"),
-)
+#: They are the tail of ``REQUEST_COLUMNS`` from ``trace_id`` on (new columns are only ever appended there).
+_REQUESTS_ADDED = REQUEST_COLUMNS[[name for name, _ in REQUEST_COLUMNS].index("trace_id") :]
 
 
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
@@ -224,23 +213,28 @@ class Database:
         """A read-write connection inside one transaction; committed on success, rolled back on error."""
         con = self._open(read_only=False)
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
-        except StoreError:
-            raise
+            with self._duckdb_errors():
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+        finally:
+            con.close()
+
+    @contextmanager
+    def _duckdb_errors(self) -> Iterator[None]:
+        """A DuckDB error becomes a StoreError naming the store (its message's first line); others pass through."""
+        try:
+            yield
         except Exception as exc:
             import duckdb
 
             if isinstance(exc, duckdb.Error):
                 raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
             raise
-        finally:
-            con.close()
 
     @staticmethod
     def _old_schema(con: Any) -> bool:
@@ -266,12 +260,7 @@ class Database:
                 con = self._open(read_only=True)
             self._version_checked = True
         try:
-            yield con
-        except Exception as exc:
-            import duckdb
-
-            if isinstance(exc, duckdb.Error):
-                raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
-            raise
+            with self._duckdb_errors():
+                yield con
         finally:
             con.close()

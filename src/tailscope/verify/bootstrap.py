@@ -15,6 +15,7 @@ from ``N(mean, sd²/n)``), which is what the exact bootstrap converges to.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,20 +111,13 @@ def clustered_replicates(
 
 def sum_replicates(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Bootstrap replicates of ``values.sum()`` (resampling the per-request contributions)."""
-    v = np.asarray(values, dtype=np.float64)
-    n = v.size
-    if n == 0:
-        raise ValueError("no values to resample")
-    if n * resamples > EXACT_LIMIT:
-        z = rng.standard_normal(resamples)
-        sd = float(v.std(ddof=1)) if n > 1 else 0.0
-        return np.asarray(float(v.sum()) + z * (sd * np.sqrt(n)), dtype=np.float64)
-    out = np.empty(resamples, dtype=np.float64)
-    rows = max(1, _CHUNK_ELEMS // n)
-    for start in range(0, resamples, rows):
-        b = min(rows, resamples - start)
-        out[start : start + b] = v[rng.integers(0, n, size=(b, n))].sum(axis=1)
-    return out
+    return _sum_replicates(
+        values,
+        resamples,
+        rng,
+        normal_sd=lambda v: float(v.std(ddof=1)) * np.sqrt(v.size) if v.size > 1 else 0.0,
+        draw=lambda v, b: v[rng.integers(0, v.size, size=(b, v.size))].sum(axis=1),
+    )
 
 
 def poisson_sum_replicates(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -132,18 +126,37 @@ def poisson_sum_replicates(values: np.ndarray, resamples: int, rng: np.random.Ge
     Unlike the classic bootstrap the number of items varies between replicates, which is right for totals over a
     window (requests completed per second): a rerun would not complete exactly the same number of requests.
     """
+    return _sum_replicates(
+        values,
+        resamples,
+        rng,
+        normal_sd=lambda v: float(np.sqrt((v * v).sum())),
+        draw=lambda v, b: rng.poisson(1.0, size=(b, v.size)) @ v,
+    )
+
+
+def _sum_replicates(
+    values: np.ndarray,
+    resamples: int,
+    rng: np.random.Generator,
+    *,
+    normal_sd: Callable[[np.ndarray], float],
+    draw: Callable[[np.ndarray, int], np.ndarray],
+) -> np.ndarray:
+    """``resamples`` replicates of a sum: ``draw(v, b)`` gives ``b`` of them, drawn in chunks that bound the memory;
+    past :data:`EXACT_LIMIT` draws, the normal approximation ``sum ± z · normal_sd(v)`` instead."""
     v = np.asarray(values, dtype=np.float64)
     n = v.size
     if n == 0:
         raise ValueError("no values to resample")
     if n * resamples > EXACT_LIMIT:
         z = rng.standard_normal(resamples)
-        return np.asarray(float(v.sum()) + z * float(np.sqrt((v * v).sum())), dtype=np.float64)
+        return np.asarray(float(v.sum()) + z * normal_sd(v), dtype=np.float64)
     out = np.empty(resamples, dtype=np.float64)
     rows = max(1, _CHUNK_ELEMS // n)
     for start in range(0, resamples, rows):
         b = min(rows, resamples - start)
-        out[start : start + b] = rng.poisson(1.0, size=(b, n)) @ v
+        out[start : start + b] = draw(v, b)
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.verify import rules_client, rules_engine, rules_trace
 from tailscope.verify.findings import Finding, RunView, build_view
-from tailscope.verify.trees import Tree
+from tailscope.verify.tree_model import Tree
 
 Rule = Callable[[RunView], Finding | None]
 

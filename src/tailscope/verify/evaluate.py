@@ -248,18 +248,12 @@ def check_regression(
     name = f"regression {lim.key}"
     limit = f"{'≥' if lim.higher_is_better else '≤'} {lim.describe()}"
     unit = "%" if lim.relative else _unit(lim.metric)
+
+    def missing(why: str, ci: DiffCI | None = None) -> CheckResult:
+        return CheckResult(name, "regression", Verdict.MISSING, None, limit, unit, why, ci=ci, line=lim.line)
+
     if not run.records or not baseline.records:
-        which = run.id if not run.records else baseline.id
-        return CheckResult(
-            name,
-            "regression",
-            Verdict.MISSING,
-            None,
-            limit,
-            unit,
-            f"run {which} has no request records to resample",
-            line=lim.line,
-        )
+        return missing(f"run {run.id if not run.records else baseline.id} has no request records to resample")
     cand = measured(run.records)
     base = measured(baseline.records)
     try:
@@ -295,29 +289,10 @@ def check_regression(
                 poisson=rb.poisson,
             )
     except ValueError:
-        return CheckResult(
-            name,
-            "regression",
-            Verdict.MISSING,
-            None,
-            limit,
-            unit,
-            f"not enough samples of {lim.key} in {run.id} or {baseline.id}",
-            line=lim.line,
-        )
+        return missing(f"not enough samples of {lim.key} in {run.id} or {baseline.id}")
     if lim.relative:
         if ci.rel is None or ci.rel_low is None or ci.rel_high is None:
-            return CheckResult(
-                name,
-                "regression",
-                Verdict.MISSING,
-                None,
-                limit,
-                unit,
-                f"baseline {lim.key} is 0; use an absolute limit",
-                ci=ci,
-                line=lim.line,
-            )
+            return missing(f"baseline {lim.key} is 0; use an absolute limit", ci)
         obs, low, high = ci.rel, ci.rel_low, ci.rel_high
         shown = f"{obs * 100:+.1f}% [{low * 100:+.1f}%, {high * 100:+.1f}%]"
     else:

@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 
-from tailscope.metrics.summary import RATE_WARN_FRACTION, SEND_LAG_WARN_MS
+from tailscope.metrics.run_warnings import RATE_WARN_FRACTION, SEND_LAG_WARN_MS
 from tailscope.records import ErrorClass, Status
 from tailscope.verify.findings import Finding, RunView, clip01, finite, pct
 

@@ -16,8 +16,7 @@ import numpy as np
 from tailscope.metrics import request as rq
 from tailscope.metrics.gpu import summarize_gpu
 from tailscope.metrics.percentiles import percentile_fraction
-from tailscope.metrics.slo import Slo
-from tailscope.metrics.summary import meets_slos
+from tailscope.metrics.slo import Slo, meets_slos
 from tailscope.records import RequestRecord, ServerSample, Status
 from tailscope.verify.contract import LATENCY_METRICS, SloCheck
 

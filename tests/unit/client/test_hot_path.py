@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tailscope.client import rawhttp
+from tailscope.client import http1_conn
 from tailscope.client.cost import hot_path_us, play, recorded_stream
+from tailscope.client.http1_conn import Http1Connection as _Conn
 from tailscope.client.openai import _consume, _State
-from tailscope.client.rawhttp import _Conn
 from tailscope.client.sse import SSEParser
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -77,7 +77,7 @@ CORPUS: dict[str, list[bytes]] = {
 
 def _stamps(monkeypatch: pytest.MonkeyPatch) -> None:
     ticks = itertools.count(1_000_000, 1_000_000)
-    monkeypatch.setattr(rawhttp.time, "perf_counter_ns", lambda: next(ticks))
+    monkeypatch.setattr(http1_conn.time, "perf_counter_ns", lambda: next(ticks))
 
 
 def _snapshot(st: _State, exc: BaseException | None) -> tuple[Any, ...]:

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailscope.client.rawhttp import ConnectFailed, ProtocolViolation, RawHttpTransport, StreamClosed, _Conn, _Pool
+from tailscope.client.http1_conn import Http1Connection as _Conn
+from tailscope.client.http1_pool import ConnectionPool as _Pool
+from tailscope.client.rawhttp import ConnectFailed, ProtocolViolation, RawHttpTransport, StreamClosed
 
 
 class FakeTransport(asyncio.Transport):

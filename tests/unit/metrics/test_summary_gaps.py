@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailscope.metrics import request as rq
-from tailscope.metrics.summary import _gap_samples
+from tailscope.metrics.samples import gap_samples as _gap_samples
 from tailscope.records import RequestRecord, Status
 
 

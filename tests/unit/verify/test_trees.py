@@ -16,7 +16,8 @@ from tailscope.records import ErrorClass, RequestRecord, ServerSample, Status
 from tailscope.report.verify import findings_text
 from tailscope.verify.diagnose import Diagnosis
 from tailscope.verify.findings import build_view
-from tailscope.verify.trees import model_params_b, walk_trees
+from tailscope.verify.tree_evidence import model_params_b
+from tailscope.verify.trees import walk_trees
 
 
 def walk(

@@ -1,0 +1,148 @@
+"""A run's latency samples as arrays: per-request TTFT, TPOT, E2E and send lag, and the token gaps (max stall, ITL,
+ICL) of every stream, vectorised (a long run has millions of token gaps)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from tailscope.metrics import request as rq
+from tailscope.records import RequestRecord
+
+_MS = 1e6
+
+
+def run_samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """The samples :func:`~tailscope.metrics.summary.summarize` reads (ms): ``ttft``, ``ttft_sent``, ``tpot``,
+    ``e2e``, ``e2e_sent`` over successful requests, ``lag`` (send lag) over all, the token gaps ``stall``, ``itl`` and
+    ``icl`` (see :func:`gap_samples`), and ``_flat``: the integer chunk times where the perceived block can reuse them.
+    """
+    ttft: list[float] = []
+    ttft_sent: list[float] = []
+    tpot: list[float] = []
+    e2e: list[float] = []
+    e2e_sent: list[float] = []
+    lag: list[float] = []
+    ok: list[RequestRecord] = []
+    for r in records:
+        v = rq.send_lag_ms(r)
+        if v is not None:
+            lag.append(v)
+        if not r.ok:
+            continue
+        ok.append(r)
+        for dst, val in (
+            (ttft, rq.ttft_ms(r)),
+            (ttft_sent, rq.ttft_ms(r, from_sent=True)),
+            (tpot, rq.tpot_ms(r)),
+            (e2e, rq.e2e_ms(r)),
+            (e2e_sent, rq.e2e_ms(r, from_sent=True)),
+        ):
+            if val is not None:
+                dst.append(val)
+    flat: list[tuple[np.ndarray, np.ndarray]] = []
+    stall, itl, icl = gap_samples(ok, flat)
+    return {
+        "_flat": flat,
+        "ttft": np.asarray(ttft),
+        "ttft_sent": np.asarray(ttft_sent),
+        "tpot": np.asarray(tpot),
+        "e2e": np.asarray(e2e),
+        "e2e_sent": np.asarray(e2e_sent),
+        "lag": np.asarray(lag),
+        "stall": stall,
+        "itl": itl,
+        "icl": icl,
+    }
+
+
+def gap_samples(
+    ok: Sequence[RequestRecord], flat: list[tuple[np.ndarray, np.ndarray]] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Max stall per request, ITL and ICL samples (ms) of ``ok`` in record order, as :mod:`~tailscope.metrics.request`
+    computes them one request at a time, vectorised — a long run has millions of token gaps.
+
+    The values are the same bit for bit: integer times are differenced exactly in int64 and then divided, as
+    Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
+    Times beyond what those represent exactly fall back to the per-request functions. ``flat`` receives
+    ``(lengths, times)`` when the times are integers below 2**53 (the perceived block's stall counts reuse them).
+    """
+    lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
+    total = int(lengths.sum())
+    if total == 0:
+        empty = np.asarray([], dtype=np.float64)
+        return empty, empty.copy(), empty.copy()
+    ints = all(type(x) is int for r in ok for x in r.chunk_times_ns[:1]) and all(
+        type(x) is int for r in ok for x in r.chunk_times_ns[-1:]
+    )
+    try:
+        times = np.fromiter(
+            chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.int64 if ints else np.float64, count=total
+        )
+    except (OverflowError, TypeError, ValueError):
+        return _gap_samples_py(ok)
+    lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
+    if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
+        return _gap_samples_py(ok)
+    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
+        flat.append((lengths, times))
+    d = np.diff(times)  # d[j] = times[j+1] - times[j]
+    starts = np.cumsum(lengths) - lengths
+    keep = np.ones(total, dtype=bool)
+    keep[starts[lengths > 0]] = False  # a request's first chunk has no gap before it
+    inner = keep[1:]
+    gaps_ns = d[inner]
+    icl = gaps_ns.astype(np.float64) / _MS
+    multi = lengths >= 2
+    if multi.any():
+        # gaps of request i occupy gap_starts[i] ... in gaps_ns (requests with < 2 chunks contribute none)
+        n_gaps = np.where(multi, lengths - 1, 0)
+        gap_starts = (np.cumsum(n_gaps) - n_gaps)[multi]
+        stall = np.maximum.reduceat(gaps_ns, gap_starts).astype(np.float64) / _MS
+    else:
+        stall = np.asarray([], dtype=np.float64)
+    if _all_unit_tokens(ok):
+        return stall, icl, icl  # one token per chunk: ITL = ICL (the same array; callers only read it)
+    ks = np.fromiter(chain.from_iterable(_chunk_ks(r) for r in ok), dtype=np.int64, count=total)[keep]
+    split = ks > 1
+    values = np.where(split, icl / np.where(split, ks, 1), icl)
+    itl = np.repeat(values, np.where(split, ks, 1))
+    return stall, itl, icl
+
+
+def _all_unit_tokens(ok: Sequence[RequestRecord]) -> bool:
+    """Whether no chunk of ``ok`` carries more than one token. Each distinct ``chunk_tokens`` object is checked
+    once (simulated records share one tuple per length; the records keep every object alive meanwhile)."""
+    seen: set[int] = set()
+    for r in ok:
+        toks = r.chunk_tokens
+        key = id(toks)
+        if key in seen:
+            continue
+        if toks and max(toks) > 1:
+            return False
+        seen.add(key)
+    return True
+
+
+def _chunk_ks(r: RequestRecord) -> list[int]:
+    """Tokens of each chunk of ``r`` as :func:`~tailscope.metrics.request.itl_samples_ms` reads them (missing = 1)."""
+    n = len(r.chunk_times_ns)
+    toks = list(r.chunk_tokens[:n])
+    return toks + [1] * (n - len(toks))
+
+
+def _gap_samples_py(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    stall: list[float] = []
+    itl: list[float] = []
+    icl: list[float] = []
+    for r in ok:
+        v = rq.max_stall_ms(r)
+        if v is not None:
+            stall.append(v)
+        itl.extend(rq.itl_samples_ms(r))
+        icl.extend(rq.icl_samples_ms(r))
+    return np.asarray(stall), np.asarray(itl), np.asarray(icl)
