@@ -86,23 +86,39 @@ class Http1Connection(asyncio.Protocol):
         now = time.perf_counter_ns()
         handler = self.handler
         if handler is not None and self._chunked and self._chunk_state == 0 and not self._line and not self.pieces:
-            # push mode's common case: the read is exactly one whole "SIZE\r\nDATA\r\n" chunk (one SSE event)
-            j = data.find(b"\r\n")
-            if 0 < j <= 8:
+            # push mode's common case: the read holds whole "SIZE\r\nDATA\r\n" chunks — one SSE event each, one per
+            # read on a quiet machine, several when the loop fell behind — each handed over as it is framed (no piece
+            # list, no join, no re-split by the SSE parser); whatever else the read holds (the last chunk, a partial
+            # one) goes to the general decoder below
+            i, n = 0, len(data)
+            while True:
+                j = data.find(b"\r\n", i)
+                if not 0 < j - i <= 8:
+                    break
                 try:
-                    size = int(data[:j], 16)
+                    size = int(data[i:j], 16)
                 except ValueError:
-                    size = 0
-                if size > 0 and len(data) == j + size + 4 and data[-2:] == b"\r\n":
-                    try:
-                        if handler(now, data[j + 2 : -2]):
-                            self.handler = None
-                            self.handler_done = True
-                            self._wake()
-                    except Exception as exc:  # whatever the handler raised (a malformed event, …)
-                        self._fail(exc)
+                    break
+                end = j + 2 + size
+                if size <= 0 or end + 2 > n or data[end : end + 2] != b"\r\n":
+                    break
+                i = end + 2
+                try:
+                    if handler(now, data[j + 2 : end]):
+                        self.handler = None
+                        self.handler_done = True
                         self._wake()
+                        break
+                except Exception as exc:  # whatever the handler raised (a malformed event, …)
+                    self._fail(exc)
+                    self._wake()
                     return
+                if i == n:
+                    return
+            if i == n:
+                return
+            if i:
+                data = data[i:]
         try:
             if not self._in_body:
                 self._head += data

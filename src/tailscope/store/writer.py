@@ -10,8 +10,11 @@ The run hands records to a :class:`RecordWriter` (thread-safe, never blocking th
    check failed 2 of 4 times; at a fixed 0.2 s, as often as before this journal: 1 in 14 vs 1 in 8);
 2. **seals** — once per ``flush_interval_s`` (1 s) fsyncs the journal and renames it to a sealed batch: the
    power-loss window;
-3. **folds** — folds the sealed batches into DuckDB in one short transaction (:func:`~tailscope.store.pending.
-   fold_pending`: exactly once, bad batches quarantined) and stamps the run's heartbeat.
+3. **folds** — once per ``fold_interval_s`` (5 s) folds the sealed batches into DuckDB in one short transaction
+   (:func:`~tailscope.store.pending.fold_pending`: exactly once, bad batches quarantined) and stamps the run's
+   heartbeat. Not every second: each fold opens the database, and a DuckDB instance costs ~15–20 ms of CPU to open
+   and close on any machine — folding every second was the largest part of the store's cost in a bench's client CPU
+   (issue 20); sealing stays at 1 s, so the power-loss window does not change, only how soon readers see the rows.
 
 If another process holds the database, batches wait on disk for the next tick. If the disk is full, lines stay in
 memory and are retried every tick (the journal is cut back to its last whole line first); :meth:`RecordWriter.close`
@@ -53,6 +56,9 @@ __all__ = ["RecordWriter", "fold_pending", "pending_dir"]
 #: How long :meth:`RecordWriter.close` keeps retrying a full disk before it reports what it could not write.
 CLOSE_RETRY_S = 5.0
 
+#: How often a running writer folds its sealed batches into DuckDB (at least every ``flush_interval_s``).
+FOLD_INTERVAL_S = 5.0
+
 _KINDS = {"records": ".ndjson", "samples": ".samples.ndjson"}
 
 
@@ -77,20 +83,29 @@ class RecordWriter:
     Args:
         db: the store database (schema must exist).
         run_id: the run being written.
-        flush_interval_s: how often batches are sealed (fsynced) and folded.
+        flush_interval_s: how often batches are sealed (fsynced): the power-loss window.
         journal_interval_s: the tick of journal writes (the ``kill -9`` loss window).
+        fold_interval_s: how often sealed batches are folded into DuckDB while the run goes (never more often than
+            they are sealed); :meth:`close` and :meth:`flush` fold at once.
 
     Raises:
         StoreError: when the run's pending folder cannot be created.
     """
 
     def __init__(
-        self, db: Database, run_id: str, *, flush_interval_s: float = 1.0, journal_interval_s: float = 0.2
+        self,
+        db: Database,
+        run_id: str,
+        *,
+        flush_interval_s: float = 1.0,
+        journal_interval_s: float = 0.2,
+        fold_interval_s: float = FOLD_INTERVAL_S,
     ) -> None:
         self.db = db
         self.run_id = run_id
         self.flush_interval_s = flush_interval_s
         self.journal_interval_s = journal_interval_s
+        self.fold_interval_s = max(fold_interval_s, flush_interval_s)
         self.notes = BoundNotes()
         self.written = 0  # records handed to the kernel (journaled)
         self.quarantined: list[str] = []
@@ -106,7 +121,7 @@ class RecordWriter:
         self._seq = 0
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._last_seal = time.monotonic()
+        self._last_seal = self._last_fold = time.monotonic()
         self.folder = pending_dir(db, run_id)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -142,8 +157,11 @@ class RecordWriter:
         while not self._stop.wait(self.journal_interval_s):
             try:
                 self._journal_tick()
-                if time.monotonic() - self._last_seal >= self.flush_interval_s:
+                now = time.monotonic()
+                if now - self._last_seal >= self.flush_interval_s:
                     self._seal()
+                if now - self._last_fold >= self.fold_interval_s:
+                    self._last_fold = now  # a busy database is retried at the next fold, not at every tick
                     fold = fold_pending(self.db, self.run_id, lock_timeout_s=0.5, heartbeat=True)
                     self.quarantined += fold.quarantined
             except (StoreError, OSError):

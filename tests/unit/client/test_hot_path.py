@@ -148,6 +148,44 @@ def test_push_fast_path_equals_the_general_decoder(name: str, monkeypatch: pytes
     assert fast == general
 
 
+@pytest.mark.parametrize("per_read", [2, 3, 5])
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_coalesced_reads_equal_the_general_decoder(name: str, per_read: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop that fell behind reads several whole chunks at once (the last chunk, ``0\\r\\n\\r\\n``, with the last
+    ones): the fast path hands each chunk over in turn, with the read's one stamp, and leaves the same state or error
+    as the general decoder."""
+    reads = _reads(CORPUS[name])
+    body = reads[1:]
+    grouped = [reads[0], *(b"".join(body[i : i + per_read]) for i in range(0, len(body), per_read))]
+    _stamps(monkeypatch)
+    fast = push(grouped)
+    _stamps(monkeypatch)
+    general = pull(grouped)
+    assert fast == general
+
+
+def test_coalesced_reads_end_the_response_and_free_the_connection() -> None:
+    """[DONE] and the last chunk in one read with other events: the handler stops at [DONE] and the response is
+    complete (the connection can go back to the pool)."""
+    reads = _reads(CORPUS["vllm continuous usage"])
+    conn = _Conn(_Pool())  # type: ignore[arg-type]
+    st = _State()
+    parser = SSEParser()
+
+    def on_data(stamp: int, chunk: bytes) -> bool:
+        _consume(parser.feed_data(chunk), stamp, st, None)
+        return st.done
+
+    conn.data_received(reads[0])
+    conn.handler = on_data
+    conn.data_received(b"".join(reads[1:]))
+    assert st.done
+    assert len(st.chunk_times) == 12
+    assert conn.handler_done
+    assert conn.complete
+    assert conn.error is None
+
+
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_any_read_boundaries_give_the_same_tokens(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Re-cut the body every 7 bytes (no fast path applies): same tokens, counts, text, ids and outcome."""

@@ -128,3 +128,23 @@ def test_fast_path_never_crashes_and_agrees_on_arbitrary_bytes(raw: bytes, cuts:
     except SSEError:
         return  # invalid UTF-8: the fast path leaves validation to the JSON parser
     assert parse_data(split_at(raw, cuts)) == full
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b"data: \n\n",
+        b"data: {}\n\n",
+        b"data: a\nb\n\n",
+        b"data: a\n\ndata: b\n\n",
+        b"data: a\rb\n\n",
+        b"data:a\n\n",
+        b"data: a\n",
+        b"data: a\n\n\n",
+        b"event: x\ndata: a\n\n",
+    ],
+)
+def test_one_read_fast_path_agrees_with_the_full_parser(chunk: bytes) -> None:
+    """The single-event shortcut takes only ``data: …\\n\\n`` with no other line end inside; every shape near it gives
+    what the full parser gives."""
+    assert parse_data([chunk]) == [e.data.encode() for e in parse_all([chunk])]

@@ -330,3 +330,25 @@ def test_a_store_of_an_older_version_is_read_and_upgraded(tmp_path: Path) -> Non
     assert store.repair().repaired == ()  # an old run with no writer facts is left as it is
     assert store.list_runs()[0].run.status is RunStatus.RUNNING
     assert os.path.exists(path)
+
+
+def test_a_running_writer_seals_every_flush_but_folds_at_its_fold_interval(tmp_path: Path) -> None:
+    """Sealing (the power-loss window) keeps its pace; folding — a DuckDB open, ~15–20 ms of CPU each — waits for the
+    fold interval (issue 20), and close folds everything at once."""
+    import time
+
+    db, store = new_store(tmp_path)
+    w = RecordWriter(db, "r1", flush_interval_s=0.05, journal_interval_s=0.01, fold_interval_s=3600)
+    w.start()
+    for i in range(5):
+        w.add(make_record(i))
+    folder = pending_dir(db, "r1")
+    deadline = time.monotonic() + 10
+    while not any(p.name.endswith(".ndjson") for p in folder.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # several seal ticks: none of them folds
+    assert any(p.name.endswith(".ndjson") for p in folder.iterdir())  # sealed, waiting for the fold
+    assert store.load_records("r1") == []
+    w.close()
+    assert [r.id for r in store.load_records("r1")] == list(range(5))
+    assert not folder.exists()
