@@ -261,7 +261,12 @@ class _Converter:
             use_answers=s.use_answers,
             prompt_template=self.template(s.prompt_template, (*loc, "prompt_template")),
             steps=tuple(self.step(c, (*loc, "steps", k)) for k, c in enumerate(steps)),
+            where=self.where((*loc, "prompt_template")) if s.prompt_template is not None else None,
         )
+
+    def where(self, loc: tuple[int | str, ...]) -> str:
+        """``file:line: field.path`` of a field, for checks made after parsing (the served context)."""
+        return f"{self.source}:{line_of(self.root, loc)}: {_loc_path(loc)}"
 
     def template(self, text: str | None, loc: tuple[int | str, ...]) -> str | None:
         if text is not None:
