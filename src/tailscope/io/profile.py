@@ -168,11 +168,7 @@ class _Converter:
             seed=pm.seed,
             same_prompts=pm.same_prompts,
             classes=tuple(self.request_class(i, c) for i, c in enumerate(pm.classes)),
-            shared_prefix=(
-                m.SharedPrefix(pm.shared_prefix.tokens, pm.shared_prefix.variants, pm.shared_prefix.share)
-                if pm.shared_prefix
-                else None
-            ),
+            shared_prefix=self.shared_prefix() if pm.shared_prefix else None,
             arrival=self.arrival(pm.arrival),
             warmup=m.Warmup(pm.warmup.requests, pm.warmup.duration_s),
             stop=m.Stop(pm.stop.requests, pm.stop.duration_s),
@@ -180,6 +176,28 @@ class _Converter:
             mixed_traffic=tuple(self.mixed(t) for t in pm.mixed_traffic),
             source=self.source,
         )
+
+    def shared_prefix(self) -> m.SharedPrefix:
+        """The shared prefix; with ``hit_rate`` its length (or share) solved from the classes' mean prompt length."""
+        sp = self.pm.shared_prefix
+        assert sp is not None
+        if sp.hit_rate is None:
+            if sp.tokens is None:
+                raise self.fail(("shared_prefix", "tokens"), "is required (or give hit_rate: the length follows)")
+            return m.SharedPrefix(sp.tokens, sp.variants, 1.0 if sp.share is None else sp.share)
+        classes = [self.request_class(i, c) for i, c in enumerate(self.pm.classes)]
+        total = sum(c.weight for c in classes) or 1.0
+        mean_input = sum(c.weight * c.input_tokens.mean() for c in classes) / total
+        try:
+            tokens, share = m.prefix_for_hit_rate(sp.hit_rate, mean_input, tokens=sp.tokens, share=sp.share)
+        except ValueError as exc:
+            raise self.fail(("shared_prefix", "hit_rate"), str(exc)) from None
+        if tokens > MAX_LENGTH_TOKENS:
+            raise self.fail(
+                ("shared_prefix", "hit_rate"),
+                f"needs a prefix of {tokens:,} tokens (above {MAX_LENGTH_TOKENS:,}); give a lower hit_rate or a share",
+            )
+        return m.SharedPrefix(tokens, sp.variants, share, hit_rate=sp.hit_rate)
 
     def request_class(self, i: int, c: ClassM) -> m.RequestClass:
         loc: tuple[int | str, ...] = ("classes", i)

@@ -211,9 +211,10 @@ class ClassM(_M):
 
 
 class SharedPrefixM(_M):
-    tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_LENGTH_TOKENS)
     variants: int = Field(default=1, ge=1, le=MAX_VARIANTS)
-    share: float = Field(default=1.0, ge=0, le=1)
+    share: float | None = Field(default=None, ge=0, le=1)
+    hit_rate: float | None = Field(default=None, gt=0, lt=1)
 
 
 class StageM(_M):

@@ -405,6 +405,7 @@ def _profile(opts: BenchOptions) -> Resolved:
             else {}
         ),
         **({"class_models": models} if (models := {c.name: c.model for c in p.classes if c.model}) else {}),
+        **({"shared_prefix": _prefix_dict(p.shared_prefix)} if p.shared_prefix is not None else {}),
     }
     cfg = replace(
         cfg,
@@ -458,6 +459,12 @@ def _agent_bounds(source: str, p: Profile, opts: BenchOptions) -> tuple[LengthBo
             )
         )
     return tuple(out)
+
+
+def _prefix_dict(sp: Any) -> dict[str, Any]:
+    """The shared prefix as run, and the hit rate it aims at when the profile gave one."""
+    out = {"tokens": sp.tokens, "variants": sp.variants, "share": sp.share}
+    return {**out, "hit_rate_target": sp.hit_rate} if sp.hit_rate is not None else out
 
 
 def _stage_dict(s: Any) -> dict[str, Any]:
