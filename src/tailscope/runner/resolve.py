@@ -406,6 +406,7 @@ def _profile(opts: BenchOptions) -> Resolved:
         ),
         **({"class_models": models} if (models := {c.name: c.model for c in p.classes if c.model}) else {}),
         **({"shared_prefix": _prefix_dict(p.shared_prefix)} if p.shared_prefix is not None else {}),
+        **({"class_datasets": sets} if (sets := {c.name: c.dataset.ref for c in p.classes if c.dataset}) else {}),
     }
     cfg = replace(
         cfg,

@@ -32,6 +32,32 @@ class SessionShape:
 
 
 @dataclass(frozen=True, slots=True)
+class DatasetPrompt:
+    """One row of a class's dataset: what is sent and its lengths.
+
+    Attributes:
+        prompt: the user text (``None`` when ``messages`` is given); messages: a chat sent verbatim.
+        input_tokens: its estimated prompt length.
+        output_tokens: ``max_tokens``: the row's own, else its reference answer's length (unless the class gives
+            ``output_tokens``), else the default; None = drawn from the class's ``output_tokens``.
+    """
+
+    prompt: str | None
+    messages: tuple[tuple[str, str], ...] | None
+    input_tokens: int
+    output_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassDataset:
+    """A class's prompts from a dataset file (``dataset: FORMAT:PATH``): each arrival of the class sends one row, in a
+    seeded random order that starts over (a new permutation) when the run outlasts the file."""
+
+    ref: str
+    prompts: tuple[DatasetPrompt, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RequestClass:
     """One class of the business mix.
 
@@ -48,6 +74,8 @@ class RequestClass:
             interactive class at 0 ahead of a batch class at 1.
         agent: each arrival is an agent session shaped as this call graph (:mod:`tailscope.workload.agent`); its
             steps' lengths default to ``input_tokens``/``output_tokens``. None = single requests (or ``session``).
+        dataset: each arrival sends one prompt of this dataset (``input_tokens`` is then the rows' lengths, for
+            checks and display); None = synthesized prompts.
     """
 
     name: str
@@ -59,6 +87,7 @@ class RequestClass:
     model: str | None = None
     priority: int = 0
     agent: AgentGraph | None = None
+    dataset: ClassDataset | None = None
 
 
 @dataclass(frozen=True, slots=True)
