@@ -18,7 +18,8 @@ def _record(i: int) -> RequestRecord:
     times = tuple(i * 100 * MS + (10 + 5 * k) * MS for k in range(9))  # TTFT 10 ms, then 5 ms per token
     return RequestRecord(
         id=i, scheduled_ns=i * 100 * MS, sent_ns=i * 100 * MS, first_token_ns=times[0], end_ns=times[-1],
-        status=Status.OK, output_tokens=9, chunk_times_ns=times, chunk_tokens=(1,) * 9, tokens_source=TokensSource.USAGE,
+        status=Status.OK, output_tokens=9, chunk_times_ns=times, chunk_tokens=(1,) * 9,
+        tokens_source=TokensSource.USAGE,
     )  # fmt: skip
 
 
