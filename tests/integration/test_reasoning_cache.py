@@ -93,4 +93,7 @@ def test_a_profile_aiming_at_a_prefix_hit_rate_gets_it_from_the_built_in_engine(
     cache = res.summary.prompt_cache
     assert cache is not None
     assert cache.requests == 12
-    assert cache.hit_rate == pytest.approx(0.5, abs=0.05), cache
+    assert cache.hit_rate == pytest.approx(0.5, abs=0.05), cache  # measured 0.47: 192 of 411 prompt tokens
+    # the server's own counters over the run (the warmup's miss included) tell the same
+    server_rate = res.summary_dict()["server"]["prefix_cache_hit_rate"]
+    assert server_rate == pytest.approx(0.5, abs=0.1), server_rate  # measured 0.43
