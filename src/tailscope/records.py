@@ -134,6 +134,8 @@ class RequestRecord:
         depends_on: ids of the requests of the same session this call waited for (an agent's join, trace → load's
             dependencies): it was due its tool gap after the latest of their ends. Empty for a session's first calls
             and for requests outside a call graph.
+        session_calls: the calls its agent session was drawn with (on every call of the session), else None: a
+            session rebuilt from stored records (a killed run) with fewer calls than this was cut, not complete.
     """
 
     id: int
@@ -171,6 +173,7 @@ class RequestRecord:
     tls_ns: int | None = None
     step: str | None = None
     depends_on: tuple[int, ...] = ()
+    session_calls: int | None = None
 
     @property
     def ok(self) -> bool:

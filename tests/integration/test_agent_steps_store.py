@@ -18,6 +18,7 @@ import pytest
 
 import tailscope
 from tailscope.io.profile import load_profile
+from tailscope.records import RunStatus
 from tailscope.serve.embedded import EmbeddedServer
 from tailscope.serve.engine_factory import build_replica
 from tailscope.store.runs import RunStore
@@ -171,18 +172,26 @@ def test_workers_count_sessions_the_stop_cut_as_incomplete(tmp_path: Path) -> No
 
 def test_a_session_the_request_count_cut_is_incomplete_in_every_mode(tmp_path: Path) -> None:
     """``stop.requests`` counts calls: 10 calls are one whole session of seven and the first three of the next. The
-    cut session has only successful calls, and is incomplete — in one process, with two workers, and simulated."""
+    cut session has only successful calls, and is incomplete — in one process, with two workers, simulated, and
+    rebuilt from the stored records of a run left without its summary (as a killed one is: ``runs show``)."""
     path = tmp_path / "agent.yaml"
     path.write_text(PROFILE.replace("stop: {requests: 21}", "stop: {requests: 10}"))
+    db = tmp_path / "s.duckdb"
     engine, options = build_replica("llama-3.1-8b", "h100-sxm")
     with EmbeddedServer(engine, options) as srv:
-        one = tailscope.bench(srv.base_url, profile=path, metrics_url="off", seed=SEED)
-        two = tailscope.bench(srv.base_url, profile=path, metrics_url="off", seed=SEED, workers=2)
+        one = tailscope.bench(srv.base_url, profile=path, metrics_url="off", seed=SEED, store=db)
+        two = tailscope.bench(srv.base_url, profile=path, metrics_url="off", seed=SEED, workers=2, store=db)
     sim = tailscope.simulate(profile=path, seed=SEED)
     for res in (one, two, sim):
         assert len(res.records) == 10
         assert all(r.ok for r in res.records)
-    for s in (one.extra["sessions"], two.extra["sessions"], sim.sessions):
+    store = RunStore(db)
+    rebuilt = []
+    for res in (one, two):
+        assert {r.session_calls for r in store.load_records(res.run.id)} == {7}
+        store.finish_run(res.run.id, RunStatus.INCOMPLETE, None)  # records stored, no summary
+        rebuilt.append(tailscope.show_run(res.run.id, store=db).summary["sessions"])
+    for s in (one.extra["sessions"], two.extra["sessions"], sim.sessions, *rebuilt):
         assert s is not None
         assert (s["sessions"], s["failed"], s["incomplete"], s["duration_ms"]["count"]) == (2, 0, 1, 1)
         assert {name: st["count"] for name, st in s["by_step"].items()} == {

@@ -62,3 +62,49 @@ def test_a_multi_turn_sharegpt_conversation_is_one_session(tmp_path: Path) -> No
     second = bodies[1]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]  # the model's own answer in the history
     assert (second[0]["content"], second[2]["content"]) == ("first", "second")
+
+
+def test_a_profile_class_draws_its_prompts_from_its_own_dataset(tmp_path: Path) -> None:
+    """Per class in a profile: the ``faq`` class sends its JSONL chats verbatim with their ``max_tokens`` and the
+    ``qa`` class its ShareGPT questions (a path relative to the profile, ``max_tokens`` from the reference answer),
+    while the ``synthetic`` class keeps generated prompts — one run, one mix."""
+    faq = [
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"faq {i}?"}],
+         "max_tokens": 3 + i}
+        for i in range(3)
+    ]  # fmt: skip
+    (tmp_path / "faq.jsonl").write_text("\n".join(json.dumps(r) for r in faq) + "\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sg.json").write_text(json.dumps(SHAREGPT))
+    profile = tmp_path / "mix.yaml"
+    profile.write_text(
+        "name: mix\n"
+        "classes:\n"
+        f"  - {{name: faq, dataset: 'jsonl:{tmp_path / 'faq.jsonl'}'}}\n"
+        "  - {name: qa, dataset: 'sharegpt:data/sg.json'}\n"
+        "  - {name: synthetic, input_tokens: 12, output_tokens: 5}\n"
+        "arrival: {mode: closed, concurrency: 2}\n"
+        "stop: {requests: 30}\n"
+    )
+    with ScriptedServer(ScriptedConfig(ttft_ms=2, itl_ms=1)) as srv:
+        res = tailscope.bench(srv.url, profile=profile, metrics_url="off", seed=3)
+        bodies = list(srv.truth.bodies)
+    assert res.summary.requests.completed == 30
+    counts = {c: sum(r.request_class == c for r in res.records) for c in ("faq", "qa", "synthetic")}
+    assert all(counts.values())
+    sent = [(b["messages"], b["max_tokens"]) for b in bodies]
+    faq_sent = [s for s in sent if s[0][0]["role"] == "system"]
+    assert faq_sent
+    assert all(s in [(r["messages"], r["max_tokens"]) for r in faq] for s in faq_sent)  # verbatim, with max_tokens
+    questions = {c["conversations"][0]["value"]: max(1, round(len(c["conversations"][1]["value"]) / 4))
+                 for c in SHAREGPT}  # fmt: skip
+    qa_sent = [s for s in sent if s[0][0]["content"] in questions]
+    assert qa_sent
+    assert all(s[1] == questions[s[0][0]["content"]] for s in qa_sent)  # max_tokens from the reference answer
+    assert len(faq_sent) == counts["faq"]
+    assert len(qa_sent) == counts["qa"]
+    assert len(sent) - len(faq_sent) - len(qa_sent) == counts["synthetic"]  # the rest: generated text, 5 tokens
+    assert {b["max_tokens"] for b in bodies if b["messages"][0]["content"] not in questions
+            and b["messages"][0]["role"] == "user"} == {5}  # fmt: skip
+    faq_ref = f"jsonl:{tmp_path / 'faq.jsonl'}"
+    assert res.run.settings["class_datasets"] == {"faq": faq_ref, "qa": "sharegpt:data/sg.json"}

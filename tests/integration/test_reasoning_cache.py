@@ -9,12 +9,13 @@ import pytest
 
 import tailscope
 from tailscope.metrics.request import ttft_ms
+from tailscope.testing.judgement import Judgement
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 
 pytestmark = pytest.mark.integration
 
 
-def test_reasoning_tokens_and_the_first_answer_token_are_measured() -> None:
+def test_reasoning_tokens_and_the_first_answer_token_are_measured(judgement: Judgement) -> None:
     cfg = ScriptedConfig(ttft_ms=10, itl_ms=5, reasoning_tokens=6, cached_tokens=3)
     with ScriptedServer(cfg) as srv:
         res = tailscope.bench(srv.url, requests=5, output_tokens=10, metrics_url="off")
@@ -24,9 +25,12 @@ def test_reasoning_tokens_and_the_first_answer_token_are_measured() -> None:
         assert r.output_tokens == 10
         assert r.first_answer_ns is not None
         assert r.first_token_ns is not None
-        # the answer starts after the six reasoning tokens: five inter-token gaps of 5 ms later than the first token
-        assert (r.first_answer_ns - r.first_token_ns) / 1e6 >= 6 * 5 * 0.8
+        assert r.first_answer_ns >= r.first_token_ns
         assert r.cached_tokens == 3
+    # the answer starts after the six reasoning tokens: five inter-token gaps of 5 ms later than the first token — a
+    # timing judgement (a starved client reads several events in one go, then the two arrive together)
+    gaps = [(r.first_answer_ns - r.first_token_ns) / 1e6 for r in res.records if r.first_answer_ns and r.first_token_ns]
+    judgement.holds(min(gaps) >= 6 * 5 * 0.8, f"first answer token ≥ 24 ms after the first reasoning token: {gaps}")
     doc = res.summary_dict()
     block = doc["reasoning"]
     assert block["requests"] == 5
@@ -68,3 +72,28 @@ def test_the_built_in_engine_can_act_as_a_reasoning_model() -> None:
         assert r.first_answer_ns >= r.first_token_ns  # (a read can carry the last reasoning and first answer tokens)
     assert res.summary.reasoning is not None
     assert res.summary.reasoning.answer_tokens.p50 == 7
+
+
+def test_a_profile_aiming_at_a_prefix_hit_rate_gets_it_from_the_built_in_engine(tmp_path: Path) -> None:
+    """``shared_prefix: {hit_rate: 0.5}`` solves the prefix length from the class's prompt length (200 tokens → a
+    200-token system prompt); the engine's own ``cached_tokens`` then add up to about half the prompt tokens (whole
+    cache blocks, and the chat template's few tokens per prompt, keep it a few points off). The warmup request fills
+    the cache."""
+    profile = tmp_path / "aim.yaml"
+    profile.write_text(
+        "name: aim\n"
+        "classes: [{name: q, input_tokens: 200, output_tokens: 4}]\n"
+        "shared_prefix: {hit_rate: 0.5}\n"
+        "arrival: {mode: closed, concurrency: 1}\n"
+        "warmup: {requests: 1}\n"
+        "stop: {requests: 13}\n"
+    )
+    res = tailscope.bench(profile=profile)
+    assert res.run.settings["shared_prefix"] == {"tokens": 200, "variants": 1, "share": 1.0, "hit_rate_target": 0.5}
+    cache = res.summary.prompt_cache
+    assert cache is not None
+    assert cache.requests == 12
+    assert cache.hit_rate == pytest.approx(0.5, abs=0.05), cache  # measured 0.47: 192 of 411 prompt tokens
+    # the server's own counters over the run (the warmup's miss included) tell the same
+    server_rate = res.summary_dict()["server"]["prefix_cache_hit_rate"]
+    assert server_rate == pytest.approx(0.5, abs=0.1), server_rate  # measured 0.43

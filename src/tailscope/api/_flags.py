@@ -97,7 +97,8 @@ BENCH_FLAGS: dict[str, Flag] = {f.name: f for f in (
     _field("replay_prefix_tokens", int, "--replay-prefix-tokens", (
         "Mooncake replay: requests whose first block hash is equal share a prefix this long (0 = none).")),
     _field("dataset", str | None, "--dataset", (
-        "Real prompts: sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH or parquet:PATH (docs/workload.md).")),
+        "Real prompts: sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH, parquet:PATH or arrow:PATH "
+        "(docs/workload.md).")),
     _field("dataset_turns", str, "--dataset-turns", "first user turn, or all (a session)."),
     _field("dataset_sample", str, "--dataset-sample", "random (seeded) or sequential rows."),
     _field("dataset_min_input", int | None, "--dataset-min-input", "Skip prompts shorter (tokens)."),

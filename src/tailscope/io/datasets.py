@@ -14,6 +14,9 @@ the line (or row) and the field, before any load is sent.
 * ``csv:COLUMN`` — the column ``COLUMN`` of a CSV file with a header row.
 * ``parquet`` — a Hugging Face dataset shard: the first of the columns ``messages``, ``conversations``,
   ``prompt``, ``question``, ``text``, ``instruction`` it has (``parquet:COLUMN:PATH`` to name one).
+* ``arrow`` — the same from an Arrow IPC file (a ``datasets`` cache or ``save_to_disk`` shard,
+  ``data-00000-of-00001.arrow``; stream or file format), opened with pyarrow (the ``arrow`` extra) and queried with
+  DuckDB.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 from tailscope.errors import ProfileError
 from tailscope.files import read_user_text
 
-FORMATS = ("sharegpt", "jsonl", "text", "csv", "parquet")
+FORMATS = ("sharegpt", "jsonl", "text", "csv", "parquet", "arrow")
 _PARQUET_COLUMNS = ("messages", "conversations", "prompt", "question", "text", "instruction")
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
           "bard": "assistant", "bing": "assistant", "system": "system"}  # fmt: skip
@@ -87,7 +90,7 @@ def parse_dataset_ref(ref: str) -> tuple[str, str | None, Path]:
     """
     fmt, sep, rest = ref.partition(":")
     fmt = fmt.strip().lower()
-    forms = "sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH or parquet[:COLUMN]:PATH"
+    forms = "sharegpt:PATH, jsonl:PATH, text:PATH, csv:COLUMN:PATH, parquet[:COLUMN]:PATH or arrow[:COLUMN]:PATH"
     if not sep or not rest or fmt not in FORMATS:
         raise ProfileError(f"--dataset {ref!r}: expected FORMAT:PATH, one of {forms}")
     column: str | None = None
@@ -95,7 +98,7 @@ def parse_dataset_ref(ref: str) -> tuple[str, str | None, Path]:
         column, sep, rest = rest.partition(":")
         if not sep or not column or not rest:
             raise ProfileError(f"--dataset {ref!r}: a CSV dataset names its column: csv:COLUMN:PATH")
-    elif fmt == "parquet" and ":" in rest and not Path(rest).exists():
+    elif fmt in ("parquet", "arrow") and ":" in rest and not Path(rest).exists():
         column, _, rest = rest.partition(":")
     return fmt, column, Path(rest)
 
@@ -112,8 +115,8 @@ def read_dataset(ref: str, *, turns: str = "first") -> Dataset:
     if turns not in ("first", "all"):
         raise ProfileError(f"--dataset-turns {turns!r}: use first or all")
     fmt, column, path = parse_dataset_ref(ref)
-    if fmt == "parquet":
-        rows = list(_parquet_rows(path, column, turns))
+    if fmt in ("parquet", "arrow"):
+        rows = list(_parquet_rows(path, column, turns, fmt))
     else:
         text = read_user_text(path, what="dataset", error=ProfileError)
         if fmt == "sharegpt":
@@ -255,24 +258,50 @@ def _csv_rows(path: Path, text: str, column: str) -> Iterator[DatasetRow]:
             yield DatasetRow(f"{path}:{reader.line_num}", prompt=value)
 
 
-def _parquet_rows(path: Path, column: str | None, turns: str) -> Iterator[DatasetRow]:
+def _arrow_table(path: Path) -> Any:
+    """An Arrow IPC file (stream format, as ``datasets`` writes its cache, or file format) as a pyarrow table."""
+    try:
+        import pyarrow as pa
+        import pyarrow.ipc
+    except ImportError:
+        raise ProfileError(
+            f"{path}: reading Arrow files needs pyarrow: pip install 'tailscope[arrow]' (or convert the dataset to "
+            "Parquet, which needs nothing more: datasets.Dataset.from_file(PATH).to_parquet(OUT))"
+        ) from None
+    try:
+        with pa.memory_map(str(path)) as source:
+            try:
+                return pyarrow.ipc.open_stream(source).read_all()
+            except pa.ArrowInvalid:
+                source.seek(0)
+                return pyarrow.ipc.open_file(source).read_all()
+    except (pa.ArrowException, OSError) as exc:
+        raise ProfileError(f"{path}: cannot read it as Arrow ({str(exc).splitlines()[0]})") from None
+
+
+def _parquet_rows(path: Path, column: str | None, turns: str, fmt: str = "parquet") -> Iterator[DatasetRow]:
+    """The rows of a Parquet (or Arrow) file, read with DuckDB."""
     import duckdb
 
+    kind = "Parquet" if fmt == "parquet" else "Arrow"
     if not path.is_file():
-        raise ProfileError(f"{path}: no such Parquet file")
+        raise ProfileError(f"{path}: no such {kind} file")
     try:
         con = duckdb.connect()
-        names = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()]
+        if fmt == "arrow":
+            con.register("arrow_dataset", _arrow_table(path))
+            source, params = "arrow_dataset", []
+        else:
+            source, params = "read_parquet(?)", [str(path)]
+        names = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}", params).fetchall()]  # noqa: S608
         use = column or next((c for c in _PARQUET_COLUMNS if c in names), None)
         if use is None or use not in names:
             wanted = column or " or ".join(_PARQUET_COLUMNS)
-            raise ProfileError(
-                f"{path}: no column {wanted} (columns: {', '.join(names)}); name it: parquet:COLUMN:PATH"
-            )
+            raise ProfileError(f"{path}: no column {wanted} (columns: {', '.join(names)}); name it: {fmt}:COLUMN:PATH")
         ident = '"' + use.replace('"', '""') + '"'  # a column the file has (checked above), quoted
-        values = [r[0] for r in con.execute(f"SELECT {ident} FROM read_parquet(?)", [str(path)]).fetchall()]  # noqa: S608
+        values = [r[0] for r in con.execute(f"SELECT {ident} FROM {source}", params).fetchall()]  # noqa: S608
     except duckdb.Error as exc:
-        raise ProfileError(f"{path}: cannot read it as Parquet ({str(exc).splitlines()[0]})") from None
+        raise ProfileError(f"{path}: cannot read it as {kind} ({str(exc).splitlines()[0]})") from None
     for k, value in enumerate(values):
         where = f"{path}: row {k}"
         if value is None:

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tailscope.errors import ConfigError, ProfileError
+from tailscope.errors import ConfigError, ProfileError, TailscopeError
 from tailscope.files import read_user_text
 from tailscope.io._yaml import field_path, line_of, parse_yaml_mapping
 from tailscope.io.lengths import read_lengths
@@ -29,7 +29,7 @@ from tailscope.workload import profile as m
 from tailscope.workload.agent import AgentGraph, AgentStep, max_calls, most_waited_for
 from tailscope.workload.answer_template import parse_template
 from tailscope.workload.dists import FloatDist
-from tailscope.workload.lengths import MAX_LENGTH_TOKENS, LengthDist
+from tailscope.workload.lengths import MAX_LENGTH_TOKENS, LengthDist, empirical
 from tailscope.workload.simple import MAX_DURATION_S
 
 #: the most turns a session may have, and the largest lognormal sigma (beyond it samples overflow): typos beyond
@@ -169,11 +169,7 @@ class _Converter:
             seed=pm.seed,
             same_prompts=pm.same_prompts,
             classes=tuple(self.request_class(i, c) for i, c in enumerate(pm.classes)),
-            shared_prefix=(
-                m.SharedPrefix(pm.shared_prefix.tokens, pm.shared_prefix.variants, pm.shared_prefix.share)
-                if pm.shared_prefix
-                else None
-            ),
+            shared_prefix=self.shared_prefix() if pm.shared_prefix else None,
             arrival=self.arrival(pm.arrival),
             warmup=m.Warmup(pm.warmup.requests, pm.warmup.duration_s),
             stop=m.Stop(pm.stop.requests, pm.stop.duration_s),
@@ -181,6 +177,28 @@ class _Converter:
             mixed_traffic=tuple(self.mixed(t) for t in pm.mixed_traffic),
             source=self.source,
         )
+
+    def shared_prefix(self) -> m.SharedPrefix:
+        """The shared prefix; with ``hit_rate`` its length (or share) solved from the classes' mean prompt length."""
+        sp = self.pm.shared_prefix
+        assert sp is not None
+        if sp.hit_rate is None:
+            if sp.tokens is None:
+                raise self.fail(("shared_prefix", "tokens"), "is required (or give hit_rate: the length follows)")
+            return m.SharedPrefix(sp.tokens, sp.variants, 1.0 if sp.share is None else sp.share)
+        classes = [self.request_class(i, c) for i, c in enumerate(self.pm.classes)]
+        total = sum(c.weight for c in classes) or 1.0
+        mean_input = sum(c.weight * c.input_tokens.mean() for c in classes) / total
+        try:
+            tokens, share = m.prefix_for_hit_rate(sp.hit_rate, mean_input, tokens=sp.tokens, share=sp.share)
+        except ValueError as exc:
+            raise self.fail(("shared_prefix", "hit_rate"), str(exc)) from None
+        if tokens > MAX_LENGTH_TOKENS:
+            raise self.fail(
+                ("shared_prefix", "hit_rate"),
+                f"needs a prefix of {tokens:,} tokens (above {MAX_LENGTH_TOKENS:,}); give a lower hit_rate or a share",
+            )
+        return m.SharedPrefix(tokens, sp.variants, share, hit_rate=sp.hit_rate)
 
     def request_class(self, i: int, c: ClassM) -> m.RequestClass:
         loc: tuple[int | str, ...] = ("classes", i)
@@ -190,17 +208,51 @@ class _Converter:
                 turns=self.length(c.session.turns, (*loc, "session", "turns"), bound=MAX_TURNS, unit="turns"),
                 think_time_s=self.time(c.session.think_time_s, (*loc, "session", "think_time_s")),
             )
+        output = self.length(c.output_tokens, (*loc, "output_tokens")) if c.output_tokens is not None else None
+        dataset = self.dataset(c.dataset, output is not None, (*loc, "dataset")) if c.dataset is not None else None
+        if dataset is not None:
+            inputs = empirical([d.input_tokens for d in dataset.prompts])
+            outs = [d.output_tokens for d in dataset.prompts if d.output_tokens is not None]
+            output = output or empirical(outs)
+        else:
+            assert c.input_tokens is not None
+            inputs = self.length(c.input_tokens, (*loc, "input_tokens"))
+        assert output is not None
         return m.RequestClass(
             name=c.name,
             weight=c.weight,
-            input_tokens=self.length(c.input_tokens, (*loc, "input_tokens")),
-            output_tokens=self.length(c.output_tokens, (*loc, "output_tokens")),
+            input_tokens=inputs,
+            output_tokens=output,
+            dataset=dataset,
             session=session,
             extra_body=dict(c.extra_body),
             model=c.model,
             priority=c.priority,
             agent=self.agent(c.agent, (*loc, "agent")) if c.agent is not None else None,
         )
+
+    def dataset(self, ref: str, class_output: bool, loc: tuple[int | str, ...]) -> m.ClassDataset:
+        """A class's dataset, read now (relative paths from the profile's folder); its rows' lengths estimated at
+        about four characters a token. A bad file or row is one line naming the profile field and the row."""
+        from tailscope.io.datasets import approx_tokens, parse_dataset_ref, read_dataset
+        from tailscope.workload.datasets import DEFAULT_OUTPUT_TOKENS
+
+        try:
+            fmt, column, path = parse_dataset_ref(ref)
+            if not path.is_absolute():
+                path = self.base_dir / path
+            data = read_dataset(f"{fmt}:{column + ':' if column else ''}{path}")
+        except TailscopeError as exc:
+            raise self.fail(loc, str(exc)) from None
+        prompts = []
+        for r in data.rows:
+            out = r.max_tokens
+            if out is None and not class_output:
+                out = approx_tokens(r.reference) if r.reference else DEFAULT_OUTPUT_TOKENS
+            prompts.append(m.DatasetPrompt(r.prompt, r.messages, approx_tokens(r.text()), out))
+        if not prompts:
+            raise self.fail(loc, f"{ref}: no usable row (a prompt or messages)")
+        return m.ClassDataset(ref, tuple(prompts))
 
     def agent(self, a: AgentM, loc: tuple[int | str, ...]) -> AgentGraph:
         self.unique_steps(a.steps, loc)
@@ -262,7 +314,12 @@ class _Converter:
             use_answers=s.use_answers,
             prompt_template=self.template(s.prompt_template, (*loc, "prompt_template")),
             steps=tuple(self.step(c, (*loc, "steps", k)) for k, c in enumerate(steps)),
+            where=self.where((*loc, "prompt_template")) if s.prompt_template is not None else None,
         )
+
+    def where(self, loc: tuple[int | str, ...]) -> str:
+        """``file:line: field.path`` of a field, for checks made after parsing (the served context)."""
+        return f"{self.source}:{line_of(self.root, loc)}: {_loc_path(loc)}"
 
     def template(self, text: str | None, loc: tuple[int | str, ...]) -> str | None:
         if text is not None:

@@ -187,18 +187,29 @@ class AgentM(_M):
 class ClassM(_M):
     name: str = Field(min_length=1)
     weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT)
-    input_tokens: LengthField
-    output_tokens: LengthField
+    input_tokens: LengthField | None = None
+    output_tokens: LengthField | None = None
     session: SessionM | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
     model: str | None = Field(default=None, min_length=1)
     priority: int = 0
     agent: AgentM | None = None
+    dataset: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _one_shape(self) -> ClassM:
         if self.agent is not None and self.session is not None:
             raise ValueError("@agent: a class is a multi-turn session or an agent, not both (drop session)")
+        if self.dataset is not None:
+            for shape in ("session", "agent", "input_tokens"):
+                if getattr(self, shape) is not None:
+                    raise ValueError(
+                        f"@{shape}: a class with a dataset sends the dataset's prompts, one per arrival (drop {shape})"
+                    )
+            return self
+        for length in ("input_tokens", "output_tokens"):
+            if getattr(self, length) is None:
+                raise ValueError(f"@{length}: is required (or give the class a dataset: FORMAT:PATH)")
         return self
 
     @field_validator("extra_body")
@@ -211,9 +222,10 @@ class ClassM(_M):
 
 
 class SharedPrefixM(_M):
-    tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_LENGTH_TOKENS)
     variants: int = Field(default=1, ge=1, le=MAX_VARIANTS)
-    share: float = Field(default=1.0, ge=0, le=1)
+    share: float | None = Field(default=None, ge=0, le=1)
+    hit_rate: float | None = Field(default=None, gt=0, lt=1)
 
 
 class StageM(_M):

@@ -66,11 +66,12 @@ def _inverted_cdf(values: Sequence[float]) -> dict[str, float | int | None]:
     arr = np.sort(np.asarray(values, dtype=np.float64))
     if arr.size == 0:
         return _empty()
-    cdf = np.arange(1, arr.size + 1) / arr.size
+    # as GuideLLM builds it: equal probabilities 1/n summed in floating point (ten 0.05s add up to just under 0.5,
+    # so with 20 values its median is the 11th) — exact fractions would pick the 10th, one sample off GuideLLM's own
+    cdf = np.cumsum(np.full(arr.size, 1.0) / arr.size)
 
     def at(q: float) -> float:
-        # same as guidellm: cdf[argmax(cdf >= q)]; tiny tolerance for float cumulative sums
-        return float(arr[int(np.argmax(cdf >= q - 1e-12))])
+        return float(arr[int(np.argmax(cdf >= q))])
 
     out: dict[str, float | int | None] = {"mean": float(arr.mean()), "median": at(0.5), "std": float(arr.std())}
     for name, q in _QS:
@@ -284,7 +285,8 @@ def _guidellm(records: Iterable[RequestRecord]) -> dict[str, Any]:
         [
             "GuideLLM's TPOT = (last token − request start)/N includes the TTFT; its ITL = (last − first token)/"
             "(N − 1) is what vLLM calls TPOT.",
-            "Percentiles take the smallest value whose cumulative share is ≥ q (no interpolation).",
+            "Percentiles take the smallest value whose cumulative share is ≥ q (no interpolation; the 1/n shares "
+            "summed in floating point).",
             "Request latency ends when the response finished (stream close); times start at the send.",
             "Throughputs here are totals over the benchmark duration; GuideLLM's own are time-weighted rate "
             "distributions, whose means are close but not identical.",

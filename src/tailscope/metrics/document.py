@@ -185,4 +185,5 @@ def record_to_json_lean(r: RequestRecord) -> dict[str, Any]:
         "tls_ms": _ms(r.tls_ns),
         "step": r.step,
         "depends_on": list(r.depends_on),
+        "session_calls": r.session_calls,
     }

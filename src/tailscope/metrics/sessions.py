@@ -93,8 +93,16 @@ def session_summary(
 
 def rebuilt_session_summary(records: Iterable[RequestRecord], settings: Mapping[str, Any]) -> dict[str, Any] | None:
     """The session metrics of a stored run that has no summary (killed, or still going), from its records' own
-    ``session_id``/``step``: against trace → load's plan (``settings["trace_load"]["planned"]``) when the run was a
-    replay; an agent session's plan is not stored, so there a session the stop cut before its later calls were sent
-    counts as complete."""
+    ``session_id``/``step``, against the calls planned per session: trace → load's plan
+    (``settings["trace_load"]["planned"]``) when the run was a replay, else each agent session's drawn calls as its
+    records carry them (``session_calls``), so a session the stop cut before its later calls were sent is
+    incomplete. Records stored before that column (schema < 7) carry none: their sessions are checked as they are."""
+    records = list(records)
     planned = (settings.get("trace_load") or {}).get("planned")
-    return session_summary(records, planned if isinstance(planned, Mapping) else None)
+    if not isinstance(planned, Mapping):
+        drawn: dict[str, int] = {}
+        for r in records:
+            if r.session_id is not None and r.session_calls is not None and not r.warmup:
+                drawn[r.session_id] = max(r.session_calls, drawn.get(r.session_id, 0))
+        planned = drawn or None
+    return session_summary(records, planned)

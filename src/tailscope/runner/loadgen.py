@@ -22,7 +22,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tailscope.client.openai import ClientOptions, Outcome, Timeouts, execute
@@ -230,6 +230,9 @@ class LoadGenerator:
         finally:
             p.in_flight -= 1
         r = out.record
+        if spec.session_calls is not None:  # an agent call carries its session's plan: a stored cut one is told apart
+            r = replace(r, session_calls=spec.session_calls)
+            out = Outcome(record=r, text=out.text)
         p.done += 1
         if not r.ok:
             p.failed += 1

@@ -81,7 +81,7 @@ class BenchOptions:
         builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
         http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
         dataset: real prompts from a file, ``FORMAT:PATH`` (``sharegpt``, ``jsonl``, ``text``, ``csv:COLUMN``,
-            ``parquet``; see :mod:`tailscope.io.datasets`).
+            ``parquet``, ``arrow``; see :mod:`tailscope.io.datasets`).
         dataset_turns: ``first`` (a conversation's first user turn) or ``all`` (every turn, as one session).
         dataset_sample: ``random`` (seeded order, default) or ``sequential`` (file order); rows repeat only when the
             run outlasts the file.

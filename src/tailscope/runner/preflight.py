@@ -34,11 +34,18 @@ class PreflightInfo:
 
 @dataclass(frozen=True, slots=True)
 class LengthBound:
-    """The prompt and output lengths of one part of a workload (the flags, a profile class, a replay)."""
+    """The prompt and output lengths of one part of a workload (the flags, a profile class, a replay).
+
+    Attributes:
+        extra_input_tokens: prompt tokens sent on top of ``input_tokens`` by every request of the part (an agent
+            step's ``prompt_template`` text), named ``extra_what`` in messages.
+    """
 
     label: str
     input_tokens: LengthDist
     output_tokens: LengthDist
+    extra_input_tokens: int = 0
+    extra_what: str = ""
 
 
 def check_context(bounds: Sequence[LengthBound], max_model_len: int | None, model: str) -> tuple[str, ...]:
@@ -55,16 +62,18 @@ def check_context(bounds: Sequence[LengthBound], max_model_len: int | None, mode
     usable = max_model_len - TEMPLATE_MARGIN_TOKENS
     warnings: list[str] = []
     for b in bounds:
-        typical = b.input_tokens.mean() + b.output_tokens.mean()
+        extra = f", its {b.extra_what} ≈ {b.extra_input_tokens:,} of them" if b.extra_input_tokens else ""
+        typical = b.input_tokens.mean() + b.output_tokens.mean() + b.extra_input_tokens
         if typical > usable:
+            fix = f"shorten the {b.extra_what} or lower" if b.extra_input_tokens else "lower"
             raise ConfigError(
-                f"{b.label}: a typical request asks for {typical:,.0f} tokens (prompt + max_tokens) but {model} serves "
-                f"a context of {max_model_len:,}; lower --input-tokens/--output-tokens"
+                f"{b.label}: a typical request asks for {typical:,.0f} tokens (prompt + max_tokens{extra}) but "
+                f"{model} serves a context of {max_model_len:,}; {fix} --input-tokens/--output-tokens"
             )
-        longest = _longest(b.input_tokens) + _longest(b.output_tokens)
+        longest = _longest(b.input_tokens) + _longest(b.output_tokens) + b.extra_input_tokens
         if longest > usable:
             warnings.append(
-                f"CONTEXT: {b.label}: the longest requests (≈ {longest:,} tokens) exceed the served context of "
+                f"CONTEXT: {b.label}: the longest requests (≈ {longest:,} tokens{extra}) exceed the served context of "
                 f"{max_model_len:,} tokens; the server refuses those (HTTP 400). Clamp the lengths with :max=N"
             )
     return tuple(warnings)

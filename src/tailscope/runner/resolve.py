@@ -405,6 +405,8 @@ def _profile(opts: BenchOptions) -> Resolved:
             else {}
         ),
         **({"class_models": models} if (models := {c.name: c.model for c in p.classes if c.model}) else {}),
+        **({"shared_prefix": _prefix_dict(p.shared_prefix)} if p.shared_prefix is not None else {}),
+        **({"class_datasets": sets} if (sets := {c.name: c.dataset.ref for c in p.classes if c.dataset}) else {}),
     }
     cfg = replace(
         cfg,
@@ -416,7 +418,7 @@ def _profile(opts: BenchOptions) -> Resolved:
         mixed_traffic=p.mixed_traffic,
         saturation_windows=windows if open_loop else (),
         lengths=tuple(LengthBound(f"{source}: class {c.name}", c.input_tokens, c.output_tokens) for c in p.classes)
-        + _agent_bounds(source, p),
+        + _agent_bounds(source, p, opts),
         # a class's model rides in its body fields (over the run's model; LoRA adapters are served as models)
         class_extra_body={
             c.name: {**c.extra_body, **({"model": c.model} if c.model else {})}
@@ -427,16 +429,43 @@ def _profile(opts: BenchOptions) -> Resolved:
     return Resolved(cfg, specs, Progress(total=stop.requests, duration_s=bound_s))
 
 
-def _agent_bounds(source: str, p: Profile) -> tuple[LengthBound, ...]:
-    """The lengths of every agent step, checked against the served context like a class's."""
+def _agent_bounds(source: str, p: Profile, opts: BenchOptions) -> tuple[LengthBound, ...]:
+    """The lengths of every agent step, checked against the served context like a class's; a step's
+    ``prompt_template`` text comes on top of its prompt (counted as a dataset's prompts are: ``--tokenizer``, else
+    about four characters a token), and the message then names where the template is written (file:line)."""
     from tailscope.workload.agent import step_lengths
+    from tailscope.workload.answer_template import parse_template
 
-    return tuple(
-        LengthBound(f"{source}: class {c.name} step {name}", n_in, n_out)
+    steps = [
+        (c.name, st)
         for c in p.classes
         if c.agent is not None
-        for name, n_in, n_out in step_lengths(c.agent, input_tokens=c.input_tokens, output_tokens=c.output_tokens)
-    )
+        for st in step_lengths(c.agent, input_tokens=c.input_tokens, output_tokens=c.output_tokens)
+    ]
+    count = _token_counter(opts) if any(st.template is not None for _, st in steps) else None
+    out: list[LengthBound] = []
+    for cls, st in steps:
+        label = f"{source}: class {cls} step {st.name}"
+        literal = parse_template(st.template).literal_text if st.template is not None else ""
+        if count is None or not literal.strip():
+            out.append(LengthBound(label, st.input_tokens, st.output_tokens))
+            continue
+        out.append(
+            LengthBound(
+                f"{st.where} (class {cls} step {st.name})" if st.where is not None else f"{label} prompt_template",
+                st.input_tokens,
+                st.output_tokens,
+                extra_input_tokens=count(literal),
+                extra_what="prompt_template text",
+            )
+        )
+    return tuple(out)
+
+
+def _prefix_dict(sp: Any) -> dict[str, Any]:
+    """The shared prefix as run, and the hit rate it aims at when the profile gave one."""
+    out = {"tokens": sp.tokens, "variants": sp.variants, "share": sp.share}
+    return {**out, "hit_rate_target": sp.hit_rate} if sp.hit_rate is not None else out
 
 
 def _stage_dict(s: Any) -> dict[str, Any]:

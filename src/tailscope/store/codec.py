@@ -50,6 +50,7 @@ def record_to_row(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "tls_ns": r.tls_ns,
         "step": r.step,
         "depends_on": list(r.depends_on),
+        "session_calls": r.session_calls,
     }
 
 
@@ -91,6 +92,7 @@ def row_to_record(row: dict[str, Any]) -> RequestRecord:
         tls_ns=row.get("tls_ns"),
         step=row.get("step"),
         depends_on=tuple(row.get("depends_on") or ()),
+        session_calls=row.get("session_calls"),
     )
 
 

@@ -25,7 +25,8 @@ DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
 #: 4: requests gained ``first_answer_ns``, ``reasoning_tokens`` and ``cached_tokens``.
 #: 5: requests gained ``connection_reused``, ``dns_ns``, ``connect_ns`` and ``tls_ns`` (connection phases).
 #: 6: requests gained ``step`` and ``depends_on`` (an agent session's call-graph node and the calls it waited for).
-SCHEMA_VERSION = 6
+#: 7: requests gained ``session_calls`` (the calls an agent session was drawn with, so a cut one is told apart).
+SCHEMA_VERSION = 7
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -65,6 +66,7 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tls_ns", "BIGINT"),
     ("step", "VARCHAR"),
     ("depends_on", "BIGINT[]"),
+    ("session_calls", "INTEGER"),
 )
 
 SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -16,7 +16,7 @@ and ``RequestSpec.answers_from``). Same graph, same seed → the same shapes, ga
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tailscope.workload.dists import FloatDist
 from tailscope.workload.lengths import LengthDist
@@ -41,6 +41,8 @@ class AgentStep:
         prompt_template: where the answers go (``{{answers}}``, ``{{answer_N}}``, ``{{prompt}}``); None = after the
             step's own text. Only with ``use_answers``.
         steps: a sub-agent's own steps (then ``input_tokens``/``output_tokens`` are its steps' defaults).
+        where: where the step's ``prompt_template`` is written (``file:line: field.path``, from a profile file), for
+            the context check's message; None otherwise. Not part of the step's identity (equality ignores it).
     """
 
     name: str
@@ -52,6 +54,7 @@ class AgentStep:
     use_answers: bool = False
     prompt_template: str | None = None
     steps: tuple[AgentStep, ...] = ()
+    where: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +140,30 @@ def _expand(
     return preds
 
 
-def step_lengths(
-    graph: AgentGraph, *, input_tokens: LengthDist, output_tokens: LengthDist
-) -> list[tuple[str, LengthDist, LengthDist]]:
-    """``(step path name, prompt length, output length)`` of every model-call step (defaults filled in), for checks
-    against the served context. The answers a ``use_answers`` step reads come on top of its prompt length."""
-    out: list[tuple[str, LengthDist, LengthDist]] = []
+@dataclass(frozen=True, slots=True)
+class StepLengths:
+    """A model-call step's lengths, for checks against the served context.
+
+    Attributes:
+        name: the step's path name (``react/think``).
+        input_tokens, output_tokens: its lengths, defaults filled in (the answers a ``use_answers`` step reads come
+            on top of ``input_tokens``).
+        template: its ``prompt_template`` when it places answers with one (its literal text is sent on top), else
+            None.
+        where: where that template is written (:attr:`AgentStep.where`), or None.
+    """
+
+    name: str
+    input_tokens: LengthDist
+    output_tokens: LengthDist
+    template: str | None = None
+    where: str | None = None
+
+
+def step_lengths(graph: AgentGraph, *, input_tokens: LengthDist, output_tokens: LengthDist) -> list[StepLengths]:
+    """The lengths of every model-call step (defaults filled in) and its prompt template, for checks against the
+    served context."""
+    out: list[StepLengths] = []
 
     def walk(steps: tuple[AgentStep, ...], prefix: str, d_in: LengthDist, d_out: LengthDist) -> None:
         for s in steps:
@@ -150,7 +171,8 @@ def step_lengths(
             if s.steps:
                 walk(s.steps, prefix + s.name + "/", s_in, s_out)
             else:
-                out.append((prefix + s.name, s_in, s_out))
+                tmpl = s.prompt_template if s.use_answers else None
+                out.append(StepLengths(prefix + s.name, s_in, s_out, tmpl, s.where if tmpl is not None else None))
 
     walk(graph.steps, "", input_tokens, output_tokens)
     return out

@@ -41,6 +41,11 @@ class AnswerTemplate:
         return max((p for p in self.parts if isinstance(p, int)), default=0)
 
     @property
+    def literal_text(self) -> str:
+        """The text sent as written (everything but the placeholders), joined."""
+        return "".join(p for p in self.parts if isinstance(p, str))
+
+    @property
     def literal_tokens(self) -> int:
         """The literal text's length at one token per word."""
         return sum(len(p.split()) for p in self.parts if isinstance(p, str))

@@ -7,6 +7,7 @@ Nothing here does IO. Command-line overrides are applied with :func:`apply_overr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,6 +32,32 @@ class SessionShape:
 
 
 @dataclass(frozen=True, slots=True)
+class DatasetPrompt:
+    """One row of a class's dataset: what is sent and its lengths.
+
+    Attributes:
+        prompt: the user text (``None`` when ``messages`` is given); messages: a chat sent verbatim.
+        input_tokens: its estimated prompt length.
+        output_tokens: ``max_tokens``: the row's own, else its reference answer's length (unless the class gives
+            ``output_tokens``), else the default; None = drawn from the class's ``output_tokens``.
+    """
+
+    prompt: str | None
+    messages: tuple[tuple[str, str], ...] | None
+    input_tokens: int
+    output_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassDataset:
+    """A class's prompts from a dataset file (``dataset: FORMAT:PATH``): each arrival of the class sends one row, in a
+    seeded random order that starts over (a new permutation) when the run outlasts the file."""
+
+    ref: str
+    prompts: tuple[DatasetPrompt, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RequestClass:
     """One class of the business mix.
 
@@ -47,6 +74,8 @@ class RequestClass:
             interactive class at 0 ahead of a batch class at 1.
         agent: each arrival is an agent session shaped as this call graph (:mod:`tailscope.workload.agent`); its
             steps' lengths default to ``input_tokens``/``output_tokens``. None = single requests (or ``session``).
+        dataset: each arrival sends one prompt of this dataset (``input_tokens`` is then the rows' lengths, for
+            checks and display); None = synthesized prompts.
     """
 
     name: str
@@ -58,15 +87,54 @@ class RequestClass:
     model: str | None = None
     priority: int = 0
     agent: AgentGraph | None = None
+    dataset: ClassDataset | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SharedPrefix:
-    """System prompts shared across requests: ``variants`` prefixes of ``tokens`` tokens used by ``share`` of them."""
+    """System prompts shared across requests: ``variants`` prefixes of ``tokens`` tokens used by ``share`` of them.
+
+    Attributes:
+        hit_rate: the prompt-token prefix-cache hit rate the profile asked for (``tokens`` or ``share`` were solved
+            from it: :func:`prefix_for_hit_rate`), recorded with the run; None when both were given.
+    """
 
     tokens: int
     variants: int = 1
     share: float = 1.0
+    hit_rate: float | None = None
+
+
+def prefix_for_hit_rate(
+    hit_rate: float, mean_input: float, *, tokens: int | None = None, share: float | None = None
+) -> tuple[int, float]:
+    """``(tokens, share)`` of a shared prefix whose prompt tokens are ``hit_rate`` of all prompt tokens, given the
+    requests' own mean prompt length ``mean_input`` (the prefix comes on top of it): ``share·tokens / (mean_input +
+    share·tokens) = hit_rate``. A warm prefix cache serves exactly those tokens, so this is the token hit rate a
+    server with prefix caching reports once every variant has been seen (a cache works in whole blocks, so a
+    prefix that is not a multiple of the block size hits slightly less).
+
+    Give at most one of ``tokens`` (the share is solved) and ``share`` (the length is solved; default 1).
+
+    Raises:
+        ValueError: the solved share exceeds 1 (the prefix is too short for the rate), or both were given.
+    """
+    if tokens is not None and share is not None:
+        raise ValueError("give tokens or share with hit_rate, not both (the other follows from the rate)")
+    prefix_tokens = hit_rate * mean_input / (1 - hit_rate)  # share × tokens
+    if tokens is None:
+        s = 1.0 if share is None else share
+        if s <= 0:
+            raise ValueError("share must be > 0 to reach a hit rate")
+        return max(1, round(prefix_tokens / s)), s
+    s = prefix_tokens / tokens
+    if s > 1:
+        need = math.ceil(prefix_tokens)
+        raise ValueError(
+            f"a prefix of {tokens:,} tokens on every request gives at most {tokens / (mean_input + tokens):.0%} "
+            f"(prompts average {mean_input:,.0f} tokens of their own); give tokens ≥ {need:,} or a lower hit_rate"
+        )
+    return tokens, round(s, 6)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 
 from tailscope.errors import ConfigError
 from tailscope.workload.agent import draw_session
-from tailscope.workload.profile import Arrival, Overrides, Profile, RequestClass, Stage, apply_overrides
+from tailscope.workload.profile import (
+    Arrival,
+    DatasetPrompt,
+    Overrides,
+    Profile,
+    RequestClass,
+    Stage,
+    apply_overrides,
+)
 from tailscope.workload.spec import RequestSpec
 
 _NS = 1_000_000_000
@@ -192,6 +200,7 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
         acc += c.weight
         cum.append(acc)
     sp = p.shared_prefix
+    rows: dict[str, Iterator[DatasetPrompt]] = {}  # per dataset class: its rows in their seeded order
     i = 0
     unit = 0
     while True:
@@ -205,6 +214,25 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
             prefix_id = rng_pre.randrange(sp.variants)
             prefix_tokens = sp.tokens
         unit_warm = p.warmup.duration_s > 0 and at_ns is not None and at_ns < p.warmup.duration_s * _NS
+        if cls.dataset is not None:  # a real prompt per arrival: no synthesized text, so no shared prefix either
+            row = next(rows.setdefault(cls.name, _shuffled(cls.dataset.prompts, random.Random(f"{seed}:{cls.name}"))))
+            yield RequestSpec(
+                id=i,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens if row.output_tokens is not None else cls.output_tokens.sample(rng_len),
+                at_ns=at_ns,
+                request_class=cls.name,
+                priority=cls.priority,
+                warmup=i < p.warmup.requests or unit_warm,
+                seed=seed * 1_000_003 + i,
+                prompt=row.prompt,
+                messages=row.messages,
+            )
+            i += 1
+            unit += 1
+            if stop.requests is not None and i >= stop.requests:
+                return
+            continue
         if cls.agent is not None:
             calls = draw_session(cls.agent, rng_agent, input_tokens=cls.input_tokens, output_tokens=cls.output_tokens)
             warm = i < p.warmup.requests or unit_warm  # a session is measured whole or not at all
@@ -260,6 +288,14 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
             )
             i += 1
         unit += 1
+
+
+def _shuffled(prompts: tuple[DatasetPrompt, ...], rng: random.Random) -> Iterator[DatasetPrompt]:
+    """A dataset class's rows forever: one seeded permutation after another (rows repeat only past the end)."""
+    while True:
+        order = list(range(len(prompts)))
+        rng.shuffle(order)
+        yield from (prompts[k] for k in order)
 
 
 def _stages_bounded(arr: Arrival) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,53 @@ def test_timed_rows_are_a_replay_with_content(tmp_path: Path) -> None:
     convs = conversations_of(read_dataset(f"jsonl:{p}").rows)
     specs = list(dataset_requests(convs, LoadShape(requests=2), seed=0, count=approx_tokens, time_scale=0.5))
     assert [(s.prompt, s.at_ns) for s in specs] == [("a", 250_000_000), ("b", 1_000_000_000)]
+
+
+def test_arrow_dataset_of_a_hugging_face_cache_read_with_duckdb(tmp_path: Path) -> None:
+    """A ``datasets`` cache shard is an Arrow IPC stream: its ``conversations`` (ShareGPT) or a named text column are
+    read like a Parquet shard's; the IPC file format too. pyarrow is the ``arrow`` extra (installed with ``test``)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.ipc
+    except ImportError:  # the test extra installs it: CI must run this
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("the arrow extra (pip install 'tailscope[arrow]')")
+
+    convs = [[{"from": "human", "value": "What is paging?"}, {"from": "gpt", "value": "Blocks of KV cache."}],
+             [{"from": "human", "value": "And prefix caching?"}, {"from": "gpt", "value": "Reuse."}]]  # fmt: skip
+    table = pa.table({"id": ["a", "b"], "conversations": convs, "question": ["q1", "q2"]})
+    stream = tmp_path / "data-00000-of-00001.arrow"
+    with pa.OSFile(str(stream), "wb") as sink, pyarrow.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    rows = read_dataset(f"arrow:{stream}").rows
+    assert [r.prompt for r in rows] == ["What is paging?", "And prefix caching?"]
+    assert rows[0].reference == "Blocks of KV cache."
+    assert [r.prompt for r in read_dataset(f"arrow:question:{stream}").rows] == ["q1", "q2"]
+    feather = tmp_path / "t.arrow"
+    with pa.OSFile(str(feather), "wb") as sink, pyarrow.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    assert [r.prompt for r in read_dataset(f"arrow:question:{feather}").rows] == ["q1", "q2"]
+    bad = write(tmp_path / "bad.arrow", "not arrow")
+    with pytest.raises(ProfileError, match=r"bad\.arrow: cannot read it as Arrow"):
+        read_dataset(f"arrow:{bad}")
+    with pytest.raises(ProfileError, match=r"no column answer .*name it: arrow:COLUMN:PATH"):
+        read_dataset(f"arrow:answer:{stream}")
+
+
+def test_arrow_without_pyarrow_is_one_line_saying_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pyarrow(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    p = write(tmp_path / "d.arrow", "x")
+    with pytest.raises(
+        ProfileError, match=r"d\.arrow: reading Arrow files needs pyarrow: pip install 'tailscope\[arrow\]'"
+    ):
+        read_dataset(f"arrow:{p}")

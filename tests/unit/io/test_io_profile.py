@@ -90,7 +90,8 @@ def test_issue_example_min_greater_than_max_names_line_and_field() -> None:
             "    weight: 2\n",
             "    weight: 2\n    colour: red\n",
             r"^profile\.yaml:8: classes\[1\]\.colour is not a known field "
-            r"\(allowed: name, weight, input_tokens, output_tokens, session, extra_body, model, priority, agent\)",
+            r"\(allowed: name, weight, input_tokens, output_tokens, session, extra_body, model, priority, agent, "
+            r"dataset\)",
         ),
         # bad type / range
         ("weight: 2", "weight: -2", r"^profile\.yaml:7: classes\[1\]\.weight must be greater than 0 \(got -2\)"),

@@ -50,7 +50,7 @@ def test_a_store_without_the_trace_columns_opens_and_takes_new_records(tmp_path:
     # make it look like a schema-2 store: none of the columns added since (trace ids, answer/reasoning/cache)
     con = duckdb.connect(str(path))
     added = ("trace_id", "span_id", "first_answer_ns", "reasoning_tokens", "cached_tokens", "connection_reused")
-    for name in (*added, "dns_ns", "connect_ns", "tls_ns", "step", "depends_on"):
+    for name in (*added, "dns_ns", "connect_ns", "tls_ns", "step", "depends_on", "session_calls"):
         con.execute(f"ALTER TABLE requests DROP COLUMN {name}")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
@@ -84,6 +84,7 @@ def test_agent_steps_round_trip_and_a_schema_5_store_still_opens(tmp_path: Path)
     con = duckdb.connect(str(path))
     con.execute("ALTER TABLE requests DROP COLUMN step")
     con.execute("ALTER TABLE requests DROP COLUMN depends_on")
+    con.execute("ALTER TABLE requests DROP COLUMN session_calls")
     con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     con.close()
     reopened = RunStore(path)
@@ -112,3 +113,30 @@ def test_agent_steps_round_trip_and_a_schema_5_store_still_opens(tmp_path: Path)
         ("search", [2]),
         ("react/think", [3, 4]),
     ]
+
+
+def test_session_calls_round_trip_and_a_schema_6_store_still_opens(tmp_path: Path) -> None:
+    """The calls an agent session was drawn with are stored on each of its calls; a store from before them
+    (schema 6) opens, reads its old records without them (None) and takes new records with them."""
+    path = tmp_path / "s.duckdb"
+    store = RunStore(path)
+    store.create_run(_run("old"))
+    old = [replace(_record(0, False), session_id="s0", turn=0, step="plan")]
+    store.write_records("old", old)
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE requests DROP COLUMN session_calls")
+    con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    con.close()
+    reopened = RunStore(path)
+    assert reopened.load_records("old") == old
+    reopened.create_run(_run("new"))
+    new = [replace(_record(1 + k, False), session_id="s1", turn=k, step="plan", session_calls=3) for k in (0, 1)]
+    reopened.write_records("new", new)
+    assert reopened.load_records("new") == new
+    assert reopened.load_records("old")[0].session_calls is None
+    names = [r[0] for r in duckdb.connect(str(path), read_only=True).execute("DESCRIBE requests").fetchall()]
+    assert names == [n for n, _ in REQUEST_COLUMNS]
+    out = tmp_path / "r.parquet"
+    reopened.export_requests("new", out, fmt="parquet")
+    rows = duckdb.connect().execute("SELECT session_calls FROM read_parquet(?) ORDER BY id", [str(out)]).fetchall()
+    assert rows == [(3,), (3,)]

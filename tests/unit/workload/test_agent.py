@@ -183,7 +183,7 @@ def test_every_step_is_checked_against_the_served_context() -> None:
         "class agent",
         "class agent step plan",
         "class agent step search",
-        "class agent step answer",
+        "classes[0].agent.steps[2].prompt_template (class agent step answer)",  # it has a template: where it is
         "class agent step react/think",
         "class agent step react/act",
     ]
@@ -191,6 +191,49 @@ def test_every_step_is_checked_against_the_served_context() -> None:
     assert (plan.input_tokens.kind, plan.output_tokens.a) == ("lognormal", 64)
     with pytest.raises(ConfigError, match="class agent step plan: a typical request"):
         check_context(cfg.lengths, 900, "m")  # the class's own lengths fit; the plan step's do not
+
+
+def test_a_prompt_template_that_pushes_a_step_over_the_served_context_is_refused_at_its_line(tmp_path: Path) -> None:
+    """A step's ``prompt_template`` text is sent on top of its prompt: the context check counts it (as a dataset's
+    prompts are counted: about four characters a token without ``--tokenizer``) and names the template's
+    file:line:field. The same step without the long text fits."""
+    from tailscope.runner.options import BenchOptions
+    from tailscope.runner.preflight import check_context
+    from tailscope.runner.resolve import resolve
+
+    words = "please read every result below with great care " * 60  # 2,820 characters ≈ 705 tokens
+    text = (
+        "name: t\n"
+        "classes:\n"
+        "  - name: agent\n"
+        "    input_tokens: 200\n"
+        "    output_tokens: 50\n"
+        "    agent:\n"
+        "      steps:\n"
+        "        - {name: fetch, fan_out: 2}\n"
+        "        - name: answer\n"
+        "          use_answers: true\n"
+        f'          prompt_template: "{words}{{{{answers}}}}"\n'
+        "arrival: {mode: open, rate: 1}\n"
+        "stop: {requests: 3}\n"
+    )
+    path = tmp_path / "agent.yaml"
+    path.write_text(text)
+    cfg = resolve(BenchOptions(url="http://127.0.0.1:9", profile=str(path))).config
+    bound = cfg.lengths[-1]
+    assert bound.extra_input_tokens == round(len(words) / 4)
+    with pytest.raises(ConfigError) as info:
+        check_context(cfg.lengths, 900, "m")  # 200 + 50 fits; with the template's ≈ 705 tokens it does not
+    msg = str(info.value)
+    assert msg.startswith(f"{path}:11: classes[0].agent.steps[1].prompt_template (class agent step answer): "), msg
+    assert "prompt_template text ≈ 705" in msg
+    assert check_context(cfg.lengths, 2000, "m") == ()
+    short = tmp_path / "short.yaml"
+    short.write_text(text.replace(words, "Results: "))
+    assert (
+        check_context(resolve(BenchOptions(url="http://127.0.0.1:9", profile=str(short))).config.lengths, 900, "m")
+        == ()
+    )
 
 
 def test_console_prints_incomplete_sessions_and_time_by_step() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from tailscope.metrics.sessions import session_summary
+from tailscope.metrics.sessions import rebuilt_session_summary, session_summary
 from tailscope.records import RequestRecord, Span, Status
 from tailscope.trace.demo import demo_trace
 from tailscope.workload.trace_load import llm_calls, trace_requests, trace_session
@@ -112,3 +112,20 @@ def test_session_summary_cut_sessions_are_incomplete_and_steps_are_named() -> No
     assert list(out["by_step"]) == ["plan", "answer"]  # complete sessions only, in the agent's order
     assert out["by_step"]["plan"]["count"] == 1
     assert out["by_step"]["answer"]["p50"] == 250.0
+
+
+def test_a_killed_agent_runs_cut_session_rebuilt_from_its_records_is_incomplete() -> None:
+    """A killed run's stored records: session ``a`` (3 calls drawn) has all of them, session ``b`` (3 drawn) only its
+    first two — both successful. Rebuilt, ``b`` is incomplete because its records carry the calls it was drawn with;
+    records from before that column (no ``session_calls``) are checked as they are; a replay's own plan wins."""
+    recs = [replace(_rec(i, "a", 10 * i, 10 * i + 5), session_calls=3) for i in range(3)]
+    recs += [replace(_rec(3 + i, "b", 10 * i, 10 * i + 5), session_calls=3) for i in range(2)]
+    out = rebuilt_session_summary(recs, {})
+    assert out is not None
+    assert (out["sessions"], out["failed"], out["incomplete"], out["duration_ms"]["count"]) == (2, 0, 1, 1)
+    old = rebuilt_session_summary([replace(r, session_calls=None) for r in recs], {})
+    assert old is not None
+    assert (old["incomplete"], old["duration_ms"]["count"]) == (0, 2)
+    replay = rebuilt_session_summary(recs, {"trace_load": {"planned": {"a": 4, "b": 2}}})
+    assert replay is not None
+    assert (replay["incomplete"], replay["duration_ms"]["count"]) == (1, 1)  # a short of the replay's plan
