@@ -122,12 +122,11 @@ def _with_root(trees: Iterator[TraceTree], root_op: str, source: PathLike) -> It
         elif name is not None:
             roots.add(name)
     if not kept and roots:
-        from tailscope.trace.changes import close_names
+        from tailscope.trace.changes import roots_hint
 
-        near = close_names(root_op, frozenset(roots)) or tuple(sorted(roots)[:5])
         raise UnknownOperationError(
-            f'--root-op "{root_op}": no trace of {source} has its root span named {root_op!r} (it names spans inside '
-            f"the traces); roots of the set: {', '.join(repr(n) for n in near)}"
+            f'--root-op "{root_op}": no trace of {source} has its root span named {root_op!r}; '
+            + roots_hint(root_op, roots)
         )
 
 

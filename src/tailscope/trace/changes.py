@@ -220,6 +220,16 @@ def _unknown(op: str, ops: Operations, *, exact: bool = False) -> tuple[tuple[st
     return close_names(op, ops.names), ""
 
 
+def roots_hint(root_op: str, roots: Iterable[str]) -> str:
+    """What a ``--root-op`` that is no trace's root is near: ``did you mean 'POST /chat'?`` when a root is close to it,
+    else ``roots of the set: …`` (the first five)."""
+    names = frozenset(roots)
+    near = close_names(root_op, names)
+    if near:
+        return f"did you mean {', '.join(repr(n) for n in near)}?"
+    return "roots of the set: " + ", ".join(repr(n) for n in sorted(names)[:5])
+
+
 def unmatched(changes: Iterable[Change], ops: Operations) -> list[Unmatched]:
     """Each operation of ``changes`` that matches no name of ``ops`` (exactly or as a glob), with its near names."""
     out: list[Unmatched] = []

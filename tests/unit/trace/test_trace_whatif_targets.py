@@ -212,3 +212,41 @@ def test_unknown_independent_operations_warn_or_stop(tmp_path: Path, monkeypatch
         assert "'serch_a' (did you mean 'search_a'" in msg
         assert err.value.exit_code == 2
     assert "layer 'retrieval' is not an operation" in msg
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_trace_analyze_checks_its_root_op_too(tmp_path: Path, as_file: bool) -> None:
+    from tailscope.trace.demo import to_otlp_json
+
+    store = SpanStore(tmp_path / "s.duckdb")
+    source: str | Path = "case"
+    if as_file:
+        source = tmp_path / "c.otlp.json"
+        source.write_text(json.dumps(to_otlp_json(_traces())))
+    else:
+        store.write("case", _traces())
+    for root_op, expect in (
+        ("post /chat", "did you mean 'POST /chat'"),
+        ("search_a", "roots of the set: 'POST /chat'"),
+    ):
+        with pytest.raises(UnknownOperationError) as err:
+            tailscope.analyze_traces(source, root_op=root_op, store=store)
+        assert "\n" not in str(err.value)
+        assert str(err.value).startswith(f'--root-op "{root_op}": ')
+        assert expect in str(err.value)
+        assert err.value.exit_code == 2
+    assert tailscope.analyze_traces(source, root_op="POST /chat", store=store).traces["count"] == 30
+
+
+def test_trace_analyze_checks_an_unknown_root_op_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("case", _traces())
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("read the set before checking --root-op")
+
+    monkeypatch.setattr(SpanStore, "iter_trace_rows", boom)
+    with pytest.raises(UnknownOperationError, match="did you mean 'POST /chat'"):
+        tailscope.analyze_traces("case", root_op="POST /chats", store=store)
