@@ -7,7 +7,9 @@ Generates the same synthetic agent traces (``trace.demo``) written five ways (no
 * ``lines1``  — the same lines in one file;
 * ``doc``     — one large OTLP JSON document, one resource per service (``trace.demo.to_otlp_json`` of all spans);
 * ``proto``   — one OTLP protobuf ``ExportTraceServiceRequest`` file;
-* ``jaeger``  — one Jaeger query-API JSON document (``{"data": [trace, …]}``, times in µs).
+* ``jaeger``  — one Jaeger query-API JSON document (``{"data": [trace, …]}``, times in µs);
+* ``issue``   — issue 22's case, a smaller set on its own: 20,000 agent-shaped traces of 17 spans (``--extra-calls 2``),
+  ≈ 340,000 spans, as one OTLP JSON document like ``doc``.
 
 Then, per shape, runs ``tailscope trace ingest`` and ``tailscope trace analyze --json`` as fresh processes (as a user
 would), times each, and prints a table: wall-clock seconds, seconds per million spans, the CPU seconds of the two
@@ -41,7 +43,14 @@ from typing import Any
 from tailscope.records import Span
 from tailscope.trace.demo import demo_traces, to_otlp_json
 
-SHAPES = ("lines", "lines1", "doc", "proto", "jaeger")
+SHAPES = ("lines", "lines1", "doc", "proto", "jaeger", "issue")
+# issue 22's one-document case: 20,000 traces of 17 spans (fewer for a smoke run)
+ISSUE = (int(os.environ.get("TRACE_SCALE_ISSUE_TRACES", "20000")), 2)
+WHATIF = (  # benchmarks/trace_whatif.py's three changes
+    "--set-duration", "execute_tool get_user=30ms",
+    "--parallel", "execute_tool search_kb,execute_tool get_order,execute_tool get_user",
+    "--cache", "qdrant search=0.4:2ms",
+)  # fmt: skip
 CHUNK_TRACES = 250  # 250 traces of 20 spans = 5,000 spans per OTLP JSON line
 
 
@@ -112,7 +121,39 @@ def file_paths(folder: Path) -> dict[str, list[Path]]:
         "doc": [folder / "doc.otlp.json"],
         "proto": [folder / "doc.otlp.pb"],
         "jaeger": [folder / "doc.jaeger.json"],
+        "issue": [folder / "issue.otlp.json"],
     }
+
+
+def write_doc(path: Path, by_service: dict[str, list[str]]) -> None:
+    """One OTLP JSON document, one resource per service, from each service's spans (JSON text)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        resources = []
+        for svc, spans in by_service.items():
+            head = _dumps({"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": svc}}]}})
+            resources.append(head[:-1] + ',"scopeSpans":[{"scope":{"name":"tailscope.demo"},"spans":[')
+            resources.append(",".join(spans) + "]}]}")
+        fh.write('{"resourceSpans":[' + ",".join(resources[k] + resources[k + 1] for k in range(0, len(resources), 2)))
+        fh.write("]}")
+
+
+def add_spans(by_service: dict[str, list[str]], flat: list[Span]) -> None:
+    for rs in to_otlp_json(flat)["resourceSpans"]:
+        service = rs["resource"]["attributes"][0]["value"]["stringValue"]
+        by_service.setdefault(service, []).extend(_dumps(sp) for sp in rs["scopeSpans"][0]["spans"])
+
+
+def generate_issue(folder: Path) -> int:
+    """Write issue 22's one-document case (:data:`ISSUE`); return its span count."""
+    by_service: dict[str, list[str]] = {}
+    spans_total = 0
+    for batch in chunks(*ISSUE):
+        flat = [s for t in batch for s in t]
+        spans_total += len(flat)
+        add_spans(by_service, flat)
+    write_doc(file_paths(folder)["issue"][0], by_service)
+    (folder / "ISSUE").write_text(json.dumps({"key": list(ISSUE), "spans": spans_total}))
+    return spans_total
 
 
 def generate(folder: Path, traces: int, extra_calls: int, shapes: list[str]) -> dict[str, list[Path]]:
@@ -132,25 +173,18 @@ def generate(folder: Path, traces: int, extra_calls: int, shapes: list[str]) -> 
         parts[k % 4].write(line)
         one.write(line)
         if "doc" in shapes:
-            for rs in to_otlp_json(flat)["resourceSpans"]:
-                service = rs["resource"]["attributes"][0]["value"]["stringValue"]
-                by_service.setdefault(service, []).extend(_dumps(sp) for sp in rs["scopeSpans"][0]["spans"])
+            add_spans(by_service, flat)
         if "jaeger" in shapes:
             jaeger.extend(_dumps(jaeger_trace(t)) for t in batch)
         if "proto" in shapes:
             proto.write(proto_chunk(flat))
     for fh in [*parts, one, proto]:
         fh.close()
-    with open(paths["doc"][0], "w", encoding="utf-8") as fh:
-        resources = []
-        for svc, spans in by_service.items():
-            head = _dumps({"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": svc}}]}})
-            resources.append(head[:-1] + ',"scopeSpans":[{"scope":{"name":"tailscope.demo"},"spans":[')
-            resources.append(",".join(spans) + "]}]}")
-        fh.write('{"resourceSpans":[' + ",".join(resources[k] + resources[k + 1] for k in range(0, len(resources), 2)))
-        fh.write("]}")
+    write_doc(paths["doc"][0], by_service)
+    by_service.clear()
     with open(paths["jaeger"][0], "w", encoding="utf-8") as fh:
         fh.write('{"data":[' + ",".join(jaeger) + '],"total":0,"limit":0,"offset":0,"errors":null}')
+    generate_issue(folder)
     for shape, files in paths.items():
         size = sum(p.stat().st_size for p in files) / 1e6
         print(f"generated {shape:7s} {size:6.0f} MB in {len(files)} file(s)")
@@ -199,6 +233,9 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--repeat", type=int, default=1, help="runs per shape (shapes alternate between runs)")
     parser.add_argument("--data", type=Path, default=None, help="keep the generated files here and reuse them")
+    parser.add_argument(
+        "--whatif", action="store_true", help="also time `trace whatif` with three changes on each shape's set"
+    )
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     cpu_note = "" if adopt_orphans() else " (CPU s: the main processes only; workers not counted here)"
@@ -214,8 +251,14 @@ def main() -> None:
         else:
             paths = generate(data, args.traces, args.extra_calls, list(SHAPES))
             spans = json.loads(done.read_text())["spans"]
+        issue = data / "ISSUE"
+        if "issue" in shapes and not (issue.exists() and json.loads(issue.read_text())["key"] == list(ISSUE)):
+            generate_issue(data)
+        counts = {shape: spans for shape in SHAPES}
+        if issue.exists():
+            counts["issue"] = json.loads(issue.read_text())["spans"]
         header = (
-            f"{'shape':7s} {'load':>5s} {'ingest':>7s} {'analyze':>8s} {'total':>7s} {'per 1M':>7s}  "
+            f"{'shape':7s} {'spans':>9s} {'load':>5s} {'ingest':>7s} {'analyze':>8s} {'total':>7s} {'per 1M':>7s}  "
             f"{'CPU s main+workers':>24s}  {'quiet 2-CPU est.':>16s}"
         )
         print(f"\n{header}  analysis")
@@ -232,18 +275,34 @@ def main() -> None:
                 )
                 total = ingest + analyze
                 result = json.loads(Path(str(db) + ".json").read_text())
-                first = first or result
-                # Jaeger's µs times round the demo's ns: its percentiles differ in the last digits
-                same = (
-                    "same as the first" if result == first else "differs (µs times)" if shape == "jaeger" else "DIFFERS"
-                )
-                per_million = total / spans * 1e6
+                if shape == "issue":
+                    same = "(its own set)"
+                else:
+                    first = first or result
+                    # Jaeger's µs times round the demo's ns: its percentiles differ in the last digits
+                    same = (
+                        "same as the first"
+                        if result == first
+                        else "differs (µs times)"
+                        if shape == "jaeger"
+                        else "DIFFERS"
+                    )
+                n = counts[shape]
+                per_million = total / n * 1e6
                 # On a quiet 2-CPU machine: the ingest's workers share 2 CPUs after the main process cut the files
                 # (and before it folds them in); the analyze's main process and its one worker run side by side.
                 quiet = main_i + work_i / 2 + max(main_a, work_a)
                 cpu = f"ingest {main_i:4.1f}+{work_i:4.1f} analyze {main_a:4.1f}+{work_a:4.1f}"
-                figures = f"{load:5.2f} {ingest:6.2f}s {analyze:7.2f}s {total:6.2f}s {per_million:6.1f}s  {cpu}"
-                print(f"{shape:7s} {figures}  {quiet / spans * 1e6:5.1f}s per 1M  {same}", flush=True)
+                figures = f"{n:9,d} {load:5.2f} {ingest:6.2f}s {analyze:7.2f}s {total:6.2f}s {per_million:6.1f}s  {cpu}"
+                print(f"{shape:7s} {figures}  {quiet / n * 1e6:5.1f}s per 1M  {same}", flush=True)
+                if args.whatif:
+                    load = os.getloadavg()[0]
+                    took, main_w, work_w = run(["trace", "whatif", "--set", "b", "--db", str(db), *WHATIF])
+                    print(
+                        f"{'':7s} {'':9s} {load:5.2f} whatif (3 changes) {took:6.2f}s = {took / n * 1e6:5.1f}s per 1M"
+                        f"  CPU {main_w:4.1f}+{work_w:4.1f}",
+                        flush=True,
+                    )
                 db.unlink()
         loads = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"load average after the runs: {loads} ({os.cpu_count()} CPUs){cpu_note}")

@@ -12,7 +12,8 @@ temporary store (not timed), then times, each as one figure:
 
 The three changes: ``--set-duration "execute_tool get_user=30ms"``, ``--parallel "execute_tool search_kb,execute_tool
 get_order,execute_tool get_user"`` and ``--cache "qdrant search=0.4:2ms"``. Prints seconds, seconds per million
-spans and the 1-minute load average before each run (the machine may be shared).
+spans, CPU seconds (one process: a quiet machine's wall time) and the 1-minute load average before each run (the
+machine may be shared).
 
     .venv/bin/python benchmarks/trace_whatif.py [--traces 50000] [--extra-calls 3] [--rank]
 """
@@ -68,10 +69,15 @@ def main() -> None:
 
         def run(label: str, fn: object) -> None:
             load = os.getloadavg()[0]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             out = fn()  # type: ignore[operator]
-            dt = time.perf_counter() - t0
-            print(f"{label:8s} {dt:7.2f} s  {dt / spans_n * 1e6:6.2f} s per million spans  (load {load:.1f})  {out}")
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            # one process: its CPU seconds are what a quiet machine's wall time would be (less sensitive to load)
+            print(
+                f"{label:8s} {dt:7.2f} s  {dt / spans_n * 1e6:6.2f} s per million spans, CPU {cpu:6.2f} s"
+                f"  (load {load:.1f})  {out}",
+                flush=True,
+            )
 
         def engine() -> str:
             p = project(trees, changes, seed=0)
@@ -92,6 +98,8 @@ def main() -> None:
                 return f"{len(r.candidates)} candidates, greedy {[g['change'] for g in r.greedy]}"
 
             run("rank", rank)
+        loads = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"load average after the runs: {loads} ({os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,10 @@ def test_whatif_tool_class_attribute(tmp_path: Path) -> None:
                     ("trace_whatif", {"source": str(src), "rank": True}),
                     ("trace_whatif", {"source": str(src), "scale": ["search=0.5", "serch=0.5"]}),
                     ("trace_whatif", {"source": str(src), "scale": ["serch=0.5"]}),
+                    ("trace_whatif", {**base, "root_op": "post /chat"}),
+                    ("trace_whatif", {**base, "independent": ["search,llm,lm"], "parallel_children": ["POST /chat"]}),
+                    ("trace_whatif", {**base, "independent": ["serch,lm"]}),
+                    ("trace_whatif", {**base, "root_op": "POST /chat", "cap_retries": ["llm=1"]}),
                 ],
             ),
             timeout=180,
@@ -226,3 +230,13 @@ def test_whatif_tool_class_attribute(tmp_path: Path) -> None:
     assert [u["operation"] for u in partly["unmatched"]] == ["serch"]
     assert "search" in partly["unmatched"][0]["close"]
     assert "did you mean 'search'" in error_text(results[5])
+    # operations of --root-op and --independent are checked the same way
+    assert '--root-op "post /chat"' in error_text(results[6])
+    assert "did you mean 'POST /chat'" in error_text(results[6])
+    group = payload(results[7])
+    assert [(u["flag"], u["operation"]) for u in group["unmatched"]] == [('--independent "search,llm,lm"', "lm")]
+    assert "did you mean 'llm'" in " ".join(group["warnings"])
+    assert "no --independent group names two operations" in error_text(results[8])
+    rooted = payload(results[9])
+    assert rooted["traces"] == by_class["traces"]
+    assert rooted["changes"][-1]["kind"] == "cap-retries"

@@ -148,3 +148,43 @@ def test_whatif_cli_unknown_operations(tmp_path: Path) -> None:
         assert "--remove" in lines[0]
         assert "tailscope trace analyze" in lines[0]
         assert r.stdout == ""
+
+
+def test_whatif_cli_unknown_root_op_and_independent(tmp_path: Path) -> None:
+    """--root-op and --independent names are checked like the changes': a name of no span is bad input (one line,
+    close names, exit 2, nothing projected) when it leaves nothing to act on; an --independent group that still
+    pairs two operations only warns."""
+    from whatif_truth import trace_sets
+
+    from tailscope.trace.demo import to_otlp_json
+
+    before, _ = trace_sets(60, "")
+    src = tmp_path / "case.otlp.json"
+    src.write_text(json.dumps(to_otlp_json([s for t in before for s in t])))
+    roots = {s.name for t in before for s in t if s.parent_id is None}
+    root = sorted(roots)[0]
+    db = str(tmp_path / "s.duckdb")
+    assert ts("trace", "ingest", str(src), "--set", "case", "--db", db).returncode == 0
+    change = ("--parallel", "search_a,search_b")
+    for source in ("case", str(src)):
+        for extra, expect in (
+            (("--root-op", root.swapcase()), f"did you mean {root!r}"),
+            (("--independent", "serch_a,serch_b"), "no --independent group names two operations"),
+            (("--root-op", "search_a"), f"roots of the set: {root!r}"),
+        ):
+            r = ts("trace", "whatif", "--set", source, "--db", db, *change, *extra)
+            assert r.returncode == 2, r.stdout + r.stderr
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1, r.stderr
+            assert expect in lines[0]
+            assert r.stdout == ""
+    out = tmp_path / "w.json"
+    r = ts("trace", "whatif", "--set", "case", "--db", db, *change, "--independent", "search_a,search_b,serch_c",
+           "--root-op", root, "--json", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert [u["operation"] for u in doc["unmatched"]] == ["serch_c"]
+    assert any("serch_c" in w and "no pair with it is declared independent" in w for w in doc["warnings"])
+    r = ts("trace", "whatif", "--set", "case", "--db", db, *change, "--independent", "search_a,search_b,serch_c")
+    assert r.returncode == 0, r.stderr
+    assert "serch_c" in r.stdout

@@ -19,11 +19,12 @@ from typing import Any
 
 from tailscope.api._sources import PathLike, is_file, open_spans
 from tailscope.api._support import StorePath, public, sync_twin
-from tailscope.errors import ConfigError, TraceFormatError
+from tailscope.errors import ConfigError, TraceFormatError, UnknownOperationError
 from tailscope.files import make_folder
 from tailscope.io.layer_rules import load_layer_rules
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
+from tailscope.trace.changes import Operations, roots_hint, unmatched_names
 from tailscope.trace.critical_path import POLICIES, CriticalPath, critical_path
 from tailscope.trace.dependency import marks_from
 from tailscope.trace.diff import diff_sets
@@ -143,14 +144,35 @@ def analyze_traces(
         root_op: only traces whose root operation is this (e.g. ``POST /chat``).
         policy: the critical-path policy, ``default`` or ``jaeger`` (Jaeger UI's sections).
         async_blocking: count follows-from and CONSUMER children as blocking their parent.
+
+    Raises:
+        UnknownOperationError: ``root_op`` is no trace's root operation (the message names the close ones; for a
+            stored set a name of no span at all is found before the traces are read).
     """
-    doc = analyze_facts(_facts(source, store, policy, async_blocking), root_op=root_op)
+    if root_op is not None and not is_file(source):
+        _check_root_op(root_op, source, Operations.from_rows(open_spans(store).operation_rows(str(source))))
+    facts = _facts(source, store, policy, async_blocking)
+    if root_op is not None and facts and not any(f.root_op == root_op for f in facts):
+        raise UnknownOperationError(
+            f'--root-op "{root_op}": no trace of {source} has its root span named {root_op!r}; '
+            + roots_hint(root_op, {f.root_op for f in facts})
+        )
+    doc = analyze_facts(facts, root_op=root_op)
     doc["set"] = str(source)
     doc["policy"] = policy
     return TraceAnalysis(
         traces=doc["traces"], root_ops=doc["root_ops"], layers=doc["layers"], operations=doc["operations"],
         waterfalls=doc["waterfalls"], retries=doc["retries"], anomalies=doc["anomalies"], document=doc,
     )  # fmt: skip
+
+
+def _check_root_op(root_op: str, source: PathLike, ops: Operations) -> None:
+    """An UnknownOperationError when ``root_op`` names no span of the set (with its close names)."""
+    bad = unmatched_names(f'--root-op "{root_op}"', [root_op], ops, effect="no trace is left to analyze")
+    if bad:
+        raise UnknownOperationError(
+            f"{bad[0].message()} — give a root operation as `tailscope trace analyze --set {source}` lists them"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,11 +34,12 @@ class WhatIfResult:
         candidates, greedy: with ``rank``: candidate fixes projected alone, by P95 saving, and the greedy order;
             when some trace has a class, each also has ``classes`` {class: {``p95_after_ms``, ``p95_saving_ms``}}
             (the document then has ``p95_before_by_class_ms`` {class: ms} too).
-        warnings: one line per change operation that no span of the set matches (it projects no saving; the line
-            names close names), and e.g. a ``--parallel`` over calls the data marks as dependent.
-        unmatched: the operations that match no span, each ``{"flag", "operation", "close", "group"}`` (``close``:
-            names of the set close to it; ``group``: ``layer 'X'`` or ``service 'X'`` when the name is one, ``close``
-            then listing its operations).
+        warnings: one line per change or ``--independent`` operation that no span of the set matches (it projects
+            no saving, or declares no pair independent; the line names close names), and e.g. a ``--parallel`` over
+            calls the data marks as dependent.
+        unmatched: the operations of changes and ``--independent`` groups that match no span, each ``{"flag",
+            "operation", "close", "group"}`` (``close``: names of the set close to it; ``group``: ``layer 'X'`` or
+            ``service 'X'`` when the name is one, ``close`` then listing its operations).
         classes: the same as ``root_ops`` per class (``{class: {"count", "before", "after", "saving"}}``, traces
             without a class as ``(none)``); empty when no trace has one. The document names the attribute read in
             ``class_attribute``.
@@ -104,8 +105,29 @@ def _trees_and_marks(
             classes = spans_store.attribute_values(str(source), class_attribute)
         it = (tree_from_rows(rows) for rows in spans_store.iter_trace_rows(str(source)))
     if root_op is not None:
-        it = (t for t in it if t.primary >= 0 and t.names[t.primary] == root_op)
+        it = _with_root(it, root_op, source)
     return it, marks, classes
+
+
+def _with_root(trees: Iterator[TraceTree], root_op: str, source: PathLike) -> Iterator[TraceTree]:
+    """The trees whose root operation is ``root_op``; when none is, an UnknownOperationError naming the roots the
+    set has (``root_op`` is an operation of the set, checked before, but of no trace's root)."""
+    roots: set[str] = set()
+    kept = 0
+    for t in trees:
+        name = t.names[t.primary] if t.primary >= 0 else None
+        if name == root_op:
+            kept += 1
+            yield t
+        elif name is not None:
+            roots.add(name)
+    if not kept and roots:
+        from tailscope.trace.changes import roots_hint
+
+        raise UnknownOperationError(
+            f'--root-op "{root_op}": no trace of {source} has its root span named {root_op!r}; '
+            + roots_hint(root_op, roots)
+        )
 
 
 def _as_text(value: Any) -> str:
@@ -160,11 +182,20 @@ def whatif(
 
     Raises:
         ConfigError: a change that does not parse (naming the flag and the form), or no change and no ``rank``.
-        UnknownOperationError: no change names an operation (span name or glob) of the set, checked before anything
-            else is read (a change of which only some operations match gets a warning instead).
+        UnknownOperationError: no change names an operation (span name or glob) of the set, ``root_op`` names none,
+            or no ``independent`` group names two — checked before anything else is read (a change or group of which
+            only some operations match gets a warning instead, in ``warnings`` and ``unmatched``); or ``root_op`` is
+            an operation of the set but no trace's root (found reading the traces; the message lists the roots).
         NotFoundError: no such set. TraceFormatError: a file without spans.
     """
-    from tailscope.trace.changes import Change, Unmatched, matches_nothing, parse_change, unmatched
+    from tailscope.trace.changes import (
+        Change,
+        Unmatched,
+        matches_nothing,
+        parse_change,
+        unmatched,
+        unmatched_names,
+    )
     from tailscope.trace.dependency import Evidence
     from tailscope.trace.whatif import Plan, Projection, project_trace, trace_class
 
@@ -177,12 +208,14 @@ def whatif(
             changes.extend(parse_change(kind, v) for v in values)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    groups = []
+    groups: list[list[str]] = []
     for g in independent:
         ops = [o.strip() for o in g.split(",") if o.strip()]
         if len(ops) < 2:
             raise ConfigError(f'--independent {g!r}: expected "A,B" (two or more operations, comma-separated)')
         groups.append(ops)
+    if root_op is not None and not root_op.strip():
+        raise ConfigError("--root-op is empty: give a root operation, e.g. 'POST /chat'")
     if not changes and not rank:
         raise ConfigError(
             "give at least one change (--set-duration, --scale, --parallel, --parallel-children, --cache, --remove, "
@@ -197,17 +230,34 @@ def whatif(
     missing: list[Unmatched] = []
 
     def check(ops: Operations) -> None:
+        names_them = f"give span names as `tailscope trace analyze --set {source}` lists them"
         missing.extend(unmatched(changes, ops))
         if matches_nothing(changes, missing):
-            listed = "; ".join(f"{u.change.flag}: {u.operation!r} ({u.hint()})" for u in missing)
+            listed = "; ".join(f"{u.flag}: {u.operation!r} ({u.hint()})" for u in missing)
             raise UnknownOperationError(
-                f"no change matches a span of {source}: {listed} — give span names as `tailscope trace analyze "
-                f"--set {source}` lists them (exact, or globs such as 'search*')"
+                f"no change matches a span of {source}: {listed} — {names_them} (exact, or globs such as 'search*')"
+            )
+        if root_op is not None:
+            bad = unmatched_names(f'--root-op "{root_op}"', [root_op], ops, effect="no trace is left to project")
+            if bad:
+                raise UnknownOperationError(f"{bad[0].message()} — {names_them} (root operations, exact)")
+        # an --independent group with fewer than two operations of the set declares no pair independent
+        idle: list[Unmatched] = []
+        for g, text in zip(groups, independent, strict=True):
+            flag = f'--independent "{text.strip()}"'
+            gone = unmatched_names(flag, g, ops, effect="no pair with it is declared independent")
+            missing.extend(gone)
+            if len(set(g)) - len({u.operation for u in gone}) < 2:
+                idle.extend(gone)
+        if groups and {u.flag for u in idle} >= {f'--independent "{t.strip()}"' for t in independent}:
+            listed = "; ".join(f"{u.flag}: {u.operation!r} ({u.hint()})" for u in idle)
+            raise UnknownOperationError(
+                f"no --independent group names two operations of {source}: {listed} — {names_them} (exact)"
             )
 
     trees_it, marks, class_values = _trees_and_marks(
         source, store, root_op, with_marks=need_evidence, class_attribute=class_attribute,
-        check=check if changes else None,
+        check=check if changes or groups or root_op is not None else None,
     )  # fmt: skip
     evidence = Evidence(groups)
     plan = Plan(changes, seed=seed)

@@ -353,21 +353,32 @@ def build_server(settings: McpSettings | None = None) -> Any:
         parallel: list[str] | None = None,
         cache: list[str] | None = None,
         remove: list[str] | None = None,
+        parallel_children: list[str] | None = None,
+        cap_retries: list[str] | None = None,
+        timeout: list[str] | None = None,  # noqa: ASYNC109 - the --timeout change's values, not a deadline
+        independent: list[str] | None = None,
+        root_op: str | None = None,
         rank: bool = False,
         class_attribute: str = "tailscope.request.class",
     ) -> dict[str, Any]:
         """Project a fix over a trace set (stored, by name) or a trace file before making it: every trace re-timed
         along its tree under the changes — ``set_duration`` ["auth=30ms"], ``scale`` ["llm=0.6"], ``parallel``
-        ["search a,search b"], ``cache`` ["kb=0.4:2ms"] (hit rate:hit duration), ``remove`` ["audit"] — and the
-        p50/p95/p99 before and after with bootstrap intervals; ``rank`` proposes fixes from the set's findings,
+        ["search a,search b"], ``cache`` ["kb=0.4:2ms"] (hit rate:hit duration), ``remove`` ["audit"],
+        ``parallel_children`` ["agent"], ``cap_retries`` ["llm=1"], ``timeout`` ["kb=3s:200ms"] — and the
+        p50/p95/p99 before and after with bootstrap intervals; ``independent`` ["search a,search b"] declares calls
+        independent whatever the data says; ``root_op`` keeps only traces with that root operation (e.g. "POST
+        /chat"); ``rank`` proposes fixes from the set's findings,
         ordered by P95 saving, each with the evidence that its calls are independent. ``class_attribute`` is the
         span attribute naming a trace's class (default tailscope.request.class; "" = no breakdown): when traces
         carry it, ``classes`` gives each class before and after, and each ranked fix its P95 saving per class.
-        A change naming an operation no span has is listed in ``unmatched`` with close names; when no change names
-        any, the call fails saying so."""
+        A change or ``independent`` operation naming an operation no span has is listed in ``unmatched`` with close
+        names; when no change names any, no ``independent`` group names two, or ``root_op`` names none, the call
+        fails saying so (with the close names)."""
         result = await asyncio.to_thread(
             tailscope.whatif, source, set_duration=set_duration or (), scale=scale or (),
-            parallel=parallel or (), cache=cache or (), remove=remove or (), rank=rank,
+            parallel=parallel or (), cache=cache or (), remove=remove or (),
+            parallel_children=parallel_children or (), cap_retries=cap_retries or (), timeout=timeout or (),
+            independent=independent or (), root_op=root_op, rank=rank,
             class_attribute=class_attribute or None, store=settings.store,
         )  # fmt: skip
         return tailscope_clean(trimmed(result.to_dict()))

@@ -157,20 +157,29 @@ class Operations:
 
 @dataclass(frozen=True, slots=True)
 class Unmatched:
-    """An operation of a change that no span of the set matches: the change projects no saving through it.
+    """An operation named by a flag (a change, ``--independent``, ``--root-op``) that no span of the set matches.
 
     Attributes:
-        change: the change.
+        change: the change, or None for a flag that is not one (then ``given`` is the flag as typed).
         operation: the name (or glob) that matches nothing.
         close: names of the set close to it (by spelling, or containing it), best first; or, when ``group`` is set,
             that group's operations.
         group: ``layer "X"`` or ``service "X"`` when the name is a layer's or a service's rather than an operation's.
+        given: the flag as typed when ``change`` is None, e.g. ``--independent "A,B"``.
+        effect: what the name's not matching means, the end of :meth:`message`.
     """
 
-    change: Change
+    change: Change | None
     operation: str
     close: tuple[str, ...] = ()
     group: str = ""
+    given: str = ""
+    effect: str = "it projects no saving"
+
+    @property
+    def flag(self) -> str:
+        """The flag that names it, e.g. ``--scale "serch=0.5"``."""
+        return self.change.flag if self.change is not None else self.given
 
     def hint(self) -> str:
         """What the name is near, e.g. ``did you mean 'search_a', 'search_b'?``."""
@@ -180,14 +189,14 @@ class Unmatched:
         return f"did you mean {listed}?" if listed else "no operation of the set is close to it"
 
     def message(self) -> str:
-        """One line: the flag, the name, what it is near, and that it changes nothing."""
-        return f"{self.change.flag}: no span is named {self.operation!r} ({self.hint()}); it projects no saving"
+        """One line: the flag, the name, what it is near, and what that means."""
+        return f"{self.flag}: no span is named {self.operation!r} ({self.hint()}); {self.effect}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flag": self.change.flag, "operation": self.operation, "close": list(self.close), "group": self.group}
+        return {"flag": self.flag, "operation": self.operation, "close": list(self.close), "group": self.group}
 
 
-def _close(name: str, names: frozenset[str], n: int = 3) -> tuple[str, ...]:
+def close_names(name: str, names: frozenset[str], n: int = 3) -> tuple[str, ...]:
     """Names close to ``name`` (a glob's wildcards dropped): by spelling, ignoring case, then names containing it."""
     bare = "".join(ch for ch in name if ch not in "*?[]").strip().lower()
     if not bare:
@@ -200,21 +209,46 @@ def _close(name: str, names: frozenset[str], n: int = 3) -> tuple[str, ...]:
     return tuple(got[:n])
 
 
+def _unknown(op: str, ops: Operations, *, exact: bool = False) -> tuple[tuple[str, ...], str] | None:
+    """None when ``op`` names an operation of ``ops`` (exactly, or as a glob unless ``exact``); else its close names
+    and, when it is a layer's or a service's name, that group."""
+    if op in ops.names or (not exact and any(matcher((op,))(n) for n in ops.names)):
+        return None
+    for kind, groups in (("layer", ops.layers), ("service", ops.services)):
+        if op in groups:
+            return tuple(sorted(groups[op])[:5]), f"{kind} {op!r}"
+    return close_names(op, ops.names), ""
+
+
+def roots_hint(root_op: str, roots: Iterable[str]) -> str:
+    """What a ``--root-op`` that is no trace's root is near: ``did you mean 'POST /chat'?`` when a root is close to it,
+    else ``roots of the set: …`` (the first five)."""
+    names = frozenset(roots)
+    near = close_names(root_op, names)
+    if near:
+        return f"did you mean {', '.join(repr(n) for n in near)}?"
+    return "roots of the set: " + ", ".join(repr(n) for n in sorted(names)[:5])
+
+
 def unmatched(changes: Iterable[Change], ops: Operations) -> list[Unmatched]:
     """Each operation of ``changes`` that matches no name of ``ops`` (exactly or as a glob), with its near names."""
     out: list[Unmatched] = []
     for c in changes:
         for op in c.ops:
-            match = matcher((op,))
-            if op in ops.names or any(match(n) for n in ops.names):
-                continue
-            for kind, groups in (("layer", ops.layers), ("service", ops.services)):
-                if op in groups:
-                    members = tuple(sorted(groups[op])[:5])
-                    out.append(Unmatched(c, op, members, f"{kind} {op!r}"))
-                    break
-            else:
-                out.append(Unmatched(c, op, _close(op, ops.names)))
+            found = _unknown(op, ops)
+            if found is not None:
+                out.append(Unmatched(c, op, *found))
+    return out
+
+
+def unmatched_names(flag: str, names: Iterable[str], ops: Operations, *, effect: str) -> list[Unmatched]:
+    """Each of ``names`` — operations a flag that is not a change names exactly (``--independent``, ``--root-op``;
+    ``flag`` as typed) — that is no operation of ``ops``, with its near names; ``effect`` says what that means."""
+    out: list[Unmatched] = []
+    for op in names:
+        found = _unknown(op, ops, exact=True)
+        if found is not None:
+            out.append(Unmatched(None, op, *found, given=flag, effect=effect))
     return out
 
 

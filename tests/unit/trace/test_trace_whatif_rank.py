@@ -196,3 +196,40 @@ def test_an_assumed_parallelisation_is_listed_but_not_taken(tmp_path: Path) -> N
         confirmed.add(tree)
     doc = rank(trees, set_facts_with_marks(trees, {}), confirmed)
     assert any("--parallel" in g["change"] for g in doc["greedy"])
+
+
+@pytest.mark.parametrize("marks", ["links", "call ids", "none"])
+def test_rank_never_proposes_the_rerank_whatever_marks_it_carries(tmp_path: Path, marks: str) -> None:
+    """The done-when case with less evidence: three searches in varying order and a rerank that always waits for
+    them, the rerank marked as consuming the searches by span links only, by tool call ids only, or not at all. The
+    searches are proposed (their order varies); the rerank is in no proposed set — dependent when marked, only
+    assumed (and named as left out) when not."""
+    import dataclasses
+
+    before, _ = trace_sets(300, "")
+    spans = []
+    for t in before:
+        for s in t:
+            if s.name == "rerank":
+                attrs = s.attributes if marks == "call ids" else {k: v for k, v in s.attributes.items()
+                                                                  if k != "input.value"}  # fmt: skip
+                s = dataclasses.replace(s, links=s.links if marks == "links" else (), attributes=attrs)
+            spans.append(s)
+    rerank = [s for s in spans if s.name == "rerank"]
+    assert all(bool(s.links) == (marks == "links") for s in rerank)
+    assert all(("input.value" in s.attributes) == (marks == "call ids") for s in rerank)
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("case", spans)
+    result = tailscope.whatif("case", rank=True, store=store, resamples=0)
+    par = [c for c in result.candidates if c["kind"] == "parallelise"]
+    assert [sorted(c["operations"]) for c in par] == [["search_a", "search_b", "search_c"]]
+    assert par[0]["p95_saving_ms"] > 0
+    assert "order varies" in par[0]["evidence"]
+    if marks == "none":
+        assert "rerank left out: only assumed independent" in par[0]["evidence"]
+    else:
+        assert "rerank kept after: rerank always starts after" in par[0]["evidence"]
+        assert "consumes its output" in par[0]["evidence"]
+    assert all("rerank" not in c["operations"] for c in result.candidates if c["kind"] == "parallelise")
+    assert all("rerank" not in g["change"] for g in result.greedy if "--parallel" in g["change"])
+    assert any(g["change"] == '--parallel "search_a,search_b,search_c"' for g in result.greedy)

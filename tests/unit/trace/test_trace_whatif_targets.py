@@ -130,3 +130,123 @@ def test_the_check_runs_before_the_set_is_read(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(SpanStore, "attribute_values", boom)
     with pytest.raises(UnknownOperationError):
         tailscope.whatif("case", parallel=["x,y"], store=store)
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_an_unknown_root_op_is_bad_input_before_reading(
+    tmp_path: Path, as_file: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tailscope.trace.demo import to_otlp_json
+
+    store = SpanStore(tmp_path / "s.duckdb")
+    source: str | Path = "case"
+    if as_file:
+        source = tmp_path / "c.otlp.json"
+        source.write_text(json.dumps(to_otlp_json(_traces())))
+    else:
+        store.write("case", _traces())
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("read the set before checking --root-op")
+
+    monkeypatch.setattr(SpanStore, "iter_trace_rows", boom)
+    for kwargs in ({"scale": ["search_a=0.5"]}, {"rank": True}):
+        with pytest.raises(UnknownOperationError) as err:
+            tailscope.whatif(source, root_op="post /chat", store=store, **kwargs)  # type: ignore[arg-type]
+        msg = str(err.value)
+        assert "\n" not in msg
+        assert msg.startswith("--root-op \"post /chat\": no span is named 'post /chat' (did you mean 'POST /chat'?)")
+        assert err.value.exit_code == 2
+    with pytest.raises(UnknownOperationError, match=r"(layer|service) 'gateway' is not an operation.*'POST /chat'"):
+        tailscope.whatif(source, root_op="gateway", scale=["search_a=0.5"], store=store)
+    with pytest.raises(ConfigError, match="--root-op is empty"):
+        tailscope.whatif(source, root_op=" ", scale=["search_a=0.5"], store=store)
+
+
+def test_a_root_op_of_no_root_names_the_roots(tmp_path: Path) -> None:
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("case", _traces())
+    with pytest.raises(UnknownOperationError) as err:
+        tailscope.whatif("case", root_op="search_a", scale=["search_a=0.5"], store=store)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "no trace of case has its root span named 'search_a'" in msg
+    assert "roots of the set: 'POST /chat'" in msg
+    assert err.value.exit_code == 2
+    ok = tailscope.whatif("case", root_op="POST /chat", scale=["search_a=0.5"], store=store, resamples=0)
+    assert ok.traces == 30
+    assert ok.warnings == []
+
+
+def test_unknown_independent_operations_warn_or_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("case", _traces())
+    par = ["search_a,search_b"]
+    # one of three unknown: the other two still pair — a warning naming the close name
+    res = tailscope.whatif("case", parallel=par, independent=["search_a,search_b,serch_c"], store=store, resamples=0)
+    [u] = res.unmatched
+    assert (u["flag"], u["operation"], u["group"]) == ('--independent "search_a,search_b,serch_c"', "serch_c", "")
+    assert set(u["close"]) == {"search_a", "search_b"}
+    [line] = [w for w in res.warnings if "serch_c" in w]
+    assert line.endswith("no pair with it is declared independent")
+    # a group left with one operation pairs nothing; another group still does: a warning, not an error
+    res = tailscope.whatif(
+        "case", parallel=par, independent=["search_a,search_b", "SEARCH_A,llm answer"], store=store, resamples=0
+    )
+    [u] = res.unmatched
+    assert (u["operation"], u["close"][0]) == ("SEARCH_A", "search_a")
+    assert tailscope.whatif("case", parallel=par, independent=["search_a,search_b"], store=store).unmatched == []
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("read the set before checking --independent")
+
+    monkeypatch.setattr(SpanStore, "iter_trace_rows", boom)
+    monkeypatch.setattr(SpanStore, "dependency_rows", boom)
+    # no group names two operations of the set: bad input, one line, before reading
+    for independent in (["serch_a,serch_b"], ["serch_a,search_b", "retrieval,zzz"]):
+        with pytest.raises(UnknownOperationError) as err:
+            tailscope.whatif("case", parallel=par, independent=independent, rank=True, store=store)
+        msg = str(err.value)
+        assert "\n" not in msg
+        assert msg.startswith("no --independent group names two operations of case: ")
+        assert "'serch_a' (did you mean 'search_a'" in msg
+        assert err.value.exit_code == 2
+    assert "layer 'retrieval' is not an operation" in msg
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_trace_analyze_checks_its_root_op_too(tmp_path: Path, as_file: bool) -> None:
+    from tailscope.trace.demo import to_otlp_json
+
+    store = SpanStore(tmp_path / "s.duckdb")
+    source: str | Path = "case"
+    if as_file:
+        source = tmp_path / "c.otlp.json"
+        source.write_text(json.dumps(to_otlp_json(_traces())))
+    else:
+        store.write("case", _traces())
+    for root_op, expect in (
+        ("post /chat", "did you mean 'POST /chat'"),
+        ("search_a", "roots of the set: 'POST /chat'"),
+    ):
+        with pytest.raises(UnknownOperationError) as err:
+            tailscope.analyze_traces(source, root_op=root_op, store=store)
+        assert "\n" not in str(err.value)
+        assert str(err.value).startswith(f'--root-op "{root_op}": ')
+        assert expect in str(err.value)
+        assert err.value.exit_code == 2
+    assert tailscope.analyze_traces(source, root_op="POST /chat", store=store).traces["count"] == 30
+
+
+def test_trace_analyze_checks_an_unknown_root_op_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.write("case", _traces())
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("read the set before checking --root-op")
+
+    monkeypatch.setattr(SpanStore, "iter_trace_rows", boom)
+    with pytest.raises(UnknownOperationError, match="did you mean 'POST /chat'"):
+        tailscope.analyze_traces("case", root_op="POST /chats", store=store)
