@@ -143,6 +143,10 @@ def pick_rows(rows: list[CorpusRow], n: int, lo: int = 1, hi: int = 256) -> list
     return list(dict.fromkeys(picks))
 
 
+#: the held-out fits of ``--sim-loco`` by configuration (one fit serves both ``--sim-desync`` passes)
+_FITS: dict[tuple[str, ...], Any] = {}
+
+
 def simulate_rows(
     rows: list[CorpusRow],
     obs: list[Observation],
@@ -162,7 +166,7 @@ def simulate_rows(
     from tailscope.sim.run import SimArgs, build_cluster, run_sim
 
     learned = sm.learned_efficiencies
-    fits: dict[tuple[str, ...], Any] = {}
+    fits = _FITS
     out: list[dict[str, Any]] = []
     for i in pick_rows(rows, n, lo, hi):
         r = rows[i]
