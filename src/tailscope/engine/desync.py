@@ -23,22 +23,20 @@ driven by the step physics — a prefill step of a full token budget lasts 10–
 arrivals of its duration — and a client delay of a few ms does not dissolve them; delays of seconds would. The
 measured loops stay partly synchronised too (the learned ``burst`` share).
 
-Deterministic: the delay is a hash of the workload seed and the request id (:func:`noise_u`), so a seeded run
-replays exactly. :data:`OFF` switches it off (tests that count exact steps; ``SimArgs(desync=False)``).
+Deterministic: the delays are a stream of draws seeded by the run's seed (its first request's), taken in the
+simulation's own deterministic order, so a seeded run replays exactly. :data:`OFF` switches it off (tests that
+count exact steps; ``SimArgs(desync=False)``).
 """
 
 from __future__ import annotations
 
-import math
-import zlib
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT", "OFF", "Desync", "noise_u"]
+__all__ = ["DEFAULT", "OFF", "Desync"]
 
-
-def noise_u(seed: int, key: int, salt: int) -> float:
-    """A deterministic ``u`` in (0, 1) from the seed, the request's key and a salt (one per noise source)."""
-    return ((zlib.crc32(b"%d/%d/%d" % (seed, key, salt)) & 0xFFFFFF) + 0.5) / 16777216.0
+_SALT = 0x5DE5_7C00
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +59,19 @@ class Desync:
         """The mean delay with ``clients`` concurrent streams, ns."""
         return self.client_ms * 1e6 + self.client_us_per_stream * 1e3 * clients
 
-    def gap_ns(self, seed: int, key: int, clients: int) -> int:
-        """The delay of request ``key``'s client before its next request (exponential, seeded), ns."""
-        return int(-math.log(noise_u(seed, key, 1)) * self.mean_ns(clients))
+    def sampler(self, clients: int, seed: int) -> Callable[[], int]:
+        """The delays of a closed loop of ``clients`` streams, ns, one per call: a stream of exponential draws
+        seeded by ``seed`` (the simulator passes the run's first request's seed, so a seeded run replays)."""
+        mean = self.mean_ns(clients)
+        if mean <= 0:
+            return lambda: 0
+        draw = random.Random(seed ^ _SALT).expovariate
+        rate = 1.0 / mean
+
+        def gap() -> int:
+            return int(draw(rate))
+
+        return gap
 
 
 #: the noise ``sim`` (and ``plan``'s simulations) run closed loops with
