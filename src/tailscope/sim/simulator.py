@@ -540,7 +540,8 @@ class Simulation:
             if self._gap is not None and end is not None:
                 # the client's own delay before its next request: the request is scheduled (and routed) for
                 # ``now + gap`` at once rather than through an event of its own — a third of the closed loop's events
-                # otherwise; its routing sees the replicas' load a few ms early, which nothing measurable depends on
+                # otherwise; its routing sees the replicas' load a few ms early (and a twin's serial front end may
+                # take it in ahead of a request due within those ms), which nothing measurable depends on
                 self._client_next(live.client, now + self._gap())
                 return
             self._client_next(live.client, now)
