@@ -10,6 +10,7 @@ N aggregated rows simulated end to end (``tailscope sim``'s code path, the commi
 analytic figure for the same rows.
 
     python benchmarks/sim_accuracy.py [CORPUS_CSV] [--jobs 2] [--folds loco|K] [--sim 12] [--json OUT]
+        [--sim-only] [--sim-concurrency 64-256] [--sim-desync on|off|both] [--sim-loco]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.engine.closed_loop import aggregated
+from tailscope.engine.closed_loop import aggregated, coefficient_step
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.fit import KV_MEMORY_UTILIZATION, Dataset, Observation, fit, predict
 from tailscope.engine.perf import StepTimeModel
@@ -131,24 +132,56 @@ def old_model(rows: list[CorpusRow], obs: list[Observation]) -> tuple[np.ndarray
 
 
 # ---- end to end against the analytic figure -----------------------------------------------------------------------
-def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list[dict[str, Any]]:
-    """``n`` aggregated rows (spread over the configurations) through the simulator and the closed loop."""
-    from tailscope.engine.cluster import ClusterSpec
-    from tailscope.engine.step_model import TrainedStepModel
-    from tailscope.engine.step_terms import Parallelism
-    from tailscope.sim.run import SimArgs, build_cluster, run_sim
-
+def pick_rows(rows: list[CorpusRow], n: int, lo: int = 1, hi: int = 256) -> list[int]:
+    """``n`` aggregated rows with ``lo`` ≤ concurrency ≤ ``hi``, spread over the configurations (deterministic)."""
     by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
-        if r.agg is not None and r.concurrency <= 256:
+        if r.agg is not None and lo <= r.concurrency <= hi:
             by_key[r.config_key].append(i)
     keys = sorted(by_key)
     picks = [by_key[keys[(j * 7) % len(keys)]][(j * 5) % len(by_key[keys[(j * 7) % len(keys)]])] for j in range(n)]
+    return list(dict.fromkeys(picks))
+
+
+#: the held-out fits of ``--sim-loco`` by configuration (one fit serves both ``--sim-desync`` passes)
+_FITS: dict[tuple[str, ...], Any] = {}
+
+
+def simulate_rows(
+    rows: list[CorpusRow],
+    obs: list[Observation],
+    n: int,
+    *,
+    lo: int = 1,
+    hi: int = 256,
+    desync: bool = True,
+    loco: bool = False,
+) -> list[dict[str, Any]]:
+    """``n`` aggregated rows (spread over the configurations, ``lo`` ≤ concurrency ≤ ``hi``) through the simulator
+    and the closed loop. ``desync``: the simulator's closed-loop noise on (the default) or off. ``loco``: with
+    coefficients fitted without the row's configuration (as the cross-validation) instead of the committed ones."""
+    from tailscope.engine import step_model as sm
+    from tailscope.engine.cluster import ClusterSpec
+    from tailscope.engine.step_model import TrainedStepModel
+    from tailscope.sim.run import SimArgs, build_cluster, run_sim
+
+    learned = sm.learned_efficiencies
+    fits = _FITS
     out: list[dict[str, Any]] = []
-    for i in dict.fromkeys(picks):
+    for i in pick_rows(rows, n, lo, hi):
         r = rows[i]
         p = r.agg
         assert p is not None
+        if loco:  # the row's configuration held out, as a LOCO fold does (the sim resolves coefficients here)
+            if r.config_key not in fits:
+                if not _STATE:
+                    _init(str(find_corpus()))
+                held = [j for j, q in enumerate(rows) if q.config_key == r.config_key]
+                train = [g[0] for g in _STATE["dups"] if not set(held).intersection(g)]
+                fits[r.config_key] = fit(Dataset([_STATE["obs"][j] for j in train]))
+            sm.learned_efficiencies = fits[r.config_key].efficiencies  # type: ignore[assignment]
+        else:
+            sm.learned_efficiencies = learned
         args = SimArgs(
             model=r.model,
             gpu=r.system,
@@ -165,12 +198,12 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
             input_tokens=str(r.isl),
             output_tokens=str(r.osl),
             store=False,
+            desync=desync,
         )
         cluster: ClusterSpec = build_cluster(args)
         m = cluster.perf()
         assert isinstance(m, TrainedStepModel)
         ranks = p.workers * p.attention_dp
-        from tailscope.engine.closed_loop import coefficient_step
 
         t1, tau = aggregated(
             coefficient_step(m.coeffs),
@@ -186,7 +219,6 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
         t0 = time.perf_counter()
         s = run_sim(args).summary
         wall = time.perf_counter() - t0
-        _ = Parallelism
         out.append(
             {
                 "id": r.id,
@@ -198,8 +230,10 @@ def simulate_rows(rows: list[CorpusRow], obs: list[Observation], n: int) -> list
                 "sim_ttft_ms": s["ttft_ms"]["mean"],
                 "sim_tpot_ms": s["tpot_ms"]["mean"],
                 "sim_wall_s": wall,
+                "concurrency": r.concurrency,
             }
         )
+    sm.learned_efficiencies = learned
     return out
 
 
@@ -292,12 +326,36 @@ def report(rows: list[CorpusRow], ttft: np.ndarray, tpot: np.ndarray, title: str
     return out
 
 
+def print_sim_errors(sims: list[dict[str, Any]]) -> None:
+    """Sim against the analysis, and both against the measurements (MAPE), over all rows and those ≥ 64 clients."""
+    for label, sel in (("all", sims), ("concurrency >= 64", [s for s in sims if s["concurrency"] >= 64])):
+        if not sel:
+            continue
+        d_ttft = [abs(s["sim_ttft_ms"] / s["analytic_ttft_ms"] - 1) for s in sel]
+        d_tpot = [abs(s["sim_tpot_ms"] / s["analytic_tpot_ms"] - 1) for s in sel]
+        err = {
+            k: (np.mean([abs(s[f"{k}_ttft_ms"] / s["measured_ttft_ms"] - 1) for s in sel]),
+                np.mean([abs(s[f"{k}_tpot_ms"] / s["measured_tpot_ms"] - 1) for s in sel]))
+            for k in ("sim", "analytic")
+        }  # fmt: skip
+        print(
+            f"{label} ({len(sel)} rows): sim vs analytic TTFT mean |difference| {np.mean(d_ttft):.1%} (max "
+            f"{np.max(d_ttft):.1%}), TPOT {np.mean(d_tpot):.1%} (max {np.max(d_tpot):.1%}); against the "
+            f"measurements, MAPE TTFT / TPOT: sim {err['sim'][0]:.1%} / {err['sim'][1]:.1%}, analytic "
+            f"{err['analytic'][0]:.1%} / {err['analytic'][1]:.1%}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", nargs="?", default=None)
     ap.add_argument("--folds", default="loco", help="loco (one configuration per fold) or K (K folds)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--sim", type=int, default=0, help="also simulate N aggregated rows end to end")
+    ap.add_argument("--sim-concurrency", default="1-256", help="LO-HI: the clients of the rows --sim picks")
+    ap.add_argument("--sim-desync", choices=("on", "off", "both"), default="on", help="closed-loop noise in --sim")
+    ap.add_argument("--sim-loco", action="store_true", help="--sim with each row's configuration held out")
+    ap.add_argument("--sim-only", action="store_true", help="--sim without the cross-validation")
     ap.add_argument("--no-old", action="store_true", help="skip the previous model")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -306,34 +364,37 @@ def main(argv: list[str] | None = None) -> int:
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    rows, ttft, tpot = cross_validate(path, args.folds, args.jobs)
-    result: dict[str, Any] = {"corpus": str(path), "folds": args.folds, "seconds": time.perf_counter() - t0}
-    label = "leave-one-configuration-out" if args.folds == "loco" else f"{args.folds}-fold by configuration"
-    result["trained"] = report(rows, ttft, tpot, f"trained step model, {label}")
-    result["rows"] = [
-        {"id": r.id, "ttft_ms": r.ttft_ms, "tpot_ms": r.tpot_ms, "pred_ttft_ms": a * 1e3, "pred_tpot_ms": b * 1e3}
-        for r, a, b in zip(rows, ttft.tolist(), tpot.tolist(), strict=True)
-    ]
+    result: dict[str, Any] = {"corpus": str(path), "folds": args.folds}
+    if args.sim_only:
+        rows = load_corpus(path)
+    else:
+        rows, ttft, tpot = cross_validate(path, args.folds, args.jobs)
+        result["seconds"] = time.perf_counter() - t0
+        label = "leave-one-configuration-out" if args.folds == "loco" else f"{args.folds}-fold by configuration"
+        result["trained"] = report(rows, ttft, tpot, f"trained step model, {label}")
+        result["rows"] = [
+            {"id": r.id, "ttft_ms": r.ttft_ms, "tpot_ms": r.tpot_ms, "pred_ttft_ms": a * 1e3, "pred_tpot_ms": b * 1e3}
+            for r, a, b in zip(rows, ttft.tolist(), tpot.tolist(), strict=True)
+        ]
     obs = observations(rows)
-    if not args.no_old:
+    if not args.no_old and not args.sim_only:
         o_ttft, o_tpot = old_model(rows, obs)
         result["old"] = report(rows, o_ttft, o_tpot, "previous model (roofline, built-in efficiencies; not refitted)")
     if args.sim:
-        sims = simulate_rows(rows, obs, args.sim)
-        print("\n## end to end (tailscope sim) vs the analytic closed loop, committed coefficients\n")
-        for s in sims:
-            print(
-                f"{s['id'][:58]:58s} measured {s['measured_ttft_ms']:8.1f} / {s['measured_tpot_ms']:6.2f} ms  "
-                f"analytic {s['analytic_ttft_ms']:8.1f} / {s['analytic_tpot_ms']:6.2f}  "
-                f"sim {s['sim_ttft_ms']:8.1f} / {s['sim_tpot_ms']:6.2f}  ({s['sim_wall_s']:.1f} s)"
-            )
-        d_ttft = [abs(s["sim_ttft_ms"] / s["analytic_ttft_ms"] - 1) for s in sims]
-        d_tpot = [abs(s["sim_tpot_ms"] / s["analytic_tpot_ms"] - 1) for s in sims]
-        print(
-            f"\nsim vs analytic over {len(sims)} rows: TTFT mean |difference| {np.mean(d_ttft):.1%} (max "
-            f"{np.max(d_ttft):.1%}), TPOT {np.mean(d_tpot):.1%} (max {np.max(d_tpot):.1%})"
-        )
-        result["sim_vs_analytic"] = sims
+        lo, _, hi = args.sim_concurrency.partition("-")
+        coeffs = "coefficients fitted without the row's configuration" if args.sim_loco else "committed coefficients"
+        for desync in {"on": (True,), "off": (False,), "both": (False, True)}[args.sim_desync]:
+            sims = simulate_rows(rows, obs, args.sim, lo=int(lo), hi=int(hi or lo), desync=desync, loco=args.sim_loco)
+            noise = "closed-loop noise " + ("on" if desync else "off")
+            print(f"\n## end to end (tailscope sim) vs the analytic closed loop, {coeffs}, {noise}\n")
+            for s in sims:
+                print(
+                    f"{s['id'][:58]:58s} measured {s['measured_ttft_ms']:8.1f} / {s['measured_tpot_ms']:6.2f} ms  "
+                    f"analytic {s['analytic_ttft_ms']:8.1f} / {s['analytic_tpot_ms']:6.2f}  "
+                    f"sim {s['sim_ttft_ms']:8.1f} / {s['sim_tpot_ms']:6.2f}  ({s['sim_wall_s']:.1f} s)"
+                )
+            print_sim_errors(sims)
+            result["sim_vs_analytic" + ("" if desync else "_no_desync")] = sims
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0

@@ -17,6 +17,8 @@ from tailscope import __version__
 from tailscope.clock import utc_now_iso
 from tailscope.engine.calibration import BUILTIN
 from tailscope.engine.cluster import ClusterSpec
+from tailscope.engine.desync import DEFAULT as DESYNC
+from tailscope.engine.desync import OFF
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec, resolve_gpu
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
@@ -79,6 +81,7 @@ class SimArgs:
     time_scale: float = 1.0
     db: Path | None = None
     store: bool = True
+    desync: bool = True
     explicit: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -429,7 +432,9 @@ def run_sim(
     twin = cluster.calibration.twin
     if twin is not None and (twin.facts.prompt_scale != 1.0 or twin.facts.prompt_offset != 0.0):
         specs = _server_prompts(specs, twin.facts.server_prompt_tokens)
-    sim = Simulation(cluster, specs, concurrency=wl.concurrency, duration_s=wl.duration_s)
+    sim = Simulation(
+        cluster, specs, concurrency=wl.concurrency, duration_s=wl.duration_s, desync=DESYNC if a.desync else OFF
+    )
     records: list[RequestRecord] = []
     batch: list[RequestRecord] = []
     status = RunStatus.INCOMPLETE

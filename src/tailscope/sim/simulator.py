@@ -43,6 +43,8 @@ from typing import Any
 
 from tailscope.engine.autoscaler import Autoscaler
 from tailscope.engine.cluster import ClusterSpec
+from tailscope.engine.desync import DEFAULT as _DESYNC
+from tailscope.engine.desync import Desync
 from tailscope.engine.kv_cache import chain_hash, extend_hashes
 from tailscope.engine.perf import frontend_jitter
 from tailscope.engine.replica import Completion, Replica
@@ -135,6 +137,8 @@ class Simulation:
             request lifetime of the first request. Real clients desynchronise through jitter (network, tokenizer,
             variable step times); a simulation with fixed lengths would otherwise march in lock-step waves that
             no real server shows. 0 = every client at t=0.
+        desync: closed loop only — the client's seeded delay between a response's end and its next request
+            (:mod:`tailscope.engine.desync`; :data:`~tailscope.engine.desync.OFF` for exact, noise-free steps).
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class Simulation:
         duration_s: float | None = None,
         horizon_s: float | None = None,
         ramp_s: float | None = None,
+        desync: Desync = _DESYNC,
     ) -> None:
         self.cluster = cluster.validate()
         self._specs = iter(specs)
@@ -155,6 +160,9 @@ class Simulation:
         self._stop_ns = int(duration_s * 1e9) if duration_s is not None else None
         self._horizon_ns = int(horizon_s * 1e9) if horizon_s is not None else None
         self._ramp_ns = int(ramp_s * 1e9) if ramp_s is not None else None
+        #: the closed-loop clients' desynchronising delays, one per call, ns (None: off or an open loop)
+        self._desync = desync
+        self._gap: Callable[[], int] | None = None  # set in run() for a closed loop
         self._perf = cluster.perf()
         self._speed: Callable[[int], float] | None = getattr(self._perf, "speed_factor", None)
         self._burst: Callable[[int, int], int] | None = getattr(self._perf, "arrival_burst_ns", None)
@@ -529,6 +537,13 @@ class Simulation:
                 return
             del self._sessions[spec.session_id]  # type: ignore[arg-type]
         if live.client >= 0:
+            if self._gap is not None and end is not None:
+                # the client's own delay before its next request: the request is scheduled (and routed) for
+                # ``now + gap`` at once rather than through an event of its own — a third of the closed loop's events
+                # otherwise; its routing sees the replicas' load a few ms early (and a twin's serial front end may
+                # take it in ahead of a request due within those ms), which nothing measurable depends on
+                self._client_next(live.client, now + self._gap())
+                return
             self._client_next(live.client, now)
 
     # ---- autoscaling and timeline --------------------------------------------------------------------------
@@ -666,6 +681,8 @@ class Simulation:
         if first is not None:
             if first.at_ns is None:
                 n = self.concurrency or 1
+                if self._desync.enabled and self.concurrency is not None:
+                    self._gap = self._desync.sampler(n, first.seed)
                 ramp = self._ramp_ns if self._ramp_ns is not None else self._lifetime_ns(first, n)
                 self._start(first, 0, 0)
                 for c in range(1, n):
