@@ -19,12 +19,14 @@ _EXPORTS: dict[str, str] = {
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "BudgetPlan": "tailscope.plan.budget",
+    "BuiltinServer": "tailscope.serve.embedded",
     "CacheabilityResult": "tailscope.api.cacheability",
     "Calibration": "tailscope.api.twin",
     "CapacityResult": "tailscope.api.capacity",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
     "Checklist": "tailscope.verify.checklist",
+    "ClientCost": "tailscope.api.client",
     "CollectResult": "tailscope.api.trace",
     "ComparisonResult": "tailscope.verify.compare",
     "ConfigError": "tailscope.errors",
@@ -97,6 +99,7 @@ _EXPORTS: dict[str, str] = {
     "calibrate": "tailscope.api.twin",
     "calibrate_async": "tailscope.api.twin",
     "checklist": "tailscope.api.checklist",
+    "client_cost": "tailscope.api.client",
     "collect_traces": "tailscope.api.trace",
     "collect_traces_async": "tailscope.api.trace",
     "compare": "tailscope.api.verify",
@@ -137,6 +140,7 @@ _EXPORTS: dict[str, str] = {
     "simple_requests": "tailscope.workload.simple",
     "simulate": "tailscope.api.sim",
     "start_app": "tailscope.api.app",
+    "start_builtin_server": "tailscope.api.serve",
     "start_proxy": "tailscope.api.proxy",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
@@ -158,12 +162,14 @@ __all__ = [
     "BenchOptions",
     "BenchResult",
     "BudgetPlan",
+    "BuiltinServer",
     "CacheabilityResult",
     "Calibration",
     "CapacityResult",
     "CatalogError",
     "CheckResult",
     "Checklist",
+    "ClientCost",
     "CollectResult",
     "ComparisonResult",
     "ConfigError",
@@ -237,6 +243,7 @@ __all__ = [
     "calibrate",
     "calibrate_async",
     "checklist",
+    "client_cost",
     "collect_traces",
     "collect_traces_async",
     "compare",
@@ -277,6 +284,7 @@ __all__ = [
     "simple_requests",
     "simulate",
     "start_app",
+    "start_builtin_server",
     "start_proxy",
     "summarize",
     "sweep",
@@ -311,6 +319,7 @@ if TYPE_CHECKING:
     from tailscope.api.cacheability import CacheabilityResult, cacheability
     from tailscope.api.capacity import CapacityResult, plan_capacity
     from tailscope.api.checklist import checklist
+    from tailscope.api.client import ClientCost, client_cost
     from tailscope.api.cost import plan_cost, plan_napkin, plan_unit_cost
     from tailscope.api.drill import DrillResult, drill, drill_async
     from tailscope.api.join import TraceJoin, join_traces
@@ -330,6 +339,7 @@ if TYPE_CHECKING:
         show_run,
         tag_run,
     )
+    from tailscope.api.serve import start_builtin_server
     from tailscope.api.sim import SimResult, simulate
     from tailscope.api.trace import (
         CollectResult,
@@ -391,6 +401,7 @@ if TYPE_CHECKING:
     from tailscope.runner.options import BenchOptions
     from tailscope.runner.progress import Progress
     from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
+    from tailscope.serve.embedded import BuiltinServer
     from tailscope.store.runs import RunStore
     from tailscope.verify.alerts import AlertRules
     from tailscope.verify.checklist import Checklist
