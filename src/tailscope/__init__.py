@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "FindMaxOutcome": "tailscope.runner.sweep_run",
     "Finding": "tailscope.verify.findings",
     "GateResult": "tailscope.verify.evaluate",
+    "HeldOutRow": "tailscope.api.accuracy",
     "ImportResult": "tailscope.api.peers",
     "ImportedRun": "tailscope.api.peers",
     "IngestResult": "tailscope.api.trace",
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "Span": "tailscope.records",
     "Stats": "tailscope.metrics.percentiles",
     "Status": "tailscope.records",
+    "StepModelValidation": "tailscope.api.accuracy",
     "StoreError": "tailscope.errors",
     "SweepOutcome": "tailscope.runner.sweep_run",
     "TailscopeError": "tailscope.errors",
@@ -149,6 +151,7 @@ _EXPORTS: dict[str, str] = {
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
+    "validate_step_model": "tailscope.api.accuracy",
     "whatif": "tailscope.api.whatif",
     "write_demo_traces": "tailscope.api.trace",
     "write_report": "tailscope.api.report",
@@ -183,6 +186,7 @@ __all__ = [
     "FindMaxOutcome",
     "Finding",
     "GateResult",
+    "HeldOutRow",
     "ImportResult",
     "ImportedRun",
     "IngestResult",
@@ -217,6 +221,7 @@ __all__ = [
     "Span",
     "Stats",
     "Status",
+    "StepModelValidation",
     "StoreError",
     "SweepOutcome",
     "TailscopeError",
@@ -293,6 +298,7 @@ __all__ = [
     "translate_command",
     "twin_check",
     "twin_check_async",
+    "validate_step_model",
     "whatif",
     "write_demo_traces",
     "write_report",
@@ -313,6 +319,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from tailscope.api.accuracy import HeldOutRow, StepModelValidation, validate_step_model
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.budget import plan_budget
