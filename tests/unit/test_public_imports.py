@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: module prefixes anyone may import: the public facade and the optional test kit (servers, fixtures, fuzzing)
 PUBLIC = ("tailscope", "tailscope.testing")
 
-#: benchmarks that still import internals, and what each may import (another session converts them to the API)
+#: benchmarks that still import internals, and what each may import; each is to be converted to the public API (a file
+#: may import less than its entry, never more; drop the entry once it imports none)
 ALLOWED: dict[str, frozenset[str]] = {
     # the client's overhead at scale against a scripted server, spans on/off: builds BenchConfig/DispatchConfig by
     # hand (the lead converts it to tailscope.bench)
@@ -37,7 +38,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "tailscope.workload.tracecontext",
         }
     ),
-    # the trace pipeline's stages one by one (demo traces as OTLP, the pure re-timing, the span store)
+    # the trace pipeline's stages one by one (demo traces as OTLP, the pure re-timing, the span store); owned by the
+    # trace work of this session, to be moved onto write_demo_traces/ingest_traces/whatif or into tailscope.testing
     "benchmarks/trace_scale.py": frozenset({"tailscope.records", "tailscope.trace.demo"}),
     "benchmarks/trace_whatif.py": frozenset(
         {
@@ -48,10 +50,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "tailscope.trace.whatif",
         }
     ),
-    "benchmarks/trace_whatif_app.py": frozenset(),
-    # the fuzzers' CLI: the exception tree by its module (tailscope.TailscopeError is the same class)
+    # the fuzzers' CLI: the exception tree by its module (tailscope.TailscopeError is the same class, public)
     "benchmarks/fuzz_bench.py": frozenset({"tailscope.errors"}),
-    "benchmarks/fuzz.py": frozenset(),
 }
 
 
