@@ -10,8 +10,8 @@ is compared with what the client measured for the same token (same machine, same
 * ITL error: measured inter-token gap − true gap (p99 of |error|, ms)
 
 It also reports the sustained streams (mean in-flight requests, from the records), output tokens/s, and per-worker
-CPU use and event-loop lag. Modes: ``inproc`` (run_bench, one process), ``process`` (run_bench_distributed) and
-``ray`` (the same with Ray actors, when Ray is installed).
+CPU use and event-loop lag. Modes: ``inproc`` (:func:`tailscope.bench`, one process), ``process``
+(``tailscope.bench(workers=N)``) and ``ray`` (the same with ``ray="auto"``: Ray actors, when Ray is installed).
 
     .venv/bin/python benchmarks/scale_out.py [--streams 64,256,512] [--workers 1,2,4] [--duration 8] [--ray]
 """
@@ -19,7 +19,6 @@ CPU use and event-loop lag. Modes: ``inproc`` (run_bench, one process), ``proces
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import signal
@@ -34,13 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.client.openai import Timeouts
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
-from tailscope.runner.loadgen import DispatchConfig
-from tailscope.runner.workers.driver import run_bench_distributed
-from tailscope.store.runs import RunStore
-from tailscope.workload.lengths import fixed
-from tailscope.workload.simple import LoadShape, simple_requests
+import tailscope
+from tailscope import BenchResult
 
 
 def free_port() -> int:
@@ -128,28 +122,24 @@ def sustained_streams(res: BenchResult) -> float:
 
 def run_point(mode: str, workers: int, streams: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     server = Server(args.ttft_ms, args.itl_ms, folder)
-    db = folder / f"{mode}-{workers}-{streams}.duckdb"
     try:
-        cfg = BenchConfig(
-            url=server.url,
-            model=None,
-            dispatch=DispatchConfig(concurrency=streams, duration_s=args.duration, drain_timeout_s=30),
-            timeouts=Timeouts(connect_s=10, first_token_s=60, total_s=120),
-            metrics_url=None,
-            handle_signals=False,
-        )
-        shape = LoadShape(concurrency=streams, duration_s=args.duration)
-        specs = simple_requests(shape, fixed(64), fixed(args.output_tokens), seed=1)
-        if mode == "inproc":
-            res = asyncio.run(run_bench(cfg, specs, store=RunStore(db)))
-        else:
-            ray_address = "auto" if mode == "ray" else None
-            res = asyncio.run(
-                run_bench_distributed(cfg, store=RunStore(db), specs=specs, workers=workers, ray_address=ray_address)
-            )
+        res = tailscope.bench(
+            server.url,
+            concurrency=streams,
+            duration=args.duration,
+            input_tokens=64,
+            output_tokens=args.output_tokens,
+            seed=1,
+            timeout_connect=10,
+            timeout_first_token=60,
+            timeout_total=120,
+            metrics_url="off",
+            workers=None if mode == "inproc" else workers,
+            ray="auto" if mode == "ray" else None,
+        )  # no store: the figures come from the result
     finally:
         truth = server.stop()
-    stored = RunStore(db).get_run(res.run.id).summary or {}
+    stored = res.summary_dict()  # what the store would keep: the per-worker rows of a distributed run among it
     rows = stored.get("workers") or []
     offsets = {int(row["worker"]): round(float(row["clock_offset_ms"]) * 1e6) for row in rows}
     errs = timing_errors(res, truth, offsets)

@@ -10,12 +10,16 @@ package, after one warm-up run. Then where the time goes: the library path of ``
 fresh process with each step timed (imports, creating the run, the columnar insert and commit, the summary,
 finishing the run, the loop, the export), best of ``--e2e-repeat`` per step.
 
-Workload: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
-Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at high concurrency).
-Speed = simulated (virtual) seconds / CPU seconds of the simulation loop (process time, so other work on a shared
-machine does not count; best of ``--repeat`` runs, as timeit reports); wall-clock is printed too. Building the
-RequestRecords is included; generating the request specs (the workload module's job) and summarizing the records
-(``metrics.summary.summarize``, which ``tailscope sim`` also runs) are timed apart.
+finishing the run, the loop, the export), best of ``--e2e-repeat`` per step — an internal profile that wraps private
+steps, so it lives in :mod:`tailscope.testing.sim_phases` (run as ``python -m``), not in the public API.
+
+Loop only: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
+Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at 512 clients), all through
+:func:`tailscope.simulate` (no store). Speed = simulated (virtual) seconds / the simulation loop's seconds
+(``result.sim.wall_s``: building the RequestRecords included; best of ``--repeat`` runs, as timeit reports), and /
+the CPU seconds of the whole ``simulate()`` call (process time, so other work on a shared machine barely counts:
+workload generation, the loop, the summary and the prediction interval). Summarizing the records
+(:func:`tailscope.summarize`, which ``simulate`` also runs) is timed apart.
 
     python benchmarks/sim_speed.py [--requests 10000] [--load 0.9] [--model llama-3.1-8b] [--gpu h100-sxm]
 """
@@ -25,43 +29,19 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import random
 import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from tailscope.engine.cluster import ClusterSpec
-from tailscope.engine.gpus import resolve_gpu
-from tailscope.engine.model_catalog import resolve_model
-from tailscope.metrics.summary import summarize
-from tailscope.sim.simulator import Simulation
-from tailscope.workload.spec import RequestSpec
+import tailscope
 
-
-def _lengths(rng: random.Random) -> tuple[int, int]:
-    return rng.randint(200, 1800), rng.randint(100, 400)
-
-
-def closed(n: int, seed: int) -> Iterator[RequestSpec]:
-    rng = random.Random(seed)
-    for i in range(n):
-        isl, osl = _lengths(rng)
-        yield RequestSpec(i, isl, osl, seed=i)
-
-
-def poisson(n: int, rate: float, seed: int) -> Iterator[RequestSpec]:
-    rng = random.Random(seed)
-    arr = random.Random(seed ^ 0xA5)
-    t = 0.0
-    for i in range(n):
-        t += arr.expovariate(rate)
-        isl, osl = _lengths(rng)
-        yield RequestSpec(i, isl, osl, at_ns=int(t * 1e9), seed=i)
+#: the loop-only workload's lengths
+LENGTHS = {"input_tokens": "uniform:200:1800", "output_tokens": "uniform:100:400"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,54 +52,53 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", default="h100-sxm")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5, help="runs; the fastest counts (as timeit does)")
+    ap.add_argument("--saturation-requests", type=int, default=3000, help="requests of the closed loop first")
     ap.add_argument("--e2e", action=argparse.BooleanOptionalAction, default=True, help="end-to-end figures too")
     ap.add_argument("--e2e-repeat", type=int, default=3)
     a = ap.parse_args(argv)
     if a.e2e:
         end_to_end(a.e2e_repeat)
-    cluster = ClusterSpec(resolve_model(a.model), resolve_gpu(a.gpu), model_id=a.model)
+    deployment = {"model": a.model, "gpu": a.gpu, "seed": a.seed, **LENGTHS}
 
-    sat = Simulation(cluster, closed(3000, a.seed), concurrency=512)
-    recs = list(sat.run())
-    s = summarize(recs)
+    sat = tailscope.simulate(concurrency=512, requests=a.saturation_requests, **deployment)
+    s = sat.summary
     max_rps = s.requests.completed / s.duration_s
     rate = a.load * max_rps
     print(f"saturation (closed loop, 512 clients): {max_rps:.2f} req/s, {s.output_tokens_per_s:,.0f} output tok/s")
 
-    best: tuple[float, float, Simulation] | None = None
-    g0 = time.process_time()
-    specs = list(poisson(a.requests, rate, a.seed))  # the workload module's job, timed apart
-    gen_cpu = time.process_time() - g0
+    best: tuple[float, float, Any] | None = None
+    last: tailscope.SimResult | None = None
     for _ in range(max(1, a.repeat)):
         # each run starts as one `tailscope sim` does: no earlier run's records alive (they would only make the
-        # garbage collector's passes longer); the collector stays on, the records are kept as run_sim keeps them
-        recs = []
+        # garbage collector's passes longer); the collector stays on, the records are kept as simulate() keeps them
+        last = None
         gc.collect()
-        sim = Simulation(cluster, iter(specs))
-        c0, w0 = time.process_time(), time.perf_counter()
-        recs = list(sim.run())
-        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-        if best is None or cpu < best[0]:
-            best = (cpu, wall, sim)
-    cpu, wall, sim = best  # every run simulates the same (deterministic); recs are the last run's
-    res = sim.result
+        c0 = time.process_time()
+        last = tailscope.simulate(rate=rate, arrival="poisson", requests=a.requests, **deployment)
+        cpu = time.process_time() - c0
+        if best is None or last.sim.wall_s < best[0]:
+            best = (last.sim.wall_s, cpu, last.sim)
+    assert best is not None
+    assert last is not None
+    loop, cpu, fig = best  # every run simulates the same (deterministic); recs are the last run's
+    recs = last.records
     sum_cpu = float("inf")
     for _ in range(max(1, a.repeat)):
         c0 = time.process_time()
-        s = summarize(recs)
+        s = tailscope.summarize(recs)
         sum_cpu = min(sum_cpu, time.process_time() - c0)
     print(
         f"workload: {a.requests:,} requests, {a.model} on {a.gpu}, Poisson {rate:.2f} req/s "
         f"({a.load:.0%} of saturation)"
     )
     print(
-        f"virtual {res.virtual_s:,.1f} s | CPU {cpu:.2f} s → {res.virtual_s / cpu:,.0f}× real time "
-        f"| wall {wall:.2f} s → {res.virtual_s / wall:,.0f}×"
+        f"virtual {fig.virtual_s:,.1f} s | loop {loop:.2f} s → {fig.virtual_s / loop:,.0f}× real time "
+        f"| simulate() CPU {cpu:.2f} s → {fig.virtual_s / cpu:,.0f}×"
     )
-    print(f"workload generation (not in the figure above): {gen_cpu:.2f} s CPU; summarize: {sum_cpu:.2f} s CPU")
+    print(f"summarize (inside simulate() too): {sum_cpu:.2f} s CPU")
     print(
-        f"engine steps {res.steps:,} (decode-only stretches fast-forwarded), preemptions {res.preemptions:,}, "
-        f"records {len(recs):,}, µs CPU per request {cpu / len(recs) * 1e6:.0f}"
+        f"engine steps {fig.steps:,} (decode-only stretches fast-forwarded), preemptions {fig.preemptions:,}, "
+        f"records {len(recs):,}, µs per request in the loop {loop / len(recs) * 1e6:.0f}"
     )
     print(
         f"results: TTFT p50 {s.ttft_ms.p50:.0f} ms p99 {s.ttft_ms.p99:.0f} ms, TPOT mean {s.tpot_ms.mean:.1f} ms, "
@@ -136,56 +115,15 @@ E2E_FLAGS = (
 )  # fmt: skip
 
 _API = """
-import sys, time
-from tailscope.api.sim import simulate
-out = simulate(model="llama-3.1-8b", gpu="h100-sxm", rate=20, requests=10000, input_tokens="1024",
-               output_tokens="256", seed=0)
-if len(sys.argv) > 1:
-    from tailscope.cli.common import write_export_chunks
-    from pathlib import Path
-    write_export_chunks(Path(sys.argv[1]), out.export_chunks())
-print(f"sim: {out.sim.virtual_s:.1f} s virtual in {out.sim.wall_s:.3f} s")
-"""
-
-
-#: where a fresh process's time goes (wall seconds): the library path of `tailscope sim --db … --json`, each step timed
-_PHASES = """
-import time
-t0 = time.perf_counter()
-import tailscope.api.sim as api
-import tailscope.metrics.summary as ms
-from tailscope.store.runs import RunStore
-from tailscope.cli.common import write_export_chunks
 import sys
-from pathlib import Path
-T = {"imports (tailscope.api.sim, store, export)": time.perf_counter() - t0}
-
-def timed(owner, name, label):
-    f = getattr(owner, name)
-    def w(*a, **k):
-        t = time.perf_counter()
-        try:
-            return f(*a, **k)
-        finally:
-            T[label] = T.get(label, 0.0) + time.perf_counter() - t
-    setattr(owner, name, w)
-
-timed(ms, "summarize", "summary (summarize)")
-timed(RunStore, "create_run", "store: create the run (duckdb import, schema)")
-timed(RunStore, "write_records_bulk", "store: records + samples (columnar insert, commit)")
-timed(RunStore, "finish_run", "store: finish the run")
-t = time.perf_counter()
-out = api.simulate(model="llama-3.1-8b", gpu="h100-sxm", rate=20, requests=10000, input_tokens="1024",
-                   output_tokens="256", seed=0, store=sys.argv[1])
-total = time.perf_counter() - t
-T["simulation loop"] = out.sim.wall_s
-t = time.perf_counter()
-write_export_chunks(Path(sys.argv[2]), out.export_chunks())
-T["export (--json, streamed)"] = time.perf_counter() - t
-T["rest of simulate() (workload, interval, …)"] = total - sum(
-    v for k, v in T.items() if k.startswith(("summary", "store", "simulation")))
-for k, v in T.items():
-    print(f"{v:.3f} {k}")
+import tailscope
+out = tailscope.simulate(model="llama-3.1-8b", gpu="h100-sxm", rate=20, requests=10000, input_tokens="1024",
+                         output_tokens="256", seed=0)
+if len(sys.argv) > 1:
+    with open(sys.argv[1], "wb") as f:
+        for chunk in out.export_chunks():
+            f.write(chunk)
+print(f"sim: {out.sim.virtual_s:.1f} s virtual in {out.sim.wall_s:.3f} s")
 """
 
 
@@ -193,7 +131,8 @@ def phases(env: dict[str, str], db: str, js: str, repeat: int) -> None:
     """Each step's wall seconds in a fresh process (the best of ``repeat`` runs per step)."""
     best: dict[str, float] = {}
     for _ in range(max(1, repeat)):
-        done = subprocess.run([sys.executable, "-c", _PHASES, db, js], env=env, capture_output=True, text=True)
+        cmd = [sys.executable, "-m", "tailscope.testing.sim_phases", db, js]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"phases failed: {done.stderr[-800:]}")
         for line in done.stdout.splitlines():

@@ -19,12 +19,14 @@ _EXPORTS: dict[str, str] = {
     "BenchOptions": "tailscope.runner.options",
     "BenchResult": "tailscope.runner.bench",
     "BudgetPlan": "tailscope.plan.budget",
+    "BuiltinServer": "tailscope.serve.embedded",
     "CacheabilityResult": "tailscope.api.cacheability",
     "Calibration": "tailscope.api.twin",
     "CapacityResult": "tailscope.api.capacity",
     "CatalogError": "tailscope.errors",
     "CheckResult": "tailscope.verify.evaluate",
     "Checklist": "tailscope.verify.checklist",
+    "ClientCost": "tailscope.api.client",
     "CollectResult": "tailscope.api.trace",
     "ComparisonResult": "tailscope.verify.compare",
     "ConfigError": "tailscope.errors",
@@ -38,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "FindMaxOutcome": "tailscope.runner.sweep_run",
     "Finding": "tailscope.verify.findings",
     "GateResult": "tailscope.verify.evaluate",
+    "HeldOutRow": "tailscope.api.accuracy",
     "ImportResult": "tailscope.api.peers",
     "ImportedRun": "tailscope.api.peers",
     "IngestResult": "tailscope.api.trace",
@@ -72,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "Span": "tailscope.records",
     "Stats": "tailscope.metrics.percentiles",
     "Status": "tailscope.records",
+    "StepModelValidation": "tailscope.api.accuracy",
     "StoreError": "tailscope.errors",
     "SweepOutcome": "tailscope.runner.sweep_run",
     "TailscopeError": "tailscope.errors",
@@ -97,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "calibrate": "tailscope.api.twin",
     "calibrate_async": "tailscope.api.twin",
     "checklist": "tailscope.api.checklist",
+    "client_cost": "tailscope.api.client",
     "collect_traces": "tailscope.api.trace",
     "collect_traces_async": "tailscope.api.trace",
     "compare": "tailscope.api.verify",
@@ -137,6 +142,7 @@ _EXPORTS: dict[str, str] = {
     "simple_requests": "tailscope.workload.simple",
     "simulate": "tailscope.api.sim",
     "start_app": "tailscope.api.app",
+    "start_builtin_server": "tailscope.api.serve",
     "start_proxy": "tailscope.api.proxy",
     "summarize": "tailscope.metrics.summary",
     "sweep": "tailscope.api.bench",
@@ -145,6 +151,7 @@ _EXPORTS: dict[str, str] = {
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
+    "validate_step_model": "tailscope.api.accuracy",
     "whatif": "tailscope.api.whatif",
     "write_demo_traces": "tailscope.api.trace",
     "write_report": "tailscope.api.report",
@@ -158,12 +165,14 @@ __all__ = [
     "BenchOptions",
     "BenchResult",
     "BudgetPlan",
+    "BuiltinServer",
     "CacheabilityResult",
     "Calibration",
     "CapacityResult",
     "CatalogError",
     "CheckResult",
     "Checklist",
+    "ClientCost",
     "CollectResult",
     "ComparisonResult",
     "ConfigError",
@@ -177,6 +186,7 @@ __all__ = [
     "FindMaxOutcome",
     "Finding",
     "GateResult",
+    "HeldOutRow",
     "ImportResult",
     "ImportedRun",
     "IngestResult",
@@ -211,6 +221,7 @@ __all__ = [
     "Span",
     "Stats",
     "Status",
+    "StepModelValidation",
     "StoreError",
     "SweepOutcome",
     "TailscopeError",
@@ -237,6 +248,7 @@ __all__ = [
     "calibrate",
     "calibrate_async",
     "checklist",
+    "client_cost",
     "collect_traces",
     "collect_traces_async",
     "compare",
@@ -277,6 +289,7 @@ __all__ = [
     "simple_requests",
     "simulate",
     "start_app",
+    "start_builtin_server",
     "start_proxy",
     "summarize",
     "sweep",
@@ -285,6 +298,7 @@ __all__ = [
     "translate_command",
     "twin_check",
     "twin_check_async",
+    "validate_step_model",
     "whatif",
     "write_demo_traces",
     "write_report",
@@ -305,12 +319,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from tailscope.api.accuracy import HeldOutRow, StepModelValidation, validate_step_model
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.budget import plan_budget
     from tailscope.api.cacheability import CacheabilityResult, cacheability
     from tailscope.api.capacity import CapacityResult, plan_capacity
     from tailscope.api.checklist import checklist
+    from tailscope.api.client import ClientCost, client_cost
     from tailscope.api.cost import plan_cost, plan_napkin, plan_unit_cost
     from tailscope.api.drill import DrillResult, drill, drill_async
     from tailscope.api.join import TraceJoin, join_traces
@@ -330,6 +346,7 @@ if TYPE_CHECKING:
         show_run,
         tag_run,
     )
+    from tailscope.api.serve import start_builtin_server
     from tailscope.api.sim import SimResult, simulate
     from tailscope.api.trace import (
         CollectResult,
@@ -391,6 +408,7 @@ if TYPE_CHECKING:
     from tailscope.runner.options import BenchOptions
     from tailscope.runner.progress import Progress
     from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
+    from tailscope.serve.embedded import BuiltinServer
     from tailscope.store.runs import RunStore
     from tailscope.verify.alerts import AlertRules
     from tailscope.verify.checklist import Checklist

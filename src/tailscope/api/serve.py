@@ -1,16 +1,22 @@
 """The built-in simulated engine behind an OpenAI-compatible HTTP server, as a library call: :func:`run_server`
-(``tailscope serve``). Tokens leave at the step times the engine model computes, on the wall clock."""
+(``tailscope serve``), and :func:`start_builtin_server` (the bench's default target, for an ``async with`` body).
+Tokens leave at the step times the engine model computes, on the wall clock."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from tailscope.api._support import public
 from tailscope.serve.engine_factory import EngineFlags
 from tailscope.serve.faults import FaultConfig
 from tailscope.serve.options import ServeOptions
+
+if TYPE_CHECKING:  # the server module loads aiohttp: only when a server is started
+    from tailscope.serve.embedded import BuiltinServer
 
 
 @public
@@ -69,3 +75,47 @@ def run_server(
     asyncio.run(
         serve_forever(engine, options, host=host, port=port, on_ready=ready, exit_on_stdin_eof=exit_on_stdin_eof)
     )
+
+
+@asynccontextmanager
+async def start_builtin_server(
+    model: str = "llama-3.1-8b", gpu: str = "h100-sxm", *, isolation: str = "process", **engine_options: Any
+) -> AsyncIterator[BuiltinServer]:
+    """Run the built-in server on a free 127.0.0.1 port for the body of an ``async with`` — what :func:`tailscope.bench`
+    starts when it is given no ``url``.
+
+    Starting and stopping run in a worker thread, so the caller's event loop never blocks.
+
+    Args:
+        model / gpu: catalog ids (a ``config.json`` path for the model).
+        isolation: ``"process"`` (default: ``tailscope serve`` as a child process, so the server's CPU work does not
+            disturb the caller's timing) or ``"thread"`` (in this process, on its own event loop).
+        **engine_options: engine settings with vLLM's names (``tp``, ``weights_dtype``, ``kv_dtype``,
+            ``max_num_seqs``, ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``enable_prefix_caching``,
+            ``max_model_len``, ``calibration``, ``gpu_file``) and ``speed``, ``seed``, ``faults`` (a ``FaultConfig``),
+            ``served_model_name``, ``frontend_latency``.
+
+    Yields:
+        The running server: ``base_url`` (``http://127.0.0.1:PORT``) and ``description`` (model and hardware).
+
+    Raises:
+        ConfigError / CatalogError: an unknown option, model or GPU, or an invalid value (before anything starts).
+        PlanError: the model does not fit on the GPU. TargetError: the server could not start.
+    """
+    from tailscope.errors import InternalError, TailscopeError
+    from tailscope.serve.embedded import start_embedded_server
+
+    started = start_embedded_server(model, gpu, isolation=isolation, **engine_options)
+    try:
+        server = await started.__aenter__()
+    except TailscopeError:
+        raise
+    except Exception as exc:  # one exception tree, as every public function (the cause is kept)
+        raise InternalError(f"start_builtin_server failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield server
+    except BaseException as exc:
+        if not await started.__aexit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await started.__aexit__(None, None, None)

@@ -199,6 +199,7 @@ def simulate(
     from_traces: str | None = None,
     traces_db: PathLike | None = None,
     time_scale: float = 1.0,
+    closed_loop_noise: bool = True,
     store: StorePath | RunStore | None = None,
     progress: SimProgress | None = None,
     explicit: Collection[str] | None = None,
@@ -232,6 +233,8 @@ def simulate(
             their traces' start offsets × ``time_scale``, each call after the calls it followed in the trace.
         traces_db: the store holding the trace set (default: ``store`` when it is a path or a store, else the
             default store).
+        closed_loop_noise: a closed loop's clients wait a small seeded random delay between a response's end and
+            their next request, as real clients do (docs/engine.md); False sends at once (exact steps, for tests).
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.
@@ -255,7 +258,7 @@ def simulate(
         slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
         spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
         kv_offload_gib=kv_offload_gib, from_traces=from_traces, traces_db=_path(traces_db), time_scale=time_scale,
-        store=False,
+        store=False, desync=closed_loop_noise,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields
         default = SimArgs()

@@ -1,0 +1,47 @@
+"""The analytic steady state of a deployment with the committed step-model coefficients — the closed loop that the
+coefficients are fitted through — for checking the simulator against it (``benchmarks/sim_accuracy.py --sim``).
+
+An internal cross-check of two implementations of one model (the event-by-event simulator and the closed-form loop),
+with no meaning to a library user: it lives here, not in the public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["analytic_closed_loop"]
+
+
+def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
+    """(TTFT, TPOT) in ms of the closed loop for ``options`` — the :func:`tailscope.simulate` keywords of an
+    aggregated deployment under a closed-loop workload (``HeldOutRow.simulate_options``)."""
+    import numpy as np
+
+    from tailscope.engine.closed_loop import aggregated, coefficient_step
+    from tailscope.engine.fit import KV_MEMORY_UTILIZATION
+    from tailscope.engine.step_model import TrainedStepModel
+    from tailscope.sim.run import SimArgs, build_cluster
+
+    o = dict(options)
+    o["backend"] = o.pop("engine", "vllm")
+    args = SimArgs(**o, store=False)
+    cluster = build_cluster(args)
+    m = cluster.perf()
+    if not isinstance(m, TrainedStepModel):
+        raise TypeError(f"{o.get('model')}: the closed loop needs the trained step model, got {type(m).__name__}")
+    isl, osl = float(args.input_tokens), float(args.output_tokens)
+    concurrency = float(args.concurrency or 1)
+    ranks = args.replicas * args.attention_dp
+    t1, tau = aggregated(
+        coefficient_step(m.coeffs),
+        np.array([isl]),
+        np.array([osl]),
+        np.array([concurrency / ranks]),
+        np.array([float(cluster.engine_config().max_num_batched_tokens)]),
+        np.array([m.efficiency.frontend_ms / 1e3]),
+        np.array([m.efficiency.inflight_us / 1e6]),
+        np.array([m.efficiency.burst]),
+        np.array([m.kv_capacity_tokens(KV_MEMORY_UTILIZATION) / (isl + osl / 2.0)]),
+    )
+    return float(t1[0]) * 1e3, float(tau[0]) * 1e3
