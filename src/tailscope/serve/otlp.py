@@ -16,9 +16,9 @@ end). They tile the parent without overlapping, so the parent's figures and any 
 carries ``gen_ai.request.id`` and ``gen_ai.response.model`` (the inference layer).
 
 The handler only appends a tuple of numbers to a list (the hot path); a background task encodes batches with
-``opentelemetry-proto`` (a core dependency) a few requests at a time between the event loop's other work and POSTs them, every ``interval_s`` or as soon as
-``max_batch`` spans wait. A collector that is down or slow loses spans (counted in :attr:`SpanExporter.dropped`),
-never requests. No OpenTelemetry SDK is needed.
+``opentelemetry-proto`` (a core dependency) a few requests at a time between the event loop's other work and POSTs
+them, every ``interval_s`` or as soon as ``max_batch`` spans wait. A collector that is down or slow loses spans
+(counted in :attr:`SpanExporter.dropped`), never requests. No OpenTelemetry SDK is needed.
 """
 
 from __future__ import annotations
