@@ -163,7 +163,12 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
         if not value > 0:
             raise ConfigError(f"{name} must be > 0 seconds (got {value})")
         check_bounds((name, value, 86_400.0))
-    check_bounds(("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6))
+    check_bounds(
+        ("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6),
+        ("--duration", opts.duration, MAX_DURATION_S),
+    )  # fmt: skip
+    if opts.duration is not None and not opts.duration > 0:  # every source of requests (replay, profile, traces)
+        raise ConfigError(f"--duration must be > 0 seconds (got {opts.duration:g})")
     if not 0 <= opts.replay_prefix_tokens <= MAX_LENGTH_TOKENS:
         raise ConfigError(f"--replay-prefix-tokens {opts.replay_prefix_tokens}: use 0 to {MAX_LENGTH_TOKENS:,} tokens")
     if opts.replay_prefix_tokens and opts.replay is None:

@@ -276,3 +276,15 @@ def test_otlp_endpoint_needs_trace_context_and_a_url() -> None:
         resolve(replace(base, otlp_endpoint="http://c:4318", otlp_protocol="grpc", trace_context="on"))
     cfg = resolve(replace(base, otlp_endpoint="http://c:4318", otlp_protocol="json", trace_context="on")).config
     assert (cfg.otlp_endpoint, cfg.otlp_protocol) == ("http://c:4318", "json")
+
+
+def test_found_by_the_cli_fuzz_a_tiny_rate_and_a_nan_duration_are_refused(tmp_path: Path) -> None:
+    """`bench --rate 1e-320` (the gaps overflowed: OverflowError) and `--replay … --duration nan` (uvloop's call_later
+    raised ValueError) reached the user as internal errors; both are one line naming the flag (benchmarks/fuzz_cli)."""
+    with pytest.raises(ConfigError, match=r"--rate 9\.99989e-321: below the smallest accepted rate"):
+        resolve(BenchOptions(url="http://127.0.0.1:9", rate=1e-320, requests=3))
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp_s": 0, "input_tokens": 4, "output_tokens": 2}\n')
+    for duration, says in ((float("nan"), "not a number"), (float("inf"), "above the largest accepted value")):
+        with pytest.raises(ConfigError, match=f"--duration .*{says}"):
+            resolve(BenchOptions(url="http://127.0.0.1:9", replay=trace, requests=1, duration=duration))
