@@ -56,6 +56,7 @@ def run_chunk(
                 refused[out.refusal] += 1
             if out.problem:
                 problems.append(f"job {job} case {i}: {out.problem}: {case.describe()}\n    {out.stderr[-600:]!r}")
+                print("PROBLEM (as found)", problems[-1], flush=True)
             if i % check_every == check_every - 1:
                 checks += 1
                 unreadable += store_readable(store) is not None

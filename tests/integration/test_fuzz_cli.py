@@ -53,6 +53,7 @@ def test_the_judge_catches_what_the_fuzz_looks_for(tmp_path: Path) -> None:
         1, "tailscope: error: f failed: ValueError: x (run with --debug for the traceback)\n", "", bench
     ).problem
     assert judge(1, "tailscope: error: one thing wrong\nError: another\n", "", bench).problem
+    assert judge(2, "Usage: …\n\nError: No such option: -z\n", "", bench).problem is None
     assert judge(4, "", "", bench).problem
     assert judge(None, "Traceback (most recent call last):\n", "", bench).problem
     assert judge(3, "", "table", bench).problem  # exit 3 must say which check failed

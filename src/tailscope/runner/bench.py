@@ -199,6 +199,15 @@ def _normalize_url(url: str) -> str:
     u = url.strip().rstrip("/")
     if not u.startswith(("http://", "https://")):
         raise ConfigError(f"--url {url!r}: expected http://HOST:PORT or https://…")
+    from urllib.parse import urlsplit
+
+    try:  # an unclosed [IPv6 bracket or a port out of range raised ValueError on the first request
+        parts = urlsplit(u)
+        _ = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"--url {url!r}: {exc}; expected http://HOST:PORT or https://…") from None
+    if not parts.hostname:
+        raise ConfigError(f"--url {url!r}: no host; expected http://HOST:PORT or https://…")
     if u.endswith("/v1"):
         u = u[:-3]
     return u

@@ -307,7 +307,7 @@ def judge(code: int | None, stderr: str, stdout: str, argv: Sequence[str]) -> Cl
         problem = f"exit code {code} is not a documented one"
     elif code in (1, 2) and len(errors) != 1:
         problem = f"exit {code} with {len(errors)} error lines (want exactly one)"
-    elif code in (1, 2) and len(errors[0].split(":", 2)[-1].strip()) < 8:
+    elif code in (1, 2) and len(errors[0].removeprefix("tailscope: error:").removeprefix("Error:").strip()) < 12:
         problem = f"an error line that says nothing: {errors[0]!r}"
     elif code == 3 and "FAIL" not in stderr:
         problem = "exit 3 without a FAIL line saying which check failed"

@@ -3,6 +3,7 @@ sweeps/search driven by a fake executor."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -288,3 +289,18 @@ def test_found_by_the_cli_fuzz_a_tiny_rate_and_a_nan_duration_are_refused(tmp_pa
     for duration, says in ((float("nan"), "not a number"), (float("inf"), "above the largest accepted value")):
         with pytest.raises(ConfigError, match=f"--duration .*{says}"):
             resolve(BenchOptions(url="http://127.0.0.1:9", replay=trace, requests=1, duration=duration))
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[::1", "Invalid IPv6 URL"),  # urlsplit's ValueError reached the user as an internal error
+        ("http://127.0.0.1:99999", "Port out of range"),
+        ("http://:80", "no host"),
+    ],
+)
+def test_found_by_the_cli_fuzz_a_malformed_url_is_one_line(url: str, says: str) -> None:
+    import tailscope
+
+    with pytest.raises(ConfigError, match=f"--url '{re.escape(url)}': {says}"):
+        tailscope.bench(url, requests=1, metrics_url="off")
