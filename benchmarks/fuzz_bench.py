@@ -28,6 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-seconds", type=float, default=float("inf"), help="stop drawing cases after this long")
     ap.add_argument("--check-every", type=int, default=200, help="check the store opens every N cases")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -40,7 +41,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, built_in_server(speed=50.0) as url:
         work = Path(tmp)
         store = work / "fuzz.duckdb"
+        done = 0
         for i in range(a.cases):
+            if time.perf_counter() - t0 > a.max_seconds:
+                break
+            done += 1
             case = draw_case(rng)
             kwargs = dict(case.kwargs)
             if case.profile is not None:
@@ -51,10 +56,12 @@ def main() -> None:
                 ran += 1
             except tailscope.InternalError as exc:
                 bad.append(f"case {i}: {exc} — {case}")
+                print("UNEXPECTED (as found)", bad[-1], flush=True)
             except TailscopeError as exc:
                 refused[refusal_kind("tailscope: error: " + str(exc))] += 1
             except Exception as exc:  # never expected from the API
                 bad.append(f"case {i}: {type(exc).__name__}: {exc} — {case}")
+                print("UNEXPECTED (as found)", bad[-1], flush=True)
             if i % a.check_every == a.check_every - 1 and store_readable(store) is not None:
                 unreadable += 1
             if i % 500 == 499:
@@ -64,9 +71,9 @@ def main() -> None:
         stored = len(tailscope.list_runs(store=store, limit=100_000).runs)
     wall = time.perf_counter() - t0
     print(
-        f"cases {a.cases:,}  ran {ran:,}  refused {sum(refused.values()):,}  unexpected {len(bad)}  "
+        f"cases {done:,} of {a.cases:,}  ran {ran:,}  refused {sum(refused.values()):,}  unexpected {len(bad)}  "
         f"unreadable-store checks {unreadable}  runs in the store {stored:,}  {wall:,.0f} s "
-        f"({a.cases / wall:.1f} cases/s)"
+        f"({done / wall:.1f} cases/s)"
     )
     print(f"load average (1 min) at start {load0[0]:.2f}, at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
     print("most common refusals:")
