@@ -89,6 +89,12 @@ def resolve(opts: BenchOptions) -> Resolved:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
         resolved = _dataset(opts)
     elif opts.profile is not None:
+        if opts.rate is not None or opts.concurrency is not None:  # flags over the profile's arrival: same bounds
+            open_loop = opts.rate is not None
+            LoadShape(
+                rate=opts.rate, concurrency=None if open_loop else opts.concurrency,
+                max_concurrency=opts.concurrency if open_loop else None, requests=1,
+            ).validate()  # fmt: skip
         resolved = _profile(opts)
     elif opts.replay is not None:
         resolved = _replay(opts)

@@ -304,3 +304,24 @@ def test_found_by_the_cli_fuzz_a_malformed_url_is_one_line(url: str, says: str) 
 
     with pytest.raises(ConfigError, match=f"--url '{re.escape(url)}': {says}"):
         tailscope.bench(url, requests=1, metrics_url="off")
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ({"rate": float("inf")}, "--rate inf: above the largest accepted value"),  # was an OverflowError
+        ({"rate": 1e-320}, "below the smallest accepted rate"),  # was an OverflowError
+        ({"rate": float("nan")}, "--rate nan: not a number"),  # was "the profile schedules no requests"
+        ({"rate": 0.0}, "--rate must be > 0"),
+        ({"concurrency": 0}, "--concurrency must be ≥ 1"),
+        ({"rate": 5.0, "concurrency": -2}, "--concurrency must be ≥ 1"),
+    ],
+)
+def test_found_by_the_cli_fuzz_load_flags_over_a_profile_are_bounded(
+    tmp_path: Path, flags: dict[str, Any], says: str
+) -> None:
+    """`bench --profile p.yaml --rate inf` reached users as an internal error (fuzz_cli): flags that override a
+    profile's arrival get the bounds of a flag-only load."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resolve(base_options(tmp_path, **flags))
+    resolve(base_options(tmp_path, rate=5.0, concurrency=2))  # a capped open loop over the profile stays fine
