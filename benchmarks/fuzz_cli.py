@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tailscope.cli.main import main as cli_main
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import store_readable
 from tailscope.testing.fuzz_cli import draw_cli_case, run_cli_case, run_cli_subprocess
@@ -50,7 +51,7 @@ def run_chunk(
                 out = run_cli_subprocess(case, work)
                 subprocesses += 1
             else:
-                out = run_cli_case(case, work)
+                out = run_cli_case(case, work, cli_main)
             codes[out.code] += 1
             if out.refusal:
                 refused[out.refusal] += 1

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tailscope.cli.main import main as cli_main
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import store_readable
 from tailscope.testing.fuzz_cli import CliCase, draw_cli_case, run_cli_case, run_cli_subprocess
@@ -27,7 +28,7 @@ def test_random_command_lines_exit_documented_and_never_break_the_store(tmp_path
     with built_in_server(speed=50.0) as url:
         for i in range(CASES):
             case = draw_cli_case(rng, url=url, store=store, workdir=tmp_path)
-            out = run_cli_case(case, tmp_path)
+            out = run_cli_case(case, tmp_path, cli_main)
             codes[out.code] = codes.get(out.code, 0) + 1
             if out.problem is not None:
                 bad.append(f"case {i}: {out.problem}: {case.describe()}\n{out.stderr[-800:]}")
@@ -59,6 +60,6 @@ def test_the_judge_catches_what_the_fuzz_looks_for(tmp_path: Path) -> None:
     assert judge(3, "", "table", bench).problem  # exit 3 must say which check failed
     assert judge(0, "", "", ("bench", "--json", "-")).problem
     out = run_cli_case(
-        CliCase(("bench", "--requests", "1", "--rate", "nan", "--db", str(tmp_path / "s.duckdb"))), tmp_path
+        CliCase(("bench", "--requests", "1", "--rate", "nan", "--db", str(tmp_path / "s.duckdb"))), tmp_path, cli_main
     )
     assert (out.code, out.problem, out.refusal) == (1, None, "--rate")

@@ -3,8 +3,8 @@
 Where :mod:`tailscope.testing.fuzz_bench` calls the library, this draws what a user types: every bench flag (and its
 aliases) with valid, boundary and nonsense values — huge, negative, ``nan``/``inf``, empty, unicode digits, bad and
 unwritable paths, conflicting modes, unknown flags — and profile YAML files with random fields and values. A case runs
-through :func:`tailscope.cli.main.main` (in-process, so thousands are affordable; :func:`run_cli_subprocess` runs one
-through a real ``python -m tailscope``) and must:
+through :func:`tailscope.cli.main.main` (in-process, passed in by the caller, so thousands are affordable;
+:func:`run_cli_subprocess` runs one through a real ``python -m tailscope``) and must:
 
 * exit with a documented code: 0 (passed), 1 (bad input, unreachable target, store error), 2 (usage error), 3 (the
   run failed its verdict);
@@ -28,7 +28,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -328,10 +328,9 @@ def _write_files(case: CliCase, workdir: Path) -> None:
             path.write_text(text, encoding="utf-8", errors="surrogateescape")
 
 
-def run_cli_case(case: CliCase, workdir: Path) -> CliOutcome:
-    """Run one case in this process through :func:`tailscope.cli.main.main` and judge it."""
-    from tailscope.cli.main import main
-
+def run_cli_case(case: CliCase, workdir: Path, main: Callable[[list[str]], object]) -> CliOutcome:
+    """Run one case in this process through ``main`` — :func:`tailscope.cli.main.main`, passed in by the caller (the
+    testing package imports no CLI: the import contract) — and judge it."""
     _write_files(case, workdir)
     out, err = io.StringIO(), io.StringIO()
     code: int | None
