@@ -325,3 +325,18 @@ def test_found_by_the_cli_fuzz_load_flags_over_a_profile_are_bounded(
     with pytest.raises(ConfigError, match=re.escape(says)):
         resolve(base_options(tmp_path, **flags))
     resolve(base_options(tmp_path, rate=5.0, concurrency=2))  # a capped open loop over the profile stays fine
+
+
+def test_found_by_the_cli_fuzz_a_missing_tokenizer_leaves_no_run_and_no_writer(tmp_path: Path) -> None:
+    """`bench --tokenizer missing.json` was refused after the store began the run: in a long-lived process (the API,
+    the in-process CLI fuzz) the run stayed 'running' with a live writer thread. Now it is refused first (the target
+    is never contacted: port 9 is closed)."""
+    import threading
+
+    import tailscope
+
+    store = tmp_path / "s.duckdb"
+    with pytest.raises(ConfigError, match=r"--tokenizer .*no tokenizer\.json there"):
+        tailscope.bench("http://127.0.0.1:9", requests=1, metrics_url="off", tokenizer=tmp_path / "x.json", store=store)
+    assert not [t for t in threading.enumerate() if t.name.startswith("tailscope-writer")]
+    assert not store.exists() or tailscope.list_runs(store=store).runs == []
