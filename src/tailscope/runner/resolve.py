@@ -488,6 +488,9 @@ def _replay(opts: BenchOptions) -> Resolved:
                 f"{flag} does not apply to --replay: the trace fixes the send times; use --time-scale to speed up "
                 "(0.5 = twice as fast) or slow down"
             )
+    check_bounds(("--time-scale", opts.time_scale, 1e6))  # inf made NaN send times (found by fuzz_cli)
+    if not opts.time_scale > 0:
+        raise ConfigError(f"--time-scale must be > 0 (got {opts.time_scale:g}); 0.5 replays twice as fast")
     rows = read_replay(Path(opts.replay), fmt=opts.replay_format)
     specs = sessions_follow_turn0(
         replay_requests(

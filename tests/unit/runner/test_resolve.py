@@ -340,3 +340,14 @@ def test_found_by_the_cli_fuzz_a_missing_tokenizer_leaves_no_run_and_no_writer(t
         tailscope.bench("http://127.0.0.1:9", requests=1, metrics_url="off", tokenizer=tmp_path / "x.json", store=store)
     assert not [t for t in threading.enumerate() if t.name.startswith("tailscope-writer")]
     assert not store.exists() or tailscope.list_runs(store=store).runs == []
+
+
+@pytest.mark.parametrize(
+    ("scale", "says"), [(float("inf"), "--time-scale inf: above the largest"), (float("nan"), "--time-scale nan: not")]
+)
+def test_found_by_the_cli_fuzz_a_replay_time_scale_is_bounded(tmp_path: Path, scale: float, says: str) -> None:
+    """`bench --replay t.jsonl --time-scale 1e309` (inf) made NaN send times: an internal error (fuzz_cli)."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp_s": 0, "input_tokens": 4, "output_tokens": 2}\n')
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resolve(BenchOptions(url="http://127.0.0.1:9", replay=trace, requests=1, time_scale=scale))
