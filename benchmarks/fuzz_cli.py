@@ -18,6 +18,7 @@ import collections
 import concurrent.futures
 import os
 import random
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +27,10 @@ from typing import Any
 from tailscope.cli.main import main as cli_main
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import store_readable
-from tailscope.testing.fuzz_cli import draw_cli_case, run_cli_case, run_cli_subprocess
+from tailscope.testing.fuzz_cli import CaseTimeout, draw_cli_case, run_cli_case, run_cli_subprocess
+
+#: a case still running after this long is a hang (a problem), interrupted so that the run goes on
+CASE_LIMIT_S = 120
 
 
 def run_chunk(
@@ -35,6 +39,11 @@ def run_chunk(
     """``cases`` cases drawn from ``(seed, job)`` against ``url`` with a store of their own (fewer when
     ``max_seconds`` runs out first); the counts."""
     rng = random.Random(f"{seed}:{job}")
+
+    def overran(signum: int, frame: object) -> None:
+        raise CaseTimeout(f"still running after {CASE_LIMIT_S} s (every case is bounded to about a second)")
+
+    signal.signal(signal.SIGALRM, overran)
     codes: collections.Counter[int | None] = collections.Counter()
     refused: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
@@ -51,7 +60,11 @@ def run_chunk(
                 out = run_cli_subprocess(case, work)
                 subprocesses += 1
             else:
-                out = run_cli_case(case, work, cli_main)
+                signal.alarm(CASE_LIMIT_S)  # a hang is a finding, not the end of the run
+                try:
+                    out = run_cli_case(case, work, cli_main)
+                finally:
+                    signal.alarm(0)
             codes[out.code] += 1
             if out.refusal:
                 refused[out.refusal] += 1
@@ -107,6 +120,7 @@ def main() -> None:
     print(
         f"cases {done:,} of {a.cases:,} in {a.jobs} jobs ({subprocesses:,} in a real process)  exit codes {{{shown}}}  "
         f"problems {len(problems)}  tracebacks {sum('traceback' in p or 'internal error' in p for p in problems)}  "
+        f"hangs {sum('a hang' in p for p in problems)}  "
         f"unreadable-store checks {unreadable}/{checks}  {wall:,.0f} s ({done / wall:.1f} cases/s)"
     )
     print(f"load average (1 min) at start {load0[0]:.2f}, at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")

@@ -290,6 +290,10 @@ def refusal_kind(line: str) -> str:
     return " ".join(text.split()[:3])[:60]
 
 
+class CaseTimeout(BaseException):
+    """Raised (from a SIGALRM handler the caller installs) into a case that ran far past its bound: a hang."""
+
+
 def _json_to_stdout(argv: Sequence[str]) -> bool:
     return any(a == "--json" and b == "-" for a, b in itertools.pairwise(argv))
 
@@ -340,6 +344,8 @@ def run_cli_case(case: CliCase, workdir: Path, main: Callable[[list[str]], objec
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except CaseTimeout as exc:
+            return CliOutcome(None, err.getvalue(), out.getvalue(), f"a hang: {exc}", None)
         except BaseException as exc:  # what would reach the interpreter: a traceback for the user
             import traceback
 
@@ -351,12 +357,15 @@ def run_cli_case(case: CliCase, workdir: Path, main: Callable[[list[str]], objec
 def run_cli_subprocess(case: CliCase, workdir: Path, *, timeout_s: float = 120.0) -> CliOutcome:
     """Run one case through a real ``python -m tailscope`` process (the console script's path) and judge it."""
     _write_files(case, workdir)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tailscope", *case.argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tailscope", *case.argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return CliOutcome(None, "", "", f"a hang: still running after {timeout_s:g} s", None)
     return judge(proc.returncode, proc.stderr, proc.stdout, case.argv)
