@@ -13,7 +13,7 @@ import pytest
 from tailscope.cli.main import main as cli_main
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import store_readable
-from tailscope.testing.fuzz_cli import CliCase, draw_cli_case, run_cli_case, run_cli_subprocess
+from tailscope.testing.fuzz_cli import CaseTimeout, CliCase, draw_cli_case, run_cli_case, run_cli_subprocess
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +63,8 @@ def test_the_judge_catches_what_the_fuzz_looks_for(tmp_path: Path) -> None:
         CliCase(("bench", "--requests", "1", "--rate", "nan", "--db", str(tmp_path / "s.duckdb"))), tmp_path, cli_main
     )
     assert (out.code, out.problem, out.refusal) == (1, None, "--rate")
+
+    def stuck(argv: list[str]) -> None:
+        raise CaseTimeout("still running after 120 s")
+
+    assert (run_cli_case(CliCase(bench), tmp_path, stuck).problem or "").startswith("a hang")
