@@ -199,6 +199,15 @@ def _normalize_url(url: str) -> str:
     u = url.strip().rstrip("/")
     if not u.startswith(("http://", "https://")):
         raise ConfigError(f"--url {url!r}: expected http://HOST:PORT or https://…")
+    from urllib.parse import urlsplit
+
+    try:  # an unclosed [IPv6 bracket or a port out of range raised ValueError on the first request
+        parts = urlsplit(u)
+        _ = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"--url {url!r}: {exc}; expected http://HOST:PORT or https://…") from None
+    if not parts.hostname:
+        raise ConfigError(f"--url {url!r}: no host; expected http://HOST:PORT or https://…")
     if u.endswith("/v1"):
         u = u[:-3]
     return u
@@ -474,6 +483,9 @@ async def run_bench(
     """
     clock = clock or MonotonicClock()
     progress = progress or Progress()
+    # a bad --tokenizer is refused before the target is contacted and before the store holds a run (it was refused
+    # after writer.begin: a run left 'running' with a live writer thread in a long-lived process — found by fuzz_cli)
+    synth = PromptSynthesizer(load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None, nonce=cfg.prompt_nonce)
     writer = RunPersistence(store, flush_interval_s=cfg.flush_interval_s, check_now=False)
     async with AsyncExitStack() as stack:
         # the store's open and schema check overlap the target's preflight; both finish before any load is sent
@@ -508,7 +520,6 @@ async def run_bench(
             samples.extend(batch)
             writer.add_samples(batch)
 
-        synth = PromptSynthesizer(load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None, nonce=cfg.prompt_nonce)
         count_tokens = synth.counter()
         opts = cfg.client_options(ts.target.model)
         gen = LoadGenerator(

@@ -89,6 +89,12 @@ def resolve(opts: BenchOptions) -> Resolved:
             raise ConfigError("--dataset gives the prompts of a flag-shaped load; drop --profile/--replay")
         resolved = _dataset(opts)
     elif opts.profile is not None:
+        if opts.rate is not None or opts.concurrency is not None:  # flags over the profile's arrival: same bounds
+            open_loop = opts.rate is not None
+            LoadShape(
+                rate=opts.rate, concurrency=None if open_loop else opts.concurrency,
+                max_concurrency=opts.concurrency if open_loop else None, requests=1,
+            ).validate()  # fmt: skip
         resolved = _profile(opts)
     elif opts.replay is not None:
         resolved = _replay(opts)
@@ -163,7 +169,12 @@ def _config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = No
         if not value > 0:
             raise ConfigError(f"{name} must be > 0 seconds (got {value})")
         check_bounds((name, value, 86_400.0))
-    check_bounds(("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6))
+    check_bounds(
+        ("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6),
+        ("--duration", opts.duration, MAX_DURATION_S),
+    )  # fmt: skip
+    if opts.duration is not None and not opts.duration > 0:  # every source of requests (replay, profile, traces)
+        raise ConfigError(f"--duration must be > 0 seconds (got {opts.duration:g})")
     if not 0 <= opts.replay_prefix_tokens <= MAX_LENGTH_TOKENS:
         raise ConfigError(f"--replay-prefix-tokens {opts.replay_prefix_tokens}: use 0 to {MAX_LENGTH_TOKENS:,} tokens")
     if opts.replay_prefix_tokens and opts.replay is None:
@@ -506,6 +517,9 @@ def _replay(opts: BenchOptions) -> Resolved:
                 f"{flag} does not apply to --replay: the trace fixes the send times; use --time-scale to speed up "
                 "(0.5 = twice as fast) or slow down"
             )
+    check_bounds(("--time-scale", opts.time_scale, 1e6))  # inf made NaN send times (found by fuzz_cli)
+    if not opts.time_scale > 0:
+        raise ConfigError(f"--time-scale must be > 0 (got {opts.time_scale:g}); 0.5 replays twice as fast")
     rows = read_replay(Path(opts.replay), fmt=opts.replay_format)
     specs = sessions_follow_turn0(
         replay_requests(

@@ -89,7 +89,7 @@ def _profile(rng: random.Random) -> str:
                 "{rate: 20, duration_s: 0.3}",
                 "{burst: 3}",
                 "{ramp_to: 10, duration_s: 0.3}",
-                "{rate: -1}" if _maybe(rng, P_BAD) else "{rate: 5, duration_s: 0.4}",
+                "{rate: -1}" if _maybe(rng, P_BAD) else "{rate: 40, duration_s: 0.3}",
             ]
         )
         arrival = f"arrival: {{mode: {mode or 'open'}, stages: [{stage}]}}"
@@ -114,7 +114,7 @@ def draw_case(rng: random.Random) -> Case:
         if _maybe(rng, 0.5):
             kw["concurrency"] = _number(rng, (1, 8), integer=True)
         if (_maybe(rng, 0.5) or "concurrency" not in kw) and _maybe(rng, 0.7):
-            kw["rate"] = _number(rng, (2, 80), integer=False)
+            kw["rate"] = _number(rng, (20, 400), integer=False)  # fast schedules: a case is cheap
         if _maybe(rng, 0.3):
             kw["arrival"] = _pick(rng, _ARRIVALS)
         if _maybe(rng, 0.2):
@@ -123,7 +123,9 @@ def draw_case(rng: random.Random) -> Case:
         if bound < 0.7:
             kw["requests"] = _number(rng, (1, 6), integer=True)
         elif bound < 0.95:
-            kw["duration"] = _number(rng, (0.1, 0.8), integer=False)
+            kw["duration"] = _number(rng, (0.1, 0.4), integer=False)
+            if isinstance(kw.get("rate"), float) and 60 < kw["rate"] < 401:  # a timed run: ≤ ~25 requests
+                kw["rate"] = round(kw["rate"] / 8, 3)
         if _maybe(rng, 0.2):
             kw["warmup"] = _number(rng, (0, 3), integer=True)
         if _maybe(rng, 0.5):
@@ -132,7 +134,7 @@ def draw_case(rng: random.Random) -> Case:
     else:
         # bound every profile run, whatever its stop says
         kw["requests"] = rng.choice([3, 5])
-        kw["duration"] = 1.0
+        kw["duration"] = 0.5
     if _maybe(rng, 0.15):
         kw["endpoint"] = _pick(rng, _ENDPOINTS)
     if _maybe(rng, 0.2):

@@ -17,6 +17,8 @@ MAX_REQUESTS = 100_000_000
 MAX_DURATION_S = 7 * 24 * 3600.0
 MAX_CONCURRENCY = 100_000
 MAX_RATE = 1_000_000.0
+#: the smallest rate a flag accepts: one request in MAX_DURATION_S (below it the gaps overflow the clock)
+MIN_RATE = 1 / MAX_DURATION_S
 
 
 def check_bounds(*checks: tuple[str, float | None, float]) -> None:
@@ -85,6 +87,11 @@ class LoadShape:
             raise ConfigError("a cap on requests in flight shapes an open loop: give --rate with it")
         if self.rate is not None and not self.rate > 0:
             raise ConfigError(f"--rate must be > 0 requests/s (got {self.rate})")
+        if self.rate is not None and self.rate < MIN_RATE:
+            raise ConfigError(
+                f"--rate {self.rate:g}: below the smallest accepted rate {MIN_RATE:.3g}/s (one request a week); "
+                "check the number"
+            )
         if self.rate is not None and math.isinf(self.rate):
             raise ConfigError(
                 "--rate inf: every request at once is a burst, not a rate; use --concurrency N (closed loop) or a "

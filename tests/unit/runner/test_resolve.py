@@ -3,6 +3,7 @@ sweeps/search driven by a fake executor."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -276,3 +277,77 @@ def test_otlp_endpoint_needs_trace_context_and_a_url() -> None:
         resolve(replace(base, otlp_endpoint="http://c:4318", otlp_protocol="grpc", trace_context="on"))
     cfg = resolve(replace(base, otlp_endpoint="http://c:4318", otlp_protocol="json", trace_context="on")).config
     assert (cfg.otlp_endpoint, cfg.otlp_protocol) == ("http://c:4318", "json")
+
+
+def test_found_by_the_cli_fuzz_a_tiny_rate_and_a_nan_duration_are_refused(tmp_path: Path) -> None:
+    """`bench --rate 1e-320` (the gaps overflowed: OverflowError) and `--replay … --duration nan` (uvloop's call_later
+    raised ValueError) reached the user as internal errors; both are one line naming the flag (benchmarks/fuzz_cli)."""
+    with pytest.raises(ConfigError, match=r"--rate 9\.99989e-321: below the smallest accepted rate"):
+        resolve(BenchOptions(url="http://127.0.0.1:9", rate=1e-320, requests=3))
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp_s": 0, "input_tokens": 4, "output_tokens": 2}\n')
+    for duration, says in ((float("nan"), "not a number"), (float("inf"), "above the largest accepted value")):
+        with pytest.raises(ConfigError, match=f"--duration .*{says}"):
+            resolve(BenchOptions(url="http://127.0.0.1:9", replay=trace, requests=1, duration=duration))
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[::1", "Invalid IPv6 URL"),  # urlsplit's ValueError reached the user as an internal error
+        ("http://127.0.0.1:99999", "Port out of range"),
+        ("http://:80", "no host"),
+    ],
+)
+def test_found_by_the_cli_fuzz_a_malformed_url_is_one_line(url: str, says: str) -> None:
+    import tailscope
+
+    with pytest.raises(ConfigError, match=f"--url '{re.escape(url)}': {says}"):
+        tailscope.bench(url, requests=1, metrics_url="off")
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ({"rate": float("inf")}, "--rate inf: above the largest accepted value"),  # was an OverflowError
+        ({"rate": 1e-320}, "below the smallest accepted rate"),  # was an OverflowError
+        ({"rate": float("nan")}, "--rate nan: not a number"),  # was "the profile schedules no requests"
+        ({"rate": 0.0}, "--rate must be > 0"),
+        ({"concurrency": 0}, "--concurrency must be ≥ 1"),
+        ({"rate": 5.0, "concurrency": -2}, "--concurrency must be ≥ 1"),
+    ],
+)
+def test_found_by_the_cli_fuzz_load_flags_over_a_profile_are_bounded(
+    tmp_path: Path, flags: dict[str, Any], says: str
+) -> None:
+    """`bench --profile p.yaml --rate inf` reached users as an internal error (fuzz_cli): flags that override a
+    profile's arrival get the bounds of a flag-only load."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resolve(base_options(tmp_path, **flags))
+    resolve(base_options(tmp_path, rate=5.0, concurrency=2))  # a capped open loop over the profile stays fine
+
+
+def test_found_by_the_cli_fuzz_a_missing_tokenizer_leaves_no_run_and_no_writer(tmp_path: Path) -> None:
+    """`bench --tokenizer missing.json` was refused after the store began the run: in a long-lived process (the API,
+    the in-process CLI fuzz) the run stayed 'running' with a live writer thread. Now it is refused first (the target
+    is never contacted: port 9 is closed)."""
+    import threading
+
+    import tailscope
+
+    store = tmp_path / "s.duckdb"
+    with pytest.raises(ConfigError, match=r"--tokenizer .*no tokenizer\.json there"):
+        tailscope.bench("http://127.0.0.1:9", requests=1, metrics_url="off", tokenizer=tmp_path / "x.json", store=store)
+    assert not [t for t in threading.enumerate() if t.name.startswith("tailscope-writer")]
+    assert not store.exists() or tailscope.list_runs(store=store).runs == []
+
+
+@pytest.mark.parametrize(
+    ("scale", "says"), [(float("inf"), "--time-scale inf: above the largest"), (float("nan"), "--time-scale nan: not")]
+)
+def test_found_by_the_cli_fuzz_a_replay_time_scale_is_bounded(tmp_path: Path, scale: float, says: str) -> None:
+    """`bench --replay t.jsonl --time-scale 1e309` (inf) made NaN send times: an internal error (fuzz_cli)."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp_s": 0, "input_tokens": 4, "output_tokens": 2}\n')
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resolve(BenchOptions(url="http://127.0.0.1:9", replay=trace, requests=1, time_scale=scale))
