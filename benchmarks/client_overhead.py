@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -35,14 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tailscope.api._support import run_sync as run_async
-from tailscope.client.openai import Timeouts
-from tailscope.runner.bench import BenchConfig, run_bench
-from tailscope.runner.loadgen import DispatchConfig
-from tailscope.store.runs import RunStore
-from tailscope.workload.lengths import fixed
-from tailscope.workload.simple import LoadShape, simple_requests
-from tailscope.workload.tracecontext import parse_trace_context, with_trace_context
+import tailscope
 
 
 class PeakRss:
@@ -82,6 +74,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _listening(proc: subprocess.Popen[bytes], port: int, what: str, wait_s: float) -> subprocess.Popen[bytes]:
+    """``proc`` once something accepts connections on ``port`` (killed, and the run stopped, after ``wait_s``)."""
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"{what} did not start")
+
+
 def start_server(port: int, truth: Path, ttft_ms: float, itl_ms: float) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [
@@ -98,15 +103,7 @@ def start_server(port: int, truth: Path, ttft_ms: float, itl_ms: float) -> subpr
             str(truth),
         ],
     )
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("server did not start")
+    return _listening(proc, port, "the ground-truth server", 20)
 
 
 def start_collector(port: int, db: Path) -> subprocess.Popen[bytes]:
@@ -128,15 +125,7 @@ def start_collector(port: int, db: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("trace collect did not start")
+    return _listening(proc, port, "trace collect", 30)
 
 
 # -- the reference: a 60-line raw asyncio client (what the machine allows) ---------------------------------------------
@@ -193,7 +182,13 @@ def run_reference(port: int, streams: int, rounds: int, tokens: int) -> list[tup
     async def main() -> None:
         await asyncio.gather(*(_ref_stream(port, rounds, tokens, out) for _ in range(streams)))
 
-    run_async(main())
+    try:
+        import uvloop  # the reference runs on uvloop, as tailscope does when it is installed
+    except ImportError:
+        asyncio.run(main())
+    else:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
     return out
 
 
@@ -260,7 +255,7 @@ def measure(
     rounds: int,
     ttft_ms: float,
     itl_ms: float,
-    trace_ratio: float = 0.0,
+    trace_context: str = "off",
     store: bool = True,
     otlp: bool = False,
 ) -> dict[str, float]:
@@ -268,35 +263,30 @@ def measure(
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.json"
         server = start_server(port, truth_path, ttft_ms, itl_ms)
-        collector = None
+        collector, cport = None, 0
         if otlp:
             cport = free_port()
             collector = start_collector(cport, Path(tmp) / "traces.duckdb")
         try:
-            cfg = BenchConfig(
-                url=f"http://127.0.0.1:{port}",
-                model=None,
-                dispatch=DispatchConfig(concurrency=streams),
-                timeouts=Timeouts(first_token_s=60, total_s=120),
-                metrics_url=None,
-                handle_signals=False,
-                trace_ratio=trace_ratio,
-                otlp_endpoint=f"http://127.0.0.1:{cport}" if collector is not None else None,
-            )
-            specs = simple_requests(
-                LoadShape(concurrency=streams, requests=streams * rounds), fixed(64), fixed(tokens), seed=0
-            )
-            specs = with_trace_context(specs, trace_ratio, seed=0, ids=random.Random(1))
             cpu0, wall0 = time.process_time(), time.perf_counter()
             with PeakRss() as rss:
-                res = run_async(run_bench(cfg, specs, store=RunStore(Path(tmp) / "db.duckdb") if store else None))
+                res = tailscope.bench(
+                    f"http://127.0.0.1:{port}",
+                    requests=streams * rounds,
+                    concurrency=streams,
+                    input_tokens=64,
+                    output_tokens=tokens,
+                    timeout_first_token=60,
+                    timeout_total=120,
+                    metrics_url="off",
+                    trace_context=trace_context,
+                    otlp_endpoint=f"http://127.0.0.1:{cport}" if collector is not None else None,
+                    store=Path(tmp) / "db.duckdb" if store else None,
+                )
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(20)
-            if collector is not None:
-                collector.send_signal(signal.SIGINT)
-                collector.wait(20)
             if collector is not None:
                 collector.send_signal(signal.SIGINT)
                 collector.wait(20)
@@ -370,10 +360,9 @@ def main() -> None:
         for tc in a.trace_context.split(","):
             for st in a.store.split(","):
                 for ot in a.otlp.split(","):
-                    ratio = parse_trace_context(tc)
-                    if ot == "on" and ratio <= 0:
+                    if ot == "on" and tc == "off":
                         continue  # client spans are exported for traced requests only
-                    m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, ratio, store=st == "on", otlp=ot == "on")
+                    m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, store=st == "on", otlp=ot == "on")
                     who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
                     show(who, n, tc, m)
 

@@ -1,6 +1,6 @@
 """Fuzz whole bench runs: N random option/profile combinations against a live built-in engine.
 
-Every case must run or be refused with a TailscopeError that says what to do; an unexpected exception (an
+Every case must run or be refused with a tailscope.TailscopeError that says what to do; an unexpected exception (an
 InternalError from the API) or a store that stops opening is a bug, printed with its case. Prints how many cases ran,
 how many were refused (by the first words of their messages) and how long it took.
 
@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import tailscope
-from tailscope.errors import TailscopeError
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import draw_case, store_readable
 from tailscope.testing.fuzz_cli import refusal_kind
@@ -57,7 +56,7 @@ def main() -> None:
             except tailscope.InternalError as exc:
                 bad.append(f"case {i}: {exc} — {case}")
                 print("UNEXPECTED (as found)", bad[-1], flush=True)
-            except TailscopeError as exc:
+            except tailscope.TailscopeError as exc:
                 refused[refusal_kind("tailscope: error: " + str(exc))] += 1
             except Exception as exc:  # never expected from the API
                 bad.append(f"case {i}: {type(exc).__name__}: {exc} — {case}")
