@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 from array import array
 from collections import deque
@@ -358,10 +357,6 @@ class LoadGenerator:
             t0_ns: the run's start on ``clock`` (default: now); schedules are relative to it.
         """
         self._t0 = self.clock.now_ns() if t0_ns is None else t0_ns
-        # What exists before the load (modules, numpy, DuckDB, the schedule) is moved out of the collector's sight for
-        # the run: a full collection then scans only what the run made, not the whole heap (one took ~28 ms of the
-        # loop's time at 256 streams); unfrozen again after the run.
-        gc.freeze()
         lag = array("d")  # 100 samples/s all run long: 8 bytes each, not a float object each (hours of soak)
         monitor = asyncio.create_task(self._monitor_loop(lag))
         tasks: set[asyncio.Task[None]] = set()
@@ -381,7 +376,6 @@ class LoadGenerator:
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
-            gc.unfreeze()
         return DispatchResult(
             interrupted=self._interrupt.is_set(),
             signal_name=self._signal,
