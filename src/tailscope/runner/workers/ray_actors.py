@@ -62,6 +62,24 @@ def _import_ray() -> Any:
     return ray
 
 
+def cleanup_failed_init(ray: Any) -> None:
+    """Stop what a failed ``ray.init`` left behind.
+
+    When a local instance fails to start (its GCS did not publish a port in time) Ray keeps no handle on the processes
+    it already launched: they keep running, and their ``Popen`` objects warn when collected. Find those objects, stop
+    their processes and reap them.
+    """
+    import gc
+    import subprocess
+
+    ray.shutdown()
+    for obj in gc.get_objects():
+        if isinstance(obj, subprocess.Popen) and obj.returncode is None and "ray" in str(obj.args):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                obj.kill()
+                obj.wait(5)
+
+
 def connect_ray(address: str) -> Any:
     """Connect to (or, with ``local``, start) a Ray instance; reuse one this process already initialized.
 
@@ -74,10 +92,13 @@ def connect_ray(address: str) -> Any:
         return ray
     try:
         if address == "local":
+            # Ray waits 30 s for its GCS to publish a port; on a load generator's busy cores it can take longer.
+            os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
             ray.init(include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
+        cleanup_failed_init(ray)
         hint = "start one with `ray start --head`, or use --ray local" if address == "auto" else "check the address"
         raise ConfigError(f"--ray {address}: cannot connect to a Ray cluster ({exc}); {hint}") from None
     return ray
