@@ -17,7 +17,7 @@ _EXPORTS: dict[str, str] = {
     "AppServer": "tailscope.api.app",
     "AppStats": "tailscope.api.app",
     "BenchOptions": "tailscope.runner.options",
-    "BenchResult": "tailscope.runner.bench",
+    "BenchResult": "tailscope.runner.bench_result",
     "BudgetPlan": "tailscope.plan.budget",
     "BuiltinServer": "tailscope.serve.embedded",
     "CacheabilityResult": "tailscope.api.cacheability",
@@ -404,7 +404,7 @@ if TYPE_CHECKING:
         Target,
         TokensSource,
     )
-    from tailscope.runner.bench import BenchResult
+    from tailscope.runner.bench_result import BenchResult
     from tailscope.runner.options import BenchOptions
     from tailscope.runner.progress import Progress
     from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tailscope.client.openai import Timeouts
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.preflight import LengthBound
 from tailscope.runner.workers.auto import TARGET_UTIL, plan_workers, projected_events_per_s, workers_needed

@@ -17,7 +17,9 @@ import pytest
 
 from tailscope.client.openai import Timeouts
 from tailscope.metrics.slo import parse_slo
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.store.runs import RunStore
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer

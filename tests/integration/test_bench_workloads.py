@@ -29,7 +29,9 @@ from tailscope.api.bench import _point
 from tailscope.api.runs import show_run
 from tailscope.errors import ConfigError
 from tailscope.records import RequestRecord
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import resolve

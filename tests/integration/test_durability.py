@@ -352,7 +352,8 @@ def test_one_huge_number_never_breaks_the_store(tmp_path: Path) -> None:
 def _bench_in_process(url: str, db: Path, requests: int) -> Any:
     import asyncio
 
-    from tailscope.runner.bench import BenchConfig, run_bench
+    from tailscope.runner.bench import run_bench
+    from tailscope.runner.bench_config import BenchConfig
     from tailscope.runner.loadgen import DispatchConfig
     from tailscope.workload.lengths import fixed
     from tailscope.workload.simple import LoadShape, simple_requests

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from tailscope.client.openai import Timeouts
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.store.runs import RunStore
 from tailscope.testing.fault_server import FaultConfig, FaultServer

@@ -19,7 +19,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from tailscope.client.openai import Timeouts
 from tailscope.metrics.summary import summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target, TokensSource
-from tailscope.runner.bench import BenchConfig, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.store.runs import RunStore
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer

@@ -25,7 +25,9 @@ from tailscope.client.openai import Timeouts
 from tailscope.errors import ConfigError
 from tailscope.metrics.request import e2e_ms, ttft_ms
 from tailscope.records import RunStatus
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.workers.driver import run_bench_distributed
 from tailscope.runner.workers.ray_actors import cleanup_failed_init

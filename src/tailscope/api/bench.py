@@ -17,7 +17,9 @@ from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import Target
-from tailscope.runner.bench import BenchConfig, BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions, PathLike
 from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import Resolved, resolve
@@ -225,7 +227,7 @@ def sweep(
         options: the bench options of every point (the swept one is set per point).
 
     Returns:
-        The points (each a :class:`~tailscope.runner.bench.BenchResult`), linked by a sweep id, and the knee.
+        The points (each a :class:`~tailscope.runner.bench_result.BenchResult`), linked by a sweep id, and the knee.
     """
     options = options or BenchOptions()
     spec = parse_sweep(points)

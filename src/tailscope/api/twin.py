@@ -26,7 +26,7 @@ from tailscope.engine.twin import ServerFacts, TwinModel
 from tailscope.errors import ConfigError
 from tailscope.files import make_folder
 from tailscope.records import RequestRecord
-from tailscope.runner.bench import BenchResult
+from tailscope.runner.bench_result import BenchResult
 from tailscope.store.runs import RunStore
 
 PathLike = str | os.PathLike[str]
@@ -368,7 +368,8 @@ async def twin_check_async(
     """
     from tailscope.client.openai import Timeouts
     from tailscope.io.calibration import load_calibration
-    from tailscope.runner.bench import BenchConfig, run_bench
+    from tailscope.runner.bench import run_bench
+    from tailscope.runner.bench_config import BenchConfig
     from tailscope.runner.loadgen import DispatchConfig
     from tailscope.runner.twin_check import (
         ANCHOR,

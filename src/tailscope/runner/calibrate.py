@@ -39,7 +39,9 @@ from tailscope.engine.twin_observe import observations
 from tailscope.errors import ConfigError, TargetError
 from tailscope.metrics import request as rq
 from tailscope.records import RequestRecord, ServerSample
-from tailscope.runner.bench import BenchConfig, BenchResult, new_run_id, run_bench
+from tailscope.runner.bench import new_run_id, run_bench
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.twin_check import ANCHOR, LONE_ANCHOR, lone_anchor_specs, lone_ttfts, merge_ttfts
 from tailscope.workload.spec import RequestSpec

@@ -17,7 +17,8 @@ from typing import Any
 import aiohttp
 
 from tailscope.errors import TargetError
-from tailscope.runner.bench import BenchResult, run_bench
+from tailscope.runner.bench import run_bench
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import resolve

@@ -2,7 +2,7 @@
 
 One frozen dataclass is the whole vocabulary of a bench — the keyword arguments of :func:`tailscope.bench`, the
 flags of ``tailscope bench`` and the fields a workload profile can set. Resolution (:mod:`tailscope.runner.resolve`)
-turns it into a :class:`~tailscope.runner.bench.BenchConfig` and a request stream.
+turns it into a :class:`~tailscope.runner.bench_config.BenchConfig` and a request stream.
 
 Fields a profile can also set default to ``None``, meaning "not given": a profile's value then applies, else the
 documented default. A value that is given always wins over the profile (options > file > defaults).

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tailscope.client.openai import Timeouts
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import Slo, parse_slo
-from tailscope.runner.bench import BenchConfig
+from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.preflight import LengthBound

@@ -3,7 +3,7 @@
 The pure logic (points, knee, bracket + bisection) lives in :mod:`tailscope.workload.sweep`; this module drives it
 with one real bench run per point. Every point is its own run in the store, linked to the others by a ``sweep_id``.
 ``build(param, value)`` resolves the config and request stream of one point (the CLI resolves flags and profiles);
-``execute(cfg, specs, progress)`` runs it and returns its :class:`~tailscope.runner.bench.BenchResult` — so the
+``execute(cfg, specs, progress)`` runs it and returns its :class:`~tailscope.runner.bench_result.BenchResult` — so the
 caller decides about event loops and live progress, and tests can drive it directly.
 
 A capacity-search probe passes (:func:`probe_passed`) when the run completed, every SLO verdict passed, at most
@@ -21,7 +21,8 @@ from typing import Any
 
 from tailscope.metrics.document import clean_json
 from tailscope.records import RunStatus
-from tailscope.runner.bench import BenchConfig, BenchResult
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.progress import Progress
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import FindMaxResult, SweepSpec, find_max, knee_of

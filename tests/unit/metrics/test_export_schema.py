@@ -22,10 +22,11 @@ from tailscope.metrics.server import summarize_server
 from tailscope.metrics.slo import parse_slo
 from tailscope.metrics.summary import summarize
 from tailscope.records import ErrorClass, RequestRecord, Run, RunKind, RunStatus, ServerSample, Status, Target
-from tailscope.runner.bench import TargetSession, new_run
+from tailscope.runner.bench import new_run
 from tailscope.runner.mixed import MixedRecord, summarize_mixed
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.resolve import resolve
+from tailscope.runner.target import TargetSession
 from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows
 from tailscope.store.db import REQUEST_COLUMNS
 

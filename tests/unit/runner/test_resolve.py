@@ -17,7 +17,8 @@ from tailscope.errors import ConfigError
 from tailscope.metrics.slo import parse_slo
 from tailscope.metrics.summary import summarize
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Target
-from tailscope.runner.bench import BenchConfig, BenchResult
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.resolve import resolve, sessions_follow_turn0
 from tailscope.runner.sweep_run import probe_passed, run_find_max, run_sweep

@@ -14,7 +14,7 @@ import tailscope
 from tailscope.metrics.document import build_export
 from tailscope.metrics.summary import summarize
 from tailscope.records import Run, RunKind, RunStatus, ServerSample, Target
-from tailscope.runner.bench import BenchResult
+from tailscope.runner.bench_result import BenchResult
 from tailscope.store.runs import RunStore
 from tailscope.verify.rundata import RunData
 

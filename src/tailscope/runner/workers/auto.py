@@ -15,7 +15,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from tailscope.runner.bench import BenchConfig
+from tailscope.runner.bench_config import BenchConfig
 
 #: per-stream token events per second assumed for a closed loop (10 ms per token: a fast decode)
 STREAM_EVENTS_PER_S = 100.0

@@ -28,20 +28,12 @@ from tailscope.clock import Clock, MonotonicClock
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
-from tailscope.runner.bench import (
-    BenchConfig,
-    BenchResult,
-    _auth_header,
-    _client_spans,
-    finish_bench,
-    install_signal_handlers,
-    new_run,
-    open_target,
-    preopen_count,
-    warm_path,
-)
+from tailscope.runner.bench import client_spans, install_signal_handlers, new_run
+from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.bench_result import BenchResult, finish_bench
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
+from tailscope.runner.target import auth_header, open_target, preopen_count, warm_path
 from tailscope.runner.telemetry import Scraper, TelemetryScrapers
 from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_process_workers
 from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
@@ -146,7 +138,7 @@ def _setup_doc(
         "tokenizer": cfg.tokenizer,
         "prompt_nonce": cfg.prompt_nonce,
         "tracestate": cfg.tracestate,
-        "auth_header": _auth_header(cfg.api_key_env),
+        "auth_header": auth_header(cfg.api_key_env),
         "concurrency": slots,
         "max_in_flight": None,
         "duration_s": d.duration_s,
@@ -391,7 +383,7 @@ async def run_bench_distributed(
         run = new_run(cfg, ts, workers=workers, worker_kind=handles[0].kind)
         writer.begin(run)
 
-        spans = _client_spans(cfg, ts.target)
+        spans = client_spans(cfg, ts.target)
 
         def sink(batch: list[RequestRecord]) -> None:
             records.extend(batch)

@@ -151,7 +151,7 @@ class WorkerCore:
         )
         t = s["timeouts"]
         timeouts = Timeouts(float(t[0]), float(t[1]), float(t[2]))
-        from tailscope.runner.bench import make_transport
+        from tailscope.runner.target import make_transport
 
         self._transport = make_transport(
             s.get("http_client") or "aiohttp",
@@ -160,7 +160,7 @@ class WorkerCore:
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
         )
-        from tailscope.runner.bench import preopen_transport
+        from tailscope.runner.target import preopen_transport
 
         await preopen_transport(self._transport, int(s.get("preopen") or 0), warm_path=s.get("warm_path"))
         tokenizer = load_tokenizer(s["tokenizer"]) if s["tokenizer"] else None
