@@ -17,12 +17,13 @@ from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import Target
+from tailscope.runner.base_config import Resolved
 from tailscope.runner.bench import run_bench
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions, PathLike
 from tailscope.runner.progress import Progress
-from tailscope.runner.resolve import Resolved, resolve
+from tailscope.runner.resolve import resolve
 from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
 from tailscope.workload.spec import RequestSpec

@@ -10,18 +10,15 @@ at least one LLM call (default 100), their calls in start order with ``gen_ai.us
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tailscope.errors import ConfigError, NotFoundError
+from tailscope.runner.base_config import Resolved, base_config
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.preflight import LengthBound
 from tailscope.runner.progress import Progress
 from tailscope.workload.lengths import empirical
 from tailscope.workload.simple import MAX_DURATION_S
 from tailscope.workload.trace_load import TraceSession, trace_requests, trace_session
-
-if TYPE_CHECKING:
-    from tailscope.runner.resolve import Resolved
 
 DEFAULT_SESSIONS = 100
 
@@ -73,8 +70,6 @@ def load_sessions(opts: BenchOptions) -> list[TraceSession]:
 
 def resolve_trace_load(opts: BenchOptions) -> Resolved:
     """The bench of a trace set: its sessions, config and progress."""
-    from tailscope.runner.resolve import Resolved, _config
-
     for flag, name in (
         ("--rate", "rate"),
         ("--concurrency", "concurrency"),
@@ -103,7 +98,7 @@ def resolve_trace_load(opts: BenchOptions) -> Resolved:
     planned: dict[str, int] = {}
     for s in specs:
         planned[s.session_id or ""] = planned.get(s.session_id or "", 0) + 1
-    cfg = _config(opts, concurrency=None)
+    cfg = base_config(opts, concurrency=None)
     settings = {
         **cfg.settings,
         "mode": "trace_load",

@@ -10,7 +10,7 @@ import pytest
 
 from tailscope.errors import ProfileError
 from tailscope.io.datasets import approx_tokens, filter_rows, parse_dataset_ref, read_dataset
-from tailscope.runner.resolve import conversations_of
+from tailscope.runner.dataset_load import conversations_of
 from tailscope.workload.datasets import dataset_requests
 from tailscope.workload.lengths import fixed
 from tailscope.workload.simple import LoadShape

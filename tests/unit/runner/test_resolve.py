@@ -20,7 +20,8 @@ from tailscope.records import RequestRecord, Run, RunKind, RunStatus, Status, Ta
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions
-from tailscope.runner.resolve import resolve, sessions_follow_turn0
+from tailscope.runner.replay_load import sessions_follow_turn0
+from tailscope.runner.resolve import resolve
 from tailscope.runner.sweep_run import probe_passed, run_find_max, run_sweep
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
