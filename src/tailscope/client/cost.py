@@ -61,10 +61,11 @@ class _NullPool:
         pass
 
 
-def play(reads: list[bytes], st: _State | None = None) -> _State:
+def play(reads: list[bytes], st: _State | None = None, *, conn: Http1Connection | None = None) -> _State:
     """Push ``reads`` through the protocol and the client's consume path (as :func:`~tailscope.client.openai.execute`
-    does in push mode); returns the request's accumulated state."""
-    conn = Http1Connection(_NullPool())  # type: ignore[arg-type]
+    does in push mode); returns the request's accumulated state. ``reads[0]`` is the response head; pass ``conn`` to
+    look at the connection afterwards (its error, whether the response is complete)."""
+    conn = conn if conn is not None else Http1Connection(_NullPool())  # type: ignore[arg-type]
     st = st or _State()
     parser = SSEParser()
 

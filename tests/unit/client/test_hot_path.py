@@ -100,29 +100,20 @@ class _Pool:
         pass
 
 
+def _conn() -> _Conn:
+    return _Conn(_Pool())  # type: ignore[arg-type]
+
+
 def push(reads: list[bytes]) -> tuple[Any, ...]:
     """Push mode: the protocol calls the client per read (the fast path takes whole single-chunk reads)."""
-    st = _State()
-    conn = _Conn(_Pool())  # type: ignore[arg-type]
-    parser = SSEParser()
-
-    def on_data(stamp: int, chunk: bytes) -> bool:
-        _consume(parser.feed_data(chunk), stamp, st, None)
-        return st.done
-
-    conn.data_received(reads[0])
-    conn.handler = on_data
-    for r in reads[1:]:
-        if conn.handler is None:
-            break
-        conn.data_received(r)
+    st, conn = _State(), _conn()
+    play(reads, st, conn=conn)
     return _snapshot(st, conn.error)
 
 
 def pull(reads: list[bytes]) -> tuple[Any, ...]:
     """The general decoder: pieces collected by the protocol, consumed afterwards in order."""
-    st = _State()
-    conn = _Conn(_Pool())  # type: ignore[arg-type]
+    st, conn = _State(), _conn()
     parser = SSEParser()
     exc: BaseException | None = None
     for r in reads:
@@ -168,17 +159,8 @@ def test_coalesced_reads_end_the_response_and_free_the_connection() -> None:
     """[DONE] and the last chunk in one read with other events: the handler stops at [DONE] and the response is
     complete (the connection can go back to the pool)."""
     reads = _reads(CORPUS["vllm continuous usage"])
-    conn = _Conn(_Pool())  # type: ignore[arg-type]
-    st = _State()
-    parser = SSEParser()
-
-    def on_data(stamp: int, chunk: bytes) -> bool:
-        _consume(parser.feed_data(chunk), stamp, st, None)
-        return st.done
-
-    conn.data_received(reads[0])
-    conn.handler = on_data
-    conn.data_received(b"".join(reads[1:]))
+    st, conn = _State(), _conn()
+    play([reads[0], b"".join(reads[1:])], st, conn=conn)
     assert st.done
     assert len(st.chunk_times) == 12
     assert conn.handler_done
