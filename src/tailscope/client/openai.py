@@ -265,6 +265,7 @@ async def execute(
     span_id: str | None = None,
     step: str | None = None,
     depends_on: tuple[int, ...] = (),
+    session_calls: int | None = None,
 ) -> Outcome:
     """Send one streaming request and measure it.
 
@@ -275,6 +276,8 @@ async def execute(
         trace_id, span_id: W3C trace context sent as ``traceparent`` (both precomputed in the schedule), kept in
             the record; ``None`` sends none.
         step, depends_on: an agent call's step name and the requests it waited for, kept in the record.
+        session_calls: an agent call's session as drawn (its call count), kept in the record so that a session the
+            stop cut is told apart.
 
     Returns:
         The record (never raises for server or network faults; cancellation yields an ``incomplete`` record).
@@ -415,6 +418,7 @@ async def execute(
         tls_ns=conn[3],
         step=step,
         depends_on=depends_on,
+        session_calls=session_calls,
     )
     return Outcome(record=record, text="".join(st.texts))
 

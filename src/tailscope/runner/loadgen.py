@@ -21,7 +21,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from tailscope.client.openai import ClientOptions, Outcome, Timeouts, execute
@@ -225,13 +225,11 @@ class LoadGenerator:
                 span_id=spec.span_id,
                 step=spec.step,
                 depends_on=tuple(d for d, _ in spec.after) if spec.after else (),
+                session_calls=spec.session_calls,  # an agent call carries its session's plan: a cut one is told apart
             )
         finally:
             p.in_flight -= 1
         r = out.record
-        if spec.session_calls is not None:  # an agent call carries its session's plan: a stored cut one is told apart
-            r = replace(r, session_calls=spec.session_calls)
-            out = Outcome(record=r, text=out.text)
         p.done += 1
         if not r.ok:
             p.failed += 1
