@@ -10,7 +10,7 @@ import itertools
 import json
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tailscope.client.openai import Timeouts
@@ -19,9 +19,10 @@ from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.options import BenchOptions
+from tailscope.runner.preflight import LengthBound
 from tailscope.runner.progress import Progress
-from tailscope.workload.lengths import MAX_LENGTH_TOKENS
-from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, check_bounds
+from tailscope.workload.lengths import MAX_LENGTH_TOKENS, empirical
+from tailscope.workload.simple import MAX_DURATION_S, MAX_RATE, LoadShape, check_bounds
 from tailscope.workload.spec import RequestSpec
 
 
@@ -131,6 +132,64 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         headers=headers,
         template=template,
     )
+
+
+def flag_shape(opts: BenchOptions, *, requests: int | None, timed: bool = False) -> LoadShape:
+    """The load shape the flags give, validated: a closed loop of ``--concurrency`` (1 by default), or an open loop at
+    ``--rate`` — capped at ``--concurrency`` in flight when both are given (vLLM bench's ``--max-concurrency``).
+    ``timed``: the requests carry their own send times (neither loop)."""
+    rate = None if timed else opts.rate
+    cap = opts.concurrency if rate is not None else None
+    concurrency = None if timed or rate is not None else (opts.concurrency if opts.concurrency is not None else 1)
+    shape = LoadShape(
+        concurrency=concurrency,
+        max_concurrency=cap,
+        rate=rate,
+        arrival=opts.value("arrival"),
+        burstiness=opts.value("burstiness"),
+        requests=requests,
+        duration_s=opts.duration,
+        warmup=opts.value("warmup"),
+    )
+    shape.validate()
+    return shape
+
+
+def shape_settings(shape: LoadShape, *, mode: str | None = None) -> dict[str, Any]:
+    """A load shape as stored with the run (arrival and burstiness only for an open loop; ``mode`` by default open
+    or closed)."""
+    open_loop = shape.open_loop
+    return {
+        "mode": mode or ("open" if open_loop else "closed"),
+        "concurrency": shape.concurrency,
+        **({"max_concurrency": shape.max_concurrency} if shape.max_concurrency is not None else {}),
+        "rate": shape.rate,
+        "arrival": shape.arrival if open_loop else None,
+        "burstiness": shape.burstiness if open_loop else None,
+        "requests": shape.requests,
+        "duration_s": shape.duration_s,
+        "warmup": shape.warmup,
+    }
+
+
+def at_own_times(
+    opts: BenchOptions, specs: list[RequestSpec], *, mode: str, name: str, label: str, **settings: Any
+) -> Resolved:
+    """A source whose requests carry their own send times (a replay, a trace set): no requested rate, no saturation
+    test, and the lengths checked against the served context are the requests' own (``label`` names the source in
+    that check). ``settings`` are stored with the run after the mode and the load shape it does not have."""
+    cfg = base_config(opts, concurrency=None)
+    cfg = replace(
+        cfg,
+        requested_rate=None,
+        settings={**cfg.settings, "mode": mode, "concurrency": None, "rate": None, "arrival": None, **settings},
+        profile_name=name,
+        saturation_windows=(),
+        lengths=(
+            LengthBound(label, empirical([s.input_tokens for s in specs]), empirical([s.output_tokens for s in specs])),
+        ),
+    )
+    return Resolved(cfg, iter(specs), Progress(total=len(specs), duration_s=opts.duration))
 
 
 def _telemetry_urls(value: str | Sequence[str]) -> tuple[str, ...]:

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tailscope.errors import ConfigError
-from tailscope.runner.base_config import Resolved, base_config, token_counter
+from tailscope.runner.base_config import Resolved, base_config, flag_shape, shape_settings, token_counter
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.preflight import LengthBound
 from tailscope.runner.progress import Progress
 from tailscope.workload.lengths import empirical, parse_length_spec
-from tailscope.workload.simple import LoadShape
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:
@@ -44,16 +43,10 @@ def resolve_dataset(opts: BenchOptions) -> Resolved:
             f"--dataset {opts.dataset}: its rows have timestamp_s, so they fix the send times; drop "
             "--rate/--concurrency (use --time-scale)"
         )
-    cap = opts.concurrency if opts.rate is not None and not timed else None
-    concurrency = None if timed or opts.rate is not None else (opts.concurrency if opts.concurrency is not None else 1)
     requests = opts.requests
     if timed and requests is None and opts.duration is None:
         requests = sum(len(c) for c in conversations)  # the whole file, once
-    shape = LoadShape(
-        concurrency=concurrency, max_concurrency=cap, rate=None if timed else opts.rate, arrival=opts.value("arrival"),
-        burstiness=opts.value("burstiness"), requests=requests, duration_s=opts.duration, warmup=opts.value("warmup"),
-    )  # fmt: skip
-    shape.validate()
+    shape = flag_shape(opts, requests=requests, timed=timed)
     out = parse_length_spec(str(opts.output_tokens), what="--output-tokens") if opts.given("output_tokens") else None
     specs = dataset_requests(
         conversations, shape, seed=opts.value("seed"), sample=opts.dataset_sample, output_tokens=out, count=count,
@@ -61,20 +54,12 @@ def resolve_dataset(opts: BenchOptions) -> Resolved:
     )  # fmt: skip
     first = next(specs, None)  # a bad option fails now, before the target is contacted
     stream: Iterator[RequestSpec] = iter(()) if first is None else itertools.chain([first], specs)
-    cfg = base_config(replace(opts, requests=requests), concurrency=concurrency, cap=cap)
+    cfg = base_config(replace(opts, requests=requests), concurrency=shape.concurrency, cap=shape.max_concurrency)
     in_lengths = [count(r.text()) for r in rows]
     out_lengths = [first.output_tokens] if first is not None else [1]
     settings = {
         **cfg.settings,
-        "mode": "replay" if timed else ("open" if shape.open_loop else "closed"),
-        "concurrency": concurrency,
-        **({"max_concurrency": cap} if cap is not None else {}),
-        "rate": None if timed else opts.rate,
-        "arrival": shape.arrival if shape.open_loop else None,
-        "burstiness": shape.burstiness if shape.open_loop else None,
-        "requests": requests,
-        "duration_s": opts.duration,
-        "warmup": shape.warmup,
+        **shape_settings(shape, mode="replay" if timed else None),
         "input_tokens": "dataset",
         "output_tokens": str(out) if out is not None else "dataset",
         "dataset": opts.dataset,

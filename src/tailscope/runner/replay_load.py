@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
 from tailscope.errors import ConfigError
-from tailscope.runner.base_config import Resolved, base_config
+from tailscope.runner.base_config import Resolved, at_own_times
 from tailscope.runner.options import BenchOptions
-from tailscope.runner.preflight import LengthBound
-from tailscope.runner.progress import Progress
-from tailscope.workload.lengths import empirical
 from tailscope.workload.simple import MAX_DURATION_S, check_bounds
 from tailscope.workload.spec import RequestSpec
 
@@ -77,35 +73,19 @@ def resolve_replay(opts: BenchOptions) -> Resolved:
             f"--replay {opts.replay}: the trace's mean rate {mean_rate:.3g}/s exceeds --max-rate {opts.max_rate:g}; "
             "slow it down with --time-scale or raise the cap"
         )
-    cfg = base_config(opts, concurrency=None)
-    settings = {
-        **cfg.settings,
-        "mode": "replay",
-        "concurrency": None,
-        "rate": None,
-        "arrival": None,
-        "requests": opts.requests,
-        "duration_s": opts.duration,
-        "warmup": opts.value("warmup"),
-        "input_tokens": "replay",
-        "output_tokens": "replay",
-        "replay": str(opts.replay),
-        "replay_format": opts.replay_format,
-        "time_scale": opts.time_scale,
+    return at_own_times(
+        opts,
+        specs,
+        mode="replay",
+        name=f"replay:{Path(opts.replay).name}",
+        label=f"--replay {opts.replay}",
+        requests=opts.requests,
+        duration_s=opts.duration,
+        warmup=opts.value("warmup"),
+        input_tokens="replay",
+        output_tokens="replay",
+        replay=str(opts.replay),
+        replay_format=opts.replay_format,
+        time_scale=opts.time_scale,
         **({"replay_prefix_tokens": opts.replay_prefix_tokens} if opts.replay_prefix_tokens else {}),
-    }
-    cfg = replace(
-        cfg,
-        requested_rate=None,
-        settings=settings,
-        profile_name=f"replay:{Path(opts.replay).name}",
-        saturation_windows=(),
-        lengths=(
-            LengthBound(
-                f"--replay {opts.replay}",
-                empirical([s.input_tokens for s in specs]),
-                empirical([s.output_tokens for s in specs]),
-            ),
-        ),
     )
-    return Resolved(cfg, iter(specs), Progress(total=len(specs), duration_s=opts.duration))

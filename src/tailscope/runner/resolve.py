@@ -14,7 +14,7 @@ import secrets
 from dataclasses import replace
 
 from tailscope.errors import ConfigError
-from tailscope.runner.base_config import Resolved, base_config
+from tailscope.runner.base_config import Resolved, base_config, flag_shape, shape_settings
 from tailscope.runner.dataset_load import resolve_dataset
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.preflight import LengthBound
@@ -90,39 +90,13 @@ def resolve(opts: BenchOptions) -> Resolved:
 
 
 def _flags(opts: BenchOptions) -> Resolved:
-    # --rate with --concurrency: an open loop capped at that many in flight (vLLM bench's --max-concurrency)
-    cap = opts.concurrency if opts.rate is not None else None
-    concurrency = None if opts.rate is not None else (opts.concurrency if opts.concurrency is not None else 1)
-    shape = LoadShape(
-        concurrency=concurrency,
-        max_concurrency=cap,
-        rate=opts.rate,
-        arrival=opts.value("arrival"),
-        burstiness=opts.value("burstiness"),
-        requests=opts.requests,
-        duration_s=opts.duration,
-        warmup=opts.value("warmup"),
-    )
-    shape.validate()
+    shape = flag_shape(opts, requests=opts.requests)
     if opts.max_rate is not None and opts.rate is not None and opts.rate > opts.max_rate:
         raise ConfigError(f"--rate {opts.rate:g} exceeds --max-rate {opts.max_rate:g}; lower the rate or raise the cap")
     in_dist = parse_length_spec(str(opts.value("input_tokens")), what="--input-tokens")
     out_dist = parse_length_spec(str(opts.value("output_tokens")), what="--output-tokens")
     specs = simple_requests(shape, in_dist, out_dist, seed=opts.value("seed"))
-    cfg = base_config(opts, concurrency=concurrency, cap=cap)
+    cfg = base_config(opts, concurrency=shape.concurrency, cap=shape.max_concurrency)
     cfg = replace(cfg, lengths=(LengthBound("--input-tokens/--output-tokens", in_dist, out_dist),))
-    settings = {
-        **cfg.settings,
-        "mode": "open" if shape.open_loop else "closed",
-        "concurrency": concurrency,
-        **({"max_concurrency": cap} if cap is not None else {}),
-        "rate": opts.rate,
-        "arrival": shape.arrival if shape.open_loop else None,
-        "burstiness": shape.burstiness if shape.open_loop else None,
-        "requests": opts.requests,
-        "duration_s": opts.duration,
-        "warmup": shape.warmup,
-        "input_tokens": str(in_dist),
-        "output_tokens": str(out_dist),
-    }
+    settings = {**cfg.settings, **shape_settings(shape), "input_tokens": str(in_dist), "output_tokens": str(out_dist)}
     return Resolved(replace(cfg, settings=settings), specs, Progress(total=opts.requests, duration_s=opts.duration))

@@ -9,14 +9,9 @@ at least one LLM call (default 100), their calls in start order with ``gen_ai.us
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tailscope.errors import ConfigError, NotFoundError
-from tailscope.runner.base_config import Resolved, base_config
+from tailscope.runner.base_config import Resolved, at_own_times
 from tailscope.runner.options import BenchOptions
-from tailscope.runner.preflight import LengthBound
-from tailscope.runner.progress import Progress
-from tailscope.workload.lengths import empirical
 from tailscope.workload.simple import MAX_DURATION_S
 from tailscope.workload.trace_load import TraceSession, trace_requests, trace_session
 
@@ -98,19 +93,18 @@ def resolve_trace_load(opts: BenchOptions) -> Resolved:
     planned: dict[str, int] = {}
     for s in specs:
         planned[s.session_id or ""] = planned.get(s.session_id or "", 0) + 1
-    cfg = base_config(opts, concurrency=None)
-    settings = {
-        **cfg.settings,
-        "mode": "trace_load",
-        "concurrency": None,
-        "rate": None,
-        "arrival": None,
-        "requests": len(specs),
-        "duration_s": opts.duration,
-        "input_tokens": "trace",
-        "output_tokens": "trace",
-        "time_scale": opts.time_scale,
-        "trace_load": {
+    return at_own_times(
+        opts,
+        specs,
+        mode="trace_load",
+        name=f"traces:{opts.from_traces}",
+        label=f"--from-traces {opts.from_traces}",
+        requests=len(specs),
+        duration_s=opts.duration,
+        input_tokens="trace",
+        output_tokens="trace",
+        time_scale=opts.time_scale,
+        trace_load={
             "set": opts.from_traces,
             "sessions": len(sessions),
             "calls": len(specs),
@@ -118,19 +112,4 @@ def resolve_trace_load(opts: BenchOptions) -> Resolved:
             "max_parallel": max(s.max_parallel for s in sessions),
             "planned": planned,
         },
-    }
-    cfg = replace(
-        cfg,
-        requested_rate=None,
-        settings=settings,
-        profile_name=f"traces:{opts.from_traces}",
-        saturation_windows=(),
-        lengths=(
-            LengthBound(
-                f"--from-traces {opts.from_traces}",
-                empirical([s.input_tokens for s in specs]),
-                empirical([s.output_tokens for s in specs]),
-            ),
-        ),
     )
-    return Resolved(cfg, iter(specs), Progress(total=len(specs), duration_s=opts.duration))
