@@ -8,12 +8,12 @@ test knows the energy a run should see. ``node=True`` adds the node exporter's `
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from dataclasses import dataclass
 
 from aiohttp import web
+
+from tailscope.testing.background import BackgroundServer
 
 
 @dataclass(slots=True)
@@ -62,47 +62,30 @@ def dcgm_text(cfg: DcgmConfig, elapsed_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-class DcgmExporter:
+class DcgmExporter(BackgroundServer):
     """The exporter in a background thread on 127.0.0.1 and a free port; ``url`` is its ``/metrics``.
 
     Use as a context manager; ``scrapes`` counts the requests it answered.
     """
 
+    what = "scripted DCGM exporter"
+
     def __init__(self, cfg: DcgmConfig | None = None) -> None:
+        super().__init__()
         self.cfg = cfg or DcgmConfig()
-        self.port = 0
         self.scrapes = 0
         self.started = time.monotonic()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/metrics"
-
-    def __enter__(self) -> DcgmExporter:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="dcgm-exporter", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the scripted DCGM exporter did not start within 10 s")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(10)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         self.scrapes += 1
         body = dcgm_text(self.cfg, time.monotonic() - self.started)
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    async def _run_server(self) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -111,6 +94,5 @@ class DcgmExporter:
         await site.start()
         self.port = runner.addresses[0][1]
         self.started = time.monotonic()
-        self._ready.set()
-        await self._stop.wait()
+        await self._until_stopped()
         await runner.cleanup()

@@ -25,9 +25,10 @@ import contextlib
 import json
 import socket
 import struct
-import threading
 import time
 from dataclasses import dataclass, field
+
+from tailscope.testing.background import BackgroundServer
 
 
 @dataclass(slots=True)
@@ -61,44 +62,26 @@ def _event(i: int, text: str) -> bytes:
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
-class FaultServer:
+class FaultServer(BackgroundServer):
     """The fault server in a background thread on 127.0.0.1 (context manager)."""
 
+    what = "fault server"
+
     def __init__(self, cfg: FaultConfig) -> None:
+        super().__init__()
         self.cfg = cfg
         self.log = FaultLog()
-        self.port = 0
         self._n = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> FaultServer:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("fault server did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop and self._stop:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread:
-            self._thread.join(10)
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    async def _run_server(self) -> None:
         server = await asyncio.start_server(self._handle, "127.0.0.1", self.port or 0, limit=1 << 20)
         self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        await self._stop.wait()
+        await self._until_stopped()
         server.close()
         for w in list(self._writers):
             w.transport.abort()

@@ -13,13 +13,14 @@ import argparse
 import asyncio
 import itertools
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from tailscope.testing.background import BackgroundServer
 
 
 @dataclass(slots=True)
@@ -284,19 +285,17 @@ def build_app(cfg: ScriptedConfig) -> tuple[web.Application, _App]:
     return app, state
 
 
-class ScriptedServer:
+class ScriptedServer(BackgroundServer):
     """The scripted server in a background thread with its own event loop, on 127.0.0.1 and a free port.
 
     Use as a context manager; ``url`` is the API root and ``truth`` the ground-truth log.
     """
 
+    what = "scripted server"
+
     def __init__(self, cfg: ScriptedConfig | None = None, *, port: int = 0) -> None:
+        super().__init__(port)
         self.cfg = cfg or ScriptedConfig()
-        self.port = port
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
         self.state: _App | None = None
 
     @property
@@ -308,33 +307,14 @@ class ScriptedServer:
         assert self.state is not None
         return self.state.truth
 
-    def __enter__(self) -> ScriptedServer:
-        self._thread = threading.Thread(target=self._run, name="scripted-server", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the scripted server did not start within 10 s")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    async def _run_server(self) -> None:
         app, self.state = build_app(self.cfg)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
         await site.start()
         self.port = runner.addresses[0][1]
-        self._ready.set()
-        await self._stop.wait()
+        await self._until_stopped()
         await runner.cleanup()
 
 
