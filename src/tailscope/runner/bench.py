@@ -100,6 +100,35 @@ def install_signal_handlers(on_signal: Callable[[str], None], *, enabled: bool) 
     return restore
 
 
+class RunSinks:
+    """Where a run's records and server samples go as they come: kept in memory (records only when ``retain``),
+    handed to the store's writer, and to the client-span exporter when the run has one."""
+
+    __slots__ = ("records", "retain", "samples", "spans", "writer")
+
+    def __init__(self, writer: RunPersistence, spans: ClientSpanExporter | None, *, retain: bool = True) -> None:
+        self.writer = writer
+        self.spans = spans
+        self.retain = retain
+        self.records: list[RequestRecord] = []
+        self.samples: list[ServerSample] = []
+
+    def record(self, r: RequestRecord) -> None:
+        if self.retain:
+            self.records.append(r)
+        self.writer.add(r)
+        if self.spans is not None:
+            self.spans.add(r)
+
+    def record_batch(self, batch: list[RequestRecord]) -> None:
+        for r in batch:
+            self.record(r)
+
+    def sample_batch(self, batch: list[ServerSample]) -> None:
+        self.samples.extend(batch)
+        self.writer.add_samples(batch)
+
+
 async def run_bench(
     cfg: BenchConfig,
     specs: Iterator[RequestSpec],
@@ -140,21 +169,9 @@ async def run_bench(
         # The summary's percentiles are exact, over every request and every token gap, so it needs all records:
         # kept here as they finish — or, with stream_records (a store is required), read back from the store after
         # the run, so that a run of hours holds only what the writer has not flushed yet.
-        records: list[RequestRecord] = []
-        samples: list[ServerSample] = []
         retain = not (cfg.stream_records and store is not None)
-        spans = client_spans(cfg, ts.target)
-
-        def sink(r: RequestRecord) -> None:
-            if retain:
-                records.append(r)
-            writer.add(r)
-            if spans is not None:
-                spans.add(r)
-
-        def sample_sink(batch: list[ServerSample]) -> None:
-            samples.extend(batch)
-            writer.add_samples(batch)
+        sinks = RunSinks(writer, client_spans(cfg, ts.target), retain=retain)
+        records, samples, spans = sinks.records, sinks.samples, sinks.spans
 
         count_tokens = synth.counter()
         opts = cfg.client_options(ts.target.model)
@@ -163,14 +180,14 @@ async def run_bench(
             opts,
             cfg.timeouts,
             synth,
-            sink,
+            sinks.record,
             clock,
             count_tokens=count_tokens,
             progress=progress,
         )
         restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
         scraper: Scraper | None = None
-        telemetry = TelemetryScrapers(cfg.telemetry_urls, sample_sink, clock, interval_s=cfg.scrape_interval_s)
+        telemetry = TelemetryScrapers(cfg.telemetry_urls, sinks.sample_batch, clock, interval_s=cfg.scrape_interval_s)
         # no thundering herd: the first wave finds its connections open (connects are not server latency)
         preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
         gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
@@ -184,7 +201,9 @@ async def run_bench(
         )
         try:
             if metrics_url:
-                scraper = Scraper(transport, metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s)
+                scraper = Scraper(
+                    transport, metrics_url, sinks.sample_batch, clock, t0, interval_s=cfg.scrape_interval_s
+                )
                 scraper.start()
             telemetry.start(t0)
             cpu0 = time.process_time()

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from tailscope.clock import Clock, MonotonicClock
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
-from tailscope.records import RequestRecord, RunStatus, ServerSample, Target
-from tailscope.runner.bench import client_spans, install_signal_handlers, new_run
+from tailscope.records import RequestRecord, RunStatus, Target
+from tailscope.runner.bench import RunSinks, client_spans, install_signal_handlers, new_run
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult, finish_bench
 from tailscope.runner.persist import RunPersistence
@@ -378,28 +378,17 @@ async def run_bench_distributed(
         except WorkerLost as exc:
             raise TailscopeError(f"could not start the load-generator workers: {exc}") from None
 
-        records: list[RequestRecord] = []
-        samples: list[ServerSample] = []
         run = new_run(cfg, ts, workers=workers, worker_kind=handles[0].kind)
         writer.begin(run)
+        sinks = RunSinks(writer, client_spans(cfg, ts.target))
+        records, samples, spans = sinks.records, sinks.samples, sinks.spans
 
-        spans = client_spans(cfg, ts.target)
-
-        def sink(batch: list[RequestRecord]) -> None:
-            records.extend(batch)
-            for r in batch:
-                writer.add(r)
-                if spans is not None:
-                    spans.add(r)
-
-        def sample_sink(batch: list[ServerSample]) -> None:
-            samples.extend(batch)
-            writer.add_samples(batch)
-
-        driver = _Driver(handles, states, feeder, sink, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s)
+        driver = _Driver(
+            handles, states, feeder, sinks.record_batch, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s
+        )
         restore_signals: Callable[[], None] | None = None
         scraper: Scraper | None = None
-        telemetry = TelemetryScrapers(cfg.telemetry_urls, sample_sink, clock, interval_s=cfg.scrape_interval_s)
+        telemetry = TelemetryScrapers(cfg.telemetry_urls, sinks.sample_batch, clock, interval_s=cfg.scrape_interval_s)
         try:
             if feeder is not None:
                 await asyncio.gather(
@@ -421,7 +410,7 @@ async def run_bench_distributed(
             await asyncio.sleep(max(0.0, (t0 - clock.now_ns()) / 1e9))
             if ts.metrics_url:
                 scraper = Scraper(
-                    ts.transport, ts.metrics_url, sample_sink, clock, t0, interval_s=cfg.scrape_interval_s
+                    ts.transport, ts.metrics_url, sinks.sample_batch, clock, t0, interval_s=cfg.scrape_interval_s
                 )
                 scraper.start()
             telemetry.start(t0)
