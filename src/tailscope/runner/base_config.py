@@ -172,6 +172,17 @@ def shape_settings(shape: LoadShape, *, mode: str | None = None) -> dict[str, An
     }
 
 
+def last_send_s(specs: list[RequestSpec], *, spans: str, fix: str) -> float:
+    """The last send time (s from the run start) of requests that carry their own times, refused past the longest
+    run (``spans``: what spans, e.g. ``--replay FILE: the trace spans``; ``fix``: what to do)."""
+    last_s = max((s.at_ns or 0) for s in specs) / 1e9
+    if last_s > MAX_DURATION_S:
+        raise ConfigError(
+            f"{spans} {last_s / 86_400:,.0f} days after --time-scale (more than {MAX_DURATION_S / 86_400:g}); {fix}"
+        )
+    return last_s
+
+
 def at_own_times(
     opts: BenchOptions, specs: list[RequestSpec], *, mode: str, name: str, label: str, **settings: Any
 ) -> Resolved:

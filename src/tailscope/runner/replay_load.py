@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tailscope.errors import ConfigError
-from tailscope.runner.base_config import Resolved, at_own_times
+from tailscope.runner.base_config import Resolved, at_own_times, last_send_s
 from tailscope.runner.options import BenchOptions
-from tailscope.workload.simple import MAX_DURATION_S, check_bounds
+from tailscope.workload.simple import check_bounds
 from tailscope.workload.spec import RequestSpec
 
 
@@ -59,13 +59,11 @@ def resolve_replay(opts: BenchOptions) -> Resolved:
     )
     if not specs:
         raise ConfigError(f"--replay {opts.replay}: no request falls inside --duration/--requests")
-    last_s = max((s.at_ns or 0) for s in specs) / 1e9
-    if last_s > MAX_DURATION_S:
-        raise ConfigError(
-            f"--replay {opts.replay}: the trace spans {last_s / 86_400:,.0f} days after --time-scale (more than "
-            f"{MAX_DURATION_S / 86_400:g}); check its timestamps' unit, speed it up with --time-scale or cut it with "
-            "--duration"
-        )
+    last_s = last_send_s(
+        specs,
+        spans=f"--replay {opts.replay}: the trace spans",
+        fix="check its timestamps' unit, speed it up with --time-scale or cut it with --duration",
+    )
     firsts = [s for s in specs if s.at_ns is not None]
     mean_rate = (len(firsts) - 1) / last_s if last_s > 0 and len(firsts) > 1 else 1.0
     if opts.max_rate is not None and mean_rate > opts.max_rate:

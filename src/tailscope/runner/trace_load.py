@@ -10,9 +10,8 @@ at least one LLM call (default 100), their calls in start order with ``gen_ai.us
 from __future__ import annotations
 
 from tailscope.errors import ConfigError, NotFoundError
-from tailscope.runner.base_config import Resolved, at_own_times
+from tailscope.runner.base_config import Resolved, at_own_times, last_send_s
 from tailscope.runner.options import BenchOptions
-from tailscope.workload.simple import MAX_DURATION_S
 from tailscope.workload.trace_load import TraceSession, trace_requests, trace_session
 
 DEFAULT_SESSIONS = 100
@@ -84,12 +83,11 @@ def resolve_trace_load(opts: BenchOptions) -> Resolved:
         specs = [s for s in specs if s.session_id not in cut]
     if not specs:
         raise ConfigError(f"--from-traces {opts.from_traces}: no session starts inside --duration")
-    last_s = max((s.at_ns or 0) for s in specs) / 1e9
-    if last_s > MAX_DURATION_S:
-        raise ConfigError(
-            f"--from-traces {opts.from_traces}: the sessions span {last_s / 86_400:,.0f} days after "
-            "--time-scale; speed up with --time-scale or cut with --requests/--duration"
-        )
+    last_send_s(
+        specs,
+        spans=f"--from-traces {opts.from_traces}: the sessions span",
+        fix="speed up with --time-scale or cut with --requests/--duration",
+    )
     planned: dict[str, int] = {}
     for s in specs:
         planned[s.session_id or ""] = planned.get(s.session_id or "", 0) + 1
