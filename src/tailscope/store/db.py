@@ -122,6 +122,22 @@ _RUNS_ADDED = (
 _REQUESTS_ADDED = REQUEST_COLUMNS[[name for name, _ in REQUEST_COLUMNS].index("trace_id") :]
 
 
+_TABLES = ("meta", "runs", "requests", "server_samples", "tags", "folded_batches")
+
+
+def _schema_current(con: Any) -> bool:
+    """Whether the store already has every table, at this schema version (then there is nothing to create)."""
+    names = ", ".join(f"'{t}'" for t in _TABLES)
+    n = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "  # noqa: S608 - constants
+        f"AND schema_name = 'main' AND table_name IN ({names})"
+    ).fetchone()[0]
+    if n != len(_TABLES):
+        return False
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
     """The store path: explicit ``path`` > ``$TAILSCOPE_DB`` > ``./.tailscope/tailscope.duckdb``."""
     if path:
@@ -242,6 +258,8 @@ class Database:
 
     @staticmethod
     def _create_schema(con: Any) -> None:
+        if _schema_current(con):
+            return  # a store of this version: its DDL would change nothing (and costs ~10 ms of CPU)
         con.execute(_SCHEMA)
         for name, kind in _RUNS_ADDED:
             con.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
