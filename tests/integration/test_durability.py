@@ -266,6 +266,37 @@ def test_kill_9_at_every_phase_keeps_every_record_handed_to_the_store(tmp_path: 
     assert "repaired 0 run(s)" in again.stdout
 
 
+def test_kill_9_after_the_final_fold_keeps_every_record(tmp_path: Path) -> None:
+    """A short run keeps the store open from its final fold to its finish (one DuckDB instance for both, issue 20):
+    killed right after that fold committed — its rows in DuckDB's write-ahead log, not yet checkpointed into the
+    file — the store opens, every record the server finished is stored once, and the run is marked incomplete."""
+    db = tmp_path / "s" / "a.duckdb"
+    with ScriptedServer(ScriptedConfig(ttft_ms=5, itl_ms=2)) as srv:
+        proc = subprocess.Popen(
+            # 1 s: the writer's only fold is the final one (it folds every 5 s while a run goes)
+            bench_args(srv.url, db, "--rate", "20", "--arrival", "constant", "--duration", "1", "--output-tokens", "4"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "TAILSCOPE_TEST_FAULT": "kill@folded:1"},
+        )
+        rc = proc.wait(90)
+        finished = {rid for rid, times in srv.truth.token_ns.items() if len(times) == 4}
+    assert rc == -signal.SIGKILL
+    run_id = only_run_id(db)
+    committed, _sealed, journaled = store_parts(db, run_id)
+    assert committed
+    assert not journaled
+    listing = cli("runs", "list", "--json", "-", "--db", str(db))
+    assert listing.returncode == 0, listing.stderr
+    run = json.loads(listing.stdout)[0]
+    assert run["run"]["status"] == RunStatus.INCOMPLETE.value
+    stored = RunStore(db).load_records(run_id)
+    ids = [r.id for r in stored]
+    assert len(ids) == len(set(ids))
+    assert len(finished) >= 15
+    assert {r.server_request_id for r in stored if r.ok} == finished
+
+
 def test_a_corrupt_batch_is_quarantined_and_never_blocks_the_store(tmp_path: Path) -> None:
     from tailscope.records import RequestRecord, Run, RunKind, Status, Target
     from tailscope.store.codec import encode_record_line

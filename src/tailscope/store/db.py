@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -121,6 +122,22 @@ _RUNS_ADDED = (
 _REQUESTS_ADDED = REQUEST_COLUMNS[[name for name, _ in REQUEST_COLUMNS].index("trace_id") :]
 
 
+_TABLES = ("meta", "runs", "requests", "server_samples", "tags", "folded_batches")
+
+
+def _schema_current(con: Any) -> bool:
+    """Whether the store already has every table, at this schema version (then there is nothing to create)."""
+    names = ", ".join(f"'{t}'" for t in _TABLES)
+    n = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "  # noqa: S608 - constants
+        f"AND schema_name = 'main' AND table_name IN ({names})"
+    ).fetchone()[0]
+    if n != len(_TABLES):
+        return False
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
     """The store path: explicit ``path`` > ``$TAILSCOPE_DB`` > ``./.tailscope/tailscope.duckdb``."""
     if path:
@@ -149,6 +166,9 @@ class Database:
         self.lock_timeout_s = lock_timeout_s
         self._schema_ready = False
         self._version_checked = False
+        self._keep = False  # keep_open(): the next connection opened stays open until release()
+        self._held: Any = None
+        self._held_lock = threading.Lock()
 
     @property
     def exists(self) -> bool:
@@ -167,7 +187,35 @@ class Database:
         """Batches that could not be folded, kept with the reason: ``<folder>/quarantine/<store file name>/``."""
         return self.path.parent / "quarantine" / self.path.name
 
+    def keep_open(self) -> None:
+        """From now until :meth:`release`, one DuckDB instance serves every read and write of this database.
+
+        The first connection opened after this call stays open, and each later operation (from any thread) runs on a
+        cursor of it — still its own short transaction, committed as before, so a ``kill -9`` keeps exactly what it
+        kept. Why: opening a DuckDB instance costs ~15–20 ms of CPU and closing it (a checkpoint) ~5–10 ms, and a
+        bench's last steps — the final fold, reading the records back, finishing the run — would each pay both.
+        Another process waits while it is held (as it waits for any transaction): hold it only for such short spans.
+        """
+        self._keep = True
+
+    def release(self) -> None:
+        """End :meth:`keep_open`: close the held instance (its checkpoint runs now); idempotent."""
+        with self._held_lock:
+            self._keep = False
+            con, self._held = self._held, None
+        if con is not None:
+            con.close()
+
     def _open(self, read_only: bool) -> Any:
+        if self._keep or self._held is not None:
+            with self._held_lock:
+                if self._held is None and self._keep:
+                    self._held = self._connect(read_only=False)  # read-write: its cursors serve reads too
+                if self._held is not None:
+                    return self._held.cursor()
+        return self._connect(read_only)
+
+    def _connect(self, read_only: bool) -> Any:
         import duckdb
 
         deadline = time.monotonic() + self.lock_timeout_s
@@ -188,36 +236,58 @@ class Database:
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.2)
 
-    def ensure_schema(self) -> None:
-        """Create the folder, the file and the tables when missing."""
-        if self._schema_ready:
-            return
+    def prepare_folder(self) -> None:
+        """Create the store's folder when missing and check that it is writable (no DuckDB open).
+
+        Raises:
+            StoreError: naming the folder and what to do.
+        """
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the store folder {self.path.parent}: {exc.strerror}") from None
         if not os.access(self.path.parent, os.W_OK):
             raise StoreError(f"the store folder {self.path.parent} is not writable; choose another with --db")
-        with self.write() as con:
-            con.execute(_SCHEMA)
-            for name, kind in _RUNS_ADDED:
-                con.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
-            for name, kind in _REQUESTS_ADDED:
-                con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {name} {kind}")
-            con.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                [str(SCHEMA_VERSION)],
-            )
-        self._schema_ready = True
+
+    def ensure_schema(self) -> None:
+        """Create the folder, the file and the tables when missing."""
+        if self._schema_ready:
+            return
+        with self.write(ensure_schema=True):
+            pass
+
+    @staticmethod
+    def _create_schema(con: Any) -> None:
+        if _schema_current(con):
+            return  # a store of this version: its DDL would change nothing (and costs ~10 ms of CPU)
+        con.execute(_SCHEMA)
+        for name, kind in _RUNS_ADDED:
+            con.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
+        for name, kind in _REQUESTS_ADDED:
+            con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {name} {kind}")
+        con.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+            [str(SCHEMA_VERSION)],
+        )
 
     @contextmanager
-    def write(self) -> Iterator[Any]:
-        """A read-write connection inside one transaction; committed on success, rolled back on error."""
+    def write(self, *, ensure_schema: bool = False) -> Iterator[Any]:
+        """A read-write connection inside one transaction; committed on success, rolled back on error.
+
+        Args:
+            ensure_schema: also create the folder, the file and the tables when missing (:meth:`ensure_schema`), in
+                this same transaction: one DuckDB open for both.
+        """
+        schema = ensure_schema and not self._schema_ready
+        if schema:
+            self.prepare_folder()
         con = self._open(read_only=False)
         try:
             with self._duckdb_errors():
                 con.execute("BEGIN TRANSACTION")
                 try:
+                    if schema:
+                        self._create_schema(con)
                     yield con
                 except BaseException:
                     con.execute("ROLLBACK")
@@ -225,6 +295,8 @@ class Database:
                 con.execute("COMMIT")
         finally:
             con.close()
+        if schema:
+            self._schema_ready = True
 
     @contextmanager
     def _duckdb_errors(self) -> Iterator[None]:

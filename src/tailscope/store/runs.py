@@ -96,7 +96,6 @@ class RunStore:
             StoreError: when the run's id or seed cannot be stored (see :func:`~tailscope.store.bounds.check_run`).
         """
         check_run(run)
-        self.db.ensure_schema()
         notes = BoundNotes()
 
         def text(value: str | None, name: str) -> str | None:
@@ -104,7 +103,7 @@ class RunStore:
 
         w = this_writer()
         now = utc_now_iso()
-        with self.db.write() as con:
+        with self.db.write(ensure_schema=True) as con:  # the schema check and the row: one DuckDB open
             con.execute(
                 "INSERT INTO runs (id, kind, tool_version, started_at, target_url, target_model, target_json, seed, "
                 "settings_json, profile, status, sweep_id, host_json, probe, writer_pid, writer_host, writer_start, "

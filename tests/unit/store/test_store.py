@@ -138,3 +138,66 @@ def test_unwritable_store_is_a_clear_error(tmp_path: Path) -> None:
 def test_reading_a_missing_store_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="run `tailscope bench` first"):
         RunStore(tmp_path / "none.duckdb").get_run("latest")
+
+
+def _count_opens(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every DuckDB instance opened from now on (its read_only flag)."""
+    import duckdb
+
+    opened: list[bool] = []
+    real = duckdb.connect
+
+    def connect(*args: object, read_only: bool = False, **kw: object) -> object:
+        opened.append(read_only)
+        return real(*args, read_only=read_only, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(duckdb, "connect", connect)
+    return opened
+
+
+def test_create_run_checks_the_schema_in_its_own_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new store's schema and the run row take one DuckDB open (an open and close cost ~25 ms of CPU)."""
+    opened = _count_opens(monkeypatch)
+    store = RunStore(tmp_path / "new" / "s.duckdb")
+    store.create_run(make_run("r1"))
+    assert len(opened) == 1
+    assert store.get_run("r1").run.status is RunStatus.RUNNING
+    with pytest.raises(StoreError):  # the row's transaction fails as a whole, and the store stays usable
+        RunStore(tmp_path / "new" / "s.duckdb").create_run(make_run("r1"))
+    store.create_run(make_run("r2"))
+    assert {r.run.id for r in store.list_runs()} == {"r1", "r2"}
+
+
+def test_keep_open_serves_every_step_from_one_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between keep_open and release, the final fold, reading the records back and finishing the run share one
+    DuckDB instance; each is still its own committed transaction, readable from another thread and, after the
+    release, from another connection."""
+    import threading
+
+    db = Database(tmp_path / "s.duckdb")
+    store = RunStore(db)
+    store.create_run(make_run("r1"))
+    writer = RecordWriter(db, "r1", flush_interval_s=3600)
+    records = [make_record(i) for i in range(20)]
+    for r in records:
+        writer.add(r)
+    opened = _count_opens(monkeypatch)
+    db.keep_open()
+    try:
+        writer.close()  # journal, seal and fold
+        assert store.load_records("r1") == records
+        seen: list[int] = []
+        t = threading.Thread(target=lambda: seen.append(len(store.load_records("r1"))))
+        t.start()
+        t.join()
+        assert seen == [20]
+        store.finish_run("r1", RunStatus.COMPLETE, {"requests": {"total": 20}})
+    finally:
+        db.release()
+    assert len(opened) == 1
+    db.release()  # idempotent
+    again = RunStore(tmp_path / "s.duckdb")  # another Database object: a read-only instance of its own
+    assert again.get_run("r1").run.status is RunStatus.COMPLETE
+    assert again.load_records("r1") == records
+    assert len(opened) > 1
+    assert all(opened[1:])  # each read opened (and closed) an instance of its own again
