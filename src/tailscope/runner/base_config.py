@@ -244,7 +244,9 @@ def _extra_body(value: Mapping[str, Any] | str | None) -> dict[str, Any]:
 
 def _headers(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """``--header NAME:VALUE`` (repeatable)."""
-    from tailscope.io.request_template import check_header
+    if not values:
+        return ()
+    from tailscope.io.request_template import check_header  # pydantic: loaded only when headers are given
 
     out = []
     for raw in values:
