@@ -37,6 +37,7 @@ from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import resolve
 from tailscope.runner.sweep_run import probe_passed, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
+from tailscope.testing.judgement import Judgement
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
@@ -125,7 +126,7 @@ def test_session_context_grows_turn_by_turn_over_real_sockets(tmp_path: Path) ->
     assert summary["shared_prefix"]["unshared"]["count"] == 0
 
 
-def test_stage_schedule_shapes_on_the_wire(tmp_path: Path) -> None:
+def test_stage_schedule_shapes_on_the_wire(tmp_path: Path, judgement: Judgement) -> None:
     prof = write(
         tmp_path / "stages.yaml",
         """
@@ -148,18 +149,19 @@ def test_stage_schedule_shapes_on_the_wire(tmp_path: Path) -> None:
         return int(((arrivals >= a) & (arrivals < b)).sum())
 
     assert len(arrivals) == len(res.records) == 10 + 20 + 15
-    assert count(0.0, 1.0) == 10  # constant 10/s
-    # the ramp 10 → 30/s: 7.5 requests expected in its first half, 12.5 in its second
-    assert 6 <= count(1.0, 1.5) <= 9
-    assert 11 <= count(1.5, 2.0) <= 14
-    # the burst: 15 requests scheduled at the same instant reach the server together (the window allows for 15
-    # connections opened at once on a busy test machine, server and client sharing one process)
+    # the schedule itself, exact whatever the machine's load
     assert sum(1 for r in res.records if r.scheduled_ns == 2_200_000_000) == 15
-    assert count(2.2, 2.4) == 15
-    assert count(2.0, 2.2) == 0
-    # the saturation check ran on the steady stage only and found nothing
-    assert not [w for w in res.summary.warnings if "OVER-SATURATED" in w]
     assert res.run.settings["stages"][2] == {"burst": 15, "at_s": 2.2}
+    # on the wire: a busy machine delays sends, so these are judged only where the load allows
+    windows = [count(0.0, 1.0), count(1.0, 1.5), count(1.5, 2.0), count(2.0, 2.2), count(2.2, 2.4)]
+    # constant 10/s; the ramp 10 → 30/s: 7.5 requests expected in its first half, 12.5 in its second; the burst: 15
+    # requests scheduled at the same instant reach the server together (the window allows for 15 connections opened
+    # at once, server and client sharing one process)
+    on_time = windows[0] == 10 and 6 <= windows[1] <= 9 and 11 <= windows[2] <= 14 and windows[3:] == [0, 15]
+    judgement.holds(on_time, f"arrivals per window {windows}, expected [10, 6–9, 11–14, 0, 15]")
+    # the saturation check ran on the steady stage only and found nothing
+    saturated = [w for w in res.summary.warnings if "OVER-SATURATED" in w]
+    judgement.holds(not saturated, f"the steady stage was called over-saturated: {saturated}")
 
 
 def test_replay_sends_at_the_trace_times(tmp_path: Path) -> None:
@@ -228,7 +230,7 @@ def scripted_process(*flags: str) -> Iterator[str]:
             proc.wait(5)
 
 
-def test_sweep_and_find_max_on_a_server_with_known_capacity(tmp_path: Path) -> None:
+def test_sweep_and_find_max_on_a_server_with_known_capacity(tmp_path: Path, judgement: Judgement) -> None:
     # 4 slots, each request takes 150 ms + 1 × 50 ms = 200 ms: at most 20 requests/s. Past it the queue grows by
     # (rate − 20)/20 s per s: at 22/s TTFT rises ~120 ms over a 1.2 s probe (the SLO or the saturation check fails
     # it); below it TTFT stays ~150 ms, 100 ms under the SLO, a margin for a busy test machine.
@@ -256,10 +258,11 @@ def test_sweep_and_find_max_on_a_server_with_known_capacity(tmp_path: Path) -> N
     assert r is not None
     assert r.rate is not None
     assert r.upper is not None
-    assert abs(r.rate - capacity_rps) <= 0.1 * capacity_rps, found.describe()
     assert r.lower is not None
     assert r.lower <= r.upper
-    assert found.probes[0].passed  # 16 req/s is inside the capacity
+    # the knee, and 16 req/s inside the capacity: a busy machine's client lag moves both
+    judgement.holds(abs(r.rate - capacity_rps) <= 0.1 * capacity_rps, f"the knee: {found.describe()}")
+    judgement.holds(found.probes[0].passed, f"the first probe (16 req/s) failed: {found.describe()}")
     assert [p.passed for p in found.probes] == [probe_passed(p.result) for p in found.probes]
     assert any(not p.passed for p in found.probes)
     # every probe is a run in the store, linked by the sweep id
