@@ -44,9 +44,11 @@ def test_disaggregated_sim_completes_ttft_has_transfer_tpot_without_interference
     agg = simulate(replicas=2, **load)  # type: ignore[arg-type]
     assert dis.summary.requests.completed == 300 == len(dis.records)
     assert all(r.status.value == "ok" for r in dis.records)
-    # every request's KV crossed once; TTFT includes that transfer (the learned fixed cost alone is > 100 ms)
+    # every request's KV crossed once; TTFT includes that transfer (at least the learned fixed cost)
+    from tailscope.engine.step_params import learned_efficiencies
+
     xfer_each = dis.sim.kv_transfer_s / 300
-    assert xfer_each > 0.1
+    assert xfer_each > learned_efficiencies("vllm", "bf16").kv_xfer_ms / 1e3 > 0.01
     assert dis.summary.ttft_ms.p50 is not None
     assert dis.summary.ttft_ms.p50 > xfer_each * 1e3
     # decode steps never carry prefill chunks: TPOT is the plain decode step's, well below aggregated at the same load
