@@ -34,7 +34,10 @@ prefill rank that sees ``λ / prefill ranks`` of them (M/D/1 wait), then its KV 
 (:func:`tailscope.engine.disagg.kv_transfer_seconds`): ``T₁ = F + A + W + S + transfer``. ``A = pd_burst × (C − 1) /
 prefill ranks / 2 × S`` is the synchronised arrivals' wait as aggregated, with its own learned share: a request
 arrives with ``pd_burst`` of the other clients, spread over the prefill ranks, and waits for half of their prefills
-(without it the measured disaggregated TTFT was under-predicted at every load, median −50 % to −93 %).
+(without it the measured disaggregated TTFT was under-predicted at every load, median −50 % to −93 %). The front
+end ``F = frontend_ms + inflight_us × n`` counts the requests at the prefill rank (``n = 1 + λ / prefill ranks ×
+(W + S)``, Little), as the simulator's prefill worker does; charging the decode rank's batch instead let the fit
+push ``inflight_us`` from ≈ 30 µs to ≈ 220 µs to stand in for prefill waits, and the aggregated rows paid for it.
 """
 
 from __future__ import annotations
@@ -198,7 +201,8 @@ def disaggregated(
         lam = b * ranks / (gen * tau)
         rho = np.minimum(lam / p_ranks * service, _RHO_MAX)
         wait = rho * service / (2.0 * (1.0 - rho))
-        front = frontend_s + inflight_s * b
+        # the prefill worker's API server sees the requests at that rank: λ / ranks × (W + S) of them (Little)
+        front = frontend_s + inflight_s * (1.0 + lam / p_ranks * (wait + service))
         return lam, front + together + wait + service + transfer_s, tau
 
     def excess(b: Arr) -> Arr:
