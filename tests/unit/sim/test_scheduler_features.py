@@ -60,6 +60,33 @@ def test_disaggregated_sim_completes_ttft_has_transfer_tpot_without_interference
     assert dis.sim.gpu_seconds == pytest.approx(2 * dis.sim.virtual_s, rel=1e-6)
 
 
+def test_disaggregated_closed_loop_charges_the_prefill_pools_synchronised_arrivals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator adds the trained model's disaggregated arrival delay (pd_burst) to the front end, sized by the
+    deployment's requests per prefill worker — the same term the closed-loop analysis charges — and not the
+    aggregated replica's."""
+    from tailscope.engine.step_model import TrainedStepModel
+
+    seen: list[float] = []
+
+    def fixed(self: TrainedStepModel, others: float, prompt_tokens: int) -> int:
+        seen.append(others)
+        return 40_000_000  # 40 ms
+
+    load = {"concurrency": 8, "requests": 80, "input_tokens": 512, "output_tokens": 32, "seed": 5,
+            "closed_loop_noise": False}  # fmt: skip
+    base = simulate(disagg="prefill=2x1,decode=1x1", **load)  # type: ignore[arg-type]
+    monkeypatch.setattr(TrainedStepModel, "disagg_arrival_burst_ns", fixed)
+    monkeypatch.setattr(TrainedStepModel, "arrival_burst_ns", lambda *a: pytest.fail("aggregated burst charged"))
+    slow = simulate(disagg="prefill=2x1,decode=1x1", **load)  # type: ignore[arg-type]
+    assert len(seen) == 80
+    assert max(seen) <= (8 - 1) / 2 + 1e-9  # at most the other 7 clients, over 2 prefill workers
+    assert base.summary.ttft_ms.mean is not None
+    assert slow.summary.ttft_ms.mean is not None
+    assert slow.summary.ttft_ms.mean - base.summary.ttft_ms.mean == pytest.approx(40.0, abs=15.0)
+
+
 def test_disagg_rejects_autoscale_and_twin_combinations(tmp_path: Path) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text("metric: queue_depth\ntarget: 4\nmin_replicas: 1\nmax_replicas: 2\n")
