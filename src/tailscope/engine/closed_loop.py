@@ -36,8 +36,9 @@ prefill ranks / 2 × S`` is the synchronised arrivals' wait as aggregated, with 
 arrives with ``pd_burst`` of the other clients, spread over the prefill ranks, and waits for half of their prefills
 (without it the measured disaggregated TTFT was under-predicted at every load, median −50 % to −93 %). The front
 end ``F = frontend_ms + inflight_us × n`` counts the requests at the prefill rank (``n = 1 + λ / prefill ranks ×
-(W + S)``, Little), as the simulator's prefill worker does; charging the decode rank's batch instead let the fit
-push ``inflight_us`` from ≈ 30 µs to ≈ 220 µs to stand in for prefill waits, and the aggregated rows paid for it.
+(W + S)``, Little), as the simulator's prefill worker does; charged on the decode rank's batch instead, the refit
+with ``pd_burst`` pushed ``inflight_us`` from ≈ 30 µs to ≈ 220 µs to stand in for prefill waits, and the aggregated
+rows paid for it.
 """
 
 from __future__ import annotations
