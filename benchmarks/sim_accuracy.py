@@ -5,8 +5,9 @@ one, the coefficients are refitted on every other configuration — without the 
 their measurements that the export repeats under other names — and the held-out rows are predicted with the
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
 engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
-concurrency band and, disaggregated, whether the corpus records the pools' worker counts); the model before this one (the plain roofline with
-its built-in efficiencies, fitted on 15 points of one configuration) in the same harness; and, with ``--sim N``,
+concurrency band and, disaggregated, whether the corpus records the pools' worker counts); the model before this
+one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
+harness; and, with ``--sim N``,
 N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
 closed loop for the same rows — an internal check of the simulator against the closed form it is fitted through,
 so that figure comes from :mod:`tailscope.testing.closed_loop_check`, not from the public API.
