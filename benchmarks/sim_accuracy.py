@@ -4,8 +4,10 @@ A configuration is model × GPU × engine × precision × mode (85 in ``shared/c
 one, the coefficients are refitted on every other configuration — without the held-out rows and without the copies of
 their measurements that the export repeats under other names — and the held-out rows are predicted with the
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
-engine and overall, aggregated and disaggregated rows separately; the model before this one (the plain roofline with
-its built-in efficiencies, fitted on 15 points of one configuration) in the same harness; and, with ``--sim N``,
+engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
+concurrency band and, disaggregated, whether the corpus records the pools' worker counts); the model before this
+one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
+harness; and, with ``--sim N``,
 N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
 closed loop for the same rows — an internal check of the simulator against the closed form it is fitted through,
 so that figure comes from :mod:`tailscope.testing.closed_loop_check`, not from the public API.
@@ -17,6 +19,7 @@ so that figure comes from :mod:`tailscope.testing.closed_loop_check`, not from t
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import time
@@ -106,11 +109,35 @@ def _natural(key: str) -> tuple[str, int]:
     return (key.rstrip("0123456789"), int(digits) if digits else 0)
 
 
-#: where the error is: by GPU, model family, concurrency band and engine (printed per mode)
+#: ids of the disaggregated rows whose worker counts the corpus records (the others' are imputed when it is read)
+_RECORDED: set[str] = set()
+
+
+def recorded_deployments(path: Path) -> set[str]:
+    """Ids of the corpus' disaggregated rows with ``prefill_num_workers`` and ``decode_num_workers`` filled in."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {
+            rec["id"]
+            for rec in csv.DictReader(fh)
+            if rec.get("mode") == "disagg"
+            and (rec.get("prefill_num_workers") or "").strip()
+            and (rec.get("decode_num_workers") or "").strip()
+        }
+
+
+def _deployment(r: HeldOutRow) -> str | None:
+    if r.mode != "disagg":
+        return None  # aggregated rows record their deployment
+    return "workers recorded" if r.id in _RECORDED else "workers imputed"
+
+
+#: where the error is: by GPU, model family, concurrency band, and (disaggregated) whether the corpus records the
+#: pools' worker counts or they were imputed (printed per mode)
 _BREAKDOWNS: tuple[tuple[str, Any], ...] = (
     ("gpu", lambda r: r.gpu),
     ("family", lambda r: _family(r.model)),
     ("load", lambda r: _band(r.concurrency)),
+    ("deployment", _deployment),
 )
 
 
@@ -153,7 +180,10 @@ def report(rows: Sequence[HeldOutRow], ttft: np.ndarray, tpot: np.ndarray, title
         for label, keyf in _BREAKDOWNS:
             groups: dict[str, list[int]] = defaultdict(list)
             for i in idx:
-                groups[keyf(rows[i])].append(int(i))
+                if (key := keyf(rows[i])) is not None:
+                    groups[key].append(int(i))
+            if not groups:
+                continue
             breakdown[label] = {}
             for k in sorted(groups, key=_natural):
                 g = np.array(groups[k])
@@ -216,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if path is None or not path.is_file():
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2
+    _RECORDED.update(recorded_deployments(path))
     validation = tailscope.validate_step_model(
         path, folds=args.folds, jobs=args.jobs, max_folds=1 if args.sim_only else args.max_folds,
         baseline=not args.no_old and not args.sim_only, progress=_fold_line,

@@ -40,7 +40,7 @@ ENGINES = ("vllm", "sglang", "trtllm")
 CLASSES = ("bf16", "fp8", "fp4", "int4")
 FIELDS = Efficiencies.names()
 #: fractions of a peak (logit scale); the other fields are positive times (log scale)
-FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst"})
+FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst", "pd_burst"})
 #: fields that also vary by precision class, and by engine and class together
 BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
@@ -288,6 +288,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             inflight[d],
             transfer,
             ds.max_running[d],
+            ed.pd_burst,
         )
         ttft[d], tpot[d] = t1, tau
     return ttft, tpot

@@ -98,6 +98,7 @@ class TrainedStepModel:
         self._front_ns = e.frontend_ms * 1e6 * 2.0
         self._inflight_ns = e.inflight_us * 1e3
         self._burst = e.burst
+        self._pd_burst = e.pd_burst
         self._prefill_alone: dict[int, float] = {}
         self._decode_ns = self._decode_fast()
         self._mixed_ns = self._mixed_fast()
@@ -297,6 +298,23 @@ class TrainedStepModel:
             if len(self._prefill_alone) < 4096:
                 self._prefill_alone[prompt_tokens] = s1
         return int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
+
+    def disagg_arrival_burst_ns(self, others: float, prompt_tokens: int) -> int:
+        """The same delay at a disaggregated deployment's prefill pool (this model is the prefill worker's), ns.
+
+        A request arrives together with ``pd_burst × others`` others — ``others``: the deployment's other requests
+        per prefill worker — and waits for half of their prefills. ``pd_burst`` is learned apart from ``burst``
+        (:attr:`Efficiencies.pd_burst`): without prefill interference on the decode side, a disaggregated loop keeps
+        a different share of its synchrony. :func:`tailscope.engine.closed_loop.disaggregated` charges the same term.
+        """
+        if others <= 0 or self._pd_burst <= 0:
+            return 0
+        s1 = self._prefill_alone.get(prompt_tokens)
+        if s1 is None:
+            s1 = self.step_s([(prompt_tokens, 0)], 0, 0)
+            if len(self._prefill_alone) < 4096:
+                self._prefill_alone[prompt_tokens] = s1
+        return int(self._pd_burst * others * 0.5 * s1 * 1e9)
 
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""

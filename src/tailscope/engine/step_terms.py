@@ -242,6 +242,10 @@ class Efficiencies:
             every running request), µs.
         kv_xfer: fraction of the link bandwidth a disaggregated KV transfer achieves.
         kv_xfer_ms: fixed cost of one KV transfer (handshake, allocation on the decode side), ms.
+        burst: share of a closed loop's other clients that arrive together with a request (fixed-length loops stay
+            partly synchronised); it waits for half of their prefills.
+        pd_burst: the same share at a disaggregated deployment's prefill pool, learned apart (no prefill
+            interference on the decode side desynchronises those loops).
     """
 
     gemm: float = 0.6
@@ -260,6 +264,7 @@ class Efficiencies:
     kv_xfer: float = 0.5
     kv_xfer_ms: float = 5.0
     burst: float = 0.05
+    pd_burst: float = 0.05
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -166,6 +166,7 @@ class Simulation:
         self._perf = cluster.perf()
         self._speed: Callable[[int], float] | None = getattr(self._perf, "speed_factor", None)
         self._burst: Callable[[int, int], int] | None = getattr(self._perf, "arrival_burst_ns", None)
+        self._pd_burst: Callable[[float, int], int] | None = None
         #: a calibrated twin's measured client send lag (open loop only): ``(seed, request id) -> ns``
         self._send_lag: Callable[[int, int], int] | None = getattr(self._perf, "send_lag_ns", None)
         self._block = cluster.engine_config().block_size
@@ -190,6 +191,9 @@ class Simulation:
             self._entry = list(range(d.prefill_workers))  # the router's choices: prefill workers
             self._decode_idx = list(range(d.prefill_workers, len(self._slots)))
             self._xfer = cluster.kv_transfer()
+            # the prefill pool's synchronised arrivals replace the aggregated replica's (same form, own share)
+            self._burst = None
+            self._pd_burst = getattr(self._perf, "disagg_arrival_burst_ns", None)
         # the event heap of ``(time_ns, priority, seq, payload)`` (see :mod:`tailscope.sim.events`), kept inline:
         # pushing and popping are the simulator's most frequent operations
         self._heap: list[tuple[int, int, int, Any]] = []
@@ -394,6 +398,8 @@ class Simulation:
         delay = perf.frontend_delay_ns(slot.outstanding, frontend_jitter(spec.seed, rid))
         if self._burst is not None:  # the trained model's partly synchronised closed-loop arrivals
             delay += self._burst(slot.outstanding, live.prompt)
+        elif self._pd_burst is not None and self._entry is not None:  # disaggregated: per prefill worker
+            delay += self._pd_burst((len(self._live) - 1) / len(self._entry), live.prompt)
         if self._speed is not None:  # a calibrated twin replays the machine's speed noise on the front end too
             delay = int(delay * self._speed(now))
         heapq.heappush(self._heap, (done + delay, ARRIVE, next(self._seq), rid))

@@ -112,6 +112,32 @@ def test_disaggregated_pools_and_kv_transfer() -> None:
     assert ttft[0] > 0.05 + pre.step_s([(8192, 0)], 0, 0) + xfer.ns(8192) / 1e9
 
 
+def test_disaggregated_synchronised_arrivals_wait_for_half_the_burst_per_prefill_rank() -> None:
+    """The pd_burst term: a request arriving with pd_burst × (C − 1) others, spread over the prefill ranks, waits for
+    half of their prefills; TPOT is the decode pool's (unchanged), and the prefill-alone time sizes the wait."""
+    ds, gb200 = resolve_model("deepseek-r1"), resolve_gpu("gb200")
+    pre, dec, xfer = pool_step_models(ds, gb200, Parallelism(4, 1, 4), Parallelism(1, 8, 8), engine="trtllm",
+                                      weights_dtype="fp4", kv_dtype="fp8")  # fmt: skip
+    args = (coefficient_step(pre.coeffs), coefficient_step(dec.coeffs), _a(1024, 1024), _a(1024, 1024),
+            _a(64, 64), _a(2, 4), _a(8, 8), _a(16384, 16384), _a(0.05, 0.05), _a(0.0, 0.0),
+            _a(xfer.ns(1024) / 1e9, xfer.ns(1024) / 1e9))  # fmt: skip
+    t0, tau0 = disaggregated(*args)
+    t1, tau1 = disaggregated(*args, burst=_a(0.2, 0.2))
+    assert np.allclose(tau1, tau0, rtol=0.02)
+    added = t1 - t0
+    assert np.all(added > 0)
+    alone = pre.step_s([(1024, 0)], 0, 0)
+    # 0.2 × 63 / ranks / 2 × S (the closed loop moves a little with the longer TTFT: decodes thin out)
+    assert added[0] == pytest.approx(0.2 * 63 / 2 / 2 * alone, rel=0.15)
+    assert added[1] == pytest.approx(added[0] / 2, rel=0.15)  # twice the prefill ranks, half the wait
+    # the simulator charges the same delay at the prefill pool (the prefill worker's model)
+    m = TrainedStepModel(ds, gb200, Parallelism(4, 1, 4), engine="trtllm", weights_dtype="fp4", kv_dtype="fp8",
+                         efficiency=Efficiencies(pd_burst=0.2))  # fmt: skip
+    expected_ns = 0.2 * 63 / 2 / 2 * m.step_s([(1024, 0)], 0, 0) * 1e9
+    assert m.disagg_arrival_burst_ns(63 / 2, 1024) == pytest.approx(expected_ns, rel=1e-6)
+    assert m.disagg_arrival_burst_ns(0, 1024) == 0
+
+
 def test_fit_recovers_coefficients_from_synthetic_measurements() -> None:
     """Measurements made by a known set of coefficients are predicted again after fitting from the defaults."""
     llama, qwen = resolve_model("llama-3.1-8b"), resolve_model("qwen3-32b")
