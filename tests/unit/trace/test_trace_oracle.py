@@ -6,9 +6,7 @@ from __future__ import annotations
 import marshal
 import random
 from pathlib import Path
-from typing import Any, cast
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle_facts
@@ -180,28 +178,3 @@ def test_waterfalls_with_consumption_marks_equal_the_oracle(rows: list[SpanRow],
     marks = Marks({k: frozenset(v) for k, v in consumes.items()})
     got = trace_facts(tree, consumes=marks.by_index(tree))
     assert got == oracle_facts(rows_to_spans(rows), consumes=consumes)
-
-
-def test_background_submits_keep_their_order_and_raise_their_error() -> None:
-    """set_facts submits the workers' shares from a thread (the first submit waits for the fork server): the
-    futures come back in order, and a submit that fails raises in the caller, never leaving shares silently out."""
-    from concurrent.futures import Future
-
-    from tailscope.trace.ingest.sets import _submit_in_background
-
-    class Pool:
-        def __init__(self, fail_at: int | None) -> None:
-            self.fail_at, self.n = fail_at, 0
-
-        def submit(self, fn: Any, *args: Any) -> Future[Any]:
-            if self.n == self.fail_at:
-                raise RuntimeError("cannot schedule new futures after shutdown")
-            self.n += 1
-            fut: Future[Any] = Future()
-            fut.set_result(fn(*args))
-            return fut
-
-    calls = [(pow, (2, k)) for k in range(5)]
-    assert [f.result() for f in _submit_in_background(Pool(None), calls)()] == [1, 2, 4, 8, 16]  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="after shutdown"):
-        _submit_in_background(cast(Any, Pool(3)), calls)()

@@ -12,9 +12,8 @@ import gc
 import marshal
 import multiprocessing
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -79,17 +78,6 @@ def _mp_context() -> BaseContext:
     return ctx
 
 
-def start_workers_early() -> None:
-    """Start the fork server now, so that it imports the modules while this process goes on (reading and cutting
-    the files, computing its own share of facts) instead of when the first piece is submitted: the first submit
-    waits until the server has imported them (≈ 0.5 s on a quiet machine)."""
-    ctx = _mp_context()
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-
-
 def _parse_piece(piece: Piece, rules: Sequence[LayerRule], out: str) -> tuple[int, list[Problem], int, list[str]]:
     """Parse one piece into batch files ``OUT.K.json`` (in a worker process or inline); ``n`` is -1 for a
     :class:`DamagedPiece` (nothing written: the file is read whole instead)."""
@@ -134,8 +122,6 @@ def ingest_paths(
         with contextlib.suppress(OSError):
             size += os.path.getsize(p)
     n_workers = workers if workers is not None else (default_workers() if size >= PARALLEL_MIN_BYTES else 1)
-    if n_workers > 1:
-        start_workers_early()
     stem = store.batch_path("i")
     report = IngestReport()
     try:
@@ -293,40 +279,10 @@ def set_facts(
     own, pieces = _shares(n)
     ctx = _mp_context()
     with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx) as pool:
-        # submitted from a thread: the first submit waits for the fork server to import the modules, while this
-        # process can already compute its own share
-        futures = _submit_in_background(
-            pool, [(_bucket_facts, (str(store.db.path), set_name, b, policy, async_blocking)) for b in pieces]
-        )
+        futures = [pool.submit(_bucket_facts, str(store.db.path), set_name, b, policy, async_blocking) for b in pieces]
         with no_cyclic_gc():
             out = rows_facts(store.iter_trace_rows(set_name, buckets=own), policy=policy, async_blocking=async_blocking)
-            for fut in futures():
+            for fut in futures:
                 # our own worker processes wrote these bytes
                 out.extend(facts_from_tuple(t) for t in marshal.loads(fut.result()))  # noqa: S302
     return out
-
-
-def _submit_in_background(
-    pool: ProcessPoolExecutor, calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]
-) -> Callable[[], list[Future[Any]]]:
-    """Submit ``calls`` to ``pool`` in a thread; the returned function waits for it and gives the futures in order
-    (raising what a submit raised)."""
-    futures: list[Future[Any]] = []
-    failed: list[BaseException] = []
-
-    def submit_all() -> None:
-        try:
-            futures.extend(pool.submit(fn, *args) for fn, args in calls)
-        except BaseException as exc:  # re-raised in the caller's thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=submit_all, name="tailscope-submit", daemon=True)
-    thread.start()
-
-    def wait() -> list[Future[Any]]:
-        thread.join()
-        if failed:
-            raise failed[0]
-        return futures
-
-    return wait
