@@ -28,7 +28,7 @@ from tailscope.trace.dependency import marks_from
 from tailscope.trace.diff import diff_sets
 from tailscope.trace.facts import TraceFacts, span_layers, trace_facts
 from tailscope.trace.ingest.files import FORMATS, iter_file
-from tailscope.trace.ingest.sets import IngestReport, ingest_paths, set_facts
+from tailscope.trace.ingest.sets import IngestReport, ingest_paths, no_cyclic_gc, set_facts
 from tailscope.trace.layers import LayerRule
 from tailscope.trace.tree import TraceTree, build_tree, tree_from_rows
 
@@ -150,13 +150,18 @@ def analyze_traces(
     """
     if root_op is not None and not is_file(source):
         _check_root_op(root_op, source, Operations.from_rows(open_spans(store).operation_rows(str(source))))
-    facts = _facts(source, store, policy, async_blocking)
-    if root_op is not None and facts and not any(f.root_op == root_op for f in facts):
-        raise UnknownOperationError(
-            f'--root-op "{root_op}": no trace of {source} has its root span named {root_op!r}; '
-            + roots_hint(root_op, {f.root_op for f in facts})
-        )
-    doc = analyze_facts(facts, root_op=root_op)
+    # The facts (millions of small acyclic objects on a large set) live from their computation to the summary: the
+    # cyclic collector stays paused until they are dropped, else it scans them all when it resumes and again in
+    # the collections that follow (0.5–0.75 s of a 1M-span analyze).
+    with no_cyclic_gc():
+        facts = _facts(source, store, policy, async_blocking)
+        if root_op is not None and facts and not any(f.root_op == root_op for f in facts):
+            raise UnknownOperationError(
+                f'--root-op "{root_op}": no trace of {source} has its root span named {root_op!r}; '
+                + roots_hint(root_op, {f.root_op for f in facts})
+            )
+        doc = analyze_facts(facts, root_op=root_op)
+        del facts
     doc["set"] = str(source)
     doc["policy"] = policy
     return TraceAnalysis(
