@@ -72,6 +72,14 @@ def test_whatif_cli(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert len(r.stderr.strip().splitlines()) == 1
     assert "--change-rate" in r.stderr
+    # an operation no span is named: bad input, one line with the flag, the name and the close names
+    r = ts("trace", "cacheability", "--set", "case", "--db", db, "--ttl", "serch_a=30d", "--json", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert '--ttl "serch_a=30d"' in lines[0]
+    assert "'serch_a'" in lines[0]
+    assert "did you mean 'search_a'" in lines[0]
 
     html = tmp_path / "w.html"
     r = ts("trace", "whatif", "--set", "case", "--db", db, "--scale", "llm answer=0.5", "--html", str(html))

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.api._sources import PathLike, file_traces, is_file, open_spans
 from tailscope.api._support import StorePath, public
-from tailscope.errors import ConfigError
+from tailscope.errors import ConfigError, UnknownOperationError
 from tailscope.store.spans import SpanStore
 from tailscope.trace.tree import build_tree
+
+if TYPE_CHECKING:
+    from tailscope.trace.changes import Operations
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +36,8 @@ class CacheabilityResult:
         return dict(self.document)
 
 
-def _per_op_seconds(values: Sequence[str], flag: str, *, rate: bool) -> dict[str, float]:
+def _per_op_seconds(values: Sequence[str], flag: str, *, rate: bool, named: dict[str, str]) -> dict[str, float]:
+    """Each value's operation and seconds; ``named`` gets each operation's flag as typed (for the name check)."""
     from tailscope.trace.cacheability import YEAR_S
     from tailscope.trace.changes import parse_duration_ns
 
@@ -55,7 +59,21 @@ def _per_op_seconds(values: Sequence[str], flag: str, *, rate: bool) -> dict[str
                 out[op.strip()] = parse_duration_ns(rhs) / 1e9
         except (ValueError, ZeroDivisionError):
             raise ConfigError(f"{flag} {text!r}: expected {want}") from None
+        named.setdefault(op.strip(), f'{flag} "{text.strip()}"')
     return out
+
+
+def _check_names(named: dict[str, str], source: PathLike, ops: Operations) -> None:
+    """An UnknownOperationError for the first ``--ttl``/``--change-rate`` operation that names no span of the set
+    (exactly: the score looks TTLs up by operation), with its close names."""
+    from tailscope.trace.changes import unmatched_names
+
+    for op, flag in named.items():
+        bad = unmatched_names(flag, [op], ops, effect="its TTL would score nothing")
+        if bad:
+            raise UnknownOperationError(
+                f"{bad[0].message()} — give operations as `tailscope trace analyze --set {source}` lists them (exact)"
+            )
 
 
 @public
@@ -79,19 +97,22 @@ def cacheability(
         hit_duration: the duration of a cache hit in the what-if.
 
     Raises:
-        ConfigError: a flag that does not parse. NotFoundError: no such set. TraceFormatError: a file without spans.
+        ConfigError: a flag that does not parse. UnknownOperationError: a ``ttl``/``change_rate`` operation that is no
+            span's name (exact; the message names the flag and the close names) — for a stored set, found before any
+            span is read. NotFoundError: no such set. TraceFormatError: a file without spans.
     """
     import json
 
     import numpy as np
 
     from tailscope.trace.cacheability import call_key, score_calls
-    from tailscope.trace.changes import parse_change, parse_duration_ns
+    from tailscope.trace.changes import Operations, parse_change, parse_duration_ns
     from tailscope.trace.tree import tree_from_rows
     from tailscope.trace.whatif import project
 
-    ttl_s = _per_op_seconds(change_rate, "--change-rate", rate=True)
-    ttl_s.update(_per_op_seconds(ttl, "--ttl", rate=False))
+    named: dict[str, str] = {}
+    ttl_s = _per_op_seconds(change_rate, "--change-rate", rate=True, named=named)
+    ttl_s.update(_per_op_seconds(ttl, "--ttl", rate=False, named=named))
     try:
         window_ns = parse_duration_ns(window)
         hit_ns = parse_duration_ns(hit_duration)
@@ -99,12 +120,18 @@ def cacheability(
         raise ConfigError(f"--window/--hit-duration: {exc}") from None
     if is_file(source):
         by_trace = file_traces(source)
+        if named:
+            _check_names(
+                named, source, Operations.from_rows((s.name, s.service, None) for t in by_trace.values() for s in t)
+            )
         calls = [
             (s.name, s.start_ns, s.end_ns - s.start_ns, call_key(s.attributes)) for t in by_trace.values() for s in t
         ]
         trees = [build_tree(spans) for spans in by_trace.values()]
     else:
         spans_store = open_spans(store)
+        if named:  # before any call is read
+            _check_names(named, source, Operations.from_rows(spans_store.operation_rows(str(source))))
         calls = [
             (name, start, dur, call_key(json.loads(attrs)) if attrs else None)
             for name, start, dur, attrs in spans_store.iter_call_rows(str(source))

@@ -37,7 +37,7 @@ def ingest(
 ) -> None:
     """Load trace files into a set. Example: tailscope trace ingest traces/*.json --set before"""
     from tailscope.api.trace import ingest_traces
-    from tailscope.report.trace_console import ingest_lines
+    from tailscope.report.trace_lines import ingest_lines
     from tailscope.store.spans import SpanStore
 
     done = ingest_traces(files, set_name, store=SpanStore(db), fmt=fmt, rules=rules, replace=replace)
@@ -281,7 +281,7 @@ def demo(
 def sets(db: opt.Db = None) -> None:
     """List the trace sets in the store with their span and trace counts. Example: tailscope trace sets"""
     from tailscope.api.trace import trace_sets
-    from tailscope.report.trace_console import sets_lines
+    from tailscope.report.trace_lines import sets_lines
 
     found = trace_sets(store=db)
     if not found:

@@ -79,3 +79,26 @@ def test_bad_flags(tmp_path: Path) -> None:
         tailscope.cacheability(_file(tmp_path), ttl=["faq lookup"])
     with pytest.raises(ConfigError, match=r"^--change-rate .*OP=4/d"):
         tailscope.cacheability(_file(tmp_path), change_rate=["faq lookup=4/week"])
+
+
+def test_unknown_ttl_and_change_rate_operations_are_bad_input(tmp_path: Path) -> None:
+    """An operation of --ttl/--change-rate that no span is named is bad input (the score looks TTLs up by exact
+    name, so it would silently score nothing): one line naming the flag, the name and the close names — for a
+    stored set before any span is read."""
+    from tailscope.errors import UnknownOperationError
+    from tailscope.store.spans import SpanStore
+
+    path = _file(tmp_path)
+    store = SpanStore(tmp_path / "s.duckdb")
+    tailscope.ingest_traces([path], "c", store=store)
+    for source, kw in ((path, {}), ("c", {"store": store})):
+        with pytest.raises(UnknownOperationError) as err:
+            tailscope.cacheability(source, ttl=["faq lookup=30d", "faq lokup=7d"], **kw)  # type: ignore[arg-type]
+        msg = str(err.value)
+        assert "\n" not in msg
+        assert msg.startswith("--ttl \"faq lokup=7d\": no span is named 'faq lokup'")
+        assert "did you mean 'faq lookup'?" in msg
+        with pytest.raises(UnknownOperationError, match=r"^--change-rate \"Web Search=4/d\": .*'web search'"):
+            tailscope.cacheability(source, change_rate=["Web Search=4/d"], **kw)  # type: ignore[arg-type]
+    ok = tailscope.cacheability("c", store=store, ttl=["faq lookup=30d"], change_rate=["web search=4/d"])
+    assert ok.candidates == ["faq lookup"]

@@ -66,51 +66,103 @@ def jaeger_trace_rows(traces: list[Any], base: str, ctx: ParseContext, first: in
             continue
         procs = trace.get("processes")
         processes: Mapping[str, Any] = procs if isinstance(procs, Mapping) else {}
+        services: dict[Any, str] = {}  # processID → service, per trace (its processes map)
+        trace_id = trace.get("traceID")
+        where = f"{tpos}.spans"
         for k, sp in enumerate(trace["spans"]):
             if type(sp) is not dict:
-                ctx.problem(f"{tpos}.spans[{k}]", "span is not an object, skipped")
+                ctx.problem(f"{where}[{k}]", "span is not an object, skipped")
                 continue
-            row = _jaeger_row(sp, trace, processes, (f"{tpos}.spans", k), ctx)
+            row = _jaeger_row(sp, trace_id, processes, services, (where, k), ctx)
             if row is not None:
                 yield row
 
 
+#: :func:`parse_kind` of the ``span.kind`` tag values seen (a handful of strings).
+_KIND_OF: dict[str, str] = {}
+
+
+def _service(sp: dict[str, Any], processes: Mapping[str, Any], services: dict[Any, str]) -> str:
+    """The span's service: its inline ``process``, else its ``processID``'s entry of the trace's ``processes``
+    (looked up once per processID and trace)."""
+    proc = sp.get("process")
+    if proc:
+        return str(proc.get("serviceName", "")) if type(proc) is dict else ""
+    pid = sp.get("processID")
+    if type(pid) is str:
+        got = services.get(pid)
+        if got is not None:
+            return got
+    proc = processes.get(str(pid), {})
+    service = str(proc.get("serviceName", "")) if type(proc) is dict else ""
+    if type(pid) is str:
+        services[pid] = service
+    return service
+
+
 def _jaeger_row(
     sp: dict[str, Any],
-    trace: Mapping[str, Any],
+    trace_id: Any,
     processes: Mapping[str, Any],
+    services: dict[Any, str],
     pos: tuple[str, int],
     ctx: ParseContext,
 ) -> dict[str, Any] | None:
-    tags = _tags(sp.get("tags"))
-    proc = sp.get("process") or processes.get(str(sp.get("processID")), {})
-    service = str(proc.get("serviceName", "")) if type(proc) is dict else ""
-    refs = [r for r in sp.get("references") or () if type(r) is dict]
-    parent, follows = sp.get("parentSpanID"), False
-    if refs:
-        child_of = [r for r in refs if str(r.get("refType", "")).upper() == _REF_CHILD]
-        if child_of:
-            parent = child_of[0].get("spanID")
-        else:
-            parent, follows = refs[0].get("spanID"), True
-    start_us = parse_int(sp.get("startTime"))
-    dur_us = parse_int(sp.get("duration"))
+    get = sp.get
+    tags = _tags(get("tags"))
+    service = _service(sp, processes, services)
+    raw_refs = get("references")
+    links: tuple[tuple[str, str], ...] = ()
+    follows = False
+    if not raw_refs:
+        parent = get("parentSpanID")
+    elif (
+        type(raw_refs) is list
+        and len(raw_refs) == 1
+        and type(ref := raw_refs[0]) is dict
+        and ref.get("refType") == _REF_CHILD
+    ):  # the common case: one CHILD_OF reference
+        parent = ref.get("spanID")
+    else:
+        refs = [r for r in raw_refs if type(r) is dict]
+        parent = get("parentSpanID")
+        if refs:
+            child_of = [r for r in refs if str(r.get("refType", "")).upper() == _REF_CHILD]
+            if child_of:
+                parent = child_of[0].get("spanID")
+            else:
+                parent, follows = refs[0].get("spanID"), True
+            links = tuple((str(r.get("traceID", "")), str(r.get("spanID", ""))) for r in refs[1:])
+    start_us, dur_us = get("startTime"), get("duration")
+    if type(start_us) is not int:
+        start_us = parse_int(start_us)
+    if type(dur_us) is not int:
+        dur_us = parse_int(dur_us)
     start = start_us * 1000 if start_us is not None else None
     end = start + dur_us * 1000 if start is not None and dur_us is not None else None
+    kind_tag = tags.get("span.kind")
+    if type(kind_tag) is str:
+        kind = _KIND_OF.get(kind_tag)
+        if kind is None:
+            kind = parse_kind(kind_tag)
+            if len(_KIND_OF) < 64:
+                _KIND_OF[kind_tag] = kind
+    else:
+        kind = parse_kind(kind_tag)
     return make_row(
         ctx,
         pos,
-        sp.get("traceID") or trace.get("traceID"),
-        sp.get("spanID"),
+        get("traceID") or trace_id,
+        get("spanID"),
         parent,
-        sp.get("operationName"),
+        get("operationName"),
         start,
         end,
         service,
-        parse_kind(tags.get("span.kind")),
-        _status(tags),
+        kind,
+        "UNSET" if "error" not in tags and "otel.status_code" not in tags else _status(tags),
         tags,
-        tuple((str(r.get("traceID", "")), str(r.get("spanID", ""))) for r in refs[1:]),
+        links,
         follows,
     )
 
