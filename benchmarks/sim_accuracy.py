@@ -5,7 +5,8 @@ one, the coefficients are refitted on every other configuration — without the 
 their measurements that the export repeats under other names — and the held-out rows are predicted with the
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
 engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
-concurrency band and, disaggregated, whether the corpus records the pools' worker counts); the model before this
+concurrency band and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a
+recorded row's duplicate or they are imputed: ``io/corpus.py`` rule 5); the model before this
 one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
 harness; and, with ``--sim N``,
 N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
