@@ -5,7 +5,8 @@ one, the coefficients are refitted on every other configuration — without the 
 their measurements that the export repeats under other names — and the held-out rows are predicted with the
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
 engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
-concurrency band and, disaggregated, whether the corpus records the pools' worker counts); the model before this
+concurrency band and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a
+recorded row's duplicate or they are imputed: ``io/corpus.py`` rule 5); the model before this
 one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
 harness; and, with ``--sim N``,
 N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
@@ -19,7 +20,6 @@ so that figure comes from :mod:`tailscope.testing.closed_loop_check`, not from t
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
@@ -109,26 +109,24 @@ def _natural(key: str) -> tuple[str, int]:
     return (key.rstrip("0123456789"), int(digits) if digits else 0)
 
 
-#: ids of the disaggregated rows whose worker counts the corpus records (the others' are imputed when it is read)
-_RECORDED: set[str] = set()
+#: disaggregated row id → where its pools' worker counts come from (``recorded``, ``duplicate`` of a recorded row's
+#: measurement, or ``imputed``: ``io/corpus.py`` rule 5)
+_WORKERS: dict[str, str] = {}
 
 
-def recorded_deployments(path: Path) -> set[str]:
-    """Ids of the corpus' disaggregated rows with ``prefill_num_workers`` and ``decode_num_workers`` filled in."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {
-            rec["id"]
-            for rec in csv.DictReader(fh)
-            if rec.get("mode") == "disagg"
-            and (rec.get("prefill_num_workers") or "").strip()
-            and (rec.get("decode_num_workers") or "").strip()
-        }
+def worker_sources(path: Path) -> dict[str, str]:
+    """For each disaggregated row of the corpus: ``recorded``, ``duplicate`` or ``imputed`` (its worker counts)."""
+    from tailscope.io.corpus import load_corpus
+
+    return {r.id: r.workers for r in load_corpus(path) if r.mode == "disagg"}
 
 
 def _deployment(r: HeldOutRow) -> str | None:
     if r.mode != "disagg":
         return None  # aggregated rows record their deployment
-    return "workers recorded" if r.id in _RECORDED else "workers imputed"
+    return {"recorded": "workers recorded", "duplicate": "workers of a recorded duplicate"}.get(
+        _WORKERS.get(r.id, ""), "workers imputed"
+    )
 
 
 #: where the error is: by GPU, model family, concurrency band, and (disaggregated) whether the corpus records the
@@ -246,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     if path is None or not path.is_file():
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2
-    _RECORDED.update(recorded_deployments(path))
+    _WORKERS.update(worker_sources(path))
     validation = tailscope.validate_step_model(
         path, folds=args.folds, jobs=args.jobs, max_folds=1 if args.sim_only else args.max_folds,
         baseline=not args.no_old and not args.sim_only, progress=_fold_line,

@@ -146,3 +146,76 @@ def test_every_corpus_configuration_resolves_to_sim_flags(calibration_dir: Path)
         assert out.summary["requests"]["completed"] == 3 * r.concurrency
         assert out.summary["ttft_ms"]["mean"] > 0
     assert seen == {"vllm", "sglang", "trtllm"}
+
+
+def _disagg(
+    rid: str,
+    conc: int,
+    workers: tuple[str, str],
+    decode: tuple[str, str, str],
+    ttft: str = "812.5",
+    model: str = "deepseek-ai/DeepSeek-R1",
+):  # type: ignore[no-untyped-def]
+    """A disaggregated row: 8-GPU TP prefill workers; decode (tp, attention DP, EP); worker counts may be empty."""
+    pw, dw = workers
+    dtp, dadp, dep = decode
+    pb = "1" if pw else ""
+    db = str(conc) if dw else ""
+    src = f"db; silicon_concurrency={conc}; x"
+    return (
+        f"{rid},{src},trtllm,1.2,{model},b200_sxm,fp8,disagg,8192,1024,fp8,fp8,,,,,,,"
+        f"{pb},{pw},8,1,1,1,8,{db},{dw},{dtp},1,{dadp},1,{dep},{ttft},31.25"
+    )
+
+
+def test_a_repeated_measurement_takes_the_recorded_rows_deployment() -> None:
+    """Rule 5 (a): the export repeats DeepSeek-R1 measurements under DeepSeek-V3 with the worker counts left out; the
+    copy gets the recorded deployment, not an imputed one."""
+    text = "\n".join(
+        [
+            HEADER,
+            _disagg("recorded", 4096, ("1", "1"), ("1", "8", "8"), model="deepseek-ai/DeepSeek-V3"),
+            _disagg("copy", 4096, ("", ""), ("1", "8", "8")),
+            _disagg("other", 4096, ("", ""), ("1", "8", "8"), ttft="900.0"),  # another measurement: imputed
+        ]
+    )
+    rows = {r.id: r for r in parse_corpus(text, source="x.csv")}
+    rec, copy, other = rows["recorded"], rows["copy"], rows["other"]
+    assert rec.workers == "recorded"
+    assert copy.workers == "duplicate"
+    assert (copy.prefill, copy.decode) == (rec.prefill, rec.decode)
+    assert copy.prefill is not None
+    assert copy.prefill.workers == 1
+    assert copy.decode is not None
+    assert copy.decode.workers == 1
+    assert other.workers == "imputed"
+    assert other.decode is not None
+    assert other.decode.workers == 8
+    assert "--disagg" in copy.sim_flags()
+    assert "prefill=1x8,decode=1x8" in copy.sim_flags()
+
+
+@pytest.mark.parametrize(
+    ("conc", "decode", "prefill_workers", "decode_workers"),
+    [
+        (1, ("8", "1", "8"), 1, 1),  # one client: one rank
+        (3, ("8", "1", "8"), 1, 3),
+        (16, ("8", "1", "8"), 1, 4),  # 4 decode ranks at low load (recorded median)
+        (256, ("8", "1", "8"), 1, 4),  # 64 requests per rank at most
+        (257, ("8", "1", "8"), 2, 5),  # two prefill workers above 256 clients
+        (1024, ("8", "1", "8"), 2, 16),
+        (16, ("1", "8", "8"), 1, 1),  # attention DP 8: one worker holds 8 ranks
+        (2048, ("1", "8", "8"), 2, 4),  # 32 ranks
+    ],
+)
+def test_missing_worker_counts_follow_the_recorded_rows(
+    conc: int, decode: tuple[str, str, str], prefill_workers: int, decode_workers: int
+) -> None:
+    """Rule 5 (b): one prefill worker up to 256 clients (two above), max(min(C, 4), ⌈C / 64⌉) decode ranks."""
+    (row,) = parse_corpus("\n".join([HEADER, _disagg("r", conc, ("", ""), decode)]), source="x.csv")
+    assert row.workers == "imputed"
+    assert row.prefill is not None
+    assert row.decode is not None
+    assert (row.prefill.workers, row.decode.workers) == (prefill_workers, decode_workers)
+    assert row.prefill.gpus == 8
+    assert row.decode.gpus == 8
