@@ -19,6 +19,7 @@ from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import Slo, parse_slo
 from tailscope.plan.capacity import CapacityPlan, SimCheck, search_capacity
 from tailscope.plan.estimate import estimate_request
+from tailscope.records import RequestRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +185,11 @@ def plan_capacity(
         scope, sim_replicas, rate = "fleet", replicas, load
         if load * window > max_sim_requests and replicas > 1:
             scope, sim_replicas, rate = "one replica", 1, load / replicas
-        requests = min(max(sim_requests, math.ceil(rate * window)), max(sim_requests, max_sim_requests))
+        # Poisson arrivals: n requests span n/rate seconds only on average. Ask for 3 standard deviations more, so the
+        # last arrival lands past the window (with just rate × window, half the checks were "transient only").
+        expected = rate * window
+        covering = math.ceil(expected + 3 * math.sqrt(expected)) + 1
+        requests = min(max(sim_requests, covering), max(sim_requests, max_sim_requests))
         warmup = requests // 10  # the queue fills from empty first: not part of the steady state
         args = SimArgs(
             model=sim_model,
@@ -215,6 +220,11 @@ def plan_capacity(
         saturated = any(v.saturated for v in detect_saturation(out.records, labels=["the window"]))
         checks = summary.slo
         passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
+        # a percentile from one window's samples is itself a draw: the SLO must hold at its 95 % upper bound, or a
+        # count that passes by 1 % fails a longer run of the same load (seen at 10,000 req/s)
+        passed = passed and all(
+            _quantile_upper_ms(out.records, c.slo.metric, c.slo.percentile) <= c.slo.threshold_ms for c in checks
+        )
         if high is not None:  # the SLO must hold at the interval's high end too
             passed = passed and all(
                 c.observed_ms is not None and c.observed_ms * high[0].bounds(c.slo.metric)[1] <= c.slo.threshold_ms
@@ -330,3 +340,21 @@ def _confidence_bounds(engine: str, gpu: str, model: str, mode: str = "agg") -> 
         raise ConfigError("--confidence: the step model has no residuals for this engine (no interval to size)")
     doc = {"level": 0.9, "rule": "every SLO holds at the high end of the 90% prediction interval", **group.to_dict()}
     return group, doc
+
+
+def _quantile_upper_ms(records: Sequence[RequestRecord], metric: str, percentile: str) -> float:
+    """A distribution-free one-sided 95 % upper confidence bound (ms) on a percentile of a request metric: the order
+    statistic of rank ``nq + 1.645·√(nq(1 − q))``. −∞ (no constraint) for means, maxima, ITL (a percentile of gaps, not
+    of requests) and too few samples."""
+    from tailscope.metrics.percentiles import percentile_fraction
+    from tailscope.metrics.slo import request_value_ms
+
+    if metric not in ("ttft", "tpot", "e2e") or percentile in ("mean", "max"):
+        return -math.inf
+    values = sorted(v for r in records if r.ok and not r.warmup and (v := request_value_ms(r, metric)) is not None)
+    q = percentile_fraction(percentile)
+    n = len(values)
+    if n == 0:
+        return -math.inf
+    rank = math.ceil(n * q + 1.645 * math.sqrt(n * q * (1 - q)))
+    return values[min(max(rank, 1), n) - 1]
