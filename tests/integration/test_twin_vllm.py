@@ -70,7 +70,11 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
     assert doc["server"]["block_size"] == 128
     assert doc["server"]["prompt_scale"] > 1.0  # the tiny tokenizer splits the synthesized words
     assert doc["fitted_on"]["decode_observations"] >= 10
-    assert doc["coefficients_us"]["step_overhead_us"] > 0
+    # a step's fixed overhead is physical; the fit clamps it at 0 when a busy machine's noise swamps it
+    assert doc["coefficients_us"]["step_overhead_us"] >= 0
+    judgement.holds(
+        doc["coefficients_us"]["step_overhead_us"] > 0, f"step overhead fitted {doc['coefficients_us']}", share=0.75
+    )
     assert len(doc["speed"]["quantiles"]) == 21  # the machine's measured speed noise travels with the twin
     assert doc["fitted_on"]["anchor_tpot_ms"] > 0  # the references `twin check --anchor` compares the server with
     assert set(doc["fitted_on"]["anchor_lone_ttft_ms"]) == {64, 256, 768}
