@@ -1,12 +1,13 @@
 """Fuzz the `tailscope bench` command line: N random flag/profile combinations through the real CLI entry against
 one live built-in engine (tailscope.testing.fuzz_cli draws and judges them).
 
-Cases run in-process through tailscope.cli.main.main (so thousands are affordable), in --jobs worker processes (a
-case mostly waits on its short run, so jobs overlap well even on 2 cores), each with its own store and seed; every
---subprocess-every'th case runs through a real `python -m tailscope` instead. A case breaks the property when it
-exits with an undocumented code, prints a traceback or an internal error, or is refused without exactly one error
-line; every store must open every --check-every cases and at the end. Prints the cases, exit codes, refusals by
-kind, problems (with their command lines), unreadable-store checks, wall time, cases/s and the load average.
+Cases run in-process (so thousands are affordable) through the function the installed `tailscope` command runs, its
+console-script entry looked up in the package metadata, in --jobs worker processes (a case mostly waits on its short
+run, so jobs overlap well even on 2 cores), each with its own store and seed; every --subprocess-every'th case runs
+through a real `python -m tailscope` instead. A case breaks the property when it exits with an undocumented code,
+prints a traceback or an internal error, or is refused without exactly one error line; every store must open every
+--check-every cases and at the end. Prints the cases, exit codes, refusals by kind, problems (with their command
+lines), unreadable-store checks, wall time, cases/s and the load average.
 
     .venv/bin/python benchmarks/fuzz_cli.py --cases 6000 --jobs 3
 """
@@ -21,16 +22,27 @@ import random
 import signal
 import tempfile
 import time
+from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from tailscope.cli.main import main as cli_main
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import store_readable
 from tailscope.testing.fuzz_cli import CaseTimeout, draw_cli_case, run_cli_case, run_cli_subprocess
 
 #: a case still running after this long is a hang (a problem), interrupted so that the run goes on
 CASE_LIMIT_S = 120
+
+
+def console_entry() -> Callable[[list[str]], object]:
+    """The function the ``tailscope`` console script runs (``[project.scripts]``), loaded from the installed
+    package's metadata — the command line's public entry, without importing the CLI's modules by name."""
+    found = entry_points(group="console_scripts", name="tailscope")
+    if not found:
+        raise SystemExit("no `tailscope` console script: install the package (pip install -e .) and run again")
+    main: Callable[[list[str]], object] = next(iter(found)).load()
+    return main
 
 
 def run_chunk(
@@ -44,6 +56,7 @@ def run_chunk(
         raise CaseTimeout(f"still running after {CASE_LIMIT_S} s (every case is bounded to about a second)")
 
     signal.signal(signal.SIGALRM, overran)
+    cli_main = console_entry()
     codes: collections.Counter[int | None] = collections.Counter()
     refused: collections.Counter[str] = collections.Counter()
     problems: list[str] = []

@@ -6,8 +6,8 @@ their measurements that the export repeats under other names — and the held-ou
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
 engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
 concurrency band and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a
-recorded row's duplicate or they are imputed: ``io/corpus.py`` rule 5); the model before this
-one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
+recorded row's duplicate or they are imputed: ``HeldOutRow.workers``, ``io/corpus.py`` rule 5); the model before
+this one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
 harness; and, with ``--sim N``,
 N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
 closed loop for the same rows — an internal check of the simulator against the closed form it is fitted through,
@@ -109,23 +109,11 @@ def _natural(key: str) -> tuple[str, int]:
     return (key.rstrip("0123456789"), int(digits) if digits else 0)
 
 
-#: disaggregated row id → where its pools' worker counts come from (``recorded``, ``duplicate`` of a recorded row's
-#: measurement, or ``imputed``: ``io/corpus.py`` rule 5)
-_WORKERS: dict[str, str] = {}
-
-
-def worker_sources(path: Path) -> dict[str, str]:
-    """For each disaggregated row of the corpus: ``recorded``, ``duplicate`` or ``imputed`` (its worker counts)."""
-    from tailscope.io.corpus import load_corpus
-
-    return {r.id: r.workers for r in load_corpus(path) if r.mode == "disagg"}
-
-
 def _deployment(r: HeldOutRow) -> str | None:
     if r.mode != "disagg":
         return None  # aggregated rows record their deployment
     return {"recorded": "workers recorded", "duplicate": "workers of a recorded duplicate"}.get(
-        _WORKERS.get(r.id, ""), "workers imputed"
+        r.workers, "workers imputed"
     )
 
 
@@ -244,7 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     if path is None or not path.is_file():
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2
-    _WORKERS.update(worker_sources(path))
     validation = tailscope.validate_step_model(
         path, folds=args.folds, jobs=args.jobs, max_folds=1 if args.sim_only else args.max_folds,
         baseline=not args.no_old and not args.sim_only, progress=_fold_line,

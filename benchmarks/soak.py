@@ -29,7 +29,7 @@ from typing import Any
 
 def _cli() -> list[str]:
     exe = Path(sys.executable).with_name("tailscope")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "tailscope.cli.main"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "tailscope"]
 
 
 def free_port() -> int:

@@ -25,7 +25,7 @@ from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 
 def _cli() -> list[str]:
     exe = shutil.which("tailscope") or str(Path(sys.executable).with_name("tailscope"))
-    return [exe] if Path(exe).exists() else [sys.executable, "-m", "tailscope.cli.main"]
+    return [exe] if Path(exe).exists() else [sys.executable, "-m", "tailscope"]
 
 
 def help_s() -> float:

@@ -1,11 +1,12 @@
 """Benchmark: ingest plus analyze of ~1,000,000 spans with ``tailscope trace``, on every input shape.
 
-Generates the same synthetic agent traces (``trace.demo``) written five ways (not timed):
+Generates the same synthetic agent traces (:func:`tailscope.demo_traces`) written five ways (not timed):
 
 * ``lines``   — OTLP JSON lines in 4 files, 5,000 spans per line (what the OpenTelemetry collector's file exporter
   writes);
 * ``lines1``  — the same lines in one file;
-* ``doc``     — one large OTLP JSON document, one resource per service (``trace.demo.to_otlp_json`` of all spans);
+* ``doc``     — one large OTLP JSON document, one resource per service (:func:`tailscope.spans_to_otlp_json` of all
+  spans);
 * ``proto``   — one OTLP protobuf ``ExportTraceServiceRequest`` file;
 * ``jaeger``  — one Jaeger query-API JSON document (``{"data": [trace, …]}``, times in µs);
 * ``issue``   — issue 22's case, a smaller set on its own: 20,000 agent-shaped traces of 17 spans (``--extra-calls 2``),
@@ -40,8 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tailscope.records import Span
-from tailscope.trace.demo import demo_traces, to_otlp_json
+import tailscope
+from tailscope import Span
 
 SHAPES = ("lines", "lines1", "doc", "proto", "jaeger", "issue")
 # issue 22's one-document case: 20,000 traces of 17 spans (fewer for a smoke run)
@@ -57,7 +58,7 @@ CHUNK_TRACES = 250  # 250 traces of 20 spans = 5,000 spans per OTLP JSON line
 def chunks(traces: int, extra_calls: int) -> Iterator[list[list[Span]]]:
     """The demo traces in chunks of :data:`CHUNK_TRACES`."""
     batch: list[list[Span]] = []
-    for spans in demo_traces(traces, extra_calls=extra_calls):
+    for spans in tailscope.demo_traces(traces, extra_calls=extra_calls):
         batch.append(spans)
         if len(batch) == CHUNK_TRACES:
             yield batch
@@ -103,7 +104,7 @@ def proto_chunk(spans: list[Span]) -> bytes:
     from google.protobuf.json_format import ParseDict
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    doc = to_otlp_json(spans)
+    doc = tailscope.spans_to_otlp_json(spans)
     for rs in doc["resourceSpans"]:
         for scope in rs["scopeSpans"]:
             for sp in scope["spans"]:  # the protobuf JSON mapping wants base64 ids
@@ -138,7 +139,7 @@ def write_doc(path: Path, by_service: dict[str, list[str]]) -> None:
 
 
 def add_spans(by_service: dict[str, list[str]], flat: list[Span]) -> None:
-    for rs in to_otlp_json(flat)["resourceSpans"]:
+    for rs in tailscope.spans_to_otlp_json(flat)["resourceSpans"]:
         service = rs["resource"]["attributes"][0]["value"]["stringValue"]
         by_service.setdefault(service, []).extend(_dumps(sp) for sp in rs["scopeSpans"][0]["spans"])
 
@@ -169,7 +170,7 @@ def generate(folder: Path, traces: int, extra_calls: int, shapes: list[str]) -> 
     for k, batch in enumerate(chunks(traces, extra_calls)):
         flat = [s for t in batch for s in t]
         spans_total += len(flat)
-        line = _dumps(to_otlp_json(flat)) + "\n"
+        line = _dumps(tailscope.spans_to_otlp_json(flat)) + "\n"
         parts[k % 4].write(line)
         one.write(line)
         if "doc" in shapes:

@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "compute_stats": "tailscope.metrics.percentiles",
     "delete_runs": "tailscope.api.runs",
     "delete_trace_sets": "tailscope.api.trace",
+    "demo_traces": "tailscope.api.demo",
     "diagnose": "tailscope.api.verify",
     "diff_traces": "tailscope.api.trace",
     "drill": "tailscope.api.drill",
@@ -141,6 +142,7 @@ _EXPORTS: dict[str, str] = {
     "show_trace": "tailscope.api.trace",
     "simple_requests": "tailscope.workload.simple",
     "simulate": "tailscope.api.sim",
+    "spans_to_otlp_json": "tailscope.api.demo",
     "start_app": "tailscope.api.app",
     "start_builtin_server": "tailscope.api.serve",
     "start_proxy": "tailscope.api.proxy",
@@ -153,7 +155,7 @@ _EXPORTS: dict[str, str] = {
     "twin_check_async": "tailscope.api.twin",
     "validate_step_model": "tailscope.api.accuracy",
     "whatif": "tailscope.api.whatif",
-    "write_demo_traces": "tailscope.api.trace",
+    "write_demo_traces": "tailscope.api.demo",
     "write_report": "tailscope.api.report",
 }
 
@@ -255,6 +257,7 @@ __all__ = [
     "compute_stats",
     "delete_runs",
     "delete_trace_sets",
+    "demo_traces",
     "diagnose",
     "diff_traces",
     "drill",
@@ -288,6 +291,7 @@ __all__ = [
     "show_trace",
     "simple_requests",
     "simulate",
+    "spans_to_otlp_json",
     "start_app",
     "start_builtin_server",
     "start_proxy",
@@ -328,6 +332,7 @@ if TYPE_CHECKING:
     from tailscope.api.checklist import checklist
     from tailscope.api.client import ClientCost, client_cost
     from tailscope.api.cost import plan_cost, plan_napkin, plan_unit_cost
+    from tailscope.api.demo import demo_traces, spans_to_otlp_json, write_demo_traces
     from tailscope.api.drill import DrillResult, drill, drill_async
     from tailscope.api.join import TraceJoin, join_traces
     from tailscope.api.peers import ImportedRun, ImportResult, import_run, translate_command
@@ -362,7 +367,6 @@ if TYPE_CHECKING:
         ingest_traces,
         show_trace,
         trace_sets,
-        write_demo_traces,
     )
     from tailscope.api.twin import Calibration, TwinCheck, calibrate, calibrate_async, twin_check, twin_check_async
     from tailscope.api.verify import alerts, compare, diagnose, gate, load_run

@@ -4,7 +4,7 @@ Analyses answer where the time of slow traces goes: critical paths, P99 by layer
 that could run together, retries. ``ingest_traces`` and ``collect_traces`` write the store they are given; every
 other function only reads (a set in ``store``, or a trace file parsed in memory). Joining a bench run with a set is
 :mod:`tailscope.api.join`, projecting changes :mod:`tailscope.api.whatif`, scoring caching
-:mod:`tailscope.api.cacheability`.
+:mod:`tailscope.api.cacheability`, synthetic demo traces :mod:`tailscope.api.demo`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 from tailscope.api._sources import PathLike, is_file, open_spans
 from tailscope.api._support import StorePath, public, sync_twin
 from tailscope.errors import ConfigError, TraceFormatError, UnknownOperationError
-from tailscope.files import make_folder
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
 from tailscope.trace.changes import Operations, roots_hint, unmatched_names
@@ -385,32 +384,3 @@ def delete_trace_sets(names: Sequence[str], *, store: StorePath | SpanStore | No
     for s in gone:
         spans.delete_set(s.name)
     return gone
-
-
-@public
-def write_demo_traces(out: PathLike, *, traces: int = 2000, seed: int = 7) -> list[Path]:
-    """Write synthetic agent traces with known waterfalls: ``before.otlp.json`` (tools one after another in 63 % of
-    traces) and ``after.otlp.json`` (parallelised, but the knowledge-base backend 1.6× slower), as OTLP JSON lines."""
-    import json
-
-    from tailscope.trace.demo import demo_traces, to_otlp_json
-
-    if traces < 1:
-        raise ConfigError(f"--traces must be ≥ 1 (got {traces})")
-    folder = Path(out)
-    make_folder(folder, "--out")
-    variants = {"before": {"sequential_share": 0.63}, "after": {"sequential_share": 0.05, "tool_scale": 1.6}}
-    written = []
-    for name, kwargs in variants.items():
-        path = folder / f"{name}.otlp.json"
-        with open(path, "w", encoding="utf-8") as fh:
-            batch: list[Any] = []
-            for spans in demo_traces(traces, seed=seed + (name == "after"), **kwargs):  # type: ignore[arg-type]
-                batch.extend(spans)
-                if len(batch) >= 2000:
-                    fh.write(json.dumps(to_otlp_json(batch), separators=(",", ":")) + "\n")
-                    batch = []
-            if batch:
-                fh.write(json.dumps(to_otlp_json(batch), separators=(",", ":")) + "\n")
-        written.append(path)
-    return written

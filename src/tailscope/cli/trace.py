@@ -1,5 +1,6 @@
 """``tailscope trace``: ingest and collect traces, show one, analyze a set, diff two sets, project changes (whatif),
-score cacheability, list and delete sets, write demo traces (parse, call :mod:`tailscope.api.trace`, render)."""
+score cacheability, list and delete sets, write demo traces (parse, call :mod:`tailscope.api.trace`
+and :mod:`tailscope.api.demo`, render)."""
 
 from __future__ import annotations
 
@@ -266,7 +267,7 @@ def demo(
     seed: int = typer.Option(7, "--seed", help="Random seed (same seed, same traces)."),
 ) -> None:
     """Write synthetic agent traces with known waterfalls. Example: tailscope trace demo --out demo-traces/"""
-    from tailscope.api.trace import write_demo_traces
+    from tailscope.api.demo import write_demo_traces
 
     for path in write_demo_traces(out, traces=traces, seed=seed):
         typer.echo(f"wrote {path} ({traces} traces, OTLP JSON lines)")
