@@ -253,7 +253,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
     e = SimpleNamespace(**{f: _from_x(f, ext[design[f]].sum(axis=1)) for f in FIELDS})
     ttft = np.zeros(ds.n)
     tpot = np.zeros(ds.n)
-    front = e.frontend_ms * 1e-3
+    front = e.frontend_ms * 1e-3 + e.token_us * 1e-6 * ds.isl  # the front end, its per-prompt-token part included
     inflight = e.inflight_us * 1e-6
     agg = ~ds.disagg
     if agg.any():

@@ -90,13 +90,14 @@ class TrainedStepModel:
             allreduce_latency_us=e.comm_lat_us,
             allreduce_efficiency=min(1.0, e.comm),
             frontend_ms=e.frontend_ms,
-            frontend_per_token_us=0.0,
+            frontend_per_token_us=e.token_us,
             frontend_per_inflight_us=e.inflight_us,
         )
         self.kv_bytes_per_token = model.kv_bytes_per_token(self.kv_dtype)
         self._window = float(model.sliding_window or 0)
         self._front_ns = e.frontend_ms * 1e6 * 2.0
         self._inflight_ns = e.inflight_us * 1e3
+        self._token_ns = e.token_us * 1e3
         self._burst = e.burst
         self._pd_burst = e.pd_burst
         self._prefill_alone: dict[int, float] = {}
@@ -273,8 +274,10 @@ class TrainedStepModel:
 
     # ---- front end and start-up -------------------------------------------------------------------------------
     def tokenize_ns(self, prompt_tokens: int) -> int:
-        """Tokenisation is part of the learned front-end latency (no separate queue)."""
-        return 0
+        """The front end's per-prompt-token work (chat template, tokenisation, the token ids handed to the engine):
+        learned ``token_us`` per prompt token, ns. The simulator runs it on the replica's API server one request at a
+        time; the closed-loop analysis adds it to the front end (:func:`tailscope.engine.fit.predict`)."""
+        return int(self._token_ns * prompt_tokens)
 
     def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
         """API-server latency requests do not queue for: ``frontend_ms`` spread uniformly over [0, 2×] by ``u``, plus

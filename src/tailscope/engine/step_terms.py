@@ -236,8 +236,8 @@ class Efficiencies:
         prefill_layer_us: per layer and prefill chunk (chunks run outside the decode CUDA graphs: kernel launches,
             attention metadata; charged per chunk so that costs add up the same whether prompts share a step), µs.
         seq_us: per scheduled sequence per step (bookkeeping, sampling, detokenisation), µs.
-        frontend_ms: latency before the engine sees a request that requests do not queue for (HTTP, chat template,
-            tokenisation, the measuring client), ms.
+        frontend_ms: latency before the engine sees a request that requests do not queue for (HTTP, the measuring
+            client), ms.
         inflight_us: extra arrival delay per request already in flight on the replica (the API server also streams
             every running request), µs.
         kv_xfer: fraction of the link bandwidth a disaggregated KV transfer achieves.
@@ -246,6 +246,8 @@ class Efficiencies:
             partly synchronised); it waits for half of their prefills.
         pd_burst: the same share at a disaggregated deployment's prefill pool, learned apart (no prefill
             interference on the decode side desynchronises those loops).
+        token_us: front-end cost per prompt token before the engine sees the request (chat template, tokenisation,
+            the request body and its token ids handed to the engine), µs.
     """
 
     gemm: float = 0.6
@@ -265,6 +267,7 @@ class Efficiencies:
     kv_xfer_ms: float = 5.0
     burst: float = 0.05
     pd_burst: float = 0.05
+    token_us: float = 1.0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

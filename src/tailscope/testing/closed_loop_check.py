@@ -39,7 +39,7 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
         np.array([osl]),
         np.array([concurrency / ranks]),
         np.array([float(cluster.engine_config().max_num_batched_tokens)]),
-        np.array([m.efficiency.frontend_ms / 1e3]),
+        np.array([m.efficiency.frontend_ms / 1e3 + m.efficiency.token_us / 1e6 * isl]),
         np.array([m.efficiency.inflight_us / 1e6]),
         np.array([m.efficiency.burst]),
         np.array([m.kv_capacity_tokens(KV_MEMORY_UTILIZATION) / (isl + osl / 2.0)]),
