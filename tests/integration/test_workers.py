@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +31,6 @@ from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.workers.driver import run_bench_distributed
-from tailscope.runner.workers.ray_actors import cleanup_failed_init
 from tailscope.runner.workers.report import WorkerState
 from tailscope.store.runs import RunStore
 from tailscope.testing.judgement import Judgement
@@ -234,6 +234,17 @@ def test_killing_a_worker_process_gives_a_degraded_run(tmp_path: Path) -> None:
 # ---- Ray ------------------------------------------------------------------------------------------------------
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ray_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    ray_bin = Path(sys.executable).parent / "ray"
+    return subprocess.run([str(ray_bin), *args], capture_output=True, text=True, timeout=timeout, check=False, env=env)
+
+
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[object]:
     try:
@@ -242,22 +253,35 @@ def local_ray() -> Iterator[object]:
         if in_ci():
             pytest.fail(f"ray is in the test extra and CI is set, so the Ray tests must run: {exc}")
         pytest.skip("ray is not installed (pip install 'tailscope[ray]')")
-    # The suite runs beside the soak on two cores: Ray's GCS can take longer than its default 30 s to publish its
-    # port. Wait longer, and retry once after cleaning up a half-started instance (its processes would otherwise be
-    # reported as leaked in whatever test runs next).
-    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "180")
-    for attempt in (1, 2):
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            break
-        except RuntimeError:
-            cleanup_failed_init(ray)
-            if attempt == 2:
-                raise
+    # The head starts in a process of its own (`ray start --head`), not forked from this one: the test process has
+    # dozens of threads by now (uvloop, gRPC, DuckDB), and a clean-clone run lost Ray's GCS between its fork and its
+    # exec (a defunct child, no GCS log, ray.init waiting out its port wait for a process that was gone). The GCS
+    # may still be slow to publish its port on two busy cores: wait longer than Ray's 30 s, and retry once. The
+    # cluster is this machine's and the test's own, so Ray's token authentication is off for it (and this driver).
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    env = {**os.environ, "RAY_gcs_server_port_wait_time_s": "180"}
+    port = _free_port()
     try:
+        for attempt in (1, 2):
+            started = _ray_cli(
+                "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                "--disable-usage-stats", env=env,
+            )  # fmt: skip
+            if started.returncode == 0:
+                break
+            _ray_cli("stop", "--force", timeout=120)
+            if attempt == 2:
+                pytest.fail(f"ray start --head failed twice: {started.stderr[-2000:]}")
+        ray.init(address="auto", log_to_driver=False, configure_logging=False)
         yield ray
     finally:
         ray.shutdown()
+        _ray_cli("stop", "--force", timeout=120)
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @pytest.mark.slow
