@@ -295,12 +295,17 @@ class TrainedStepModel:
         """
         if in_flight <= 1 or self._burst <= 0:
             return 0
+        s1 = self._prefill_alone_s(prompt_tokens)
+        return int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
+
+    def _prefill_alone_s(self, prompt_tokens: int) -> float:
+        """One step prefilling ``prompt_tokens`` alone, s (memoised: the burst terms ask it per arriving request)."""
         s1 = self._prefill_alone.get(prompt_tokens)
         if s1 is None:
             s1 = self.step_s([(prompt_tokens, 0)], 0, 0)
             if len(self._prefill_alone) < 4096:
                 self._prefill_alone[prompt_tokens] = s1
-        return int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
+        return s1
 
     def disagg_arrival_burst_ns(self, others: float, prompt_tokens: int) -> int:
         """The same delay at a disaggregated deployment's prefill pool (this model is the prefill worker's), ns.
@@ -312,11 +317,7 @@ class TrainedStepModel:
         """
         if others <= 0 or self._pd_burst <= 0:
             return 0
-        s1 = self._prefill_alone.get(prompt_tokens)
-        if s1 is None:
-            s1 = self.step_s([(prompt_tokens, 0)], 0, 0)
-            if len(self._prefill_alone) < 4096:
-                self._prefill_alone[prompt_tokens] = s1
+        s1 = self._prefill_alone_s(prompt_tokens)
         return int(self._pd_burst * others * 0.5 * s1 * 1e9)
 
     def weight_load_bytes_per_gpu(self) -> float:
