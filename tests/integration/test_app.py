@@ -94,18 +94,23 @@ def test_case_study_p95_model_share_and_fixes(tmp_path: Path, judgement: Any) ->
     projected = tailscope.whatif(before_file, parallel=["search faq,search products,search tickets"])
     measured = tailscope.whatif(after_file, scale=["*=1"])  # every operation as it was: the measured distribution
     proj_p95, meas_p95 = projected.after["p95_ms"], measured.before["p95_ms"]
+    # The measured P95 is itself a sample of 100 requests (one run's P95 moves by up to 15 % between runs): the
+    # projection is held to 10 % of the measured P95's 95 % bootstrap interval, not of its point value.
+    meas_low, meas_high = measured.before["p95_low_ms"], measured.before["p95_high_ms"]
     assert projected.after["p95_ms"] < projected.before["p95_ms"]  # the fix helps, whatever the machine
     figures = (
         f"P95 unfixed {p95:.3f} s, fixed {fixed_p95:.3f} s; model share of the tail {tail['inference']['share']:.3f}; "
-        f"parallel retrieval: projected P95 {proj_p95:.1f} ms, measured {meas_p95:.1f} ms"
+        f"parallel retrieval: projected P95 {proj_p95:.1f} ms, measured {meas_p95:.1f} ms "
+        f"[{meas_low:.1f}, {meas_high:.1f}]"
     )
     print(figures)
     judgement.holds(
         abs(p95 / (CASE_P95_S * SCALE) - 1) <= 0.25
         and abs(tail["inference"]["share"] - CASE_MODEL_SHARE) <= 0.08
         and fixed_p95 <= 0.25 * p95
-        and abs(proj_p95 / meas_p95 - 1) <= 0.10,
-        f"the case study's P95 (± 25 %), model share (± 8 points), fixes (≥ 75 %), projection (± 10 %): {figures}",
+        and 0.9 * meas_low <= proj_p95 <= 1.1 * meas_high,
+        "the case study's P95 (± 25 %), model share (± 8 points), fixes (≥ 75 %), projection (± 10 % of the measured "
+        f"P95's interval): {figures}",
     )
 
 
