@@ -173,11 +173,17 @@ def test_db_slow_slows_the_queries_while_on(drills: dict[str, tuple[DrillResult,
     assert len(queries) >= result.whole.requests  # a profile read per request (+ a history write when answered)
     ms = sorted(s.duration_ns / 1e6 for s in queries)
     median = statistics.median(ms)
-    # 10 × slower queries (median 1.5 ms at 0.1 → 15 ms) for a third of the drill
-    slow = [s.start_ns for s in queries if s.duration_ns / 1e6 > 5 * max(median, 1.0)]
-    inside = _most_within(slow, FOR_S + 1.0)
-    judgement.holds(
-        inside >= max(3, result.during.requests // 2) and inside >= 0.8 * len(slow),
-        f"db-slow: {len(slow)} of {len(queries)} queries over 5 × the median {median:.1f} ms, {inside} of them "
-        f"within {FOR_S + 1.0} s (fault {FOR_S} s, {result.during.requests} requests in it)",
+    # 10 × slower queries (median 1.5 ms at 0.1 → 15 ms) for a third of the drill. A fixed "5 × the median" line
+    # counted only 3–4 of them here (the measured median, 5–6 ms, carries the app's own overhead) and failed a
+    # clean-clone run; instead, the slowest queries (as many as the fault window had requests) are the fault's:
+    # ≥ 80 % of them start within one fault-long interval, and they are clearly slower than the median.
+    k = max(3, result.during.requests)
+    slowest = sorted(queries, key=lambda s: s.duration_ns)[-k:]
+    inside = _most_within([s.start_ns for s in slowest], FOR_S + 1.0)
+    floor = slowest[0].duration_ns / 1e6
+    figures = (
+        f"db-slow: the {k} slowest of {len(queries)} queries ({floor:.1f} ms and up, median {median:.1f} ms), "
+        f"{inside} of them within {FOR_S + 1.0} s (fault {FOR_S} s, {result.during.requests} requests in it)"
     )
+    print(figures)
+    judgement.holds(inside >= 0.8 * k and floor > 2 * median, figures)
