@@ -177,8 +177,8 @@ def test_sync_audit_puts_the_audit_log_on_the_path(
     mean_s = cost.median_s * math.exp(cost.sigma**2 / 2)
     assert p99_s == pytest.approx(0.300, rel=0.1), p99_s
     # measured: the mean audit log grows by the write's mean (6.8 ms at 0.1); 24 requests cannot show a P99, and
-    # their slowest write is no steadier (the slowest grew by only 6.2 ms in a clean-clone run): it must grow, that
-    # is all
+    # their slowest is no steadier (clean-clone runs: + 6.2 ms, and − 4.1 ms when an asynchronous one was delayed):
+    # the slowest is printed, not judged
     added = statistics.mean(after) - statistics.mean(before)
     expected = mean_s * 1e3 * SCALE
     tail = max(after) - max(before)
@@ -187,7 +187,7 @@ def test_sync_audit_puts_the_audit_log_on_the_path(
         f"+ {tail:.1f} ms (scale {SCALE})"
     )
     print(figures)
-    judgement.holds(0.5 * expected <= added <= 2.0 * expected and tail > 0, figures)
+    judgement.holds(0.5 * expected <= added <= 2.0 * expected, figures)
 
 
 def test_no_reuse_opens_a_connection_per_call(incident_runs: dict[str, tuple[list[Span], int]]) -> None:

@@ -176,7 +176,8 @@ def test_db_slow_slows_the_queries_while_on(drills: dict[str, tuple[DrillResult,
     # 10 × slower queries (median 1.5 ms at 0.1 → 15 ms) for a third of the drill. A fixed "5 × the median" line
     # counted only 3–4 of them here (the measured median, 5–6 ms, carries the app's own overhead) and failed a
     # clean-clone run; instead, the slowest queries (as many as the fault window had requests) are the fault's:
-    # ≥ 80 % of them start within one fault-long interval, and they are clearly slower than the median.
+    # ≥ 80 % of them start within one fault-long interval, and they are ≥ 5 ms slower than the median (the fault
+    # adds 13.5 ms; the app's overhead is added to both, so a ratio to the median is not steady: median 13.2 ms once).
     k = max(3, result.during.requests)
     slowest = sorted(queries, key=lambda s: s.duration_ns)[-k:]
     inside = _most_within([s.start_ns for s in slowest], FOR_S + 1.0)
@@ -186,4 +187,4 @@ def test_db_slow_slows_the_queries_while_on(drills: dict[str, tuple[DrillResult,
         f"{inside} of them within {FOR_S + 1.0} s (fault {FOR_S} s, {result.during.requests} requests in it)"
     )
     print(figures)
-    judgement.holds(inside >= 0.8 * k and floor > 2 * median, figures)
+    judgement.holds(inside >= 0.8 * k and floor > median + 5.0, figures)
