@@ -344,7 +344,7 @@ def _confidence_bounds(engine: str, gpu: str, model: str, mode: str = "agg") -> 
 
 def _quantile_upper_ms(records: Sequence[RequestRecord], metric: str, percentile: str) -> float:
     """A one-sided 95 % upper confidence bound (ms) on a percentile of a request metric. −∞ (no constraint) for
-    means, maxima, ITL (a percentile of gaps, not of requests) and too few samples.
+    means, maxima, ITL (a percentile of gaps, not of requests) and a window without samples.
 
     The larger of two bounds: the distribution-free order statistic of rank ``nq + 1.645·√(nq(1 − q))``, right for
     independent samples, and batch means over the window's four quarters in arrival order (each quarter's
