@@ -302,6 +302,19 @@ def fit(parts: Mapping[str, int], total: int) -> dict[str, int]:
     return scaled
 
 
+def _window_parts(client: int, window: int, inner: Mapping[str, int], server: int) -> tuple[dict[str, int], bool]:
+    """A client-seen latency's parts: ``client`` (scheduled to sent), ``network`` (the ``window`` from the send less
+    the ``server``'s part, ns) and the server's ``inner`` parts; True when the server's part is longer than the window
+    (clocks disagree: the server's parts are fitted into the window and the network gets 0)."""
+    over = server > window
+    if over:
+        inner = fit(inner, window)
+        server = window
+    parts = {"client": client, "network": window - server, **inner}
+    parts.setdefault("unexplained", 0)
+    return parts, over
+
+
 def _root(spans: Sequence[Span], client_span: str | None) -> Span | None:
     if client_span is not None:  # the client's own span (bench --otlp-endpoint) is the request, not the server's root
         spans = [s for s in spans if s.span_id != client_span]
@@ -361,13 +374,8 @@ def decompose(
         notes.append("no first-token time in the server's spans (gen_ai.latency.time_to_first_token): TTFT not split")
     else:
         inner = server_parts(root, kids, root.start_ns, server_first, engines)
-        server = server_first - root.start_ns
-        if server > window:
-            skew = True
-            inner = fit(inner, window)
-            server = window
-        ttft_parts = {"client": client, "network": window - server, **inner}
-        ttft_parts.setdefault("unexplained", 0)
+        ttft_parts, over = _window_parts(client, window, inner, server_first - root.start_ns)
+        skew |= over
     # E2E
     e2e: int | None = None
     e2e_parts: dict[str, int] = {}
@@ -375,13 +383,8 @@ def decompose(
         e2e = r.end_ns - r.scheduled_ns
         ewindow = r.end_ns - start
         inner = server_parts(root, kids, root.start_ns, root.end_ns, engines)
-        server = root.end_ns - root.start_ns
-        if server > ewindow:
-            skew = True
-            inner = fit(inner, ewindow)
-            server = ewindow
-        e2e_parts = {"client": client, "network": ewindow - server, **inner}
-        e2e_parts.setdefault("unexplained", 0)
+        e2e_parts, over = _window_parts(client, ewindow, inner, root.end_ns - root.start_ns)
+        skew |= over
     up = down = None
     opened = (r.dns_ns or 0) + (r.connect_ns or 0) + (r.tls_ns or 0)
     moved = 0
