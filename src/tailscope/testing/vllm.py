@@ -242,29 +242,53 @@ def start_vllm(
         "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--enforce-eager", *extra_args,
     ]  # fmt: skip
+    with _serving(
+        "vLLM", argv, server_env(), base, ("/health", "/v1/models"), log_path=log_path, timeout_s=timeout_s,
+        niceness=niceness,
+    ) as startup_s:  # fmt: skip
+        yield VllmServer(base, served_name, log_path, startup_s)
+
+
+@contextlib.contextmanager
+def _serving(
+    what: str,
+    argv: list[str],
+    env: dict[str, str],
+    base: str,
+    ready: tuple[str, ...],
+    *,
+    log_path: Path,
+    timeout_s: float,
+    niceness: int,
+) -> Iterator[float]:
+    """Start ``argv`` (its output to ``log_path``), wait until every path in ``ready`` under ``base`` answers and
+    yield how long that took (s); stop the process on exit.
+
+    Raises:
+        VllmStartError: When the process exits or does not answer within ``timeout_s``; ``what`` names it.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         t0 = time.monotonic()
         proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(),
-            start_new_session=True,
-        )  # fmt: skip
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
         if niceness:
             _nice_autogroup(proc.pid, niceness)
         try:
-            while not (_answers(base + "/health") and _answers(base + "/v1/models")):
+            while not all(_answers(base + path) for path in ready):
                 if proc.poll() is not None:
                     raise VllmStartError(
-                        f"vLLM exited with status {proc.returncode} during startup; {log_path} ends:\n"
+                        f"{what} exited with status {proc.returncode} during startup; {log_path} ends:\n"
                         + _tail(log_path)
                     )
                 if time.monotonic() - t0 > timeout_s:
                     raise VllmStartError(
-                        f"vLLM did not answer {base}/health within {timeout_s:.0f} s; {log_path} ends:\n"
+                        f"{what} did not answer {base}{ready[0]} within {timeout_s:.0f} s; {log_path} ends:\n"
                         + _tail(log_path)
                     )
                 time.sleep(0.25)
-            yield VllmServer(base, served_name, log_path, time.monotonic() - t0)
+            yield time.monotonic() - t0
         finally:
             _stop(proc)
 
@@ -300,27 +324,7 @@ def start_transformers_serve(
     ]  # fmt: skip
     cache_dir.mkdir(parents=True, exist_ok=True)
     env = {**server_env(), "HF_HUB_CACHE": str(cache_dir), "HF_HUB_OFFLINE": "1"}
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        t0 = time.monotonic()
-        proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-        )
-        if niceness:
-            _nice_autogroup(proc.pid, niceness)
-        try:
-            while not _answers(base + "/health"):
-                if proc.poll() is not None:
-                    raise VllmStartError(
-                        f"transformers serve exited with status {proc.returncode} during startup; {log_path} ends:\n"
-                        + _tail(log_path)
-                    )
-                if time.monotonic() - t0 > timeout_s:
-                    raise VllmStartError(
-                        f"transformers serve did not answer {base}/health within {timeout_s:.0f} s; {log_path} "
-                        "ends:\n" + _tail(log_path)
-                    )
-                time.sleep(0.25)
-            yield VllmServer(base, str(model_dir), log_path, time.monotonic() - t0)
-        finally:
-            _stop(proc)
+    with _serving(
+        "transformers serve", argv, env, base, ("/health",), log_path=log_path, timeout_s=timeout_s, niceness=niceness
+    ) as startup_s:
+        yield VllmServer(base, str(model_dir), log_path, startup_s)
