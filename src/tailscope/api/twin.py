@@ -24,7 +24,7 @@ from tailscope.api.sim import SimResult, sim_result
 from tailscope.api.verify import _reader
 from tailscope.engine.twin import ServerFacts, TwinModel
 from tailscope.errors import ConfigError
-from tailscope.files import make_folder
+from tailscope.files import write_text
 from tailscope.records import RequestRecord
 from tailscope.runner.bench_result import BenchResult
 from tailscope.store.runs import RunStore
@@ -282,11 +282,7 @@ def _partial_fit(
 
 
 def _write_twin(path: Path, text: str) -> Path:
-    make_folder(path.parent, "--out", path)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--out {path}: cannot write it ({exc.strerror})") from None
+    write_text(path, text, "--out")
     return path
 
 

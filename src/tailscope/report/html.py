@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import ConfigError
-from tailscope.files import make_folder
+from tailscope.files import write_text
 from tailscope.metrics.document import clean_json
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.report import html_data as hd
@@ -255,10 +255,5 @@ def write_html(path: str | os.PathLike[str], html: str) -> Path:
     Raises:
         ConfigError: naming the path when it cannot be written.
     """
-    p = Path(path)
-    make_folder(p.parent, "--html", path)
-    try:
-        p.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write the HTML report ({exc.strerror})") from None
-    return p
+    write_text(path, html, "--html")
+    return Path(path)
