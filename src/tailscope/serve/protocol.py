@@ -7,7 +7,7 @@ Validation errors become :class:`ApiError`, answered as OpenAI's error JSON
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tailscope.serve.tokenizer import ChatMessage, encode_chat, encode_text
@@ -143,7 +143,8 @@ def parse_messages(body: dict[str, Any]) -> list[ChatMessage]:
     return out
 
 
-def _common(body: dict[str, Any], kind: str) -> tuple[int | None, bool, bool, bool, bool]:
+def _request(body: dict[str, Any], kind: str) -> CompletionRequest:
+    """The fields chat and text completions share, validated (``prompt_ids`` left empty for the caller)."""
     n = _int_field(body, "n", minimum=1)
     if n is not None and n != 1:
         raise ApiError(400, f"n must be 1: the simulated engine returns one choice (got n={n})", param="n")
@@ -156,6 +157,8 @@ def _common(body: dict[str, Any], kind: str) -> tuple[int | None, bool, bool, bo
             max_tokens = _int_field(body, "max_tokens", minimum=1)
     else:
         max_tokens = _int_field(body, "max_tokens", minimum=1)
+        if max_tokens is None and "max_tokens" not in body:
+            max_tokens = 16  # the OpenAI completions default, which vLLM also applies
     ignore_eos = _bool_field(body, "ignore_eos")
     stream = _bool_field(body, "stream")
     options = body.get("stream_options")
@@ -167,7 +170,16 @@ def _common(body: dict[str, Any], kind: str) -> tuple[int | None, bool, bool, bo
             raise ApiError(400, "stream_options must be an object", param="stream_options")
         include_usage = _bool_field(options, "include_usage")
         continuous = _bool_field(options, "continuous_usage_stats")
-    return max_tokens, ignore_eos, stream, include_usage, continuous
+    return CompletionRequest(
+        kind=kind,
+        model=_model(body),
+        prompt_ids=(),
+        max_tokens=max_tokens,
+        ignore_eos=ignore_eos,
+        stream=stream,
+        include_usage=include_usage,
+        continuous_usage=continuous,
+    )
 
 
 def _model(body: dict[str, Any]) -> str | None:
@@ -180,18 +192,9 @@ def _model(body: dict[str, Any]) -> str | None:
 def parse_chat(body: dict[str, Any]) -> CompletionRequest:
     """Validate a ``/v1/chat/completions`` body."""
     messages = parse_messages(body)
-    max_tokens, ignore_eos, stream, include_usage, continuous = _common(body, "chat")
+    req = _request(body, "chat")
     ids = encode_chat(messages, add_generation_prompt=_bool_field(body, "add_generation_prompt", True))
-    return CompletionRequest(
-        kind="chat",
-        model=_model(body),
-        prompt_ids=tuple(ids),
-        max_tokens=max_tokens,
-        ignore_eos=ignore_eos,
-        stream=stream,
-        include_usage=include_usage,
-        continuous_usage=continuous,
-    )
+    return replace(req, prompt_ids=tuple(ids))
 
 
 def parse_completion(body: dict[str, Any]) -> CompletionRequest:
@@ -213,24 +216,11 @@ def parse_completion(body: dict[str, Any]) -> CompletionRequest:
         raise ApiError(400, "prompt must contain at least one token", param="prompt")
     if any(t < 0 for t in ids):
         raise ApiError(400, "prompt token ids must be ≥ 0", param="prompt")
-    max_tokens, ignore_eos, stream, include_usage, continuous = _common(body, "completion")
-    if max_tokens is None and "max_tokens" not in body:
-        max_tokens = 16  # the OpenAI completions default, which vLLM also applies
+    req = _request(body, "completion")
     echo = _bool_field(body, "echo")
-    if echo and stream:
+    if echo and req.stream:
         raise ApiError(400, "echo is only supported without stream by the built-in server", param="echo")
-    return CompletionRequest(
-        kind="completion",
-        model=_model(body),
-        prompt_ids=tuple(ids),
-        max_tokens=max_tokens,
-        ignore_eos=ignore_eos,
-        stream=stream,
-        include_usage=include_usage,
-        continuous_usage=continuous,
-        echo=echo,
-        prompt_text=text,
-    )
+    return replace(req, prompt_ids=tuple(ids), echo=echo, prompt_text=text)
 
 
 def parse_tokenize(body: dict[str, Any]) -> tuple[str | None, list[int]]:
