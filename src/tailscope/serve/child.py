@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import tailscope
 from tailscope.errors import ConfigError, TargetError
@@ -85,7 +85,29 @@ def serve_cli_args(
     return args
 
 
-class ChildServer:
+class StartStop:
+    """A server that ``with`` starts and stops: subclasses define :meth:`start` (returns the base URL) and
+    :meth:`stop`."""
+
+    def start(self) -> str:
+        """Start the server and return its base URL once it listens."""
+        raise NotImplementedError
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server, waiting up to ``timeout_s`` seconds."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class ChildServer(StartStop):
     """``tailscope serve`` in a child process; same surface as :class:`~tailscope.serve.embedded.EmbeddedServer`.
 
     Args:
@@ -200,15 +222,6 @@ class ChildServer:
     def pid(self) -> int | None:
         """Process id of the child while it runs."""
         return self._proc.pid if self._proc is not None else None
-
-    def __enter__(self) -> ChildServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def flags_from(options: dict[str, Any]) -> tuple[EngineFlags, dict[str, Any]]:

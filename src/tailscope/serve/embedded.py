@@ -19,7 +19,6 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
@@ -27,14 +26,14 @@ from aiohttp import web
 from tailscope.engine.api import ReplicaEngine
 from tailscope.errors import ConfigError, TargetError
 from tailscope.serve.app import STATE, ServeState, build_app, make_runner, serve_site
-from tailscope.serve.child import ChildServer
+from tailscope.serve.child import ChildServer, StartStop
 from tailscope.serve.faults import FaultConfig
 from tailscope.serve.options import ServeOptions
 
 T = TypeVar("T")
 
 
-class EmbeddedServer:
+class EmbeddedServer(StartStop):
     """The built-in server on ``host`` (a free port by default), in a daemon thread with its own event loop.
 
     Args:
@@ -128,15 +127,6 @@ class EmbeddedServer:
             return fn(self.state)
 
         return asyncio.run_coroutine_threadsafe(_run(), loop).result(timeout_s)
-
-    def __enter__(self) -> EmbeddedServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- the thread -----------------------------------------------------------------------------------------------
 
