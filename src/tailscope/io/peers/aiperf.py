@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -77,25 +78,29 @@ def _aiperf(text: str, path: Path) -> PeerRun:
         err = row.get("error")
         end_abs = md.get("request_end_ns")
         end = end_abs - t0 if isinstance(end_abs, int) and not isinstance(end_abs, bool) else None
+        # what the row's record is, failed or not: its send (AIPerf records no intended time), session, prompt
+        record = partial(
+            RequestRecord,
+            id=rid,
+            scheduled_ns=sent,
+            sent_ns=sent,
+            session_id=session,
+            turn=turn,
+            input_tokens=int(isl) if isinstance(isl, int | float) else None,
+            warmup=warm,
+        )
         if err or md.get("was_cancelled"):
             e = err if isinstance(err, dict) else {}
             code = e.get("code") if isinstance(e.get("code"), int) else None
             detail = f"{e.get('type') or ''}: {e.get('message') or ''}".strip(": ")
             records.append(
-                RequestRecord(
-                    id=rid,
-                    scheduled_ns=sent,
-                    sent_ns=sent,
+                record(
                     first_token_ns=None,
                     end_ns=end,
                     status=Status.ERROR,
-                    session_id=session,
-                    turn=turn,
-                    input_tokens=int(isl) if isinstance(isl, int | float) else None,
                     error=ErrorClass.CANCELLED if md.get("was_cancelled") else _error_class(detail, code),
                     error_detail=detail[:500] or None,
                     http_status=code,
-                    warmup=warm,
                 )
             )
             continue
@@ -122,23 +127,16 @@ def _aiperf(text: str, path: Path) -> PeerRun:
             chunks.append(last)
         tokens = (1, *_spread(n - 1, len(chunks) - 1)) if len(chunks) > 1 and n >= 1 else _spread(n, len(chunks))
         records.append(
-            RequestRecord(
-                id=rid,
-                scheduled_ns=sent,
-                sent_ns=sent,
+            record(
                 first_token_ns=first,
                 end_ns=last,
                 status=Status.OK,
-                session_id=session,
-                turn=turn,
-                input_tokens=int(isl) if isinstance(isl, int | float) else None,
                 output_tokens=n,
                 tokens_source=TokensSource.TOKENIZER,
                 chunk_times_ns=tuple(chunks),
                 chunk_tokens=tokens,
                 stream_end_ns=last,
                 first_event_ns=first,
-                warmup=warm,
                 server_request_id=str(md["x_request_id"]) if md.get("x_request_id") else None,
             )
         )

@@ -2,6 +2,7 @@ r"""GuideLLM's ``benchmarks.json`` as :class:`PeerRun`\ s (one per benchmark).""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from tailscope.errors import ContractError
@@ -83,18 +84,15 @@ def _guidellm_bench(bench: dict[str, Any], args: dict[str, Any], where: str, src
         end = _ns(t["end"] - t0) if t["end"] is not None else None
         n_in = _tokens(req, "prompt_tokens", "input_metrics")
         n_out = _tokens(req, "output_tokens", "output_metrics")
+        record = partial(RequestRecord, id=rid, scheduled_ns=sched, sent_ns=sent, input_tokens=n_in)
         if status != "successful":
             info = _obj(req.get("info"))
             detail = str(info.get("error") or req.get("error") or "")
             records.append(
-                RequestRecord(
-                    id=rid,
-                    scheduled_ns=sched,
-                    sent_ns=sent,
+                record(
                     first_token_ns=None,
                     end_ns=end,
                     status=Status.ERROR if status == "errored" else Status.INCOMPLETE,
-                    input_tokens=n_in,
                     error=_error_class(detail) if status == "errored" else ErrorClass.CANCELLED,
                     error_detail=detail[:500] or None,
                 )
@@ -113,14 +111,10 @@ def _guidellm_bench(bench: dict[str, Any], args: dict[str, Any], where: str, src
             chunks = (*(first + round(step * k) for k in range(iters - 1)), last)
             tokens = (1, *_spread(n - 1, iters - 1))
         records.append(
-            RequestRecord(
-                id=rid,
-                scheduled_ns=sched,
-                sent_ns=sent,
+            record(
                 first_token_ns=first,
                 end_ns=last,
                 status=Status.OK,
-                input_tokens=n_in,
                 output_tokens=n,
                 tokens_source=TokensSource.USAGE,
                 chunk_times_ns=chunks,
