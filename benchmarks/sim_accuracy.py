@@ -32,17 +32,10 @@ import numpy as np
 
 import tailscope
 from tailscope import HeldOutRow
+from tailscope.testing.calibration import find_corpus
 from tailscope.testing.closed_loop_check import analytic_closed_loop
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def find_corpus() -> Path | None:
-    for parent in ROOT.parents:
-        cand = parent / "shared" / "calibration" / "silicon_dev.csv"
-        if cand.is_file():
-            return cand
-    return None
 
 
 def _fold_line(done: int, total: int, rows: int, secs: float) -> None:
@@ -228,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-old", action="store_true", help="skip the previous model")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    path = Path(args.csv) if args.csv else find_corpus()
+    path = Path(args.csv) if args.csv else find_corpus(ROOT)
     if path is None or not path.is_file():
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2

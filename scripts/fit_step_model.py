@@ -19,17 +19,10 @@ import numpy as np
 
 from tailscope.engine.fit import CLASSES, ENGINES, FIELDS, Dataset, fit, predict
 from tailscope.io.corpus import duplicate_groups, load_corpus, observations
+from tailscope.testing.calibration import find_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "tailscope" / "engine" / "step_params.py"
-
-
-def find_corpus() -> Path | None:
-    for parent in ROOT.parents:
-        cand = parent / "shared" / "calibration" / "silicon_dev.csv"
-        if cand.is_file():
-            return cand
-    return None
 
 
 def unique_rows(rows: list) -> list[int]:  # type: ignore[type-arg]
@@ -102,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--theta-out", default=None, help="also save the fitted parameter vector (numpy .npy)")
     args = ap.parse_args(argv)
-    path = Path(args.csv) if args.csv else find_corpus()
+    path = Path(args.csv) if args.csv else find_corpus(ROOT)
     if path is None or not path.is_file():
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2

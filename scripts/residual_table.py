@@ -27,6 +27,7 @@ import tailscope
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.residuals import MIN_ROWS, model_family
 from tailscope.io.corpus import load_corpus
+from tailscope.testing.calibration import find_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "tailscope" / "engine" / "residuals_table.py"
@@ -45,14 +46,6 @@ class Residual:
     tpot_ms: float
     pred_ttft_ms: float
     pred_tpot_ms: float
-
-
-def find_corpus() -> Path | None:
-    for parent in ROOT.parents:
-        cand = parent / "shared" / "calibration" / "silicon_dev.csv"
-        if cand.is_file():
-            return cand
-    return None
 
 
 def cross_validated(path: Path, folds: str, jobs: int) -> list[Residual]:
@@ -108,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-json", type=Path, default=None, help="a benchmarks/sim_accuracy.py --json output")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    path = Path(args.csv) if args.csv else find_corpus()
+    path = Path(args.csv) if args.csv else find_corpus(ROOT)
     if path is None or not path.is_file():
         print("no corpus: pass the path to silicon_dev.csv", file=sys.stderr)
         return 2

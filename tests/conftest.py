@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tailscope.testing import calibration
 from tailscope.testing.judgement import NOT_JUDGED, Judgement
-
-
-def _find_calibration_dir() -> Path | None:
-    env = os.environ.get("TAILSCOPE_CALIBRATION_DIR")
-    if env:
-        return Path(env) if Path(env).is_dir() else None
-    for parent in Path(__file__).resolve().parents:
-        cand = parent / "shared" / "calibration"
-        if cand.is_dir():
-            return cand
-    return None
 
 
 @pytest.fixture(scope="session")
 def calibration_dir() -> Path:
     """``shared/calibration`` next to this checkout or one of its parents (``TAILSCOPE_CALIBRATION_DIR`` points
     elsewhere). The corpus and model configs are not in the repository: tests that need them skip without them."""
-    found = _find_calibration_dir()
+    found = calibration.calibration_dir(__file__)
     if found is None:
         pytest.skip("shared/calibration (silicon_dev.csv, model_configs) is not next to this checkout")
     return found
