@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -40,6 +40,8 @@ from tailscope.trace.ingest.otlp import (
     proto_span_rows,
 )
 from tailscope.trace.ingest.rawcut import looks_like_jaeger, marker_index, span_arrays, trace_array
+
+_Cut = TypeVar("_Cut")
 
 #: Files smaller than this are one piece (cutting costs more than it saves).
 SPLIT_MIN_BYTES = 8_000_000
@@ -163,19 +165,28 @@ def _line_pieces(fh: Any, path: str, fmt: str, size: int, parts: int) -> Iterato
             return
 
 
-def _raw_otlp_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> list[Piece] | None:
-    """Pieces of byte slices of an OTLP JSON document's span arrays (see :mod:`~tailscope.trace.ingest.rawcut`);
-    None when the document is not of that shape (then it is parsed here)."""
-    found = span_arrays(raw)
+def _skeleton(found: tuple[bytes, _Cut] | None, fmt: str, want: str) -> tuple[Any, _Cut] | None:
+    """A raw scan's skeleton parsed, with what the scan cut out of it; None when there was no scan, or the skeleton
+    is not JSON of the format ``want`` (``fmt``, or detected when ``auto``)."""
     if found is None:
         return None
-    skeleton, raw_arrays = found
+    skeleton, cut = found
     try:
         doc = loads_json(skeleton)
     except json.JSONDecodeError:
         return None
-    if (detect_json_format(doc) if fmt == "auto" else fmt) != "otlp-json":
+    if (detect_json_format(doc) if fmt == "auto" else fmt) != want:
         return None
+    return doc, cut
+
+
+def _raw_otlp_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> list[Piece] | None:
+    """Pieces of byte slices of an OTLP JSON document's span arrays (see :mod:`~tailscope.trace.ingest.rawcut`);
+    None when the document is not of that shape (then it is parsed here)."""
+    found = _skeleton(span_arrays(raw), fmt, "otlp-json")
+    if found is None:
+        return None
+    doc, raw_arrays = found
     walk = ParseContext(source=ctx.source, rules=ctx.rules, max_problems=ctx.max_problems)
     arrays: list[tuple[str, str, Any]] = []
     for prefix, service, spans in otlp_span_lists(doc, walk):
@@ -192,15 +203,11 @@ def _raw_otlp_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseCont
 def _raw_jaeger_pieces(raw: bytes, path: str, fmt: str, parts: int, ctx: ParseContext) -> list[Piece] | None:
     """Pieces of byte slices of a Jaeger query-API document's trace list (see
     :func:`~tailscope.trace.ingest.rawcut.trace_array`); None when the document is not of that shape."""
-    found = trace_array(raw)
+    found = _skeleton(trace_array(raw), fmt, "jaeger")
     if found is None:
         return None
-    skeleton, traces = found
-    try:
-        doc = loads_json(skeleton)
-    except json.JSONDecodeError:
-        return None
-    if (detect_json_format(doc) if fmt == "auto" else fmt) != "jaeger" or not isinstance(doc, dict) or "result" in doc:
+    doc, traces = found
+    if not isinstance(doc, dict) or "result" in doc:
         return None  # OTLP (api_v3's "result" included): not this path
     listed = jaeger_traces(doc, ParseContext(source=ctx.source))  # no problem is possible when it is taken
     if listed is None or marker_index(listed[1]) != 0:
