@@ -180,6 +180,11 @@ class RequestRecord:
         """True for a successful request."""
         return self.status is Status.OK
 
+    @property
+    def closed_ns(self) -> int | None:
+        """When the response ended as the stream saw it: ``stream_end_ns``, else ``end_ns`` (None: neither)."""
+        return self.stream_end_ns if self.stream_end_ns is not None else self.end_ns
+
 
 @dataclass(frozen=True, slots=True)
 class ServerSample:

@@ -327,7 +327,7 @@ def client_span(r: RequestRecord, *, t0_unix_ns: int, model: str, operation: str
     """
     if r.trace_id is None or r.span_id is None:
         return None
-    end = r.stream_end_ns if r.stream_end_ns is not None else r.end_ns
+    end = r.closed_ns
     if end is None:
         end = r.sent_ns if r.sent_ns is not None else r.scheduled_ns
     attrs: dict[str, Any] = {

@@ -191,7 +191,7 @@ def _sglang(records: Iterable[RequestRecord]) -> dict[str, Any]:
 
     for r in ok:
         t1 = (r.first_token_ns - r.sent_ns) / _MS  # type: ignore[operator]
-        end = r.stream_end_ns if r.stream_end_ns is not None else r.end_ns
+        end = r.closed_ns
         lat = (end - r.sent_ns) / _MS  # type: ignore[operator]
         ttft.append(t1)
         e2e.append(lat)
@@ -268,14 +268,14 @@ def _guidellm(records: Iterable[RequestRecord]) -> dict[str, Any]:
     for r in ok:
         n = rq.output_token_count(r)
         ttft.append((r.first_token_ns - r.sent_ns) / _MS)  # type: ignore[operator]
-        end = r.stream_end_ns if r.stream_end_ns is not None else r.end_ns
+        end = r.closed_ns
         e2e.append((end - r.sent_ns) / _MS)  # type: ignore[operator]
         if n > 0:
             tpot.append((r.end_ns - r.sent_ns) / _MS / n)  # type: ignore[operator]
         if n > 1:
             itl.append((r.end_ns - r.first_token_ns) / _MS / (n - 1))  # type: ignore[operator]
     starts = [r.sent_ns for r in measured if r.sent_ns is not None]
-    ends = [e for r in ok if (e := r.stream_end_ns if r.stream_end_ns is not None else r.end_ns) is not None]
+    ends = [e for r in ok if (e := r.closed_ns) is not None]
     dur = (max(ends) - min(starts)) / 1e9 if starts and ends else 0.0
     return _frame(
         "guidellm", ok, failed, dur, rq.output_token_count,
@@ -337,7 +337,7 @@ def _bench_duration_s(measured: Sequence[RequestRecord]) -> float:
     if not measured:
         return 0.0
     start = min(r.scheduled_ns for r in measured)
-    ends = [e for r in measured if (e := r.stream_end_ns if r.stream_end_ns is not None else r.end_ns) is not None]
+    ends = [e for r in measured if (e := r.closed_ns) is not None]
     return max(0.0, (max(ends) - start) / 1e9) if ends else 0.0
 
 
