@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,30 +173,25 @@ def parse_int(value: Any) -> int | None:
 
 def parse_kind(value: Any) -> str:
     """Span kind from an int (OTLP enum) or a name (``SPAN_KIND_SERVER``, ``server``, ``SERVER``)."""
-    if value is None:
-        return "INTERNAL"
-    if isinstance(value, int):
-        return KIND_BY_INT.get(value, "INTERNAL")
-    text = str(value).strip().upper()
-    if text.startswith("SPAN_KIND_"):
-        text = text[len("SPAN_KIND_") :]
-    if text.isdigit():
-        return KIND_BY_INT.get(int(text), "INTERNAL")
-    return text if text in KINDS else "INTERNAL"
+    return _otlp_enum(value, KIND_BY_INT, "SPAN_KIND_", KINDS, "INTERNAL")
 
 
 def parse_status(value: Any) -> str:
     """Status code from an int or a name (``STATUS_CODE_ERROR``, ``ERROR``, ``error``)."""
+    return _otlp_enum(value, STATUS_BY_INT, "STATUS_CODE_", ("UNSET", "OK", "ERROR"), "UNSET")
+
+
+def _otlp_enum(value: Any, by_int: Mapping[int, str], prefix: str, names: Collection[str], default: str) -> str:
+    """An OTLP enum given as its number (an int or digits) or its name (``prefix`` optional, any case); ``default``
+    when absent or unknown."""
     if value is None:
-        return "UNSET"
+        return default
     if isinstance(value, int):
-        return STATUS_BY_INT.get(value, "UNSET")
-    text = str(value).strip().upper()
-    if text.startswith("STATUS_CODE_"):
-        text = text[len("STATUS_CODE_") :]
+        return by_int.get(value, default)
+    text = str(value).strip().upper().removeprefix(prefix)
     if text.isdigit():
-        return STATUS_BY_INT.get(int(text), "UNSET")
-    return text if text in ("UNSET", "OK", "ERROR") else "UNSET"
+        return by_int.get(int(text), default)
+    return text if text in names else default
 
 
 #: The store's time columns are signed 64-bit nanoseconds.
