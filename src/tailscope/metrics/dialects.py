@@ -19,6 +19,7 @@ rule (``None`` everywhere when there are no samples). Warmup records are left ou
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,19 @@ def _frame(
     }
 
 
+@dataclass(slots=True)
+class _Samples:
+    """The four latency samples (ms) the vLLM, SGLang and GuideLLM dialects report, each by its tool's rule."""
+
+    ttft: list[float] = field(default_factory=list)
+    tpot: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+    e2e: list[float] = field(default_factory=list)
+
+    def metrics(self) -> dict[str, list[float]]:
+        return {"ttft_ms": self.ttft, "tpot_ms": self.tpot, "itl_ms": self.itl, "e2e_ms": self.e2e}
+
+
 def _split(records: Iterable[RequestRecord]) -> tuple[list[RequestRecord], list[RequestRecord], int]:
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok and r.first_token_ns is not None and r.sent_ns is not None]
@@ -144,27 +158,24 @@ def _split(records: Iterable[RequestRecord]) -> tuple[list[RequestRecord], list[
 
 def _vllm(records: Iterable[RequestRecord]) -> dict[str, Any]:
     measured, ok, failed = _split(records)
-    ttft: list[float] = []
-    tpot: list[float] = []
-    itl: list[float] = []
-    e2e: list[float] = []
+    s = _Samples()
     for r in ok:
         ev = _choice_events(r) or [r.first_token_ns or 0]
         t1 = (ev[0] - r.sent_ns) / _MS  # type: ignore[operator]
         lat = (ev[-1] - r.sent_ns) / _MS  # type: ignore[operator]
-        ttft.append(t1)
-        e2e.append(lat)
-        itl.extend((ev[i] - ev[i - 1]) / _MS for i in range(1, len(ev)))
+        s.ttft.append(t1)
+        s.e2e.append(lat)
+        s.itl.extend((ev[i] - ev[i - 1]) / _MS for i in range(1, len(ev)))
         n = _usage_tokens(r) or rq.output_token_count(r)
         if n > 1:
-            tpot.append((lat - t1) / (n - 1))
+            s.tpot.append((lat - t1) / (n - 1))
     return _frame(
         "vllm",
         ok,
         failed,
         _bench_duration_s(measured),
         lambda r: _usage_tokens(r) or rq.output_token_count(r),
-        {"ttft_ms": ttft, "tpot_ms": tpot, "itl_ms": itl, "e2e_ms": e2e},
+        s.metrics(),
         _linear,
         {"ttft_ms": "TTFT", "tpot_ms": "TPOT (excl. 1st token)", "itl_ms": "ITL", "e2e_ms": "E2EL"},
         [
@@ -180,10 +191,7 @@ def _vllm(records: Iterable[RequestRecord]) -> dict[str, Any]:
 
 def _sglang(records: Iterable[RequestRecord]) -> dict[str, Any]:
     measured, ok, failed = _split(records)
-    ttft: list[float] = []
-    tpot: list[float] = []
-    itl: list[float] = []
-    e2e: list[float] = []
+    s = _Samples()
 
     def n_out(r: RequestRecord) -> int:
         # bench_serving keeps the requested output length unless usage reports completion_tokens
@@ -191,21 +199,20 @@ def _sglang(records: Iterable[RequestRecord]) -> dict[str, Any]:
 
     for r in ok:
         t1 = (r.first_token_ns - r.sent_ns) / _MS  # type: ignore[operator]
-        end = r.closed_ns
-        lat = (end - r.sent_ns) / _MS  # type: ignore[operator]
-        ttft.append(t1)
-        e2e.append(lat)
-        itl.extend(rq.icl_samples_ms(r))
+        lat = (r.closed_ns - r.sent_ns) / _MS  # type: ignore[operator]
+        s.ttft.append(t1)
+        s.e2e.append(lat)
+        s.itl.extend(rq.icl_samples_ms(r))
         n = n_out(r)
         if n > 1:
-            tpot.append((lat - t1) / (n - 1))
+            s.tpot.append((lat - t1) / (n - 1))
     out = _frame(
         "sglang",
         ok,
         failed,
         _bench_duration_s(measured),
         n_out,
-        {"ttft_ms": ttft, "tpot_ms": tpot, "itl_ms": itl, "e2e_ms": e2e},
+        s.metrics(),
         _linear,
         {"ttft_ms": "TTFT", "tpot_ms": "TPOT (excl. 1st token)", "itl_ms": "ITL", "e2e_ms": "E2E Latency"},
         [
@@ -215,7 +222,7 @@ def _sglang(records: Iterable[RequestRecord]) -> dict[str, Any]:
         ],
     )
     dur = out["duration_s"]
-    out["concurrency"] = (sum(e2e) / 1000.0 / dur) if dur else None
+    out["concurrency"] = (sum(s.e2e) / 1000.0 / dur) if dur else None
     return out
 
 
@@ -261,25 +268,21 @@ def _aiperf(records: Iterable[RequestRecord]) -> dict[str, Any]:
 
 def _guidellm(records: Iterable[RequestRecord]) -> dict[str, Any]:
     measured, ok, failed = _split(records)
-    ttft: list[float] = []
-    tpot: list[float] = []
-    itl: list[float] = []
-    e2e: list[float] = []
+    s = _Samples()
     for r in ok:
         n = rq.output_token_count(r)
-        ttft.append((r.first_token_ns - r.sent_ns) / _MS)  # type: ignore[operator]
-        end = r.closed_ns
-        e2e.append((end - r.sent_ns) / _MS)  # type: ignore[operator]
+        s.ttft.append((r.first_token_ns - r.sent_ns) / _MS)  # type: ignore[operator]
+        s.e2e.append((r.closed_ns - r.sent_ns) / _MS)  # type: ignore[operator]
         if n > 0:
-            tpot.append((r.end_ns - r.sent_ns) / _MS / n)  # type: ignore[operator]
+            s.tpot.append((r.end_ns - r.sent_ns) / _MS / n)  # type: ignore[operator]
         if n > 1:
-            itl.append((r.end_ns - r.first_token_ns) / _MS / (n - 1))  # type: ignore[operator]
+            s.itl.append((r.end_ns - r.first_token_ns) / _MS / (n - 1))  # type: ignore[operator]
     starts = [r.sent_ns for r in measured if r.sent_ns is not None]
     ends = [e for r in ok if (e := r.closed_ns) is not None]
     dur = (max(ends) - min(starts)) / 1e9 if starts and ends else 0.0
     return _frame(
         "guidellm", ok, failed, dur, rq.output_token_count,
-        {"ttft_ms": ttft, "tpot_ms": tpot, "itl_ms": itl, "e2e_ms": e2e}, _inverted_cdf,
+        s.metrics(), _inverted_cdf,
         {"ttft_ms": "TTFT", "tpot_ms": "TPOT (includes the first token)", "itl_ms": "ITL (per-request average)",
          "e2e_ms": "Request Latency"},
         [
