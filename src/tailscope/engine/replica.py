@@ -322,7 +322,8 @@ class Replica(Admission):
             # decodes preempted during step 2 no longer run this step
             n_dec = len(self._decoding)
             # 3. waiting requests, by priority then FCFS (replica_admission.py)
-            completing += self._admit_waiting(budget, chunks, prefill)
+            if self._waiting:
+                completing += self._admit_waiting(budget, chunks, prefill)
         if not chunks and n_dec == 0:
             return None
         # 4. time
