@@ -15,7 +15,6 @@ import heapq
 from tailscope.engine.replica import Completion
 from tailscope.records import RequestRecord
 from tailscope.sim.events import KV_ARRIVE
-from tailscope.sim.records import record_error
 from tailscope.sim.state import ReplicaSlot, SimState
 
 __all__ = ["Disaggregation"]
@@ -49,11 +48,7 @@ class Disaggregation(SimState):
         try:
             slot.replica.add(rid, live.prompt, spec.output_tokens, now, priority=spec.priority, kv_ready=live.prompt)
         except ValueError as exc:
-            del self._live[rid]
-            slot.outstanding -= 1
-            rec = record_error(spec, live.scheduled_ns, live.prompt, idx, now, str(exc), sent_ns=live.sent_ns)
-            self._after_request(live, now)
-            return rec
+            return self._refused(live, slot, now, exc)
         if not slot.busy:
             self._run_step(idx, now)
         return None

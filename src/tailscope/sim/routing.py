@@ -13,7 +13,6 @@ import heapq
 from tailscope.engine.perf import frontend_jitter
 from tailscope.records import RequestRecord
 from tailscope.sim.events import ARRIVE, ROUTE
-from tailscope.sim.records import record_error
 from tailscope.sim.state import LiveRequest, SimState
 
 __all__ = ["Routing"]
@@ -73,13 +72,7 @@ class Routing(SimState):
             else:
                 slot.replica.add(rid, live.prompt, spec.output_tokens, now, live.hashes, priority=spec.priority)
         except ValueError as exc:
-            del self._live[rid]
-            slot.outstanding -= 1
-            rec = record_error(
-                live.spec, live.scheduled_ns, live.prompt, live.replica, now, str(exc), sent_ns=live.sent_ns
-            )
-            self._after_request(live, now)
-            return rec
+            return self._refused(live, slot, now, exc)
         if not slot.busy:
             self._run_step(idx, now)
         return None

@@ -24,6 +24,8 @@ from tailscope.engine.disagg import KvTransfer
 from tailscope.engine.perf import StepModel
 from tailscope.engine.replica import Completion, Replica
 from tailscope.engine.router import Router
+from tailscope.records import RequestRecord
+from tailscope.sim.records import record_error
 from tailscope.sim.result import SimResult
 from tailscope.workload.spec import RequestSpec
 
@@ -142,6 +144,15 @@ class SimState:
 
     def _ready_indices(self) -> list[int]:
         return [i for i, s in enumerate(self._slots) if s.state == "ready"]
+
+    def _refused(self, live: LiveRequest, slot: ReplicaSlot, now: int, exc: ValueError) -> RequestRecord:
+        """The engine refused a request (it can never fit the replica's KV cache): it fails as a record, and its
+        session or client goes on."""
+        del self._live[live.spec.id]
+        slot.outstanding -= 1
+        rec = record_error(live.spec, live.scheduled_ns, live.prompt, live.replica, now, str(exc), sent_ns=live.sent_ns)
+        self._after_request(live, now)
+        return rec
 
     # ---- provided by the parts (simulator.py, routing.py, clients.py) ----------------------------------------
     def _run_step(self, idx: int, now: int) -> None:
