@@ -9,7 +9,7 @@ import yaml
 
 from tailscope.engine.twin import ServerFacts, TwinCoefficients, TwinModel, TwinStepModel, busy_frontend_excess
 from tailscope.records import RequestRecord
-from tailscope.runner.calibrate import fit_busy_frontend, open_loop_specs
+from tailscope.runner.twin_fit import fit_busy_frontend, open_loop_specs
 from tailscope.sim.run import SimArgs, build_cluster
 from tailscope.sim.simulator import Simulation
 
