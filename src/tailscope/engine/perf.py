@@ -32,7 +32,7 @@ from tailscope.errors import ConfigError, PlanError
 
 class StepModel(Protocol):
     """What the scheduler and the simulator need of a step-time model: :class:`StepTimeModel` (roofline) or a
-    fitted digital twin (:class:`~tailscope.engine.twin.TwinStepModel`)."""
+    fitted digital twin (:class:`~tailscope.engine.twin_step.TwinStepModel`)."""
 
     weights_dtype: str
     kv_dtype: str

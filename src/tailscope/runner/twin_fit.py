@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from tailscope.engine.twin import ServerFacts, TwinModel, busy_frontend_excess, fit_twin
+from tailscope.engine.twin import ServerFacts, TwinModel
+from tailscope.engine.twin_fit import busy_frontend_excess, fit_twin
 from tailscope.engine.twin_observe import observations
 from tailscope.errors import ConfigError
 from tailscope.metrics import request as rq
