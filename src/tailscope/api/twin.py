@@ -378,7 +378,8 @@ async def twin_check_async(
         merge_ttfts,
         predict,
     )
-    from tailscope.sim.run import SimArgs, resolve_specs
+    from tailscope.sim.run import SimArgs
+    from tailscope.sim.workload import resolve_specs
 
     say = on_phase or (lambda _line: None)
     if requests is None and duration is None:
