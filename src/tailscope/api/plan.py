@@ -18,7 +18,7 @@ from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.perf import StepTimeModel
 from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.step_terms import Parallelism
-from tailscope.engine.twin import TwinStepModel
+from tailscope.engine.twin_step import TwinStepModel
 from tailscope.errors import PlanError
 from tailscope.io.calibration import load_calibration
 from tailscope.io.models import resolve_model

@@ -113,17 +113,9 @@ async def calibrate_async(
             cannot be reached.
     """
     from tailscope.engine.twin import send_lag_from
-    from tailscope.runner.calibrate import (
-        ProbePlan,
-        check_fit_inputs,
-        facts_from_labels,
-        fit_busy_frontend,
-        fit_from_runs,
-        open_loop_send_lags,
-        run_probe,
-        server_facts,
-        stored_cache_labels,
-    )
+    from tailscope.runner.calibrate import ProbePlan, run_probe
+    from tailscope.runner.server_facts import facts_from_labels, server_facts, stored_cache_labels
+    from tailscope.runner.twin_fit import check_fit_inputs, fit_busy_frontend, fit_from_runs, open_loop_send_lags
 
     records: list[list[RequestRecord]] = []
     notes: dict[str, str] = {}
@@ -264,7 +256,7 @@ def _partial_fit(
     partial: dict[str, Any], records: list[list[RequestRecord]], run_ids: list[str], *, stored: bool
 ) -> str | None:
     """The caveat of a fit on a budget-cut probe's runs, or a one-line ConfigError when they cannot be fitted."""
-    from tailscope.runner.calibrate import check_fit_inputs, fit_inputs
+    from tailscope.runner.twin_fit import check_fit_inputs, fit_inputs
 
     try:
         return check_fit_inputs(list(zip(run_ids, records, strict=False)))
@@ -382,7 +374,8 @@ async def twin_check_async(
         merge_ttfts,
         predict,
     )
-    from tailscope.sim.run import SimArgs, resolve_specs
+    from tailscope.sim.run import SimArgs
+    from tailscope.sim.workload import resolve_specs
 
     say = on_phase or (lambda _line: None)
     if requests is None and duration is None:

@@ -134,7 +134,7 @@ class ClusterSpec:
                 kv_dtype=self.kv_dtype,
             )  # fmt: skip
         if self.calibration.twin is not None:
-            from tailscope.engine.twin import TwinStepModel
+            from tailscope.engine.twin_step import TwinStepModel
 
             return TwinStepModel(self.calibration.twin)
         if self.calibration.has_overrides:

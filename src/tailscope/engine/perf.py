@@ -32,7 +32,7 @@ from tailscope.errors import ConfigError, PlanError
 
 class StepModel(Protocol):
     """What the scheduler and the simulator need of a step-time model: :class:`StepTimeModel` (roofline) or a
-    fitted digital twin (:class:`~tailscope.engine.twin.TwinStepModel`)."""
+    fitted digital twin (:class:`~tailscope.engine.twin_step.TwinStepModel`)."""
 
     weights_dtype: str
     kv_dtype: str
@@ -154,22 +154,19 @@ class StepTimeModel:
         Raises:
             PlanError: when the weights do not fit.
         """
-        if not 0 < gpu_memory_utilization <= 1:
-            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1] (got {gpu_memory_utilization})")
         mem = self.gpu.memory_bytes
-        reserve = (reserve_gb * 1e9) if reserve_gb is not None else 1.5e9 + 0.04 * mem
-        weights = self.weight_bytes_total / self.tp
-        free = gpu_memory_utilization * mem - weights - reserve
-        split = 1 if self.model.is_mla else max(1, min(self.tp, self.model.kv_heads))
-        per_token = self.model.kv_bytes_per_token_resident(self.kv_dtype) / split
-        if free <= per_token * 16:
-            raise PlanError(
-                f"{self.model.name} ({self.weights_dtype}) needs {weights / 1e9:.1f} GB of weights per GPU; "
-                f"{self.gpu.id} × tp={self.tp} leaves no room for the KV cache at "
-                f"gpu_memory_utilization={gpu_memory_utilization}. Raise --tp, use a smaller --weights-dtype or a "
-                "larger GPU"
-            )
-        return int(free // per_token)
+        return kv_capacity_from_memory(
+            self.model,
+            self.gpu,
+            weights_dtype=self.weights_dtype,
+            kv_dtype=self.kv_dtype,
+            weights_per_gpu=self.weight_bytes_total / self.tp,
+            tp=self.tp,
+            gpus=f"tp={self.tp}",
+            more_gpus="--tp",
+            gpu_memory_utilization=gpu_memory_utilization,
+            reserve_bytes=(reserve_gb * 1e9) if reserve_gb is not None else 1.5e9 + 0.04 * mem,
+        )
 
     # ---- step time ------------------------------------------------------------------------------------------
     def _weights_touched(self, tokens: int) -> float:
@@ -332,3 +329,41 @@ class StepTimeModel:
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""
         return self.weight_bytes_total / self.tp
+
+
+def kv_capacity_from_memory(
+    model: ModelArch,
+    gpu: GpuSpec,
+    *,
+    weights_dtype: str,
+    kv_dtype: str,
+    weights_per_gpu: float,
+    tp: int,
+    gpus: str,
+    more_gpus: str,
+    gpu_memory_utilization: float,
+    reserve_bytes: float,
+) -> int:
+    """Tokens of KV cache a replica (or attention-DP rank) holds, for both step models.
+
+    ``capacity = gpu_memory_utilization × memory − weights_per_gpu − reserve_bytes`` per GPU, divided by the KV
+    bytes a token takes on one GPU (MLA latents are replicated across tensor-parallel ranks, GQA heads split up to
+    the KV-head count). ``gpus`` and ``more_gpus`` word the error: the GPUs that hold the weights, and the flags
+    that add GPUs.
+
+    Raises:
+        ConfigError: when ``gpu_memory_utilization`` is not in (0, 1].
+        PlanError: when the weights leave no room for 16 tokens.
+    """
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ConfigError(f"--gpu-memory-utilization must be in (0, 1] (got {gpu_memory_utilization})")
+    free = gpu_memory_utilization * gpu.memory_bytes - weights_per_gpu - reserve_bytes
+    split = 1 if model.is_mla else max(1, min(tp, model.kv_heads))
+    per_token = model.kv_bytes_per_token_resident(kv_dtype) / split
+    if free <= per_token * 16:
+        raise PlanError(
+            f"{model.name} ({weights_dtype}) needs {weights_per_gpu / 1e9:.1f} GB of weights per GPU; "
+            f"{gpu.id} × {gpus} leaves no room for the KV cache at gpu_memory_utilization={gpu_memory_utilization}. "
+            f"Raise {more_gpus}, use a smaller --weights-dtype or a larger GPU"
+        )
+    return int(free // per_token)

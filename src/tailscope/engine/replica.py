@@ -24,84 +24,25 @@ prompt's KV from a prefill worker); it is admitted without prefill.
 
 Decoding requests are kept in aggregate (their KV lengths grow by one per step), so a step costs O(prefill
 chunks + admissions + completions), not O(batch). That is what lets ``sim`` run far faster than real time.
+
+Where it lives: this module runs the steps (the protocol, steps 1, 2, 4 and 5 of a step, decode-only stretches,
+completions, token times); ``replica_admission.py`` holds the waiting queue, admission (step 3) and preemption;
+``replica_kv.py`` the block pool and the host-memory offload; ``sched_request.py`` a request's scheduling state.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from tailscope.engine.api import EngineRequest, EngineStats, StepResult
 from tailscope.engine.engine_config import EngineConfig, vllm_default_limits
-from tailscope.engine.kv_cache import BlockPool, extend_hashes
 from tailscope.engine.perf import StepModel
+from tailscope.engine.replica_admission import Admission
+from tailscope.engine.sched_request import DECODE, DONE, PREFILL, WAITING, SchedRequest
 
 __all__ = ["Completion", "EngineConfig", "Replica", "vllm_default_limits"]
-
-_WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3
-
-
-class _Req:
-    __slots__ = (
-        "arrival_ns",
-        "blocks",
-        "chain",
-        "computed",
-        "epoch",
-        "finish_step",
-        "first_step",
-        "hit_tokens",
-        "id",
-        "in_host",
-        "k",
-        "max_tokens",
-        "n_given",
-        "n_reg",
-        "num_tokens",
-        "out_base",
-        "outputs",
-        "preemptions",
-        "priority",
-        "prompt",
-        "ready",
-        "salt",
-        "seg_start",
-        "segments",
-        "state",
-    )
-
-    def __init__(
-        self, rid: int, prompt: int, max_tokens: int, arrival_ns: int, block_hashes: tuple[int, ...], block_size: int
-    ) -> None:
-        self.id = rid
-        self.arrival_ns = arrival_ns
-        self.prompt = prompt
-        self.max_tokens = max_tokens
-        self.num_tokens = prompt  # tokens that must be in the KV cache before the next sample
-        self.computed = 0
-        self.outputs = 0
-        self.out_base = 0
-        self.blocks = 0
-        self.n_reg = 0
-        self.chain = list(block_hashes)
-        self.n_given = len(self.chain)
-        full = prompt // block_size
-        # given hashes covering the whole prompt → continue that chain (sessions can predict it); else unique salt
-        self.salt = 0 if (self.chain and len(self.chain) >= full) else (hash((0x5EED_0F_5A17, rid, arrival_ns)) | 1)
-        self.k = 0
-        self.finish_step = -1
-        self.first_step = -1
-        self.seg_start = -1
-        self.segments: list[tuple[int, int]] = []
-        self.epoch = 0
-        self.state = _WAITING
-        self.hit_tokens = 0
-        self.preemptions = 0
-        self.priority = 0
-        self.ready = 0  # tokens whose KV is present without computing (swapped out to the host, or transferred)
-        self.in_host = False  # ``ready`` tokens are in host memory (swap them in on admission)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +62,7 @@ _C_ID, _C_SEGMENTS, _C_OUTPUTS, _C_PREEMPTIONS, _C_HITS = (
 )
 
 
-class Replica:
+class Replica(Admission):
     """A :class:`~tailscope.engine.api.ReplicaEngine` for one replica of ``perf.model`` on ``perf.gpu``."""
 
     def __init__(self, perf: StepModel, config: EngineConfig | None = None) -> None:
@@ -129,54 +70,17 @@ class Replica:
         #: a calibrated twin's machine-speed factor over time (see engine/twin.py SpeedNoise); None for the roofline
         self._speed: Callable[[int], float] | None = getattr(perf, "speed_factor", None)
         self.config = (config or EngineConfig()).validate()
-        bs = self.config.block_size
-        self.block_size = bs
+        super().__init__(perf, self.config)
         self._max_batched = self.config.max_num_batched_tokens
-        self._max_seqs = self.config.max_num_seqs
-        if self.config.num_blocks is not None:
-            blocks = self.config.num_blocks
-        else:
-            blocks = perf.kv_capacity_tokens(self.config.gpu_memory_utilization) // bs
-        self.pool = BlockPool(blocks, enable_caching=self.config.enable_prefix_caching)
-        self._waiting: deque[_Req] = deque()
-        self._running: dict[int, _Req] = {}  # insertion order = admission order (newest last)
-        self._prefilling: dict[int, _Req] = {}
-        self._decoding: dict[int, _Req] = {}
-        self._phase = [0] * bs  # decoding requests by the step residue at which they need a new block
-        self._dec_k = 0  # Σ k over decoding requests; their KV lengths before step T sum to _dec_k + n·T
-        self._alloc_step = -1
         self._heap: list[tuple[int, int, int]] = []  # (finish step, id, epoch)
-        self._all: dict[int, _Req] = {}
         self.steps = 0  # index of the next step
         self.step_end_ns: list[int] = []  # end time of step i at index i − _times_base
         self._times_base = 0
         self._next_trim = 8192
         self.now_ns = 0
-        self._prefix_queries = 0
-        self._prefix_hits = 0
-        self._preemptions = 0
         self._prompt_total = 0
         self._gen_total = 0
-        self._prio = False  # some request has a non-zero priority (else the plain FCFS fast path)
-        kv_bytes = float(getattr(perf, "kv_bytes_per_token", 0) or 0)
-        gpus = max(1, int(getattr(perf, "tp", 1) or 1))
-        cfg = self.config
-        self._off_cap = int(cfg.kv_offload_gib * 2**30 / kv_bytes) if kv_bytes and cfg.kv_offload_gib > 0 else 0
-        self._off_used = 0
-        #: ns to copy one token's KV between GPU and host (every GPU of the replica copies its shard in parallel)
-        self._swap_ns_per_token = kv_bytes / (cfg.kv_offload_gbps * 1e9 * gpus) * 1e9
-        self._swap_pending_ns = 0.0
-        self._swap_total_ns = 0.0
-        self._swapped_tokens = 0
-        self._recompute_tokens = 0
-        #: with ``keep_history`` (tests, small what-ifs) completions and first-admission order are kept;
-        #: off by default so memory stays bounded over millions of requests
-        self.keep_history = False
-        self.completions: list[Completion] = []
-        self.admissions: list[int] = []
-        #: called with a request's id and its prefix-cache hit (tokens) when it is first scheduled (its queue wait
-        #: ends): ``serve`` stamps it and reports the hit as the response's ``cached_tokens``
-        self.on_admit: Callable[[int, int], None] | None = None
+        self.completions: list[Completion] = []  # with ``keep_history``
         #: called, when set, with a request's id, the prompt tokens its prefill chunk computes in the step being run
         #: and the tokens already computed before it (prefix-cache hit or earlier chunks), once per chunk: ``serve``
         #: exports one ``prefill`` span per chunk from it (off by default: a check per chunk, nothing more)
@@ -215,7 +119,7 @@ class Replica:
             )
         if rid in self._all:
             raise ValueError(f"request {rid} is already queued")
-        r = _Req(rid, prompt_tokens, max_tokens, arrival_ns, block_hashes, self.block_size)
+        r = SchedRequest(rid, prompt_tokens, max_tokens, arrival_ns, block_hashes, self.block_size)
         if kv_ready:
             r.ready = min(kv_ready, prompt_tokens - 1)
         self._all[rid] = r
@@ -227,33 +131,19 @@ class Replica:
         else:
             self._waiting.append(r)
 
-    def _enqueue(self, r: _Req, *, front: bool) -> None:
-        """Queue ``r`` by priority: a new request after every request of its priority or better, a preempted one
-        before every request of its priority or worse."""
-        w = self._waiting
-        if front:
-            i = 0
-            while i < len(w) and w[i].priority < r.priority:
-                i += 1
-        else:
-            i = len(w)
-            while i > 0 and w[i - 1].priority > r.priority:
-                i -= 1
-        w.insert(i, r)
-
     def abort(self, request_id: int) -> None:
         """Drop a request and free its blocks (no-op for unknown ids)."""
         r = self._all.pop(request_id, None)
         if r is None:
             return
-        if r.state == _WAITING:
+        if r.state == WAITING:
             self._waiting.remove(r)
             if r.in_host:
                 self._off_used -= r.ready
         else:
             self._remove_running(r)
             self._free(r, finished=True)
-        r.state = _DONE
+        r.state = DONE
 
     def has_work(self) -> bool:
         return bool(self._waiting or self._running)
@@ -357,7 +247,7 @@ class Replica:
                 while heap and heap[0][0] < T:
                     _, rid, epoch = heapq.heappop(heap)
                     r2 = self._all.get(rid)
-                    if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
+                    if r2 is None or r2.epoch != epoch or r2.state != DECODE:
                         continue
                     finished.append(self._finish_decode(r2, T - 1))
                 n = len(self._decoding)
@@ -387,88 +277,6 @@ class Replica:
         return tuple(out)
 
     # ---- internals ------------------------------------------------------------------------------------------
-    def _hashes(self, r: _Req, n: int) -> list[int]:
-        if len(r.chain) < n:
-            extend_hashes(r.chain, n, r.salt)
-        return r.chain
-
-    def _free(self, r: _Req, *, finished: bool = False) -> None:
-        full = r.computed // self.block_size
-        pool = self.pool
-        if not pool.enable_caching:
-            pool.release(r.chain, 0, [], r.blocks)
-        elif r.salt == 0:  # shareable chain (sessions): cache every full block under its hash
-            chain = self._hashes(r, full)
-            private_full = chain[r.n_reg : full]
-            pool.release(chain, r.n_reg, private_full, r.blocks - r.n_reg - len(private_full))
-        elif finished:  # unique content nobody can ask for again: the blocks are simply free
-            pool.release(r.chain, r.n_reg, [], r.blocks - r.n_reg)
-        else:  # preempted: one group entry, reusable by this request when it resumes
-            g = max(0, full - r.n_reg)
-            pool.release(r.chain, r.n_reg, [], r.blocks - r.n_reg - g, (r.salt, r.n_reg, g))
-        r.blocks = 0
-        r.n_reg = 0
-
-    def _remove_running(self, r: _Req) -> None:
-        del self._running[r.id]
-        if r.state == _DECODE:
-            self._sync_decode(r)
-            del self._decoding[r.id]
-            self._phase[(-r.k) % self.block_size] -= 1
-            self._dec_k -= r.k
-        elif r.state == _PREFILL:
-            del self._prefilling[r.id]
-        r.epoch += 1
-
-    def _sync_decode(self, r: _Req) -> None:
-        """Materialise a decoding request's counters at the current step boundary."""
-        done = self.steps  # steps completed so far
-        r.computed = r.k + done
-        # during step T after the decode allocation, the block for this step's token is already held
-        extra = 1 if self._alloc_step == done else 0
-        r.blocks = -(-(r.computed + extra) // self.block_size)
-        r.outputs = r.out_base + 1 + (done - 1 - r.seg_start)
-        r.num_tokens = r.computed + 1
-
-    def _preempt_newest(self, preempted: list[int]) -> _Req:
-        if self._prio:  # the newest request of the least urgent class
-            r = max(reversed(self._running.values()), key=lambda x: x.priority)
-        else:
-            r = next(reversed(self._running.values()))
-        was_decoding = r.state == _DECODE
-        self._remove_running(r)
-        if was_decoding:
-            r.segments.append((r.seg_start, self.steps - 1))
-        r.seg_start = -1
-        tokens = r.computed
-        if self._off_cap and 0 < tokens <= self._off_cap - self._off_used:
-            # swap out: the computed KV goes to host memory and comes back on re-admission
-            self._off_used += tokens
-            r.ready = tokens
-            r.in_host = True
-            self._swap(tokens)
-            self._free(r, finished=True)
-        else:
-            self._free(r)
-        # recompute preemption: everything generated so far becomes prompt
-        r.num_tokens = r.prompt + r.outputs
-        r.computed = 0
-        r.state = _WAITING
-        r.preemptions += 1
-        self._preemptions += 1
-        if self._prio:
-            self._enqueue(r, front=True)
-        else:
-            self._waiting.appendleft(r)
-        preempted.append(r.id)
-        return r
-
-    def _swap(self, tokens: int) -> None:
-        ns = tokens * self._swap_ns_per_token
-        self._swap_pending_ns += ns
-        self._swap_total_ns += ns
-        self._swapped_tokens += tokens
-
     def _step(self, now_ns: int) -> tuple[int, list[int], list[Completion], list[int], int, int] | None:
         bs = self.block_size
         pool = self.pool
@@ -487,7 +295,7 @@ class Replica:
             else:
                 pool.allocate(need)
         self._alloc_step = T
-        chunks: list[tuple[_Req, int, int]] = []
+        chunks: list[tuple[SchedRequest, int, int]] = []
         prefill: list[tuple[int, int]] = []
         completing = 0
         if self._prefilling or self._waiting:  # else a decode-only step (half the steps of a busy replica)
@@ -496,13 +304,13 @@ class Replica:
             for r in list(self._prefilling.values()) if self._prefilling else ():
                 if budget <= 0:
                     break
-                if r.state != _PREFILL:  # preempted by an earlier iteration
+                if r.state != PREFILL:  # preempted by an earlier iteration
                     continue
                 c = min(r.num_tokens - r.computed, budget)
                 extra = -(-(r.computed + c) // bs) - r.blocks
-                while extra > pool.free and r.state == _PREFILL:
+                while extra > pool.free and r.state == PREFILL:
                     self._preempt_newest(preempted)
-                if r.state != _PREFILL:
+                if r.state != PREFILL:
                     continue
                 pool.allocate(extra)
                 r.blocks += extra
@@ -513,73 +321,9 @@ class Replica:
                 budget -= c
             # decodes preempted during step 2 no longer run this step
             n_dec = len(self._decoding)
-            # 3. waiting, FCFS
-            waiting = self._waiting
-            max_seqs = self._max_seqs
-            caching = pool.enable_caching
-            running = self._running
-            while waiting and budget > 0 and len(running) < max_seqs:
-                r = waiting[0]
-                hit = g = 0
-                ready = r.ready
-                if ready:  # KV present (host or transferred): no lookup, nothing to recompute
-                    pass
-                elif caching and (r.n_given or r.preemptions):
-                    max_hit = (r.num_tokens - 1) // bs
-                    if r.salt == 0:
-                        hit = pool.lookup(self._hashes(r, max_hit), max_hit)
-                    else:
-                        if r.n_given:
-                            hit = pool.lookup(r.chain, min(max_hit, r.n_given))
-                        if r.preemptions:  # only a preempted request can find its own blocks again
-                            g = pool.group_hit(r.salt, hit, max_hit - hit)
-                start = ready if ready else (hit + g) * bs
-                c = r.num_tokens - start
-                if c > budget:
-                    c = budget
-                new_blocks = -(-(start + c) // bs) - hit - g
-                if hit or g:
-                    if new_blocks > pool.free_plain + pool.n_cached - g - pool.cached_among(r.chain, hit):
-                        break
-                    if hit:
-                        pool.acquire(r.chain, hit)
-                    if g:
-                        pool.take_group(r.salt, g)
-                elif new_blocks > pool.free_plain + pool.n_cached:
-                    break
-                if 0 < new_blocks <= pool.free_plain:
-                    pool.free_plain -= new_blocks
-                else:
-                    pool.allocate(new_blocks)
-                waiting.popleft()
-                if ready:
-                    r.ready = 0
-                    if r.in_host:
-                        r.in_host = False
-                        self._off_used -= ready
-                        self._swap(ready)
-                elif r.preemptions:
-                    self._recompute_tokens += r.num_tokens - start
-                r.n_reg = hit
-                r.blocks = hit + g + new_blocks
-                r.computed = start
-                if r.preemptions == 0:
-                    if self.keep_history:
-                        self.admissions.append(r.id)
-                    if self.on_admit is not None:
-                        self.on_admit(r.id, start)
-                    if not ready:
-                        self._prefix_queries += r.num_tokens
-                        self._prefix_hits += start
-                        r.hit_tokens = start
-                r.state = _PREFILL
-                self._running[r.id] = r
-                self._prefilling[r.id] = r
-                chunks.append((r, c, start))
-                prefill.append((c, start))
-                if start + c == r.num_tokens:
-                    completing += 1
-                budget -= c
+            # 3. waiting requests, by priority then FCFS (replica_admission.py)
+            if self._waiting:
+                completing += self._admit_waiting(budget, chunks, prefill)
         if not chunks and n_dec == 0:
             return None
         # 4. time
@@ -628,11 +372,11 @@ class Replica:
                 r.first_step = T
             r.seg_start = T
             if outputs >= r.max_tokens:
-                r.state = _DONE
+                r.state = DONE
                 del self._running[rid]
                 finished.append(self._complete(r, T))
                 continue
-            r.state = _DECODE
+            r.state = DECODE
             r.out_base = outputs - 1
             k = r.k = computed - T - 1
             r.finish_step = T + (r.max_tokens - outputs)
@@ -645,7 +389,7 @@ class Replica:
         while heap and heap[0][0] <= T:
             _, rid, epoch = heapq.heappop(heap)
             r2 = self._all.get(rid)
-            if r2 is None or r2.epoch != epoch or r2.state != _DECODE:
+            if r2 is None or r2.epoch != epoch or r2.state != DECODE:
                 continue
             finished.append(self._finish_decode(r2, T))
         if self._next_trim <= T:  # fast-forwarded stretches can skip any particular step number
@@ -654,7 +398,7 @@ class Replica:
                 self._trim_times(finished)
         return duration, first, finished, preempted, prefill_tokens, n_dec
 
-    def _finish_decode(self, r: _Req, T: int) -> Completion:
+    def _finish_decode(self, r: SchedRequest, T: int) -> Completion:
         """A decoding request produced its last token in step ``T``: :meth:`_remove_running` + :meth:`_complete`."""
         del self._running[r.id]
         self._sync_decode(r)
@@ -662,10 +406,10 @@ class Replica:
         self._phase[(-r.k) % self.block_size] -= 1
         self._dec_k -= r.k
         r.epoch += 1
-        r.state = _DONE
+        r.state = DONE
         return self._complete(r, T)
 
-    def _complete(self, r: _Req, T: int) -> Completion:
+    def _complete(self, r: SchedRequest, T: int) -> Completion:
         r.segments.append((r.seg_start, T))
         r.seg_start = -1
         if r.salt and not r.n_reg:  # unique content, nothing shared: every block simply becomes free

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from tailscope.engine.calibration import Efficiency
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import EXPERT_ONLY_DTYPES, ModelArch, dtype_bytes
-from tailscope.engine.perf import StepBreakdown
+from tailscope.engine.perf import StepBreakdown, kv_capacity_from_memory
 from tailscope.engine.step_params import learned_efficiencies
 from tailscope.engine.step_terms import (
     Efficiencies,
@@ -26,7 +26,6 @@ from tailscope.engine.step_terms import (
     step_seconds,
     step_terms,
 )
-from tailscope.errors import ConfigError, PlanError
 
 
 def precision_class(weights_dtype: str, gpu: GpuSpec | None = None) -> str:
@@ -124,21 +123,19 @@ class TrainedStepModel:
         Raises:
             PlanError: when the weights do not fit.
         """
-        if not 0 < gpu_memory_utilization <= 1:
-            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1] (got {gpu_memory_utilization})")
         mem = self.gpu.memory_bytes
-        reserve = (reserve_gb * 1e9) if reserve_gb is not None else 1.0e9 + 0.02 * mem
-        free = gpu_memory_utilization * mem - self._weights_per_gpu - reserve
-        split = 1 if self.model.is_mla else max(1, min(self.par.tp, self.model.kv_heads))
-        per_token = self.model.kv_bytes_per_token_resident(self.kv_dtype) / split
-        if free <= per_token * 16:
-            raise PlanError(
-                f"{self.model.name} ({self.weights_dtype}) needs {self._weights_per_gpu / 1e9:.1f} GB of weights per "
-                f"GPU; {self.gpu.id} × {self.par.gpus} leaves no room for the KV cache at "
-                f"gpu_memory_utilization={gpu_memory_utilization}. Raise --tp (or --ep with --attention-dp), use a "
-                "smaller --weights-dtype or a larger GPU"
-            )
-        return int(free // per_token)
+        return kv_capacity_from_memory(
+            self.model,
+            self.gpu,
+            weights_dtype=self.weights_dtype,
+            kv_dtype=self.kv_dtype,
+            weights_per_gpu=self._weights_per_gpu,
+            tp=self.par.tp,
+            gpus=str(self.par.gpus),
+            more_gpus="--tp (or --ep with --attention-dp)",
+            gpu_memory_utilization=gpu_memory_utilization,
+            reserve_bytes=(reserve_gb * 1e9) if reserve_gb is not None else 1.0e9 + 0.02 * mem,
+        )
 
     # ---- step time ------------------------------------------------------------------------------------------
     def step_s(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tailscope.engine.twin import DecodeObservation, LoadedTtftObservation, PrefillObservation
+from tailscope.engine.twin_fit import DecodeObservation, LoadedTtftObservation, PrefillObservation
 from tailscope.metrics.request import output_token_count
 from tailscope.records import RequestRecord
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from tailscope.engine.perf import StepTimeModel
 from tailscope.engine.step_model import TrainedStepModel
-from tailscope.engine.twin import TwinStepModel
+from tailscope.engine.twin_step import TwinStepModel
 from tailscope.errors import PlanError
 from tailscope.metrics.slo import Slo
 from tailscope.plan.estimate import estimate_request

@@ -11,6 +11,9 @@ its own text, or where its ``prompt_template`` says).
 
 A capped open loop (``max_in_flight``): a request due while every slot is taken waits for one; it keeps its
 scheduled time, so the wait is send lag and counts in its latencies.
+
+This module holds the dispatch (the stream, the open and closed loops, the stop and the drain);
+``runner/session_dispatch.py`` runs sessions and call graphs, ``runner/sender.py`` times and sends one request.
 """
 
 from __future__ import annotations
@@ -19,23 +22,14 @@ import asyncio
 import contextlib
 import time
 from array import array
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tailscope.client.openai import ClientOptions, Outcome, Timeouts, execute
-from tailscope.client.transport import Transport
-from tailscope.clock import Clock
 from tailscope.metrics.percentiles import Stats, compute_stats
-from tailscope.records import RequestRecord
-from tailscope.runner.progress import Progress
-from tailscope.workload.answer_template import ANSWER_SEP, parse_template
-from tailscope.workload.prompts import PromptSynthesizer
+from tailscope.runner.sender import Prepared
+from tailscope.runner.session_dispatch import SessionDispatch
 from tailscope.workload.spec import RequestSpec
-
-#: below this much time left before a send, the dispatcher yields to the loop instead of arming a timer (seconds)
-_SPIN_S = 0.0002
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +63,7 @@ class DispatchResult:
     t0_ns: int
 
 
-@dataclass(slots=True)
-class _Prepared:
-    spec: RequestSpec
-    prompt: str | list[dict[str, str]]
-    followups: list[RequestSpec]
-
-
-class LoadGenerator:
+class LoadGenerator(SessionDispatch):
     """Drives one run.
 
     Args:
@@ -89,35 +76,6 @@ class LoadGenerator:
         count_tokens: local tokenizer counter for per-chunk counts, if configured.
         progress: live counters for the display.
     """
-
-    def __init__(
-        self,
-        transport: Transport,
-        options: ClientOptions,
-        timeouts: Timeouts,
-        synth: PromptSynthesizer,
-        sink: Callable[[RequestRecord], None],
-        clock: Clock,
-        *,
-        count_tokens: Callable[[str], int] | None = None,
-        progress: Progress | None = None,
-    ) -> None:
-        self.transport = transport
-        self.options = options
-        self.timeouts = timeouts
-        self.synth = synth
-        self.sink = sink
-        self.clock = clock
-        self.count_tokens = count_tokens
-        self.progress = progress or Progress()
-        self._stop = asyncio.Event()
-        self._interrupt = asyncio.Event()
-        self._signal: str | None = None
-        self._lookahead: RequestSpec | None = None
-        self._ready: deque[_Prepared] = deque()  # requests prepared before the run started (the first wave)
-        self._t0 = 0
-        self.step_names: dict[int, str] = {}  # request id → agent step name, for requests sent
-        self.planned: dict[str, int] = {}  # agent session id → calls planned, for measured sessions that started
 
     # -- control -----------------------------------------------------------------------------------------------
     def interrupt(self, signal_name: str = "SIGINT") -> None:
@@ -140,7 +98,7 @@ class LoadGenerator:
                 return
             self._ready.append(prep)
 
-    def _next(self, specs: Iterator[RequestSpec]) -> _Prepared | None:
+    def _next(self, specs: Iterator[RequestSpec]) -> Prepared | None:
         """Next spec to dispatch, with the later turns of its session gathered (they follow it in the stream)."""
         if self._ready:
             return self._ready.popleft()
@@ -168,182 +126,7 @@ class LoadGenerator:
             prompt = self.synth.make(
                 spec.input_tokens, spec.seed, prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens
             )
-        return _Prepared(spec=spec, prompt=prompt, followups=followups)
-
-    def _now_rel(self) -> int:
-        return self.clock.now_ns() - self._t0
-
-    async def _sleep_until(self, target_rel_ns: int) -> bool:
-        """Sleep until ``t0 + target``, never returning before it; False when the run was stopped meanwhile.
-
-        Never early: event-loop timers may fire up to a timer tick (uvloop: 1 ms) before their due time, so the
-        remainder is slept again, and the last fraction of a millisecond is waited out by yielding to the loop.
-        """
-        while True:
-            delay = (target_rel_ns - self._now_rel()) / 1e9
-            if delay <= 0 or self._stop.is_set():
-                break
-            if delay > _SPIN_S:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), delay)
-            else:
-                await asyncio.sleep(0)
-        return not self._stop.is_set()
-
-    # -- sending ----------------------------------------------------------------------------------------------------
-    async def _send(
-        self,
-        spec: RequestSpec,
-        prompt: str | list[dict[str, str]],
-        scheduled: int,
-        input_hint: int,
-        *,
-        shared_prefix: bool | None = None,
-    ) -> Outcome:
-        p = self.progress
-        p.sent += 1
-        p.in_flight += 1
-        try:
-            out = await execute(
-                self.transport,
-                self.options,
-                request_id=spec.id,
-                prompt=prompt,
-                max_tokens=spec.output_tokens,
-                scheduled_ns=scheduled,
-                t0_ns=self._t0,
-                clock=self.clock,
-                timeouts=self.timeouts,
-                count_tokens=self.count_tokens,
-                request_class=spec.request_class,
-                session_id=spec.session_id,
-                turn=spec.turn,
-                warmup=spec.warmup,
-                shared_prefix=spec.prefix_id is not None if shared_prefix is None else shared_prefix,
-                input_tokens_hint=input_hint,
-                trace_id=spec.trace_id,
-                span_id=spec.span_id,
-                step=spec.step,
-                depends_on=tuple(d for d, _ in spec.after) if spec.after else (),
-                session_calls=spec.session_calls,  # an agent call carries its session's plan: a cut one is told apart
-            )
-        finally:
-            p.in_flight -= 1
-        r = out.record
-        p.done += 1
-        if not r.ok:
-            p.failed += 1
-            key = r.error.value if r.error else "unknown"
-            p.errors[key] = p.errors.get(key, 0) + 1
-        p.output_tokens += sum(r.chunk_tokens)
-        p.note_tokens(self._now_rel() / 1e9)
-        self.sink(r)
-        return out
-
-    async def _run_prepared(self, prep: _Prepared, scheduled: int) -> None:
-        """Send a request, then (for a session) its later turns with think time and growing history."""
-        spec = prep.spec
-        if spec.session_id is None:
-            await self._send(spec, prep.prompt, scheduled, spec.input_tokens)
-            return
-        if spec.step is not None or any(t.after or t.at_ns is not None for t in prep.followups):
-            await self._run_graph(prep, scheduled)
-            return
-        # Only turn 0 is built with the shared prefix (the workload contract); later turns carry it inside their
-        # history, so they still start with it and are marked shared, and the prefix is never sent twice.
-        shared = spec.prefix_id is not None
-        history: list[dict[str, str]] = (
-            list(prep.prompt) if isinstance(prep.prompt, list) else [{"role": "user", "content": prep.prompt}]
-        )
-        out = await self._send(spec, list(history), scheduled, spec.input_tokens)
-        context = spec.input_tokens  # the conversation so far, in (synthesized) tokens
-        for turn in prep.followups:
-            if not out.record.ok or self._stop.is_set():
-                return
-            history.append({"role": "assistant", "content": out.text})
-            text = turn.prompt if turn.prompt is not None else self.synth.make(turn.input_tokens, turn.seed)
-            history.append({"role": "user", "content": text})
-            context += (out.record.output_tokens or 0) + turn.input_tokens
-            prev_end = out.record.end_ns if out.record.end_ns is not None else self._now_rel()
-            due = prev_end + turn.think_time_ns
-            if not await self._sleep_until(due):
-                return
-            out = await self._send(turn, list(history), due, context, shared_prefix=shared)
-
-    async def _run_graph(self, prep: _Prepared, scheduled: int) -> None:
-        """A session shaped as a call graph (trace → load, agent profiles): each call waits for the calls in its
-        ``after``, then for its gap after the latest of their ends (or, depending on none, for its own ``at_ns``);
-        calls with no path between them run concurrently. A call whose dependency failed (or was never sent) is not
-        sent. A call with ``answers_from`` gets those calls' answer text when it is sent: after its own, or where its
-        ``prompt_template`` says."""
-        ends: dict[int, asyncio.Future[int | None]] = {}
-        answers: dict[int, Outcome] = {}
-        loop = asyncio.get_running_loop()
-        for s in (prep.spec, *prep.followups):
-            ends[s.id] = loop.create_future()
-        if prep.spec.step is not None and not prep.spec.warmup and prep.spec.session_id is not None:
-            # as drawn: a session the stream's request count cut is incomplete
-            self.planned[prep.spec.session_id] = max(1 + len(prep.followups), prep.spec.session_calls or 0)
-
-        async def call(spec: RequestSpec, due: int | None, prompt: str | list[dict[str, str]]) -> None:
-            end: int | None = None
-            try:
-                if due is None:
-                    due_at = spec.at_ns
-                    for dep, gap in spec.after:
-                        dep_end = await ends[dep] if dep in ends else None
-                        if dep_end is None:
-                            return
-                        due_at = dep_end + gap if due_at is None else max(due_at, dep_end + gap)
-                    due = due_at if due_at is not None else scheduled  # a first step's branch: the session's start
-                    if not await self._sleep_until(due):
-                        return
-                hint = spec.input_tokens
-                if spec.answers_from and isinstance(prompt, str):
-                    prompt, hint = self._with_answers(spec, prompt, [answers[a] for a in spec.answers_from])
-                if spec.step is not None:
-                    self.step_names[spec.id] = spec.step
-                out = await self._send(spec, prompt, due, hint)
-                if out.record.ok:
-                    r = out.record
-                    end = r.stream_end_ns or r.end_ns or self._now_rel()
-                    answers[spec.id] = out
-            finally:
-                fut = ends[spec.id]
-                if not fut.done():
-                    fut.set_result(end)
-
-        tasks = [call(prep.spec, scheduled, prep.prompt)]
-        for turn in prep.followups:
-            text = turn.prompt
-            if text is None:
-                text = self.synth.make(
-                    turn.input_tokens, turn.seed, prefix_id=turn.prefix_id, prefix_tokens=turn.prefix_tokens
-                )
-            tasks.append(call(turn, None, text))
-        await asyncio.gather(*tasks)
-
-    def _with_answers(self, spec: RequestSpec, prompt: str, outs: list[Outcome]) -> tuple[str, int]:
-        """The prompt with the answers placed (after it, one paragraph each, or where ``spec.prompt_template`` says,
-        a shared prefix staying in front), and its length in tokens: counted with the tokenizer when one is loaded,
-        else from the planned lengths and each answer's output tokens (the server's own prompt count, when it
-        reports usage, is what the record keeps)."""
-        texts = [o.text for o in outs]
-        sizes = [o.record.output_tokens or len(o.text.split()) for o in outs]
-        if spec.prompt_template is None:
-            text = ANSWER_SEP.join([prompt, *texts])
-            estimate = spec.input_tokens + sum(sizes)
-        else:
-            head, own, n_head = "", prompt, 0
-            if spec.prefix_id is not None and spec.prefix_tokens > 0:
-                pre = self.synth.prefix(spec.prefix_id, min(spec.prefix_tokens, spec.input_tokens))
-                if prompt.startswith(pre):  # the agent's system prompt stays first (a prefix-cache hit)
-                    head, own, n_head = pre + " ", prompt[len(pre) :].lstrip(" "), spec.prefix_tokens
-            tmpl = parse_template(spec.prompt_template)
-            text = head + tmpl.render(own, texts)
-            estimate = n_head + tmpl.tokens(spec.input_tokens - n_head, sizes)
-        counted = self.synth.count(text)
-        return text, counted if counted is not None else estimate
+        return Prepared(spec=spec, prompt=prompt, followups=followups)
 
     # -- loops -----------------------------------------------------------------------------------------------------
     async def run(
@@ -436,7 +219,7 @@ class LoadGenerator:
         # the request is out — not when it ends: in a closed loop requests end in waves, and building hundreds of
         # prompts then would hold the loop while the next wave's first tokens arrive.
         loop = asyncio.get_running_loop()
-        ahead: list[_Prepared | None] = []
+        ahead: list[Prepared | None] = []
 
         def build_next() -> None:
             if not self._stop.is_set():

@@ -8,18 +8,16 @@ import pytest
 import yaml
 
 from tailscope.engine.twin import (
-    DecodeObservation,
-    PrefillObservation,
     SendLag,
     ServerFacts,
     SpeedNoise,
-    TwinStepModel,
-    fit_twin,
     send_lag_from,
     speed_from_ratios,
     twin_from_mapping,
 )
+from tailscope.engine.twin_fit import DecodeObservation, PrefillObservation, fit_twin
 from tailscope.engine.twin_observe import observations
+from tailscope.engine.twin_step import TwinStepModel
 from tailscope.errors import ConfigError
 from tailscope.records import RequestRecord, Status, TokensSource
 
