@@ -115,7 +115,7 @@ async def calibrate_async(
     from tailscope.engine.twin import send_lag_from
     from tailscope.runner.calibrate import ProbePlan, run_probe
     from tailscope.runner.server_facts import facts_from_labels, server_facts, stored_cache_labels
-    from tailscope.runner.twin_fit import check_fit_inputs, fit_busy_frontend, fit_from_runs, open_loop_send_lags
+    from tailscope.runner.twin_from_runs import check_fit_inputs, fit_busy_frontend, fit_from_runs, open_loop_send_lags
 
     records: list[list[RequestRecord]] = []
     notes: dict[str, str] = {}
@@ -256,7 +256,7 @@ def _partial_fit(
     partial: dict[str, Any], records: list[list[RequestRecord]], run_ids: list[str], *, stored: bool
 ) -> str | None:
     """The caveat of a fit on a budget-cut probe's runs, or a one-line ConfigError when they cannot be fitted."""
-    from tailscope.runner.twin_fit import check_fit_inputs, fit_inputs
+    from tailscope.runner.twin_from_runs import check_fit_inputs, fit_inputs
 
     try:
         return check_fit_inputs(list(zip(run_ids, records, strict=False)))

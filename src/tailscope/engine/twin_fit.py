@@ -1,7 +1,7 @@
 """Fitting the digital twin (pure): robust regressions of the probe's observations into
 :class:`~tailscope.engine.twin.TwinModel` coefficients with bootstrap standard errors (:func:`fit_twin`), and the
 busy front end's excess TTFT (:func:`busy_frontend_excess`). ``engine/twin_observe.py`` turns records into the
-observations; ``runner/twin_fit.py`` runs the fit on stored or probed runs.
+observations; ``runner/twin_from_runs.py`` runs the fit on stored or probed runs.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ are kept as the reference for ``twin check --anchor``)
 
 The server's facts come from ``/metrics`` (``vllm:cache_config_info``: block size, KV blocks, prefix caching) and
 ``/v1/models`` (``max_model_len``), so the twin's KV capacity is the server's (``runner/server_facts.py``). The fit
-of the probe's records, and the busy front end, are in ``runner/twin_fit.py``.
+of the probe's records, and the busy front end, are in ``runner/twin_from_runs.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.twin_check import ANCHOR, LONE_ANCHOR, lone_anchor_specs, lone_ttfts, merge_ttfts
-from tailscope.runner.twin_fit import open_loop_specs, with_prompt_scale
+from tailscope.runner.twin_from_runs import open_loop_specs, with_prompt_scale
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from tailscope.engine.twin import ServerFacts, TwinCoefficients, TwinModel
 from tailscope.engine.twin_fit import busy_frontend_excess
 from tailscope.engine.twin_step import TwinStepModel
 from tailscope.records import RequestRecord
-from tailscope.runner.twin_fit import fit_busy_frontend, open_loop_specs
+from tailscope.runner.twin_from_runs import fit_busy_frontend, open_loop_specs
 from tailscope.sim.run import SimArgs, build_cluster
 from tailscope.sim.simulator import Simulation
 
