@@ -18,7 +18,7 @@ _MS = 1e6
 def run_samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """The samples :func:`~tailscope.metrics.summary.summarize` reads (ms): ``ttft``, ``ttft_sent``, ``tpot``,
     ``e2e``, ``e2e_sent`` over successful requests, ``lag`` (send lag) over all, the token gaps ``stall``, ``itl`` and
-    ``icl`` (see :func:`gap_samples`), and ``_flat``: the integer chunk times where the perceived block can reuse them.
+    ``icl`` (see :func:`gap_samples`), and ``_flat``: the integer token gaps where the perceived block can reuse them.
     """
     ttft: list[float] = []
     ttft_sent: list[float] = []
@@ -68,7 +68,8 @@ def gap_samples(
     The values are the same bit for bit: integer times are differenced exactly in int64 and then divided, as
     Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
     Times beyond what those represent exactly fall back to the per-request functions. ``flat`` receives
-    ``(lengths, times)`` when the times are integers below 2**53 (the perceived block's stall counts reuse them).
+    ``(lengths, gaps)`` — the gaps inside each request, int64 ns — when the times are integers below 2**53 (the
+    perceived block's stall counts reuse them).
     """
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     total = int(lengths.sum())
@@ -87,15 +88,17 @@ def gap_samples(
     lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
     if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
         return _gap_samples_py(ok)
-    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
-        flat.append((lengths, times))
     d = np.diff(times)  # d[j] = times[j+1] - times[j]
     starts = np.cumsum(lengths) - lengths
     keep = np.ones(total, dtype=bool)
     keep[starts[lengths > 0]] = False  # a request's first chunk has no gap before it
     inner = keep[1:]
     gaps_ns = d[inner]
-    icl = gaps_ns.astype(np.float64) / _MS
+    del d  # a long run's arrays are tens of MB each: fewer alive at once, fewer fresh pages to fault in
+    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
+        flat.append((lengths, gaps_ns))
+    icl = gaps_ns.astype(np.float64)
+    icl /= _MS  # in place: the same division as ``/``, without a second array
     multi = lengths >= 2
     if multi.any():
         # gaps of request i occupy gap_starts[i] ... in gaps_ns (requests with < 2 chunks contribute none)

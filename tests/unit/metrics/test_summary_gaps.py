@@ -87,3 +87,18 @@ def test_gap_samples_of_float_times_follow_python_float_arithmetic() -> None:
     assert icl.tolist() == rq.icl_samples_ms(r)
     assert itl.tolist() == rq.itl_samples_ms(r)
     assert stall.tolist() == [rq.max_stall_ms(r)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(records(), max_size=8), st.integers(1, 10**9))
+def test_stall_counts_from_the_summarys_gaps_equal_counting_from_the_times(recs: list[RequestRecord], stall: int) -> None:
+    # the summary hands the perceived block its int64 token gaps; counting from the records' times is the oracle
+    from tailscope.metrics.perceived import _stall_counts
+
+    flat: list[tuple[np.ndarray, np.ndarray]] = []
+    _gap_samples(recs, flat)
+    oracle = _stall_counts(recs, float(stall))
+    if flat:
+        assert _stall_counts(recs, float(stall), flat[0]).tolist() == oracle.tolist()
+    want = [sum(1 for a, b in zip(r.chunk_times_ns, r.chunk_times_ns[1:]) if b - a >= stall) for r in recs]
+    assert oracle.tolist() == want
