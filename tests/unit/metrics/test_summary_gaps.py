@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -91,7 +93,9 @@ def test_gap_samples_of_float_times_follow_python_float_arithmetic() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(records(), max_size=8), st.integers(1, 10**9))
-def test_stall_counts_from_the_summarys_gaps_equal_counting_from_the_times(recs: list[RequestRecord], stall: int) -> None:
+def test_stall_counts_from_the_summarys_gaps_equal_counting_from_the_times(
+    recs: list[RequestRecord], stall: int
+) -> None:
     # the summary hands the perceived block its int64 token gaps; counting from the records' times is the oracle
     from tailscope.metrics.perceived import _stall_counts
 
@@ -100,5 +104,5 @@ def test_stall_counts_from_the_summarys_gaps_equal_counting_from_the_times(recs:
     oracle = _stall_counts(recs, float(stall))
     if flat:
         assert _stall_counts(recs, float(stall), flat[0]).tolist() == oracle.tolist()
-    want = [sum(1 for a, b in zip(r.chunk_times_ns, r.chunk_times_ns[1:]) if b - a >= stall) for r in recs]
+    want = [sum(1 for a, b in itertools.pairwise(r.chunk_times_ns) if b - a >= stall) for r in recs]
     assert oracle.tolist() == want
