@@ -72,7 +72,8 @@ def _stall_counts(
         cum = np.zeros(gaps.size + 1, dtype=np.int64)
         np.cumsum(gaps >= stall_ns, out=cum[1:])
         ends = np.cumsum(n_gaps)
-        return cum[ends] - cum[ends - n_gaps]
+        out: np.ndarray = cum[ends] - cum[ends - n_gaps]
+        return out
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     counts = np.zeros(len(ok), dtype=np.int64)
     total = int(lengths.sum())
