@@ -68,12 +68,10 @@ def _stall_counts(
     here do) — a summary has them from its token gaps."""
     if flat is not None:
         lengths, gaps = flat
-        n_gaps = np.maximum(lengths - 1, 0)
-        cum = np.zeros(gaps.size + 1, dtype=np.int64)
-        np.cumsum(gaps >= stall_ns, out=cum[1:])
-        ends = np.cumsum(n_gaps)
-        out: np.ndarray = cum[ends] - cum[ends - n_gaps]
-        return out
+        ends = np.cumsum(np.maximum(lengths - 1, 0))  # request i's gaps are gaps[ends[i-1]:ends[i]]
+        stalled = np.flatnonzero(gaps >= stall_ns)  # few: no cumulative sum over millions of gaps
+        out: np.ndarray = np.bincount(np.searchsorted(ends, stalled, side="right"), minlength=lengths.size)
+        return out.astype(np.int64, copy=False)
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     counts = np.zeros(len(ok), dtype=np.int64)
     total = int(lengths.sum())
