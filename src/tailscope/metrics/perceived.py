@@ -69,8 +69,8 @@ def _stall_counts(
     if flat is not None:
         lengths, gaps = flat
         ends = np.cumsum(np.maximum(lengths - 1, 0))  # request i's gaps are gaps[ends[i-1]:ends[i]]
-        stalled = np.flatnonzero(gaps >= stall_ns)  # few: no cumulative sum over millions of gaps
-        out: np.ndarray = np.bincount(np.searchsorted(ends, stalled, side="right"), minlength=lengths.size)
+        few = np.flatnonzero(gaps >= stall_ns)  # the stalled gaps: no cumulative sum over millions of gaps
+        out: np.ndarray = np.bincount(np.searchsorted(ends, few, side="right"), minlength=lengths.size)
         return out.astype(np.int64, copy=False)
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     counts = np.zeros(len(ok), dtype=np.int64)
