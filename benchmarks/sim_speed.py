@@ -8,10 +8,9 @@ simulation, summary, store and export included) and ÷ its CPU seconds (user + s
 does not inflate); best of ``--e2e-repeat``. Python's bytecode cache is on (in a temporary folder) as in an installed
 package, after one warm-up run. Then where the time goes: the library path of ``tailscope sim --db … --json`` in a
 fresh process with each step timed (imports, creating the run, the columnar insert and commit, the summary,
-finishing the run, the loop, the export), best of ``--e2e-repeat`` per step.
-
-finishing the run, the loop, the export), best of ``--e2e-repeat`` per step — an internal profile that wraps private
-steps, so it lives in :mod:`tailscope.testing.sim_phases` (run as ``python -m``), not in the public API.
+finishing the run, closing the DuckDB instance held for those, the loop, the export), best of ``--e2e-repeat`` per
+step — an internal profile that wraps private steps, so it lives in :mod:`tailscope.testing.sim_phases` (run as
+``python -m``), not in the public API. docs/engine.md (*Speed*) has the figures and what they are made of.
 
 Loop only: 10,000 requests of Llama-3.1-8B on one H100 SXM, prompts uniform 200–1800 tokens, outputs uniform 100–400,
 Poisson arrivals at 90 % of the saturation throughput (measured first with a closed loop at 512 clients), all through

@@ -16,18 +16,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tailscope.records import RequestRecord, Run
+from tailscope.records import ErrorClass, RequestRecord, Run, Status, TokensSource
 
 #: records encoded per chunk of :func:`export_chunks` (bounds the memory of the text held at once)
 EXPORT_CHUNK = 2_000
-
-
-def _s(ns: int | None) -> float | None:
-    return None if ns is None else ns / 1e9
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else ns / 1e6
 
 
 def record_to_json(r: RequestRecord) -> dict[str, Any]:
@@ -108,7 +100,7 @@ def _times_s(records: list[RequestRecord]) -> list[np.ndarray | list[float]]:
         flat = np.fromiter(chain.from_iterable(r.chunk_times_ns for r in records), dtype=np.int64, count=total)
     except (OverflowError, TypeError, ValueError):
         return [[t / 1e9 for t in r.chunk_times_ns] for r in records]
-    if total and (int(np.abs(flat).max()) >= 2**53 or not _all_int(records)):
+    if total and (max(-int(flat.min()), int(flat.max())) >= 2**53 or not _all_int(records)):  # no |flat| copy
         return [[t / 1e9 for t in r.chunk_times_ns] for r in records]
     secs = flat / 1e9
     out: list[np.ndarray | list[float]] = []
@@ -149,25 +141,32 @@ def export_chunks(run: Run, summary: dict[str, Any], records: list[RequestRecord
     yield b"]}"
 
 
+#: an enum member's value by member: a dict lookup, where ``member.value`` goes through Enum's descriptor (≈ 1 µs)
+_VALUE: dict[Any, str] = {m: m.value for kind in (Status, TokensSource, ErrorClass) for m in kind}
+
+
 def record_to_json_lean(r: RequestRecord) -> dict[str, Any]:
     """:func:`record_to_json` without the two chunk arrays (filled in by the caller, same key order)."""
+    # the ns → s / ms conversions written out (``_s``/``_ms``'s expression): one call per record, not eight
+    sent, first, end, stream_end = r.sent_ns, r.first_token_ns, r.end_ns, r.stream_end_ns
+    first_event, answer, dns, connect, tls = r.first_event_ns, r.first_answer_ns, r.dns_ns, r.connect_ns, r.tls_ns
     return {
         "id": r.id,
         "class": r.request_class,
         "session": r.session_id,
         "turn": r.turn,
-        "scheduled_s": _s(r.scheduled_ns),
-        "sent_s": _s(r.sent_ns),
-        "first_token_s": _s(r.first_token_ns),
-        "end_s": _s(r.end_ns),
-        "stream_end_s": _s(r.stream_end_ns),
-        "first_event_s": _s(r.first_event_ns),
+        "scheduled_s": None if r.scheduled_ns is None else r.scheduled_ns / 1e9,
+        "sent_s": None if sent is None else sent / 1e9,
+        "first_token_s": None if first is None else first / 1e9,
+        "end_s": None if end is None else end / 1e9,
+        "stream_end_s": None if stream_end is None else stream_end / 1e9,
+        "first_event_s": None if first_event is None else first_event / 1e9,
         "input_tokens": r.input_tokens,
         "output_tokens": r.output_tokens,
         "requested_output_tokens": r.requested_output_tokens,
-        "tokens_source": r.tokens_source.value,
-        "status": r.status.value,
-        "error": r.error.value if r.error else None,
+        "tokens_source": _VALUE[r.tokens_source],
+        "status": _VALUE[r.status],
+        "error": _VALUE[r.error] if r.error else None,
         "error_detail": r.error_detail,
         "http_status": r.http_status,
         "server_request_id": r.server_request_id,
@@ -176,13 +175,13 @@ def record_to_json_lean(r: RequestRecord) -> dict[str, Any]:
         "worker": r.worker,
         "trace_id": r.trace_id,
         "span_id": r.span_id,
-        "first_answer_s": _s(r.first_answer_ns),
+        "first_answer_s": None if answer is None else answer / 1e9,
         "reasoning_tokens": r.reasoning_tokens,
         "cached_tokens": r.cached_tokens,
         "connection_reused": r.connection_reused,
-        "dns_ms": _ms(r.dns_ns),
-        "connect_ms": _ms(r.connect_ns),
-        "tls_ms": _ms(r.tls_ns),
+        "dns_ms": None if dns is None else dns / 1e6,
+        "connect_ms": None if connect is None else connect / 1e6,
+        "tls_ms": None if tls is None else tls / 1e6,
         "step": r.step,
         "depends_on": list(r.depends_on),
         "session_calls": r.session_calls,

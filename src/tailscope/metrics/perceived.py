@@ -63,18 +63,21 @@ def _stall_counts(
 ) -> np.ndarray:
     """Per request, how many gaps between consecutive token events are ≥ ``stall_ns``.
 
-    ``flat``: ``(lengths, times)`` of ``ok``'s chunk times when the caller has them already (int64 times below 2**53,
-    so that they difference to the same float64 values as the times read here)."""
+    ``flat``: ``(lengths, gaps)`` when the caller has them already: ``ok``'s chunk counts and the gaps inside each
+    request, in order (int64 ns, from times below 2**53, so that they compare as the differences of the times read
+    here do) — a summary has them from its token gaps."""
     if flat is not None:
-        lengths, times = flat
-    else:
-        lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
+        lengths, gaps = flat
+        ends = np.cumsum(np.maximum(lengths - 1, 0))  # request i's gaps are gaps[ends[i-1]:ends[i]]
+        few = np.flatnonzero(gaps >= stall_ns)  # the stalled gaps: no cumulative sum over millions of gaps
+        out: np.ndarray = np.bincount(np.searchsorted(ends, few, side="right"), minlength=lengths.size)
+        return out.astype(np.int64, copy=False)
+    lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     counts = np.zeros(len(ok), dtype=np.int64)
     total = int(lengths.sum())
     if total < 2:
         return counts
-    if flat is None:
-        times = np.fromiter(chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.float64, count=total)
+    times = np.fromiter(chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.float64, count=total)
     stalled = np.diff(times) >= stall_ns  # gap j lies between events j and j+1
     starts = np.cumsum(lengths) - lengths
     inside = np.ones(total - 1, dtype=bool)
@@ -94,14 +97,14 @@ def perceived(
     *,
     tpot_ms: np.ndarray | None = None,
     ttft_ms: np.ndarray | None = None,
-    flat_times: tuple[np.ndarray, np.ndarray] | None = None,
+    flat_gaps: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Perceived:
     """The perceived-latency block over the successful, non-warmup requests of ``records``.
 
     Args:
         tpot_ms, ttft_ms: those requests' TPOT and TTFT values when the caller has them already (a summary does).
-        flat_times: ``(lengths, times)``: those requests' chunk counts and all their chunk times (int64, |t| < 2**53)
-            in order, when the caller has them already (a summary does).
+        flat_gaps: ``(lengths, gaps)``: those requests' chunk counts and the gaps inside each of them (int64 ns, from
+            times |t| < 2**53) in order, when the caller has them already (a summary does).
     """
     t = thresholds or PerceivedThresholds()
     ok = [r for r in records if r.ok and not r.warmup]
@@ -109,7 +112,7 @@ def perceived(
         return Perceived(t, 0, None, None, None, None)
     tpot = tpot_ms if tpot_ms is not None else np.asarray([v for r in ok if (v := rq.tpot_ms(r)) is not None])
     ttft = ttft_ms if ttft_ms is not None else np.asarray([v for r in ok if (v := rq.ttft_ms(r)) is not None])
-    counts = _stall_counts(ok, t.stall_ms * 1e6, flat_times)
+    counts = _stall_counts(ok, t.stall_ms * 1e6, flat_gaps)
     return Perceived(
         thresholds=t,
         requests=len(ok),

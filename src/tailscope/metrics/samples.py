@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from tailscope.metrics import request as rq
-from tailscope.records import RequestRecord
+from tailscope.records import RequestRecord, Status
 
 _MS = 1e6
 
@@ -18,22 +19,88 @@ _MS = 1e6
 def run_samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """The samples :func:`~tailscope.metrics.summary.summarize` reads (ms): ``ttft``, ``ttft_sent``, ``tpot``,
     ``e2e``, ``e2e_sent`` over successful requests, ``lag`` (send lag) over all, the token gaps ``stall``, ``itl`` and
-    ``icl`` (see :func:`gap_samples`), and ``_flat``: the integer chunk times where the perceived block can reuse them.
+    ``icl`` (see :func:`gap_samples`), and ``_flat``: the integer token gaps where the perceived block can reuse them.
     """
+    scalars = _scalar_samples(records)
+    if scalars is None:
+        scalars = _scalar_samples_py(records)
+    ok = [r for r in records if r.ok]
+    flat: list[tuple[np.ndarray, np.ndarray]] = []
+    stall, itl, icl = gap_samples(ok, flat)
+    return {"_flat": flat, **scalars, "stall": stall, "itl": itl, "icl": icl}
+
+
+_TIMES = attrgetter("scheduled_ns", "sent_ns", "first_token_ns", "end_ns", "output_tokens")
+_NONE = type(None)
+_LIMIT = 2**62  # int64 differences of values below this cannot overflow
+
+
+def _int_column(values: tuple[Any, ...], n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(values as int64 with None as 0, where a value is given)``, or None when one is neither a plain int that
+    fits nor None."""
+    kinds = set(map(type, values))
+    if not kinds <= {int, _NONE}:
+        return None
+    given = np.fromiter((v is not None for v in values), dtype=bool, count=n) if _NONE in kinds else np.ones(n, bool)
+    try:
+        arr = np.fromiter(values if _NONE not in kinds else (0 if v is None else v for v in values), np.int64, n)
+    except OverflowError:
+        return None
+    if n and not (abs(int(arr.max())) < _LIMIT and abs(int(arr.min())) < _LIMIT):
+        return None
+    return arr, given
+
+
+def _scalar_samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray] | None:
+    """The per-request samples of :func:`_scalar_samples_py`, column by column: the same values bit for bit (int64
+    differences are exact below 2**62 and then divided as Python divides an int by a float), in the same order.
+    None when a time or token count is not a plain int (hand-made records): the per-request path takes those."""
+    n = len(records)
+    if n == 0:
+        return None
+    columns = tuple(zip(*map(_TIMES, records), strict=True))
+    parsed = [_int_column(c, n) for c in columns[:4]]
+    if any(c is None for c in parsed):
+        return None
+    (sched, has_sched), (sent, has_sent), (first, has_first), (end, has_end) = parsed  # type: ignore[misc]
+    if not has_sched.all():
+        return None
+    ok = np.fromiter((r.status is Status.OK for r in records), dtype=bool, count=n)
+    outs = columns[4]
+    if not set(map(type, outs)) <= {int, _NONE}:
+        return None
+    tokens = [rq.output_token_count(r) if o is None else o for r, o in zip(records, outs, strict=True)]
+    if not all(type(t) is int and abs(t) < _LIMIT for t in tokens):
+        return None
+    ntok = np.asarray(tokens, dtype=np.int64)
+    got_first = ok & has_first
+    got_end = ok & has_end
+    tpot = got_first & got_end & (ntok >= 2)
+    return {
+        "ttft": (first - sched)[got_first] / _MS,
+        "ttft_sent": (first - sent)[got_first & has_sent] / _MS,
+        "tpot": (end - first)[tpot] / _MS / (ntok[tpot] - 1),
+        "e2e": (end - sched)[got_end] / _MS,
+        "e2e_sent": (end - sent)[got_end & has_sent] / _MS,
+        "lag": (sent - sched)[has_sent] / _MS,
+    }
+
+
+def _scalar_samples_py(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+    """TTFT, TPOT, E2E (from scheduled and from sent) of successful requests and the send lag of all, one request at
+    a time with :mod:`~tailscope.metrics.request`'s functions (the definition; any value types)."""
     ttft: list[float] = []
     ttft_sent: list[float] = []
     tpot: list[float] = []
     e2e: list[float] = []
     e2e_sent: list[float] = []
     lag: list[float] = []
-    ok: list[RequestRecord] = []
     for r in records:
         v = rq.send_lag_ms(r)
         if v is not None:
             lag.append(v)
         if not r.ok:
             continue
-        ok.append(r)
         for dst, val in (
             (ttft, rq.ttft_ms(r)),
             (ttft_sent, rq.ttft_ms(r, from_sent=True)),
@@ -43,19 +110,13 @@ def run_samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
         ):
             if val is not None:
                 dst.append(val)
-    flat: list[tuple[np.ndarray, np.ndarray]] = []
-    stall, itl, icl = gap_samples(ok, flat)
     return {
-        "_flat": flat,
-        "ttft": np.asarray(ttft),
-        "ttft_sent": np.asarray(ttft_sent),
-        "tpot": np.asarray(tpot),
-        "e2e": np.asarray(e2e),
-        "e2e_sent": np.asarray(e2e_sent),
-        "lag": np.asarray(lag),
-        "stall": stall,
-        "itl": itl,
-        "icl": icl,
+        "ttft": np.asarray(ttft, dtype=np.float64),
+        "ttft_sent": np.asarray(ttft_sent, dtype=np.float64),
+        "tpot": np.asarray(tpot, dtype=np.float64),
+        "e2e": np.asarray(e2e, dtype=np.float64),
+        "e2e_sent": np.asarray(e2e_sent, dtype=np.float64),
+        "lag": np.asarray(lag, dtype=np.float64),
     }
 
 
@@ -68,7 +129,8 @@ def gap_samples(
     The values are the same bit for bit: integer times are differenced exactly in int64 and then divided, as
     Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
     Times beyond what those represent exactly fall back to the per-request functions. ``flat`` receives
-    ``(lengths, times)`` when the times are integers below 2**53 (the perceived block's stall counts reuse them).
+    ``(lengths, gaps)`` — the gaps inside each request, int64 ns — when the times are integers below 2**53 (the
+    perceived block's stall counts reuse them).
     """
     lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
     total = int(lengths.sum())
@@ -87,15 +149,17 @@ def gap_samples(
     lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
     if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
         return _gap_samples_py(ok)
-    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
-        flat.append((lengths, times))
     d = np.diff(times)  # d[j] = times[j+1] - times[j]
     starts = np.cumsum(lengths) - lengths
     keep = np.ones(total, dtype=bool)
     keep[starts[lengths > 0]] = False  # a request's first chunk has no gap before it
     inner = keep[1:]
     gaps_ns = d[inner]
-    icl = gaps_ns.astype(np.float64) / _MS
+    del d  # a long run's arrays are tens of MB each: fewer alive at once, fewer fresh pages to fault in
+    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
+        flat.append((lengths, gaps_ns))
+    icl = gaps_ns.astype(np.float64)
+    icl /= _MS  # in place: the same division as ``/``, without a second array
     multi = lengths >= 2
     if multi.any():
         # gaps of request i occupy gap_starts[i] ... in gaps_ns (requests with < 2 chunks contribute none)

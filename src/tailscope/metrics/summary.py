@@ -231,7 +231,7 @@ def summarize(
             perceived_thresholds,
             tpot_ms=s["tpot"],
             ttft_ms=s["ttft"],
-            flat_times=s["_flat"][0] if s["_flat"] else None,
+            flat_gaps=s["_flat"][0] if s["_flat"] else None,
         ),
         steady=steady,
         reasoning=reasoning_of(ok),

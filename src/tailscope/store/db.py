@@ -206,6 +206,19 @@ class Database:
         if con is not None:
             con.close()
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """:meth:`keep_open` for the span of a ``with`` block, released at its end — or nothing when the database
+        is already held by a caller (whose :meth:`release` then ends it)."""
+        if self._keep or self._held is not None:
+            yield
+            return
+        self.keep_open()
+        try:
+            yield
+        finally:
+            self.release()
+
     def _open(self, read_only: bool) -> Any:
         if self._keep or self._held is not None:
             with self._held_lock:

@@ -192,6 +192,10 @@ class RunStore:
             samples = None
         try:
             with self.db.write() as con:
+                # a transaction bigger than the checkpoint threshold is checkpointed at its commit instead of being
+                # written to the WAL first and checkpointed again at close or at the next commit: each chunk time
+                # written once (≈ 0.1 s of CPU for 10,000 simulated requests of 256 tokens)
+                con.execute(f"SET checkpoint_threshold = '{_BULK_CHECKPOINT}'")
                 if records:
                     _insert_records(con, run_id, records)
                 if samples:
@@ -408,6 +412,9 @@ def _request_counts(con: Any, ids: list[str]) -> dict[str, RequestCounts]:
     ).fetchall()
     return {r[0]: RequestCounts(*(int(v) for v in r[1:])) for r in rows}
 
+
+#: the checkpoint threshold of a bulk insert's DuckDB instance (see :meth:`RunStore.write_records_bulk`)
+_BULK_CHECKPOINT = "1MB"
 
 #: the text columns of a request row and the record attribute each comes from
 _TEXT_ATTRS = ("request_class", "session_id", "error_detail", "server_request_id", "trace_id", "span_id", "step")

@@ -4,7 +4,8 @@
     python -m tailscope.testing.sim_phases DB_PATH EXPORT_PATH
 
 Prints one line per step, ``SECONDS LABEL``: the imports, creating the run, the columnar insert and commit, the
-summary, finishing the run, the simulation loop, the export and the rest of :func:`tailscope.simulate`.
+summary, finishing the run, closing the DuckDB instance held from the last insert to the finish, the simulation
+loop, the export and the rest of :func:`tailscope.simulate`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any  # noqa: E402
 
 import tailscope.api.sim as api  # noqa: E402
 import tailscope.metrics.summary as ms  # noqa: E402
+from tailscope.store.db import Database  # noqa: E402
 from tailscope.store.runs import RunStore  # noqa: E402
 
 __all__ = ["main"]
@@ -48,6 +50,7 @@ def main(argv: list[str]) -> dict[str, float]:
     timed(RunStore, "create_run", "store: create the run (duckdb import, schema)")
     timed(RunStore, "write_records_bulk", "store: records + samples (columnar insert, commit)")
     timed(RunStore, "finish_run", "store: finish the run")
+    timed(Database, "release", "store: close the held instance (its checkpoint)")
     t = time.perf_counter()
     out = api.simulate(model="llama-3.1-8b", gpu="h100-sxm", rate=20, requests=10000, input_tokens="1024",
                        output_tokens="256", seed=0, store=db)  # fmt: skip

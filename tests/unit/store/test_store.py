@@ -168,6 +168,32 @@ def test_create_run_checks_the_schema_in_its_own_transaction(tmp_path: Path, mon
     assert {r.run.id for r in store.list_runs()} == {"r1", "r2"}
 
 
+def test_held_keeps_one_instance_for_its_block_and_leaves_a_callers_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """held() is keep_open() for a with block (a simulation's last insert and finishing the run); inside a caller's
+    keep_open() it changes nothing, so the caller's release still ends the hold."""
+    db = Database(tmp_path / "s.duckdb")
+    store = RunStore(db)
+    store.create_run(make_run("r1"))
+    opened = _count_opens(monkeypatch)
+    records = [make_record(i) for i in range(5)]
+    with db.held():
+        store.write_records_bulk("r1", records)
+        store.finish_run("r1", RunStatus.COMPLETE, {"requests": {"total": 5}})
+    assert len(opened) == 1
+    assert db._held is None  # released at the end of the block
+    assert RunStore(tmp_path / "s.duckdb").load_records("r1") == records
+    db.keep_open()
+    try:
+        with db.held():
+            store.get_run("r1")
+        assert db._held is not None  # the caller's hold outlives the block
+    finally:
+        db.release()
+    assert db._held is None
+
+
 def test_keep_open_serves_every_step_from_one_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between keep_open and release, the final fold, reading the records back and finishing the run share one
     DuckDB instance; each is still its own committed transaction, readable from another thread and, after the
