@@ -13,6 +13,7 @@ created it: a forked child creates its own (DuckDB's threads do not survive a fo
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -96,8 +97,25 @@ def _release(key: str) -> None:
         entry.users -= 1
         if entry.users <= 0:
             del _attached[key]
-            _host.execute(f"DETACH {entry.alias}")  # checkpoints, closes the file, releases its lock
-            _host.execute("RESET threads")  # a reader may have set it for the instance
+            _detach(entry.alias)
+
+
+def _detach(alias: str) -> None:
+    """Detach a store file: checkpoint it, close it, release its lock.
+
+    A checkpoint that fails (a full disk) still detaches the file, as closing an instance did, and raises nothing:
+    what was committed is in the write-ahead log, which the next open replays (the checkpoint is retried then).
+    """
+    import duckdb
+
+    try:
+        _host.execute(f"DETACH {alias}")
+    except duckdb.Error:
+        attached = _host.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [alias])
+        if attached.fetchone()[0]:  # pragma: no cover - DuckDB detaches before it reports the failed checkpoint
+            with contextlib.suppress(duckdb.Error):
+                _host.execute(f"DETACH {alias}")
+    _host.execute("RESET threads")  # a reader may have set it for the instance
 
 
 class Connection:
