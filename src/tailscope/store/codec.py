@@ -32,6 +32,7 @@ _INT32_LISTS = _getter("INTEGER[]")
 _INT64_LISTS = _getter("BIGINT[]")
 _NONE = type(None)
 _INT32_LO, _INT32_HI = INT_RANGES["INTEGER"]
+_INT64_LO, _INT64_HI = INT_RANGES["BIGINT"]
 #: The fast path's encoding: orjson refuses an integer beyond ±2⁵³ (well inside BIGINT; nanoseconds since a run's start
 #: reach it after 104 days), so a successful encoding is the BIGINT range check; such a rare value takes the careful
 #: path, which stores anything within ±2⁶³.
@@ -43,8 +44,9 @@ def _storable_as_is(r: RequestRecord) -> bool:
     """Whether every field of ``r`` already fits its column — then :func:`~tailscope.store.bounds.bound_row` would
     change nothing and the row has no problem — up to the BIGINT range, which the fast encoding checks (``_FAST``).
 
-    C-level reads, type sets and one ``min`` per list instead of a Python step per field and a ``min`` and ``max``
-    per list: the per-chunk lists are most of a record (two of 256 values for a 256-token answer).
+    C-level reads and type sets instead of a Python step per field, and one count for the per-chunk token counts
+    (mostly all alike) instead of their ``min`` and ``max``: the per-chunk lists are most of a record (two of 256
+    values for a 256-token answer).
     """
     if type(r.id) is not int or type(r.scheduled_ns) is not int:
         return False
@@ -64,9 +66,8 @@ def _storable_as_is(r: RequestRecord) -> bool:
             return False
     try:
         for v in _INT64_LISTS(r):
-            # min() compares every element with a number, so it raises for what bound_row would refuse; the range is
-            # the encoding's check
-            if (type(v) is not tuple and type(v) is not list) or (v and min(v) < -(2**53)):
+            # as bound_row: min() and max() raise for what cannot be a number (a float element is kept, as there)
+            if (type(v) is not tuple and type(v) is not list) or (v and (min(v) < _INT64_LO or max(v) > _INT64_HI)):
                 return False
         for v in _INT32_LISTS(r):
             if type(v) is not tuple and type(v) is not list:
