@@ -81,3 +81,19 @@ def test_a_forked_child_uses_an_instance_of_its_own(tmp_path: Path) -> None:
     p.join(60)
     assert got == ["child", "parent"]
     assert p.exitcode == 0
+
+
+def test_the_instance_is_created_anew_after_many_attaches_and_the_store_still_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB keeps ≈ 2 KB per attach for an instance's life: a soak's RSS must stay flat."""
+    monkeypatch.setattr(instance, "RECYCLE_AFTER", 3)
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run(make_run("r1"))
+    first = instance._instance()
+    seen = {id(first)}
+    for _ in range(8):
+        assert store.get_run("r1").run.status is RunStatus.RUNNING
+        seen.add(id(instance._instance()))
+    assert len(seen) > 1
+    assert not instance._attached
