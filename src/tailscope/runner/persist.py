@@ -97,7 +97,7 @@ class RunPersistence:
         if w is None:
             return
         if self.store is not None and w.written + w.unwritten <= HOLD_MAX_RECORDS:
-            # the final fold, reading the records back and :meth:`finish` share one open of the store file (two opens
+            # the final fold, reading the records back and :meth:`finish` share one DuckDB instance (two opens
             # fewer); released by finish(), or when this object goes away without it. A long run's summary takes
             # too long to keep other processes waiting for the store: its steps open the store each.
             self.store.db.keep_open()
@@ -134,5 +134,5 @@ class RunPersistence:
 
     def _release_store(self) -> None:
         if self._release is not None:
-            self._release()  # closes the file kept open since close() (once; a finalizer runs at most once)
+            self._release()  # closes the instance kept open since close() (once; a finalizer runs at most once)
             self._release = None

@@ -1,12 +1,10 @@
 """The DuckDB store: connection handling that is safe with several processes.
 
 DuckDB lets one process at a time open a database file for writing. tailscope therefore never holds the database
-open: every read or write opens the file (attached to the process's one DuckDB instance,
-:mod:`tailscope.store.instance`: ≈ 1–2 ms, where a DuckDB instance of its own cost ≈ 25–30 ms of CPU), does one
-short transaction and closes it, retrying with jittered backoff while another process holds the lock. Bench runs do
-not write to the database directly from the hot path; they append batch files that are folded in (see
-:mod:`tailscope.store.writer`), so a busy database never stalls a run and a crash never leaves a half-written
-database.
+open: every read or write opens a connection, does one short transaction and closes it, retrying with jittered backoff
+while another process holds the lock. Bench runs do not write to the database directly from the hot path; they append
+batch files that are folded in (see :mod:`tailscope.store.writer`), so a busy database never stalls a run and a crash
+never leaves a half-written database.
 """
 
 from __future__ import annotations
@@ -193,18 +191,18 @@ class Database:
         return self.path.parent / "quarantine" / self.path.name
 
     def keep_open(self) -> None:
-        """From now until :meth:`release`, one open of the store file serves every read and write of this database.
+        """From now until :meth:`release`, one DuckDB instance serves every read and write of this database.
 
         The first connection opened after this call stays open, and each later operation (from any thread) runs on a
         cursor of it — still its own short transaction, committed as before, so a ``kill -9`` keeps exactly what it
-        kept. Why: each close of the file is a checkpoint (≈ 5–10 ms of CPU), and a bench's last steps — the final
-        fold, reading the records back, finishing the run — would each pay one.
+        kept. Why: opening a DuckDB instance costs ~15–20 ms of CPU and closing it (a checkpoint) ~5–10 ms, and a
+        bench's last steps — the final fold, reading the records back, finishing the run — would each pay both.
         Another process waits while it is held (as it waits for any transaction): hold it only for such short spans.
         """
         self._keep = True
 
     def release(self) -> None:
-        """End :meth:`keep_open`: close the held file (its checkpoint runs now); idempotent."""
+        """End :meth:`keep_open`: close the held instance (its checkpoint runs now); idempotent."""
         with self._held_lock:
             self._keep = False
             con, self._held = self._held, None
@@ -223,14 +221,12 @@ class Database:
     def _connect(self, read_only: bool) -> Any:
         import duckdb
 
-        from tailscope.store.instance import AttachConflict, attach
-
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.005
         while True:
             try:
-                return attach(self.path, read_only=read_only)
-            except (duckdb.Error, AttachConflict) as exc:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error as exc:
                 if not _is_lock_error(exc) or time.monotonic() > deadline:
                     raise StoreError(
                         f"cannot open the store {self.path}: {str(exc).splitlines()[0]}"
