@@ -87,7 +87,7 @@ def request_line(run_id: str, r: RequestRecord, notes: BoundNotes) -> tuple[byte
     """One batch-file line for ``r`` (ending in a newline), and why it cannot be a record (None when it can).
 
     A record whose every value already fits its column — every record a run makes, in practice — is encoded straight
-    from its fields (tuples and enums as orjson writes them): about half the CPU of building the row dict, bounding it
+    from its fields (tuples and enums as orjson writes them): ≈ a third less CPU than building the row dict, bounding it
     field by field (:func:`~tailscope.store.bounds.bound_row`) and encoding it, which remains the path for a record
     with a value to bound (counted in ``notes``). Both give the same bytes (``tests/unit/store/test_codec.py``).
     """
