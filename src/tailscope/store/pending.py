@@ -208,36 +208,36 @@ def _columns_sql(columns: tuple[tuple[str, str], ...]) -> str:
 
 
 def _fold_one(con: Any, run_id: str, path: Path) -> int:
-    """Insert one batch file's rows for ``run_id`` (the run id in the file is ignored); return the row count."""
+    """Insert one batch file's rows for ``run_id`` (the run id in the file is ignored); return the rows added.
+
+    One pass: DuckDB reads the file straight into the table, and a row that cannot be a record raises as it is
+    inserted (``error()`` in the first column), which spoils the transaction and sends the batch to the one-by-one
+    fold and the quarantine. A temporary copy of the batch, counted and then inserted, cost a fifth of a fold's CPU.
+    """
     samples = _is_samples(path)
     columns = SAMPLE_COLUMNS if samples else REQUEST_COLUMNS
     quoted = str(path).replace("'", "''")
+    valid = _VALID_SAMPLE if samples else _VALID_REQUEST
+    what = "samples" if samples else "records"
+    first, *rest = (c for c, _ in columns if c != "run_id")
+    checked = f"CASE WHEN coalesce(({valid}), false) THEN b.{first} ELSE error('rows cannot be {what}') END"
+    names = ", ".join([checked, *(f"b.{c}" for c in rest)])
+    # the path is our own batch file (quotes escaped); columns are constants
+    source = f"read_json('{quoted}', format='newline_delimited', columns={_columns_sql(columns)}) b"
     try:
-        con.execute(
-            # the path is our own batch file (quotes escaped); columns are constants
-            "CREATE OR REPLACE TEMP TABLE _batch AS SELECT * FROM read_json("  # noqa: S608
-            f"'{quoted}', format='newline_delimited', columns={_columns_sql(columns)})"
-        )
-        valid = _VALID_SAMPLE if samples else _VALID_REQUEST
-        counts = f"SELECT count(*), count(*) FILTER (NOT coalesce(({valid}), false)) FROM _batch"  # noqa: S608
-        n, bad = con.execute(counts).fetchone()
-        if bad:
-            raise _BadBatch(f"{bad} of {n} rows cannot be {'samples' if samples else 'records'}")
-        names = ", ".join(f"b.{c}" for c, _ in columns if c != "run_id")
         if samples:
-            con.execute(f"INSERT INTO server_samples SELECT ?, {names} FROM _batch b", [run_id])  # noqa: S608
+            row = con.execute(f"INSERT INTO server_samples SELECT ?, {names} FROM {source}", [run_id]).fetchone()  # noqa: S608
         else:
-            con.execute(
-                f"INSERT INTO requests SELECT ?, {names} FROM _batch b "  # noqa: S608 - constant columns
+            row = con.execute(
+                f"INSERT INTO requests SELECT ?, {names} FROM {source} "  # noqa: S608 - constant columns
                 "ANTI JOIN (SELECT id FROM requests WHERE run_id = ?) e ON b.id = e.id",
                 [run_id, run_id],
-            )
-        con.execute("DROP TABLE _batch")
+            ).fetchone()
     except Exception as exc:
         if _data_error(exc):
             raise _BadBatch(str(exc).splitlines()[0]) from None
         raise
-    return int(n)
+    return int(row[0])
 
 
 def _fold_files(db: Database, run_id: str, files: list[Path], heartbeat: bool) -> tuple[int, int]:

@@ -34,14 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from tailscope.errors import StoreError
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.store import faults
-from tailscope.store.bounds import BoundNotes, bound_row, request_row_problem, sample_row_problem
-from tailscope.store.codec import record_to_row, sample_to_row
-from tailscope.store.db import REQUEST_COLUMNS, SAMPLE_COLUMNS, Database
+from tailscope.store.bounds import BoundNotes, bound_row, sample_row_problem
+from tailscope.store.codec import request_line, sample_to_row
+from tailscope.store.db import SAMPLE_COLUMNS, Database
 from tailscope.store.pending import (
     WRITER_FILE,
     fold_pending,
@@ -175,14 +173,13 @@ class RecordWriter:
             records, self._records = self._records, []
             samples, self._samples = self._samples, []
         bad: dict[str, list[str]] = {"records": [], "samples": []}
+        out = self._lines["records"]
         for record in records:
-            row = bound_row(record_to_row(self.run_id, record), REQUEST_COLUMNS, self.notes)
-            line = orjson.dumps(row)
-            problem = request_row_problem(row)
+            line, problem = request_line(self.run_id, record, self.notes)
             if problem:
-                bad["records"].append(line.decode() + "\t" + problem)
+                bad["records"].append(line[:-1].decode() + "\t" + problem)
             else:
-                self._lines["records"].append(line)
+                out.append(line)
         for sample in samples:
             row = bound_row(sample_to_row(self.run_id, sample), SAMPLE_COLUMNS, self.notes)
             # the stdlib keeps NaN and ±inf (Prometheus has them); orjson would write null
@@ -191,7 +188,7 @@ class RecordWriter:
             if problem:
                 bad["samples"].append(text + "\t" + problem)
             else:
-                self._lines["samples"].append(text.encode())
+                self._lines["samples"].append(text.encode() + b"\n")
         for kind, rows in bad.items():
             if rows:
                 name = f"unstorable-{self._token}{_KINDS[kind]}"
@@ -214,7 +211,7 @@ class RecordWriter:
                     faults.hit("journal")
                     if j is None:
                         j = self._open_journal(kind)
-                    _write_all(j.fd, b"\n".join(lines) + b"\n")
+                    _write_all(j.fd, b"".join(lines))  # each line ends in its newline
                 except OSError as exc:
                     self.io_error = exc
                     if j is not None:
