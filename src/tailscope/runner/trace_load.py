@@ -40,16 +40,10 @@ def load_sessions(opts: BenchOptions) -> list[TraceSession]:
 
     assert opts.from_traces is not None
     store = SpanStore(opts.traces_db)
-    store.get_set(opts.from_traces)  # NotFoundError naming the set and what exists
-    want = opts.requests or DEFAULT_SESSIONS
+    # NotFoundError naming the set and what exists
+    ids = store.inference_trace_ids(opts.from_traces, opts.requests or DEFAULT_SESSIONS)
     d_in = _fixed(opts.input_tokens, 512)
     d_out = _fixed(opts.output_tokens, 128)
-    ids: list[str] = []
-    for spans in store.iter_traces(opts.from_traces):
-        if any(s.layer == "inference" for s in spans):
-            ids.append(spans[0].trace_id)
-            if len(ids) >= want:
-                break
     if not ids:
         raise ConfigError(
             f"--from-traces {opts.from_traces}: no LLM call in the set (spans of the inference layer: gen_ai.* "

@@ -151,14 +151,7 @@ def _trace_workload(a: SimArgs, set_name: str, slos: tuple[Slo, ...]) -> Workloa
         else:
             raise ConfigError(f"{flag} {value!r}: with --from-traces give one number (a call without token counts)")
     store = SpanStore(a.traces_db if a.traces_db is not None else a.db)
-    store.get_set(set_name)  # NotFoundError naming the set and what exists
-    want = a.requests or 100
-    ids: list[str] = []
-    for spans in store.iter_traces(set_name):
-        if any(sp.layer == "inference" for sp in spans):
-            ids.append(spans[0].trace_id)
-            if len(ids) >= want:
-                break
+    ids = store.inference_trace_ids(set_name, a.requests or 100)  # NotFoundError naming the set and what exists
     if not ids:
         raise ConfigError(
             f"--from-traces {set_name}: no LLM call in the set (spans of the inference layer); see "

@@ -354,6 +354,22 @@ class SpanStore:
         for rows in self.iter_trace_rows(set_name, chunk=chunk, partition=partition, buckets=buckets):
             yield rows_to_spans(rows)
 
+    def inference_trace_ids(self, set_name: str, limit: int) -> list[str]:
+        """The ids of the set's first ``limit`` traces that hold an LLM call (a span of the inference layer), in the
+        set's trace order — what ``bench``/``sim --from-traces`` replay.
+
+        Raises:
+            NotFoundError: naming the sets that exist, when there is no set ``set_name``.
+        """
+        self.get_set(set_name)
+        ids: list[str] = []
+        for spans in self.iter_traces(set_name):
+            if any(sp.layer == "inference" for sp in spans):
+                ids.append(spans[0].trace_id)
+                if len(ids) >= limit:
+                    break
+        return ids
+
     def load_traces(self, set_name: str, trace_ids: Iterable[str]) -> dict[str, list[Span]]:
         """The spans, with full attributes, of the traces among ``trace_ids`` that ``set_name`` holds (by trace id).
 
