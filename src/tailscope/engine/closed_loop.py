@@ -19,7 +19,11 @@ time, in chunks of the budget left after the decodes (``K − B`` tokens). Promp
 with ``F`` the front end (``frontend_ms`` + ``inflight_us × C``, plus ``burst × (C − 1) / 2 × S₁``: measured closed
 loops with fixed lengths stay partly synchronised, so a request arrives with a learned share of the others and waits
 for half of their prefills, each ``S₁`` alone), ``r = (τ² + λτ δ²) / 2τ`` the residual of the step in progress at
-arrival (``δ = Δ / n_chunks``), and ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1).
+arrival (``δ = Δ / n_chunks``), and ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1). On an
+attention-DP rank of an engine that balances its ranks' context requests (TensorRT-LLM: a context request waits
+until every rank has one, or a number of iterations; :func:`balance_wait`), ``T₁`` also carries that wait:
+the harmonic combination of ``dp_wait × τ`` and ``H(dp − 1) / λ``, the time until the other ranks have all
+received a prompt.
 Written in the decode batch ``B``, the closed loop ``C = λ T₁ + B`` (clients waiting for a first token plus
 clients decoding) is increasing in ``B``; it is solved by bisection on ``[0, C]``, so the answer is a smooth,
 deterministic function of the coefficients (the fit differentiates it numerically).
@@ -34,7 +38,8 @@ prefill rank that sees ``λ / prefill ranks`` of them (M/D/1 wait), then its KV 
 (:func:`tailscope.engine.disagg.kv_transfer_seconds`): ``T₁ = F + A + W + S + transfer``. ``A = pd_burst × (C − 1) /
 prefill ranks / 2 × S`` is the synchronised arrivals' wait as aggregated, with its own learned share: a request
 arrives with ``pd_burst`` of the other clients, spread over the prefill ranks, and waits for half of their prefills
-(without it the measured disaggregated TTFT was under-predicted at every load, median −50 % to −93 %). The front
+(without it the measured disaggregated TTFT was under-predicted at every load, median −50 % to −93 %); a balancing
+engine's attention-DP prefill ranks add :func:`balance_wait` with an idle prefill step as the iteration. The front
 end ``F = frontend_ms + inflight_us × n`` counts the requests at the prefill rank (``n = 1 + λ / prefill ranks ×
 (W + S)``, Little), as the simulator's prefill worker does; charged on the decode rank's batch instead, the refit
 with ``pd_burst`` pushed ``inflight_us`` from ≈ 30 µs to ≈ 220 µs to stand in for prefill waits, and the aggregated
@@ -56,6 +61,7 @@ Arr = Any  # numpy.ndarray of float64
 StepFn = Callable[[Arr, Arr, Arr, Arr, Arr], Arr]
 
 _ITERS = 60
+_EULER = 0.5772
 _RHO_MAX = 0.97
 
 
@@ -128,9 +134,12 @@ def aggregated(
     inflight_s: Arr,
     burst: Arr = 0.0,
     max_running: Arr | None = None,
+    dp: Arr = 1.0,
+    dp_wait: Arr = 0.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring); ``max_running``
-    caps the requests the replica holds at once (the clients beyond it wait for admission)."""
+    caps the requests the replica holds at once (the clients beyond it wait for admission); ``dp`` counts the
+    attention-DP ranks that balance their context requests (1: no balancing), ``dp_wait`` its iterations at most."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
     clients_all = np.asarray(clients, dtype=float)
@@ -155,6 +164,7 @@ def aggregated(
         resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
         wait = rho * delta / (2.0 * (1.0 - rho))
         ttft = front + together + resid + n * t_d + delta + wait
+        ttft = ttft + balance_wait(dp, dp_wait, tau, lam)
         return lam, ttft, tau
 
     def excess(b: Arr) -> Arr:
@@ -180,9 +190,12 @@ def disaggregated(
     transfer_s: Arr,
     max_running: Arr | None = None,
     burst: Arr = 0.0,
+    dp: Arr = 1.0,
+    dp_wait: Arr = 0.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of a disaggregated deployment (see the module docstring); ``max_running``
-    caps the requests one decode rank holds at once, ``burst`` is the share of the clients arriving together."""
+    caps the requests one decode rank holds at once, ``burst`` is the share of the clients arriving together,
+    ``dp`` and ``dp_wait`` the prefill pool's balancing attention-DP ranks and iterations (as aggregated)."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
     ctx = isl + osl / 2.0
@@ -193,6 +206,8 @@ def disaggregated(
     clients = _admitted(clients_all / ranks, max_running) * ranks
     zero = np.zeros_like(isl)
     service, _ = _prefill_cost(pre, isl, budget, zero, zero, zero)
+    # an iteration of a prefill rank with nothing to run (its balancing counts those while it waits)
+    idle_step = pre(zero, zero, zero, zero, zero)
     # partly synchronised arrivals (as aggregated, own share): a request waits for half the prefills of the
     # burst × (C − 1) arriving with it, spread over the prefill ranks
     together = burst * np.maximum(clients - 1.0, 0.0) * 0.5 * service / p_ranks
@@ -204,7 +219,8 @@ def disaggregated(
         wait = rho * service / (2.0 * (1.0 - rho))
         # the prefill worker's API server sees the requests at that rank: λ / ranks × (W + S) of them (Little)
         front = frontend_s + inflight_s * (1.0 + lam / p_ranks * (wait + service))
-        return lam, front + together + wait + service + transfer_s, tau
+        balance = balance_wait(dp, dp_wait, idle_step, lam / p_ranks)
+        return lam, front + together + wait + service + transfer_s + balance, tau
 
     def excess(b: Arr) -> Arr:
         lam, ttft, _ = state(b)
@@ -213,6 +229,24 @@ def disaggregated(
     b = _bisect(excess, clients / ranks)
     lam, ttft, tau = state(b)
     return ttft + _queued(clients_all, clients, lam), tau
+
+
+def balance_wait(dp: Arr, iters: Arr, step: Arr, lam: Arr) -> Arr:
+    """Mean wait of a prompt at a rank of ``dp`` attention-DP ranks that balance their context requests, s.
+
+    The engine holds a context request until every rank has one or ``iters`` iterations of ``step`` seconds have
+    passed: the wait is the smaller of the cap ``iters × step`` and the time until the other ``dp − 1`` ranks,
+    each receiving prompts at ``lam`` per second, have all received one (the expected maximum of ``dp − 1``
+    exponential waits, ``H(dp − 1) / lam``), combined harmonically so that the fit sees a smooth function. 0 where
+    ``dp`` is 1.
+    """
+    dp = np.asarray(dp, dtype=float)
+    others = np.maximum(dp - 1.0, 1.0)
+    harmonic = np.log(others) + _EULER + 0.5 / others  # H(m) ≈ ln m + γ + 1/2m
+    fill = harmonic / np.maximum(lam, 1e-12)
+    cap = iters * step
+    wait = 1.0 / (1.0 / np.maximum(cap, 1e-12) + 1.0 / np.maximum(fill, 1e-12))
+    return np.where(dp > 1.0, wait, 0.0)
 
 
 def _admitted(clients: Arr, max_running: Arr | None) -> Arr:

@@ -14,6 +14,9 @@ CUDA graphs (decode)      batch ≤ 512 captured            batch ≤ ``cuda_gra
                                                           (160 / 256)
 scheduling                decode first, then prefill      a waiting prefill batch runs    in-flight batching: context
                           chunks in the same step         on its own, decodes pause       and generation in one step
+attention-DP balancing    —                               —                               context requests held until
+                                                                                          every rank has one, or
+                                                                                          ``timeout_iters`` iterations
 ========================  ==============================  ==============================  ==============================
 
 What the simulator uses: the token budget and running-request limit become the replica's ``EngineConfig`` and every
@@ -43,6 +46,10 @@ class EngineProfile:
         cuda_graph_max_batch: largest decode batch replayed from a CUDA graph by default.
         scheduling: one line on how a step is composed.
         source: where the defaults are documented.
+        attention_dp_balance: with attention DP, a context request waits for every rank to have one (or for a
+            number of iterations, learned as :attr:`~tailscope.engine.step_terms.Efficiencies.dp_wait`) before it
+            is scheduled — TensorRT-LLM's ``attention_dp_config`` balancing, which its wide-attention-DP serving
+            recipes turn on.
     """
 
     name: str
@@ -51,6 +58,7 @@ class EngineProfile:
     cuda_graph_max_batch: int
     scheduling: str
     source: str
+    attention_dp_balance: bool = False
 
     def limits(self, gpu: GpuSpec) -> tuple[int, int]:
         """Default ``(running requests at most, tokens per step)`` on ``gpu``."""
@@ -88,7 +96,8 @@ PROFILES: dict[str, EngineProfile] = {
         cuda_graph_max_batch=128,
         scheduling="in-flight batching: context and generation requests in one step, contexts unchunked",
         source="TensorRT-LLM LLM API / trtllm-serve defaults (max_num_tokens 8192, max_batch_size 2048; "
-        "DecodeCudaGraphConfig: max_batch_size 128 when none is given)",
+        "DecodeCudaGraphConfig: max_batch_size 128 when none is given; AttentionDpConfig: timeout_iters 50)",
+        attention_dp_balance=True,
     ),
 }
 

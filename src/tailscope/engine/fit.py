@@ -44,6 +44,9 @@ FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst",
 #: fields that also vary by precision class, and by engine and class together
 BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
+#: fields whose engine offsets are penalised only as weakly as the bases: engine scheduling policies that one
+#: engine has and another has not (TensorRT-LLM's attention-DP balancing), not efficiencies that engines share
+ENGINE_OWN = frozenset({"dp_wait"})
 _DEFAULT = Efficiencies()
 #: the share of GPU memory the corpus' engines give weights and KV cache (the rows' ``sim`` flags say the same)
 KV_MEMORY_UTILIZATION = 0.95
@@ -112,6 +115,10 @@ class Dataset:
         self.kv_link = np.ones(n)
         #: requests one rank (the decode rank, disaggregated) holds at once: its KV cache at the mean context
         self.max_running = np.zeros(n)
+        #: attention-DP ranks that balance their context requests (the engine's policy; 1 = no balancing wait),
+        #: of the aggregated (or decode) pool and of the prefill pool
+        self.balance_main = np.ones(n)
+        self.balance_pre = np.ones(n)
         kv_cache: dict[tuple[Any, ...], float] = {}
 
         def kv_tokens(o: Observation, p: Pool) -> float:
@@ -130,8 +137,12 @@ class Dataset:
             pool = o.agg if o.agg is not None else o.decode
             assert pool is not None
             self.max_running[i] = kv_tokens(o, pool) / (o.isl + o.osl / 2.0)
-            _, budget = engine_profile(o.engine).limits(o.gpu)
+            profile = engine_profile(o.engine)
+            _, budget = profile.limits(o.gpu)
             self.budget[i] = budget
+            if profile.attention_dp_balance:
+                self.balance_main[i] = pool.par.attention_dp
+                self.balance_pre[i] = (o.prefill or pool).par.attention_dp
             if o.agg is not None:
                 main.append(terms(o, o.agg))
                 pre.append(main[-1])
@@ -269,6 +280,8 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             inflight[a],
             e.burst[a],
             ds.max_running[a],
+            ds.balance_main[a],
+            e.dp_wait[a],
         )
         ttft[a], tpot[a] = t1, tau
     if ds.disagg.any():
@@ -289,6 +302,8 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             transfer,
             ds.max_running[d],
             ed.pd_burst,
+            ds.balance_pre[d],
+            ed.dp_wait,
         )
         ttft[d], tpot[d] = t1, tau
     return ttft, tpot
@@ -343,7 +358,12 @@ def fit(
     counts = np.bincount(ds.group)
     w_row = 1.0 / np.sqrt(counts[ds.group])
     w_row = w_row / w_row.mean()
-    prior_w = np.array([np.sqrt(prior_weight) if lvl == "base" else np.sqrt(ridge) for lvl, *_ in params.names])
+    prior_w = np.array(
+        [
+            np.sqrt(prior_weight) if lvl == "base" or (lvl == "engine" and f in ENGINE_OWN) else np.sqrt(ridge)
+            for lvl, _, _, f in params.names
+        ]
+    )
     touched = [
         np.flatnonzero(np.any([(design[f] == j).any(axis=1) for f in FIELDS], axis=0)) for j in range(params.size)
     ]

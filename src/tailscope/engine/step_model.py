@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from tailscope.engine.calibration import Efficiency
+from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import EXPERT_ONLY_DTYPES, ModelArch, dtype_bytes
 from tailscope.engine.perf import StepBreakdown, kv_capacity_from_memory
@@ -99,6 +100,8 @@ class TrainedStepModel:
         self._token_ns = e.token_us * 1e3
         self._burst = e.burst
         self._pd_burst = e.pd_burst
+        #: the engine holds context requests until every attention-DP rank has one (TensorRT-LLM's balancing)
+        self._balance = self.par.attention_dp > 1 and engine_profile(engine).attention_dp_balance
         self._prefill_alone: dict[int, float] = {}
         self._decode_ns = self._decode_fast()
         self._mixed_ns = self._mixed_fast()
@@ -288,12 +291,22 @@ class TrainedStepModel:
         ``burst × (in_flight − 1)`` others and waits, on average, for half of their prefills. ``burst`` is learned
         (:attr:`Efficiencies.burst`); the closed-loop analysis charges the same term
         (:func:`tailscope.engine.closed_loop.aggregated`), and the simulator adds it to the front end, so the two
-        agree. ``in_flight`` counts this request.
+        agree. ``in_flight`` counts this request. On an attention-DP rank of an engine that balances its ranks'
+        context requests it adds that wait too (:meth:`_balance_ns`, ``dp_wait`` decode steps of ``in_flight``
+        requests).
         """
+        ns = self._balance_ns(self.decode_step_ns(in_flight, in_flight * prompt_tokens)) if self._balance else 0
         if in_flight <= 1 or self._burst <= 0:
-            return 0
+            return ns
         s1 = self._prefill_alone_s(prompt_tokens)
-        return int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
+        return ns + int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
+
+    def _balance_ns(self, step_ns: int) -> int:
+        """The attention-DP balancing wait at its cap, ``dp_wait`` iterations of ``step_ns`` (the closed-loop
+        analysis, :func:`tailscope.engine.closed_loop.balance_wait`, also bounds it by the time every other rank
+        takes to receive a prompt, which the simulator's per-request hook does not know; that bound binds only at a
+        few clients per rank)."""
+        return int(self.efficiency.dp_wait * step_ns)
 
     def _prefill_alone_s(self, prompt_tokens: int) -> float:
         """One step prefilling ``prompt_tokens`` alone, s (memoised: the burst terms ask it per arriving request)."""
@@ -310,12 +323,15 @@ class TrainedStepModel:
         A request arrives together with ``pd_burst × others`` others — ``others``: the deployment's other requests
         per prefill worker — and waits for half of their prefills. ``pd_burst`` is learned apart from ``burst``
         (:attr:`Efficiencies.pd_burst`): without prefill interference on the decode side, a disaggregated loop keeps
-        a different share of its synchrony. :func:`tailscope.engine.closed_loop.disaggregated` charges the same term.
+        a different share of its synchrony. :func:`tailscope.engine.closed_loop.disaggregated` charges the same term,
+        and, on an attention-DP prefill rank of an engine that balances its ranks, that wait (``dp_wait`` iterations
+        of an idle prefill step).
         """
+        ns = self._balance_ns(self.step_ns([], 0, 0)) if self._balance else 0
         if others <= 0 or self._pd_burst <= 0:
-            return 0
+            return ns
         s1 = self._prefill_alone_s(prompt_tokens)
-        return int(self._pd_burst * others * 0.5 * s1 * 1e9)
+        return ns + int(self._pd_burst * others * 0.5 * s1 * 1e9)
 
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""

@@ -248,6 +248,9 @@ class Efficiencies:
             interference on the decode side desynchronises those loops).
         token_us: front-end cost per prompt token before the engine sees the request (chat template, tokenisation,
             the request body and its token ids handed to the engine), µs.
+        dp_wait: iterations an engine that balances attention-DP ranks (:attr:`~tailscope.engine.engine_profiles.
+            EngineProfile.attention_dp_balance`) holds a context request at most while it waits for every rank to
+            have one; unused elsewhere.
     """
 
     gemm: float = 0.6
@@ -268,6 +271,7 @@ class Efficiencies:
     burst: float = 0.05
     pd_burst: float = 0.05
     token_us: float = 1.0
+    dp_wait: float = 5.0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
     import numpy as np
 
     from tailscope.engine.closed_loop import aggregated, coefficient_step
+    from tailscope.engine.engine_profiles import engine_profile
     from tailscope.engine.fit import KV_MEMORY_UTILIZATION
     from tailscope.engine.step_model import TrainedStepModel
     from tailscope.sim.run import SimArgs, build_cluster
@@ -33,6 +34,7 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
     isl, osl = float(args.input_tokens), float(args.output_tokens)
     concurrency = float(args.concurrency or 1)
     ranks = args.replicas * args.attention_dp
+    balancing = float(args.attention_dp) if engine_profile(o["backend"]).attention_dp_balance else 1.0
     t1, tau = aggregated(
         coefficient_step(m.coeffs),
         np.array([isl]),
@@ -43,5 +45,7 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
         np.array([m.efficiency.inflight_us / 1e6]),
         np.array([m.efficiency.burst]),
         np.array([m.kv_capacity_tokens(KV_MEMORY_UTILIZATION) / (isl + osl / 2.0)]),
+        np.array([balancing]),
+        np.array([m.efficiency.dp_wait]),
     )
     return float(t1[0]) * 1e3, float(tau[0]) * 1e3
