@@ -1,12 +1,15 @@
-"""What many frozen records do the same way: write their JSON document field by field."""
+"""What many frozen records do the same way: write their JSON document field by field, and be found by a key."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+T = TypeVar("T")
 
 
 def record_dict(record: DataclassInstance) -> dict[str, Any]:
@@ -22,3 +25,14 @@ def record_dict(record: DataclassInstance) -> dict[str, Any]:
         doc[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
     return doc
 
+
+def find_record(records: Iterable[T], key: Callable[[T], str], wanted: str) -> T:
+    """The first of ``records`` whose ``key`` is ``wanted`` (a checklist's item by id, a compare row by label, …).
+
+    Raises:
+        KeyError: ``wanted``, when no record has that key.
+    """
+    for r in records:
+        if key(r) == wanted:
+            return r
+    raise KeyError(wanted)
