@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tailscope.errors import ContractError
 from tailscope.files import read_user_text
+from tailscope.io._schema import record_from
 from tailscope.verify.contract import (
     LATENCY_METRICS,
     RATE_METRICS,
@@ -270,29 +271,9 @@ def _allowed_keys(loc: Sequence[int | str]) -> str:
 
 
 def _to_contract(model: _ContractModel, root: yaml.Node | None, source: str) -> Contract:
-    slos = tuple(
-        SloCheck(
-            metric=s.metric,
-            percentile=s.percentile,
-            max=s.max,
-            min=s.min,
-            request_class=s.request_class,
-            line=_check_line(root, ["slo", i]),
-            alert_for=s.alert_for,
-            severity=s.severity,
-        )
-        for i, s in enumerate(model.slo)
-    )
+    slos = tuple(record_from(SloCheck, s, line=_check_line(root, ["slo", i])) for i, s in enumerate(model.slo))
     layers = tuple(
-        LayerCheck(
-            layer=lay.layer,
-            percentile=lay.percentile,
-            max_ms=lay.max_ms,
-            line=_check_line(root, ["layers", i]),
-            alert_for=lay.alert_for,
-            severity=lay.severity,
-        )
-        for i, lay in enumerate(model.layers)
+        record_from(LayerCheck, lay, line=_check_line(root, ["layers", i])) for i, lay in enumerate(model.layers)
     )
     regression = None
     if model.regression is not None:
@@ -312,9 +293,7 @@ def _to_contract(model: _ContractModel, root: yaml.Node | None, source: str) -> 
                     line=_check_line(root, ["regression", "max_increase", key]),
                 )
             )
-        regression = Regression(
-            baseline=r.baseline, limits=tuple(limits), confidence=r.confidence, resamples=r.resamples, seed=r.seed
-        )
+        regression = record_from(Regression, r, limits=tuple(limits))
     return Contract(
         name=model.name,
         slos=slos,
