@@ -311,17 +311,9 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
         out["description"] = contract.description
     slo_rows: list[dict[str, Any]] = []
     for s in contract.slos:
-        row: dict[str, Any] = {"metric": s.metric}
-        if s.percentile is not None:
-            row["percentile"] = percentile_label(s.percentile)
-        if s.max is not None:
-            row["max"] = s.max
-        if s.min is not None:
-            row["min"] = s.min
-        if s.request_class is not None:
-            row["class"] = s.request_class
-        row.update(_alert_keys(s))
-        slo_rows.append(row)
+        pct = percentile_label(s.percentile) if s.percentile is not None else None
+        keys = _set({"percentile": pct, "max": s.max, "min": s.min, "class": s.request_class})
+        slo_rows.append({"metric": s.metric} | keys | _alert_keys(s))
     if slo_rows:
         out["slo"] = slo_rows
     if contract.layers:
@@ -346,8 +338,12 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
     return out
 
 
-def _alert_keys(check: SloCheck | LayerCheck) -> dict[str, str]:
-    keys = {"for": check.alert_for, "severity": check.severity}
+def _alert_keys(check: SloCheck | LayerCheck) -> dict[str, Any]:
+    return _set({"for": check.alert_for, "severity": check.severity})
+
+
+def _set(keys: dict[str, Any]) -> dict[str, Any]:
+    """The entries whose value is set: the file leaves an unset field out."""
     return {k: v for k, v in keys.items() if v is not None}
 
 
