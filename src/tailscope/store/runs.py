@@ -26,6 +26,7 @@ from tailscope.store.pending import (
 )
 
 if TYPE_CHECKING:
+    from tailscope.metrics.chunk_times import ChunkTimes
     from tailscope.store.repair import RepairReport
 
 #: The tag every probe run carries (``runs list --tag probe``, ``latest:probe``).
@@ -170,7 +171,11 @@ class RunStore:
         writer.close()
 
     def write_records_bulk(
-        self, run_id: str, records: list[RequestRecord], samples: list[ServerSample] | None = None
+        self,
+        run_id: str,
+        records: list[RequestRecord],
+        samples: list[ServerSample] | None = None,
+        chunk_times: ChunkTimes | None = None,
     ) -> None:
         """Write machine-built records (a simulation's) and samples in one transaction, column by column.
 
@@ -179,7 +184,9 @@ class RunStore:
         per-record journal. Every value must fit its column as it is (a simulator's records do); when one does not
         — a text too long or not ASCII, an integer out of range — the records go through :meth:`write_records`
         instead, which bounds each value and notes the change. Records whose id is already stored are skipped, as
-        a fold skips them.
+        a fold skips them. ``chunk_times``: ``records``' chunk times already flattened, in their order
+        (:func:`~tailscope.metrics.chunk_times.flatten`): with pyarrow installed DuckDB then reads them as one Arrow
+        list column (offsets and values, no Python object per time: ≈ 0.08 s less for 2.5 million times).
         """
         if not records and not samples:
             return
@@ -197,7 +204,7 @@ class RunStore:
                 # written once (≈ 0.1 s of CPU for 10,000 simulated requests of 256 tokens)
                 con.execute(f"SET checkpoint_threshold = '{_BULK_CHECKPOINT}'")
                 if records:
-                    _insert_records(con, run_id, records)
+                    _insert_records(con, run_id, records, chunk_times)
                 if samples:
                     _insert_samples(con, run_id, samples)
         except StoreError:
@@ -461,13 +468,31 @@ def _all_ones(toks: tuple[int, ...]) -> bool:
     return bool(toks) and toks.count(1) == len(toks)
 
 
-def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None:
+def _arrow_times(chunk_times: ChunkTimes | None, n: int) -> Any:
+    """``chunk_times`` as an Arrow table of one list column, ``chunk_times_ns`` (None without pyarrow, or when they
+    are not ``n`` records' times)."""
+    if chunk_times is None or len(chunk_times.lengths) != n:
+        return None
+    try:
+        import pyarrow as pa
+    except ImportError:  # an optional dependency (the `arrow` extra): the object-array path
+        return None
+    import numpy as np
+
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(chunk_times.lengths, out=offsets[1:])
+    times = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(chunk_times.flat))
+    return pa.table({"chunk_times_ns": times})
+
+
+def _insert_records(con: Any, run_id: str, records: list[RequestRecord], chunk_times: ChunkTimes | None) -> None:
     import numpy as np
 
     from tailscope.store.db import REQUEST_COLUMNS
 
     enum_value = {"status": True, "error": True, "tokens_source": True}
     _bulk: dict[str, Any] = {}  # DuckDB finds it by its name (a replacement scan)
+    _times = _arrow_times(chunk_times, len(records))  # likewise; read beside _bulk row by row (a POSITIONAL JOIN)
     columns: list[str] = []
     for name, sql_type in REQUEST_COLUMNS:
         if name == "run_id":
@@ -475,6 +500,9 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
         if name in enum_value:
             values: list[Any] = [None if (e := getattr(r, name)) is None else e.value for r in records]
         elif name == "chunk_times_ns":
+            if _times is not None:
+                columns.append(f"CAST(t.chunk_times_ns AS {sql_type})")
+                continue
             # tuples of Python ints: DuckDB reads an object array of them as a LIST column
             values = [r.chunk_times_ns for r in records]
         elif name == "chunk_tokens":
@@ -495,8 +523,9 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
         _bulk[name] = column
         columns.append(f"CAST(b.{name} AS {sql_type})")
     select = ", ".join(columns)
+    source = "_bulk b" if _times is None else "_bulk b POSITIONAL JOIN _times t"
     con.execute(
-        f"INSERT INTO requests SELECT ?, {select} FROM _bulk b "  # noqa: S608 - constant columns
+        f"INSERT INTO requests SELECT ?, {select} FROM {source} "  # noqa: S608 - constant columns
         "ANTI JOIN (SELECT id FROM requests WHERE run_id = ?) e ON CAST(b.id AS BIGINT) = e.id",
         [run_id, run_id],
     )
