@@ -217,3 +217,30 @@ def test_a_long_simulation_flattens_each_stored_batch(tmp_path: Path, monkeypatc
     store = RunStore(db)
     assert sorted(store.load_records(out.run.id), key=lambda r: r.id) == sorted(out.records, key=lambda r: r.id)
     assert out.run_summary == summarize(out.records)
+
+
+def test_one_token_chunks_are_stored_without_their_ones_and_read_back_whole(tmp_path: Path) -> None:
+    """A simulation's all-one chunk counts are NULL in the store; every reader gives the ones back (load_records,
+    the CSV and Parquet exports), and rows written with the ones listed (older stores, the record writer) read
+    the same."""
+    import duckdb
+
+    db = tmp_path / "t.duckdb"
+    out = _sim(db)
+    store = RunStore(db)
+    listed = replace(out.run, id=out.run.id + "-w")
+    store.create_run(listed)
+    store.write_records(listed.id, out.records)  # the record writer: lists of ones
+    with duckdb.connect(str(db), read_only=True) as con:
+        nulls = dict(
+            con.execute("SELECT run_id, count(*) FROM requests WHERE chunk_tokens IS NULL GROUP BY run_id").fetchall()
+        )
+    assert nulls == {out.run.id: len(out.records)}
+    assert store.load_records(out.run.id) == store.load_records(listed.id)
+    for fmt in ("csv", "parquet"):
+        a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+        store.export_requests(out.run.id, a, fmt=fmt)
+        store.export_requests(listed.id, b, fmt=fmt)
+        with duckdb.connect() as con:
+            read = "SELECT * EXCLUDE (run_id) FROM '{}' ORDER BY id"
+            assert con.execute(read.format(a)).fetchall() == con.execute(read.format(b)).fetchall()
