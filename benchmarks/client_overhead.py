@@ -6,10 +6,12 @@ Error = the time tailscope measured for an event minus the server's true send ti
 
 Prints, per stream count: TTFT error p50/p99, ITL error p50/p99 (per token gap, measured gap − true gap), sustained
 output tokens/s vs the ideal, client CPU % (process time / wall time, every thread: tailscope's includes its store
-writer), CPU µs per token event, and the process's peak RSS during the run. Module imports are in no row: DuckDB's,
-which a bench loads at its first store use, and what tailscope's lazy facade loads at the first bench (the bench's own
-modules, pydantic, …; ≈ 0.3–0.5 s of CPU here, ≈ 3.5 µs per event of a 256-stream row) are paid by a one-request
-warm-up bench before the rows and printed on their own line once (``--warm-up off``: the first tailscope row pays them).
+writer), CPU µs per token event, the process's peak RSS during the run, and the TTFT error p99 of the first wave (the
+first token of each stream's first request, all due at the same instant) apart from the rest. Module imports are in no
+row: DuckDB's, which a bench loads at its first store use, and what tailscope's lazy facade loads at the first bench
+(the bench's own modules, pydantic, …; ≈ 0.3–0.5 s of CPU here, ≈ 3.5 µs per event of a 256-stream row) are paid by a
+one-request warm-up bench before the rows and printed on their own line once (``--warm-up off``: the first tailscope
+row pays them).
 
     .venv/bin/python benchmarks/client_overhead.py --streams 16,64,256 --tokens 256
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
@@ -195,15 +197,17 @@ def run_reference(port: int, streams: int, rounds: int, tokens: int) -> list[tup
 
 
 def _errors(pairs: list[tuple[list[int], list[int]]]) -> tuple[list[float], list[float]]:
-    """TTFT and per-gap ITL errors (ms) of (measured, true) token-time pairs on the same clock."""
-    ttft_err, itl_err = [], []
+    """TTFT and per-gap ITL errors (ms) of (measured, true) token-time pairs on the same clock; the TTFT errors in
+    the order the server sent the first tokens (so the first ``streams`` of them are the first wave's)."""
+    firsts, itl_err = [], []
     for measured, sent in pairs:
         if not sent or len(sent) != len(measured):
             continue
         got, true = np.asarray(measured, dtype=np.int64), np.asarray(sent, dtype=np.int64)
-        ttft_err.append((got[0] - true[0]) / 1e6)
+        firsts.append((int(true[0]), (got[0] - true[0]) / 1e6))
         itl_err.extend(((np.diff(got) - np.diff(true)) / 1e6).tolist())
-    return ttft_err, itl_err
+    firsts.sort()
+    return [e for _, e in firsts], itl_err
 
 
 def measure_reference(streams: int, tokens: int, rounds: int, ttft_ms: float, itl_ms: float) -> dict[str, float]:
@@ -237,7 +241,11 @@ def _row(
     cpu_per_event_s: float,
 ) -> dict[str, float]:
     ideal = streams * 1000.0 / itl_ms  # tokens/s if every stream ran at the server's pace
+    first, rest = ttft_err[:streams], ttft_err[streams:]
     return {
+        # the first wave (the first ``streams`` first tokens the server sent: every slot's first request) and the rest
+        "ttft_err_p99_first_wave": float(np.percentile(first, 99)) if first else float("nan"),
+        "ttft_err_p99_rest": float(np.percentile(rest, 99)) if rest else float("nan"),
         "streams": streams,
         "requests_ok": ok,
         "ttft_err_p50": float(np.percentile(ttft_err, 50)),
@@ -378,7 +386,8 @@ def main() -> None:
         )
     print(
         f"{'client':>15} {'streams':>7} {'trace':>5} {'ok':>5} {'TTFT err p50':>12} {'p99':>7} {'ITL err p50':>11} "
-        f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10} {'µs/event':>8} {'peak RSS':>8}"
+        f"{'p99':>7} {'out tok/s':>10} {'sustained':>9} {'client CPU':>10} {'µs/event':>8} {'peak RSS':>8} "
+        f"{'TTFT err p99 1st wave':>21} {'rest':>7}"
     )
 
     def show(who: str, n: int, tc: str, m: dict[str, float]) -> None:
@@ -386,7 +395,8 @@ def main() -> None:
             f"{who:>15} {n:>7} {tc:>5} {m['requests_ok']:>5} {m['ttft_err_p50']:>10.2f}ms {m['ttft_err_p99']:>5.2f}ms "
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
             f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}% {m['cpu_us_per_event']:>8.1f} "
-            f"{m['peak_rss_mb']:>6.0f}MB" + (f"  spans {m['spans_exported']:.0f}" if m.get("spans_exported") else ""),
+            f"{m['peak_rss_mb']:>6.0f}MB {m['ttft_err_p99_first_wave']:>19.2f}ms {m['ttft_err_p99_rest']:>5.2f}ms"
+            + (f"  spans {m['spans_exported']:.0f}" if m.get("spans_exported") else ""),
             flush=True,
         )
 

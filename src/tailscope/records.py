@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tailscope.record_ops import record_dict
+
 
 class RunKind(StrEnum):
     """What produced a run's records."""
@@ -230,10 +232,4 @@ class RequestCounts:
     warmup: int
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "total": self.total,
-            "completed": self.completed,
-            "failed": self.failed,
-            "incomplete": self.incomplete,
-            "warmup": self.warmup,
-        }
+        return record_dict(self)

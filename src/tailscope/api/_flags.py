@@ -227,7 +227,7 @@ PLAN_CAPACITY: dict[str, Flag] = {f.name: f for f in (
     _E["weights_dtype"], _E["kv_dtype"], _E["calibration"].but(help=_CAL),
     Flag("sim_requests", int, 1500, "--sim-requests", (
         "The fewest requests per simulation (more when the steady window needs them).")),
-    Flag("steady_window", float, 30.0, "--steady-window", (
+    Flag("steady_window", float, 120.0, "--steady-window", (
         "Seconds of arrivals each simulation covers at least (queues reach steady state).")),
     Flag("max_sim_requests", int, 20_000, "--max-sim-requests", (
         "Most requests per simulation (beyond: one replica's share is simulated).")),

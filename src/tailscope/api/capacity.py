@@ -100,7 +100,7 @@ def plan_capacity(
     calibration: PathLike | None = None,
     sim_requests: int = 1500,
     engine: str = "vllm",
-    steady_window_s: float = 30.0,
+    steady_window_s: float = 120.0,
     max_sim_requests: int = 20_000,
     confidence: bool = False,
     disagg: str | None = None,

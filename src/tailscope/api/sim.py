@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.api._support import StorePath, open_store, public
+from tailscope.metrics.chunk_times import ChunkTimes
 from tailscope.metrics.document import build_export, export_chunks
 from tailscope.metrics.slo import Slo
 from tailscope.metrics.summary import RunSummary, summarize
@@ -64,6 +65,8 @@ class SimResult:
     store_path: str | None = None
     prediction_interval_source: dict[str, Any] | None = None
     sessions: dict[str, Any] | None = None
+    #: ``records``' chunk times flattened once by the simulation (what the export reads; not part of the API)
+    _chunk_times: ChunkTimes | None = field(default=None, repr=False, compare=False)
 
     @property
     def status(self) -> RunStatus:
@@ -88,7 +91,7 @@ class SimResult:
     def export_chunks(self) -> Iterator[bytes]:
         """The export document as compact JSON in chunks (the same values as :meth:`to_dict`, streamed with orjson:
         what ``tailscope sim --json`` writes)."""
-        return export_chunks(self.run, self.summary_dict(), self.records)
+        return export_chunks(self.run, self.summary_dict(), self.records, self._chunk_times)
 
     def to_json(self, *, indent: int | None = 1) -> str:
         """The export document as JSON text."""
@@ -109,6 +112,7 @@ def sim_result(
         store_path=str(store.db.path) if store is not None else None,
         prediction_interval_source=source,
         sessions=out.sessions,
+        _chunk_times=out.chunk_times,
     )
 
 

@@ -59,6 +59,12 @@ class LazyGroup(TyperGroup):
         command.name = cmd_name
         return command
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from tailscope.cli.plain_coercion import install  # --debug, --version, --help: no pydantic validators
+
+        install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
+
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = [(name, short) for name, (_module, short) in COMMANDS.items()]
         with formatter.section("Commands"):

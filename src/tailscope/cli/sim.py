@@ -12,6 +12,7 @@ import typer
 from tailscope.api._flags import SIM_FLAGS
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
+from tailscope.cli.plain_coercion import SimCommand
 
 _EXAMPLES = """
 Examples:
@@ -78,4 +79,4 @@ def sim(
 
 
 app = command_app()
-app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES)(sim)
+app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES, cls=SimCommand)(sim)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import fields
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tailscope.errors import TailscopeError
+
+R = TypeVar("R")
 
 
 def json_lines(text: str, *, source: str, error: type[TailscopeError]) -> Iterator[tuple[int, Any]]:
@@ -91,3 +94,14 @@ def describe(e: Any, model: type[BaseModel], *, needs: str = "") -> str:
     else:  # pydantic's words: "Input should be a valid string" → "must be a valid string"
         what = str(e["msg"]).removeprefix("Input should be ")
     return f"{field} must be {what} (got {got!r})"
+
+
+def record_from(cls: type[R], model: BaseModel, **given: Any) -> R:
+    """The frozen record ``cls`` (a dataclass) from a validated ``model`` that holds its fields under the same names;
+    ``given`` are the fields that are not a plain copy (a converted value, a line number).
+
+    Raises:
+        AttributeError: a field neither given nor on the model (a mismatch in the code, not in the user's file).
+    """
+    copied = {f.name: getattr(model, f.name) for f in fields(cls) if f.name not in given}  # type: ignore[arg-type]
+    return cls(**copied, **given)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tailscope.errors import TailscopeError
+from tailscope.io._schema import describe, first_problem
+
+M = TypeVar("M", bound=BaseModel)
+#: a validation error's location (for its line) and what is wrong, from the error and the model that raised it
+Problem = Callable[[ValidationError, type[BaseModel]], tuple[tuple[int | str, ...], str]]
 
 
 def parse_yaml(text: str, *, source: str, error: type[TailscopeError]) -> tuple[Any, yaml.Node | None]:
@@ -75,8 +81,47 @@ def field_path(loc: tuple[int | str, ...]) -> str:
 
 def first_error(exc: ValidationError, root: yaml.Node | None, source: str) -> str:
     """One line for the first validation error: ``source:line: field.path message (got value)``."""
+    loc, what = pydantic_problem(exc, BaseModel)
+    return f"{source}:{line_of(root, loc)}: {what}"
+
+
+def pydantic_problem(exc: ValidationError, model: type[BaseModel]) -> tuple[tuple[int | str, ...], str]:
+    """The first error in pydantic's words: ``field.path message (got value)`` (``model`` is not needed)."""
     err = exc.errors()[0]
     loc = tuple(err["loc"])
     msg = str(err["msg"]).removeprefix("Value error, ")
     got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
-    return f"{source}:{line_of(root, loc)}: {field_path(loc) or 'file'} {msg}{got}"
+    return loc, f"{field_path(loc) or 'file'} {msg}{got}"
+
+
+def flat_problem(exc: ValidationError, model: type[BaseModel]) -> tuple[tuple[int | str, ...], str]:
+    """The first problem (an unknown field first) in :func:`tailscope.io._schema.describe`'s words."""
+    e = first_problem(exc)
+    return tuple(e["loc"]), describe(e, model)
+
+
+def validate_yaml_mapping(
+    text: str,
+    model: type[M],
+    *,
+    source: str,
+    error: type[TailscopeError],
+    shape: str,
+    problem: Problem = flat_problem,
+) -> tuple[M, yaml.Node | None]:
+    """:func:`parse_yaml_mapping`, then ``model`` validated from the mapping: ``(validated model, node tree)``.
+
+    Args:
+        shape: what the file is, said when it is not a mapping.
+        problem: the location and words of a validation error (default :func:`flat_problem`).
+
+    Raises:
+        error: ``source:line: not valid YAML (problem)``, ``source:1: {shape}``, or ``source:line: {what}`` for the
+            validation problem ``problem`` picks (the line of its location).
+    """
+    data, root = parse_yaml_mapping(text, source=source, error=error, shape=shape)
+    try:
+        return model.model_validate(data), root
+    except ValidationError as exc:
+        loc, what = problem(exc, model)
+        raise error(f"{source}:{line_of(root, loc)}: {what}") from None

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import nested_problem
-from tailscope.io._yaml import line_of, parse_yaml_mapping
+from tailscope.io._yaml import line_of, validate_yaml_mapping
 from tailscope.workload.app_preset import AppPreset, Dist, EngineSpec, Search
 
 
@@ -135,6 +135,11 @@ _COSTS: dict[str, dict[str, str]] = {
 }
 
 
+def _problem(exc: ValidationError, model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
+    _e, loc, what = nested_problem(exc, model, see="docs/app.md for a section's fields")
+    return loc, what
+
+
 def load_app_preset(path: str | os.PathLike[str]) -> AppPreset:
     """Read a reference-application preset YAML file.
 
@@ -150,14 +155,14 @@ def parse_app_preset(text: str, *, source: str = "<app preset>") -> AppPreset:
     Raises:
         ConfigError: ``source:line: field what is wrong``.
     """
-    data, root = parse_yaml_mapping(
-        text, source=source, error=ConfigError, shape="an app preset is a mapping (name, gateway, retrieval, agent, …)"
+    m, root = validate_yaml_mapping(
+        text,
+        _PresetM,
+        source=source,
+        error=ConfigError,
+        shape="an app preset is a mapping (name, gateway, retrieval, agent, …)",
+        problem=_problem,
     )
-    try:
-        m = _PresetM.model_validate(data)
-    except ValidationError as exc:
-        _e, loc, what = nested_problem(exc, _PresetM, see="docs/app.md for a section's fields")
-        raise ConfigError(f"{source}:{line_of(root, loc)}: {what}") from None
     kw: dict[str, Any] = {
         "name": m.name,
         "description": m.description,

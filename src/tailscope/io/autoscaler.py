@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 from dataclasses import fields
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tailscope.engine.autoscaler import METRICS, AutoscalePolicy, FragmentationModel, ScaleRule, parse_conditions
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import describe, first_problem
-from tailscope.io._yaml import line_of, parse_yaml_mapping
+from tailscope.io._yaml import line_of, validate_yaml_mapping
 
 _DEFAULT = AutoscalePolicy()
 
@@ -79,17 +78,13 @@ def parse_policy(text: str, *, source: str = "<autoscale policy>") -> AutoscaleP
     Raises:
         ConfigError: ``source:line: field what is wrong``.
     """
-    data, root = parse_yaml_mapping(
+    m, root = validate_yaml_mapping(
         text,
+        _PolicyM,
         source=source,
         error=ConfigError,
         shape="an autoscale policy is a mapping (metric, target, min_replicas, …)",
     )
-    try:
-        m = _PolicyM.model_validate(data)
-    except ValidationError as exc:
-        e = first_problem(exc)
-        raise ConfigError(f"{source}:{line_of(root, tuple(e['loc']))}: {describe(e, _PolicyM)}") from None
     if m.max_replicas < m.min_replicas:
         raise ConfigError(
             f"{source}:{line_of(root, ('max_replicas',))}: max_replicas must be ≥ min_replicas "

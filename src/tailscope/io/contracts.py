@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tailscope.errors import ContractError
 from tailscope.files import read_user_text
+from tailscope.io._schema import record_from
 from tailscope.verify.contract import (
     LATENCY_METRICS,
     RATE_METRICS,
@@ -270,29 +271,9 @@ def _allowed_keys(loc: Sequence[int | str]) -> str:
 
 
 def _to_contract(model: _ContractModel, root: yaml.Node | None, source: str) -> Contract:
-    slos = tuple(
-        SloCheck(
-            metric=s.metric,
-            percentile=s.percentile,
-            max=s.max,
-            min=s.min,
-            request_class=s.request_class,
-            line=_check_line(root, ["slo", i]),
-            alert_for=s.alert_for,
-            severity=s.severity,
-        )
-        for i, s in enumerate(model.slo)
-    )
+    slos = tuple(record_from(SloCheck, s, line=_check_line(root, ["slo", i])) for i, s in enumerate(model.slo))
     layers = tuple(
-        LayerCheck(
-            layer=lay.layer,
-            percentile=lay.percentile,
-            max_ms=lay.max_ms,
-            line=_check_line(root, ["layers", i]),
-            alert_for=lay.alert_for,
-            severity=lay.severity,
-        )
-        for i, lay in enumerate(model.layers)
+        record_from(LayerCheck, lay, line=_check_line(root, ["layers", i])) for i, lay in enumerate(model.layers)
     )
     regression = None
     if model.regression is not None:
@@ -312,9 +293,7 @@ def _to_contract(model: _ContractModel, root: yaml.Node | None, source: str) -> 
                     line=_check_line(root, ["regression", "max_increase", key]),
                 )
             )
-        regression = Regression(
-            baseline=r.baseline, limits=tuple(limits), confidence=r.confidence, resamples=r.resamples, seed=r.seed
-        )
+        regression = record_from(Regression, r, limits=tuple(limits))
     return Contract(
         name=model.name,
         slos=slos,
@@ -332,17 +311,9 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
         out["description"] = contract.description
     slo_rows: list[dict[str, Any]] = []
     for s in contract.slos:
-        row: dict[str, Any] = {"metric": s.metric}
-        if s.percentile is not None:
-            row["percentile"] = percentile_label(s.percentile)
-        if s.max is not None:
-            row["max"] = s.max
-        if s.min is not None:
-            row["min"] = s.min
-        if s.request_class is not None:
-            row["class"] = s.request_class
-        row.update(_alert_keys(s))
-        slo_rows.append(row)
+        pct = percentile_label(s.percentile) if s.percentile is not None else None
+        keys = _set({"percentile": pct, "max": s.max, "min": s.min, "class": s.request_class})
+        slo_rows.append({"metric": s.metric} | keys | _alert_keys(s))
     if slo_rows:
         out["slo"] = slo_rows
     if contract.layers:
@@ -367,8 +338,12 @@ def contract_to_dict(contract: Contract) -> dict[str, Any]:
     return out
 
 
-def _alert_keys(check: SloCheck | LayerCheck) -> dict[str, str]:
-    keys = {"for": check.alert_for, "severity": check.severity}
+def _alert_keys(check: SloCheck | LayerCheck) -> dict[str, Any]:
+    return _set({"for": check.alert_for, "severity": check.severity})
+
+
+def _set(keys: dict[str, Any]) -> dict[str, Any]:
+    """The entries whose value is set: the file leaves an unset field out."""
     return {k: v for k, v in keys.items() if v is not None}
 
 

@@ -252,22 +252,16 @@ def _int(text: str, default: int = 1) -> int:
     return v if v > 0 else default
 
 
-def _pool(
-    tp_s: str,
-    adp_s: str,
-    mtp_s: str,
-    mep_s: str,
-    batch_s: str,
-    workers_s: str,
-    concurrency: int | None,
-    row_id: str,
-    dense: bool,
-    heads: int,
-) -> PoolDeployment:
-    """Rules 2–4 and 9 of the module docstring for one pool."""
-    tp, adp, mtp, mep = _int(tp_s), _int(adp_s), _int(mtp_s), _int(mep_s)
-    batch = _int(batch_s, 0) or None
-    m = _PRODUCT_ID.match(row_id)
+def _pool(r: _RecordM, prefix: str, concurrency: int | None, dense: bool, heads: int) -> PoolDeployment:
+    """Rules 2–4 and 9 of the module docstring for one pool, from the record's columns named ``{prefix}tp_size``, …:
+    prefix ``""`` for an aggregated deployment (no worker count column: one worker), ``prefill_`` or ``decode_``."""
+
+    def col(name: str) -> str:
+        return str(getattr(r, prefix + name))
+
+    tp, adp, mtp, mep = (_int(col(c)) for c in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size"))
+    batch = _int(col("batch_size"), 0) or None
+    m = _PRODUCT_ID.match(r.id)
     if m is not None:  # rule 2
         gpus, ep = int(m.group(1)), int(m.group(2))
         adp = gpus if adp > 1 else 1
@@ -280,7 +274,7 @@ def _pool(
     else:
         gpus, ep = tp * adp, mep
     ep = max(1, min(ep, gpus))
-    workers = _int(workers_s)
+    workers = _int(col("num_workers")) if prefix else 1
     if not dense and adp == 1 and gpus > 1 and heads % gpus:  # rule 9
         return PoolDeployment(gpus, 1, gpus, gpus, workers, batch)
     if adp == 1 and concurrency and batch and concurrency > batch and concurrency % batch == 0:  # rule 4
@@ -351,45 +345,12 @@ def row_from_record(rec: dict[str, str], *, line: int, source: str = "silicon_de
     agg = prefill = decode = None
     workers = "recorded"
     if r.mode == "agg":
-        agg = _pool(
-            r.tp_size,
-            r.attention_dp_size,
-            r.moe_tp_size,
-            r.moe_ep_size,
-            r.batch_size,
-            "",
-            conc,
-            r.id,
-            dense,
-            arch.heads,
-        )
+        agg = _pool(r, "", conc, dense, arch.heads)
         if conc is None:
             conc = (agg.batch or 1) * agg.attention_dp * agg.workers
     else:
-        prefill = _pool(
-            r.prefill_tp_size,
-            r.prefill_attention_dp_size,
-            r.prefill_moe_tp_size,
-            r.prefill_moe_ep_size,
-            r.prefill_batch_size,
-            r.prefill_num_workers,
-            None,
-            r.id,
-            dense,
-            arch.heads,
-        )
-        decode = _pool(
-            r.decode_tp_size,
-            r.decode_attention_dp_size,
-            r.decode_moe_tp_size,
-            r.decode_moe_ep_size,
-            r.decode_batch_size,
-            r.decode_num_workers,
-            None,
-            r.id,
-            dense,
-            arch.heads,
-        )
+        prefill = _pool(r, "prefill_", None, dense, arch.heads)
+        decode = _pool(r, "decode_", None, dense, arch.heads)
         if conc is None:
             conc = (decode.batch or 1) * decode.attention_dp * decode.workers
         if not r.decode_num_workers.strip():  # rule 5 (b); (a) is applied over the whole corpus

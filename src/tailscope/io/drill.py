@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._schema import nested_problem
+from tailscope.io._schema import nested_problem, record_from
 from tailscope.io._yaml import line_of, parse_yaml_mapping
 from tailscope.io.proxy_rules import RuleModel
 from tailscope.verify.drill import APP_FAULTS, PROXY_KIND, DrillExpect, DrillFault, DrillLoad, DrillSpec
@@ -159,14 +159,7 @@ def drill_from_dict(data: dict[str, Any], *, source: str = "<drill>", root: Any 
         url=m.target.url.rstrip("/"),
         endpoint=m.target.endpoint,
         model=m.target.model,
-        load=DrillLoad(
-            duration_s=ld.duration_s,
-            rate=ld.rate,
-            output_tokens=ld.output_tokens,
-            input_tokens=ld.input_tokens,
-            profile=ld.profile,
-            concurrency=ld.concurrency,
-        ),
+        load=record_from(DrillLoad, ld),
         fault=DrillFault(
             at_s=f.at_s,
             for_s=f.for_s,
@@ -175,14 +168,7 @@ def drill_from_dict(data: dict[str, Any], *, source: str = "<drill>", root: Any 
             proxy=f.proxy.rstrip("/") if f.proxy else None,
             rule=f.rule.build().to_dict() if f.rule is not None else {},
         ),
-        expect=DrillExpect(
-            error_rate_max=ex.error_rate_max,
-            e2e_p95_max_ms=ex.e2e_p95_max_ms,
-            ttft_p95_max_ms=ex.ttft_p95_max_ms,
-            recovered_within_s=ex.recovered_within_s,
-            fallback_min=ex.fallback_min,
-            scope=ex.scope,
-        ),
+        expect=record_from(DrillExpect, ex),
         step_s=rc.step_s,
         p95_tolerance=rc.p95_tolerance,
         error_tolerance=rc.error_tolerance,

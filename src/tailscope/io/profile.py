@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from tailscope.errors import ConfigError, ProfileError, TailscopeError
 from tailscope.files import read_user_text
+from tailscope.io._schema import record_from
 from tailscope.io._yaml import field_path, line_of, parse_yaml_mapping
 from tailscope.io.lengths import read_lengths
 from tailscope.io.profile_schema import AgentM, ArrivalM, ClassM, DistM, MixedM, ProfileM, StepM
@@ -433,12 +434,4 @@ class _Converter:
 
     def mixed(self, t: MixedM) -> m.MixedTarget:
         body = json.dumps(t.body) if isinstance(t.body, dict) else t.body
-        return m.MixedTarget(
-            name=t.name,
-            url=t.url,
-            rate=t.rate,
-            method=t.method,
-            body=body,
-            headers=tuple(sorted(t.headers.items())),
-            timeout_s=t.timeout_s,
-        )
+        return record_from(m.MixedTarget, t, body=body, headers=tuple(sorted(t.headers.items())))

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import nested_problem
-from tailscope.io._yaml import line_of, parse_yaml_mapping
+from tailscope.io._yaml import validate_yaml_mapping
 
 _Z95 = 1.6448536269514722
 
@@ -229,14 +229,14 @@ def load_rules(path: str | os.PathLike[str]) -> list[ProxyRule]:
 
 def parse_rules(text: str, *, source: str = "<rules>") -> list[ProxyRule]:
     """Validate rules YAML text (``rules: [...]``)."""
-    data, root = parse_yaml_mapping(
-        text, source=source, error=ConfigError, shape="a rules file is a mapping with 'rules: [...]'"
+    m, _root = validate_yaml_mapping(
+        text,
+        _FileM,
+        source=source,
+        error=ConfigError,
+        shape="a rules file is a mapping with 'rules: [...]'",
+        problem=_problem,
     )
-    try:
-        m = _FileM.model_validate(data)
-    except ValidationError as exc:
-        loc, what = _problem(exc, _FileM)
-        raise ConfigError(f"{source}:{line_of(root, loc)}: {what}") from None
     return [r.build() for r in m.rules]
 
 

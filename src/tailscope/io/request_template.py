@@ -27,11 +27,11 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
-from tailscope.io._yaml import first_error, line_of, parse_yaml_mapping
+from tailscope.io._yaml import line_of, pydantic_problem, validate_yaml_mapping
 from tailscope.workload.template import RequestTemplate, parse_path, placeholders_in
 
 _FORBIDDEN_HEADERS = {"content-length", "host", "transfer-encoding", "connection"}
@@ -101,16 +101,14 @@ def load_request_template(path: str | os.PathLike[str]) -> RequestTemplate:
 
 def parse_request_template(text: str, *, source: str = "<template>") -> RequestTemplate:
     """Validate request-template YAML/JSON text."""
-    data, root = parse_yaml_mapping(
+    tm, root = validate_yaml_mapping(
         text,
+        TemplateM,
         source=source,
         error=ConfigError,
         shape="a request template is a mapping with path, body and response (see docs)",
+        problem=pydantic_problem,
     )
-    try:
-        tm = TemplateM.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(first_error(exc, root, source)) from None
     used = placeholders_in(tm.body)
     unknown = sorted(n[1:] for n in used if n.startswith("?"))
     if unknown:

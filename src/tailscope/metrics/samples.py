@@ -11,22 +11,26 @@ from typing import Any
 import numpy as np
 
 from tailscope.metrics import request as rq
+from tailscope.metrics.chunk_times import EXACT, ChunkTimes
 from tailscope.records import RequestRecord, Status
 
 _MS = 1e6
 
 
-def run_samples(records: Sequence[RequestRecord]) -> dict[str, Any]:
+def run_samples(records: Sequence[RequestRecord], chunk_times: ChunkTimes | None = None) -> dict[str, Any]:
     """The samples :func:`~tailscope.metrics.summary.summarize` reads (ms): ``ttft``, ``ttft_sent``, ``tpot``,
     ``e2e``, ``e2e_sent`` over successful requests, ``lag`` (send lag) over all, the token gaps ``stall``, ``itl`` and
     ``icl`` (see :func:`gap_samples`), and ``_flat``: the integer token gaps where the perceived block can reuse them.
+    ``chunk_times``: ``records``' chunk times already flattened (:func:`~tailscope.metrics.chunk_times.flatten`).
     """
     scalars = _scalar_samples(records)
     if scalars is None:
         scalars = _scalar_samples_py(records)
     ok = [r for r in records if r.ok]
+    if chunk_times is not None and len(ok) != len(records):
+        chunk_times = chunk_times.select(np.fromiter((r.ok for r in records), dtype=bool, count=len(records)))
     flat: list[tuple[np.ndarray, np.ndarray]] = []
-    stall, itl, icl = gap_samples(ok, flat)
+    stall, itl, icl = gap_samples(ok, flat, chunk_times)
     return {"_flat": flat, **scalars, "stall": stall, "itl": itl, "icl": icl}
 
 
@@ -121,7 +125,9 @@ def _scalar_samples_py(records: Sequence[RequestRecord]) -> dict[str, np.ndarray
 
 
 def gap_samples(
-    ok: Sequence[RequestRecord], flat: list[tuple[np.ndarray, np.ndarray]] | None = None
+    ok: Sequence[RequestRecord],
+    flat: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    chunk_times: ChunkTimes | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max stall per request, ITL and ICL samples (ms) of ``ok`` in record order, as :mod:`~tailscope.metrics.request`
     computes them one request at a time, vectorised — a long run has millions of token gaps.
@@ -130,25 +136,31 @@ def gap_samples(
     Python's ``(int − int) / 1e6`` is; float times (hand-made records) are differenced in float64, as Python does.
     Times beyond what those represent exactly fall back to the per-request functions. ``flat`` receives
     ``(lengths, gaps)`` — the gaps inside each request, int64 ns — when the times are integers below 2**53 (the
-    perceived block's stall counts reuse them).
+    perceived block's stall counts reuse them). ``chunk_times``: ``ok``'s chunk times already flattened (then
+    read from there, not from the records; never modified).
     """
-    lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
-    total = int(lengths.sum())
+    if chunk_times is not None:
+        lengths, times, ints = chunk_times.lengths, chunk_times.flat, True
+        total = len(times)
+    else:
+        lengths = np.fromiter((len(r.chunk_times_ns) for r in ok), dtype=np.int64, count=len(ok))
+        total = int(lengths.sum())
     if total == 0:
         empty = np.asarray([], dtype=np.float64)
         return empty, empty.copy(), empty.copy()
-    ints = all(type(x) is int for r in ok for x in r.chunk_times_ns[:1]) and all(
-        type(x) is int for r in ok for x in r.chunk_times_ns[-1:]
-    )
-    try:
-        times = np.fromiter(
-            chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.int64 if ints else np.float64, count=total
+    if chunk_times is None:
+        ints = all(type(x) is int for r in ok for x in r.chunk_times_ns[:1]) and all(
+            type(x) is int for r in ok for x in r.chunk_times_ns[-1:]
         )
-    except (OverflowError, TypeError, ValueError):
-        return _gap_samples_py(ok)
-    lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
-    if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
-        return _gap_samples_py(ok)
+        try:
+            times = np.fromiter(
+                chain.from_iterable(r.chunk_times_ns for r in ok), dtype=np.int64 if ints else np.float64, count=total
+            )
+        except (OverflowError, TypeError, ValueError):
+            return _gap_samples_py(ok)
+        lim = 2**62 if ints else 2.0**53  # int64 differences cannot overflow / float64 holds the integers exactly
+        if not abs(times.max()) < lim or not abs(times.min()) < lim:  # (also catches inf and nan)
+            return _gap_samples_py(ok)
     d = np.diff(times)  # d[j] = times[j+1] - times[j]
     starts = np.cumsum(lengths) - lengths
     keep = np.ones(total, dtype=bool)
@@ -156,7 +168,11 @@ def gap_samples(
     inner = keep[1:]
     gaps_ns = d[inner]
     del d  # a long run's arrays are tens of MB each: fewer alive at once, fewer fresh pages to fault in
-    if flat is not None and ints and abs(times.max()) < 2**53 and abs(times.min()) < 2**53:
+    if (
+        flat is not None
+        and ints
+        and (chunk_times is not None or (abs(times.max()) < EXACT and abs(times.min()) < EXACT))
+    ):
         flat.append((lengths, gaps_ns))
     icl = gaps_ns.astype(np.float64)
     icl /= _MS  # in place: the same division as ``/``, without a second array

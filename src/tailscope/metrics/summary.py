@@ -7,7 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tailscope.metrics import request as rq
+from tailscope.metrics.chunk_times import ChunkTimes
 from tailscope.metrics.first_wave import FirstWave, first_wave
 from tailscope.metrics.perceived import Perceived, PerceivedThresholds, perceived
 from tailscope.metrics.percentiles import Stats, compute_stats
@@ -130,6 +133,7 @@ def summarize(
     by_class: bool = True,
     perceived_thresholds: PerceivedThresholds | None = None,
     max_in_flight: int | None = None,
+    chunk_times: ChunkTimes | None = None,
 ) -> RunSummary:
     """Summarize a run's records.
 
@@ -144,9 +148,14 @@ def summarize(
         loop_lag_ms: the client's event-loop lag samples, to detect a saturated client.
         by_class: also summarize each request class separately.
         max_in_flight: a capped open loop's cap: late sends are then waits for a slot (said so), not a slow client.
+        chunk_times: the records' chunk times already flattened, in ``records``' order
+            (:func:`~tailscope.metrics.chunk_times.flatten`: a simulation hands them over, so they are flattened
+            once for the summary, the store and the export).
     """
     all_records = list(records)
     measured = [r for r in all_records if not r.warmup]
+    if chunk_times is not None and len(measured) != len(all_records):
+        chunk_times = chunk_times.select(np.fromiter((not r.warmup for r in all_records), bool, len(all_records)))
     warmup = len(all_records) - len(measured)
     ok = [r for r in measured if r.status is Status.OK]
     failed = [r for r in measured if r.status is Status.ERROR]
@@ -159,7 +168,7 @@ def summarize(
     out_tokens = sum(rq.output_token_count(r) for r in ok)
     in_tokens = sum(r.input_tokens or 0 for r in ok)
     good = sum(1 for r in ok if meets_slos(r, slos))
-    s = run_samples(measured)
+    s = run_samples(measured, chunk_times)
 
     errors = Counter((r.error.value if r.error else "unknown") for r in failed)
     slo_results = tuple(check_slo(slo, s, len(failed)) for slo in slos)

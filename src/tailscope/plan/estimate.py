@@ -18,6 +18,7 @@ from tailscope.engine.perf import StepTimeModel
 from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.twin_step import TwinStepModel
 from tailscope.errors import PlanError
+from tailscope.record_ops import record_dict
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,21 +40,7 @@ class Estimate:
     assumptions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "concurrency": self.concurrency,
-            "ttft_ms": self.ttft_ms,
-            "prefill_ms": self.prefill_ms,
-            "tpot_ms": self.tpot_ms,
-            "e2e_ms": self.e2e_ms,
-            "prefill_bound": self.prefill_bound,
-            "decode_bound": self.decode_bound,
-            "decode_step_ms": self.decode_step_ms,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "requests_per_s": self.requests_per_s,
-            "assumptions": list(self.assumptions),
-        }
+        return record_dict(self)
 
 
 def estimate_request(

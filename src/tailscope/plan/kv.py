@@ -10,6 +10,7 @@ from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch, dtype_bytes
 from tailscope.engine.perf import StepTimeModel
 from tailscope.errors import PlanError
+from tailscope.record_ops import record_dict
 
 GIB = 1024**3
 
@@ -43,22 +44,7 @@ class KvPlan:
     sources: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "kv_dtype": self.kv_dtype,
-            "weights_dtype": self.weights_dtype,
-            "context": self.context,
-            "bytes_per_token": self.bytes_per_token,
-            "per_sequence_bytes": self.per_sequence_bytes,
-            "weights_bytes": self.weights_bytes,
-            "weights_per_gpu_bytes": self.weights_per_gpu_bytes,
-            "gpu": self.gpu,
-            "tp": self.tp,
-            "kv_capacity_tokens": self.kv_capacity_tokens,
-            "max_sequences": self.max_sequences,
-            "assumptions": list(self.assumptions),
-            "sources": dict(self.sources),
-        }
+        return record_dict(self)
 
 
 def kv_formula(model: ModelArch, kv_dtype: str) -> str:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from tailscope.record_ops import record_dict
+
 Z95 = 1.6448536269514722
 #: Monte Carlo samples per projection (seeded: the same inputs give the same percentiles)
 SAMPLES = 200_000
@@ -61,11 +63,7 @@ class Tier:
         return self.per_request + (tin * self.price_in + tout * self.price_out) / 1e6
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "p50_ms": self.p50_ms, "p95_ms": self.p95_ms, "price_in": self.price_in,
-            "price_out": self.price_out, "per_request": self.per_request, "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out, "rank": self.rank, "source": self.source,
-        }  # fmt: skip
+        return record_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +75,7 @@ class RequestClass:
     min_tier: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "share": self.share, "min_tier": self.min_tier}
+        return record_dict(self)
 
 
 @dataclass(frozen=True, slots=True)

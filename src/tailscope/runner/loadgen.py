@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import sys
 import time
 from array import array
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +79,8 @@ class LoadGenerator(SessionDispatch):
         count_tokens: local tokenizer counter for per-chunk counts, if configured.
         progress: live counters for the display.
     """
+
+    _builder: _Builder | None = None  # the closed loop's next-request builder, while it runs
 
     # -- control -----------------------------------------------------------------------------------------------
     def interrupt(self, signal_name: str = "SIGINT") -> None:
@@ -138,6 +143,7 @@ class LoadGenerator(SessionDispatch):
             t0_ns: the run's start on ``clock`` (default: now); schedules are relative to it.
         """
         self._t0 = self.clock.now_ns() if t0_ns is None else t0_ns
+        restore = _hold_still()
         lag = array("d")  # 100 samples/s all run long: 8 bytes each, not a float object each (hours of soak)
         monitor = asyncio.create_task(self._monitor_loop(lag))
         tasks: set[asyncio.Task[None]] = set()
@@ -148,6 +154,7 @@ class LoadGenerator(SessionDispatch):
             if cfg.concurrency is None:
                 await self._open_loop(specs, tasks, cfg.max_in_flight)
             else:
+                self._builder = _Builder(self, specs, asyncio.get_running_loop())
                 workers = [asyncio.create_task(self._worker(specs)) for _ in range(cfg.concurrency)]
                 tasks.update(workers)
             await self._drain(tasks, cfg)
@@ -157,6 +164,7 @@ class LoadGenerator(SessionDispatch):
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
+            restore()
         return DispatchResult(
             interrupted=self._interrupt.is_set(),
             signal_name=self._signal,
@@ -215,23 +223,21 @@ class LoadGenerator(SessionDispatch):
         # A slot's first request is due at the run start (every slot starts at once): the time the client takes to
         # get it out (prompt, body, a connection) is its send lag, not server latency. Later ones are due when the
         # slot's previous request ended.
-        # The slot's next request (its prompt) is built while the current one streams — a callback that runs once
-        # the request is out — not when it ends: in a closed loop requests end in waves, and building hundreds of
-        # prompts then would hold the loop while the next wave's first tokens arrive.
-        loop = asyncio.get_running_loop()
-        ahead: list[Prepared | None] = []
-
-        def build_next() -> None:
-            if not self._stop.is_set():
-                ahead.append(self._next(specs))
-
+        # The slot's next request (its prompt) is built while the current one streams — asked of the shared builder
+        # as the current one goes out — not when it ends: in a closed loop requests end in waves, and building
+        # hundreds of prompts then would hold the loop while the next wave's first tokens arrive. The builder makes
+        # one per event-loop turn: 256 slots started (or freed) together would otherwise run 256 builds (≈ 50 µs
+        # each) back to back in one turn, and every token read that arrived meanwhile would be stamped that late.
+        builder = self._builder
+        assert builder is not None
+        slot = _Slot()
         scheduled = 0
         prep = self._next(specs)
         while prep is not None and not self._stop.is_set():
-            loop.call_soon(build_next)
+            builder.want(slot)
             await self._run_prepared(prep, scheduled)
             scheduled = self._now_rel()
-            prep = ahead.pop() if ahead else self._next(specs)
+            prep = builder.take(slot)
 
     async def _drain(self, tasks: set[asyncio.Task[None]], cfg: DispatchConfig) -> None:
         """Wait for in-flight work; cancel what outlives the drain (or, after an interrupt, the grace) period."""
@@ -273,3 +279,88 @@ class LoadGenerator(SessionDispatch):
             await asyncio.sleep(interval)
             lag.append(max(0.0, (time.perf_counter() - t - interval) * 1000.0))
             self.progress.elapsed_s = self._now_rel() / 1e9
+
+
+#: while a run dispatches, a thread holding the GIL (the store's writer, a scraper) gives it up to the event loop
+#: within this long (CPython's default, 5 ms, is added in full to a token read that arrives meanwhile)
+_SWITCH_INTERVAL_S = 0.0005
+
+
+def _hold_still() -> Callable[[], None]:
+    """Keep the interpreter out of the measured timings while a run dispatches; returns what undoes it.
+
+    * The heap as it is at the start (imports, the prepared first wave, the caller's objects) is moved out of the
+      cyclic collector's reach (``gc.freeze``): a full collection then walks only what the run itself made, not the
+      hundreds of thousands of objects numpy, DuckDB and pydantic leave behind (≈ 20 ms a collection here, a pause
+      every token read meanwhile carries). Nothing is freed later than it would be by reference counting; cyclic
+      garbage among the frozen objects waits for the run's end (``gc.unfreeze``), unless the process had frozen its
+      heap itself before (then it stays as the process left it).
+    * Another thread's hold on the GIL is cut to ``_SWITCH_INTERVAL_S`` (``sys.setswitchinterval``).
+    """
+    froze = gc.get_freeze_count() == 0
+    if froze:
+        gc.freeze()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, _SWITCH_INTERVAL_S))
+
+    def restore() -> None:
+        sys.setswitchinterval(interval)
+        if froze:
+            gc.unfreeze()
+
+    return restore
+
+
+class _Slot:
+    """A closed-loop slot's next request, once the builder made it (``ready``)."""
+
+    __slots__ = ("prep", "ready")
+
+    def __init__(self) -> None:
+        self.prep: Prepared | None = None
+        self.ready = False
+
+
+class _Builder:
+    """Builds the closed loop's next requests (prompts) one per event-loop turn, in the order the slots asked.
+
+    Between two builds the loop polls the network, so a token read is never stamped behind a burst of builds; a slot
+    whose request ended before its next one was built takes it straight from the stream (``take``).
+    """
+
+    def __init__(self, gen: LoadGenerator, specs: Iterator[RequestSpec], loop: asyncio.AbstractEventLoop) -> None:
+        self._gen = gen
+        self._specs = specs
+        self._loop = loop
+        self._wanting: deque[_Slot] = deque()
+        self._armed = False
+
+    def want(self, slot: _Slot) -> None:
+        slot.ready = False
+        slot.prep = None
+        self._wanting.append(slot)
+        if not self._armed:
+            self._armed = True
+            self._loop.call_soon(self._build_one)
+
+    def _build_one(self) -> None:
+        self._armed = False
+        if not self._wanting:
+            return
+        slot = self._wanting.popleft()
+        if not self._gen._stop.is_set():
+            slot.prep = self._gen._next(self._specs)
+            slot.ready = True
+        if self._wanting:
+            self._armed = True
+            self._loop.call_soon(self._build_one)
+
+    def take(self, slot: _Slot) -> Prepared | None:
+        """The slot's next request: the one built for it, else the next from the stream now."""
+        if slot.ready:
+            slot.ready = False
+            prep, slot.prep = slot.prep, None
+            return prep
+        with contextlib.suppress(ValueError):
+            self._wanting.remove(slot)
+        return self._gen._next(self._specs)

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from tailscope.clock import Clock
 from tailscope.engine.api import ReplicaEngine
-from tailscope.serve.faults import FaultInjector, FaultPlan
+from tailscope.serve.faults import FaultInjector
 from tailscope.serve.frontend import Frontend, FrontendModel
 from tailscope.serve.loop import EngineLoop, LiveRequest
 from tailscope.serve.metrics import ServeMetrics
@@ -33,7 +33,7 @@ from tailscope.serve.protocol import (
     parse_tokenize,
 )
 from tailscope.serve.sse import ChunkFactory
-from tailscope.serve.streaming import ENGINE_ID_HEADER, cut, stream_response
+from tailscope.serve.streaming import ENGINE_ID_HEADER, Answer, cut, stream_response
 from tailscope.serve.tokenizer import block_hashes, filler_text, stable_key
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -206,9 +206,8 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
     )
     key = stable_key(req.prompt_ids)
     try:
-        if req.stream:
-            return await stream_response(request, state, req, live, plan, factory, key, base_id)
-        return await _full(request, state, req, live, plan, factory, key, base_id)
+        answer = Answer(request, state, req, live, plan, factory, key, base_id)
+        return await stream_response(answer) if req.stream else await _full(answer)
     finally:
         state.loop.abort(live)  # no-op when it finished; frees the engine when the client went away
         if state.tracer is not None:
@@ -249,16 +248,8 @@ def _trace(
     )
 
 
-async def _full(
-    request: web.Request,
-    state: ServeState,
-    req: CompletionRequest,
-    live: LiveRequest,
-    plan: FaultPlan,
-    factory: ChunkFactory,
-    key: int,
-    base_id: str,
-) -> web.StreamResponse:
+async def _full(a: Answer) -> web.StreamResponse:
+    request, live, plan = a.request, a.live, a.plan
     if plan.disconnect_after is None:
         await live.wait_finished()  # one wake-up at the end, not one per step
     seen = 0
@@ -266,18 +257,18 @@ async def _full(
         await live.wait_beyond(seen)
         seen = live.released
         if plan.disconnect_after is not None and seen >= plan.disconnect_after:
-            state.loop.abort(live)
+            a.state.loop.abort(live)
             cut(request)
             return web.Response(status=200)
     if live.aborted:
         raise ApiError(503, "the built-in server is shutting down")
     if plan.stall_after is not None:
         await asyncio.sleep(plan.stall_s)
-    text = filler_text(key, live.released)
-    if req.echo:
-        text = req.prompt_text + text
-    payload = factory.full_response(text, live.released, live.finish_reason)
-    headers = {"x-request-id": base_id, ENGINE_ID_HEADER: str(live.id)}
+    text = filler_text(a.key, live.released)
+    if a.req.echo:
+        text = a.req.prompt_text + text
+    payload = a.factory.full_response(text, live.released, live.finish_reason)
+    headers = {"x-request-id": a.base_id, ENGINE_ID_HEADER: str(live.id)}
     if plan.malformed_after is not None:
         body = json.dumps(payload).encode("utf-8")
         return web.Response(body=body[: len(body) // 2], content_type="application/json", headers=headers)

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from tailscope.errors import ConfigError, TargetError
 from tailscope.io.proxy_rules import ProxyRule, check_rules_for_mode, rules_from_json
+from tailscope.record_ops import record_dict
 
 #: Request headers that are the connection's, not the request's (not forwarded).
 _HOP = frozenset(
@@ -107,18 +108,7 @@ class ProxyStats:
     by_rule: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "forwarded": self.forwarded,
-            "delayed": self.delayed,
-            "errors_injected": self.errors_injected,
-            "resets": self.resets,
-            "stalls": self.stalls,
-            "blackholed": self.blackholed,
-            "throttled": self.throttled,
-            "upstream_errors": self.upstream_errors,
-            "by_rule": dict(self.by_rule),
-        }
+        return record_dict(self)
 
 
 class _Writer:

@@ -10,6 +10,7 @@ happen between any two tokens.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -104,17 +105,24 @@ def cut(request: web.Request) -> None:
         transport.abort()
 
 
-async def stream_response(
-    request: web.Request,
-    state: ServeState,
-    req: CompletionRequest,
-    live: LiveRequest,
-    plan: FaultPlan,
-    factory: ChunkFactory,
-    key: int,
-    base_id: str,
-) -> web.StreamResponse:
-    """Answer ``req`` as server-sent events while ``live`` produces tokens."""
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What answering one admitted completion takes, streamed or whole: the HTTP request and server state, the parsed
+    request and its live engine request, its fault plan, its chunk factory, the text key and the response id."""
+
+    request: web.Request
+    state: ServeState
+    req: CompletionRequest
+    live: LiveRequest
+    plan: FaultPlan
+    factory: ChunkFactory
+    key: int
+    base_id: str
+
+
+async def stream_response(a: Answer) -> web.StreamResponse:
+    """Answer ``a.req`` as server-sent events while ``a.live`` produces tokens."""
+    request, state, req, live, plan, base_id = a.request, a.state, a.req, a.live, a.plan, a.base_id
     resp = web.StreamResponse(
         status=200,
         headers={
@@ -129,7 +137,7 @@ async def stream_response(
     send_headers = getattr(request.writer, "send_headers", None)
     if callable(send_headers):
         send_headers()
-    encoder = StreamEncoder(factory, key, chat=req.kind == "chat", include_usage=req.include_usage)
+    encoder = StreamEncoder(a.factory, a.key, chat=req.kind == "chat", include_usage=req.include_usage)
     transport = request.transport
     faults = plan.stall_after is not None or plan.disconnect_after is not None or plan.malformed_after is not None
     # the fast path frames HTTP/1.1 chunks itself: only when aiohttp chose chunked encoding without compression

@@ -28,6 +28,7 @@ from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.engine.replica import EngineConfig
 from tailscope.errors import ConfigError
 from tailscope.io.models import resolve_model
+from tailscope.metrics.chunk_times import ChunkTimes, flatten
 from tailscope.metrics.summary import RunSummary
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.sim.simulator import SimResult, Simulation
@@ -103,6 +104,7 @@ class SimOutcome:
     run_summary: RunSummary | None = None
     samples: list[ServerSample] = field(default_factory=list)
     sessions: dict[str, Any] | None = None  # session metrics (``summary["sessions"]``), as bench reports them
+    chunk_times: ChunkTimes | None = None  # the records' chunk times flattened (None for hand-made times)
 
 
 def build_cluster(a: SimArgs) -> ClusterSpec:
@@ -274,6 +276,9 @@ def run_sim(
     )
     records: list[RequestRecord] = []
     batch: list[RequestRecord] = []
+    # each batch's chunk times flattened once, for its insert, the summary and the export (a simulation's records
+    # are plain ints: flatten() gives None only for hand-made times, and then every reader flattens its own way)
+    flats: list[ChunkTimes | None] = []
     status = RunStatus.INCOMPLETE
     tail = contextlib.ExitStack()
     try:
@@ -281,22 +286,27 @@ def run_sim(
             records.append(rec)
             batch.append(rec)
             if len(batch) >= _BATCH:
+                flats.append(flatten(batch))
                 if store is not None:
-                    store.write_records_bulk(run.id, batch)
+                    store.write_records_bulk(run.id, batch, chunk_times=flats[-1])
                 batch = []
                 if on_progress is not None:
                     on_progress(len(records), rec.end_ns / 1e9 if rec.end_ns else 0.0)
         samples = timeline_samples(sim.result.timeline)
+        if batch:
+            flats.append(flatten(batch))
         if store is not None and len(records) <= _HOLD_MAX_RECORDS:
             # the last insert and finishing the run share one DuckDB instance (one open and one checkpoint fewer,
             # ≈ 30–50 ms); a long run's summary would keep other processes waiting for the store too long
             tail.enter_context(store.db.held())
         if store is not None and (batch or samples):
-            store.write_records_bulk(run.id, batch, samples)  # one columnar insert each, one transaction
+            # one columnar insert each, one transaction
+            store.write_records_bulk(run.id, batch, samples, chunk_times=flats[-1] if batch else None)
         status = RunStatus.COMPLETE
     finally:
         with tail:
-            typed = summarize(records, slos=wl.slos) if records else None
+            chunk_times = _joined(flats, len(records))
+            typed = summarize(records, slos=wl.slos, chunk_times=chunk_times) if records else None
             extra = (*wl.warnings, *_saturation(records, wl))
             if typed is not None and extra:
                 typed = replace(typed, warnings=(*extra, *typed.warnings))
@@ -309,7 +319,15 @@ def run_sim(
                 amend_summary(typed, summary)
             if store is not None:
                 store.finish_run(run.id, status, summary)
-    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples, sessions)
+    return SimOutcome(replace(run, status=status), summary, records, sim.result, typed, samples, sessions, chunk_times)
+
+
+def _joined(flats: list[ChunkTimes | None], n: int) -> ChunkTimes | None:
+    """The batches' chunk times as one, when every batch of the ``n`` records was flattened (else None)."""
+    parts = [f for f in flats if f is not None]
+    if not parts or len(parts) != len(flats) or sum(len(p.lengths) for p in parts) != n:
+        return None
+    return ChunkTimes.concat(parts)
 
 
 def _sessions(records: list[RequestRecord], sim: Simulation, wl: Workload) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from tailscope.store.pending import (
 )
 
 if TYPE_CHECKING:
+    from tailscope.metrics.chunk_times import ChunkTimes
     from tailscope.store.repair import RepairReport
 
 #: The tag every probe run carries (``runs list --tag probe``, ``latest:probe``).
@@ -170,7 +171,11 @@ class RunStore:
         writer.close()
 
     def write_records_bulk(
-        self, run_id: str, records: list[RequestRecord], samples: list[ServerSample] | None = None
+        self,
+        run_id: str,
+        records: list[RequestRecord],
+        samples: list[ServerSample] | None = None,
+        chunk_times: ChunkTimes | None = None,
     ) -> None:
         """Write machine-built records (a simulation's) and samples in one transaction, column by column.
 
@@ -179,7 +184,9 @@ class RunStore:
         per-record journal. Every value must fit its column as it is (a simulator's records do); when one does not
         — a text too long or not ASCII, an integer out of range — the records go through :meth:`write_records`
         instead, which bounds each value and notes the change. Records whose id is already stored are skipped, as
-        a fold skips them.
+        a fold skips them. ``chunk_times``: ``records``' chunk times already flattened, in their order
+        (:func:`~tailscope.metrics.chunk_times.flatten`): with pyarrow installed DuckDB then reads them as one Arrow
+        list column (offsets and values, no Python object per time: ≈ 0.08 s less for 2.5 million times).
         """
         if not records and not samples:
             return
@@ -197,7 +204,7 @@ class RunStore:
                 # written once (≈ 0.1 s of CPU for 10,000 simulated requests of 256 tokens)
                 con.execute(f"SET checkpoint_threshold = '{_BULK_CHECKPOINT}'")
                 if records:
-                    _insert_records(con, run_id, records)
+                    _insert_records(con, run_id, records, chunk_times)
                 if samples:
                     _insert_samples(con, run_id, samples)
         except StoreError:
@@ -302,7 +309,7 @@ class RunStore:
     def load_records(self, run_id: str) -> list[RequestRecord]:
         """Every request record of a run, by id."""
         with self.db.read() as con:
-            rows = _fetch_dicts(con, "SELECT * FROM requests WHERE run_id = ? ORDER BY id", [run_id])
+            rows = _fetch_dicts(con, f"{_REQUESTS} WHERE run_id = ? ORDER BY id", [run_id])
         return [row_to_record(r) for r in rows]
 
     def load_samples(self, run_id: str) -> list[ServerSample]:
@@ -363,11 +370,11 @@ class RunStore:
             StoreError: naming the path when it cannot be written.
         """
         options = "(FORMAT parquet)" if fmt == "parquet" else "(FORMAT csv, HEADER true)"
-        select = "SELECT * FROM requests"
+        select = _REQUESTS
         if fmt == "csv":
             select = (
-                "SELECT * REPLACE (to_json(chunk_times_ns) AS chunk_times_ns, to_json(chunk_tokens) AS chunk_tokens, "
-                "to_json(depends_on) AS depends_on) FROM requests"
+                "SELECT * REPLACE (to_json(chunk_times_ns) AS chunk_times_ns, to_json(chunk_tokens) AS chunk_tokens, "  # noqa: S608 - constants
+                f"to_json(depends_on) AS depends_on) FROM ({_REQUESTS})"
             )
         quoted, rid = str(path).replace("'", "''"), run_id.replace("'", "''")  # COPY takes no parameters
         try:
@@ -456,18 +463,50 @@ def _typed_column(values: list[Any]) -> Any:
     return _object_array(values)
 
 
+#: ``chunk_tokens`` as stored: NULL where every chunk carried one token (the columnar insert writes no list of ones:
+#: ≈ 0.035 s of CPU less for the 2.5 million chunks of 10,000 simulated requests), else the list. No writer wrote
+#: NULL before (the record journal, the earlier columnar insert and every schema version write a list, empty when
+#: there is no chunk), so a store of any version reads back the same records through this expression.
+ONE_PER_CHUNK = "coalesce(chunk_tokens, list_resize(CAST([] AS INTEGER[]), len(chunk_times_ns), 1))"
+#: the request rows as readers take them (``chunk_tokens`` whole)
+_REQUESTS = f"SELECT * REPLACE ({ONE_PER_CHUNK} AS chunk_tokens) FROM requests"  # noqa: S608 - constants
+
+
 def _all_ones(toks: tuple[int, ...]) -> bool:
     """Whether every chunk carries one token (as every simulated chunk does)."""
     return bool(toks) and toks.count(1) == len(toks)
 
 
-def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None:
+def _arrow_times(chunk_times: ChunkTimes | None, n: int) -> Any:
+    """``chunk_times`` as an Arrow table of one list column, ``chunk_times_ns`` (None without pyarrow, or when they
+    are not ``n`` records' times)."""
+    if chunk_times is None or len(chunk_times.lengths) != n:
+        return None
+    try:
+        import pyarrow as pa
+    except ImportError:  # an optional dependency (the `arrow` extra): the object-array path
+        return None
     import numpy as np
+
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(chunk_times.lengths, out=offsets[1:])
+    flat = np.ascontiguousarray(chunk_times.flat, dtype=np.int64)
+
+    def int64s(a: Any) -> Any:
+        # the array's memory as it is (pa.array(ndarray) would import numpy.ma to test for masks: ≈ 15 ms)
+        return pa.Array.from_buffers(pa.int64(), len(a), [None, pa.py_buffer(a)])
+
+    times = pa.LargeListArray.from_arrays(int64s(offsets), int64s(flat))
+    return pa.table({"chunk_times_ns": times})
+
+
+def _insert_records(con: Any, run_id: str, records: list[RequestRecord], chunk_times: ChunkTimes | None) -> None:
 
     from tailscope.store.db import REQUEST_COLUMNS
 
     enum_value = {"status": True, "error": True, "tokens_source": True}
     _bulk: dict[str, Any] = {}  # DuckDB finds it by its name (a replacement scan)
+    _times = _arrow_times(chunk_times, len(records))  # likewise; read beside _bulk row by row (a POSITIONAL JOIN)
     columns: list[str] = []
     for name, sql_type in REQUEST_COLUMNS:
         if name == "run_id":
@@ -475,17 +514,14 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
         if name in enum_value:
             values: list[Any] = [None if (e := getattr(r, name)) is None else e.value for r in records]
         elif name == "chunk_times_ns":
+            if _times is not None:
+                columns.append(f"CAST(t.chunk_times_ns AS {sql_type})")
+                continue
             # tuples of Python ints: DuckDB reads an object array of them as a LIST column
             values = [r.chunk_times_ns for r in records]
         elif name == "chunk_tokens":
-            # one token per chunk (every simulated chunk): NULL here, rebuilt in SQL as n ones (no objects to read)
+            # one token per chunk (every simulated chunk): stored as NULL, read back as ones (ONE_PER_CHUNK)
             values = [None if _all_ones(r.chunk_tokens) else r.chunk_tokens for r in records]
-            _bulk["_ones_n"] = np.asarray([len(r.chunk_tokens) for r in records], dtype=np.int64)
-            _bulk[name] = _object_array(values)
-            columns.append(
-                "coalesce(CAST(b.chunk_tokens AS INTEGER[]), list_resize(CAST([] AS INTEGER[]), b._ones_n, 1))"
-            )
-            continue
         else:
             values = [getattr(r, name) for r in records]
         column = _typed_column(values)
@@ -495,8 +531,9 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord]) -> None
         _bulk[name] = column
         columns.append(f"CAST(b.{name} AS {sql_type})")
     select = ", ".join(columns)
+    source = "_bulk b" if _times is None else "_bulk b POSITIONAL JOIN _times t"
     con.execute(
-        f"INSERT INTO requests SELECT ?, {select} FROM _bulk b "  # noqa: S608 - constant columns
+        f"INSERT INTO requests SELECT ?, {select} FROM {source} "  # noqa: S608 - constant columns
         "ANTI JOIN (SELECT id FROM requests WHERE run_id = ?) e ON CAST(b.id AS BIGINT) = e.id",
         [run_id, run_id],
     )

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailscope.record_ops import find_record
 from tailscope.verify.contract import Contract
 from tailscope.verify.evaluate import Verdict, check_slo
 from tailscope.verify.rundata import RunData
@@ -99,10 +100,7 @@ class Checklist:
 
     def item(self, item_id: str) -> ChecklistItem:
         """One item by id. Raises KeyError."""
-        for i in self.items:
-            if i.id == item_id:
-                return i
-        raise KeyError(item_id)
+        return find_record(self.items, lambda i: i.id, item_id)
 
     def to_dict(self) -> dict[str, Any]:
         return {

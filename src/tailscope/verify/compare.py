@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tailscope.record_ops import find_record
 from tailscope.verify.bootstrap import DiffCI, bootstrap_rate_diff, bootstrap_stat_diff
 from tailscope.verify.comparable import comparability
 from tailscope.verify.contract import HIGHER_IS_BETTER, LATENCY_METRICS, METRICS, percentile_label
@@ -83,10 +84,7 @@ class ComparisonResult:
 
     def row(self, label: str) -> CompareRow:
         """The row of ``ttft_ms.p99``, ``requests_per_s``, … (KeyError when it was not compared)."""
-        for r in self.rows:
-            if r.label == label:
-                return r
-        raise KeyError(label)
+        return find_record(self.rows, lambda r: r.label, label)
 
     def to_dict(self) -> dict[str, Any]:
         """The document ``tailscope compare --json`` prints."""

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tailscope.record_ops import find_record
 from tailscope.records import RequestRecord, ServerSample
 from tailscope.verify import rules_client, rules_engine, rules_trace
 from tailscope.verify.findings import Finding, RunView, build_view
@@ -109,10 +110,7 @@ class Diagnosis:
 
     def tree(self, symptom: str) -> Tree:
         """One walked tree by symptom id (``ttft_high``, ``stutter``, …). Raises KeyError when not walked."""
-        for t in self.trees:
-            if t.symptom == symptom:
-                return t
-        raise KeyError(symptom)
+        return find_record(self.trees, lambda t: t.symptom, symptom)
 
     def to_dict(self) -> dict[str, Any]:
         """The document ``tailscope diagnose --json`` prints: ``{"run", "findings", "trees"}``."""

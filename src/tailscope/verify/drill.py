@@ -17,6 +17,7 @@ from typing import Any
 
 from tailscope.metrics.percentiles import quantile
 from tailscope.metrics.request import e2e_ms, ttft_ms
+from tailscope.record_ops import record_dict
 from tailscope.records import RequestRecord, Status
 
 #: The faults the reference application switches through ``POST /admin/faults`` (``tailscope app``).
@@ -131,13 +132,7 @@ class DrillCheck:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "limit": self.limit,
-            "observed": self.observed,
-            "passed": self.passed,
-            "detail": self.detail,
-        }
+        return record_dict(self)
 
 
 def _sent_s(r: RequestRecord) -> float:

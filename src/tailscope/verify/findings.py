@@ -12,6 +12,7 @@ import numpy as np
 
 from tailscope.metrics import request as rq
 from tailscope.metrics.server import GAUGES, PREFIX_COUNTERS, PREFIX_RATE_GAUGES
+from tailscope.record_ops import record_dict
 from tailscope.records import RequestRecord, ServerSample, Status
 
 MS = 1e6
@@ -40,15 +41,7 @@ class Finding:
     impact: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "title": self.title,
-            "symptom": self.symptom,
-            "evidence": list(self.evidence),
-            "cause": self.cause,
-            "actions": list(self.actions),
-            "impact": round(self.impact, 3),
-        }
+        return {**record_dict(self), "impact": round(self.impact, 3)}
 
 
 def _opt(values: Sequence[float | None]) -> np.ndarray:

@@ -27,7 +27,7 @@ def test_top_level_help_imports_no_command_module() -> None:
         "import sys; from tailscope.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith('tailscope.cli.') and m not in "
-        "('tailscope.cli.main',)), file=sys.stderr)"
+        "('tailscope.cli.main', 'tailscope.cli.plain_coercion')), file=sys.stderr)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip() == "[]", out.stderr

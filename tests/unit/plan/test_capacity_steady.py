@@ -28,16 +28,18 @@ def test_the_answer_meets_the_slo_when_simulated_long_enough(target: float) -> N
     assert check.steady == "steady state"
     assert check.window_s is not None
     assert check.needed_window_s is not None
-    assert check.window_s >= 0.9 * check.needed_window_s >= 0.9 * 30.0  # seconds of arrivals, not 1,500 requests
-    # independently: the answer's load per replica, simulated twice as long, meets the SLO with no growing queue
+    assert check.window_s >= 0.9 * check.needed_window_s >= 0.9 * 120.0  # seconds of arrivals, not 1,500 requests
+    # independently: the answer's load per replica, simulated two and four times as long, meets the SLO with no
+    # growing queue (a 30-second window once passed counts whose queue grew past the SLO within two minutes)
     load = target * 1.2
     replicas = best.replicas if check.scope == "fleet" else 1
     rate = load if check.scope == "fleet" else load / best.replicas
-    n = int(rate * 2 * check.needed_window_s)
-    out = simulate(rate=rate, replicas=replicas, requests=n, warmup=n // 10, slo=[SLO], **LENGTHS)
-    assert out.summary.ttft_ms.p99 is not None
-    assert out.summary.ttft_ms.p99 <= 1000.0
-    assert not any(v.saturated for v in detect_saturation(out.records))
+    for times in (2, 4):
+        n = int(rate * times * check.needed_window_s)
+        out = simulate(rate=rate, replicas=replicas, requests=n, warmup=n // 10, slo=[SLO], **LENGTHS)
+        assert out.summary.ttft_ms.p99 is not None
+        assert out.summary.ttft_ms.p99 <= 1000.0, times
+        assert not any(v.saturated for v in detect_saturation(out.records)), times
     # one replica fewer fails its own check (the answer is the smallest)
     assert best.replicas == 1 or best.analytic_replicas is not None
 

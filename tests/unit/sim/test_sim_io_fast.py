@@ -166,3 +166,81 @@ def test_simulate_stores_the_summary_it_returns_interval_included_in_one_write(t
     assert stored.summary == json.loads(json.dumps(out.summary_dict(), default=str))
     assert stored.summary is not None
     assert stored.summary["prediction_interval_source"]["kind"] == "residuals"
+
+
+def _mixed(out: SimOutcome) -> list[RequestRecord]:
+    """The simulation's records with a warmup, a failed, an empty and a multi-token one among them."""
+    err = _hand_made()[1]
+    rs = list(out.records)
+    rs[1] = replace(rs[1], warmup=True)
+    rs[4] = replace(rs[4], chunk_tokens=(2,) * len(rs[4].chunk_times_ns))
+    return [*rs[:10], replace(err, id=10_001), *rs[10:]]
+
+
+def test_flattened_chunk_times_change_no_summary_figure_export_value_or_stored_record(tmp_path: Path) -> None:
+    from tailscope.metrics.chunk_times import flatten
+
+    out = _sim()
+    records = _mixed(out)
+    flat = flatten(records)
+    assert flat is not None
+    assert flat.flat.tolist() == [t for r in records for t in r.chunk_times_ns]
+    assert summarize(records, chunk_times=flat) == summarize(records)
+    assert summarize(records, chunk_times=flat, slos=()).to_dict() == summarize(records).to_dict()
+    with_flat = b"".join(export_chunks(out.run, out.summary, records, flat))
+    assert with_flat == b"".join(export_chunks(out.run, out.summary, records))
+    store = RunStore(tmp_path / "t.duckdb")
+    for run_id, given in (("a", flat), ("b", None)):
+        store.create_run(replace(out.run, id=run_id))
+        store.write_records_bulk(run_id, records, chunk_times=given)
+    assert store.load_records("a") == store.load_records("b")
+    assert sorted(store.load_records("a"), key=lambda r: r.id) == sorted(records, key=lambda r: r.id)
+
+
+def test_hand_made_times_are_not_flattened() -> None:
+    from tailscope.metrics.chunk_times import flatten
+
+    ok, err = _hand_made()
+    assert flatten([ok, err]) is None  # beyond 2**53: the readers' per-value paths
+    assert flatten([replace(ok, chunk_times_ns=(1.5, 2.0))]) is None  # floats
+    assert flatten([err]) is not None  # no times at all: empty arrays
+
+
+def test_a_long_simulation_flattens_each_stored_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tailscope.sim.run as sim_run
+
+    monkeypatch.setattr(sim_run, "_BATCH", 70)  # 300 records: four full batches and a last one
+    db = tmp_path / "t.duckdb"
+    out = _sim(db)
+    assert out.chunk_times is not None
+    assert out.chunk_times.flat.tolist() == [t for r in out.records for t in r.chunk_times_ns]
+    store = RunStore(db)
+    assert sorted(store.load_records(out.run.id), key=lambda r: r.id) == sorted(out.records, key=lambda r: r.id)
+    assert out.run_summary == summarize(out.records)
+
+
+def test_one_token_chunks_are_stored_without_their_ones_and_read_back_whole(tmp_path: Path) -> None:
+    """A simulation's all-one chunk counts are NULL in the store; every reader gives the ones back (load_records,
+    the CSV and Parquet exports), and rows written with the ones listed (older stores, the record writer) read
+    the same."""
+    import duckdb
+
+    db = tmp_path / "t.duckdb"
+    out = _sim(db)
+    store = RunStore(db)
+    listed = replace(out.run, id=out.run.id + "-w")
+    store.create_run(listed)
+    store.write_records(listed.id, out.records)  # the record writer: lists of ones
+    with duckdb.connect(str(db), read_only=True) as con:
+        nulls = dict(
+            con.execute("SELECT run_id, count(*) FROM requests WHERE chunk_tokens IS NULL GROUP BY run_id").fetchall()
+        )
+    assert nulls == {out.run.id: len(out.records)}
+    assert store.load_records(out.run.id) == store.load_records(listed.id)
+    for fmt in ("csv", "parquet"):
+        a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+        store.export_requests(out.run.id, a, fmt=fmt)
+        store.export_requests(listed.id, b, fmt=fmt)
+        with duckdb.connect() as con:
+            read = "SELECT * EXCLUDE (run_id) FROM '{}' ORDER BY id"
+            assert con.execute(read.format(a)).fetchall() == con.execute(read.format(b)).fetchall()

@@ -1,0 +1,103 @@
+"""Option values of ``tailscope sim`` (and of the root command before it) coerced without building a pydantic
+validator per option.
+
+typer ≥ 0.20 coerces every option's value through a pydantic ``TypeAdapter`` that it builds the first time the
+option is parsed — on every run, for every one of ``sim``'s ≈ 40 options, the ones left at their defaults too: that
+imports pydantic and builds the adapters, ≈ 0.1–0.2 s of CPU of a fresh ``tailscope sim`` that otherwise simulates
+10,000 requests in ≈ 0.4 s. :func:`install` (used by :class:`SimCommand` and the root group) puts, before parsing,
+a coercion on each option that gives the values typer's gives for the plain forms those options take (``None``; an
+``int``/``float``/``str`` already of its type; a decimal integer or float written plainly; a path; a list of
+strings) and hands every other value — and every value of an option with a parser, bounds, choices or files — to
+typer's own coercion, built then, so what is accepted and every error message stay typer's
+(``tests/unit/cli/test_plain_coercion.py`` holds the two to the same answers). With a typer that coerces another
+way (no ``_runtime_param`` on its parameters) nothing is installed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import typer.core
+
+__all__ = ["SimCommand", "install"]
+
+_INT = re.compile(r"-?[0-9]{1,18}")
+_FLOAT = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?")
+_NONE: Any = object()  # "no plain form: ask typer"
+
+
+class _PlainCoercion:
+    """Stands in for typer's runtime coercion of one option: the plain forms here, the rest typer's (built lazily)."""
+
+    __slots__ = ("_descriptor", "_typer")
+
+    def __init__(self, descriptor: Any) -> None:
+        self._descriptor = descriptor
+        self._typer: Any = None
+
+    def _own(self) -> Any:
+        if self._typer is None:
+            from typer._coercion import build_runtime_param  # typer's, as its parameter would have built it
+
+            self._typer = build_runtime_param(self._descriptor)
+        return self._typer
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # typer's RuntimeParam.coerce, before any adapter
+            return () if param.multiple or param.nargs == -1 else None
+        plain = _plain(self._descriptor, value, param, ctx)
+        return self._own().coerce(value, param=param, ctx=ctx) if plain is _NONE else plain
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._own(), name)
+
+
+def _plain(descriptor: Any, value: Any, param: Any, ctx: Any) -> Any:
+    """``value`` as typer would coerce it when it has a plain form here, else ``_NONE``."""
+    info = descriptor.parameter_info
+    if (
+        getattr(info, "parser", None) is not None
+        or getattr(info, "min", None) is not None
+        or getattr(info, "max", None) is not None
+        or descriptor.file_annotation is not None
+    ):
+        return _NONE
+    kind = descriptor.annotation
+    multi = param.multiple or param.nargs == -1
+    if multi:
+        if kind == list[str] and isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
+            return list(value)
+        return _NONE
+    t = type(value)
+    if kind is str:
+        return value if t is str else _NONE
+    if kind is int:
+        if t is int:
+            return value
+        return int(value) if t is str and _INT.fullmatch(value) else _NONE
+    if kind is float:
+        if t is float:
+            return value
+        return float(value) if t is str and _FLOAT.fullmatch(value) else _NONE
+    if kind is Path and getattr(info, "path_type", None) is None and t is str and value and "\0" not in value:
+        from typer._param_types import coerce_cli_path  # the checks typer's path coercion runs after pydantic's
+
+        return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+    return _NONE
+
+
+def install(params: Any) -> None:
+    """Put :class:`_PlainCoercion` on each of ``params`` (click parameters) whose typer coercion is not built yet."""
+    for p in params:
+        if getattr(p, "_runtime_param", _NONE) is None and hasattr(p, "type_descriptor"):
+            p._runtime_param = _PlainCoercion(p.type_descriptor)
+
+
+class SimCommand(typer.core.TyperCommand):
+    """typer's command class, with :class:`_PlainCoercion` on its options (``--help`` too) before they are parsed."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
