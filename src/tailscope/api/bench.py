@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Any
 from tailscope.api._support import StorePath, open_store, public, sync_twin
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import Slo
-from tailscope.metrics.summary import RunSummary, summarize
 from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdict
 from tailscope.records import Target
 from tailscope.runner.base_config import Resolved
 from tailscope.runner.bench import run_bench
 from tailscope.runner.bench_config import BenchConfig
-from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.options import BenchOptions, PathLike
 from tailscope.runner.progress import Progress
 from tailscope.runner.resolve import resolve
-from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome, run_find_max, run_sweep
 from tailscope.store.runs import RunStore
 from tailscope.workload.spec import RequestSpec
 from tailscope.workload.sweep import parse_sweep
 
 if TYPE_CHECKING:  # tailscope.verify loads the whole verify package (yaml, …): only repeated benches need it
+    from tailscope.metrics.summary import RunSummary  # numpy: summaries come after the run
+    from tailscope.runner.bench_result import BenchResult
+    from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
     from tailscope.verify.precision import Precision, PrecisionTarget
 
 #: ``watch=``: called with a run's live counters; the context it returns is entered around the run (a display)
@@ -234,6 +234,8 @@ def sweep(
     spec = parse_sweep(points)
     build, execute = _runner(options, open_store(store), handle_signals, watch, on_target)
     build(spec.param, spec.values[0])  # bad options fail before any load
+    from tailscope.runner.sweep_run import run_sweep
+
     return run_sweep(spec, build, execute)
 
 
@@ -265,6 +267,8 @@ def find_max(
     if not cfg.slos:
         raise ConfigError("--find-max needs an SLO to search against: --slo ttft_p99=1.5s (or slo: in the profile)")
     max_rate = options.max_rate if options.max_rate is not None else 10_000.0
+    from tailscope.runner.sweep_run import run_find_max
+
     return run_find_max(build, execute, start=start, max_rate=max_rate, rel_tol=tolerance)
 
 
@@ -364,5 +368,7 @@ def bench_repeat(
                 stopped = "precise"
                 break
     records = [r for run in runs for r in run.records]
+    from tailscope.metrics.summary import summarize
+
     pooled = summarize(records, slos=tuple(x.slo for x in runs[0].summary.slo))
     return RepeatedBench(tuple(runs), pooled, across_runs([r.summary_dict() for r in runs]), precision, stopped)

@@ -8,7 +8,7 @@ wins over a flag's default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -28,15 +28,14 @@ from tailscope.cli.common import (
     with_flags,
     write_export,
 )
+from tailscope.cli.plain_coercion import PlainCommand
 from tailscope.errors import ConfigError
 from tailscope.files import check_output
-from tailscope.metrics.document import run_to_json
 from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console, target_line
 from tailscope.report.live import live_progress
 from tailscope.runner.options import BenchOptions
-from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
 
 _EXAMPLES = """
 Examples:
@@ -69,13 +68,16 @@ run stored incomplete); 3 the run finished but missed an SLO or had too many fai
 interrupted by SIGINT/SIGTERM (completed records are kept).
 """
 
+if TYPE_CHECKING:
+    from tailscope.runner.sweep_run import FindMaxOutcome, SweepOutcome
+
 #: the exit code of a run that finished but failed its verdict (an SLO missed, too many failed requests)
 EXIT_VERDICT = 3
 
 app = command_app()
 
 
-@app.command("bench", help=(
+@app.command("bench", cls=PlainCommand, help=(
     "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n\n" + verbatim(_EXAMPLES)
 ))  # fmt: skip
 @with_flags(BENCH_FLAGS.values())  # url, model, the workload, the client: BenchOptions fields (api/_flags.py)
@@ -138,6 +140,8 @@ def bench(
         for line in describe_workers(result.extra["workers"]):
             err.print(line)
     summary = result.summary_dict()
+    from tailscope.metrics.document import run_to_json  # numpy: after the run
+
     print_summary(run_to_json(result.run), summary, out)
     if dialect:
         from tailscope.metrics.dialects import summarize_dialect

@@ -4,7 +4,7 @@ validator per option.
 typer ≥ 0.20 coerces every option's value through a pydantic ``TypeAdapter`` that it builds the first time the
 option is parsed — on every run, for every one of ``sim``'s ≈ 40 options, the ones left at their defaults too: that
 imports pydantic and builds the adapters, ≈ 0.1–0.2 s of CPU of a fresh ``tailscope sim`` that otherwise simulates
-10,000 requests in ≈ 0.4 s. :func:`install` (used by :class:`SimCommand` and the root group) puts, before parsing,
+10,000 requests in ≈ 0.4 s. :func:`install` (used by :class:`PlainCommand` and the root group) puts, before parsing,
 a coercion on each option that gives the values typer's gives for the plain forms those options take (``None``; an
 ``int``/``float``/``str`` already of its type; a decimal integer or float written plainly; a path; a list of
 strings) and hands every other value — and every value of an option with a parser, bounds, choices or files — to
@@ -21,7 +21,7 @@ from typing import Any
 
 import typer.core
 
-__all__ = ["SimCommand", "install"]
+__all__ = ["PlainCommand", "install"]
 
 _INT = re.compile(r"-?[0-9]{1,18}")
 _FLOAT = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?")
@@ -95,7 +95,7 @@ def install(params: Any) -> None:
             p._runtime_param = _PlainCoercion(p.type_descriptor)
 
 
-class SimCommand(typer.core.TyperCommand):
+class PlainCommand(typer.core.TyperCommand):
     """typer's command class, with :class:`_PlainCoercion` on its options (``--help`` too) before they are parsed."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

@@ -12,7 +12,7 @@ import typer
 from tailscope.api._flags import SIM_FLAGS
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
-from tailscope.cli.plain_coercion import SimCommand
+from tailscope.cli.plain_coercion import PlainCommand
 
 _EXAMPLES = """
 Examples:
@@ -79,4 +79,4 @@ def sim(
 
 
 app = command_app()
-app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES, cls=SimCommand)(sim)
+app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES, cls=PlainCommand)(sim)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 #: The reported percentiles, as (name, fraction).
 PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -118,6 +120,8 @@ def percentile_fraction(name: str) -> float:
 
 def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float | None:
     """The q-quantile (0 ≤ q ≤ 1) by linear interpolation; ``None`` for no samples."""
+    import numpy as np  # here, not at import: a bench's first request does not wait for numpy
+
     arr = np.asarray(samples, dtype=np.float64)
     if arr.size == 0:
         return None
@@ -132,6 +136,8 @@ def quantiles(arr: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     ``numpy.ma`` (≈ 50 ms of a fresh process: a fifth of ``tailscope sim``'s start-up), and pays NumPy's generic
     dispatch per call; tests/unit/metrics check it against ``np.quantile`` (the oracle).
     """
+    import numpy as np  # here, not at import: a bench's first request does not wait for numpy
+
     n = arr.size
     virtual = (n - 1) * np.asarray(qs, dtype=np.float64)
     prev = np.floor(virtual)
@@ -154,6 +160,8 @@ def quantiles(arr: np.ndarray, qs: Sequence[float]) -> np.ndarray:
 
 def compute_stats(samples: Iterable[float] | np.ndarray) -> Stats:
     """Mean, p50…p99.9, min and max of raw samples (infinities allowed; NaN is not)."""
+    import numpy as np  # here, not at import: a bench's first request does not wait for numpy
+
     arr = samples if isinstance(samples, np.ndarray) else np.fromiter(samples, dtype=np.float64)
     arr = arr.astype(np.float64, copy=False)
     if arr.size == 0:

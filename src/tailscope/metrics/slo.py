@@ -13,15 +13,16 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import ConfigError
 from tailscope.metrics import request as rq
 from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction, quantile
 from tailscope.records import RequestRecord
 from tailscope.units import parse_duration_s
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 _SLO = re.compile(r"^\s*(ttft|tpot|itl|e2e)(?:_ms)?_(p[0-9.]+|mean|median|max)\s*=\s*(.+?)\s*$", re.IGNORECASE)
@@ -120,6 +121,8 @@ def meets_slos(r: RequestRecord, slos: Sequence[Slo]) -> bool:
 
 def check_slo(slo: Slo, s: dict[str, np.ndarray], n_failed: int = 0) -> SloResult:
     """``slo`` checked over a run's samples (``s[metric]``, ms), with ``n_failed`` failures counted as +∞."""
+    import numpy as np  # here, not at import: a bench's first request does not wait for numpy
+
     samples = s[slo.metric]
     observed: float | None
     if n_failed:
@@ -139,6 +142,8 @@ def check_slo(slo: Slo, s: dict[str, np.ndarray], n_failed: int = 0) -> SloResul
 
 def error_adjusted_p99(ok_values: np.ndarray, n_failed: int) -> float | None:
     """p99 with every failed request counted as +∞ (so failures cannot make the tail look better)."""
+    import numpy as np  # here, not at import: a bench's first request does not wait for numpy
+
     if ok_values.size + n_failed == 0:
         return None
     arr = np.concatenate([ok_values, np.full(n_failed, np.inf)])

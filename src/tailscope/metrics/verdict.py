@@ -8,9 +8,10 @@ slower than any limit (:class:`~tailscope.metrics.slo.SloResult`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tailscope.metrics.summary import RunSummary
+if TYPE_CHECKING:
+    from tailscope.metrics.summary import RunSummary
 
 #: the share of failed requests above which a run fails by default (--max-error-rate)
 DEFAULT_MAX_ERROR_RATE = 0.01

@@ -26,7 +26,6 @@ from tailscope.clock import Clock, MonotonicClock, utc_now_iso
 from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.runner.bench_config import BenchConfig
-from tailscope.runner.bench_result import BenchResult, finish_bench
 from tailscope.runner.loadgen import LoadGenerator
 from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
@@ -37,6 +36,7 @@ from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:
+    from tailscope.runner.bench_result import BenchResult
     from tailscope.store.runs import RunStore
 
 
@@ -226,6 +226,8 @@ async def run_bench(
             records = store.load_records(run.id)
         # a store that could not keep every record holds an incomplete run, whatever the load did
         status = RunStatus.INCOMPLETE if dispatch.interrupted or writer.store_error else RunStatus.COMPLETE
+        from tailscope.runner.bench_result import finish_bench  # numpy and the summaries: after the run
+
         return finish_bench(
             cfg,
             writer,
