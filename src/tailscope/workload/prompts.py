@@ -27,8 +27,15 @@ _WORDS = (
     "man me even most made after also did many before must through back years where much your way well down should "
     "because each just those people how too little state good very make world still own see men work long get here "
     "between both life being under never day same another know while last might us great old year off come since "
-    "against go came right used take three"
+    "against go came right used take three a add age ago air am area art ask away bad base bed best big bit body "
+    "book box boy call car case city cold cut dark data deal door east easy eat end eye face fact far fast feel few "
+    "find fire five food form four free full game girl give got hand hard head hear help high hold home hope hot hour "
+    "idea keep kind land law lead left less let line list live look lot love low main mean mind move name need next "
+    "open part past pay plan play put read real red rest road room run say seem set top try use war why yes yet"
 ).split()
+# exactly 256 distinct words (a test checks), so one random byte picks one word uniformly and a prompt's words come
+# from a single bulk draw
+_WORD_AT = _WORDS.__getitem__
 
 
 class PromptSynthesizer:
@@ -64,7 +71,8 @@ class PromptSynthesizer:
         return count
 
     def _words(self, n: int, rng: random.Random) -> str:
-        return " ".join(rng.choice(_WORDS) for _ in range(n))
+        # one randbytes call for all n words (a per-word rng.choice cost ~10x more: this is on the send path)
+        return " ".join(map(_WORD_AT, rng.randbytes(n))) if n > 0 else ""
 
     def _fit(self, text: str, n: int, rng: random.Random) -> str:
         """Cut or extend ``text`` to exactly ``n`` tokens with the tokenizer."""
@@ -109,7 +117,10 @@ class PromptSynthesizer:
             return pre + " " + tail
         # a per-request number first makes every prompt distinct even for tiny lengths
         text = f"{seed} " + self._words(max(0, n_tokens - 1), rng)
-        return self._fit(text, n_tokens, rng) if self.exact else _approx(text, n_tokens)
+        if self.exact:
+            return self._fit(text, n_tokens, rng)
+        # n_tokens >= 2 already gives exactly n_tokens words; only shorter asks need trimming
+        return text if n_tokens >= 2 else _approx(text, n_tokens)
 
 
 def _approx(text: str, n_tokens: int) -> str:
