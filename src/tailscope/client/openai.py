@@ -142,7 +142,19 @@ def _body_dict(
 
 # json.dumps(o, separators=(",", ":")) builds this encoder on every call; one instance gives the same bytes
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
-_encode_str: Callable[[str], str] = encode_basestring_ascii  # what _ENCODER writes for a str
+# the bytes json writes unescaped: printable ASCII but the quote and the backslash
+_JSON_PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
+
+
+def _encode_str(text: str) -> str:
+    """What ``_ENCODER`` writes for a str (``encode_basestring_ascii``); text that needs no escape (checked with one
+    ``bytes.translate``, ~4x cheaper than the escaper's own scan of a long prompt) is only quoted."""
+    if text.isascii() and not text.encode("ascii").translate(None, _JSON_PLAIN):
+        return '"' + text + '"'
+    out: str = encode_basestring_ascii(text)
+    return out
+
+
 _SHAPES: dict[tuple[int, int], tuple[ClientOptions, dict[str, Any] | None, str | None]] = {}
 _SHAPES_MAX = 256
 # private marker objects: only identity counts, so no user value can be mistaken for them

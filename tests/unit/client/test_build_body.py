@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailscope.client.openai import ClientOptions, build_body
+from tailscope.client.openai import ClientOptions, _encode_str, build_body
 
 
 def reference_body(
@@ -34,8 +34,10 @@ def reference_body(
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-# every code point, lone surrogates included (json escapes them)
-_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=40)
+# every code point, lone surrogates included (json escapes them), and plain ASCII (the quote-only fast path)
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=40) | st.text(
+    st.characters(max_codepoint=0x7F), max_size=40
+)
 _TRICKY = st.sampled_from(["{0}", "{1}", "{{", "}", "\x00tailscope-prompt", '"\x00tailscope-prompt', "\\u0000"])
 _STR = _TRICKY | _TEXT
 _SCALAR = st.none() | st.booleans() | st.integers() | st.floats() | _STR
@@ -92,3 +94,9 @@ def test_a_class_extra_body_overriding_the_prompt_and_max_tokens_wins() -> None:
         assert body == reference_body(opts, prompt, 99, extra)
         assert json.loads(body)["prompt"] == "fixed"
         assert json.loads(body)["max_tokens"] == 3
+
+
+def test_the_string_encoder_matches_json_for_every_code_point() -> None:
+    for c in range(0x110000):
+        for text in (chr(c), f"a{chr(c)}b c"):
+            assert _encode_str(text) == json.dumps(text), hex(c)
