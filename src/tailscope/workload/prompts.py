@@ -12,11 +12,15 @@ same times but different text (common one-token words either way, so prompt toke
 not find the previous run's prompts in the server's prefix cache. Only the shared prefixes a profile declares stay
 identical across runs (as a real system prompt does). Without a nonce (``--same-prompts``) the text depends only on
 the seed and the request, as before.
+
+Cost (it is on the send path): a prompt's words are one bulk draw, one byte per word over a 256-word table, from a
+SHAKE-128 stream keyed by the request's seed and the nonce (cheaper to start than a seeded ``random.Random``). The
+text for a given seed is not promised stable across tailscope versions; lengths and the rules above are.
 """
 
 from __future__ import annotations
 
-import random
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -27,8 +31,15 @@ _WORDS = (
     "man me even most made after also did many before must through back years where much your way well down should "
     "because each just those people how too little state good very make world still own see men work long get here "
     "between both life being under never day same another know while last might us great old year off come since "
-    "against go came right used take three"
+    "against go came right used take three a add age ago air am area art ask away bad base bed best big bit body "
+    "book box boy call car case city cold cut dark data deal door east easy eat end eye face fact far fast feel few "
+    "find fire five food form four free full game girl give got hand hard head hear help high hold home hope hot hour "
+    "idea keep kind land law lead left less let line list live look lot love low main mean mind move name need next "
+    "open part past pay plan play put read real red rest road room run say seem set top try use war why yes yet"
 ).split()
+# exactly 256 distinct words (a test checks), so one random byte picks one word uniformly and a prompt's words come
+# from a single bulk draw
+_WORD_AT = _WORDS.__getitem__
 
 
 class PromptSynthesizer:
@@ -63,10 +74,11 @@ class PromptSynthesizer:
 
         return count
 
-    def _words(self, n: int, rng: random.Random) -> str:
-        return " ".join(rng.choice(_WORDS) for _ in range(n))
+    def _words(self, n: int, rng: _Draw) -> str:
+        # one bulk draw for all n words (a per-word random.choice cost ~10x more: this is on the send path)
+        return " ".join(map(_WORD_AT, rng.take(n))) if n > 0 else ""
 
-    def _fit(self, text: str, n: int, rng: random.Random) -> str:
+    def _fit(self, text: str, n: int, rng: _Draw) -> str:
         """Cut or extend ``text`` to exactly ``n`` tokens with the tokenizer."""
         ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
         while len(ids) < n:
@@ -89,7 +101,7 @@ class PromptSynthesizer:
         """The shared-prefix text of variant ``prefix_id`` (same text every time)."""
         key = (prefix_id, n_tokens)
         if key not in self._prefix_cache:
-            rng = random.Random(1_000_003 * (prefix_id + 1) + n_tokens)
+            rng = _Draw(f"prefix|{prefix_id}|{n_tokens}")
             head = f"System prompt variant {prefix_id}. "
             body = self._words(max(1, n_tokens - 4), rng)
             text = head + body
@@ -99,7 +111,7 @@ class PromptSynthesizer:
     def make(self, n_tokens: int, seed: int, *, prefix_id: int | None = None, prefix_tokens: int = 0) -> str:
         """A prompt of ``n_tokens`` tokens (exact with a tokenizer), starting with the shared prefix if given."""
         nonce = self.nonce
-        rng = random.Random(seed if nonce is None else (nonce << 40) ^ seed)
+        rng = _Draw(f"{seed}" if nonce is None else f"{seed}|{nonce}")
         if prefix_id is not None and prefix_tokens > 0:
             pre = self.prefix(prefix_id, min(prefix_tokens, n_tokens))
             rest = max(0, n_tokens - prefix_tokens)
@@ -109,7 +121,29 @@ class PromptSynthesizer:
             return pre + " " + tail
         # a per-request number first makes every prompt distinct even for tiny lengths
         text = f"{seed} " + self._words(max(0, n_tokens - 1), rng)
-        return self._fit(text, n_tokens, rng) if self.exact else _approx(text, n_tokens)
+        if self.exact:
+            return self._fit(text, n_tokens, rng)
+        # n_tokens >= 2 already gives exactly n_tokens words; only shorter asks need trimming
+        return text if n_tokens >= 2 else _approx(text, n_tokens)
+
+
+class _Draw:
+    """Reproducible random bytes from a key: SHAKE-128 of the key and a block counter.
+
+    Seeding a ``random.Random`` costs ~6 us (Mersenne Twister set-up), more than drawing a 64-word prompt; a hash of
+    the key costs under 1 us. Distinct keys give independent streams; the same key gives the same bytes.
+    """
+
+    __slots__ = ("_block", "_key")
+
+    def __init__(self, key: str) -> None:
+        self._key = key.encode()
+        self._block = 0
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (each later call starts a new block)."""
+        self._block += 1
+        return hashlib.shake_128(self._key + b"|%d" % self._block).digest(n)
 
 
 def _approx(text: str, n_tokens: int) -> str:
