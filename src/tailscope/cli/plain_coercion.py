@@ -1,5 +1,5 @@
-"""Option values of ``tailscope sim`` (and of the root command before it) coerced without building a pydantic
-validator per option.
+"""Option values of ``tailscope sim`` and ``tailscope bench`` (and of the root command before them) coerced without
+building a pydantic validator per option.
 
 typer ≥ 0.20 coerces every option's value through a pydantic ``TypeAdapter`` that it builds the first time the
 option is parsed — on every run, for every one of ``sim``'s ≈ 40 options, the ones left at their defaults too: that
