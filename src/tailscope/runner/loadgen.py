@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
-import sys
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +141,6 @@ class LoadGenerator(SessionDispatch):
             t0_ns: the run's start on ``clock`` (default: now); schedules are relative to it.
         """
         self._t0 = self.clock.now_ns() if t0_ns is None else t0_ns
-        restore = _hold_still()
         lag = array("d")  # 100 samples/s all run long: 8 bytes each, not a float object each (hours of soak)
         monitor = asyncio.create_task(self._monitor_loop(lag))
         tasks: set[asyncio.Task[None]] = set()
@@ -164,7 +161,6 @@ class LoadGenerator(SessionDispatch):
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
-            restore()
         return DispatchResult(
             interrupted=self._interrupt.is_set(),
             signal_name=self._signal,
@@ -279,36 +275,6 @@ class LoadGenerator(SessionDispatch):
             await asyncio.sleep(interval)
             lag.append(max(0.0, (time.perf_counter() - t - interval) * 1000.0))
             self.progress.elapsed_s = self._now_rel() / 1e9
-
-
-#: while a run dispatches, a thread holding the GIL (the store's writer, a scraper) gives it up to the event loop
-#: within this long (CPython's default, 5 ms, is added in full to a token read that arrives meanwhile)
-_SWITCH_INTERVAL_S = 0.0005
-
-
-def _hold_still() -> Callable[[], None]:
-    """Keep the interpreter out of the measured timings while a run dispatches; returns what undoes it.
-
-    * The heap as it is at the start (imports, the prepared first wave, the caller's objects) is moved out of the
-      cyclic collector's reach (``gc.freeze``): a full collection then walks only what the run itself made, not the
-      hundreds of thousands of objects numpy, DuckDB and pydantic leave behind (≈ 20 ms a collection here, a pause
-      every token read meanwhile carries). Nothing is freed later than it would be by reference counting; cyclic
-      garbage among the frozen objects waits for the run's end (``gc.unfreeze``), unless the process had frozen its
-      heap itself before (then it stays as the process left it).
-    * Another thread's hold on the GIL is cut to ``_SWITCH_INTERVAL_S`` (``sys.setswitchinterval``).
-    """
-    froze = gc.get_freeze_count() == 0
-    if froze:
-        gc.freeze()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, _SWITCH_INTERVAL_S))
-
-    def restore() -> None:
-        sys.setswitchinterval(interval)
-        if froze:
-            gc.unfreeze()
-
-    return restore
 
 
 class _Slot:
