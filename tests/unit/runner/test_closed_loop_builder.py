@@ -4,11 +4,9 @@ reads wait), in the order the slots asked; and the dispatch's interpreter settin
 from __future__ import annotations
 
 import asyncio
-import gc
-import sys
 from collections.abc import Iterator
 
-from tailscope.runner.loadgen import _Builder, _hold_still, _Slot
+from tailscope.runner.loadgen import _Builder, _Slot
 from tailscope.runner.sender import Prepared
 from tailscope.workload.spec import RequestSpec
 
@@ -69,16 +67,3 @@ def test_a_slot_not_yet_built_draws_from_the_stream_and_leaves_the_queue() -> No
         assert not second.ready  # the run stopped: nothing more is built
 
     asyncio.run(go())
-
-
-def test_settings_restored_after_the_dispatch() -> None:
-    interval = sys.getswitchinterval()
-    assert gc.get_freeze_count() == 0
-    restore = _hold_still()
-    try:
-        assert sys.getswitchinterval() <= 0.0005
-        assert gc.get_freeze_count() > 0
-    finally:
-        restore()
-    assert sys.getswitchinterval() == interval
-    assert gc.get_freeze_count() == 0
