@@ -142,4 +142,24 @@ def diagnose(
     chosen = RULES if rules is None else rules
     order = {name: i for i, name in enumerate(chosen)}
     found = [f for f in (rule(view) for rule in chosen.values()) if f is not None]
-    return sorted(found, key=lambda f: (-f.impact, order.get(f.rule, 0)))
+    return explained_after_cause(sorted(found, key=lambda f: (-f.impact, order.get(f.rule, 0))))
+
+
+def explained_after_cause(findings: Sequence[Finding]) -> list[Finding]:
+    """``findings`` (highest impact first) with each one a found rule explains moved right after that rule's finding.
+
+    A symptom can score a higher impact than its cause (the demo's stalls cover more streams than the prefill
+    interference that makes them); the reader should meet the cause first.
+    """
+    found = {f.rule for f in findings}
+    symptoms: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.explained_by in found and f.explained_by != f.rule:
+            symptoms.setdefault(f.explained_by, []).append(f)
+    moved = {id(f) for group in symptoms.values() for f in group}
+    out: list[Finding] = []
+    for f in findings:
+        if id(f) not in moved:
+            out.append(f)
+            out.extend(symptoms.get(f.rule, ()))
+    return out

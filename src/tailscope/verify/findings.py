@@ -30,6 +30,8 @@ class Finding:
         cause: the likely cause.
         actions: concrete next steps, most effective first.
         impact: 0–1, how much of the problem this explains (orders findings; 1 = results untrustworthy).
+        explained_by: the rule whose finding is this one's cause (this one is its symptom), when the rule saw so;
+            :func:`~tailscope.verify.diagnose.diagnose` lists it right after that finding, whatever the impacts.
     """
 
     rule: str
@@ -39,6 +41,7 @@ class Finding:
     cause: str
     actions: tuple[str, ...]
     impact: float
+    explained_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**record_dict(self), "impact": round(self.impact, 3)}

@@ -363,6 +363,7 @@ def stalls(v: RunView) -> Finding | None:
             f"{int(in_prefill.sum())} of {in_prefill.size} pauses ({prefill_share:.0%}) fall inside another "
             "request's prefill"
         )
+    explained_by = None
     actions: tuple[str, ...] = (
         "check preemptions and KV usage at the stall times (`tailscope report`); see the KV-pressure actions",
         "disable response buffering on proxies in the path (nginx: proxy_buffering off)",
@@ -377,6 +378,7 @@ def stalls(v: RunView) -> Finding | None:
             "split prefills across steps: chunked prefill with a lower max_num_batched_tokens",
             "serve long prompts apart (their own replicas, or prefill/decode disaggregation)",
         )
+        explained_by = "prefill_interference"
     return Finding(
         rule="stalls",
         title="Stream stalls",
@@ -386,4 +388,5 @@ def stalls(v: RunView) -> Finding | None:
         cause=cause,
         actions=actions,
         impact=clip01(0.3 + count / ok),
+        explained_by=explained_by,
     )

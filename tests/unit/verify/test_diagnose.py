@@ -244,3 +244,16 @@ def test_findings_markdown() -> None:
     assert "**Client bottleneck: results not trustworthy** (impact 1.00)" in md
     assert "\n1. rerun with more client processes" in md
     assert findings_markdown(Diagnosis("r1", ())) == "#### Diagnosis of run `r1`: no findings\n"
+
+
+def test_a_symptom_is_listed_right_after_the_finding_that_explains_it() -> None:
+    from tailscope.verify.diagnose import explained_after_cause
+    from tailscope.verify.findings import Finding
+
+    def f(rule: str, impact: float, by: str | None = None) -> Finding:
+        return Finding(rule, rule, "", (), "", (), impact, explained_by=by)
+
+    ranked = [f("stalls", 0.9, "prefill_interference"), f("saturation", 0.7), f("prefill_interference", 0.5)]
+    assert [x.rule for x in explained_after_cause(ranked)] == ["saturation", "prefill_interference", "stalls"]
+    alone = [f("stalls", 0.9, "prefill_interference"), f("saturation", 0.7)]  # its cause not found: stays by impact
+    assert [x.rule for x in explained_after_cause(alone)] == ["stalls", "saturation"]
