@@ -442,4 +442,59 @@ PLAN_BUDGET: dict[str, Flag] = {f.name: f for f in (
         "(budgets from those shares unless --layer is given).")),
     Flag("out", Path | None, None, "--out", "Write a performance contract (tailscope gate format)."),
 )}
+#: ``tailscope trace ingest``: :func:`tailscope.ingest_traces`
+TRACE_INGEST: dict[str, Flag] = {f.name: f for f in (
+    Flag("set_name", str, ..., "--set", "Name of the trace set to add the spans to."),
+    Flag("fmt", str, "auto", "--format", "auto, otlp-json, otlp-proto, jaeger or zipkin."),
+    Flag("rules", Path | None, None, "--rules", "YAML layer rules (regex on service/name/attributes)."),
+    Flag("replace", bool, False, "--replace", "Empty the set first."),
+)}
+#: ``tailscope trace collect``: :func:`tailscope.collect_traces` (``--duration 0``: until Ctrl-C)
+TRACE_COLLECT: dict[str, Flag] = {f.name: f for f in (
+    Flag("port", int, 4318, "--port", "TCP port (0 picks a free one)."),
+    Flag("set_name", str, "live", "--set", "Trace set the received spans go to."),
+    Flag("host", str, "127.0.0.1", "--host", "Address to bind (keep 127.0.0.1 unless you mean it)."),
+    Flag("token", str | None, None, "--token", "Require 'Authorization: Bearer TOKEN'."),
+    Flag("max_body_mb", float, 16.0, "--max-body-mb", "Largest accepted request body (MiB)."),
+    Flag("duration", float, 0.0, "--duration", "Stop after this many seconds (0 = until Ctrl-C)."),
+    TRACE_INGEST["rules"],
+    Flag("grpc_port", int | None, None, "--grpc-port", (
+        "Also receive OTLP/gRPC on this port (4317 as collectors do; vLLM's default protocol). Needs grpcio: "
+        "pip install 'tailscope[grpc]'.")),
+)}
+#: the critical-path options of ``tailscope trace show``, ``analyze`` and ``diff``
+TRACE_PATH: dict[str, Flag] = {f.name: f for f in (
+    Flag("policy", str, "default", "--policy", "Critical-path policy: default or jaeger (Jaeger UI's sections)."),
+    Flag("async_blocking", bool, False, "--async-blocking", (
+        "Treat follows-from and CONSUMER children as blocking their parent.")),
+)}
+#: ``tailscope trace whatif``: the changes and options of :func:`tailscope.whatif` (each change repeatable)
+TRACE_WHATIF: dict[str, Flag] = {f.name: f for f in (
+    Flag("set_duration", list[str], (), "--set-duration", '"OP=30ms": each OP span takes that long (repeatable).'),
+    Flag("scale", list[str], (), "--scale", '"OP=0.6": OP spans (and their subtrees) run at that factor (repeatable).'),
+    Flag("parallel", list[str], (), "--parallel", '"A,B,C": those sibling calls start together (repeatable).'),
+    Flag("parallel_children", list[str], (), "--parallel-children", (
+        "OP: all children of OP start together (repeatable).")),
+    Flag("cache", list[str], (), "--cache", '"OP=0.4:2ms": a seeded 40 % of OP spans take 2 ms (repeatable).'),
+    Flag("remove", list[str], (), "--remove", "OP: OP spans no longer run (repeatable)."),
+    Flag("cap_retries", list[str], (), "--cap-retries", (
+        '"OP=1": only the first N attempts of a retry run (repeatable).')),
+    Flag("timeout", list[str], (), "--timeout", (
+        '"OP=3s[:200ms]": OP ends at 3 s, then a fallback of 200 ms (repeatable).')),
+    Flag("independent", list[str], (), "--independent", (
+        '"A,B": treat these calls as independent whatever the data says.')),
+    Flag("rank", bool, False, "--rank", "Rank candidate fixes from the set's findings by P95 saving."),
+    Flag("root_op", str | None, None, "--root-op", 'Only traces whose root is this, e.g. "POST /chat".'),
+    Flag("class_attribute", str, "tailscope.request.class", "--class-attribute", (
+        "Span attribute naming a trace's class: the by-class table and --rank's per-class savings (\"\" = none).")),
+    Flag("seed", int, 0, "--seed", "Seed of the --cache draws."),
+)}
+#: ``tailscope trace cacheability``: :func:`tailscope.cacheability`
+TRACE_CACHEABILITY: dict[str, Flag] = {f.name: f for f in (
+    Flag("ttl", list[str], (), "--ttl", '"OP=30d": how long OP\'s answers stay valid (repeatable).'),
+    Flag("change_rate", list[str], (), "--change-rate", (
+        '"OP=4/d": how often OP\'s data changes, per s, m, h or d (repeatable).')),
+    Flag("window", str, "1h", "--window", "A call repeating an earlier one's arguments within this counts."),
+    Flag("hit_duration", str, "1ms", "--hit-duration", "Duration of a cache hit in the what-if."),
+)}
 # fmt: on

@@ -5,11 +5,21 @@ and :mod:`tailscope.api.demo`, render)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tailscope.api._flags import TRACE_CACHEABILITY, TRACE_COLLECT, TRACE_INGEST, TRACE_PATH, TRACE_WHATIF
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app, emit_json, err_console, json_or_render, json_path_option, write_text
+from tailscope.cli.common import (
+    command_app,
+    emit_json,
+    err_console,
+    json_or_render,
+    json_path_option,
+    with_flags,
+    write_text,
+)
 
 trace_app = command_app(
     help=(
@@ -20,61 +30,37 @@ trace_app = command_app(
     no_args_is_help=True,
 )
 
-_POLICY = typer.Option("default", "--policy", help="Critical-path policy: default or jaeger (Jaeger UI's sections).")
-_ASYNC = typer.Option(
-    False, "--async-blocking", help="Treat follows-from and CONSUMER children as blocking their parent."
-)
-_RULES = typer.Option(None, "--rules", help="YAML layer rules (regex on service/name/attributes).")
-
 
 @trace_app.command("ingest")
+@with_flags(TRACE_INGEST.values())
 def ingest(
     files: list[Path] = typer.Argument(..., help="Trace files: OTLP JSON/protobuf, Jaeger JSON, Zipkin v2 JSON."),
-    set_name: str = typer.Option(..., "--set", help="Name of the trace set to add the spans to."),
-    fmt: str = typer.Option("auto", "--format", help="auto, otlp-json, otlp-proto, jaeger or zipkin."),
-    rules: Path | None = _RULES,
-    replace: bool = typer.Option(False, "--replace", help="Empty the set first."),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     """Load trace files into a set. Example: tailscope trace ingest traces/*.json --set before"""
     from tailscope.api.trace import ingest_traces
     from tailscope.report.trace_lines import ingest_lines
     from tailscope.store.spans import SpanStore
 
-    done = ingest_traces(files, set_name, store=SpanStore(db), fmt=fmt, rules=rules, replace=replace)
-    warnings, line = ingest_lines(done.report, done.files, set_name, done.set.spans, done.set.traces)
+    done = ingest_traces(files, store=SpanStore(db), **options)
+    warnings, line = ingest_lines(done.report, done.files, options["set_name"], done.set.spans, done.set.traces)
     for warning in warnings:
         typer.echo(warning, err=True)
     typer.echo(line)
 
 
 @trace_app.command("collect")
-def collect(
-    port: int = typer.Option(4318, "--port", help="TCP port (0 picks a free one)."),
-    set_name: str = typer.Option("live", "--set", help="Trace set the received spans go to."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (keep 127.0.0.1 unless you mean it)."),
-    token: str | None = typer.Option(None, "--token", help="Require 'Authorization: Bearer TOKEN'."),
-    max_body_mb: float = typer.Option(16.0, "--max-body-mb", help="Largest accepted request body (MiB)."),
-    duration: float = typer.Option(0.0, "--duration", help="Stop after this many seconds (0 = until Ctrl-C)."),
-    rules: Path | None = _RULES,
-    db: opt.Db = None,
-    grpc_port: int | None = typer.Option(
-        None,
-        "--grpc-port",
-        help="Also receive OTLP/gRPC on this port (4317 as collectors do; vLLM's default protocol). Needs grpcio: "
-        "pip install 'tailscope[grpc]'.",
-    ),
-) -> None:
+@with_flags(TRACE_COLLECT.values())
+def collect(db: opt.Db = None, **options: Any) -> None:
     """Receive OTLP/HTTP traces (JSON and protobuf), and OTLP/gRPC with --grpc-port.
     Example: tailscope trace collect --port 4318 --grpc-port 4317 --set live"""
     from tailscope.api.trace import collect_traces
     from tailscope.store.spans import SpanStore
 
-    got = collect_traces(
-        set_name, store=SpanStore(db), host=host, port=port, token=token, max_body_mb=max_body_mb,
-        duration=duration, rules=rules, handle_signals=True, grpc_port=grpc_port,
-        on_listening=lambda url: print(f"listening on {url} → set {set_name!r}", flush=True),
-    )  # fmt: skip
+    name = options["set_name"]
+    got = collect_traces(**options, store=SpanStore(db), handle_signals=True,
+                         on_listening=lambda url: print(f"listening on {url} → set {name!r}", flush=True))  # fmt: skip
     typer.echo(
         f"received {got.received} spans in {got.requests} request(s)"
         + (f", rejected {got.rejected}" if got.rejected else "")
@@ -104,52 +90,52 @@ def join(
 
 
 @trace_app.command("show")
+@with_flags(TRACE_PATH.values())
 def show(
     trace_id: str = typer.Argument(..., help="Trace id or a unique prefix."),
     set_name: str | None = typer.Option(None, "--set", help="Trace set (default: search all sets)."),
     json_out: Path | None = json_path_option("{trace_id, spans, critical_path, exclusive_ns}"),
-    policy: str = _POLICY,
-    async_blocking: bool = _ASYNC,
     db: opt.Db = None,
+    **path: Any,
 ) -> None:
     """Show one trace's tree with the critical path. Example: tailscope trace show 4bf92f35 --set before"""
     from tailscope.api.trace import show_trace
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_trace
 
-    view = show_trace(trace_id, set_name=set_name, policy=policy, async_blocking=async_blocking, store=db)
+    view = show_trace(trace_id, set_name=set_name, **path, store=db)
     json_or_render(
         view.to_dict(), json_out, lambda: print_trace(stdout_console(), view.tree, view.critical_path, view.layers)
     )
 
 
 @trace_app.command("analyze")
+@with_flags(TRACE_PATH.values())
 def analyze(
     set_name: str = typer.Option(..., "--set", help="Trace set to analyze (or a trace file: nothing is stored)."),
     root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
     json_path: Path | None = json_path_option("the full analysis"),
-    policy: str = _POLICY,
-    async_blocking: bool = _ASYNC,
     db: opt.Db = None,
+    **path: Any,
 ) -> None:
     """Where the time of slow traces goes. Example: tailscope trace analyze --set before --root-op "POST /chat\""""
     from tailscope.api.trace import analyze_traces
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_analysis
 
-    result = analyze_traces(set_name, root_op=root_op, policy=policy, async_blocking=async_blocking, store=db)
+    result = analyze_traces(set_name, root_op=root_op, **path, store=db)
     doc = result.to_dict()
     json_or_render(doc, json_path, lambda: print_analysis(stdout_console(), doc))
 
 
 @trace_app.command("diff")
+@with_flags(TRACE_PATH.values())
 def diff(
     before: str = typer.Option(..., "--before", help="Trace set before the change."),
     after: str = typer.Option(..., "--after", help="Trace set after the change."),
     json_path: Path | None = json_path_option("the diff"),
-    policy: str = _POLICY,
-    async_blocking: bool = _ASYNC,
     db: opt.Db = None,
+    **path: Any,
 ) -> None:
     """Why latency moved between two sets. Example: tailscope trace diff --before before --after after"""
     from tailscope.api.trace import diff_traces
@@ -157,7 +143,7 @@ def diff(
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_diff
 
-    result = diff_traces(before, after, policy=policy, async_blocking=async_blocking, store=db)
+    result = diff_traces(before, after, **path, store=db)
     doc = result.to_dict()
     if not result.root_ops:
         emit_json(doc, json_path)
@@ -165,48 +151,14 @@ def diff(
     json_or_render(doc, json_path, lambda: print_diff(stdout_console(), doc))
 
 
-_CHANGE = "(repeatable)"
-
-
 @trace_app.command("whatif")
+@with_flags(TRACE_WHATIF.values())
 def whatif(
     set_name: str = typer.Option(..., "--set", help="Trace set to re-time (or a trace file: nothing is stored)."),
-    set_duration: list[str] = typer.Option(
-        [], "--set-duration", help=f'"OP=30ms": each OP span takes that long {_CHANGE}.'
-    ),
-    scale: list[str] = typer.Option(
-        [], "--scale", help=f'"OP=0.6": OP spans (and their subtrees) run at that factor {_CHANGE}.'
-    ),
-    parallel: list[str] = typer.Option(
-        [], "--parallel", help=f'"A,B,C": those sibling calls start together {_CHANGE}.'
-    ),
-    parallel_children: list[str] = typer.Option(
-        [], "--parallel-children", help=f"OP: all children of OP start together {_CHANGE}."
-    ),
-    cache: list[str] = typer.Option(
-        [], "--cache", help=f'"OP=0.4:2ms": a seeded 40 % of OP spans take 2 ms {_CHANGE}.'
-    ),
-    remove: list[str] = typer.Option([], "--remove", help=f"OP: OP spans no longer run {_CHANGE}."),
-    cap_retries: list[str] = typer.Option(
-        [], "--cap-retries", help=f'"OP=1": only the first N attempts of a retry run {_CHANGE}.'
-    ),
-    timeout: list[str] = typer.Option(
-        [], "--timeout", help=f'"OP=3s[:200ms]": OP ends at 3 s, then a fallback of 200 ms {_CHANGE}.'
-    ),
-    independent: list[str] = typer.Option(
-        [], "--independent", help='"A,B": treat these calls as independent whatever the data says.'
-    ),
-    rank: bool = typer.Option(False, "--rank", help="Rank candidate fixes from the set's findings by P95 saving."),
-    root_op: str | None = typer.Option(None, "--root-op", help='Only traces whose root is this, e.g. "POST /chat".'),
-    class_attribute: str = typer.Option(
-        "tailscope.request.class",
-        "--class-attribute",
-        help="Span attribute naming a trace's class: the by-class table and --rank's per-class savings (\"\" = none).",
-    ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the --cache draws."),
     json_path: Path | None = json_path_option("{before, after, changes, traces, …}"),
     html_path: Path | None = typer.Option(None, "--html", help="Also write the before/after view as HTML here."),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     """Project changes before making them: every trace re-timed along its tree, P50/P95/P99 before and after
     (all changes apply together).
@@ -217,11 +169,8 @@ def whatif(
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_whatif
 
-    result = project_whatif(
-        set_name, set_duration=set_duration, scale=scale, parallel=parallel, parallel_children=parallel_children,
-        cache=cache, remove=remove, cap_retries=cap_retries, timeout=timeout, independent=independent, rank=rank,
-        root_op=root_op, class_attribute=class_attribute or None, seed=seed, store=db,
-    )  # fmt: skip
+    options["class_attribute"] = options["class_attribute"] or None
+    result = project_whatif(set_name, **options, store=db)
     doc = result.to_dict()
     if html_path is not None:
         from tailscope.report.html_whatif import render_whatif_page
@@ -232,18 +181,12 @@ def whatif(
 
 
 @trace_app.command("cacheability")
+@with_flags(TRACE_CACHEABILITY.values())
 def cacheability(
     set_name: str = typer.Option(..., "--set", help="Trace set to score (or a trace file: nothing is stored)."),
-    ttl: list[str] = typer.Option([], "--ttl", help='"OP=30d": how long OP\'s answers stay valid (repeatable).'),
-    change_rate: list[str] = typer.Option(
-        [], "--change-rate", help='"OP=4/d": how often OP\'s data changes, per s, m, h or d (repeatable).'
-    ),
-    window: str = typer.Option(
-        "1h", "--window", help="A call repeating an earlier one's arguments within this counts."
-    ),
-    hit_duration: str = typer.Option("1ms", "--hit-duration", help="Duration of a cache hit in the what-if."),
     json_path: Path | None = json_path_option("{operations, candidates}"),
     db: opt.Db = None,
+    **options: Any,
 ) -> None:
     """Score operations for caching (reuse 40, compute cost 30, immutability 30; ≥ 60 = candidate, with its what-if).
 
@@ -253,10 +196,7 @@ def cacheability(
     from tailscope.report.console import stdout_console
     from tailscope.report.trace_console import print_cacheability
 
-    result = score_cacheability(
-        set_name, ttl=ttl, change_rate=change_rate, window=window, hit_duration=hit_duration, store=db
-    )
-    doc = result.to_dict()
+    doc = score_cacheability(set_name, **options, store=db).to_dict()
     json_or_render(doc, json_path, lambda: print_cacheability(stdout_console(), doc))
 
 

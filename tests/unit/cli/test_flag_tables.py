@@ -33,6 +33,11 @@ from tailscope.api._flags import (
     RUNS_TREND,
     SERVE,
     SIM_FLAGS,
+    TRACE_CACHEABILITY,
+    TRACE_COLLECT,
+    TRACE_INGEST,
+    TRACE_PATH,
+    TRACE_WHATIF,
     TWIN_CHECK,
     Flag,
     pick,
@@ -84,6 +89,11 @@ TABLES = [
     (("serve",), SERVE),
     (("gate",), GATE),
     (("plan", "budget"), PLAN_BUDGET),
+    (("trace", "whatif"), TRACE_WHATIF),
+    (("trace", "cacheability"), TRACE_CACHEABILITY),
+    (("trace", "ingest"), TRACE_INGEST),
+    (("trace", "collect"), TRACE_COLLECT),
+    *[(("trace", name), TRACE_PATH) for name in ("show", "analyze", "diff")],
 ]
 
 
@@ -142,7 +152,20 @@ def test_plan_flags_default_to_the_planners() -> None:
 
 
 def test_the_other_tables_default_to_their_functions() -> None:
-    from tailscope.api import app, budget, checklist, report, routing, runs, serve, twin, verify
+    from tailscope.api import (
+        app,
+        budget,
+        cacheability,
+        checklist,
+        report,
+        routing,
+        runs,
+        serve,
+        trace,
+        twin,
+        verify,
+        whatif,
+    )
     from tailscope.io.proxy_rules import rules_from_flags
     from tailscope.serve.faults import FaultConfig
 
@@ -153,11 +176,15 @@ def test_the_other_tables_default_to_their_functions() -> None:
                       (CALIBRATE, twin.calibrate_async), (PROXY_RULES, rules_from_flags),
                       (APP, app.run_app_async), (TWIN_CHECK, twin.twin_check_async), (RUNS_LIST, runs.list_runs),
                       (RUNS_TREND, runs.runs_trend), (DIAGNOSE, verify.diagnose), (SERVE, serve.run_server),
-                      (GATE, verify.gate), (PLAN_BUDGET, budget.plan_budget)):  # fmt: skip
+                      (GATE, verify.gate), (PLAN_BUDGET, budget.plan_budget), (TRACE_WHATIF, whatif.whatif),
+                      (TRACE_CACHEABILITY, cacheability.cacheability), (TRACE_INGEST, trace.ingest_traces),
+                      (TRACE_COLLECT, trace.collect_traces_async), (TRACE_PATH, trace.analyze_traces),
+                      (TRACE_PATH, trace.diff_traces), (TRACE_PATH, trace.show_trace)):  # fmt: skip
         api = inspect.signature(fn).parameters
         for name, flag in table.items():
             default = api[name].default
-            if (table, name) in ((COMPARE, "percentiles"), (CALIBRATE, "out")):  # a string for "p50,p90,p99"; a file
+            if (table, name) in ((COMPARE, "percentiles"), (CALIBRATE, "out"), (TRACE_COLLECT, "duration")):
+                # a string for "p50,p90,p99"; a file; 0 for "until stopped"
                 continue
             if (flag.default == "" and default == ()) or (flag.default is ... and default is inspect.Parameter.empty):
                 continue  # --fix "": no fixes; required
