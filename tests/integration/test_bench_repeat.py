@@ -29,6 +29,10 @@ def test_until_precise_stops_when_the_interval_is_tight_enough(tmp_path: Path) -
     assert never.stopped == "max-repeats"
     assert len(never.runs) == 2
     assert not never.precision or not never.precision.met
+    verdict = never.verdict(max_error_rate=1.0)  # a target not reached fails the repetition's verdict
+    assert not verdict.passed
+    assert verdict.reasons[-1] == "ttft_ms.p99=0.001% not reached within 2 runs (--max-repeats)"
+    assert out.verdict(max_error_rate=1.0).passed
 
 
 def test_cli_repeat_writes_the_runs_and_their_spread(tmp_path: Path) -> None:

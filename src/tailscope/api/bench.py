@@ -293,8 +293,13 @@ class RepeatedBench:
     stopped: str
 
     def verdict(self, *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> Verdict:
-        """The pooled run's verdict (SLOs over every sample, failures over every request)."""
-        return run_verdict(self.pooled, max_error_rate=max_error_rate)
+        """The pooled run's verdict (SLOs over every sample, failures over every request); an ``until_precise``
+        target not reached within the runs made fails it too."""
+        pooled = run_verdict(self.pooled, max_error_rate=max_error_rate)
+        if self.precision is None or self.precision.met:
+            return pooled
+        missed = f"{self.precision.target} not reached within {len(self.runs)} runs (--max-repeats)"
+        return replace(pooled, passed=False, reasons=(*pooled.reasons, missed))
 
     def to_dict(self) -> dict[str, Any]:
         return {

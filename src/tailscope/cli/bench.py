@@ -21,16 +21,14 @@ from tailscope.cli import common as opt
 from tailscope.cli.common import (
     command_app,
     err_console,
-    json_to_stdout,
     store_path,
     typed_params,
-    verbatim,
     with_flags,
     write_export,
+    write_report_html,
 )
-from tailscope.cli.plain_coercion import PlainCommand
 from tailscope.errors import ConfigError
-from tailscope.files import check_output
+from tailscope.files import check_output, to_stdout
 from tailscope.metrics.verdict import Verdict
 from tailscope.records import Target
 from tailscope.report.console import dialect_renderable, print_summary, stdout_console, target_line
@@ -77,8 +75,8 @@ EXIT_VERDICT = 3
 app = command_app()
 
 
-@app.command("bench", cls=PlainCommand, help=(
-    "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n\n" + verbatim(_EXAMPLES)
+@app.command("bench", help=(
+    "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.\n\n" + _EXAMPLES
 ))  # fmt: skip
 @with_flags(BENCH_FLAGS.values())  # url, model, the workload, the client: BenchOptions fields (api/_flags.py)
 def bench(
@@ -116,7 +114,7 @@ def bench(
 
         check_dialects(dialect)
     err = err_console()
-    out = err if json_to_stdout(json_out) else stdout_console()  # --json -: stdout holds the JSON document only
+    out = err if to_stdout(json_out) else stdout_console()  # --json -: stdout holds the JSON document only
     shown: list[Target] = []
 
     def show_target(t: Target) -> None:  # a sweep calls it for every point: print the target once
@@ -132,7 +130,7 @@ def bench(
         raise typer.Exit(_sweep_or_search(options, hooks, sweep, find_max_tolerance, json_out, html_out, bool(dialect)))
     if repeat is not None or until_precise is not None:
         repeated = bench_repeat(options, repeat=repeat, until_precise=until_precise, max_repeats=max_repeats, **hooks)
-        raise typer.Exit(_repeated(repeated, json_out, out, max_error_rate, max_repeats, no_fail))
+        raise typer.Exit(_repeated(repeated, json_out, out, max_error_rate, no_fail))
     result = run_bench(options=options, **hooks)
     if "workers" in result.extra:
         from tailscope.runner.workers.driver import describe_workers
@@ -153,10 +151,8 @@ def bench(
         from tailscope.metrics.document import build_export
 
         write_export(json_out, build_export(result.run, summary, result.records))
-        if not json_to_stdout(json_out):
-            err.print(f"wrote {json_out}")
     if html_out is not None:
-        _write_html(html_out, result)
+        write_report_html(html_out, result)
     if result.signal_name:
         err.print(f"[yellow]interrupted by {result.signal_name}: run {result.run.id} kept as incomplete[/]")
         raise typer.Exit(result.exit_code)
@@ -166,18 +162,11 @@ def bench(
     raise typer.Exit(_verdict_code(result.verdict(max_error_rate=max_error_rate), no_fail))
 
 
-def _write_html(path: Path, runs: Any) -> None:
-    from tailscope.api.report import write_report  # the HTML report's modules load only when asked for
-
-    write_report(path, runs)
-    err_console().print(f"wrote {path}")
-
-
-def _verdict_code(verdict: Verdict, no_fail: bool, *more_failures: str) -> int:
+def _verdict_code(verdict: Verdict, no_fail: bool) -> int:
     """Print each failed check; the exit code: 0, or 3 when a check failed (unless ``--no-fail``)."""
-    for reason in (*verdict.reasons, *more_failures):
+    for reason in verdict.reasons:
         err_console().print(f"[red]FAIL[/] {reason}")
-    return 0 if (verdict.passed and not more_failures) or no_fail else EXIT_VERDICT
+    return 0 if verdict.passed or no_fail else EXIT_VERDICT
 
 
 def _sweep_or_search(
@@ -191,7 +180,7 @@ def _sweep_or_search(
         raise ConfigError(
             "--dialect applies to single runs; show a sweep's runs with `tailscope runs show ID --dialect`"
         )
-    out = err_console() if json_to_stdout(json_out) else stdout_console()
+    out = err_console() if to_stdout(json_out) else stdout_console()
     outcome: SweepOutcome | FindMaxOutcome
     if points is not None:
         outcome = sw = run_sweep(points, options, **hooks)
@@ -202,9 +191,8 @@ def _sweep_or_search(
     out.print(shown)
     if json_out is not None:
         write_export(json_out, outcome.export())
-        err_console().print(f"wrote {json_out}")
     if html_out is not None and len(runs) >= 2:
-        _write_html(html_out, [p.result for p in runs])  # the sweep curves, knee and SLO lines
+        write_report_html(html_out, [p.result for p in runs])  # the sweep curves, knee and SLO lines
     last = runs[-1].result if runs else None
     if outcome.interrupted and last is not None:
         err_console().print(f"[yellow]interrupted by {last.signal_name}: {len(runs)} run(s) kept[/]")
@@ -212,9 +200,7 @@ def _sweep_or_search(
     return 0
 
 
-def _repeated(
-    out: RepeatedBench, json_out: Path | None, con: Any, max_error_rate: float, max_repeats: int, no_fail: bool
-) -> int:
+def _repeated(out: RepeatedBench, json_out: Path | None, con: Any, max_error_rate: float, no_fail: bool) -> int:
     """``--repeat`` / ``--until-precise``: the runs, their spread, the pooled latencies; returns the exit code."""
     from tailscope.report.console import latency_table
     from tailscope.report.sweep_console import repeat_renderable
@@ -224,11 +210,6 @@ def _repeated(
     con.print(latency_table(doc["pooled"], title=f"Pooled over {len(out.runs)} runs, ms from the intended send time"))
     if json_out is not None:
         write_export(json_out, out.export())
-        err_console().print(f"wrote {json_out}")
     if out.stopped == "interrupted":
         return out.runs[-1].exit_code
-    missed = out.precision is not None and not out.precision.met
-    more = (
-        (f"{out.precision.target} not reached within --max-repeats {max_repeats}",) if missed and out.precision else ()
-    )
-    return _verdict_code(out.verdict(max_error_rate=max_error_rate), no_fail, *more)
+    return _verdict_code(out.verdict(max_error_rate=max_error_rate), no_fail)

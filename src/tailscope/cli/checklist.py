@@ -12,7 +12,7 @@ import typer
 
 from tailscope.api._flags import CHECKLIST
 from tailscope.cli import common as opt
-from tailscope.cli.common import command_app, emit_json, err_console, json_path_option, with_flags
+from tailscope.cli.common import command_app, json_or_render, json_path_option, with_flags
 
 _HELP = """The pre-launch checklist of the method (12 items): each shown as evidenced by the store (three baseline
 runs, a contract, alert rules generated, a drill passed, 20 % capacity headroom, instrumentation), attested by a
@@ -33,10 +33,7 @@ def checklist(json_out: Path | None = json_path_option("the checklist"), db: opt
     from tailscope.report.verify import checklist_text
 
     result = run_checklist(**options, store=db)
-    if not emit_json(result.to_dict(), json_out):
-        if json_out is not None:
-            err_console().print(f"wrote {json_out}")
-        typer.echo(checklist_text(result))
+    json_or_render(result.to_dict(), json_out, lambda: typer.echo(checklist_text(result)))
     raise typer.Exit(result.exit_code)
 
 

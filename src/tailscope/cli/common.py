@@ -94,19 +94,29 @@ def json_path_option(what: str) -> Any:
     )
 
 
-def json_to_stdout(path: Path | None) -> bool:
-    """``--json -``: the JSON document goes to stdout (so the command's tables go to stderr, or nowhere)."""
-    return to_stdout(path)
-
-
 def write_export(path: Path, doc: dict[str, Any]) -> None:
-    """Write an export document (run, summary, every request) as JSON (``-`` = stdout)."""
+    """Write an export document (run, summary, every request) as JSON (``-`` = stdout), then :func:`wrote`."""
     write_json(path, doc, "--json", indent=1, end="")
+    wrote(path)
+
+
+def wrote(path: Path | str) -> None:
+    """Say on stderr that ``path`` was written (nothing for ``-``, which is stdout)."""
+    if not to_stdout(path):
+        err_console().print(f"wrote {path}")
+
+
+def write_report_html(path: Path, runs: Any) -> None:
+    """``--html PATH``: the HTML report of ``runs`` (its modules load only when asked for), then :func:`wrote`."""
+    from tailscope.api.report import write_report
+
+    write_report(path, runs)
+    wrote(path)
 
 
 def emit_json(doc: Any, path: Path | None, flag: str = "--json") -> bool:
     """Write a JSON document to ``path`` (``-`` = stdout). Returns True when it went to stdout."""
-    return write_json(path, doc, flag) and json_to_stdout(path)
+    return write_json(path, doc, flag) and to_stdout(path)
 
 
 def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> None:
@@ -116,7 +126,7 @@ def json_or_render(doc: Any, path: Path | None, render: Callable[[], None]) -> N
         return
     render()
     if path is not None:
-        err_console().print(f"wrote {path}")
+        wrote(path)
 
 
 def emit_answer(doc: dict[str, Any], path: Path | None, render: Callable[[Any], None]) -> None:
@@ -124,7 +134,7 @@ def emit_answer(doc: dict[str, Any], path: Path | None, render: Callable[[Any], 
     to ``path`` when one is given."""
     from tailscope.report.console import stdout_console
 
-    if not json_to_stdout(path):
+    if not to_stdout(path):
         render(stdout_console())
     write_json(path, doc, "--json", indent=1, end="", default=str)
 
@@ -146,10 +156,14 @@ def warn_exposed(command: str, host: str, why: str) -> None:
 
 
 class _CommandApp(typer.Typer):
-    """A Typer whose commands' help keeps its example command lines as written (see :func:`keep_examples`)."""
+    """A Typer whose commands' help keeps its example command lines as written (see :func:`keep_examples`) and whose
+    options are coerced by :class:`~tailscope.cli.plain_coercion.PlainCommand`."""
 
     def command(self, *args: Any, help: str | None = None, **kwargs: Any) -> Any:
+        from tailscope.cli.plain_coercion import PlainCommand
+
         register = super().command
+        kwargs.setdefault("cls", PlainCommand)
 
         def decorate(f: Any) -> Any:
             text = help if help is not None else inspect.getdoc(f)

@@ -37,8 +37,9 @@ def drill_command(
     db: opt.Db = None,
 ) -> None:
     from tailscope.api.drill import drill
-    from tailscope.cli.common import MissingInput, emit_json, err_console, json_to_stdout, store_path, write_text
+    from tailscope.cli.common import MissingInput, emit_json, err_console, store_path, write_text
     from tailscope.errors import ConfigError, TargetError
+    from tailscope.files import to_stdout
     from tailscope.io.drill import load_drill
     from tailscope.report.drill import drill_junit, drill_markdown, drill_text
     from tailscope.report.live import live_progress
@@ -52,7 +53,7 @@ def drill_command(
     except (ConfigError, TargetError) as exc:  # invalid input or no target: 2, as gate's missing data
         raise MissingInput(str(exc)) from None
     doc = result.to_dict()
-    json_stdout = json_to_stdout(json_out)
+    json_stdout = to_stdout(json_out)
     typer.echo(drill_text(doc), nl=False, err=json_stdout)
     if junit is not None:
         write_text(junit, drill_junit(doc), "--junit")

@@ -14,8 +14,9 @@ import typer
 
 from tailscope.api._flags import GATE
 from tailscope.cli import common as opt
-from tailscope.cli.common import MissingInput, command_app, emit_json, json_to_stdout, with_flags, write_text
+from tailscope.cli.common import MissingInput, command_app, emit_json, with_flags, write_text
 from tailscope.errors import NotFoundError, TailscopeError
+from tailscope.files import to_stdout
 
 _HELP = """Check a run against a performance contract (SLOs, regressions vs a baseline, dependency layers).
 
@@ -79,7 +80,7 @@ def gate(
             raise MissingInput(str(exc)) from None
         result = run_gate(spec, run_data, **{**options, "traces": layers}, store=db)
     found = result.diagnosis
-    json_stdout = json_to_stdout(json_out)
+    json_stdout = to_stdout(json_out)
     # with --json - the JSON alone goes to stdout (pipe it to jq); the table goes to stderr
     typer.echo(show.gate_text(result) + ("\n" + show.findings_text(found) if found else ""), nl=False, err=json_stdout)
     if junit is not None:

@@ -17,10 +17,7 @@ from typer.core import TyperGroup
 
 #: command → (module, one-line help shown by ``tailscope --help``). Order = order in ``--help``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": (
-        "tailscope.cli.bench",
-        "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput and goodput.",
-    ),
+    "bench": ("tailscope.cli.bench", "Load-test an endpoint: TTFT, TPOT, ITL, E2E percentiles, throughput, goodput."),
     "runs": ("tailscope.cli.runs", "Runs kept in the embedded store."),
     "translate": ("tailscope.cli.translate", "Turn a vLLM bench, GuideLLM or AIPerf command line into a profile."),
     "plan": ("tailscope.cli.plan", "Capacity and cost planning: KV memory, latency estimates, GPUs, budgets."),

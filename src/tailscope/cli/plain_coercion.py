@@ -1,16 +1,6 @@
-"""Option values of ``tailscope sim`` and ``tailscope bench`` (and of the root command before them) coerced without
-building a pydantic validator per option.
-
-typer ≥ 0.20 coerces every option's value through a pydantic ``TypeAdapter`` that it builds the first time the
-option is parsed — on every run, for every one of ``sim``'s ≈ 40 options, the ones left at their defaults too: that
-imports pydantic and builds the adapters, ≈ 0.1–0.2 s of CPU of a fresh ``tailscope sim`` that otherwise simulates
-10,000 requests in ≈ 0.4 s. :func:`install` (used by :class:`PlainCommand` and the root group) puts, before parsing,
-a coercion on each option that gives the values typer's gives for the plain forms those options take (``None``; an
-``int``/``float``/``str`` already of its type; a decimal integer or float written plainly; a path; a list of
-strings) and hands every other value — and every value of an option with a parser, bounds, choices or files — to
-typer's own coercion, built then, so what is accepted and every error message stay typer's
-(``tests/unit/cli/test_plain_coercion.py`` holds the two to the same answers). With a typer that coerces another
-way (no ``_runtime_param`` on its parameters) nothing is installed.
+"""Option values coerced without building typer's pydantic validator per option (every command's, and the root's):
+the plain forms here, every other value typer's own coercion, so what is accepted and every error stay typer's
+(``tests/unit/cli/test_plain_coercion.py`` holds the two to the same answers). Why: docs/architecture.md, "front ends".
 """
 
 from __future__ import annotations

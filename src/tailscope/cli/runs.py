@@ -30,16 +30,13 @@ def list_(
     from tailscope.api.runs import list_runs
     from tailscope.metrics.document import clean_json
     from tailscope.report.console import stdout_console
-    from tailscope.report.runs_console import print_repair, runs_table
+    from tailscope.report.runs_console import print_listing_repair, runs_table
 
     listing = list_runs(store=db, **options)
-    err = err_console()
-    if listing.repair_error:
-        err.print(f"warning: could not repair crashed runs now: {listing.repair_error}", highlight=False)
-    print_repair(listing.repair, err)
+    print_listing_repair(listing, err_console())
     if json_out is not None:
-        if not emit_json(clean_json(listing.to_dict()), json_out):
-            err.print(f"wrote {json_out}")
+        emit_json(clean_json(listing.to_dict()), json_out)
+        opt.wrote(json_out)
         return
     con = stdout_console()
     if not listing.runs:
@@ -68,7 +65,7 @@ def trend(
     t = runs_trend(**options, store=db)
     if html_out is not None:
         write_html(html_out, render_trend_html(t))
-        err_console().print(f"wrote {html_out}")
+        opt.wrote(html_out)
     if emit_json(t.to_dict(), json_out):
         return
     print_trend(stdout_console(), t)
@@ -89,13 +86,10 @@ def show(
     from tailscope.report.runs_console import print_run_view
 
     view = show_run(run_id, dialect=dialect, store=db)
-    if emit_json(view.to_dict(), json_out):
-        return
-    if json_out is not None:
-        err_console().print(f"wrote {json_out}")
     imported = view.run.settings.get("import") if view.dialect == "tailscope" else None
     tool = show_run(view.run.id, dialect=str(imported.get("tool")), store=db) if isinstance(imported, dict) else None
-    print_run_view(stdout_console(), view.run, view.summary, view.dialect, tool.summary if tool else None)
+    opt.json_or_render(view.to_dict(), json_out, lambda: print_run_view(
+        stdout_console(), view.run, view.summary, view.dialect, tool.summary if tool else None))  # fmt: skip
 
 
 @runs_app.command("import")
@@ -114,17 +108,12 @@ def import_(
     from tailscope.cli.common import store_path, write_export
     from tailscope.metrics.document import clean_json
     from tailscope.report.console import stdout_console
-    from tailscope.report.peers_console import import_renderable
+    from tailscope.report.peers_console import print_imported
 
     result = import_run(path, tool=tool, store=store_path(db), tag=tag)
-    con = stdout_console()
-    for r in result.runs:
-        con.print(f"[bold]run {r.run.id}[/]  import  {len(r.records)} requests  model {r.run.target.model}")
-        con.print(import_renderable(r.run.settings["import"], r.dialect, r.summary))
+    print_imported(stdout_console(), result.runs)
     if json_out is not None:
         write_export(json_out, clean_json(result.export()))
-        if str(json_out) != "-":
-            err_console().print(f"wrote {json_out}")
     err_console().print(f"stored in {result.store_path}: tailscope runs show {result.runs[-1].run.id}")
 
 
@@ -173,14 +162,6 @@ def repair(db: opt.Db = None) -> None:
     """
     from tailscope.api.runs import repair_store
     from tailscope.report.console import stdout_console
-    from tailscope.report.runs_console import print_repair
+    from tailscope.report.runs_console import print_repaired
 
-    report = repair_store(store=db)
-    con = stdout_console()
-    print_repair(report, con, limit=1_000)
-    con.print(
-        f"repaired {len(report.repaired)} run(s)"
-        + (": " + ", ".join(report.run_ids) if report.repaired else "")
-        + (f"; {len(report.quarantined)} batch(es) in quarantine" if report.quarantined else ""),
-        highlight=False,
-    )
+    print_repaired(repair_store(store=db), stdout_console())

@@ -12,7 +12,6 @@ import typer
 from tailscope.api._flags import SIM_FLAGS
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
-from tailscope.cli.plain_coercion import PlainCommand
 
 _EXAMPLES = """
 Examples:
@@ -43,11 +42,9 @@ def sim(
     """Simulate a deployment in virtual time: TTFT/TPOT/ITL/E2E, throughput, KV cache and queueing, no GPU needed."""
 
     from tailscope.api.sim import simulate
-    from tailscope.cli.common import err_console, json_to_stdout, store_path, typed_params
-    from tailscope.files import write_chunks
-    from tailscope.metrics.document import run_to_json
-    from tailscope.report.console import print_summary, stdout_console
-    from tailscope.report.sim_console import print_sim
+    from tailscope.cli.common import err_console, store_path, typed_params, write_report_html, wrote
+    from tailscope.files import to_stdout, write_chunks
+    from tailscope.report.sim_console import print_sim_result
 
     err = err_console()
 
@@ -58,25 +55,16 @@ def sim(
     prefix_caching = not options.pop("no_prefix_caching")
     out = simulate(**options, prefix_caching=prefix_caching, store=store_path(db), progress=progress,
                    explicit=typed_params(ctx))  # fmt: skip
-    res = out.sim
     # --json -: stdout holds the JSON document only, the text goes to stderr
-    text_to = contextlib.redirect_stdout(sys.stderr) if json_to_stdout(json_out) else contextlib.nullcontext()
-    with text_to:
-        err.print(f"[cyan]target: {out.run.target.description}[/]")
-        print_summary(run_to_json(out.run), out.summary_dict(), stdout_console())
-        print_sim(stdout_console(), res, timeline=options["autoscale"] is not None, interval=out.prediction_interval,
-                  interval_source=out.prediction_interval_source)  # fmt: skip
+    with contextlib.redirect_stdout(sys.stderr) if to_stdout(json_out) else contextlib.nullcontext():
+        print_sim_result(out, err, timeline=options["autoscale"] is not None)
     if json_out is not None:
         write_chunks(json_out, out.export_chunks())
-        if not json_to_stdout(json_out):
-            err.print(f"wrote {json_out}")
+        wrote(json_out)
     if html_out is not None:
-        from tailscope.api.report import write_report  # the HTML report's modules load only when asked for
-
-        write_report(html_out, out)
-        err.print(f"wrote {html_out}")
+        write_report_html(html_out, out)
     err.print(f"run {out.run.id} stored (kind sim)")
 
 
 app = command_app()
-app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES, cls=PlainCommand)(sim)
+app.command("sim", help=(inspect.getdoc(sim) or "") + "\n" + _EXAMPLES)(sim)

@@ -14,11 +14,11 @@ from tailscope.cli import common as opt
 from tailscope.cli.common import (
     command_app,
     emit_json,
-    err_console,
     json_or_render,
     json_path_option,
     with_flags,
     write_text,
+    wrote,
 )
 
 trace_app = command_app(
@@ -56,15 +56,13 @@ def collect(db: opt.Db = None, **options: Any) -> None:
     """Receive OTLP/HTTP traces (JSON and protobuf), and OTLP/gRPC with --grpc-port.
     Example: tailscope trace collect --port 4318 --grpc-port 4317 --set live"""
     from tailscope.api.trace import collect_traces
+    from tailscope.report.trace_lines import collect_line
     from tailscope.store.spans import SpanStore
 
     name = options["set_name"]
     got = collect_traces(**options, store=SpanStore(db), handle_signals=True,
                          on_listening=lambda url: print(f"listening on {url} → set {name!r}", flush=True))  # fmt: skip
-    typer.echo(
-        f"received {got.received} spans in {got.requests} request(s)"
-        + (f", rejected {got.rejected}" if got.rejected else "")
-    )
+    typer.echo(collect_line(got))
 
 
 @trace_app.command("join")
@@ -176,7 +174,7 @@ def whatif(
         from tailscope.report.html_whatif import render_whatif_page
 
         write_text(html_path, render_whatif_page(doc), "--html")
-        err_console().print(f"wrote {html_path}")
+        wrote(html_path)
     json_or_render(doc, json_path, lambda: print_whatif(stdout_console(), doc))
 
 
@@ -208,14 +206,10 @@ def demo(
 ) -> None:
     """Write synthetic agent traces with known waterfalls. Example: tailscope trace demo --out demo-traces/"""
     from tailscope.api.demo import write_demo_traces
+    from tailscope.report.trace_lines import demo_lines
 
-    for path in write_demo_traces(out, traces=traces, seed=seed):
-        typer.echo(f"wrote {path} ({traces} traces, OTLP JSON lines)")
-    typer.echo(
-        f"next: tailscope trace ingest {out}/before.otlp.json --set before && "
-        f"tailscope trace ingest {out}/after.otlp.json --set after && tailscope trace analyze --set before && "
-        "tailscope trace diff --before before --after after"
-    )
+    for line in demo_lines(write_demo_traces(out, traces=traces, seed=seed), out, traces):
+        typer.echo(line)
 
 
 @trace_app.command("sets")
@@ -239,6 +233,6 @@ def delete(
 ) -> None:
     """Delete trace sets and their spans. Example: tailscope trace delete before"""
     from tailscope.api.trace import delete_trace_sets
+    from tailscope.report.trace_lines import delete_line
 
-    gone = delete_trace_sets(set_names, store=db)
-    typer.echo("deleted " + ", ".join(f"{s.name!r} ({s.spans:,} spans, {s.traces:,} traces)" for s in gone))
+    typer.echo(delete_line(delete_trace_sets(set_names, store=db)))

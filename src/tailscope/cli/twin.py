@@ -64,19 +64,18 @@ def check(
     Example: tailscope twin check --calibration twin.yaml --url http://127.0.0.1:8000 --rate 3 --requests 60
     """
 
-    from tailscope.api.report import write_report
     from tailscope.api.twin import twin_check
-    from tailscope.cli.common import emit_json, err_console, json_to_stdout, store_path
+    from tailscope.cli.common import emit_json, err_console, store_path, write_report_html
+    from tailscope.files import to_stdout
     from tailscope.report.console import stdout_console
     from tailscope.report.twin_console import print_twin_check
 
     err = err_console()
     result = twin_check(calibration, url, **options, store=store_path(db), on_phase=err.print)
-    print_twin_check(err if json_to_stdout(json_out) else stdout_console(), result.report)
+    print_twin_check(err if to_stdout(json_out) else stdout_console(), result.report)
     emit_json(result.report, json_out)
     if html_out is not None:
-        write_report(html_out, [result.measured[-1], result.prediction])
-        err.print(f"wrote {html_out}")
+        write_report_html(html_out, [result.measured[-1], result.prediction])
     if not result.passed:
         raise TailscopeError(f"the twin missed by more than {options['tolerance']:.0%} on {', '.join(result.failed)}")
 

@@ -68,6 +68,13 @@ def import_renderable(
     return Group(*lines)
 
 
+def print_imported(con: Any, runs: Any) -> None:
+    """``tailscope runs import``: each imported run's headline, then :func:`import_renderable`."""
+    for r in runs:
+        con.print(f"[bold]run {r.run.id}[/]  import  {len(r.records)} requests  model {r.run.target.model}")
+        con.print(import_renderable(r.run.settings["import"], r.dialect, r.summary))
+
+
 def translation_text(
     tool: str, profile_yaml: str, command: str, differences: list[str], ignored: list[str], out: str | None
 ) -> str:

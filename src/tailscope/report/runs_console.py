@@ -73,6 +73,21 @@ def print_repair(report: Any, con: Console, *, limit: int = 5) -> None:
         con.print(f"… and {len(report.quarantined) - limit} more quarantined batch(es) (`tailscope runs repair`)")
 
 
+def print_listing_repair(listing: Any, con: Console) -> None:
+    """``tailscope runs list``: what the repair before the listing did, or why it could not run."""
+    if listing.repair_error:
+        con.print(f"warning: could not repair crashed runs now: {listing.repair_error}", highlight=False)
+    print_repair(listing.repair, con)
+
+
+def print_repaired(report: Any, con: Console) -> None:
+    """``tailscope runs repair``: every run repaired and batch quarantined, then one line counting them."""
+    print_repair(report, con, limit=1_000)
+    ids = ": " + ", ".join(report.run_ids) if report.repaired else ""
+    quarantined = f"; {len(report.quarantined)} batch(es) in quarantine" if report.quarantined else ""
+    con.print(f"repaired {len(report.repaired)} run(s){ids}{quarantined}", highlight=False)
+
+
 def print_run_view(
     con: Console, run: Run, summary: dict[str, Any], dialect: str, tool_summary: dict[str, Any] | None = None
 ) -> None:

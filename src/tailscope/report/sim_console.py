@@ -80,3 +80,14 @@ def print_sim(
         con.print(timeline_table(res.timeline))
     if interval is not None:
         print(interval_line(interval, interval_source))
+
+
+def print_sim_result(out: Any, err: Console, *, timeline: bool) -> None:
+    """``tailscope sim``: the target line on ``err``, then the run's summary and :func:`print_sim`'s lines on stdout."""
+    from tailscope.metrics.document import run_to_json
+    from tailscope.report.console import print_summary, stdout_console
+
+    err.print(f"[cyan]target: {out.run.target.description}[/]")
+    print_summary(run_to_json(out.run), out.summary_dict(), stdout_console())
+    print_sim(stdout_console(), out.sim, timeline=timeline, interval=out.prediction_interval,
+              interval_source=out.prediction_interval_source)  # fmt: skip

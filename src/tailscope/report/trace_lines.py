@@ -1,5 +1,5 @@
-"""Plain-text lines of ``trace ingest`` and ``trace sets`` (no rich: these commands print text, and start faster
-without importing it)."""
+"""Plain-text lines of ``trace ingest``, ``collect``, ``demo``, ``sets`` and ``delete`` (no rich: these commands
+print text, and start faster without importing it)."""
 
 from __future__ import annotations
 
@@ -26,3 +26,23 @@ def sets_lines(sets: list[Any]) -> list[str]:
     for s in sets:
         lines.append(f"{s.name:<{width}}  {s.spans:>12,}  {s.traces:>10,}  {s.updated_at[:19]:<20}  {s.source}")
     return lines
+
+
+def collect_line(got: Any) -> str:
+    """``trace collect``: what was received (and rejected)."""
+    rejected = f", rejected {got.rejected}" if got.rejected else ""
+    return f"received {got.received} spans in {got.requests} request(s){rejected}"
+
+
+def demo_lines(paths: list[Any], out: Any, traces: int) -> list[str]:
+    """``trace demo``: each file written, then the commands that use them."""
+    return [f"wrote {path} ({traces} traces, OTLP JSON lines)" for path in paths] + [
+        f"next: tailscope trace ingest {out}/before.otlp.json --set before && tailscope trace ingest "
+        f"{out}/after.otlp.json --set after && tailscope trace analyze --set before && "
+        "tailscope trace diff --before before --after after"
+    ]
+
+
+def delete_line(gone: list[Any]) -> str:
+    """``trace delete``: the sets deleted with their sizes."""
+    return "deleted " + ", ".join(f"{s.name!r} ({s.spans:,} spans, {s.traces:,} traces)" for s in gone)

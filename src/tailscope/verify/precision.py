@@ -34,7 +34,7 @@ class PrecisionTarget:
     rel_half_width: float  # 0.05 for 5 %
 
     def __str__(self) -> str:
-        return f"{self.metric}.{self.stat}={self.rel_half_width:.0%}"
+        return f"{self.metric}.{self.stat}={self.rel_half_width * 100:.6g}%"
 
 
 def parse_precision(text: str) -> PrecisionTarget:

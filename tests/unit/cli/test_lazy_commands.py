@@ -142,3 +142,15 @@ def test_json_dash_prints_only_the_document(tmp_path: object, capsys: pytest.Cap
     assert "Pre-launch checklist" in out
     with open(f"{tmp_path}/c.json", encoding="utf-8") as fh:
         assert "items" in json.load(fh)
+
+
+def test_the_cli_stays_thin() -> None:
+    """Issue 18's house rule: the front end parses, calls the library and renders — ≤ 2,200 lines, no ``*_impl``."""
+    from pathlib import Path
+
+    import tailscope.cli
+
+    folder = Path(tailscope.cli.__file__).parent
+    modules = sorted(folder.glob("*.py"))
+    assert not [m.name for m in modules if m.stem.endswith("_impl")]
+    assert sum(len(m.read_text(encoding="utf-8").splitlines()) for m in modules) <= 2_200

@@ -1,4 +1,5 @@
-"""The plain coercion of ``tailscope sim``'s options gives typer's own answers (values and errors)."""
+"""The plain coercion of every command's options (``tailscope sim``'s in depth) gives typer's own answers (values and
+errors)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,31 @@ def test_sim_parses_without_pydantic(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "Invalid value for '--rate'" in bad.stderr
     assert "Input should be a valid number" in bad.stderr
+
+
+def _leaf_commands() -> list[Any]:
+    from tailscope.cli.main import COMMANDS
+    from tailscope.cli.main import app as root
+
+    group: Any = typer.main.get_command(root)
+    found, todo = [], [group.get_command(typer.Context(group), name) for name in COMMANDS]
+    while todo:
+        cmd = todo.pop()
+        if hasattr(cmd, "commands"):
+            todo.extend(cmd.commands.values())
+        else:
+            found.append(cmd)
+    return found
+
+
+def test_every_command_uses_the_plain_coercion() -> None:
+    for cmd in _leaf_commands():
+        assert isinstance(cmd, pc.PlainCommand), cmd.name
+
+
+@pytest.mark.parametrize("value", [None, "1", "-3", "2.5", "x", "", "a,b", ".", ("p", "q"), 7, 0.5, True])
+def test_every_commands_options_as_typer_coerces_them(value: Any) -> None:
+    for cmd in _leaf_commands():
+        for p in cmd.params:
+            if hasattr(p, "type_descriptor"):
+                _same(p, value)
