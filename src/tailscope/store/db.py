@@ -27,7 +27,9 @@ DEFAULT_DB = Path(".tailscope") / "tailscope.duckdb"
 #: 5: requests gained ``connection_reused``, ``dns_ns``, ``connect_ns`` and ``tls_ns`` (connection phases).
 #: 6: requests gained ``step`` and ``depends_on`` (an agent session's call-graph node and the calls it waited for).
 #: 7: requests gained ``session_calls`` (the calls an agent session was drawn with, so a cut one is told apart).
-SCHEMA_VERSION = 7
+#: 8: ``chunk_tokens`` NULL means one token per chunk (written so since this version); a store newer than the
+#:    tailscope reading it is refused (:func:`check_not_newer`), so a later format is never misread.
+SCHEMA_VERSION = 8
 
 #: The columns of the requests table, with their DuckDB types (batch files use the same names).
 REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -139,6 +141,22 @@ def _schema_state(con: Any) -> str:
         return "old"
     row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return "current" if row is not None and row[0] == str(SCHEMA_VERSION) else "old"
+
+
+def check_not_newer(con: Any, path: Path) -> None:
+    """Refuse a store written by a newer tailscope (its schema version above :data:`SCHEMA_VERSION`)."""
+    has_meta = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
+        "AND table_name = 'meta'"
+    ).fetchone()[0]
+    if not has_meta:  # a store still being created (a failed query would abort the caller's transaction)
+        return
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(
+            f"store {path} was written by a newer tailscope (store schema {row[0]}, this tailscope reads up to "
+            f"{SCHEMA_VERSION}): upgrade tailscope (pip install -U tailscope), or point --db / TAILSCOPE_DB elsewhere"
+        )
 
 
 def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
@@ -272,11 +290,11 @@ class Database:
         with self.write(ensure_schema=True):
             pass
 
-    @staticmethod
-    def _create_schema(con: Any) -> None:
+    def _create_schema(self, con: Any) -> None:
         state = _schema_state(con)
-        if state == "current":
-            return  # a store of this version: its DDL would change nothing (and costs ~10 ms of CPU)
+        if state == "current":  # a store of this version: its DDL would change nothing (and costs ~10 ms of CPU)
+            return
+        check_not_newer(con, self.path)
         con.execute(_SCHEMA)
         if state == "old":  # a new store's tables have every column already (the ALTERs cost ≈ 6 ms of CPU)
             for name, kind in _RUNS_ADDED:
@@ -345,6 +363,11 @@ class Database:
             )
         con = self._open(read_only=True)
         if not self._version_checked:
+            try:
+                check_not_newer(con, self.path)
+            except StoreError:
+                con.close()
+                raise
             if self._old_schema(con):
                 # a store written by an older tailscope: add the new columns once, then read
                 con.close()
