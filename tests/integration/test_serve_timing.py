@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 
@@ -90,7 +89,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 def test_token_times_follow_engine_steps(judgement: Judgement) -> None:
     best: tuple[float, float, float] | None = None
-    for _attempt in range(2):  # timing on a shared host: the better of two runs is judged
+    for _attempt in range(3):  # timing on a shared host: the best of three runs is judged
         errors_ms, steps = _measure()
         # structure, whatever the host load: never early, and no drift of the engine timeline
         assert errors_ms[0] > -0.5  # never before the engine says the token exists
@@ -111,14 +110,14 @@ def test_token_times_follow_engine_steps(judgement: Judgement) -> None:
         if p50 < 3.0 and p95 < 10.0:
             return
     assert best is not None
-    if not judgement.quiet():
+    if not judgement.quiet(0.75):
         judgement.cannot_judge(f"tokens against the engine schedule: best p50 {best[0]:.1f} ms, p95 {best[1]:.1f} ms")
         return
     raise AssertionError(f"tokens late against the engine schedule: p50 {best[0]:.2f} ms, p95 {best[1]:.2f} ms")
 
 
-def test_lone_request_ttft_is_frontend_plus_prefill() -> None:
-    """TTFT seen by a client = the API-server latency sim models + the prefill step + HTTP overhead."""
+def _lone_request() -> tuple[float, float]:
+    """One 2,000-token prompt on an idle server: (TTFT seen by the client, frontend delay + prefill step), in ms."""
     import asyncio
     import time
 
@@ -146,11 +145,19 @@ def test_lone_request_ttft_is_frontend_plus_prefill() -> None:
         steps: list[StepRecord] = srv.call(lambda st: list(st.loop.steps))
     frontend_ms = Frontend(engine.perf, seed=5).delay_ns(0, len(encode_text(prompt)), 1, key=1) / 1e6  # type: ignore[attr-defined]
     first_step_ms = steps[0].result.duration_ns / 1e6
-    expected = frontend_ms + first_step_ms
-    rest = ttft_ms - expected
-    print(f"\nTTFT {ttft_ms:.2f} ms = frontend {frontend_ms:.2f} + prefill step {first_step_ms:.2f} + {rest:.2f}")
+    print(f"\nTTFT {ttft_ms:.2f} ms = frontend {frontend_ms:.2f} + prefill step {first_step_ms:.2f} + "
+          f"{ttft_ms - frontend_ms - first_step_ms:.2f}")  # fmt: skip
     assert frontend_ms > 0
-    assert ttft_ms >= expected - 0.5
-    load = os.getloadavg()[0]
-    if load <= (os.cpu_count() or 1):
-        assert ttft_ms - expected < 8.0
+    return ttft_ms, frontend_ms + first_step_ms
+
+
+def test_lone_request_ttft_is_frontend_plus_prefill(judgement: Judgement) -> None:
+    """TTFT seen by a client = the API-server latency sim models + the prefill step + HTTP overhead."""
+    overheads = []
+    for _attempt in range(3):  # timing on a shared host: the best of three is judged
+        ttft_ms, expected = _lone_request()
+        assert ttft_ms >= expected - 0.5  # never before the engine's own timeline, whatever the load
+        overheads.append(ttft_ms - expected)
+        if overheads[-1] < 8.0:
+            return
+    judgement.holds(False, f"HTTP overhead on a lone request: best {min(overheads):.1f} ms of 3 (≤ 8 ms asked)")
