@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tailscope.engine.autoscaler import AutoscalePolicy
-from tailscope.engine.calibration import BUILTIN, Calibration
+from tailscope.engine.calibration import BUILTIN, Calibration, Efficiency
 from tailscope.engine.disagg import DisaggSpec, KvTransfer, kv_link_bytes_per_s
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
@@ -122,38 +123,21 @@ class ClusterSpec:
         return KvTransfer(float(self.model.kv_bytes_per_token(self.kv_dtype)), link, eff)
 
     def _base_perf(self, tp: int | None = None) -> StepModel:
-        if tp is not None and tp != self.tp:
-            if self.calibration.has_overrides:
-                eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
-                return StepTimeModel(
-                    self.model, self.gpu, tp=tp, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype,
-                    efficiency=eff,
-                )  # fmt: skip
-            return TrainedStepModel(
-                self.model, self.gpu, Parallelism(tp), engine=self.backend, weights_dtype=self.weights_dtype,
-                kv_dtype=self.kv_dtype,
-            )  # fmt: skip
-        if self.calibration.twin is not None:
+        width = self.tp if tp is None else tp
+        if width == self.tp and self.calibration.twin is not None:
             from tailscope.engine.twin_step import TwinStepModel
 
             return TwinStepModel(self.calibration.twin)
         if self.calibration.has_overrides:
             eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
             return StepTimeModel(
-                self.model,
-                self.gpu,
-                tp=self.tp,
-                weights_dtype=self.weights_dtype,
-                kv_dtype=self.kv_dtype,
-                efficiency=eff,
+                self.model, self.gpu, tp=width, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, efficiency=eff
             )
+        # the deployment's own width runs its attention-DP and expert parallelism; another width (a disaggregated
+        # pool's workers) is plain tensor parallelism
+        par = Parallelism(self.tp, self.attention_dp, self.ep) if width == self.tp else Parallelism(width)
         return TrainedStepModel(
-            self.model,
-            self.gpu,
-            Parallelism(self.tp, self.attention_dp, self.ep),
-            engine=self.backend,
-            weights_dtype=self.weights_dtype,
-            kv_dtype=self.kv_dtype,
+            self.model, self.gpu, par, engine=self.backend, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype
         )
 
     def new_replica(self, perf: StepModel | None = None) -> Replica:
@@ -181,40 +165,21 @@ class ClusterSpec:
             "block_size": cfg.block_size,
             "kv_capacity_tokens": perf.kv_capacity_tokens(cfg.gpu_memory_utilization),
             "calibration": self.calibration.source,
-            "efficiency": {
-                k: getattr(perf.eff, k)
-                for k in (
-                    "mfu",
-                    "mbu",
-                    "step_overhead_ms",
-                    "per_seq_overhead_us",
-                    "allreduce_latency_us",
-                    "allreduce_efficiency",
-                    "frontend_ms",
-                    "frontend_per_token_us",
-                    "frontend_per_inflight_us",
-                )
-            },
+            "efficiency": _picked(perf.eff, Efficiency.__dataclass_fields__),
             "spec_decode": None
             if self.spec is None
             else {
-                "draft_tokens": self.spec.draft_tokens,
-                "acceptance": self.spec.acceptance,
-                "tokens_per_step": self.spec.tokens_per_step,
-                "draft_model": self.spec.draft_model,
+                **_picked(self.spec, ("draft_tokens", "acceptance", "tokens_per_step", "draft_model")),
                 "draft_cost": None if self.draft_model is not None else self.spec.draft_cost,
             },
-            "disagg": None
-            if self.disagg is None
-            else {
-                "prefill_workers": self.disagg.prefill_workers,
-                "prefill_tp": self.disagg.prefill_tp,
-                "decode_workers": self.disagg.decode_workers,
-                "decode_tp": self.disagg.decode_tp,
-                "gpus": self.disagg.gpus,
-            },
+            "disagg": None if self.disagg is None else _picked(self.disagg, (*DisaggSpec.__dataclass_fields__, "gpus")),
             "kv_offload_gib": cfg.kv_offload_gib,
             "autoscale": None
             if self.autoscale is None
-            else {k: getattr(self.autoscale, k) for k in self.autoscale.__dataclass_fields__},
+            else _picked(self.autoscale, self.autoscale.__dataclass_fields__),
         }
+
+
+def _picked(obj: object, names: Iterable[str]) -> dict[str, Any]:
+    """``{name: obj.name}`` for each of ``names`` (a block of :meth:`ClusterSpec.describe`), in their order."""
+    return {k: getattr(obj, k) for k in names}

@@ -154,18 +154,15 @@ class StepTimeModel:
         Raises:
             PlanError: when the weights do not fit.
         """
-        mem = self.gpu.memory_bytes
         return kv_capacity_from_memory(
-            self.model,
-            self.gpu,
-            weights_dtype=self.weights_dtype,
-            kv_dtype=self.kv_dtype,
+            self,
             weights_per_gpu=self.weight_bytes_total / self.tp,
             tp=self.tp,
             gpus=f"tp={self.tp}",
             more_gpus="--tp",
             gpu_memory_utilization=gpu_memory_utilization,
-            reserve_bytes=(reserve_gb * 1e9) if reserve_gb is not None else 1.5e9 + 0.04 * mem,
+            reserve_gb=reserve_gb,
+            default_reserve=(1.5e9, 0.04),
         )
 
     # ---- step time ------------------------------------------------------------------------------------------
@@ -241,44 +238,9 @@ class StepTimeModel:
     def mixed_step_ns(
         self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int
     ) -> int:
-        """:meth:`step_ns` without building a :class:`StepBreakdown` (the simulator's hot path)."""
-        tokens = n_decode
-        attn = kv = float(decode_ctx_sum)
-        w = self._window
-        a_sl = kv_sl = 0.0
-        for c, p in prefill:
-            tokens += c
-            mid = p + (c + 1) / 2.0
-            attn += c * mid
-            kv += p + c
-            if w:
-                a_sl += c * min(mid, w)
-                kv_sl += min(p + c, w)
-        full = self._full_layers * attn
-        kvl = self._full_layers * kv
-        if self._sliding_layers:
-            capped = min(decode_ctx_sum, n_decode * w)
-            full += self._sliding_layers * (capped + a_sl)
-            kvl += self._sliding_layers * (capped + kv_sl)
-        flops = self._body_flops_per_token * tokens + self._head_flops_per_token * n_logits
-        flops += self._attn_flops_coeff * full
-        weights = self._weights_touched(tokens) if self._moe_layers else self._static_weight_bytes
-        mem = weights + self._kv_per_gpu_token_layer * (kvl + tokens * self._layers)
-        cs = flops / self._peak
-        ms = mem / self._bw
-        t = (cs if cs >= ms else ms) + self._overhead_s + self._per_seq_s * (n_decode + len(prefill))
-        if self._ar_count:
-            t += self._ar_count * (self._ar_lat + self._ar_per_token * tokens)
-        ns = math.ceil(t * 1e9)
-        return ns if ns > 1 else 1
-
-    def step_ns_acc(
-        self, n_decode: int, decode_ctx_sum: int, n_logits: int, acc: tuple[int, float, float, float, float, int]
-    ) -> int:
-        """:meth:`step_ns` from pre-accumulated prefill sums (see :meth:`accumulate_prefill`)."""
-        b = self._parts(n_decode, decode_ctx_sum, n_logits, *acc)
-        t = max(b.compute_s, b.memory_s) + b.allreduce_s + b.overhead_s
-        return max(1, math.ceil(t * 1e9))
+        """:meth:`step_ns` with the logit count given (the scheduler's call; this roofline is the model a calibration
+        file of efficiencies selects, not the default, so it keeps one path: :meth:`breakdown`)."""
+        return self.step_ns(prefill, n_decode, decode_ctx_sum, n_logits)
 
     def step_s(
         self, prefill: Sequence[tuple[int, int]], n_decode: int, decode_ctx_sum: int, n_logits: int | None = None
@@ -331,25 +293,33 @@ class StepTimeModel:
         return self.weight_bytes_total / self.tp
 
 
+class _Resident(Protocol):
+    """What :func:`kv_capacity_from_memory` reads of a step model: what runs where, at which precisions."""
+
+    model: ModelArch
+    gpu: GpuSpec
+    weights_dtype: str
+    kv_dtype: str
+
+
 def kv_capacity_from_memory(
-    model: ModelArch,
-    gpu: GpuSpec,
+    m: _Resident,
     *,
-    weights_dtype: str,
-    kv_dtype: str,
     weights_per_gpu: float,
     tp: int,
     gpus: str,
     more_gpus: str,
     gpu_memory_utilization: float,
-    reserve_bytes: float,
+    reserve_gb: float | None,
+    default_reserve: tuple[float, float],
 ) -> int:
-    """Tokens of KV cache a replica (or attention-DP rank) holds, for both step models.
+    """Tokens of KV cache a replica (or attention-DP rank) of step model ``m`` holds, for both step models.
 
-    ``capacity = gpu_memory_utilization × memory − weights_per_gpu − reserve_bytes`` per GPU, divided by the KV
-    bytes a token takes on one GPU (MLA latents are replicated across tensor-parallel ranks, GQA heads split up to
-    the KV-head count). ``gpus`` and ``more_gpus`` word the error: the GPUs that hold the weights, and the flags
-    that add GPUs.
+    ``capacity = gpu_memory_utilization × memory − weights_per_gpu − reserve`` per GPU, divided by the KV bytes a
+    token takes on one GPU (MLA latents are replicated across tensor-parallel ranks, GQA heads split up to the
+    KV-head count). The reserve is ``reserve_gb`` when given, else ``default_reserve`` = (bytes, share of the GPU's
+    memory): the model's own allowance for activations, CUDA graphs and runtime buffers. ``gpus`` and ``more_gpus``
+    word the error: the GPUs that hold the weights, and the flags that add GPUs.
 
     Raises:
         ConfigError: when ``gpu_memory_utilization`` is not in (0, 1].
@@ -357,12 +327,15 @@ def kv_capacity_from_memory(
     """
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"--gpu-memory-utilization must be in (0, 1] (got {gpu_memory_utilization})")
-    free = gpu_memory_utilization * gpu.memory_bytes - weights_per_gpu - reserve_bytes
+    model, gpu, mem = m.model, m.gpu, m.gpu.memory_bytes
+    base, share = default_reserve
+    reserve_bytes = reserve_gb * 1e9 if reserve_gb is not None else base + share * mem
+    free = gpu_memory_utilization * mem - weights_per_gpu - reserve_bytes
     split = 1 if model.is_mla else max(1, min(tp, model.kv_heads))
-    per_token = model.kv_bytes_per_token_resident(kv_dtype) / split
+    per_token = model.kv_bytes_per_token_resident(m.kv_dtype) / split
     if free <= per_token * 16:
         raise PlanError(
-            f"{model.name} ({weights_dtype}) needs {weights_per_gpu / 1e9:.1f} GB of weights per GPU; "
+            f"{model.name} ({m.weights_dtype}) needs {weights_per_gpu / 1e9:.1f} GB of weights per GPU; "
             f"{gpu.id} × {gpus} leaves no room for the KV cache at gpu_memory_utilization={gpu_memory_utilization}. "
             f"Raise {more_gpus}, use a smaller --weights-dtype or a larger GPU"
         )

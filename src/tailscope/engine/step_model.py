@@ -126,18 +126,15 @@ class TrainedStepModel:
         Raises:
             PlanError: when the weights do not fit.
         """
-        mem = self.gpu.memory_bytes
         return kv_capacity_from_memory(
-            self.model,
-            self.gpu,
-            weights_dtype=self.weights_dtype,
-            kv_dtype=self.kv_dtype,
+            self,
             weights_per_gpu=self._weights_per_gpu,
             tp=self.par.tp,
             gpus=str(self.par.gpus),
             more_gpus="--tp (or --ep with --attention-dp)",
             gpu_memory_utilization=gpu_memory_utilization,
-            reserve_bytes=(reserve_gb * 1e9) if reserve_gb is not None else 1.0e9 + 0.02 * mem,
+            reserve_gb=reserve_gb,
+            default_reserve=(1.0e9, 0.02),
         )
 
     # ---- step time ------------------------------------------------------------------------------------------
