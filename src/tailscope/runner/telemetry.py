@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -206,20 +207,17 @@ class RunScrapes:
         *,
         interval_s: float = 1.0,
     ) -> None:
-        self.transport = transport
-        self.metrics_url = metrics_url
-        self.sink = sink
-        self.clock = clock
-        self.interval_s = interval_s
+        # the engine's scraper, made at the start (it counts its sample times from the run's start)
+        self._engine_from = (
+            partial(Scraper, transport, metrics_url, sink, clock, interval_s=interval_s) if metrics_url else None
+        )
         self.engine: Scraper | None = None
         self.telemetry = TelemetryScrapers(telemetry_urls, sink, clock, interval_s=interval_s)
 
     def start(self, t0_ns: int) -> None:
         """Start every scrape; their sample times count from ``t0_ns`` (the run's start)."""
-        if self.metrics_url:
-            self.engine = Scraper(
-                self.transport, self.metrics_url, self.sink, self.clock, t0_ns, interval_s=self.interval_s
-            )
+        if self._engine_from is not None:
+            self.engine = self._engine_from(t0_ns)
             self.engine.start()
         self.telemetry.start(t0_ns)
 
