@@ -101,6 +101,15 @@ def normalize_percentile_name(name: str) -> str:
     return aliases.get(n, n)
 
 
+def canonical_percentile(name: str) -> str:
+    """``p99.9`` → ``p999``, ``P95`` → ``p95``, ``median`` → ``p50``; raises ValueError for unknown names."""
+    n = normalize_percentile_name(name)
+    if n in ("mean", "max"):
+        return n
+    percentile_fraction(n)  # validates
+    return n
+
+
 def percentile_fraction(name: str) -> float:
     """Fraction for a percentile name: ``p99`` → 0.99, ``p99.9``/``p999`` → 0.999, ``max`` → 1.0."""
     n = normalize_percentile_name(name)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import ConfigError
 from tailscope.metrics import request as rq
-from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction, quantile
+from tailscope.metrics.percentiles import canonical_percentile, percentile_fraction, quantile
 from tailscope.records import RequestRecord
 from tailscope.units import parse_duration_s
 
@@ -57,14 +57,10 @@ def parse_slo(text: str) -> Slo:
             "and PERCENTILE like p50, p95, p99, p99.9, mean (e.g. ttft_p99=1.5s, tpot_p99=60ms)"
         )
     metric = m.group(1).lower()
-    pct = normalize_percentile_name(m.group(2))
     try:
-        if pct != "mean":
-            percentile_fraction(pct)
+        pct = canonical_percentile(m.group(2))
     except ValueError as exc:
         raise ConfigError(f"--slo {text!r}: {exc}") from None
-    if pct == "p99.9":
-        pct = "p999"
     seconds = parse_duration_s(m.group(3), what=f"--slo {text!r}", default_unit="ms")
     if seconds <= 0:
         raise ConfigError(f"--slo {text!r}: the threshold must be > 0")

@@ -31,7 +31,7 @@ from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.target import PREOPEN_CAP, TargetSession, open_target, preopen_count, preopen_transport, warm_path
-from tailscope.runner.telemetry import Scraper, TelemetryScrapers
+from tailscope.runner.telemetry import RunScrapes
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
@@ -186,8 +186,9 @@ async def run_bench(
             progress=progress,
         )
         restore_signals = install_signal_handlers(gen.interrupt, enabled=cfg.handle_signals)
-        scraper: Scraper | None = None
-        telemetry = TelemetryScrapers(cfg.telemetry_urls, sinks.sample_batch, clock, interval_s=cfg.scrape_interval_s)
+        scrapes = RunScrapes(
+            transport, metrics_url, cfg.telemetry_urls, sinks.sample_batch, clock, interval_s=cfg.scrape_interval_s
+        )
         # no thundering herd: the first wave finds its connections open (connects are not server latency)
         preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
         gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
@@ -200,12 +201,7 @@ async def run_bench(
             cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
         )
         try:
-            if metrics_url:
-                scraper = Scraper(
-                    transport, metrics_url, sinks.sample_batch, clock, t0, interval_s=cfg.scrape_interval_s
-                )
-                scraper.start()
-            telemetry.start(t0)
+            scrapes.start(t0)
             cpu0 = time.process_time()
             try:
                 dispatch = await gen.run(specs, cfg.dispatch, t0_ns=t0)
@@ -215,9 +211,7 @@ async def run_bench(
             cpu_s = time.process_time() - cpu0
             mixed_summary = await mixed.finish()
         finally:
-            if scraper is not None:
-                await scraper.stop()
-            await telemetry.stop()
+            await scrapes.stop()
             if spans is not None:
                 await spans.sender.stop()  # what is still pending goes now (after the load: no effect on timings)
             restore_signals()
@@ -240,8 +234,7 @@ async def run_bench(
             t0_ns=t0,
             extra_warnings=ts.warnings,
             extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened, spans, gen),
-            scraper=scraper,
-            telemetry=telemetry,
+            scrapes=scrapes,
             workers_hint=_workers_hint(cfg, records, cpu_s, (clock.now_ns() - t0) / 1e9),
         )
 

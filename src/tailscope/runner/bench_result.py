@@ -15,7 +15,7 @@ from tailscope.metrics.verdict import DEFAULT_MAX_ERROR_RATE, Verdict, run_verdi
 from tailscope.records import RequestRecord, Run, RunStatus, ServerSample
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.persist import RunPersistence
-from tailscope.runner.telemetry import Scraper, TelemetryScrapers
+from tailscope.runner.telemetry import RunScrapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +82,7 @@ def finish_bench(
     t0_ns: int,
     extra_warnings: tuple[str, ...] = (),
     extra_summary: dict[str, Any] | None = None,
-    scraper: Scraper | None = None,
-    telemetry: TelemetryScrapers | None = None,
+    scrapes: RunScrapes | None = None,
     workers_hint: int | None = None,
 ) -> BenchResult:
     """Summarize the records, finish the run in the store and build the result.
@@ -102,8 +101,7 @@ def finish_bench(
     extra_warnings = (
         extra_warnings
         + store.warnings
-        + (scraper.warnings() if scraper is not None else ())
-        + (telemetry.warnings() if telemetry is not None else ())
+        + (scrapes.warnings() if scrapes is not None else ())
         + saturation_check(
             records,
             cfg.saturation_windows,
@@ -124,16 +122,17 @@ def finish_bench(
             summary,
             warnings=tuple(w + said if w.startswith("CLIENT BOTTLENECK") else w for w in summary.warnings),
         )
+    engine = scrapes.engine if scrapes is not None else None
     result = BenchResult(
         run=replace(run, status=status),
         status=status,
         summary=summary,
-        server={**summarize_server(samples), "scrapes": scraper.outcome()} if scraper else summarize_server(samples),
+        server=summarize_server(samples) | ({"scrapes": engine.outcome()} if engine is not None else {}),
         records=records,
         signal_name=signal_name,
         store_path=store.path,
         t0_ns=t0_ns,
-        extra={**(extra_summary or {}), **(telemetry.summary(records, samples) if telemetry is not None else {})},
+        extra={**(extra_summary or {}), **(scrapes.telemetry.summary(records, samples) if scrapes is not None else {})},
         samples=samples,
     )
     store.finish(run.id, status, result.summary_dict())

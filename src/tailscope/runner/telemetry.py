@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -183,3 +184,49 @@ class TelemetryScrapers:
         gpu = summarize_gpu([s for s in samples if keep_telemetry(s.name)], output_tokens=tokens or None)
         gpu["scrapes"] = {s.url: s.outcome() for s in self.scrapers}
         return {"gpu": gpu}
+
+
+class RunScrapes:
+    """What a run scrapes on the server side while its load goes: the engine's ``/metrics`` (when the target serves
+    one) and the ``--telemetry-url`` exporters, every sample to ``sink`` on the run's clock.
+
+    Args:
+        transport: the target's transport (the engine's scrapes share its connections).
+        metrics_url: the engine's metrics path, or ``None`` when the target has none.
+        telemetry_urls: host/GPU exporters (see :class:`TelemetryScrapers`).
+        interval_s: the time between two scrapes of one source.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        metrics_url: str | None,
+        telemetry_urls: Sequence[str],
+        sink: Callable[[list[ServerSample]], None],
+        clock: Clock,
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        # the engine's scraper, made at the start (it counts its sample times from the run's start)
+        self._engine_from = (
+            partial(Scraper, transport, metrics_url, sink, clock, interval_s=interval_s) if metrics_url else None
+        )
+        self.engine: Scraper | None = None
+        self.telemetry = TelemetryScrapers(telemetry_urls, sink, clock, interval_s=interval_s)
+
+    def start(self, t0_ns: int) -> None:
+        """Start every scrape; their sample times count from ``t0_ns`` (the run's start)."""
+        if self._engine_from is not None:
+            self.engine = self._engine_from(t0_ns)
+            self.engine.start()
+        self.telemetry.start(t0_ns)
+
+    async def stop(self) -> None:
+        """Stop them (each takes one last scrape); safe when they never started."""
+        if self.engine is not None:
+            await self.engine.stop()
+        await self.telemetry.stop()
+
+    def warnings(self) -> tuple[str, ...]:
+        """What went wrong with the scrapes, the engine's first."""
+        return (self.engine.warnings() if self.engine is not None else ()) + self.telemetry.warnings()

@@ -16,6 +16,7 @@ from tailscope.store.db import REQUEST_COLUMNS
 _REQUEST_FIELDS = tuple(name for name, _ in REQUEST_COLUMNS if name != "run_id")
 _REQUEST_NAMES = tuple(name for name, _ in REQUEST_COLUMNS)
 _ENUMS = ("status", "error", "tokens_source")
+_LIST_FIELDS = tuple(name for name, kind in REQUEST_COLUMNS if kind.endswith("[]"))
 
 
 def _getter(kind: str) -> Callable[[RequestRecord], tuple[Any, ...]]:
@@ -101,88 +102,42 @@ def request_line(run_id: str, r: RequestRecord, notes: BoundNotes) -> tuple[byte
 
 
 def record_to_row(run_id: str, r: RequestRecord) -> dict[str, Any]:
-    """A request record as a flat dict with the store's column names (enums as their string values)."""
-    return {
-        "run_id": run_id,
-        "id": r.id,
-        "request_class": r.request_class,
-        "session_id": r.session_id,
-        "turn": r.turn,
-        "scheduled_ns": r.scheduled_ns,
-        "sent_ns": r.sent_ns,
-        "first_token_ns": r.first_token_ns,
-        "end_ns": r.end_ns,
-        "stream_end_ns": r.stream_end_ns,
-        "first_event_ns": r.first_event_ns,
-        "status": r.status.value,
-        "error": r.error.value if r.error else None,
-        "error_detail": r.error_detail,
-        "http_status": r.http_status,
-        "input_tokens": r.input_tokens,
-        "output_tokens": r.output_tokens,
-        "requested_output_tokens": r.requested_output_tokens,
-        "tokens_source": r.tokens_source.value,
-        "server_request_id": r.server_request_id,
-        "chunk_times_ns": list(r.chunk_times_ns),
-        "chunk_tokens": list(r.chunk_tokens),
-        "warmup": r.warmup,
-        "shared_prefix": r.shared_prefix,
-        "worker": r.worker,
-        "trace_id": r.trace_id,
-        "span_id": r.span_id,
-        "first_answer_ns": r.first_answer_ns,
-        "reasoning_tokens": r.reasoning_tokens,
-        "cached_tokens": r.cached_tokens,
-        "connection_reused": r.connection_reused,
-        "dns_ns": r.dns_ns,
-        "connect_ns": r.connect_ns,
-        "tls_ns": r.tls_ns,
-        "step": r.step,
-        "depends_on": list(r.depends_on),
-        "session_calls": r.session_calls,
-    }
+    """A request record as a flat dict with the store's column names (enums as their string values, lists as lists)."""
+    row = dict(zip(_REQUEST_NAMES, (run_id, *_ALL(r)), strict=True))
+    row["status"] = r.status.value
+    row["error"] = r.error.value if r.error else None
+    row["tokens_source"] = r.tokens_source.value
+    for name in _LIST_FIELDS:
+        row[name] = list(row[name])
+    return row
+
+
+def _tuple(v: Any) -> tuple[Any, ...]:
+    return tuple(v or ())
+
+
+#: How a stored value becomes the record's; every other column is taken as it is (None where an older store lacks it).
+_FROM_ROW: dict[str, Callable[[Any], Any]] = {
+    "id": int,
+    "request_class": lambda v: v or "default",
+    "scheduled_ns": int,
+    "status": Status,
+    "error": lambda v: ErrorClass(v) if v else None,
+    "tokens_source": TokensSource,
+    "warmup": bool,
+    "shared_prefix": bool,
+    "worker": lambda v: int(v or 0),
+    **dict.fromkeys(_LIST_FIELDS, _tuple),
+}
+_PLAIN_FIELDS = tuple(name for name in _REQUEST_FIELDS if name not in _FROM_ROW)
 
 
 def row_to_record(row: dict[str, Any]) -> RequestRecord:
     """Inverse of :func:`record_to_row`."""
-    return RequestRecord(
-        id=int(row["id"]),
-        request_class=row["request_class"] or "default",
-        session_id=row["session_id"],
-        turn=row["turn"],
-        scheduled_ns=int(row["scheduled_ns"]),
-        sent_ns=row["sent_ns"],
-        first_token_ns=row["first_token_ns"],
-        end_ns=row["end_ns"],
-        stream_end_ns=row["stream_end_ns"],
-        first_event_ns=row["first_event_ns"],
-        status=Status(row["status"]),
-        error=ErrorClass(row["error"]) if row["error"] else None,
-        error_detail=row["error_detail"],
-        http_status=row["http_status"],
-        input_tokens=row["input_tokens"],
-        output_tokens=row["output_tokens"],
-        requested_output_tokens=row["requested_output_tokens"],
-        tokens_source=TokensSource(row["tokens_source"]),
-        server_request_id=row["server_request_id"],
-        chunk_times_ns=tuple(row["chunk_times_ns"] or ()),
-        chunk_tokens=tuple(row["chunk_tokens"] or ()),
-        warmup=bool(row["warmup"]),
-        shared_prefix=bool(row["shared_prefix"]),
-        worker=int(row["worker"] or 0),
-        trace_id=row.get("trace_id"),
-        span_id=row.get("span_id"),
-        first_answer_ns=row.get("first_answer_ns"),
-        reasoning_tokens=row.get("reasoning_tokens"),
-        cached_tokens=row.get("cached_tokens"),
-        connection_reused=row.get("connection_reused"),
-        dns_ns=row.get("dns_ns"),
-        connect_ns=row.get("connect_ns"),
-        tls_ns=row.get("tls_ns"),
-        step=row.get("step"),
-        depends_on=tuple(row.get("depends_on") or ()),
-        session_calls=row.get("session_calls"),
-    )
+    kw: dict[str, Any] = {name: row.get(name) for name in _PLAIN_FIELDS}
+    for name, convert in _FROM_ROW.items():
+        kw[name] = convert(row.get(name))
+    return RequestRecord(**kw)
 
 
 def encode_record_line(run_id: str, r: RequestRecord) -> str:

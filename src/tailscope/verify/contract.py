@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction
+# canonical_percentile lives with the other percentile names; imported from here too (api.verify, io.contracts)
+from tailscope.metrics.percentiles import canonical_percentile as canonical_percentile
 
 #: Latency metrics (milliseconds); each needs a percentile.
 LATENCY_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -81,15 +82,6 @@ def parse_size_mib(value: str | float) -> float:
         raise ValueError(f"expected a size like 8GiB, 8GB, 512MiB or a number of MiB (got {value!r})")
     unit = (m.group(2) or "MiB").lower()
     return float(m.group(1)) * _SIZE_BYTES[unit] / 1024.0**2
-
-
-def canonical_percentile(name: str) -> str:
-    """``p99.9`` → ``p999``, ``P95`` → ``p95``, ``median`` → ``p50``; raises ValueError for unknown names."""
-    n = normalize_percentile_name(name)
-    if n in ("mean", "max"):
-        return n
-    percentile_fraction(n)  # validates
-    return n
 
 
 def percentile_label(name: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tailscope.errors import ConfigError
-from tailscope.metrics.percentiles import normalize_percentile_name, percentile_fraction
+from tailscope.metrics.percentiles import canonical_percentile
 from tailscope.records import RequestRecord
 from tailscope.verify.bootstrap import percentile_replicates
 from tailscope.verify.contract import LATENCY_METRICS
@@ -48,14 +48,13 @@ def parse_precision(text: str) -> PrecisionTarget:
     if not m:
         raise ConfigError(f"--until-precise {text!r}: expected METRIC.PERCENTILE=X% (METRIC one of {metrics}), "
                           "e.g. ttft_ms.p99=5%")  # fmt: skip
-    metric, stat, pct = m.group(1).lower(), normalize_percentile_name(m.group(2)), float(m.group(3))
+    metric, pct = m.group(1).lower(), float(m.group(3))
     if metric not in LATENCY_METRICS:
         raise ConfigError(f"--until-precise {text!r}: metric {metric!r} is not one of {metrics}")
-    if stat != "mean":
-        try:
-            percentile_fraction(stat)
-        except ValueError as exc:
-            raise ConfigError(f"--until-precise {text!r}: {exc}") from None
+    try:
+        stat = canonical_percentile(m.group(2))
+    except ValueError as exc:
+        raise ConfigError(f"--until-precise {text!r}: {exc}") from None
     if not 0 < pct < 100:
         raise ConfigError(f"--until-precise {text!r}: the precision must be between 0 and 100 %")
     return PrecisionTarget(metric, stat, pct / 100.0)

@@ -17,6 +17,9 @@ from tailscope.verify.tree_model import TreeInput
 BURST_SPAN_SHARE = 0.05  # a buffered stream: all tokens within 5 % of the request's time, after a long wait
 GPU_LOW_PCT = 50.0
 
+#: a GPU branch's evidence when the run has no GPU figures
+NO_GPU_TELEMETRY = "no GPU telemetry (give --telemetry-url)"
+
 QUANTISED = re.compile(r"(awq|gptq|int4|int8|fp8|w4a16|w8a8|4bit|8bit|gguf|q4_|q8_|nf4|bnb)", re.IGNORECASE)
 _PARAMS = re.compile(r"(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
 
@@ -80,9 +83,19 @@ def single_chunk_share(v: RunView) -> tuple[float, int]:
     return (single / n if n else 0.0), n
 
 
+def kv_evidence(kv_p90: float | None, preemptions: float) -> str:
+    """What :func:`kv_pressure` found, in a branch's words."""
+    return "no KV usage scraped" if kv_p90 is None else f"KV usage p90 {kv_p90:.0%}, {preemptions:.0f} preemptions"
+
+
 def gpu_util(t: TreeInput) -> float | None:
     u = t.gpu.get("util_pct")
     return float(u["mean"]) if isinstance(u, Mapping) else None
+
+
+def util_evidence(util: float | None) -> str:
+    """What :func:`gpu_util` found (a percentage), in a branch's words."""
+    return NO_GPU_TELEMETRY if util is None else f"GPU utilisation mean {util:.0f} %"
 
 
 def memory_fraction(t: TreeInput) -> float | None:

@@ -10,15 +10,18 @@ from tailscope.verify.findings import pct
 from tailscope.verify.rules_engine import KV_HIGH_USAGE, SATURATION_QUEUED_SHARE
 from tailscope.verify.tree_evidence import (
     GPU_LOW_PCT,
+    NO_GPU_TELEMETRY,
     QUANTISED,
     figure,
     finished_rps,
     gpu_util,
+    kv_evidence,
     kv_pressure,
     memory_fraction,
     model_params_b,
     queued_share,
     tokens_per_request,
+    util_evidence,
 )
 from tailscope.verify.tree_model import NO, UNKNOWN, YES, Branch, Tree, TreeInput
 
@@ -46,13 +49,13 @@ def oom_tree(t: TreeInput) -> Tree:
         Branch(
             "Is the KV cache over budget (usage near full, preemptions)?",
             UNKNOWN if kv_p90 is None else YES if kv_p90 >= KV_HIGH_USAGE or pre > 0 else NO,
-            "no KV usage scraped" if kv_p90 is None else f"KV usage p90 {kv_p90:.0%}, {pre:.0f} preemptions",
+            kv_evidence(kv_p90, pre),
             "lower the concurrency cap (max_num_seqs) to what KV holds; paged KV; shorter max_model_len",
         ),
         Branch(
             "Is GPU memory full (memory curve)?",
             UNKNOWN if mem is None else YES if mem >= MEMORY_FULL_FRAC else NO,
-            "no GPU telemetry (give --telemetry-url)" if mem is None else f"fullest GPU at {mem:.0%} of its memory",
+            NO_GPU_TELEMETRY if mem is None else f"fullest GPU at {mem:.0%} of its memory",
             "lower gpu_memory_utilization headroom misuse, shorter context (max_model_len), fewer sequences",
         ),
         Branch(
@@ -86,7 +89,7 @@ def throughput_tree(t: TreeInput) -> Tree:
         Branch(
             "Is the GPU saturated?",
             UNKNOWN if util is None else YES if util >= GPU_SATURATED_PCT else NO,
-            "no GPU telemetry (give --telemetry-url)" if util is None else f"GPU utilisation mean {util:.0f} %",
+            util_evidence(util),
             "add GPUs / replicas (`tailscope plan capacity`)",
         ),
         Branch(
@@ -96,7 +99,7 @@ def throughput_tree(t: TreeInput) -> Tree:
             else YES
             if (kv_p90 >= KV_HIGH_USAGE or pre > 0) and (util is None or util < GPU_SATURATED_PCT)
             else NO,
-            "no KV usage scraped" if kv_p90 is None else f"KV usage p90 {kv_p90:.0%}, {pre:.0f} preemptions",
+            kv_evidence(kv_p90, pre),
             "more KV: FP8 KV cache, adjust gpu_memory_utilization, shorter max_model_len",
         ),
         Branch(

@@ -23,6 +23,7 @@ from tailscope.verify.tree_evidence import (
     stall_gaps,
     synchronous_pauses,
     tool_share,
+    util_evidence,
 )
 from tailscope.verify.tree_model import NO, UNKNOWN, YES, Branch, Tree, TreeInput
 
@@ -142,7 +143,7 @@ def tpot_tree(t: TreeInput) -> Tree:
         Branch(
             "Is the batch too small (GPU utilisation low)?",
             UNKNOWN if util is None else YES if util < GPU_LOW_PCT else NO,
-            (f"GPU utilisation mean {util:.0f} %" if util is not None else "no GPU telemetry (give --telemetry-url)")
+            util_evidence(util)
             + (f"; running batch mean {running.values.mean():.1f}" if running is not None else "")
             + (f" at concurrency {conc}" if conc else ""),
             "raise max_num_seqs / max_num_batched_tokens; send more concurrent requests per replica",

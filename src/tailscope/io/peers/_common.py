@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from tailscope.errors import ContractError
-from tailscope.records import ErrorClass
+from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
 
 
 def _json_docs(text: str, src: str) -> list[tuple[int, Any]]:
@@ -59,6 +60,38 @@ def _spread(tokens: int, chunks: int) -> tuple[int, ...]:
         return ()
     q, r = divmod(max(tokens, 0), chunks)
     return tuple(q + (1 if i < r else 0) for i in range(chunks))
+
+
+def _completed(
+    record: Callable[..., RequestRecord],
+    chunks: Sequence[int],
+    tokens: tuple[int, ...],
+    *,
+    end_ns: int,
+    output_tokens: int,
+    tokens_source: TokensSource,
+    stream_end_ns: int | None = None,
+    first_event_ns: int | None = None,
+    **extra: Any,
+) -> RequestRecord:
+    """A peer's successful streamed request from its chunk times (ns) and tokens per chunk.
+
+    ``record`` makes the record (the request's id, times and prompt already bound). The first token is the first
+    chunk, which is also the first event unless the peer saw an earlier one (a role-only delta); the stream ends with
+    the request unless the peer timed its end apart.
+    """
+    return record(
+        first_token_ns=chunks[0],
+        end_ns=end_ns,
+        status=Status.OK,
+        output_tokens=output_tokens,
+        tokens_source=tokens_source,
+        chunk_times_ns=tuple(chunks),
+        chunk_tokens=tokens,
+        stream_end_ns=end_ns if stream_end_ns is None else stream_end_ns,
+        first_event_ns=chunks[0] if first_event_ns is None else first_event_ns,
+        **extra,
+    )
 
 
 def _error_class(text: str, code: int | None = None) -> ErrorClass:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tailscope.errors import ContractError
 from tailscope.files import read_user_text
-from tailscope.io.peers._common import _error_class, _iso, _num, _obj, _spread
+from tailscope.io.peers._common import _completed, _error_class, _iso, _num, _obj, _spread
 from tailscope.io.peers._run import PeerRun
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
 
@@ -127,16 +127,13 @@ def _aiperf(text: str, path: Path) -> PeerRun:
             chunks.append(last)
         tokens = (1, *_spread(n - 1, len(chunks) - 1)) if len(chunks) > 1 and n >= 1 else _spread(n, len(chunks))
         records.append(
-            record(
-                first_token_ns=first,
+            _completed(
+                record,
+                chunks,
+                tokens,
                 end_ns=last,
-                status=Status.OK,
                 output_tokens=n,
                 tokens_source=TokensSource.TOKENIZER,
-                chunk_times_ns=tuple(chunks),
-                chunk_tokens=tokens,
-                stream_end_ns=last,
-                first_event_ns=first,
                 server_request_id=str(md["x_request_id"]) if md.get("x_request_id") else None,
             )
         )

@@ -6,7 +6,7 @@ from functools import partial
 from typing import Any
 
 from tailscope.errors import ContractError
-from tailscope.io.peers._common import _error_class, _iso, _ns, _num, _obj, _spread
+from tailscope.io.peers._common import _completed, _error_class, _iso, _ns, _num, _obj, _spread
 from tailscope.io.peers._run import PeerRun
 from tailscope.records import ErrorClass, RequestRecord, Status, TokensSource
 
@@ -111,16 +111,14 @@ def _guidellm_bench(bench: dict[str, Any], args: dict[str, Any], where: str, src
             chunks = (*(first + round(step * k) for k in range(iters - 1)), last)
             tokens = (1, *_spread(n - 1, iters - 1))
         records.append(
-            record(
-                first_token_ns=first,
+            _completed(
+                record,
+                chunks,
+                tokens,
                 end_ns=last,
-                status=Status.OK,
                 output_tokens=n,
                 tokens_source=TokensSource.USAGE,
-                chunk_times_ns=chunks,
-                chunk_tokens=tokens,
-                stream_end_ns=end if end is not None else last,
-                first_event_ns=first,
+                stream_end_ns=end,
             )
         )
     metrics = _obj(bench.get("metrics"))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from tailscope.errors import ContractError
-from tailscope.io.peers._common import _error_class, _list, _ns, _num, _spread, _stats
+from tailscope.io.peers._common import _completed, _error_class, _list, _ns, _num, _spread, _stats
 from tailscope.io.peers._run import PeerRun
 from tailscope.records import RequestRecord, Status, TokensSource
 
@@ -41,16 +42,13 @@ def _vllm(doc: Any, src: str) -> PeerRun:
         if open_loop and queue is not None and i < len(queue):
             scheduled = sent - _ns(_num(queue[i], f"{where}: queue_times") or 0.0)
         n_in = int(_num(in_lens[i], f"{where}: input_lens") or 0)
+        record = partial(RequestRecord, id=i, scheduled_ns=scheduled, sent_ns=sent, input_tokens=n_in)
         if err:
             records.append(
-                RequestRecord(
-                    id=i,
-                    scheduled_ns=scheduled,
-                    sent_ns=sent,
+                record(
                     first_token_ns=None,
                     end_ns=sent + _ns(lat),
                     status=Status.ERROR,
-                    input_tokens=n_in,
                     error=_error_class(err),
                     error_detail=err.strip().splitlines()[-1][:500] if err.strip() else err,
                 )
@@ -72,19 +70,13 @@ def _vllm(doc: Any, src: str) -> PeerRun:
         else:
             chunks, tokens = events, _spread(n_out, len(events))
         records.append(
-            RequestRecord(
-                id=i,
-                scheduled_ns=scheduled,
-                sent_ns=sent,
-                first_token_ns=chunks[0],
+            _completed(
+                record,
+                chunks,
+                tokens,
                 end_ns=sent + _ns(lat),
-                status=Status.OK,
-                input_tokens=n_in,
                 output_tokens=n_out,
                 tokens_source=TokensSource.USAGE,
-                chunk_times_ns=tuple(chunks),
-                chunk_tokens=tokens,
-                stream_end_ns=sent + _ns(lat),
                 first_event_ns=first_event,
             )
         )

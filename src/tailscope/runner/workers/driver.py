@@ -34,7 +34,7 @@ from tailscope.runner.bench_result import BenchResult, finish_bench
 from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.target import auth_header, open_target, preopen_count, warm_path
-from tailscope.runner.telemetry import Scraper, TelemetryScrapers
+from tailscope.runner.telemetry import RunScrapes
 from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_process_workers
 from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
 from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
@@ -387,8 +387,14 @@ async def run_bench_distributed(
             handles, states, feeder, sinks.record_batch, progress, clock, poll_interval_s, grace_s=cfg.dispatch.grace_s
         )
         restore_signals: Callable[[], None] | None = None
-        scraper: Scraper | None = None
-        telemetry = TelemetryScrapers(cfg.telemetry_urls, sinks.sample_batch, clock, interval_s=cfg.scrape_interval_s)
+        scrapes = RunScrapes(
+            ts.transport,
+            ts.metrics_url,
+            cfg.telemetry_urls,
+            sinks.sample_batch,
+            clock,
+            interval_s=cfg.scrape_interval_s,
+        )
         try:
             if feeder is not None:
                 await asyncio.gather(
@@ -408,17 +414,10 @@ async def run_bench_distributed(
                 spans.t0_unix_ns = time.time_ns() + (t0 - clock.now_ns())
                 spans.sender.start()
             await asyncio.sleep(max(0.0, (t0 - clock.now_ns()) / 1e9))
-            if ts.metrics_url:
-                scraper = Scraper(
-                    ts.transport, ts.metrics_url, sinks.sample_batch, clock, t0, interval_s=cfg.scrape_interval_s
-                )
-                scraper.start()
-            telemetry.start(t0)
+            scrapes.start(t0)
             await driver.run(t0)
         finally:
-            if scraper is not None:
-                await scraper.stop()
-            await telemetry.stop()
+            await scrapes.stop()
             if spans is not None:
                 await spans.sender.stop()
             if restore_signals is not None:
@@ -469,8 +468,7 @@ async def run_bench_distributed(
                     else {}
                 ),
             },
-            scraper=scraper,
-            telemetry=telemetry,
+            scrapes=scrapes,
         )
 
 
