@@ -21,9 +21,10 @@ from aiohttp import web
 
 from tailscope.app.business import SqlitePool
 from tailscope.app.inference import Engines, ModelError, delta_text
+from tailscope.app.options import AppOptions
 from tailscope.app.pipeline import FAULTS, Outcome, Pipeline, Throttled
 from tailscope.app.tracing import AppTracer, SpanRef
-from tailscope.errors import ConfigError, TargetError
+from tailscope.errors import TargetError
 from tailscope.workload.app_preset import AppPreset
 
 PIPELINE: web.AppKey[Pipeline] = web.AppKey("pipeline", Pipeline)
@@ -153,7 +154,7 @@ async def _answer(
                 usage = u or usage
                 await emit(payload)
         except ModelError as exc:
-            if not pipe.fallback:
+            if not pipe.options.fallback:
                 failed = str(exc)
             else:
                 outcome.fallback = "faq" if outcome.faq_hits else "static"
@@ -222,8 +223,8 @@ async def admin_state(request: web.Request) -> web.StreamResponse:
             "fallbacks": s.fallbacks,
             "errors": s.errors,
             "throttled": s.throttled,
-            "fallback": pipe.fallback,
-            "time_scale": pipe.time_scale,
+            "fallback": pipe.options.fallback,
+            "time_scale": pipe.options.time_scale,
         }
     )
 
@@ -281,44 +282,25 @@ class ReferenceApp:
 
     Args:
         preset: the application (fixes and incidents already applied).
-        host / port: where to listen (port 0: a free one).
-        time_scale: every modelled cost runs this many times as long (the engines run 1/F times faster).
-        llm_url: an OpenAI-compatible server to call instead of the built-in engines.
-        otlp_endpoint: OTLP/HTTP collector for the spans (None: no spans).
-        seed: seed of the per-request draws and the engines.
-        fallback: answer from the FAQ or a static text when the model fails.
+        options: where it listens, its time scale, model server, span collector, seed and fallback.
     """
 
-    def __init__(
-        self,
-        preset: AppPreset,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 8080,
-        time_scale: float = 1.0,
-        llm_url: str | None = None,
-        otlp_endpoint: str | None = None,
-        seed: int = 0,
-        fallback: bool = True,
-    ) -> None:
-        if not time_scale > 0:
-            raise ConfigError(f"--time-scale must be > 0 (got {time_scale!r}); 1 = the preset's real costs")
+    def __init__(self, preset: AppPreset, options: AppOptions | None = None) -> None:
+        options = options or AppOptions()
         self.preset = preset
-        self.host = host
-        self.port = port
-        self.tracer = AppTracer(otlp_endpoint, service=f"tailscope-app:{preset.name}")
+        self.host = options.host
+        self.port = options.port
+        self.tracer = AppTracer(options.otlp_endpoint, service=f"tailscope-app:{preset.name}")
         self.engines = Engines(
             preset.engine,
             preset.small_engine,
-            time_scale=time_scale,
-            llm_url=llm_url,
+            time_scale=options.time_scale,
+            llm_url=options.llm_url,
             keep_alive=preset.keep_alive,
-            seed=seed,
+            seed=options.seed,
         )
         self.pool = SqlitePool(preset.pool_size)
-        self.pipeline = Pipeline(
-            preset, self.tracer, self.engines, self.pool, time_scale=time_scale, seed=seed, fallback=fallback
-        )
+        self.pipeline = Pipeline(preset, self.tracer, self.engines, self.pool, options)
         self._runner: web.AppRunner | None = None
 
     @property
