@@ -207,8 +207,9 @@ def test_incidents_sse_buffering_and_pool_exhaustion() -> None:
 
 
 async def _llm_url() -> None:
-    from tailscope.serve.app import build_app, make_runner, serve_site
+    from tailscope.serve.app import build_app, make_runner
     from tailscope.serve.engine_factory import build_replica
+    from tailscope.serve.site import serve_site
 
     engine, options = build_replica("llama-3.1-8b", "h100-sxm", speed=20.0, served_model_name="remote-model")
     runner = make_runner(build_app(engine, options))

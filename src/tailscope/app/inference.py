@@ -70,8 +70,9 @@ class Engines:
             for role in ("large", "small"):
                 self.urls[role], self.names[role] = self.llm_url, name
             return
-        from tailscope.serve.app import build_app, make_runner, serve_site
+        from tailscope.serve.app import build_app, make_runner
         from tailscope.serve.engine_factory import build_replica
+        from tailscope.serve.site import serve_site
 
         for role, spec in (("large", self.large), ("small", self.small)):
             engine, options = build_replica(

@@ -25,6 +25,7 @@ from tailscope.app.options import AppOptions
 from tailscope.app.pipeline import FAULTS, Outcome, Pipeline, Throttled
 from tailscope.app.tracing import AppTracer, SpanRef
 from tailscope.errors import TargetError
+from tailscope.serve.site import serve_site
 from tailscope.workload.app_preset import AppPreset
 
 PIPELINE: web.AppKey[Pipeline] = web.AppKey("pipeline", Pipeline)
@@ -318,16 +319,12 @@ class ReferenceApp:
             await self.engines.start()
             self._runner = web.AppRunner(build_app(self.pipeline), access_log=None, handle_signals=False)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
             try:
-                await site.start()
+                self.port = await serve_site(self._runner, self.host, self.port)
             except OSError as exc:
                 raise TargetError(
                     f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); pick another --port"
                 ) from None
-            server = getattr(site, "_server", None)
-            if server is not None and server.sockets:
-                self.port = int(server.sockets[0].getsockname()[1])
         except BaseException:
             await self.stop()
             raise

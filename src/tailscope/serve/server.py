@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 from tailscope.engine.api import ReplicaEngine
 from tailscope.errors import TargetError
-from tailscope.serve.app import build_app, make_runner, serve_site
+from tailscope.serve.app import build_app, make_runner
 from tailscope.serve.options import ServeOptions
+from tailscope.serve.site import serve_site
 
 
 def is_loopback(host: str) -> bool:
