@@ -292,14 +292,7 @@ class ReferenceApp:
         self.host = options.host
         self.port = options.port
         self.tracer = AppTracer(options.otlp_endpoint, service=f"tailscope-app:{preset.name}")
-        self.engines = Engines(
-            preset.engine,
-            preset.small_engine,
-            time_scale=options.time_scale,
-            llm_url=options.llm_url,
-            keep_alive=preset.keep_alive,
-            seed=options.seed,
-        )
+        self.engines = Engines(preset, options)
         self.pool = SqlitePool(preset.pool_size)
         self.pipeline = Pipeline(preset, self.tracer, self.engines, self.pool, options)
         self._runner: web.AppRunner | None = None
