@@ -14,6 +14,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar, cast
 
@@ -26,8 +27,15 @@ P = ParamSpec("P")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: a file path the API accepts: a ``str`` or any ``os.PathLike``
+PathLike = str | os.PathLike[str]
 #: a path that ``store=`` accepts (besides a RunStore object, or None: write nothing)
-StorePath = str | os.PathLike[str]
+StorePath = PathLike
+
+
+def optional_path(value: PathLike | None) -> Path | None:
+    """``value`` as a :class:`~pathlib.Path`, or None when it is None (an option not given)."""
+    return Path(value) if value is not None else None
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:

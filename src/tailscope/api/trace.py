@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailscope.api._sources import PathLike, is_file, open_spans
-from tailscope.api._support import StorePath, public, sync_twin
+from tailscope.api._sources import is_file, open_spans
+from tailscope.api._support import PathLike, StorePath, public, sync_twin
 from tailscope.errors import ConfigError, TraceFormatError, UnknownOperationError
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
