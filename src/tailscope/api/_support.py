@@ -169,22 +169,13 @@ async def serve_until_stopped(
     ``handle_signals``, SIGINT/SIGTERM arrives; ``on_ready`` is called once it listens."""
     import asyncio
     import contextlib
-    import signal
+
+    from tailscope.serve.site import stop_on_signals
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
     async with server:
-        if handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, stop.set)
-                    installed.append(sig)
-        try:
+        with stop_on_signals(stop, enabled=handle_signals):
             if on_ready is not None:
                 on_ready(server)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
