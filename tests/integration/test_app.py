@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -147,7 +148,8 @@ async def _surface() -> None:
             assert r.status == 200
             assert "FAQ" in text
             assert text.rstrip().endswith("data: [DONE]")
-            app._app.pipeline.fallback = False  # as --no-fallback
+            pipe = app._app.pipeline
+            pipe.options = dataclasses.replace(pipe.options, fallback=False)  # as --no-fallback
             async with http.post(f"{app.url}/v1/chat/completions", json=body) as r:
                 assert r.status == 502
             async with http.get(f"{app.url}/admin/state") as r:
@@ -205,8 +207,9 @@ def test_incidents_sse_buffering_and_pool_exhaustion() -> None:
 
 
 async def _llm_url() -> None:
-    from tailscope.serve.app import build_app, make_runner, serve_site
+    from tailscope.serve.app import build_app, make_runner
     from tailscope.serve.engine_factory import build_replica
+    from tailscope.serve.site import serve_site
 
     engine, options = build_replica("llama-3.1-8b", "h100-sxm", speed=20.0, served_model_name="remote-model")
     runner = make_runner(build_app(engine, options))

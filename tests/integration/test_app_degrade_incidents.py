@@ -100,8 +100,9 @@ class ConnectionCounter:
         self.url = ""
 
     async def start(self) -> None:
-        from tailscope.serve.app import build_app, make_runner, serve_site
+        from tailscope.serve.app import build_app, make_runner
         from tailscope.serve.engine_factory import build_replica
+        from tailscope.serve.site import serve_site
 
         engine, options = build_replica("llama-3.1-8b", "h100-sxm", speed=20.0, served_model_name="remote-model")
         app = build_app(engine, options)

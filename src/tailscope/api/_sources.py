@@ -5,13 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tailscope.api._support import StorePath
+from tailscope.api._support import PathLike, StorePath
 from tailscope.errors import TraceFormatError
 from tailscope.records import Span
 from tailscope.store.spans import SpanStore
 from tailscope.trace.ingest.files import iter_file
-
-PathLike = str | os.PathLike[str]
 
 
 def open_spans(store: StorePath | SpanStore | None) -> SpanStore:

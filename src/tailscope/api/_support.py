@@ -14,6 +14,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar, cast
 
@@ -26,8 +27,15 @@ P = ParamSpec("P")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: a file path the API accepts: a ``str`` or any ``os.PathLike``
+PathLike = str | os.PathLike[str]
 #: a path that ``store=`` accepts (besides a RunStore object, or None: write nothing)
-StorePath = str | os.PathLike[str]
+StorePath = PathLike
+
+
+def optional_path(value: PathLike | None) -> Path | None:
+    """``value`` as a :class:`~pathlib.Path`, or None when it is None (an option not given)."""
+    return Path(value) if value is not None else None
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
@@ -161,22 +169,13 @@ async def serve_until_stopped(
     ``handle_signals``, SIGINT/SIGTERM arrives; ``on_ready`` is called once it listens."""
     import asyncio
     import contextlib
-    import signal
+
+    from tailscope.serve.site import stop_on_signals
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
     async with server:
-        if handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, stop.set)
-                    installed.append(sig)
-        try:
+        with stop_on_signals(stop, enabled=handle_signals):
             if on_ready is not None:
                 on_ready(server)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)

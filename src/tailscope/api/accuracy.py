@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tailscope.api._support import public
+from tailscope.api._support import PathLike, public
 from tailscope.errors import ConfigError
 
 if TYPE_CHECKING:  # numpy and the fit load only when a validation runs
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # numpy and the fit load only when a validation runs
     from tailscope.engine.fit import Observation
     from tailscope.io.corpus import CorpusRow
 
-PathLike = str | os.PathLike[str]
 #: ``progress=``: called after each fold with (folds done, folds in all, rows held out in that fold, its fit seconds)
 FoldProgress = Callable[[int, int, int, float], None]
 

@@ -130,12 +130,12 @@ def start_app(
         ConfigError: an unknown preset, fix or incident, a bad preset file (``file:line: field …``), a bad
             ``time_scale``, or ``otlp_endpoint`` without the OpenTelemetry SDK installed.
     """
+    from tailscope.app.options import AppOptions
     from tailscope.app.presets import resolve_preset
     from tailscope.app.server import ReferenceApp
 
     resolved = resolve_preset(preset, fixes=fixes, incidents=incidents)
-    app = ReferenceApp(
-        resolved,
+    options = AppOptions(
         host=host,
         port=port,
         time_scale=time_scale,
@@ -144,7 +144,7 @@ def start_app(
         seed=seed,
         fallback=fallback,
     )
-    return AppServer(app)
+    return AppServer(ReferenceApp(resolved, options))
 
 
 @public

@@ -3,19 +3,16 @@ set's critical paths. Writes its contract only when given ``out=``; trace sets a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tailscope.api._support import StorePath, public
+from tailscope.api._support import PathLike, StorePath, public
 from tailscope.errors import ConfigError, PlanError
 from tailscope.files import make_folder
 from tailscope.plan import budget as budget_core
 from tailscope.plan.budget import BudgetPlan, TailFacts
 from tailscope.store.runs import RunStore
 from tailscope.units import parse_duration_s
-
-PathLike = str | os.PathLike[str]
 
 
 def _ms(value: str | float, what: str) -> float:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tailscope.api._sources import PathLike, file_traces, is_file, open_spans
-from tailscope.api._support import StorePath, public
+from tailscope.api._sources import file_traces, is_file, open_spans
+from tailscope.api._support import PathLike, StorePath, public
 from tailscope.errors import ConfigError, UnknownOperationError
 from tailscope.store.spans import SpanStore
 from tailscope.trace.tree import build_tree

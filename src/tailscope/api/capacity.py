@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tailscope.api._support import public
-from tailscope.api.plan import PathLike, PerfModel, perf_model
+from tailscope.api._support import PathLike, optional_path, public
+from tailscope.api.plan import PerfModel, perf_model
 from tailscope.errors import ConfigError, PlanError
 from tailscope.io.calibration import load_calibration
 from tailscope.io.models import resolve_model
@@ -146,7 +146,7 @@ def plan_capacity(
     load = target_rps * (1 + headroom)
     # with a twin the fitted costs and KV facts replace the catalogs; the simulator still wants catalog ids
     sim_model, sim_gpu = model, gpu
-    cal_path = Path(calibration) if calibration is not None else None
+    cal_path = optional_path(calibration)
     if load_calibration(cal_path).twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
     high = _confidence_bounds(engine, gpu, model) if confidence else None
@@ -201,7 +201,7 @@ def plan_capacity(
             weights_dtype=weights_dtype,
             kv_dtype=kv_dtype,
             calibration=cal_path,
-            profile=Path(profile) if profile is not None else None,
+            profile=optional_path(profile),
             rate=rate,
             arrival="poisson",
             requests=requests,
@@ -246,7 +246,7 @@ def plan_capacity(
 
         args = SimArgs(
             model=model, gpu=gpu, backend=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-            profile=Path(profile) if profile is not None else None, rate=load, arrival="poisson",
+            profile=optional_path(profile), rate=load, arrival="poisson",
             requests=sim_requests, input_tokens=input_tokens, output_tokens=output_tokens, slo=slo_texts,
             store=False, disagg=split, explicit=frozenset({"rate", "requests", "arrival"}),
         )  # fmt: skip

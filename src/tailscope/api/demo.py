@@ -14,8 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tailscope.api._sources import PathLike
-from tailscope.api._support import public
+from tailscope.api._support import PathLike, public
 from tailscope.errors import ConfigError
 from tailscope.files import make_folder
 from tailscope.records import Span

@@ -9,10 +9,7 @@ written.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from tailscope.api._support import public
+from tailscope.api._support import PathLike, optional_path, public
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.perf import StepTimeModel
@@ -26,7 +23,6 @@ from tailscope.plan import kv as kv_core
 from tailscope.plan.estimate import Estimate, estimate_request
 from tailscope.plan.kv import KvPlan
 
-PathLike = str | os.PathLike[str]
 PerfModel = StepTimeModel | TrainedStepModel | TwinStepModel
 
 
@@ -56,7 +52,7 @@ def perf_model(
     Raises:
         PlanError: a twin with ``tp`` other than 1. CatalogError: an unknown model or GPU.
     """
-    cal = load_calibration(Path(calibration) if calibration is not None else None)
+    cal = load_calibration(optional_path(calibration))
     if cal.twin is not None:
         if tp != 1:
             raise PlanError("a digital twin describes one deployment as it was measured: plan it with --tp 1")

@@ -12,13 +12,12 @@ group). Nothing is written unless ``store=`` is given.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tailscope.api._support import StorePath, open_store, public
+from tailscope.api._support import PathLike, StorePath, open_store, optional_path, public
 from tailscope.metrics.chunk_times import ChunkTimes
 from tailscope.metrics.document import build_export, export_chunks
 from tailscope.metrics.slo import Slo
@@ -28,7 +27,6 @@ from tailscope.sim.result import SimResult as SimFigures
 from tailscope.sim.run import SimArgs, SimOutcome, run_sim
 from tailscope.store.runs import RunStore
 
-PathLike = str | os.PathLike[str]
 #: ``progress=``: called with (requests simulated, virtual seconds) every few thousand requests
 SimProgress = Callable[[int, float], None]
 
@@ -159,10 +157,6 @@ def _twin_free(path: Path) -> bool:
     return load_calibration(path).twin is None
 
 
-def _path(value: PathLike | None) -> Path | None:
-    return Path(value) if value is not None else None
-
-
 @public
 def simulate(
     *,
@@ -255,14 +249,14 @@ def simulate(
         model=model, gpu=gpu, tp=tp, replicas=replicas, backend=engine, ep=ep, attention_dp=attention_dp,
         weights_dtype=weights_dtype, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-        prefix_caching=prefix_caching, router=router, calibration=_path(calibration), gpu_file=_path(gpu_file),
-        autoscale=_path(autoscale), profile=_path(profile), concurrency=concurrency, rate=rate, arrival=arrival,
-        burstiness=burstiness, requests=requests, duration=duration, input_tokens=str(input_tokens),
-        output_tokens=str(output_tokens), warmup=warmup, seed=seed,
+        prefix_caching=prefix_caching, router=router, calibration=optional_path(calibration),
+        gpu_file=optional_path(gpu_file), autoscale=optional_path(autoscale), profile=optional_path(profile),
+        concurrency=concurrency, rate=rate, arrival=arrival, burstiness=burstiness, requests=requests,
+        duration=duration, input_tokens=str(input_tokens), output_tokens=str(output_tokens), warmup=warmup, seed=seed,
         slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
         spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
-        kv_offload_gib=kv_offload_gib, from_traces=from_traces, traces_db=_path(traces_db), time_scale=time_scale,
-        store=False, desync=closed_loop_noise,
+        kv_offload_gib=kv_offload_gib, from_traces=from_traces, traces_db=optional_path(traces_db),
+        time_scale=time_scale, store=False, desync=closed_loop_noise,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields
         default = SimArgs()

@@ -9,15 +9,13 @@ other function only reads (a set in ``store``, or a trace file parsed in memory)
 
 from __future__ import annotations
 
-import contextlib
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tailscope.api._sources import PathLike, is_file, open_spans
-from tailscope.api._support import StorePath, public, sync_twin
+from tailscope.api._sources import is_file, open_spans
+from tailscope.api._support import Listener, PathLike, StorePath, public, serve_until_stopped, sync_twin
 from tailscope.errors import ConfigError, TraceFormatError, UnknownOperationError
 from tailscope.store.spans import SpanStore, TraceSet
 from tailscope.trace.analysis import analyze_facts
@@ -30,6 +28,9 @@ from tailscope.trace.ingest.files import FORMATS, iter_file
 from tailscope.trace.ingest.sets import IngestReport, ingest_paths, no_cyclic_gc, set_facts
 from tailscope.trace.layers import LayerRule
 from tailscope.trace.tree import TraceTree, build_tree, tree_from_rows
+
+if TYPE_CHECKING:
+    from tailscope.trace.receiver import OtlpReceiver
 
 
 def _check_policy(policy: str) -> None:
@@ -308,6 +309,23 @@ class CollectResult:
     grpc_address: str | None = None  # HOST:PORT of the OTLP/gRPC receiver, when one ran
 
 
+class _Collecting(Listener):
+    """An OTLP receiver run by :func:`serve_until_stopped`, as the app and the proxy are (duration, signals)."""
+
+    def __init__(self, receiver: OtlpReceiver, host: str) -> None:
+        self.receiver = receiver
+        self.host = host
+        self.url = ""
+
+    async def start(self) -> str:
+        await self.receiver.start()
+        self.url = f"http://{self.host}:{self.receiver.port}/v1/traces"
+        return self.url
+
+    async def stop(self) -> None:
+        await self.receiver.stop()
+
+
 @public
 async def collect_traces_async(
     set_name: str = "live",
@@ -332,8 +350,6 @@ async def collect_traces_async(
         grpc_port: also receive OTLP/gRPC (``TraceService/Export``) on this port (4317 is the usual one; 0 picks a
             free one). Needs ``grpcio`` (``pip install 'tailscope[grpc]'``); ConfigError without it.
     """
-    import asyncio
-
     from tailscope.trace.receiver import OtlpReceiver
 
     spans = open_spans(store)
@@ -343,28 +359,17 @@ async def collect_traces_async(
         host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
         rules=_layer_rules(rules), grpc_port=grpc_port,
     )  # fmt: skip
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    if handle_signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-    await receiver.start()
-    url = f"http://{host}:{receiver.port}/v1/traces"
+    collecting = _Collecting(receiver, host)
+
+    def listening(_: _Collecting) -> None:
+        if on_listening is not None:
+            on_listening(collecting.url)
+            if grpc_port is not None:
+                on_listening(f"grpc://{host}:{receiver.grpc_port}")
+
+    await serve_until_stopped(collecting, duration=duration, handle_signals=handle_signals, on_ready=listening)
     grpc_address = None if grpc_port is None else f"{host}:{receiver.grpc_port}"
-    if on_listening is not None:
-        on_listening(url)
-        if grpc_address is not None:
-            on_listening(f"grpc://{grpc_address}")
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=duration if duration and duration > 0 else None)
-    finally:
-        await receiver.stop()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-    return CollectResult(receiver.received, receiver.requests, receiver.rejected, url, grpc_address)
+    return CollectResult(receiver.received, receiver.requests, receiver.rejected, collecting.url, grpc_address)
 
 
 collect_traces = sync_twin(collect_traces_async)

@@ -10,7 +10,6 @@ the prediction interval, the anchors) is described in ``docs/engine.md``.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tailscope.api._support import StorePath, open_store, public, sync_twin
+from tailscope.api._support import PathLike, StorePath, open_store, optional_path, public, sync_twin
 from tailscope.api.sim import SimResult, sim_result
 from tailscope.api.verify import _reader
 from tailscope.engine.twin import ServerFacts, TwinModel
@@ -29,7 +28,6 @@ from tailscope.records import RequestRecord
 from tailscope.runner.bench_result import BenchResult
 from tailscope.store.runs import RunStore
 
-PathLike = str | os.PathLike[str]
 #: ``on_phase=``: called with a line saying what starts now (a probe phase, a prediction, a measurement)
 OnPhase = Callable[[str], None]
 
@@ -387,7 +385,7 @@ async def twin_check_async(
     cal_path = Path(calibration)
     args = SimArgs(
         calibration=cal_path,
-        profile=Path(profile) if profile is not None else None,
+        profile=optional_path(profile),
         rate=rate,
         concurrency=concurrency,
         arrival=arrival,

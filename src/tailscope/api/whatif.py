@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailscope.api._sources import PathLike, file_traces, is_file, open_spans
-from tailscope.api._support import StorePath, public
+from tailscope.api._sources import file_traces, is_file, open_spans
+from tailscope.api._support import PathLike, StorePath, public
 from tailscope.errors import ConfigError, NotFoundError, UnknownOperationError
 from tailscope.store.spans import SpanStore
 from tailscope.trace.changes import Operations

@@ -16,8 +16,9 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from tailscope.app.options import AppOptions
 from tailscope.errors import TargetError
-from tailscope.workload.app_preset import EngineSpec
+from tailscope.workload.app_preset import AppPreset
 
 
 class ModelError(Exception):
@@ -28,30 +29,19 @@ class Engines:
     """The model endpoints of one application: start them (when built in), stream from them, stop them.
 
     Args:
-        large: the engine that answers (and plans agent steps).
-        small: the small model of small-model-routing.
-        time_scale: every engine runs ``1 / time_scale`` times faster than its modelled hardware.
-        llm_url: an OpenAI-compatible server to call instead of the built-in engines.
-        keep_alive: reuse connections (else one TCP connection per call).
-        seed: seed of the built-in engines.
+        preset: its ``engine`` answers (and plans agent steps), its ``small_engine`` is the small model of
+            small-model-routing; ``keep_alive`` reuses connections (else one TCP connection per call).
+        options: ``time_scale`` (every built-in engine runs ``1 / time_scale`` times faster than its modelled
+            hardware), ``llm_url`` (an OpenAI-compatible server to call instead of the built-in engines) and
+            ``seed`` (of the built-in engines).
     """
 
-    def __init__(
-        self,
-        large: EngineSpec,
-        small: EngineSpec,
-        *,
-        time_scale: float = 1.0,
-        llm_url: str | None = None,
-        keep_alive: bool = True,
-        seed: int = 0,
-    ) -> None:
-        self.large = large
-        self.small = small
-        self.time_scale = time_scale
-        self.llm_url = llm_url.rstrip("/").removesuffix("/v1") if llm_url else None
-        self.keep_alive = keep_alive
-        self.seed = seed
+    def __init__(self, preset: AppPreset, options: AppOptions) -> None:
+        self.large = preset.engine
+        self.small = preset.small_engine
+        self.keep_alive = preset.keep_alive
+        self.options = options
+        self.llm_url = options.llm_url.rstrip("/").removesuffix("/v1") if options.llm_url else None
         self.urls: dict[str, str] = {}
         self.names: dict[str, str] = {}
         self._runners: list[web.AppRunner] = []
@@ -70,12 +60,13 @@ class Engines:
             for role in ("large", "small"):
                 self.urls[role], self.names[role] = self.llm_url, name
             return
-        from tailscope.serve.app import build_app, make_runner, serve_site
+        from tailscope.serve.app import build_app, make_runner
         from tailscope.serve.engine_factory import build_replica
+        from tailscope.serve.site import serve_site
 
         for role, spec in (("large", self.large), ("small", self.small)):
             engine, options = build_replica(
-                spec.model, spec.gpu, tp=spec.tp, speed=spec.speed / self.time_scale, seed=self.seed
+                spec.model, spec.gpu, tp=spec.tp, speed=spec.speed / self.options.time_scale, seed=self.options.seed
             )
             runner = make_runner(build_app(engine, options))
             await runner.setup()

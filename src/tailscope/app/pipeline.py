@@ -16,6 +16,7 @@ from typing import Any
 
 from tailscope.app.business import USERS, SqlitePool
 from tailscope.app.inference import Engines, ModelError
+from tailscope.app.options import AppOptions
 from tailscope.app.tracing import AppTracer, AttrValue, SpanRef
 from tailscope.workload.app_preset import AppPreset, Dist
 
@@ -106,9 +107,8 @@ class Pipeline:
         tracer: where spans go.
         engines: the model endpoints.
         pool: the database pool.
-        time_scale: every modelled cost is multiplied by this.
-        seed: seed of the per-request draws.
-        fallback: answer from the FAQ or a static text when the model fails (else the request fails).
+        options: ``time_scale`` (every modelled cost is multiplied by it), ``seed`` (of the per-request draws) and
+            ``fallback`` (answer from the FAQ or a static text when the model fails, else the request fails).
     """
 
     def __init__(
@@ -117,18 +117,13 @@ class Pipeline:
         tracer: AppTracer,
         engines: Engines,
         pool: SqlitePool,
-        *,
-        time_scale: float = 1.0,
-        seed: int = 0,
-        fallback: bool = True,
+        options: AppOptions,
     ) -> None:
         self.preset = preset
         self.tracer = tracer
         self.engines = engines
         self.pool = pool
-        self.time_scale = time_scale
-        self.seed = seed
-        self.fallback = fallback
+        self.options = options
         self.state = AppState()
         self._seq = 0
         self.limits = Limits(preset.rate_limit_rps, preset.rate_limit_burst, preset.user_quota_per_min)
@@ -137,13 +132,13 @@ class Pipeline:
 
     def rng(self) -> random.Random:
         self._seq += 1
-        return random.Random(self.seed * 1_000_003 + self._seq)
+        return random.Random(self.options.seed * 1_000_003 + self._seq)
 
     async def cost(self, dist: Dist, rng: random.Random, factor: float = 1.0) -> float:
         """Sleep one draw of ``dist`` (× ``factor`` × time scale); returns the unscaled draw in seconds."""
         draw = dist.sample(rng) * factor
         if draw > 0:
-            await asyncio.sleep(draw * self.time_scale)
+            await asyncio.sleep(draw * self.options.time_scale)
         return draw
 
     async def connect(self, rng: random.Random, peer: str) -> None:
@@ -210,7 +205,7 @@ class Pipeline:
             attrs = {"db.system.name": "sqlite", "db.query.text": sql, "db.operation.name": name.split()[0]}
             with self.tracer.span(name, "business", attrs, kind="client"):
                 factor = 10.0 if "db-slow" in self.state.faults else 1.0
-                hold = self.preset.db_query.sample(rng) * factor * self.time_scale
+                hold = self.preset.db_query.sample(rng) * factor * self.options.time_scale
                 return await self.pool.run(conn, sql, params, hold)
         finally:
             if not keep:
@@ -253,7 +248,7 @@ class Pipeline:
                 ) as s:
                     refs.append(s)
                     await self.connect(r, f"search-{name}")
-                    await asyncio.sleep(seconds * self.time_scale)
+                    await asyncio.sleep(seconds * self.options.time_scale)
 
             if p.parallel_search:
                 await asyncio.gather(*(one(s.name, sec, r) for s, sec, r in draws))

@@ -21,9 +21,11 @@ from aiohttp import web
 
 from tailscope.app.business import SqlitePool
 from tailscope.app.inference import Engines, ModelError, delta_text
+from tailscope.app.options import AppOptions
 from tailscope.app.pipeline import FAULTS, Outcome, Pipeline, Throttled
 from tailscope.app.tracing import AppTracer, SpanRef
-from tailscope.errors import ConfigError, TargetError
+from tailscope.errors import TargetError
+from tailscope.serve.site import serve_site
 from tailscope.workload.app_preset import AppPreset
 
 PIPELINE: web.AppKey[Pipeline] = web.AppKey("pipeline", Pipeline)
@@ -153,7 +155,7 @@ async def _answer(
                 usage = u or usage
                 await emit(payload)
         except ModelError as exc:
-            if not pipe.fallback:
+            if not pipe.options.fallback:
                 failed = str(exc)
             else:
                 outcome.fallback = "faq" if outcome.faq_hits else "static"
@@ -222,8 +224,8 @@ async def admin_state(request: web.Request) -> web.StreamResponse:
             "fallbacks": s.fallbacks,
             "errors": s.errors,
             "throttled": s.throttled,
-            "fallback": pipe.fallback,
-            "time_scale": pipe.time_scale,
+            "fallback": pipe.options.fallback,
+            "time_scale": pipe.options.time_scale,
         }
     )
 
@@ -281,44 +283,18 @@ class ReferenceApp:
 
     Args:
         preset: the application (fixes and incidents already applied).
-        host / port: where to listen (port 0: a free one).
-        time_scale: every modelled cost runs this many times as long (the engines run 1/F times faster).
-        llm_url: an OpenAI-compatible server to call instead of the built-in engines.
-        otlp_endpoint: OTLP/HTTP collector for the spans (None: no spans).
-        seed: seed of the per-request draws and the engines.
-        fallback: answer from the FAQ or a static text when the model fails.
+        options: where it listens, its time scale, model server, span collector, seed and fallback.
     """
 
-    def __init__(
-        self,
-        preset: AppPreset,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 8080,
-        time_scale: float = 1.0,
-        llm_url: str | None = None,
-        otlp_endpoint: str | None = None,
-        seed: int = 0,
-        fallback: bool = True,
-    ) -> None:
-        if not time_scale > 0:
-            raise ConfigError(f"--time-scale must be > 0 (got {time_scale!r}); 1 = the preset's real costs")
+    def __init__(self, preset: AppPreset, options: AppOptions | None = None) -> None:
+        options = options or AppOptions()
         self.preset = preset
-        self.host = host
-        self.port = port
-        self.tracer = AppTracer(otlp_endpoint, service=f"tailscope-app:{preset.name}")
-        self.engines = Engines(
-            preset.engine,
-            preset.small_engine,
-            time_scale=time_scale,
-            llm_url=llm_url,
-            keep_alive=preset.keep_alive,
-            seed=seed,
-        )
+        self.host = options.host
+        self.port = options.port
+        self.tracer = AppTracer(options.otlp_endpoint, service=f"tailscope-app:{preset.name}")
+        self.engines = Engines(preset, options)
         self.pool = SqlitePool(preset.pool_size)
-        self.pipeline = Pipeline(
-            preset, self.tracer, self.engines, self.pool, time_scale=time_scale, seed=seed, fallback=fallback
-        )
+        self.pipeline = Pipeline(preset, self.tracer, self.engines, self.pool, options)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -336,16 +312,12 @@ class ReferenceApp:
             await self.engines.start()
             self._runner = web.AppRunner(build_app(self.pipeline), access_log=None, handle_signals=False)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
             try:
-                await site.start()
+                self.port = await serve_site(self._runner, self.host, self.port)
             except OSError as exc:
                 raise TargetError(
                     f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); pick another --port"
                 ) from None
-            server = getattr(site, "_server", None)
-            if server is not None and server.sockets:
-                self.port = int(server.sockets[0].getsockname()[1])
         except BaseException:
             await self.stop()
             raise

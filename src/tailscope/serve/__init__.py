@@ -5,5 +5,7 @@ Modules: ``app`` (aiohttp routes and handlers), ``loop`` (the engine loop on abs
 validation, OpenAI errors), ``sse`` (response bodies), ``tokenizer`` (deterministic tokens, chat template, block
 hashes, filler text), ``metrics`` (vLLM-named Prometheus text), ``faults`` (seeded fault injection),
 ``engine_factory`` (model + GPU → replica), ``embedded`` and ``child`` (the bench's built-in target in a thread or a
-child process), ``server`` (foreground serving for the CLI). See ``docs/serve.md``.
+child process), ``server`` (foreground serving for the CLI), ``site`` (start a listener and learn its bound
+port, stop a foreground one on SIGINT/SIGTERM; the proxy, the reference app and the API use it too).
+See ``docs/serve.md``.
 """

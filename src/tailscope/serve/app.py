@@ -370,13 +370,3 @@ def build_app(engine: ReplicaEngine, options: ServeOptions, *, clock: Clock | No
 def make_runner(app: web.Application) -> web.AppRunner:
     """An :class:`~aiohttp.web.AppRunner` for ``app`` with handler cancellation (client gone → abort)."""
     return web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
-
-
-async def serve_site(runner: web.AppRunner, host: str, port: int) -> int:
-    """Start ``runner`` (already set up) on ``host:port``; returns the bound port (useful with ``port=0``)."""
-    site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    return port

@@ -25,10 +25,11 @@ from aiohttp import web
 
 from tailscope.engine.api import ReplicaEngine
 from tailscope.errors import ConfigError, TargetError
-from tailscope.serve.app import STATE, ServeState, build_app, make_runner, serve_site
+from tailscope.serve.app import STATE, ServeState, build_app, make_runner
 from tailscope.serve.child import ChildServer, StartStop
 from tailscope.serve.faults import FaultConfig
 from tailscope.serve.options import ServeOptions
+from tailscope.serve.site import serve_site
 
 T = TypeVar("T")
 

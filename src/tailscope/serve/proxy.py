@@ -31,6 +31,7 @@ from aiohttp import web
 from tailscope.errors import ConfigError, TargetError
 from tailscope.io.proxy_rules import ProxyRule, check_rules_for_mode, rules_from_json
 from tailscope.record_ops import record_dict
+from tailscope.serve.site import serve_site
 
 #: Request headers that are the connection's, not the request's (not forwarded).
 _HOP = frozenset(
@@ -267,12 +268,7 @@ class FaultProxy:
         runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(runner, self.host, port, reuse_address=True)
-        await site.start()
-        for address in runner.addresses:
-            if isinstance(address, tuple) and len(address) >= 2:
-                return int(address[1])
-        return port
+        return await serve_site(runner, self.host, port)
 
     async def stop(self) -> None:
         for runner in self._runners:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import signal
 import sys
 import threading
 from collections.abc import Callable
 
 from tailscope.engine.api import ReplicaEngine
 from tailscope.errors import TargetError
-from tailscope.serve.app import build_app, make_runner, serve_site
+from tailscope.serve.app import build_app, make_runner
 from tailscope.serve.options import ServeOptions
+from tailscope.serve.site import serve_site, stop_on_signals
 
 
 def is_loopback(host: str) -> bool:
@@ -55,26 +55,19 @@ async def serve_forever(
     runner = make_runner(app)
     await runner.setup()
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
     try:
         try:
             bound = await serve_site(runner, host, port)
         except OSError as exc:
             raise TargetError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port") from None
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)
-                installed.append(sig)
-        if exit_on_stdin_eof:
-            _watch_stdin(loop, stop)
-        if on_ready is not None:
-            shown = f"[{host}]" if ":" in host else host
-            on_ready(f"http://{shown}:{bound}")
-        await stop.wait()
+        with stop_on_signals(stop):
+            if exit_on_stdin_eof:
+                _watch_stdin(asyncio.get_running_loop(), stop)
+            if on_ready is not None:
+                shown = f"[{host}]" if ":" in host else host
+                on_ready(f"http://{shown}:{bound}")
+            await stop.wait()
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         await runner.cleanup()
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from tailscope.serve.site import serve_site
 from tailscope.testing.background import BackgroundServer
 
 
@@ -90,9 +91,7 @@ class DcgmExporter(BackgroundServer):
         app.router.add_get("/metrics", self._metrics)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, reuse_address=True)
-        await site.start()
-        self.port = runner.addresses[0][1]
+        self.port = await serve_site(runner, "127.0.0.1", 0)
         self.started = time.monotonic()
         await self._until_stopped()
         await runner.cleanup()

@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tailscope.serve.site import serve_site
 from tailscope.testing.background import BackgroundServer
 
 
@@ -311,9 +312,7 @@ class ScriptedServer(BackgroundServer):
         app, self.state = build_app(self.cfg)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
-        await site.start()
-        self.port = runner.addresses[0][1]
+        self.port = await serve_site(runner, "127.0.0.1", self.port)
         await self._until_stopped()
         await runner.cleanup()
 
