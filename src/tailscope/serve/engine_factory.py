@@ -101,18 +101,8 @@ def build_replica(
         enable_prefix_caching=flags.enable_prefix_caching,
     )
     # the same construction as `tailscope sim` (one replica of a ClusterSpec), so both run the same engine model
-    spec = ClusterSpec(
-        model=arch,
-        gpu=gpu_spec,
-        tp=flags.tp,
-        weights_dtype=flags.weights_dtype,
-        kv_dtype=flags.kv_dtype,
-        engine=config,
-        calibration=load_calibration(flags.calibration),
-        model_id=model,
-        backend=flags.backend,
-        ep=flags.ep,
-    ).validate()
+    calibration = load_calibration(flags.calibration)
+    spec = ClusterSpec.with_settings(flags, arch, gpu_spec, config, calibration, model_id=model).validate()
     engine = spec.new_replica()
     perf = engine.perf
     blocks = engine.stats().kv_blocks_total

@@ -156,20 +156,16 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         from tailscope.engine.disagg import parse_disagg
 
         disagg = parse_disagg(a.disagg)
-    cluster = ClusterSpec(
-        model=model,
-        gpu=gpu,
-        tp=a.tp,
-        weights_dtype=a.weights_dtype,
-        kv_dtype=a.kv_dtype,
-        engine=engine,
+    cluster = ClusterSpec.with_settings(
+        a,
+        model,
+        gpu,
+        engine,
+        calibration,
+        model_id=a.model,
         replicas=a.replicas * a.attention_dp,  # each attention-DP rank schedules its own requests
         router=a.router,
         autoscale=policy,
-        calibration=calibration,
-        model_id=a.model,
-        backend=a.backend,
-        ep=a.ep,
         attention_dp=a.attention_dp,
         spec=spec,
         draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model is not None else None,
