@@ -9,6 +9,7 @@ from typing import Any
 from tailscope.engine.autoscaler import AutoscalePolicy
 from tailscope.engine.calibration import BUILTIN, Calibration, Efficiency
 from tailscope.engine.disagg import DisaggSpec, KvTransfer, kv_link_bytes_per_s
+from tailscope.engine.engine_config import EngineSettings
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch
@@ -60,6 +61,35 @@ class ClusterSpec:
     spec: SpecDecode | None = None
     draft_model: ModelArch | None = None
     disagg: DisaggSpec | None = None
+
+    @classmethod
+    def with_settings(
+        cls,
+        settings: EngineSettings,
+        model: ModelArch,
+        gpu: GpuSpec,
+        engine: EngineConfig,
+        calibration: Calibration,
+        *,
+        model_id: str,
+        **more: Any,
+    ) -> ClusterSpec:
+        """The spec of ``model`` on ``gpu`` under the engine ``settings`` ``tailscope serve`` and ``sim`` share (their
+        ``tp``, dtypes, ``backend`` and ``ep``; the files they name already read into ``gpu`` and ``calibration``);
+        ``more``: other fields (``replicas``, ``router``, …)."""
+        return cls(
+            model=model,
+            gpu=gpu,
+            tp=settings.tp,
+            weights_dtype=settings.weights_dtype,
+            kv_dtype=settings.kv_dtype,
+            engine=engine,
+            calibration=calibration,
+            model_id=model_id,
+            backend=settings.backend,
+            ep=settings.ep,
+            **more,
+        )
 
     def validate(self) -> ClusterSpec:
         from_zero = self.autoscale is not None and self.autoscale.min_replicas == 0

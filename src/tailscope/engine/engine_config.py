@@ -1,11 +1,13 @@
-"""Scheduler limits of one replica (vLLM engine arguments) and vLLM's defaults for them.
+"""Scheduler limits of one replica (vLLM engine arguments) and vLLM's defaults for them; the engine settings
+``tailscope serve`` and ``tailscope sim`` share.
 
-Re-exported by :mod:`tailscope.engine.replica`, where the scheduler that obeys them lives.
+:class:`EngineConfig` is re-exported by :mod:`tailscope.engine.replica`, where the scheduler that obeys it lives.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from tailscope.engine.gpus import GpuSpec
 from tailscope.errors import ConfigError
@@ -20,6 +22,35 @@ def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
     if gpu.memory_gb * 1e9 >= 70 * 2**30 and not gpu.id.startswith("a100"):
         return 1024, 8192
     return 256, 2048
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """The engine settings of ``tailscope serve`` (:class:`~tailscope.serve.engine_factory.EngineFlags`) and
+    ``tailscope sim`` (:class:`~tailscope.sim.run.SimArgs`), written once; vLLM's flag names, ``None`` = the
+    engine's (vLLM's) default for the GPU.
+
+    Attributes:
+        tp: tensor-parallel degree.
+        weights_dtype / kv_dtype: precisions (bf16, fp8, int8, int4 / bf16, fp8).
+        max_num_seqs / max_num_batched_tokens: scheduler limits.
+        gpu_memory_utilization: fraction of GPU memory for weights + KV + activations.
+        calibration: calibration YAML overriding the efficiency defaults (or a digital twin's twin.yaml).
+        gpu_file: YAML with extra GPUs.
+        backend: serving engine whose learned step costs and defaults apply (vllm, sglang, trtllm).
+        ep: expert parallelism of an MoE model (divides ``tp``).
+    """
+
+    tp: int = 1
+    weights_dtype: str | None = None
+    kv_dtype: str = "bf16"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float = 0.9
+    calibration: Path | None = None
+    gpu_file: Path | None = None
+    backend: str = "vllm"
+    ep: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ import contextlib
 import os
 import platform
 import secrets
-import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
@@ -32,6 +31,7 @@ from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.target import PREOPEN_CAP, TargetSession, open_target, preopen_count, preopen_transport, warm_path
 from tailscope.runner.telemetry import RunScrapes
+from tailscope.serve.site import install_signal_handlers
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 
@@ -75,29 +75,6 @@ def new_run(cfg: BenchConfig, ts: TargetSession, **settings: Any) -> Run:
         host=host_facts(),
         probe=cfg.probe,
     )
-
-
-def install_signal_handlers(on_signal: Callable[[str], None], *, enabled: bool) -> Callable[[], None]:
-    """Route SIGINT and SIGTERM to ``on_signal(name)`` on the running loop (when ``enabled`` and the platform allows).
-
-    Returns:
-        The function that removes the handlers again.
-    """
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    if enabled:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, on_signal, sig.name)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
-
-    def restore() -> None:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-    return restore
 
 
 class RunSinks:

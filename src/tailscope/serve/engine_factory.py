@@ -7,10 +7,10 @@ One place turns (model id, GPU id, engine flags) into a :class:`~tailscope.engin
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from tailscope.engine.api import ReplicaEngine
+from tailscope.engine.engine_config import EngineSettings
 from tailscope.errors import ConfigError
 from tailscope.serve.faults import FaultConfig
 from tailscope.serve.metrics import CacheInfo
@@ -21,34 +21,18 @@ DEFAULT_MAX_MODEL_LEN = 131_072
 
 
 @dataclass(frozen=True, slots=True)
-class EngineFlags:
-    """Engine settings with vLLM's flag names; ``None`` = the engine's (vLLM's) default for the GPU.
+class EngineFlags(EngineSettings):
+    """Engine settings with vLLM's flag names: the :class:`~tailscope.engine.engine_config.EngineSettings` that
+    ``tailscope sim`` shares (``tp``, dtypes, scheduler limits, ``calibration``, ``gpu_file``, ``backend``, ``ep``)
+    and the serving-only ones below.
 
     Attributes:
-        tp: tensor-parallel degree.
-        weights_dtype / kv_dtype: precisions (bf16, fp8, int8, int4 / bf16, fp8).
-        max_num_seqs / max_num_batched_tokens: scheduler limits.
-        gpu_memory_utilization: fraction of GPU memory for weights + KV + activations.
         enable_prefix_caching: reuse cached KV blocks across requests.
         max_model_len: context length; default = the model's, capped by the KV cache capacity.
-        calibration: calibration YAML overriding the efficiency defaults.
-        gpu_file: YAML with extra GPUs.
-        backend: serving engine whose learned step costs and defaults apply (vllm, sglang, trtllm).
-        ep: expert parallelism of an MoE model (divides ``tp``).
     """
 
-    tp: int = 1
-    weights_dtype: str | None = None
-    kv_dtype: str = "bf16"
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
     max_model_len: int | None = None
-    calibration: Path | None = None
-    gpu_file: Path | None = None
-    backend: str = "vllm"
-    ep: int = 1
 
 
 def _model_max_len(model: str) -> int:
@@ -117,18 +101,8 @@ def build_replica(
         enable_prefix_caching=flags.enable_prefix_caching,
     )
     # the same construction as `tailscope sim` (one replica of a ClusterSpec), so both run the same engine model
-    spec = ClusterSpec(
-        model=arch,
-        gpu=gpu_spec,
-        tp=flags.tp,
-        weights_dtype=flags.weights_dtype,
-        kv_dtype=flags.kv_dtype,
-        engine=config,
-        calibration=load_calibration(flags.calibration),
-        model_id=model,
-        backend=flags.backend,
-        ep=flags.ep,
-    ).validate()
+    calibration = load_calibration(flags.calibration)
+    spec = ClusterSpec.with_settings(flags, arch, gpu_spec, config, calibration, model_id=model).validate()
     engine = spec.new_replica()
     perf = engine.perf
     blocks = engine.stats().kv_blocks_total

@@ -1,10 +1,10 @@
 """Listening: start an aiohttp runner on a host and port and learn the port it bound (``port=0``: a free one); stop
-a foreground listener on SIGINT/SIGTERM.
+a foreground listener (or a bench run) on SIGINT/SIGTERM.
 
 The one place every tailscope HTTP listener — the built-in engine server, the fault proxy, the reference
 application and the test servers — starts its site, so they all bind alike (``reuse_address``) and report the
-bound port the same way; and the one place a foreground one (``serve``, ``app``, ``proxy``, ``trace collect``) routes
-the signals to its stop event.
+bound port the same way; and the one place a foreground command routes the signals: a listener (``serve``, ``app``,
+``proxy``, ``trace collect``) to its stop event, ``bench`` to its interrupt.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from aiohttp import web
+if TYPE_CHECKING:  # aiohttp's server half is imported when a site starts: bench routes signals here without it
+    from aiohttp import web
 
 
 async def serve_site(runner: web.AppRunner, host: str, port: int) -> int:
@@ -23,6 +25,8 @@ async def serve_site(runner: web.AppRunner, host: str, port: int) -> int:
     Raises:
         OSError: the address cannot be bound (the caller names the flag to change).
     """
+    from aiohttp import web
+
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
     for address in runner.addresses:
@@ -31,19 +35,34 @@ async def serve_site(runner: web.AppRunner, host: str, port: int) -> int:
     return port
 
 
-@contextlib.contextmanager
-def stop_on_signals(stop: asyncio.Event, *, enabled: bool = True) -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM set ``stop`` (when ``enabled``, and where the platform and the thread allow
-    loop signal handlers; elsewhere they keep their default action). Needs a running event loop."""
+def install_signal_handlers(on_signal: Callable[[str], None], *, enabled: bool = True) -> Callable[[], None]:
+    """Route SIGINT and SIGTERM to ``on_signal(name)`` on the running loop (when ``enabled``, and where the platform
+    and the thread allow loop signal handlers; elsewhere they keep their default action).
+
+    Returns:
+        The function that removes the handlers again.
+    """
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
     if enabled:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, on_signal, sig.name)
                 installed.append(sig)
+
+    def restore() -> None:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+    return restore
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: asyncio.Event, *, enabled: bool = True) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM set ``stop`` (as :func:`install_signal_handlers`). Needs a running event
+    loop."""
+    restore = install_signal_handlers(lambda _name: stop.set(), enabled=enabled)
     try:
         yield
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        restore()

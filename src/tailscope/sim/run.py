@@ -22,6 +22,7 @@ from tailscope.engine.calibration import BUILTIN
 from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.desync import DEFAULT as DESYNC
 from tailscope.engine.desync import OFF
+from tailscope.engine.engine_config import EngineSettings
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec, resolve_gpu
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
@@ -46,25 +47,17 @@ _HOLD_MAX_RECORDS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class SimArgs:
-    """Everything ``tailscope sim`` accepts (CLI > profile file > defaults is applied in :func:`resolve_specs`)."""
+class SimArgs(EngineSettings):
+    """Everything ``tailscope sim`` accepts (CLI > profile file > defaults is applied in :func:`resolve_specs`): the
+    :class:`~tailscope.engine.engine_config.EngineSettings` that ``tailscope serve`` shares (``tp``, dtypes,
+    scheduler limits, ``calibration``, ``gpu_file``, ``backend``, ``ep``) and the fields below."""
 
     model: str = "llama-3.1-8b"
     gpu: str = "h100-sxm"
-    tp: int = 1
     replicas: int = 1
-    backend: str = "vllm"
-    ep: int = 1
     attention_dp: int = 1
-    weights_dtype: str | None = None
-    kv_dtype: str = "bf16"
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    gpu_memory_utilization: float = 0.9
     prefix_caching: bool = True
     router: str = "least_outstanding"
-    calibration: Path | None = None
-    gpu_file: Path | None = None
     autoscale: Path | None = None
     profile: Path | None = None
     concurrency: int | None = None
@@ -163,20 +156,16 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         from tailscope.engine.disagg import parse_disagg
 
         disagg = parse_disagg(a.disagg)
-    cluster = ClusterSpec(
-        model=model,
-        gpu=gpu,
-        tp=a.tp,
-        weights_dtype=a.weights_dtype,
-        kv_dtype=a.kv_dtype,
-        engine=engine,
+    cluster = ClusterSpec.with_settings(
+        a,
+        model,
+        gpu,
+        engine,
+        calibration,
+        model_id=a.model,
         replicas=a.replicas * a.attention_dp,  # each attention-DP rank schedules its own requests
         router=a.router,
         autoscale=policy,
-        calibration=calibration,
-        model_id=a.model,
-        backend=a.backend,
-        ep=a.ep,
         attention_dp=a.attention_dp,
         spec=spec,
         draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model is not None else None,

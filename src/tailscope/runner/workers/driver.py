@@ -28,7 +28,7 @@ from tailscope.clock import Clock, MonotonicClock
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, Target
-from tailscope.runner.bench import RunSinks, client_spans, install_signal_handlers, new_run
+from tailscope.runner.bench import RunSinks, client_spans, new_run
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult, finish_bench
 from tailscope.runner.persist import RunPersistence
@@ -39,6 +39,7 @@ from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_pro
 from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
 from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
 from tailscope.runner.workers.wire import record_from_wire, spec_to_wire
+from tailscope.serve.site import install_signal_handlers
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:
