@@ -63,21 +63,48 @@ class ClusterSpec:
     disagg: DisaggSpec | None = None
 
     @classmethod
-    def with_settings(
+    def from_settings(
         cls,
         settings: EngineSettings,
         model: ModelArch,
         gpu: GpuSpec,
-        engine: EngineConfig,
         calibration: Calibration,
         *,
         model_id: str,
+        prefix_caching: bool = True,
+        kv_offload_gib: float = 0.0,
         **more: Any,
     ) -> ClusterSpec:
-        """The spec of ``model`` on ``gpu`` under the engine ``settings`` ``tailscope serve`` and ``sim`` share (their
-        ``tp``, dtypes, ``backend`` and ``ep``; the files they name already read into ``gpu`` and ``calibration``);
-        ``more``: other fields (``replicas``, ``router``, …)."""
-        return cls(
+        """The deployment of ``model`` on ``gpu`` under the engine ``settings``: the one construction ``tailscope
+        serve`` (one replica) and ``tailscope sim`` share, so a served replica behaves like a simulated one.
+
+        The dtypes are checked, the scheduler limits and KV blocks resolved (:func:`replica_engine_config`: a twin's
+        own limits and KV geometry unless a flag overrides them), the spec validated and the model checked to fit.
+
+        Args:
+            settings: ``tp``, dtypes, scheduler limits, ``gpu_memory_utilization``, ``backend``, ``ep`` (the files
+                they name already read into ``gpu`` and ``calibration``).
+            model_id: the id the user gave (catalog id or config path), for calibration lookups and descriptions.
+            prefix_caching: the prefix cache flag (a twin whose server ran without it stays without).
+            kv_offload_gib: host memory per replica for preempted requests' KV (0: recompute).
+            more: other fields (``replicas``, ``router``, ``disagg``, …).
+
+        Raises:
+            ConfigError: a bad dtype, limit or combination, naming the flag.
+            PlanError: the model does not fit on the GPU (or on a worker of a disaggregated pool).
+        """
+        settings.check_dtypes()
+        engine = replica_engine_config(
+            gpu,
+            calibration,
+            backend=settings.backend,
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            prefix_caching=prefix_caching,
+            kv_offload_gib=kv_offload_gib,
+        )
+        spec = cls(
             model=model,
             gpu=gpu,
             tp=settings.tp,
@@ -89,7 +116,9 @@ class ClusterSpec:
             backend=settings.backend,
             ep=settings.ep,
             **more,
-        )
+        ).validate()
+        spec.check_fits()
+        return spec
 
     def validate(self) -> ClusterSpec:
         from_zero = self.autoscale is not None and self.autoscale.min_replicas == 0
@@ -114,20 +143,19 @@ class ClusterSpec:
         return self
 
     def engine_config(self) -> EngineConfig:
+        """The scheduler limits and KV blocks of a replica: ``engine``, or the defaults (a twin's own, else the
+        backend's for the GPU)."""
         if self.engine is not None:
             return self.engine
-        twin = self.calibration.twin
-        if twin is not None:
-            f = twin.facts
-            return EngineConfig(
-                max_num_seqs=f.max_num_seqs,
-                max_num_batched_tokens=max(f.max_num_batched_tokens, f.max_num_seqs),
-                block_size=f.block_size,
-                num_blocks=f.num_blocks,
-                enable_prefix_caching=f.enable_prefix_caching,
-            )
-        seqs, tokens = engine_profile(self.backend).limits(self.gpu)
-        return EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens)
+        return replica_engine_config(self.gpu, self.calibration, backend=self.backend)
+
+    def check_fits(self) -> None:
+        """Raise PlanError when the model's weights leave no room for KV cache on a replica (on a worker of either
+        pool when disaggregated)."""
+        util = self.engine_config().gpu_memory_utilization
+        widths = (None,) if self.disagg is None else (self.disagg.prefill_tp, self.disagg.decode_tp)
+        for width in widths:
+            self.perf(width).kv_capacity_tokens(util)
 
     def perf(self, tp: int | None = None) -> StepModel:
         """The step model of one replica (``tp`` overrides the width: a disaggregated pool's workers), with
@@ -208,6 +236,48 @@ class ClusterSpec:
             if self.autoscale is None
             else _picked(self.autoscale, self.autoscale.__dataclass_fields__),
         }
+
+
+def replica_engine_config(
+    gpu: GpuSpec,
+    calibration: Calibration,
+    *,
+    backend: str = "vllm",
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    prefix_caching: bool = True,
+    kv_offload_gib: float = 0.0,
+) -> EngineConfig:
+    """The scheduler limits and KV blocks of one replica, validated; ``None`` limits take the defaults.
+
+    Without a twin the defaults are the backend's for the GPU, and an unset ``max_num_batched_tokens`` is raised to
+    ``max_num_seqs`` (as vLLM does). A digital twin carries the measured server's own limits, block size, number of
+    blocks and prefix caching: they apply unless a limit is given here, and prefix caching stays on only when both
+    the server and ``prefix_caching`` have it.
+
+    Raises:
+        ConfigError: a limit out of range, naming its flag.
+    """
+    twin = calibration.twin
+    block_size, num_blocks = 16, None
+    if twin is not None:
+        f = twin.facts
+        default_seqs, default_tokens = f.max_num_seqs, f.max_num_batched_tokens
+        block_size, num_blocks = f.block_size, f.num_blocks
+        prefix_caching = prefix_caching and f.enable_prefix_caching
+    else:
+        default_seqs, default_tokens = engine_profile(backend).limits(gpu)
+    seqs = max_num_seqs or default_seqs
+    return EngineConfig(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=max_num_batched_tokens or max(default_tokens, seqs),
+        block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enable_prefix_caching=prefix_caching,
+        num_blocks=num_blocks,
+        kv_offload_gib=kv_offload_gib,
+    ).validate()
 
 
 def _picked(obj: object, names: Iterable[str]) -> dict[str, Any]:

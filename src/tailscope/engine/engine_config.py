@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailscope.engine.gpus import GpuSpec
+from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.errors import ConfigError
 
 
@@ -51,6 +52,13 @@ class EngineSettings:
     gpu_file: Path | None = None
     backend: str = "vllm"
     ep: int = 1
+
+    def check_dtypes(self) -> None:
+        """Raise ConfigError naming ``--weights-dtype`` / ``--kv-dtype`` when either is not a known precision."""
+        if self.weights_dtype is not None and self.weights_dtype.lower() not in WEIGHT_DTYPES:
+            raise ConfigError(f"--weights-dtype {self.weights_dtype!r}: use one of {', '.join(WEIGHT_DTYPES)}")
+        if self.kv_dtype.lower() not in KV_DTYPES:
+            raise ConfigError(f"--kv-dtype {self.kv_dtype!r}: use one of {', '.join(KV_DTYPES)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,9 +77,7 @@ def build_replica(
         PlanError: the model does not fit on the GPU.
     """
     from tailscope.engine.cluster import ClusterSpec
-    from tailscope.engine.engine_profiles import engine_profile
     from tailscope.engine.gpus import resolve_gpu
-    from tailscope.engine.replica import EngineConfig
     from tailscope.io.calibration import load_calibration
     from tailscope.io.gpus import load_gpu_file
     from tailscope.io.models import resolve_model
@@ -90,24 +88,25 @@ def build_replica(
             raise ConfigError(f"unknown engine option(s) {', '.join(sorted(unknown))}")
         flags = replace(flags or EngineFlags(), **engine_flags)
     flags = flags or EngineFlags()
-    arch = resolve_model(model)
+    flags.check_dtypes()  # before any file is read, as sim
     extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else ()
     gpu_spec = resolve_gpu(gpu, extra)
-    default_seqs, default_tokens = engine_profile(flags.backend).limits(gpu_spec)
-    config = EngineConfig(
-        max_num_seqs=flags.max_num_seqs or default_seqs,
-        max_num_batched_tokens=flags.max_num_batched_tokens or default_tokens,
-        gpu_memory_utilization=flags.gpu_memory_utilization,
-        enable_prefix_caching=flags.enable_prefix_caching,
-    )
-    # the same construction as `tailscope sim` (one replica of a ClusterSpec), so both run the same engine model
+    arch = resolve_model(model)
     calibration = load_calibration(flags.calibration)
-    spec = ClusterSpec.with_settings(flags, arch, gpu_spec, config, calibration, model_id=model).validate()
+    # the construction `tailscope sim` uses (one replica of its ClusterSpec): the same dtype and fit checks, scheduler
+    # limits and KV blocks (a twin's own), so the served engine is the simulated one
+    spec = ClusterSpec.from_settings(
+        flags, arch, gpu_spec, calibration, model_id=model, prefix_caching=flags.enable_prefix_caching
+    )
+    config = spec.engine_config()
     engine = spec.new_replica()
     perf = engine.perf
     blocks = engine.stats().kv_blocks_total
     capacity = blocks * config.block_size
-    max_len = flags.max_model_len or min(_model_max_len(model), capacity)
+    twin = calibration.twin
+    # a twin's server had a context length of its own; else the model's, capped by what the KV cache holds
+    model_len = twin.facts.max_model_len if twin is not None and twin.facts.max_model_len else _model_max_len(model)
+    max_len = flags.max_model_len or min(model_len, capacity)
     if flags.max_model_len is not None and flags.max_model_len > capacity:
         raise ConfigError(
             f"--max-model-len {flags.max_model_len} exceeds the KV cache of {capacity} tokens on {gpu_spec.id} "

@@ -23,10 +23,7 @@ from tailscope.engine.cluster import ClusterSpec
 from tailscope.engine.desync import DEFAULT as DESYNC
 from tailscope.engine.desync import OFF
 from tailscope.engine.engine_config import EngineSettings
-from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec, resolve_gpu
-from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
-from tailscope.engine.replica import EngineConfig
 from tailscope.errors import ConfigError
 from tailscope.io.models import resolve_model
 from tailscope.metrics.chunk_times import ChunkTimes, flatten
@@ -101,11 +98,9 @@ class SimOutcome:
 
 
 def build_cluster(a: SimArgs) -> ClusterSpec:
-    """The deployment from the flags. Raises ConfigError/CatalogError naming the flag."""
-    if a.weights_dtype is not None and a.weights_dtype.lower() not in WEIGHT_DTYPES:
-        raise ConfigError(f"--weights-dtype {a.weights_dtype!r}: use one of {', '.join(WEIGHT_DTYPES)}")
-    if a.kv_dtype.lower() not in KV_DTYPES:
-        raise ConfigError(f"--kv-dtype {a.kv_dtype!r}: use one of {', '.join(KV_DTYPES)}")
+    """The deployment from the flags (:meth:`ClusterSpec.from_settings`, as ``tailscope serve`` builds its replica).
+    Raises ConfigError/CatalogError naming the flag, PlanError when the model does not fit."""
+    a.check_dtypes()  # before any file is read
     # the file readers (YAML, pydantic) are imported only when a file is given: start-up is part of a run's time
     extra: tuple[GpuSpec, ...] = ()
     if a.gpu_file is not None:
@@ -119,26 +114,6 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         from tailscope.io.calibration import load_calibration
 
         calibration = load_calibration(a.calibration)
-    seqs, tokens = engine_profile(a.backend).limits(gpu)
-    engine = EngineConfig(
-        max_num_seqs=a.max_num_seqs or seqs,
-        max_num_batched_tokens=a.max_num_batched_tokens or max(tokens, a.max_num_seqs or 0),
-        gpu_memory_utilization=a.gpu_memory_utilization,
-        enable_prefix_caching=a.prefix_caching,
-        kv_offload_gib=a.kv_offload_gib,
-    ).validate()
-    if calibration.twin is not None:
-        # a twin carries the server's own scheduler limits and KV blocks; flags given explicitly still win
-        f = calibration.twin.facts
-        seqs_t = a.max_num_seqs or f.max_num_seqs
-        engine = EngineConfig(
-            max_num_seqs=seqs_t,
-            max_num_batched_tokens=a.max_num_batched_tokens or max(f.max_num_batched_tokens, seqs_t),
-            block_size=f.block_size,
-            num_blocks=f.num_blocks,
-            enable_prefix_caching=f.enable_prefix_caching and a.prefix_caching,
-            kv_offload_gib=a.kv_offload_gib,
-        ).validate()
     policy = None
     if a.autoscale is not None:
         from tailscope.io.autoscaler import load_policy  # pydantic: imported only when a policy is given
@@ -156,13 +131,14 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         from tailscope.engine.disagg import parse_disagg
 
         disagg = parse_disagg(a.disagg)
-    cluster = ClusterSpec.with_settings(
+    return ClusterSpec.from_settings(
         a,
         model,
         gpu,
-        engine,
         calibration,
         model_id=a.model,
+        prefix_caching=a.prefix_caching,
+        kv_offload_gib=a.kv_offload_gib,
         replicas=a.replicas * a.attention_dp,  # each attention-DP rank schedules its own requests
         router=a.router,
         autoscale=policy,
@@ -170,13 +146,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         spec=spec,
         draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model is not None else None,
         disagg=disagg,
-    ).validate()
-    if disagg is not None:  # fail now when the model does not fit a worker of either pool
-        for width in (disagg.prefill_tp, disagg.decode_tp):
-            cluster.perf(width).kv_capacity_tokens(a.gpu_memory_utilization)
-    else:
-        cluster.perf().kv_capacity_tokens(a.gpu_memory_utilization)  # fail now when the model does not fit
-    return cluster
+    )
 
 
 #: timeline column → the vLLM metric name it stands for (so dashboards treat sim runs like scraped ones)
