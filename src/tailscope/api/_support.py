@@ -170,7 +170,7 @@ async def serve_until_stopped(
     import asyncio
     import contextlib
 
-    from tailscope.serve.site import stop_on_signals
+    from tailscope.signals import stop_on_signals
 
     stop = asyncio.Event()
     async with server:

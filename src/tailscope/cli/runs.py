@@ -86,10 +86,15 @@ def show(
     from tailscope.report.runs_console import print_run_view
 
     view = show_run(run_id, dialect=dialect, store=db)
-    imported = view.run.settings.get("import") if view.dialect == "tailscope" else None
-    tool = show_run(view.run.id, dialect=str(imported.get("tool")), store=db) if isinstance(imported, dict) else None
-    opt.json_or_render(view.to_dict(), json_out, lambda: print_run_view(
-        stdout_console(), view.run, view.summary, view.dialect, tool.summary if tool else None))  # fmt: skip
+
+    def render() -> None:  # an imported run also shows its figures as the importing tool defines them
+        imported = view.run.settings.get("import") if view.dialect == "tailscope" else None
+        tool = (
+            show_run(view.run.id, dialect=str(imported.get("tool")), store=db) if isinstance(imported, dict) else None
+        )
+        print_run_view(stdout_console(), view.run, view.summary, view.dialect, tool.summary if tool else None)
+
+    opt.json_or_render(view.to_dict(), json_out, render)
 
 
 @runs_app.command("import")

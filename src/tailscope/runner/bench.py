@@ -31,7 +31,7 @@ from tailscope.runner.persist import RunPersistence
 from tailscope.runner.progress import Progress
 from tailscope.runner.target import PREOPEN_CAP, TargetSession, open_target, preopen_count, preopen_transport, warm_path
 from tailscope.runner.telemetry import RunScrapes
-from tailscope.serve.site import install_signal_handlers
+from tailscope.signals import install_signal_handlers
 from tailscope.workload.prompts import PromptSynthesizer
 from tailscope.workload.spec import RequestSpec
 

@@ -6,6 +6,6 @@ validation, OpenAI errors), ``sse`` (response bodies), ``tokenizer`` (determinis
 hashes, filler text), ``metrics`` (vLLM-named Prometheus text), ``faults`` (seeded fault injection),
 ``engine_factory`` (model + GPU → replica), ``embedded`` and ``child`` (the bench's built-in target in a thread or a
 child process), ``server`` (foreground serving for the CLI), ``site`` (start a listener and learn its bound
-port, stop a foreground one on SIGINT/SIGTERM; the proxy, the reference app and the API use it too).
+port; the proxy, the reference app and the test servers use it too; SIGINT/SIGTERM: ``tailscope.signals``).
 See ``docs/serve.md``.
 """

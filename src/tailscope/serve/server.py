@@ -13,7 +13,8 @@ from tailscope.engine.api import ReplicaEngine
 from tailscope.errors import TargetError
 from tailscope.serve.app import build_app, make_runner
 from tailscope.serve.options import ServeOptions
-from tailscope.serve.site import serve_site, stop_on_signals
+from tailscope.serve.site import serve_site
+from tailscope.signals import stop_on_signals
 
 
 def is_loopback(host: str) -> bool:

@@ -143,18 +143,23 @@ def _schema_state(con: Any) -> str:
     return "current" if row is not None and row[0] == str(SCHEMA_VERSION) else "old"
 
 
-def check_not_newer(con: Any, path: Path) -> None:
-    """Refuse a store written by a newer tailscope (its schema version above :data:`SCHEMA_VERSION`)."""
+def stored_version(con: Any) -> int | None:
+    """The store's schema version, or ``None`` while it has none (a store still being created)."""
     has_meta = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
         "AND table_name = 'meta'"
     ).fetchone()[0]
-    if not has_meta:  # a store still being created (a failed query would abort the caller's transaction)
-        return
+    if not has_meta:  # checked first: a failed query would abort the caller's transaction
+        return None
     row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is not None and int(row[0]) > SCHEMA_VERSION:
+    return None if row is None else int(row[0])
+
+
+def check_not_newer(version: int | None, path: Path) -> None:
+    """Refuse a store written by a newer tailscope (its schema ``version`` above :data:`SCHEMA_VERSION`)."""
+    if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
-            f"store {path} was written by a newer tailscope (store schema {row[0]}, this tailscope reads up to "
+            f"store {path} was written by a newer tailscope (store schema {version}, this tailscope reads up to "
             f"{SCHEMA_VERSION}): upgrade tailscope (pip install -U tailscope), or point --db / TAILSCOPE_DB elsewhere"
         )
 
@@ -294,7 +299,7 @@ class Database:
         state = _schema_state(con)
         if state == "current":  # a store of this version: its DDL would change nothing (and costs ~10 ms of CPU)
             return
-        check_not_newer(con, self.path)
+        check_not_newer(stored_version(con), self.path)
         con.execute(_SCHEMA)
         if state == "old":  # a new store's tables have every column already (the ALTERs cost ≈ 6 ms of CPU)
             for name, kind in _RUNS_ADDED:
@@ -346,14 +351,6 @@ class Database:
                 raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
             raise
 
-    @staticmethod
-    def _old_schema(con: Any) -> bool:
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except Exception:  # no meta table yet: a store still being created
-            return False
-        return row is not None and int(row[0]) < SCHEMA_VERSION
-
     @contextmanager
     def read(self) -> Iterator[Any]:
         """A read-only connection (the store must exist)."""
@@ -364,11 +361,12 @@ class Database:
         con = self._open(read_only=True)
         if not self._version_checked:
             try:
-                check_not_newer(con, self.path)
+                version = stored_version(con)
+                check_not_newer(version, self.path)
             except StoreError:
                 con.close()
                 raise
-            if self._old_schema(con):
+            if version is not None and version < SCHEMA_VERSION:
                 # a store written by an older tailscope: add the new columns once, then read
                 con.close()
                 self.ensure_schema()

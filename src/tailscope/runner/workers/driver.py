@@ -39,7 +39,7 @@ from tailscope.runner.workers.handles import WorkerHandle, WorkerLost, start_pro
 from tailscope.runner.workers.partition import Feeder, partition_open, split_concurrency
 from tailscope.runner.workers.report import WorkerState, lost_share, worker_rows, worker_warnings
 from tailscope.runner.workers.wire import record_from_wire, spec_to_wire
-from tailscope.serve.site import install_signal_handlers
+from tailscope.signals import install_signal_handlers
 from tailscope.workload.spec import RequestSpec
 
 if TYPE_CHECKING:
