@@ -52,6 +52,24 @@ class ManualClock:
         self._t = t_ns
 
 
+def unix_offset_ns(clock: Clock, *, tries: int = 7) -> int:
+    """Unix time minus ``clock``'s reading, in ns: add it to a reading to get Unix time.
+
+    Two clocks cannot be read at one instant; a thread preempted between the two reads (milliseconds on a busy
+    machine) would shift every mapped time by that much. So the Unix read is bracketed by two readings of ``clock``
+    ``tries`` times and the narrowest bracket is kept: its error is at most half its width (microseconds), unless
+    every try was preempted.
+    """
+    best_width, best = -1, 0
+    for _ in range(max(1, tries)):
+        a = clock.now_ns()
+        u = time.time_ns()
+        b = clock.now_ns()
+        if best_width < 0 or b - a < best_width:
+            best_width, best = b - a, u - (a + b) // 2
+    return best
+
+
 def utc_now_iso() -> str:
     """Wall-clock UTC time as ISO 8601 with a ``Z`` suffix; used once per run as its ``started_at``."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope import __version__
 from tailscope.client.otlp import ClientSpanExporter
-from tailscope.clock import Clock, MonotonicClock, utc_now_iso
+from tailscope.clock import Clock, MonotonicClock, unix_offset_ns, utc_now_iso
 from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.runner.bench_config import BenchConfig
@@ -170,7 +170,7 @@ async def run_bench(
         preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
         gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
         t0 = clock.now_ns()
-        t0_unix_ns = time.time_ns()  # lines record times up with span timestamps (trace join's skew check)
+        t0_unix_ns = t0 + unix_offset_ns(clock)  # lines record times up with span timestamps (trace join's skew check)
         if spans is not None:
             spans.t0_unix_ns = t0_unix_ns
             spans.sender.start()

@@ -349,7 +349,7 @@ def build_app(engine: ReplicaEngine, options: ServeOptions, *, clock: Clock | No
     async def _start(_: web.Application) -> None:
         state.loop.start()
         if state.tracer is not None:
-            state.tracer.start(state.loop.clock.now_ns())
+            state.tracer.start(state.loop.clock)
 
     async def _stop(_: web.Application) -> None:
         await state.loop.stop()

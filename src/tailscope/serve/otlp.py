@@ -24,11 +24,11 @@ them, every ``interval_s`` or as soon as ``max_batch`` spans wait. A collector t
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from tailscope.client.otlp import OtlpSender, OtlpSpan, encode
+from tailscope.clock import Clock, unix_offset_ns
 
 #: the instrumentation scope of the engine's spans
 SCOPE = "tailscope.serve"
@@ -301,9 +301,9 @@ class SpanExporter:
         """A trace id for a request that came without trace context."""
         return f"{self._ids.getrandbits(128) | 1:032x}"
 
-    def start(self, clock_now_ns: int) -> None:
-        """Start the sender on the running loop; ``clock_now_ns`` is the serving clock's reading now."""
-        self.unix_offset_ns = time.time_ns() - clock_now_ns
+    def start(self, clock: Clock) -> None:
+        """Start the sender on the running loop, mapping the serving ``clock`` to Unix time."""
+        self.unix_offset_ns = unix_offset_ns(clock)
         self.sender.start()
 
     def add(self, timing: RequestTiming) -> None:

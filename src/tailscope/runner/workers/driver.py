@@ -19,12 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
-from tailscope.clock import Clock, MonotonicClock
+from tailscope.clock import Clock, MonotonicClock, unix_offset_ns
 from tailscope.errors import ConfigError, TailscopeError
 from tailscope.metrics.percentiles import Stats, compute_stats
 from tailscope.records import RequestRecord, RunStatus, Target
@@ -412,7 +411,7 @@ async def run_bench_distributed(
                 *(h.call("start", [t0 + st.clock_offset_ns]) for h, st in zip(handles, states, strict=True))
             )
             if spans is not None:  # record times are on the driver's clock: one reading maps them to Unix time
-                spans.t0_unix_ns = time.time_ns() + (t0 - clock.now_ns())
+                spans.t0_unix_ns = t0 + unix_offset_ns(clock)
                 spans.sender.start()
             await asyncio.sleep(max(0.0, (t0 - clock.now_ns()) / 1e9))
             scrapes.start(t0)
