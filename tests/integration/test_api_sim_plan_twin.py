@@ -114,6 +114,31 @@ def test_calibrate_from_stored_runs_after_the_server_is_gone(tmp_path: Path) -> 
     alone = tailscope.calibrate(from_runs=[lone.run.id], store=store)
     assert "one batch size only" in alone.notes["caveat"]
 
+    # the trained step model as the prior, the runs as its update (issue 23, item 10)
+    ref = "llama-3.1-8b@h100-sxm"
+    informed = tailscope.calibrate(from_runs=[lone.run.id], store=store, prior=ref)
+    report = informed.twin.fitted_on["prior"]
+    assert "llama-3.1-8b on h100-sxm ×1, vllm" in report["source"]
+    terms = set(report["mean_us"])
+    assert set(report["used"]) | set(report["rejected"]) == terms
+    assert not set(report["used"]) & set(report["rejected"])
+    assert informed.notes["prior"].startswith("used on")
+    # one batch size cannot split the step's cost from each sequence's: alone the split is arbitrary, with the prior
+    # each term is the physics' (inside its prior's 3 sd) and their sum stays what the runs measured
+    c, m, sd = informed.twin.coefficients, report["mean_us"], report["sd_us"]
+    assert "per_seq_us" in report["used"]
+    assert abs(c.per_seq_us - m["per_seq_us"]) < 3 * sd["per_seq_us"]
+    a = alone.twin.coefficients
+    assert c.step_overhead_us + c.per_seq_us == pytest.approx(a.step_overhead_us + a.per_seq_us, rel=0.1)
+    assert informed.twin.stderr.per_seq_us <= sd["per_seq_us"] * 1.01  # the posterior is no wider than the prior
+
+
+def test_a_bad_prior_fails_before_any_load() -> None:
+    with pytest.raises(tailscope.ConfigError, match="--prior 'llama-3.1-8b'"):
+        tailscope.calibrate(url="http://127.0.0.1:9", prior="llama-3.1-8b")
+    with pytest.raises(tailscope.TailscopeError, match="(?i)not fit|does not fit|weights"):
+        tailscope.calibrate(url="http://127.0.0.1:9", prior="llama-3.1-70b@h100-sxm")
+
 
 def test_twin_check_against_the_builtin_server_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tailscope.serve.embedded import start_embedded_server

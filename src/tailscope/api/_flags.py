@@ -333,6 +333,8 @@ CALIBRATE: dict[str, Flag] = {f.name: f for f in (
     Flag("block_size", int | None, None, "--block-size", "KV block size when /metrics lacks it."),
     Flag("num_blocks", int | None, None, "--num-blocks", "KV blocks when /metrics lacks them."),
     Flag("seed", int, 0, "--seed", None),
+    Flag("prior", str | None, None, "--prior", (
+        "MODEL@GPU[xTP]: the trained step model of this deployment as the fit's prior (e.g. llama-3.1-8b@h100x2).")),
 )}
 
 #: ``tailscope serve``: the injected faults (:class:`~tailscope.serve.faults.FaultConfig`)

@@ -82,6 +82,7 @@ async def calibrate_async(
     block_size: int | None = None,
     num_blocks: int | None = None,
     seed: int = 0,
+    prior: str | None = None,
     store: StorePath | RunStore | None = None,
     on_phase: OnPhase | None = None,
 ) -> Calibration:
@@ -102,6 +103,10 @@ async def calibrate_async(
             each round's prefill ladder (default 4); 1 to 50.
         max_num_seqs, max_num_batched_tokens: the server's scheduler limits.
         block_size, num_blocks: the KV cache's geometry when the server's ``/metrics`` lacks it.
+        prior: ``MODEL@GPU`` or ``MODEL@GPUxTP`` (``llama-3.1-8b@h100x2``; MODEL a catalog id, a Hugging Face id or a
+            ``config.json`` path, GPU a catalog id or a GPU YAML file): the trained step model of that deployment is
+            the fit's prior and the probe its update — terms the probe cannot see come from the physics, each with
+            its posterior standard error; ``document["fitted_on"]["prior"]`` says which terms the probe overruled.
         store: keep the probe's bench runs here (and look ``from_runs`` up here; default the CLI's store).
         on_phase: called with the name of each probe phase as it starts.
 
@@ -115,6 +120,7 @@ async def calibrate_async(
     from tailscope.runner.server_facts import facts_from_labels, server_facts, stored_cache_labels
     from tailscope.runner.twin_from_runs import check_fit_inputs, fit_busy_frontend, fit_from_runs, open_loop_send_lags
 
+    prior_of = _prior_from_ref(prior) if prior else None  # a bad reference fails before any load is sent
     records: list[list[RequestRecord]] = []
     notes: dict[str, str] = {}
     stored_modes: list[Any] = []
@@ -201,7 +207,10 @@ async def calibrate_async(
             )
         if burst_info:
             notes["burst"] = json.dumps(burst_info)
-    twin = fit_from_runs(records, facts, seed=seed)
+    twin_prior = prior_of(facts) if prior_of is not None else None
+    twin = fit_from_runs(records, facts, seed=seed, prior=twin_prior)
+    if twin_prior is not None:
+        notes["prior"] = _prior_line(twin.fitted_on.get("prior") or {})
     # the client's open-loop send lag (the twin adds it to open-loop arrivals, as bench counts it in their latency)
     if from_runs:
         open_runs = [recs for mode, recs in zip(stored_modes, records, strict=True) if mode == "open"]
@@ -227,6 +236,52 @@ async def calibrate_async(
     if out is not None:
         result = replace(result, path=_write_twin(Path(out), result.to_yaml()))
     return result
+
+
+def _prior_from_ref(ref: str) -> Callable[[ServerFacts], Any]:
+    """Resolve ``--prior MODEL@GPU[xTP]`` now (a bad one fails before the probe); the prior itself needs the
+    server's engine and limits, so it is computed from its facts later."""
+    from tailscope.engine.gpus import resolve_gpu
+    from tailscope.engine.residuals import residual_group
+    from tailscope.engine.step_model import TrainedStepModel
+    from tailscope.engine.step_terms import Parallelism
+    from tailscope.engine.twin_prior import parse_prior_ref, twin_prior
+    from tailscope.io.gpus import load_gpu_file
+    from tailscope.io.models import resolve_model
+
+    model_ref, gpu_ref, tp = parse_prior_ref(ref)
+    arch = resolve_model(model_ref)
+    if gpu_ref.endswith((".yaml", ".yml")):
+        specs = load_gpu_file(gpu_ref)
+        if not specs:
+            raise ConfigError(f"--prior {ref!r}: {gpu_ref} lists no GPU")
+        gpu = specs[0]
+    else:
+        gpu = resolve_gpu(gpu_ref)
+    TrainedStepModel(arch, gpu, Parallelism(tp=tp)).kv_capacity_tokens()  # the weights must fit (PlanError)
+
+    def build(facts: ServerFacts) -> Any:
+        engine = facts.engine if facts.engine in ("vllm", "sglang", "trtllm") else "vllm"
+        step = TrainedStepModel(arch, gpu, Parallelism(tp=tp), engine=engine)
+        return twin_prior(
+            step,
+            max_num_batched_tokens=facts.max_num_batched_tokens,
+            max_model_len=facts.max_model_len,
+            group=residual_group(engine, gpu.id, model_ref, "agg"),
+            source=f"the trained step model: {model_ref} on {gpu.id} ×{tp}, {engine}, {step.weights_dtype}",
+        )
+
+    return build
+
+
+def _prior_line(report: dict[str, Any]) -> str:
+    """What the prior did, in one line."""
+    used = report.get("used") or []
+    rejected = report.get("rejected") or {}
+    parts = [f"used on {', '.join(used)}" if used else "used on no term"]
+    if rejected:
+        parts.append(f"overruled by the probe on {', '.join(rejected)}")
+    return f"{'; '.join(parts)} ({report.get('source', '')})"
 
 
 def _missing(partial: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from tailscope.engine.twin import (
     TwinModel,
     speed_from_ratios,
 )
+from tailscope.engine.twin_prior import CONFLICT_Z, DECODE_TERMS, PREFILL_TERMS, TwinPrior
 from tailscope.errors import ConfigError
 
 __all__ = [
@@ -28,14 +30,26 @@ __all__ = [
     "busy_frontend_excess",
     "fit_twin",
     "huber_fit",
+    "updated_by_probe",
 ]
 
 
-def huber_fit(x: np.ndarray, y: np.ndarray, *, delta: float = 1.345, iters: int = 50) -> np.ndarray:
+def huber_fit(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    delta: float = 1.345,
+    iters: int = 50,
+    prior: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """Robust linear regression (Huber loss by iteratively reweighted least squares), coefficients ≥ 0.
 
-    ``x`` is the design matrix (n × k), ``y`` the targets. The scale is the MAD of the residuals.
+    ``x`` is the design matrix (n × k), ``y`` the targets. The scale is the MAD of the residuals. With ``prior`` =
+    (mean, sd) per coefficient (sd = inf: none), the fit is the maximum a posteriori one: each coefficient with a
+    prior adds the pseudo-observation ``(β − mean) / sd`` to the residuals measured in units of the data's scale.
     """
+    if prior is not None:
+        return _map_fit(x, y, prior[0], prior[1], delta=delta, iters=iters)
     w = np.ones(len(y))
     beta = np.zeros(x.shape[1])
     for _ in range(iters):
@@ -53,16 +67,114 @@ def huber_fit(x: np.ndarray, y: np.ndarray, *, delta: float = 1.345, iters: int 
     return beta
 
 
-def bootstrap_stderr(x: np.ndarray, y: np.ndarray, *, rounds: int = 200, seed: int = 0) -> np.ndarray:
-    """Standard errors of :func:`huber_fit`'s coefficients by resampling observations."""
+def _scale(r: np.ndarray) -> float:
+    return 1.4826 * float(np.median(np.abs(r - np.median(r)))) or 1e-9
+
+
+def _map_fit(x: np.ndarray, y: np.ndarray, mean: np.ndarray, sd: np.ndarray, *, delta: float, iters: int) -> np.ndarray:
+    """:func:`huber_fit` with a Gaussian prior (see there); starts from the plain least-squares fit's scale."""
+    has = np.isfinite(sd) & (sd > 0)
+    rows = np.diag(1.0 / np.where(has, sd, 1.0))[has]
+    targets = (mean / np.where(has, sd, 1.0))[has]
+    start, *_ = np.linalg.lstsq(x, y, rcond=None)
+    scale = _scale(y - x @ np.maximum(start, 0.0))
+    w = np.ones(len(y))
+    beta = np.full(x.shape[1], np.nan)
+    for _ in range(iters):
+        sw = np.sqrt(w) / scale
+        a = np.vstack([x * sw[:, None], rows])
+        b = np.concatenate([y * sw, targets])
+        beta_new, *_ = np.linalg.lstsq(a, b, rcond=None)
+        beta_new = np.asarray(np.maximum(beta_new, 0.0), dtype=np.float64)
+        r = y - x @ beta_new
+        scale = _scale(r)
+        u = np.abs(r) / (delta * scale)
+        w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
+        if np.allclose(beta_new, beta, rtol=1e-6, atol=1e-9):
+            return beta_new
+        beta = beta_new
+    return beta
+
+
+def bootstrap_stderr(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    rounds: int = 200,
+    seed: int = 0,
+    prior: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Standard errors of :func:`huber_fit`'s coefficients by resampling observations (the prior, when given, is
+    kept in every resample: the posterior's spread)."""
     rng = np.random.default_rng(seed)
     n = len(y)
     draws = []
     for _ in range(rounds):
         idx = rng.integers(0, n, n)
-        draws.append(huber_fit(x[idx], y[idx], iters=20))
+        draws.append(huber_fit(x[idx], y[idx], iters=20, prior=prior))
     out: np.ndarray = np.asarray(draws).std(axis=0)
     return out
+
+
+def probe_variances(x: np.ndarray, y: np.ndarray, beta: np.ndarray, prior_sd: np.ndarray | None = None) -> np.ndarray:
+    """Each coefficient's variance: from the observations alone (the inverse Fisher information at the robust
+    scale), or with ``prior_sd`` (inf: none) the posterior's (Laplace). A coefficient the design cannot separate
+    from another (collinear columns) gets a huge one without a prior, where a bootstrap of the minimum-norm fit
+    would report a small one; with a prior, the prior's share of it."""
+    norm = np.linalg.norm(x, axis=0)
+    norm = np.where(norm > 0, norm, 1.0)
+    scale = _scale(y - x @ beta)
+    info = (x / norm).T @ (x / norm) / scale**2
+    if prior_sd is not None:
+        info = info + np.diag(np.where(np.isfinite(prior_sd), 1.0 / prior_sd**2, 0.0) / norm**2)
+    lam, vec = np.linalg.eigh(info)
+    lam = np.maximum(lam, float(lam.max()) * 1e-12)
+    out: np.ndarray = np.diag((vec / lam) @ vec.T) / norm**2
+    return out
+
+
+def updated_by_probe(
+    x: np.ndarray,
+    y: np.ndarray,
+    prior: tuple[np.ndarray, np.ndarray],
+    terms: Sequence[str | None],
+    *,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The probe as the prior's update: (coefficients, their posterior standard errors, what happened per term).
+
+    First a conflict check per term: the probe-only estimate against the prior's mean, in units of their combined
+    standard deviation (the probe's from :func:`probe_variances`). A term more than
+    :data:`~tailscope.engine.twin_prior.CONFLICT_Z` apart says the deployment is unlike those the prior was sized
+    on, so it is fitted without its prior; a term the probe cannot separate from another (a decode ladder at one
+    batch size: the step's cost and each sequence's) never conflicts and keeps the prior's split. Then the maximum a
+    posteriori fit with the priors left, and its bootstrap. ``terms`` names each column (None: no prior).
+    """
+    mean, sd0 = prior
+    sd = sd0.copy()
+    plain = huber_fit(x, y)
+    var = probe_variances(x, y, plain)
+    report: dict[str, Any] = {"probe_only_us": {}, "used": [], "rejected": {}}
+    for i, name in enumerate(terms):
+        if name is None or not math.isfinite(sd0[i]):
+            continue
+        report["probe_only_us"][name] = float(plain[i])
+        z = abs(plain[i] - mean[i]) / math.sqrt(var[i] + sd0[i] ** 2)
+        if z > CONFLICT_Z:
+            sd[i] = math.inf
+            report["rejected"][name] = (
+                f"the probe measured {plain[i]:.4g} ± {math.sqrt(var[i]):.2g} µs, the prior says {mean[i]:.4g} ± "
+                f"{sd0[i]:.2g} µs ({z:.1f} sd apart): fitted on the probe alone"
+            )
+        else:
+            report["used"].append(name)
+    if not report["used"]:
+        return plain, bootstrap_stderr(x, y, seed=seed), report
+    beta = huber_fit(x, y, prior=(mean, sd))
+    # the bootstrap keeps the prior fixed, so it sees only the probe's sampling spread; the posterior's own spread
+    # (Laplace) carries the prior's uncertainty where the probe cannot see — the larger of the two is reported
+    posterior = np.sqrt(probe_variances(x, y, beta, sd))
+    return beta, np.maximum(bootstrap_stderr(x, y, seed=seed, prior=(mean, sd)), posterior), report
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +231,7 @@ def fit_twin(
     loaded_ttft: Sequence[LoadedTtftObservation] = (),
     seed: int = 0,
     fit_inflight: bool = False,
+    prior: TwinPrior | None = None,
 ) -> TwinModel:
     """Fit the twin's coefficients by robust regression.
 
@@ -130,6 +243,11 @@ def fit_twin(
     4. Optionally (``fit_inflight``), the TTFT excess under load per request already in flight. Off by default:
        most of that excess is batching and queueing that the simulated scheduler reproduces itself, so fitting it
        as a front-end cost counts it twice (measured on vLLM CPU: +300 % TTFT error with it, see docs/engine.md).
+    5. With ``prior`` (the trained step model projected onto these terms,
+       :func:`~tailscope.engine.twin_prior.twin_prior`), steps 1 and 2 are the prior's update by the probe
+       (:func:`updated_by_probe`): maximum a posteriori
+       coefficients and posterior standard errors; ``fitted_on["prior"]`` records the prior, the probe-only
+       estimates and the terms whose prior the probe contradicted.
 
     Raises:
         ConfigError: when there are too few observations to fit.
@@ -141,13 +259,24 @@ def fit_twin(
         )
     xd = np.array([[1.0, o.concurrency, o.concurrency * o.context] for o in decode])
     yd = np.array([o.tpot_us for o in decode])
-    bd = huber_fit(xd, yd)
-    sd = bootstrap_stderr(xd, yd, seed=seed)
-    overhead, per_seq, per_kv = (float(v) for v in bd)
     xp = np.array([[1.0, o.prompt_tokens, o.prompt_tokens**2 / 2.0] for o in prefill])
     yp = np.array([o.ttft_us for o in prefill])
-    bp = huber_fit(xp, yp)
-    sp = bootstrap_stderr(xp, yp, seed=seed + 1)
+    prior_report: dict[str, Any] = {}
+    if prior is None:
+        bd = huber_fit(xd, yd)
+        sd = bootstrap_stderr(xd, yd, seed=seed)
+        bp = huber_fit(xp, yp)
+        sp = bootstrap_stderr(xp, yp, seed=seed + 1)
+    else:
+        bd, sd, rd = updated_by_probe(xd, yd, prior.arrays(DECODE_TERMS), DECODE_TERMS, seed=seed)
+        mean_p, sd_p = prior.arrays(PREFILL_TERMS)
+        bp, sp, rp = updated_by_probe(
+            xp, yp, (np.r_[0.0, mean_p], np.r_[math.inf, sd_p]), (None, *PREFILL_TERMS), seed=seed + 1
+        )
+        prior_report = {**prior.to_dict(), "probe_only_us": {**rd["probe_only_us"], **rp["probe_only_us"]}}
+        prior_report["used"] = [*rd["used"], *rp["used"]]
+        prior_report["rejected"] = {**rd["rejected"], **rp["rejected"]}
+    overhead, per_seq, per_kv = (float(v) for v in bd)
     intercept, per_token, attn = (float(v) for v in bp)
     frontend = max(0.0, intercept - overhead - per_seq)
     per_inflight = 0.0
@@ -183,6 +312,7 @@ def fit_twin(
             "prompt_tokens_range": [min(o.prompt_tokens for o in prefill), max(o.prompt_tokens for o in prefill)],
             "concurrency_range": [min(o.concurrency for o in decode), max(o.concurrency for o in decode)],
             "context_range": [min(o.context for o in decode), max(o.context for o in decode)],
+            **({"prior": prior_report} if prior_report else {}),
         },
         speed=speed,
     )

@@ -16,6 +16,7 @@ import numpy as np
 from tailscope.engine.twin import ServerFacts, TwinModel
 from tailscope.engine.twin_fit import busy_frontend_excess, fit_twin
 from tailscope.engine.twin_observe import observations
+from tailscope.engine.twin_prior import TwinPrior
 from tailscope.errors import ConfigError
 from tailscope.metrics import request as rq
 from tailscope.records import RequestRecord
@@ -180,8 +181,11 @@ def with_prompt_scale(facts: ServerFacts, pairs: list[tuple[int, int]]) -> Serve
     return replace(facts, prompt_scale=max(float(scale), 1e-3), prompt_offset=max(float(offset), 0.0))
 
 
-def fit_from_runs(runs: list[list[RequestRecord]], facts: ServerFacts, *, seed: int = 0) -> TwinModel:
-    """Fit a twin from the records of several runs (probe runs, or ordinary bench runs).
+def fit_from_runs(
+    runs: list[list[RequestRecord]], facts: ServerFacts, *, seed: int = 0, prior: TwinPrior | None = None
+) -> TwinModel:
+    """Fit a twin from the records of several runs (probe runs, or ordinary bench runs); with ``prior``, as that
+    prior's update (:func:`~tailscope.engine.twin_fit.fit_twin`).
 
     Observations are taken per run: record times are relative to each run's own start, so concurrency can only be
     measured within one run.
@@ -194,4 +198,4 @@ def fit_from_runs(runs: list[list[RequestRecord]], facts: ServerFacts, *, seed: 
         pre += p
         dec += d
         loaded += lt
-    return fit_twin(pre, dec, facts, loaded_ttft=loaded, seed=seed)
+    return fit_twin(pre, dec, facts, loaded_ttft=loaded, seed=seed, prior=prior)
