@@ -22,7 +22,7 @@ from tailscope.api._support import PathLike, StorePath, open_store, optional_pat
 from tailscope.api.sim import SimResult, sim_result
 from tailscope.api.verify import _reader
 from tailscope.engine.twin import ServerFacts, TwinModel
-from tailscope.errors import ConfigError
+from tailscope.errors import ConfigError, PlanError
 from tailscope.files import write_text
 from tailscope.records import RequestRecord
 from tailscope.runner.bench_result import BenchResult
@@ -258,7 +258,10 @@ def _prior_from_ref(ref: str) -> Callable[[ServerFacts], Any]:
         gpu = specs[0]
     else:
         gpu = resolve_gpu(gpu_ref)
-    TrainedStepModel(arch, gpu, Parallelism(tp=tp)).kv_capacity_tokens()  # the weights must fit (PlanError)
+    try:
+        TrainedStepModel(arch, gpu, Parallelism(tp=tp)).kv_capacity_tokens()  # the weights must fit
+    except PlanError as exc:
+        raise ConfigError(f"--prior {ref!r}: {exc} (in --prior, more GPUs are MODEL@GPUxTP)") from exc
 
     def build(facts: ServerFacts) -> Any:
         engine = facts.engine if facts.engine in ("vllm", "sglang", "trtllm") else "vllm"
