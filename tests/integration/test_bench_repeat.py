@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -32,6 +33,8 @@ def test_until_precise_stops_when_the_interval_is_tight_enough(tmp_path: Path) -
     verdict = never.verdict(max_error_rate=1.0)  # a target not reached fails the repetition's verdict
     assert not verdict.passed
     assert verdict.reasons[-1] == "ttft_ms.p99=0.001% not reached within 2 runs (--max-repeats)"
+    cut = dataclasses.replace(never, stopped="interrupted").verdict(max_error_rate=1.0)
+    assert cut.reasons[-1] == "ttft_ms.p99=0.001% not reached within 2 runs (interrupted)"
     assert out.verdict(max_error_rate=1.0).passed
 
 

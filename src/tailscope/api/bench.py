@@ -298,7 +298,8 @@ class RepeatedBench:
         pooled = run_verdict(self.pooled, max_error_rate=max_error_rate)
         if self.precision is None or self.precision.met:
             return pooled
-        missed = f"{self.precision.target} not reached within {len(self.runs)} runs (--max-repeats)"
+        why = "interrupted" if self.stopped == "interrupted" else "--max-repeats"
+        missed = f"{self.precision.target} not reached within {len(self.runs)} runs ({why})"
         return replace(pooled, passed=False, reasons=(*pooled.reasons, missed))
 
     def to_dict(self) -> dict[str, Any]:

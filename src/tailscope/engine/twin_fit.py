@@ -19,7 +19,7 @@ from tailscope.engine.twin import (
     TwinModel,
     speed_from_ratios,
 )
-from tailscope.engine.twin_prior import CONFLICT_Z, DECODE_TERMS, PREFILL_TERMS, TwinPrior
+from tailscope.engine.twin_prior import DECODE_TERMS, PREFILL_TERMS, TwinPrior
 from tailscope.errors import ConfigError
 
 __all__ = [
@@ -116,11 +116,11 @@ def bootstrap_stderr(
     return out
 
 
-def probe_variances(x: np.ndarray, y: np.ndarray, beta: np.ndarray, prior_sd: np.ndarray | None = None) -> np.ndarray:
-    """Each coefficient's variance: from the observations alone (the inverse Fisher information at the robust
-    scale), or with ``prior_sd`` (inf: none) the posterior's (Laplace). A coefficient the design cannot separate
-    from another (collinear columns) gets a huge one without a prior, where a bootstrap of the minimum-norm fit
-    would report a small one; with a prior, the prior's share of it."""
+def probe_covariance(x: np.ndarray, y: np.ndarray, beta: np.ndarray, prior_sd: np.ndarray | None = None) -> np.ndarray:
+    """The coefficients' covariance: from the observations alone (the inverse Fisher information at the robust
+    scale), or with ``prior_sd`` (inf: none) the posterior's (Laplace). Coefficients the design cannot separate
+    (collinear columns) get a huge variance along that direction without a prior — where a bootstrap of the
+    minimum-norm fit would report a small one — and the prior's share of it with one."""
     norm = np.linalg.norm(x, axis=0)
     norm = np.where(norm > 0, norm, 1.0)
     scale = _scale(y - x @ beta)
@@ -129,8 +129,12 @@ def probe_variances(x: np.ndarray, y: np.ndarray, beta: np.ndarray, prior_sd: np
         info = info + np.diag(np.where(np.isfinite(prior_sd), 1.0 / prior_sd**2, 0.0) / norm**2)
     lam, vec = np.linalg.eigh(info)
     lam = np.maximum(lam, float(lam.max()) * 1e-12)
-    out: np.ndarray = np.diag((vec / lam) @ vec.T) / norm**2
+    out: np.ndarray = ((vec / lam) @ vec.T) / np.outer(norm, norm)
     return out
+
+
+#: χ² with k degrees of freedom at 0.9973 (the two-sided 3-sd level of one normal), k = 1…5
+_CHI2_3SD = (9.0, 11.83, 14.16, 16.25, 18.21)
 
 
 def updated_by_probe(
@@ -143,37 +147,48 @@ def updated_by_probe(
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """The probe as the prior's update: (coefficients, their posterior standard errors, what happened per term).
 
-    First a conflict check per term: the probe-only estimate against the prior's mean, in units of their combined
-    standard deviation (the probe's from :func:`probe_variances`). A term more than
-    :data:`~tailscope.engine.twin_prior.CONFLICT_Z` apart says the deployment is unlike those the prior was sized
-    on, so it is fitted without its prior; a term the probe cannot separate from another (a decode ladder at one
-    batch size: the step's cost and each sequence's) never conflicts and keeps the prior's split. Then the maximum a
-    posteriori fit with the priors left, and its bootstrap. ``terms`` names each column (None: no prior).
+    First a conflict check: the probe-only estimates of the terms with a prior against the prior's means, jointly
+    (Mahalanobis distance over the probe's covariance, :func:`probe_covariance`, plus the prior's; against χ² at the
+    3-sd level). While they conflict, the term furthest from its prior (in its own combined standard deviations) is
+    fitted without the prior — the deployment is unlike those the prior was sized on — and the rest are checked
+    again. A term the probe cannot separate from another (a decode ladder at one batch size: the step's cost and
+    each sequence's) has a huge probe variance along that direction, so it does not conflict and keeps the prior's
+    split. Then the maximum a posteriori fit with the priors left, and its standard errors. ``terms`` names each
+    column (None: no prior).
     """
     mean, sd0 = prior
     sd = sd0.copy()
     plain = huber_fit(x, y)
-    var = probe_variances(x, y, plain)
-    report: dict[str, Any] = {"probe_only_us": {}, "used": [], "rejected": {}}
-    for i, name in enumerate(terms):
-        if name is None or not math.isfinite(sd0[i]):
-            continue
-        report["probe_only_us"][name] = float(plain[i])
-        z = abs(plain[i] - mean[i]) / math.sqrt(var[i] + sd0[i] ** 2)
-        if z > CONFLICT_Z:
-            sd[i] = math.inf
-            report["rejected"][name] = (
-                f"the probe measured {plain[i]:.4g} ± {math.sqrt(var[i]):.2g} µs, the prior says {mean[i]:.4g} ± "
-                f"{sd0[i]:.2g} µs ({z:.1f} sd apart): fitted on the probe alone"
-            )
-        else:
-            report["used"].append(name)
-    if not report["used"]:
-        return plain, bootstrap_stderr(x, y, seed=seed), report
+    cov = probe_covariance(x, y, plain)
+    # heavy tails and uneven noise make the bootstrap's spread wider than the information's: each variance is
+    # raised to the bootstrap's where that is larger, the correlations kept
+    plain_se = bootstrap_stderr(x, y, seed=seed)
+    inflate = np.maximum(1.0, plain_se / np.sqrt(np.maximum(np.diag(cov), 1e-300)))
+    cov = cov * np.outer(inflate, inflate)
+    live = [i for i, name in enumerate(terms) if name is not None and math.isfinite(sd0[i])]
+    report: dict[str, Any] = {"probe_only_us": {terms[i]: float(plain[i]) for i in live}, "used": [], "rejected": {}}
+    while live:
+        d = plain[live] - mean[live]
+        both = cov[np.ix_(live, live)] + np.diag(sd0[live] ** 2)
+        dist2 = float(d @ np.linalg.solve(both, d))
+        if dist2 <= _CHI2_3SD[min(len(live), len(_CHI2_3SD)) - 1]:
+            break
+        z = np.abs(d) / np.sqrt(np.diag(both))
+        k = int(np.argmax(z))
+        i = live.pop(k)
+        sd[i] = math.inf
+        together = f"; with {len(live)} other term(s), {math.sqrt(dist2):.1f} sd jointly" if live else ""
+        report["rejected"][terms[i]] = (
+            f"the probe measured {plain[i]:.4g} ± {math.sqrt(max(cov[i, i], 0.0)):.2g} µs, the prior says "
+            f"{mean[i]:.4g} ± {sd0[i]:.2g} µs ({z[k]:.1f} sd apart{together}): fitted on the probe alone"
+        )
+    report["used"] = [terms[i] for i in live]
+    if not live:
+        return plain, plain_se, report
     beta = huber_fit(x, y, prior=(mean, sd))
     # the bootstrap keeps the prior fixed, so it sees only the probe's sampling spread; the posterior's own spread
     # (Laplace) carries the prior's uncertainty where the probe cannot see — the larger of the two is reported
-    posterior = np.sqrt(probe_variances(x, y, beta, sd))
+    posterior = np.sqrt(np.diag(probe_covariance(x, y, beta, sd)))
     return beta, np.maximum(bootstrap_stderr(x, y, seed=seed, prior=(mean, sd)), posterior), report
 
 

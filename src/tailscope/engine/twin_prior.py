@@ -9,8 +9,8 @@ standard deviation from the model's cross-validated residuals on configurations 
 (:func:`~tailscope.engine.residuals.residual_group`, which names them). ``fit_twin(..., prior=)`` then treats the
 probe as the update: a Gaussian prior on each term (maximum a posteriori by the same robust regression), so a term
 the probe pins down is the probe's, one it cannot see is the physics', and every term's standard error is the
-posterior's. A term whose probe-only estimate contradicts the prior (:data:`CONFLICT_Z` combined standard deviations
-apart: a device or engine the corpus never saw) is fitted without it, and the twin file says so.
+posterior's. Terms whose probe-only estimates contradict the prior (jointly, at the 3-sd level: a device or
+engine the corpus never saw) are fitted without it, the furthest first, and the twin file says which and why.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ import numpy as np
 from tailscope.engine.residuals import ResidualGroup
 from tailscope.errors import ConfigError
 
-__all__ = ["CONFLICT_Z", "DECODE_TERMS", "PREFILL_TERMS", "TwinPrior", "parse_prior_ref", "twin_prior"]
+__all__ = ["DECODE_TERMS", "PREFILL_TERMS", "TwinPrior", "parse_prior_ref", "twin_prior"]
 
 #: the decode regression's terms, in its design matrix's order (1, c, c·context)
 DECODE_TERMS = ("step_overhead_us", "per_seq_us", "per_kv_token_us")
 #: the prefill regression's terms after its intercept (P, P²/2)
 PREFILL_TERMS = ("prefill_per_token_us", "prefill_attn_us")
-#: a probe-only estimate this many combined standard deviations from the prior rejects the prior on that term
-CONFLICT_Z = 3.0
 #: 90 % of a normal lies within ±1.645 sd: the residual table's q05…q95 span is 3.29 sd of ln(predicted/measured)
 _SPAN_SD = 3.29
 

@@ -156,6 +156,7 @@ class LoadGenerator(SessionDispatch):
                 tasks.update(workers)
             await self._drain(tasks, cfg)
         finally:
+            self._builder = None  # the closed loop's builder (and the specs it holds) ends with the run
             if stopper is not None:
                 stopper.cancel()
             monitor.cancel()

@@ -139,3 +139,37 @@ def test_a_twin_fitted_on_a_prior_round_trips() -> None:
     assert back.coefficients == twin.coefficients
     assert back.fitted_on["prior"]["source"] == "test"
     assert back.fitted_on["prior"]["sd_us"]["per_seq_us"] == pytest.approx(90.0)
+
+
+def test_a_prefill_prior_the_probe_contradicts_leaves_the_measured_ttft_alone() -> None:
+    """Per token and attention pull against each other along the prompt ladder: the check is joint, the furthest
+    term loses its prior first, and the lone TTFT the probe measured stays the probe's."""
+    pre, dec = observe((1, 2, 4, 8), 0.03, seed=5)
+    skewed = dict(TRUTH, prefill_per_token_us=10.0, prefill_attn_us=0.02)
+    twin = fit_twin(pre, dec, FACTS, prior=prior_at(skewed, 0.3))
+    report = twin.fitted_on["prior"]
+    assert set(report["rejected"]) & set(PREFILL_TERMS)
+    c = twin.coefficients
+    for p in (64, 768):  # the lone TTFT the probe measured stays the probe's
+        want = 10_000 + 4000 + 300 + 20 * p + 0.01 * p * p / 2
+        assert c.lone_ttft_us(p) == pytest.approx(want, rel=0.05)
+
+
+def test_a_prior_that_conflicts_only_jointly_is_caught() -> None:
+    """Two terms the probe cannot tell apart but whose sum it measures: a prior close enough on each (the probe says
+    little of either alone) but whose sum is far from the measured one conflicts, jointly."""
+    import numpy as np
+
+    from tailscope.engine.twin_fit import updated_by_probe
+
+    rng = np.random.default_rng(0)
+    c = rng.uniform(1.0, 1.02, 200)
+    x = np.column_stack([np.ones(200), c])  # nearly collinear: the sum is measured, the split is not
+    y = x @ np.array([1.0, 1.0]) + rng.normal(0, 0.001, 200)
+    mean, sd = np.array([1.8, 1.8]), np.array([0.3, 0.3])
+    _, _, report = updated_by_probe(x, y, (mean, sd), ("a", "b"), seed=0)
+    assert report["rejected"], report  # 3.8 sd jointly
+    assert "jointly" in next(iter(report["rejected"].values()))
+    _, _, fine = updated_by_probe(x, y, (np.array([1.2, 0.8]), sd), ("a", "b"), seed=0)
+    assert fine["rejected"] == {}  # the same sum, another split: no conflict
+    assert fine["used"] == ["a", "b"]
