@@ -155,6 +155,8 @@ ENGINE_FLAGS: dict[str, Flag] = {f.name: f for f in (
     Flag("calibration", Path | None, None, "--calibration", (
         "Calibration file: efficiencies, or a digital twin's twin.yaml.")),
     Flag("gpu_file", Path | None, None, "--gpu-file", "YAML file with extra GPUs."),
+    Flag("kv_offload_gib", float, 0.0, "--kv-offload-gib", (
+        "Host memory (GiB/replica) for preempted KV: swap instead of recompute.")),
 )}
 _SIM_ONLY = {f.name: f for f in (
     Flag("attention_dp", int, 1, "--attention-dp", "Attention data-parallel ranks per replica (each with --tp GPUs)."),
@@ -167,8 +169,6 @@ _SIM_ONLY = {f.name: f for f in (
     Flag("spec_accept", float, 0.7, "--spec-accept", "Acceptance rate of each draft token (0–1)."),
     Flag("spec_draft_model", str | None, None, "--spec-draft-model", (
         "Draft model id (default: 0.1 × the target's decode step per draft token).")),
-    Flag("kv_offload_gib", float, 0.0, "--kv-offload-gib", (
-        "Host memory (GiB/replica) for preempted KV: swap instead of recompute.")),
 )}
 # fmt: on
 

@@ -72,7 +72,6 @@ class ClusterSpec:
         *,
         model_id: str,
         prefix_caching: bool = True,
-        kv_offload_gib: float = 0.0,
         **more: Any,
     ) -> ClusterSpec:
         """The deployment of ``model`` on ``gpu`` under the engine ``settings``: the one construction ``tailscope
@@ -82,11 +81,10 @@ class ClusterSpec:
         own limits and KV geometry unless a flag overrides them), the spec validated and the model checked to fit.
 
         Args:
-            settings: ``tp``, dtypes, scheduler limits, ``gpu_memory_utilization``, ``backend``, ``ep`` (the files
-                they name already read into ``gpu`` and ``calibration``).
+            settings: ``tp``, dtypes, scheduler limits, ``gpu_memory_utilization``, ``backend``, ``ep``,
+                ``kv_offload_gib`` (the files they name already read into ``gpu`` and ``calibration``).
             model_id: the id the user gave (catalog id or config path), for calibration lookups and descriptions.
             prefix_caching: the prefix cache flag (a twin whose server ran without it stays without).
-            kv_offload_gib: host memory per replica for preempted requests' KV (0: recompute).
             more: other fields (``replicas``, ``router``, ``disagg``, …).
 
         Raises:
@@ -102,7 +100,7 @@ class ClusterSpec:
             max_num_batched_tokens=settings.max_num_batched_tokens,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             prefix_caching=prefix_caching,
-            kv_offload_gib=kv_offload_gib,
+            kv_offload_gib=settings.kv_offload_gib,
         )
         spec = cls(
             model=model,

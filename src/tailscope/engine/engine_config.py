@@ -40,6 +40,8 @@ class EngineSettings:
         gpu_file: YAML with extra GPUs.
         backend: serving engine whose learned step costs and defaults apply (vllm, sglang, trtllm).
         ep: expert parallelism of an MoE model (divides ``tp``).
+        kv_offload_gib: host memory per replica that preempted requests' KV is swapped to and back from instead of
+            being recomputed (0: recompute, vLLM v1's default).
     """
 
     tp: int = 1
@@ -52,6 +54,7 @@ class EngineSettings:
     gpu_file: Path | None = None
     backend: str = "vllm"
     ep: int = 1
+    kv_offload_gib: float = 0.0
 
     def check_dtypes(self) -> None:
         """Raise ConfigError naming ``--weights-dtype`` / ``--kv-dtype`` when either is not a known precision."""

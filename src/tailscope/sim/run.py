@@ -72,7 +72,6 @@ class SimArgs(EngineSettings):
     spec_draft: int = 0
     spec_accept: float = 0.7
     spec_draft_model: str | None = None
-    kv_offload_gib: float = 0.0
     from_traces: str | None = None
     traces_db: Path | None = None
     time_scale: float = 1.0
@@ -138,7 +137,6 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         calibration,
         model_id=a.model,
         prefix_caching=a.prefix_caching,
-        kv_offload_gib=a.kv_offload_gib,
         replicas=a.replicas * a.attention_dp,  # each attention-DP rank schedules its own requests
         router=a.router,
         autoscale=policy,

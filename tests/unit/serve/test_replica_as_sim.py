@@ -116,3 +116,15 @@ def test_serve_and_sim_fail_with_the_same_line(settings: dict[str, Any], message
     assert str(from_serve.value) == str(from_sim.value)
     assert message in str(from_serve.value)
     assert "\n" not in str(from_serve.value)
+
+
+def test_kv_offload_is_served_as_simulated() -> None:
+    """``--kv-offload-gib`` is an engine setting both commands take: the served replica swaps preempted KV to host
+    memory with the same capacity and bandwidth as a simulated one (it was sim-only)."""
+    served, simulated = both(kv_offload_gib=8.0)
+    assert_same_replica(served, simulated)
+    assert served.config.kv_offload_gib == 8.0
+    assert served._off_cap == simulated._off_cap > 0
+    assert served._swap_ns_per_token == simulated._swap_ns_per_token
+    with pytest.raises(TailscopeError, match="--kv-offload-gib"):
+        build_replica(flags=EngineFlags(kv_offload_gib=-1.0))
