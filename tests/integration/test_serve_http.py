@@ -314,3 +314,28 @@ def test_raw_http_versions(server: EmbeddedServer, version: str) -> None:
     evs = events(payload)
     assert evs[-1] == "[DONE]"
     assert len(evs) == 4
+
+
+def test_a_served_twin_counts_prompts_as_its_server(tmp_path: Any) -> None:
+    """With a digital twin the engine, the length check and ``usage`` see the twin's server's prompt count
+    (offset + scale × ours), as ``sim --calibration twin.yaml`` rescales its prompts."""
+    import yaml
+
+    from tailscope.engine.twin import ServerFacts, TwinCoefficients, TwinModel
+
+    twin = TwinModel(
+        coefficients=TwinCoefficients(3000, 100, 0.2, 20, 0.002, 5000, 0),
+        stderr=TwinCoefficients(),
+        facts=ServerFacts(block_size=16, num_blocks=400, max_model_len=2048, prompt_scale=1.7, prompt_offset=17.0),
+    )
+    path = tmp_path / "twin.yaml"
+    path.write_text(yaml.safe_dump(twin.to_mapping()), encoding="utf-8")
+    engine, options = build_replica(MODEL, "h100-sxm", speed=8.0, calibration=path)
+    with EmbeddedServer(engine, options) as srv:
+        status, _, raw = post(srv, "/v1/completions", {"model": MODEL, "prompt": list(range(1, 101)), "max_tokens": 3})
+        assert status == 200, raw
+        assert json.loads(raw)["usage"]["prompt_tokens"] == twin.facts.server_prompt_tokens(100) == 187
+        assert srv.call(lambda st: st.loop.engine.stats().prompt_tokens_total) == 187
+        # 1,200 of ours are 2,057 of the server's: past its 2,048-token context
+        status, _, raw = post(srv, "/v1/completions", {"model": MODEL, "prompt": list(range(1, 1201)), "max_tokens": 3})
+        assert status == 400, raw

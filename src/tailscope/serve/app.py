@@ -12,6 +12,7 @@ import json
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -34,7 +35,7 @@ from tailscope.serve.protocol import (
 )
 from tailscope.serve.sse import ChunkFactory
 from tailscope.serve.streaming import ENGINE_ID_HEADER, Answer, cut, stream_response
-from tailscope.serve.tokenizer import block_hashes, filler_text, stable_key
+from tailscope.serve.tokenizer import as_counted_by, block_hashes, filler_text, stable_key
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -157,6 +158,9 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
     try:
         body = parse_json_body(await request.read())
         req = parse_chat(body) if kind == "chat" else parse_completion(body)
+        opts = state.options
+        if opts.prompt_scale != 1.0 or opts.prompt_offset != 0.0:  # a twin: its server's token count
+            req = replace(req, prompt_ids=as_counted_by(req.prompt_ids, opts.prompt_scale, opts.prompt_offset))
         _check_model(state, req.model)
         prompt_len = len(req.prompt_ids)
         _check_length(state, prompt_len, req.max_tokens)

@@ -137,6 +137,8 @@ def build_replica(
             enable_prefix_caching=config.enable_prefix_caching,
         ),
         description=description,
+        prompt_scale=twin.facts.prompt_scale if twin is not None else base.prompt_scale,
+        prompt_offset=twin.facts.prompt_offset if twin is not None else base.prompt_offset,
     )
     opts.validate()
     return engine, opts

@@ -35,6 +35,9 @@ class ServeOptions:
         service_name: the ``service.name`` of those spans.
         reasoning_tokens: act as a reasoning model: the first N output tokens of each chat response are sent as
             ``delta.reasoning_content`` (and counted in ``usage.completion_tokens_details.reasoning_tokens``); 0 = none.
+        prompt_scale / prompt_offset: a digital twin's server counts a prompt of N of our tokens as
+            ``offset + scale × N`` (its tokenizer and chat template); the engine, the length check and ``usage`` see
+            that count, as ``sim --calibration twin.yaml`` does (1 and 0 without a twin).
     """
 
     model_name: str
@@ -51,6 +54,8 @@ class ServeOptions:
     otlp_spans: str = "phases"
     service_name: str = "tailscope-serve"
     reasoning_tokens: int = 0
+    prompt_scale: float = 1.0
+    prompt_offset: float = 0.0
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the setting that is out of range."""

@@ -167,6 +167,21 @@ def filler_text(request_key: int, n_tokens: int, start: int = 0) -> str:
     return "".join(filler_token(request_key, i) for i in range(start, start + n_tokens))
 
 
+def as_counted_by(token_ids: Sequence[int], scale: float, offset: float) -> tuple[int, ...]:
+    """The prompt as another server's tokenizer counts it: ``max(1, round(offset + scale × N))`` tokens (a digital
+    twin's ``prompt_scale`` and ``prompt_offset``, fitted on the real server). The first ``round(offset)`` are a
+    template token; the rest stretch the ids in order (token ``j`` is our token ``⌊(j − offset) / scale⌋``), so two
+    prompts that share a prefix of ours share the stretched prefix too and the prefix cache sees what it would have.
+    """
+    n = len(token_ids)
+    count = max(1, round(offset + scale * n))
+    head = min(count, max(0, round(offset)))
+    if n == 0:
+        return (0,) * count
+    body = tuple(token_ids[min(n - 1, int((j - head) / scale))] for j in range(head, count))
+    return (0,) * head + body
+
+
 def stable_key(token_ids: Sequence[int]) -> int:
     """A stable 32-bit key of a prompt, used to pick filler words and the natural (EOS) output length."""
     data = b"".join(t.to_bytes(4, "little", signed=False) for t in token_ids[-64:])

@@ -128,3 +128,18 @@ def test_kv_offload_is_served_as_simulated() -> None:
     assert served._swap_ns_per_token == simulated._swap_ns_per_token
     with pytest.raises(TailscopeError, match="--kv-offload-gib"):
         build_replica(flags=EngineFlags(kv_offload_gib=-1.0))
+
+
+def test_prompts_are_counted_as_the_twins_server_counts_them() -> None:
+    from tailscope.serve.tokenizer import as_counted_by
+
+    facts = ServerFacts(block_size=16, num_blocks=100, prompt_scale=1.69, prompt_offset=16.9)
+    for n in (0, 1, 7, 100, 1000):
+        ids = tuple(range(1, n + 1))
+        assert len(as_counted_by(ids, 1.69, 16.9)) == facts.server_prompt_tokens(n)  # as sim rescales the specs
+    a = as_counted_by(tuple(range(1, 201)), 1.69, 16.9)
+    b = as_counted_by((*range(1, 101), *range(500, 600)), 1.69, 16.9)
+    shared = 17 + int(1.69 * 100)  # our 100 shared tokens, stretched, after the template's 17
+    assert a[:shared] == b[:shared]  # a shared prefix stays shared: the prefix cache sees what it would have
+    assert a[shared + 2 :] != b[shared + 2 :]
+    assert as_counted_by((5, 6, 7), 1.0, 0.0) == (5, 6, 7)
