@@ -107,3 +107,24 @@ def test_serve_latencies_match_sim(judgement: Judgement) -> None:
         abs(s_tpot - m_tpot) <= 0.05 * m_tpot + 0.3 and abs(s_ttft - m_ttft) <= 0.15 * m_ttft + 5.0,
         f"serve vs sim: TTFT {s_ttft:.1f} vs {m_ttft:.1f} ms, TPOT {s_tpot:.2f} vs {m_tpot:.2f} ms",
     )
+
+
+def test_speculative_decoding_is_served_as_simulated(judgement: Judgement) -> None:
+    """``serve --spec-draft 3 --spec-accept 0.7`` decodes at the simulated speculative speed (it was sim-only)."""
+    import tailscope
+
+    engine, options = build_replica("llama-3.1-8b", "h100-sxm", spec_draft=3, spec_accept=0.7)
+    with EmbeddedServer(engine, options) as srv:
+        served = tailscope.bench(
+            srv.base_url, model="llama-3.1-8b", requests=12, concurrency=4, input_tokens=128, output_tokens=64
+        )
+    work = {"requests": 12, "concurrency": 4, "input_tokens": "128", "output_tokens": "64"}
+    spec = tailscope.simulate(spec_draft=3, spec_accept=0.7, **work).summary.tpot_ms.p50
+    plain = tailscope.simulate(**work).summary.tpot_ms.p50
+    got = served.summary.tpot_ms.p50
+    assert served.summary.requests.completed == 12
+    assert spec is not None
+    assert plain is not None
+    assert got is not None
+    assert got < 0.8 * plain  # speculative decoding is on in the served engine (3.6 vs 7.0 ms measured)
+    judgement.holds(abs(got - spec) < 0.15 * spec, f"served TPOT p50 {got:.2f} ms vs simulated {spec:.2f} ms")

@@ -157,6 +157,10 @@ ENGINE_FLAGS: dict[str, Flag] = {f.name: f for f in (
     Flag("gpu_file", Path | None, None, "--gpu-file", "YAML file with extra GPUs."),
     Flag("kv_offload_gib", float, 0.0, "--kv-offload-gib", (
         "Host memory (GiB/replica) for preempted KV: swap instead of recompute.")),
+    Flag("spec_draft", int, 0, "--spec-draft", "Speculative decoding: draft tokens per step (0 = off)."),
+    Flag("spec_accept", float, 0.7, "--spec-accept", "Acceptance rate of each draft token (0–1)."),
+    Flag("spec_draft_model", str | None, None, "--spec-draft-model", (
+        "Draft model id (default: 0.1 × the target's decode step per draft token).")),
 )}
 _SIM_ONLY = {f.name: f for f in (
     Flag("attention_dp", int, 1, "--attention-dp", "Attention data-parallel ranks per replica (each with --tp GPUs)."),
@@ -165,10 +169,6 @@ _SIM_ONLY = {f.name: f for f in (
     Flag("autoscale", Path | None, None, "--autoscale", "Autoscaling policy YAML."),
     Flag("disagg", str | None, None, "--disagg", (
         "Prefill/decode pools: prefill=WORKERSxTP,decode=WORKERSxTP (replaces --replicas/--tp).")),
-    Flag("spec_draft", int, 0, "--spec-draft", "Speculative decoding: draft tokens per step (0 = off)."),
-    Flag("spec_accept", float, 0.7, "--spec-accept", "Acceptance rate of each draft token (0–1)."),
-    Flag("spec_draft_model", str | None, None, "--spec-draft-model", (
-        "Draft model id (default: 0.1 × the target's decode step per draft token).")),
 )}
 # fmt: on
 

@@ -82,7 +82,8 @@ class ClusterSpec:
 
         Args:
             settings: ``tp``, dtypes, scheduler limits, ``gpu_memory_utilization``, ``backend``, ``ep``,
-                ``kv_offload_gib`` (the files they name already read into ``gpu`` and ``calibration``).
+                ``kv_offload_gib``, speculative decoding (the files they name already read into ``gpu`` and
+                ``calibration``; the draft model, when named, passed resolved as ``draft_model``).
             model_id: the id the user gave (catalog id or config path), for calibration lookups and descriptions.
             prefix_caching: the prefix cache flag (a twin whose server ran without it stays without).
             more: other fields (``replicas``, ``router``, ``disagg``, …).
@@ -113,6 +114,7 @@ class ClusterSpec:
             model_id=model_id,
             backend=settings.backend,
             ep=settings.ep,
+            spec=settings.speculative(),
             **more,
         ).validate()
         spec.check_fits()

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import KV_DTYPES, WEIGHT_DTYPES
 from tailscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tailscope.engine.speculative import SpecDecode
 
 
 def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
@@ -42,6 +46,8 @@ class EngineSettings:
         ep: expert parallelism of an MoE model (divides ``tp``).
         kv_offload_gib: host memory per replica that preempted requests' KV is swapped to and back from instead of
             being recomputed (0: recompute, vLLM v1's default).
+        spec_draft / spec_accept / spec_draft_model: speculative decoding — draft tokens per step (0: off), each
+            draft token's acceptance rate, the draft model's id (None: 0.1 × the target's decode step per token).
     """
 
     tp: int = 1
@@ -55,6 +61,23 @@ class EngineSettings:
     backend: str = "vllm"
     ep: int = 1
     kv_offload_gib: float = 0.0
+    spec_draft: int = 0
+    spec_accept: float = 0.7
+    spec_draft_model: str | None = None
+
+    def speculative(self) -> SpecDecode | None:
+        """The speculative decoding these settings ask for, validated (None: off).
+
+        Raises:
+            ConfigError: naming ``--spec-draft``, ``--spec-accept`` or ``--spec-draft-model``.
+        """
+        from tailscope.engine.speculative import SpecDecode
+
+        if self.spec_draft:
+            return SpecDecode(self.spec_draft, self.spec_accept, draft_model=self.spec_draft_model).validate()
+        if self.spec_draft_model is not None:
+            raise ConfigError("--spec-draft-model needs --spec-draft K (draft tokens per step)")
+        return None
 
     def check_dtypes(self) -> None:
         """Raise ConfigError naming ``--weights-dtype`` / ``--kv-dtype`` when either is not a known precision."""

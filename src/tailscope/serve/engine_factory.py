@@ -95,8 +95,15 @@ def build_replica(
     calibration = load_calibration(flags.calibration)
     # the construction `tailscope sim` uses (one replica of its ClusterSpec): the same dtype and fit checks, scheduler
     # limits and KV blocks (a twin's own), so the served engine is the simulated one
+    draft = resolve_model(flags.spec_draft_model) if flags.spec_draft_model and flags.spec_draft else None
     spec = ClusterSpec.from_settings(
-        flags, arch, gpu_spec, calibration, model_id=model, prefix_caching=flags.enable_prefix_caching
+        flags,
+        arch,
+        gpu_spec,
+        calibration,
+        model_id=model,
+        prefix_caching=flags.enable_prefix_caching,
+        draft_model=draft,
     )
     config = spec.engine_config()
     engine = spec.new_replica()

@@ -24,7 +24,6 @@ from tailscope.engine.desync import DEFAULT as DESYNC
 from tailscope.engine.desync import OFF
 from tailscope.engine.engine_config import EngineSettings
 from tailscope.engine.gpus import GpuSpec, resolve_gpu
-from tailscope.errors import ConfigError
 from tailscope.io.models import resolve_model
 from tailscope.metrics.chunk_times import ChunkTimes, flatten
 from tailscope.metrics.summary import RunSummary
@@ -69,9 +68,6 @@ class SimArgs(EngineSettings):
     seed: int = 0
     slo: tuple[str, ...] = ()
     disagg: str | None = None
-    spec_draft: int = 0
-    spec_accept: float = 0.7
-    spec_draft_model: str | None = None
     from_traces: str | None = None
     traces_db: Path | None = None
     time_scale: float = 1.0
@@ -118,13 +114,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         from tailscope.io.autoscaler import load_policy  # pydantic: imported only when a policy is given
 
         policy = load_policy(a.autoscale)
-    spec = None
-    if a.spec_draft:
-        from tailscope.engine.speculative import SpecDecode
-
-        spec = SpecDecode(a.spec_draft, a.spec_accept, draft_model=a.spec_draft_model).validate()
-    elif a.spec_draft_model is not None:
-        raise ConfigError("--spec-draft-model needs --spec-draft K (draft tokens per step)")
+    a.speculative()  # its errors before the deployment's
     disagg = None
     if a.disagg is not None:
         from tailscope.engine.disagg import parse_disagg
@@ -141,7 +131,6 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         router=a.router,
         autoscale=policy,
         attention_dp=a.attention_dp,
-        spec=spec,
         draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model is not None else None,
         disagg=disagg,
     )

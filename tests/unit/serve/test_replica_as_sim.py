@@ -143,3 +143,28 @@ def test_prompts_are_counted_as_the_twins_server_counts_them() -> None:
     assert a[:shared] == b[:shared]  # a shared prefix stays shared: the prefix cache sees what it would have
     assert a[shared + 2 :] != b[shared + 2 :]
     assert as_counted_by((5, 6, 7), 1.0, 0.0) == (5, 6, 7)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"spec_draft": 3, "spec_accept": 0.6}, {"spec_draft": 4, "spec_accept": 0.8, "spec_draft_model": "phi-3-mini"}],
+)
+def test_speculative_decoding_is_served_as_simulated(settings: dict[str, Any]) -> None:
+    """``--spec-draft``/``--spec-accept``/``--spec-draft-model`` are engine settings both commands take (they were
+    sim-only): the served replica's decode steps are the simulated one's, to the nanosecond."""
+    served, simulated = both(**settings)
+    assert_same_replica(served, simulated)
+    assert type(served.perf).__name__ == "SpeculativeStepModel"
+    plain, _ = build_replica()
+    assert served.perf.step_ns([], 8, 8 * 700) != plain.perf.step_ns([], 8, 8 * 700)
+
+
+def test_speculative_errors_are_one_line_in_both() -> None:
+    for settings, flag in (
+        ({"spec_draft_model": "phi-3-mini"}, "--spec-draft"),
+        ({"spec_draft": 2, "spec_accept": 2.0}, "--spec-accept"),
+    ):
+        with pytest.raises(TailscopeError, match=flag):
+            build_replica(flags=EngineFlags(**settings))
+        with pytest.raises(TailscopeError, match=flag):
+            build_cluster(SimArgs(**settings))
