@@ -22,6 +22,7 @@ from tailscope.api._support import PathLike, StorePath, open_store, optional_pat
 from tailscope.api.sim import SimResult, sim_result
 from tailscope.api.verify import _reader
 from tailscope.engine.twin import ServerFacts, TwinModel
+from tailscope.engine.twin_prior import TwinPrior
 from tailscope.errors import ConfigError, PlanError
 from tailscope.files import write_text
 from tailscope.records import RequestRecord
@@ -238,7 +239,7 @@ async def calibrate_async(
     return result
 
 
-def _prior_from_ref(ref: str) -> Callable[[ServerFacts], Any]:
+def _prior_from_ref(ref: str) -> Callable[[ServerFacts], TwinPrior]:
     """Resolve ``--prior MODEL@GPU[xTP]`` now (a bad one fails before the probe); the prior itself needs the
     server's engine and limits, so it is computed from its facts later."""
     from tailscope.engine.gpus import resolve_gpu
@@ -263,7 +264,7 @@ def _prior_from_ref(ref: str) -> Callable[[ServerFacts], Any]:
     except PlanError as exc:
         raise ConfigError(f"--prior {ref!r}: {exc} (in --prior, more GPUs are MODEL@GPUxTP)") from exc
 
-    def build(facts: ServerFacts) -> Any:
+    def build(facts: ServerFacts) -> TwinPrior:
         engine = facts.engine if facts.engine in ("vllm", "sglang", "trtllm") else "vllm"
         step = TrainedStepModel(arch, gpu, Parallelism(tp=tp), engine=engine)
         return twin_prior(
