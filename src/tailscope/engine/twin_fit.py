@@ -48,17 +48,30 @@ def huber_fit(
     (mean, sd) per coefficient (sd = inf: none), the fit is the maximum a posteriori one: each coefficient with a
     prior adds the pseudo-observation ``(β − mean) / sd`` to the residuals measured in units of the data's scale.
     """
+    k = x.shape[1]
+    rows, targets = np.empty((0, k)), np.empty(0)
+    scale = 1.0  # without a prior the data rows need no common scale
     if prior is not None:
-        return _map_fit(x, y, prior[0], prior[1], delta=delta, iters=iters)
+        mean, sd = prior
+        has = np.isfinite(sd) & (sd > 0)
+        rows = np.diag(1.0 / np.where(has, sd, 1.0))[has]
+        targets = (mean / np.where(has, sd, 1.0))[has]
+        start, *_ = np.linalg.lstsq(x, y, rcond=None)
+        scale = _scale(y - x @ np.maximum(start, 0.0))  # the data's scale, so that a prior row weighs as it should
     w = np.ones(len(y))
-    beta = np.zeros(x.shape[1])
+    beta = np.zeros(k)
     for _ in range(iters):
-        sw = np.sqrt(w)
-        beta_new, *_ = np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None)
-        beta_new = np.maximum(beta_new, 0.0)  # costs are never negative
+        sw = np.sqrt(w) / scale
+        a, b = x * sw[:, None], y * sw
+        if len(rows):
+            a, b = np.vstack([a, rows]), np.concatenate([b, targets])
+        beta_new, *_ = np.linalg.lstsq(a, b, rcond=None)
+        beta_new = np.asarray(np.maximum(beta_new, 0.0), dtype=np.float64)  # costs are never negative
         r = y - x @ beta_new
-        scale = 1.4826 * float(np.median(np.abs(r - np.median(r)))) or 1e-9
-        u = np.abs(r) / (delta * scale)
+        robust = _scale(r)
+        if prior is not None:
+            scale = robust
+        u = np.abs(r) / (delta * robust)
         w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
         if np.allclose(beta_new, beta, rtol=1e-6, atol=1e-9):
             beta = beta_new
@@ -68,32 +81,8 @@ def huber_fit(
 
 
 def _scale(r: np.ndarray) -> float:
+    """The residuals' robust scale (1.4826 × their MAD)."""
     return 1.4826 * float(np.median(np.abs(r - np.median(r)))) or 1e-9
-
-
-def _map_fit(x: np.ndarray, y: np.ndarray, mean: np.ndarray, sd: np.ndarray, *, delta: float, iters: int) -> np.ndarray:
-    """:func:`huber_fit` with a Gaussian prior (see there); starts from the plain least-squares fit's scale."""
-    has = np.isfinite(sd) & (sd > 0)
-    rows = np.diag(1.0 / np.where(has, sd, 1.0))[has]
-    targets = (mean / np.where(has, sd, 1.0))[has]
-    start, *_ = np.linalg.lstsq(x, y, rcond=None)
-    scale = _scale(y - x @ np.maximum(start, 0.0))
-    w = np.ones(len(y))
-    beta = np.full(x.shape[1], np.nan)
-    for _ in range(iters):
-        sw = np.sqrt(w) / scale
-        a = np.vstack([x * sw[:, None], rows])
-        b = np.concatenate([y * sw, targets])
-        beta_new, *_ = np.linalg.lstsq(a, b, rcond=None)
-        beta_new = np.asarray(np.maximum(beta_new, 0.0), dtype=np.float64)
-        r = y - x @ beta_new
-        scale = _scale(r)
-        u = np.abs(r) / (delta * scale)
-        w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
-        if np.allclose(beta_new, beta, rtol=1e-6, atol=1e-9):
-            return beta_new
-        beta = beta_new
-    return beta
 
 
 def bootstrap_stderr(
