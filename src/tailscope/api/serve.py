@@ -43,7 +43,8 @@ def run_server(
 
     Args:
         model / gpu: catalog ids (a ``config.json`` path for the model).
-        flags: engine settings with vLLM's names (TP, dtypes, scheduler limits, calibration, backend, EP).
+        flags: engine settings with vLLM's names (TP, dtypes, scheduler limits, calibration, backend, EP, KV
+            offload, speculative decoding).
         faults: injected faults (all off by default).
         host / port: where to listen (port 0: a free one).
         served_model_name: the name clients use (default: ``model``).

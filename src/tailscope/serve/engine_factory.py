@@ -23,8 +23,8 @@ DEFAULT_MAX_MODEL_LEN = 131_072
 @dataclass(frozen=True, slots=True)
 class EngineFlags(EngineSettings):
     """Engine settings with vLLM's flag names: the :class:`~tailscope.engine.engine_config.EngineSettings` that
-    ``tailscope sim`` shares (``tp``, dtypes, scheduler limits, ``calibration``, ``gpu_file``, ``backend``, ``ep``)
-    and the serving-only ones below.
+    ``tailscope sim`` shares (``tp``, dtypes, scheduler limits, ``calibration``, ``gpu_file``, ``backend``, ``ep``,
+    KV offload, speculative decoding) and the serving-only ones below.
 
     Attributes:
         enable_prefix_caching: reuse cached KV blocks across requests.

@@ -46,7 +46,8 @@ _HOLD_MAX_RECORDS = 10_000
 class SimArgs(EngineSettings):
     """Everything ``tailscope sim`` accepts (CLI > profile file > defaults is applied in :func:`resolve_specs`): the
     :class:`~tailscope.engine.engine_config.EngineSettings` that ``tailscope serve`` shares (``tp``, dtypes,
-    scheduler limits, ``calibration``, ``gpu_file``, ``backend``, ``ep``) and the fields below."""
+    scheduler limits, ``calibration``, ``gpu_file``, ``backend``, ``ep``, KV offload, speculative decoding) and the
+    fields below."""
 
     model: str = "llama-3.1-8b"
     gpu: str = "h100-sxm"
