@@ -58,8 +58,8 @@ def huber_fit(
         targets = (mean / np.where(has, sd, 1.0))[has]
         start, *_ = np.linalg.lstsq(x, y, rcond=None)
         scale = _scale(y - x @ np.maximum(start, 0.0))  # the data's scale, so that a prior row weighs as it should
-    w = np.ones(len(y))
-    beta = np.zeros(k)
+    w: np.ndarray = np.ones(len(y))
+    beta: np.ndarray = np.zeros(k)
     for _ in range(iters):
         sw = np.sqrt(w) / scale
         a, b = x * sw[:, None], y * sw
