@@ -115,7 +115,6 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         from tailscope.io.autoscaler import load_policy  # pydantic: imported only when a policy is given
 
         policy = load_policy(a.autoscale)
-    a.speculative()  # its errors before the deployment's
     disagg = None
     if a.disagg is not None:
         from tailscope.engine.disagg import parse_disagg
@@ -132,7 +131,7 @@ def build_cluster(a: SimArgs) -> ClusterSpec:
         router=a.router,
         autoscale=policy,
         attention_dp=a.attention_dp,
-        draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model is not None else None,
+        draft_model=resolve_model(a.spec_draft_model) if a.spec_draft_model and a.spec_draft else None,
         disagg=disagg,
     )
 

@@ -91,10 +91,23 @@ def test_the_trained_model_projected_onto_the_twins_terms() -> None:
     assert prior.projection["prefill"] < 0.2
 
 
-def test_without_a_prior_nothing_changes() -> None:
+def test_a_prior_on_no_term_is_the_plain_fit() -> None:
+    """The prior's path with nothing to use (every term without a prior) gives the plain fit exactly, and the shared
+    IRLS loop with an all-infinite prior matches the plain one to rounding."""
+    import numpy as np
+
+    from tailscope.engine.twin_fit import huber_fit
+
     pre, dec = observe((1, 2, 4, 8), 0.03, seed=1)
-    assert fit_twin(pre, dec, FACTS) == fit_twin(pre, dec, FACTS, prior=None)
-    assert "prior" not in fit_twin(pre, dec, FACTS).fitted_on
+    plain = fit_twin(pre, dec, FACTS)
+    empty = fit_twin(pre, dec, FACTS, prior=TwinPrior(mean_us={}, sd_us={}, source="none"))
+    assert (empty.coefficients, empty.stderr) == (plain.coefficients, plain.stderr)
+    assert "prior" not in plain.fitted_on
+    assert empty.fitted_on["prior"]["used"] == []
+    x = np.array([[1.0, o.concurrency, o.concurrency * o.context] for o in dec])
+    y = np.array([o.tpot_us for o in dec])
+    nothing = (np.zeros(3), np.full(3, np.inf))
+    assert np.allclose(huber_fit(x, y, prior=nothing), huber_fit(x, y), rtol=1e-9, atol=0)
 
 
 def test_a_term_the_probe_cannot_see_comes_from_the_prior() -> None:
