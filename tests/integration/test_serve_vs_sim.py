@@ -103,9 +103,12 @@ def test_serve_latencies_match_sim(judgement: Judgement) -> None:
         f"\nmean TTFT serve {s_ttft:.1f} ms vs sim {m_ttft:.1f} ms; mean TPOT serve {s_tpot:.2f} vs sim {m_tpot:.2f} ms"
     )
     assert len(sim_ttft) == N
+    # judged at or below 0.75 × the CPUs, as the token-schedule checks: alone TTFT reads 75.8–76.4 vs 70.8 ms, but
+    # with the suite's soak beside it (a 1-minute load under 2 on two cores, "quiet" at 1.0) 89.1 was seen
     judgement.holds(
         abs(s_tpot - m_tpot) <= 0.05 * m_tpot + 0.3 and abs(s_ttft - m_ttft) <= 0.15 * m_ttft + 5.0,
         f"serve vs sim: TTFT {s_ttft:.1f} vs {m_ttft:.1f} ms, TPOT {s_tpot:.2f} vs {m_tpot:.2f} ms",
+        share=0.75,
     )
 
 
@@ -115,6 +118,7 @@ def test_speculative_decoding_is_served_as_simulated(judgement: Judgement) -> No
 
     engine, options = build_replica("llama-3.1-8b", "h100-sxm", spec_draft=3, spec_accept=0.7)
     with EmbeddedServer(engine, options) as srv:
+        assert srv.call(lambda st: type(st.loop.engine.perf).__name__) == "SpeculativeStepModel"
         served = tailscope.bench(
             srv.base_url, model="llama-3.1-8b", requests=12, concurrency=4, input_tokens=128, output_tokens=64
         )
@@ -126,5 +130,6 @@ def test_speculative_decoding_is_served_as_simulated(judgement: Judgement) -> No
     assert spec is not None
     assert plain is not None
     assert got is not None
-    assert got < 0.8 * plain  # speculative decoding is on in the served engine (3.6 vs 7.0 ms measured)
+    # wall-clock figures, judged (3.63 ms served against 3.67 simulated and 7.02 without drafting, measured alone)
+    judgement.holds(got < 0.8 * plain, f"served speculative TPOT p50 {got:.2f} ms vs {plain:.2f} ms without drafting")
     judgement.holds(abs(got - spec) < 0.15 * spec, f"served TPOT p50 {got:.2f} ms vs simulated {spec:.2f} ms")
