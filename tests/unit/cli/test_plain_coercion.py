@@ -41,7 +41,8 @@ def _plain_answer(p: Any, value: Any) -> tuple[str, Any]:
 def _same(p: Any, value: Any) -> None:
     mine, theirs = _plain_answer(p, value), _typer_answer(p, value)
     if mine[0] == theirs[0] == "ok" and isinstance(mine[1], float) and math.isnan(mine[1]):
-        assert isinstance(theirs[1], float) and math.isnan(theirs[1])  # "nan" reads as NaN both ways; NaN != NaN
+        assert isinstance(theirs[1], float)  # "nan" reads as NaN both ways, and NaN != NaN
+        assert math.isnan(theirs[1])
         return
     assert mine == theirs
     if mine[0] == "ok":
