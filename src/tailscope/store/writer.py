@@ -7,7 +7,10 @@ The run hands records to a :class:`RecordWriter` (thread-safe, never blocking th
    the kernel holds them, so a ``kill -9`` of the run loses only what finished in the last ~0.2 s. The tick is fixed,
    never woken per record: woken as each stream finished (every 50 ms at most), the thread competed for the GIL while
    the event loop was busy and delayed token timestamps by milliseconds on a loaded machine (the fault matrix's 5 ms
-   check failed 2 of 4 times; at a fixed 0.2 s, as often as before this journal: 1 in 14 vs 1 in 8);
+   check failed 2 of 4 times; at a fixed 0.2 s, as often as before this journal: 1 in 14 vs 1 in 8). The thread hands
+   the GIL back after each record it encodes (≈ 50 µs): holding it for a whole tick, it made the event loop wait out
+   the interpreter's 5 ms switch interval (``benchmarks/writer_gil.py``: 7–13 wake-ups of the loop thread, each 5–7
+   ms late, during a 512-record tick, against 250–355 with a p99 of 1.4–3.2 ms when it yields);
 2. **seals** — once per ``flush_interval_s`` (1 s) fsyncs the journal and renames it to a sealed batch: the
    power-loss window;
 3. **folds** — once per ``fold_interval_s`` (5 s) folds the sealed batches into DuckDB in one short transaction
@@ -56,6 +59,9 @@ CLOSE_RETRY_S = 5.0
 
 #: How often a running writer folds its sealed batches into DuckDB (at least every ``flush_interval_s``).
 FOLD_INTERVAL_S = 5.0
+
+#: Whether the background thread yields the GIL between records it encodes (see :meth:`RecordWriter._encode`).
+YIELD_GIL = True
 
 _KINDS = {"records": ".ndjson", "samples": ".samples.ndjson"}
 
@@ -154,7 +160,7 @@ class RecordWriter:
         # busy with a finishing stream (a woken writer there delayed token timestamps by milliseconds)
         while not self._stop.wait(self.journal_interval_s):
             try:
-                self._journal_tick()
+                self._journal_tick(yield_gil=YIELD_GIL)
                 now = time.monotonic()
                 if now - self._last_seal >= self.flush_interval_s:
                     self._seal()
@@ -168,7 +174,7 @@ class RecordWriter:
                 self._error = exc
                 return
 
-    def _encode(self) -> None:
+    def _encode(self, yield_gil: bool = False) -> None:
         with self._lock:
             records, self._records = self._records, []
             samples, self._samples = self._samples, []
@@ -180,6 +186,11 @@ class RecordWriter:
                 bad["records"].append(line[:-1].decode() + "\t" + problem)
             else:
                 out.append(line)
+            if yield_gil:
+                # hand the GIL back after each record (~50 µs of encoding): a run's event loop waiting to stamp a
+                # token must not wait out the interpreter's 5 ms switch interval — or, on a busy machine, this thread's
+                # whole time off the CPU when it is descheduled holding the GIL (issue 20)
+                time.sleep(0)
         for sample in samples:
             row = bound_row(sample_to_row(self.run_id, sample), SAMPLE_COLUMNS, self.notes)
             # the stdlib keeps NaN and ±inf (Prometheus has them); orjson would write null
@@ -199,10 +210,11 @@ class RecordWriter:
                 except OSError as exc:  # a full disk: they cannot be kept aside either; say so in the warnings
                     self.notes.add(kind, f"{len(rows)} unstorable rows", f"not kept aside: {exc.strerror}")
 
-    def _journal_tick(self) -> None:
-        """Bound and encode what was queued, and append it to the open journals (kept in memory when that fails)."""
+    def _journal_tick(self, yield_gil: bool = False) -> None:
+        """Bound and encode what was queued, and append it to the open journals (kept in memory when that fails);
+        ``yield_gil``: let other threads run between records (the background thread's ticks)."""
         with self._io_lock:
-            self._encode()
+            self._encode(yield_gil)
             for kind, lines in self._lines.items():
                 if not lines:
                     continue
