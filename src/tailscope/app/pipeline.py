@@ -99,6 +99,7 @@ class Outcome:
     conn: Any = None  # a database connection the request keeps (the pool-exhaustion incident)
 
 
+@dataclass(slots=True, eq=False)  # a service, not a value: compared by identity
 class Pipeline:
     """The layers of one application instance.
 
@@ -111,22 +112,18 @@ class Pipeline:
             ``fallback`` (answer from the FAQ or a static text when the model fails, else the request fails).
     """
 
-    def __init__(
-        self,
-        preset: AppPreset,
-        tracer: AppTracer,
-        engines: Engines,
-        pool: SqlitePool,
-        options: AppOptions,
-    ) -> None:
-        self.preset = preset
-        self.tracer = tracer
-        self.engines = engines
-        self.pool = pool
-        self.options = options
-        self.state = AppState()
-        self._seq = 0
-        self.limits = Limits(preset.rate_limit_rps, preset.rate_limit_burst, preset.user_quota_per_min)
+    preset: AppPreset
+    tracer: AppTracer
+    engines: Engines
+    pool: SqlitePool
+    options: AppOptions
+    state: AppState = field(default_factory=AppState, init=False)
+    limits: Limits = field(init=False)
+    _seq: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        p = self.preset
+        self.limits = Limits(p.rate_limit_rps, p.rate_limit_burst, p.user_quota_per_min)
 
     # -- helpers ----------------------------------------------------------------------------------------------
 
