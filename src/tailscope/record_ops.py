@@ -15,15 +15,30 @@ T = TypeVar("T")
 def record_dict(record: DataclassInstance) -> dict[str, Any]:
     """A record's JSON document: every field under its own name, in declaration order.
 
-    Tuples become lists and dicts are copied, so the document shares no container with the (frozen) record; other
-    values are kept as they are (a nested record is not converted: a record whose document differs from its fields
-    writes its own ``to_dict``).
+    Tuples become lists and dicts are copied, so the document shares no container with the (frozen) record; a
+    nested record with a ``to_dict`` (a :class:`~tailscope.metrics.percentiles.Stats`, …) becomes its own document;
+    other values are kept as they are (a record whose document differs from its fields writes its own ``to_dict``).
     """
-    doc: dict[str, Any] = {}
-    for f in fields(record):
-        value = getattr(record, f.name)
-        doc[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
-    return doc
+    return {f.name: _document(getattr(record, f.name)) for f in fields(record)}
+
+
+class FieldsDocument:
+    """A record whose JSON document is its fields: ``to_dict()`` is :func:`record_dict` (a base of frozen slotted
+    dataclasses; it adds no slot)."""
+
+    __slots__ = ()
+
+    def to_dict(self: DataclassInstance) -> dict[str, Any]:
+        return record_dict(self)
+
+
+def _document(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    to_dict = getattr(value, "to_dict", None)
+    return to_dict() if callable(to_dict) else value
 
 
 def find_record(records: Iterable[T], key: Callable[[T], str], wanted: str) -> T:

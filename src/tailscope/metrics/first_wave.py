@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tailscope.metrics import request as rq
 from tailscope.metrics.percentiles import Stats, compute_stats
+from tailscope.record_ops import FieldsDocument
 from tailscope.records import RequestRecord, Status
 
 
 @dataclass(frozen=True, slots=True)
-class FirstWave:
+class FirstWave(FieldsDocument):
     """The run's first wave beside the rest: the requests due before any request had finished (a closed loop's
     slots all start at once; an open loop's opening burst), which the client must get out while it also starts up.
 
@@ -30,17 +30,6 @@ class FirstWave:
     ttft_ms: Stats
     rest_ttft_ms: Stats
     ttft_from_sent_ms: Stats
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "rest": self.rest,
-            "send_lag_ms": self.send_lag_ms.to_dict(),
-            "rest_send_lag_ms": self.rest_send_lag_ms.to_dict(),
-            "ttft_ms": self.ttft_ms.to_dict(),
-            "rest_ttft_ms": self.rest_ttft_ms.to_dict(),
-            "ttft_from_sent_ms": self.ttft_from_sent_ms.to_dict(),
-        }
 
 
 def first_wave(measured: Sequence[RequestRecord]) -> FirstWave | None:

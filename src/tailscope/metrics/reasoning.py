@@ -19,25 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailscope.metrics.percentiles import Stats, compute_stats
+from tailscope.record_ops import FieldsDocument
 from tailscope.records import RequestRecord
 
 
 @dataclass(frozen=True, slots=True)
-class Reasoning:
+class Reasoning(FieldsDocument):
     """The reasoning requests of a run: how long users waited for the answer, and how the output split."""
 
     requests: int
     ttfa_ms: Stats
     reasoning_tokens: Stats
     answer_tokens: Stats
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "ttfa_ms": self.ttfa_ms.to_dict(),
-            "reasoning_tokens": self.reasoning_tokens.to_dict(),
-            "answer_tokens": self.answer_tokens.to_dict(),
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,35 +93,21 @@ def _scalar_samples(records: Sequence[RequestRecord]) -> dict[str, np.ndarray] |
 def _scalar_samples_py(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
     """TTFT, TPOT, E2E (from scheduled and from sent) of successful requests and the send lag of all, one request at
     a time with :mod:`~tailscope.metrics.request`'s functions (the definition; any value types)."""
-    ttft: list[float] = []
-    ttft_sent: list[float] = []
-    tpot: list[float] = []
-    e2e: list[float] = []
-    e2e_sent: list[float] = []
-    lag: list[float] = []
+    out: dict[str, list[float]] = {k: [] for k in ("ttft", "ttft_sent", "tpot", "e2e", "e2e_sent", "lag")}
     for r in records:
-        v = rq.send_lag_ms(r)
-        if v is not None:
-            lag.append(v)
-        if not r.ok:
-            continue
-        for dst, val in (
-            (ttft, rq.ttft_ms(r)),
-            (ttft_sent, rq.ttft_ms(r, from_sent=True)),
-            (tpot, rq.tpot_ms(r)),
-            (e2e, rq.e2e_ms(r)),
-            (e2e_sent, rq.e2e_ms(r, from_sent=True)),
-        ):
+        values = [("lag", rq.send_lag_ms(r))]
+        if r.ok:
+            values += [
+                ("ttft", rq.ttft_ms(r)),
+                ("ttft_sent", rq.ttft_ms(r, from_sent=True)),
+                ("tpot", rq.tpot_ms(r)),
+                ("e2e", rq.e2e_ms(r)),
+                ("e2e_sent", rq.e2e_ms(r, from_sent=True)),
+            ]
+        for key, val in values:
             if val is not None:
-                dst.append(val)
-    return {
-        "ttft": np.asarray(ttft, dtype=np.float64),
-        "ttft_sent": np.asarray(ttft_sent, dtype=np.float64),
-        "tpot": np.asarray(tpot, dtype=np.float64),
-        "e2e": np.asarray(e2e, dtype=np.float64),
-        "e2e_sent": np.asarray(e2e_sent, dtype=np.float64),
-        "lag": np.asarray(lag, dtype=np.float64),
-    }
+                out[key].append(val)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
 def gap_samples(

@@ -17,7 +17,7 @@ from typing import Any
 
 from tailscope.metrics.percentiles import quantile
 from tailscope.metrics.request import e2e_ms, ttft_ms
-from tailscope.record_ops import record_dict
+from tailscope.record_ops import FieldsDocument
 from tailscope.records import RequestRecord, Status
 
 #: The faults the reference application switches through ``POST /admin/faults`` (``tailscope app``).
@@ -122,7 +122,7 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
-class DrillCheck:
+class DrillCheck(FieldsDocument):
     """One expectation: its name, limit, what was observed and whether it held (``None``: could not be judged)."""
 
     name: str
@@ -130,9 +130,6 @@ class DrillCheck:
     observed: float | None
     passed: bool
     detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(self)
 
 
 def _sent_s(r: RequestRecord) -> float:
