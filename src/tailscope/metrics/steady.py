@@ -24,10 +24,10 @@ import numpy as np
 
 from tailscope.metrics import request as rq
 from tailscope.records import RequestRecord
+from tailscope.units import NS_PER_S
 
 #: fewer measured requests than this: no steady window is reported
 MIN_REQUESTS = 20
-_NS = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class SteadyWindow:
 
 def slice_records(records: Sequence[RequestRecord], start_s: float, end_s: float) -> list[RequestRecord]:
     """Records scheduled in ``[start_s, end_s)`` seconds from the run start."""
-    lo, hi = start_s * _NS, end_s * _NS
+    lo, hi = start_s * NS_PER_S, end_s * NS_PER_S
     return [r for r in records if lo <= r.scheduled_ns < hi]
 
 
@@ -94,11 +94,11 @@ def steady_window(records: Sequence[RequestRecord]) -> SteadyWindow | None:
     ramp = sum(1 for r in measured if r.scheduled_ns < start)
     drain = sum(1 for r in measured if r.scheduled_ns >= start and (r.end_ns or 0) > end)
     stationary, drift = _stationarity(inside, start, end)
-    return SteadyWindow(start / _NS, end / _NS, len(inside), ramp, drain, stationary, drift)
+    return SteadyWindow(start / NS_PER_S, end / NS_PER_S, len(inside), ramp, drain, stationary, drift)
 
 
 def _stationarity(records: Sequence[RequestRecord], start: float, end: float) -> tuple[bool | None, float | None]:
-    pts = [(r.scheduled_ns / _NS, v) for r in records if r.ok and (v := rq.ttft_ms(r)) is not None]
+    pts = [(r.scheduled_ns / NS_PER_S, v) for r in records if r.ok and (v := rq.ttft_ms(r)) is not None]
     if len(pts) < MIN_REQUESTS:
         return None, None
     x = np.array([p[0] for p in pts])
@@ -112,8 +112,8 @@ def _stationarity(records: Sequence[RequestRecord], start: float, end: float) ->
     resid = y - (intercept + slope * x)
     dof = len(pts) - 2
     se = math.sqrt(float((resid**2).sum()) / dof / sxx) if dof > 0 else 0.0
-    level = intercept + slope * (start / _NS)
-    drift = slope * (end - start) / _NS / level if level > 0 else None
+    level = intercept + slope * (start / NS_PER_S)
+    drift = slope * (end - start) / NS_PER_S / level if level > 0 else None
     if se == 0:
         return (drift is None or abs(drift) < 0.2), drift
     t = abs(slope / se)

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tailscope.errors import ConfigError
+from tailscope.units import NS_PER_S
 from tailscope.workload.agent import draw_session
 from tailscope.workload.profile import (
     Arrival,
@@ -34,8 +35,6 @@ from tailscope.workload.profile import (
     apply_overrides,
 )
 from tailscope.workload.spec import RequestSpec
-
-_NS = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,14 +205,14 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
     while True:
         if starts is not None and unit >= len(starts):
             return
-        at_ns = round(starts[unit] * _NS) if starts is not None else None
+        at_ns = round(starts[unit] * NS_PER_S) if starts is not None else None
         cls = _pick(p.classes, cum, rng_mix)
         prefix_id: int | None = None
         prefix_tokens = 0
         if sp is not None and rng_pre.random() < sp.share:
             prefix_id = rng_pre.randrange(sp.variants)
             prefix_tokens = sp.tokens
-        unit_warm = p.warmup.duration_s > 0 and at_ns is not None and at_ns < p.warmup.duration_s * _NS
+        unit_warm = p.warmup.duration_s > 0 and at_ns is not None and at_ns < p.warmup.duration_s * NS_PER_S
         if cls.dataset is not None:  # a real prompt per arrival: no synthesized text, so no shared prefix either
             row = next(rows.setdefault(cls.name, _shuffled(cls.dataset.prompts, random.Random(f"{seed}:{cls.name}"))))
             yield RequestSpec(
@@ -268,7 +267,7 @@ def profile_requests(profile: Profile, *, seed: int, overrides: Overrides | None
                 return
             think = 0
             if turn > 0 and cls.session is not None:
-                think = round(cls.session.think_time_s.sample(rng_ses) * _NS)
+                think = round(cls.session.think_time_s.sample(rng_ses) * NS_PER_S)
             new_tokens = cls.input_tokens.sample(rng_len)
             first = turn == 0
             yield RequestSpec(
