@@ -2,7 +2,6 @@
 
 * :func:`run_sync` runs a coroutine on uvloop when it is installed (lower client overhead), else on asyncio's loop.
 * :func:`sync_twin` makes the blocking twin of an ``async def`` with the same signature.
-* :func:`page_writer` makes the twin of a function that returns a page as text that writes the page to a file.
 * :func:`public` converts any exception that is not a :class:`~tailscope.errors.TailscopeError` into an
   :class:`~tailscope.errors.InternalError` (``raise … from exc``: the cause and its traceback are kept).
 * :func:`open_store` turns the ``store=`` argument into a :class:`~tailscope.store.runs.RunStore` or None: the API
@@ -17,7 +16,7 @@ import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar, cast
 
 from tailscope.errors import InternalError, TailscopeError
 
@@ -120,27 +119,6 @@ def sync_twin(fn: Callable[P, Coroutine[Any, Any, R]], doc: str | None = None) -
         f"event loop.\n\n{fn.__doc__ or ''}"
     )
     return wrapper
-
-
-def page_writer(fn: Callable[P, str], name: str, doc: str) -> Callable[Concatenate[PathLike, P], Path]:
-    """The twin ``name`` of ``fn`` (which returns a page as text) that writes the page to ``path`` (creating its
-    folder) and returns the path: ``path`` first, then ``fn``'s parameters (the signature :mod:`inspect` reports says
-    so)."""
-    from tailscope.report.html import write_html
-
-    @functools.wraps(fn)
-    def wrapper(path: PathLike, *args: P.args, **kwargs: P.kwargs) -> Path:
-        return write_html(path, fn(*args, **kwargs))
-
-    sig = inspect.signature(fn)
-    first = inspect.Parameter("path", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | os.PathLike[str]")
-    wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
-        parameters=[first, *sig.parameters.values()], return_annotation="Path"
-    )
-    wrapper.__name__ = wrapper.__qualname__ = name
-    wrapper.__doc__ = doc
-    # ``path=`` by keyword works as before; the static type (Concatenate) can only say "first, by position"
-    return cast(Callable[Concatenate[PathLike, P], Path], public(wrapper))
 
 
 def open_store(store: StorePath | RunStore | None) -> RunStore | None:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from tailscope.api import _pages
-from tailscope.api._support import StorePath, page_writer, public
+from tailscope.api._support import StorePath, public
 from tailscope.api.verify import RunRef, _reader, is_export_ref, load_run, load_stored_run
 from tailscope.errors import ConfigError
 from tailscope.io.exports import read_export
 from tailscope.metrics.document import build_export
-from tailscope.report.html import ReportRun, render_compare_page, render_run_report
+from tailscope.report.html import ReportRun, render_compare_page, render_run_report, write_html
 from tailscope.report.html_traces import TraceReport, render_trace_report
 from tailscope.store.runs import RunStore, StoredRun
 
@@ -177,16 +178,27 @@ def _joined_item(
     return replace(item, join=joined)
 
 
-write_report = page_writer(
-    report_html,
-    "write_report",
-    doc="""Write :func:`report_html`'s page to ``path`` (creating its folder) and return the path; the other arguments
-    as :func:`report_html`'s.
+@public
+def write_report(
+    path: str | os.PathLike[str],
+    runs: RunRef | Sequence[RunRef] | None = None,
+    *,
+    sweep: str | None = None,
+    traces: str | Sequence[str] | None = None,
+    store: StorePath | RunStore | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    trace_store: StorePath | None = None,
+) -> Path:
+    """Write :func:`report_html`'s page to ``path`` (creating its folder) and return the path.
 
     Raises:
         ConfigError: as :func:`report_html`, or naming ``path`` when it cannot be written.
-    """,
-)
+    """
+    html = report_html(
+        runs, sweep=sweep, traces=traces, store=store, resamples=resamples, seed=seed, trace_store=trace_store
+    )
+    return write_html(path, html)
 
 
 # -- what the dashboard reads ------------------------------------------------------------------------------------
