@@ -85,4 +85,3 @@ class BenchConfig:
         """How this run's requests are shaped, for ``model`` (every other :class:`ClientOptions` field is this
         config's field of the same name)."""
         return ClientOptions(model=model, **{name: getattr(self, name) for name in _CLIENT_FIELDS})
-
