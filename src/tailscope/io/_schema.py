@@ -4,15 +4,27 @@ numbered rows of JSON-lines files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from tailscope.errors import TailscopeError
 
 R = TypeVar("R")
+
+
+def one_of(choices: Sequence[str]) -> AfterValidator:
+    """A validator for a text field whose value must be one of ``choices``, for ``Annotated[str, one_of(...)]``: the
+    error names them and the value given (``must be one of a, b (got 'c')``)."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)} (got {value!r})")
+        return value
+
+    return AfterValidator(check)
 
 
 def json_lines(text: str, *, source: str, error: type[TailscopeError]) -> Iterator[tuple[int, Any]]:

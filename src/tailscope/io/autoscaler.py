@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import fields
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from tailscope.engine.autoscaler import METRICS, AutoscalePolicy, FragmentationModel, ScaleRule, parse_conditions
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
+from tailscope.io._schema import one_of
 from tailscope.io._yaml import line_of, validate_yaml_mapping
 
 _DEFAULT = AutoscalePolicy()
@@ -40,7 +42,7 @@ class _FragM(BaseModel):
 class _PolicyM(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    metric: str = _DEFAULT.metric
+    metric: Annotated[str, one_of(METRICS)] = _DEFAULT.metric
     target: float = Field(default=_DEFAULT.target, gt=0)
     min_replicas: int = Field(default=_DEFAULT.min_replicas, ge=0)
     max_replicas: int = Field(default=_DEFAULT.max_replicas, ge=1)
@@ -54,13 +56,6 @@ class _PolicyM(BaseModel):
     rules: list[_RuleM] = Field(default_factory=list)
     cold_start_s: float | None = Field(default=None, ge=0)
     fragmentation: _FragM | None = None
-
-    @field_validator("metric")
-    @classmethod
-    def _metric(cls, v: str) -> str:
-        if v not in METRICS:
-            raise ValueError(f"must be one of {', '.join(METRICS)} (got {v!r})")
-        return v
 
 
 def load_policy(path: str | os.PathLike[str]) -> AutoscalePolicy:

@@ -51,6 +51,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -60,8 +61,10 @@ from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
+from tailscope.io._schema import one_of
 
 ENGINES = ("vllm", "sglang", "trtllm")
+_MODES = ("agg", "disagg")
 _PRODUCT_ID = re.compile(r"^2026_04_06_.*_tp(\d+)_ep(\d+)_\d+$")
 _CONC = re.compile(r"silicon_concurrency=(\d+)")
 
@@ -186,12 +189,12 @@ class _RecordM(BaseModel):
 
     id: str
     silicon_data_source: str
-    backend: str
+    backend: Annotated[str, one_of(ENGINES)]
     backend_version: str
     model_path: str
     system: str
     precision: str
-    mode: str
+    mode: Annotated[str, one_of(_MODES)]
     isl: int
     osl: int
     batch_size: str
@@ -213,20 +216,6 @@ class _RecordM(BaseModel):
     decode_moe_ep_size: str
     silicon_ttft_ms: float
     silicon_tpot_ms: float
-
-    @field_validator("backend")
-    @classmethod
-    def _engine(cls, v: str) -> str:
-        if v not in ENGINES:
-            raise ValueError(f"must be one of {', '.join(ENGINES)}")
-        return v
-
-    @field_validator("mode")
-    @classmethod
-    def _mode(cls, v: str) -> str:
-        if v not in ("agg", "disagg"):
-            raise ValueError("must be agg or disagg")
-        return v
 
     @field_validator("isl", "osl")
     @classmethod

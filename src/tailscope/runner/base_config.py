@@ -40,6 +40,13 @@ def slos_of(values: Iterable[str | Slo]) -> tuple[Slo, ...]:
     return tuple(v if isinstance(v, Slo) else parse_slo(v) for v in values)
 
 
+#: the options a config takes as given, under the same name
+_AS_GIVEN = (
+    "url", "model", "api_key_env", "ignore_eos", "continuous_usage", "builtin_model", "builtin_gpu", "http_client",
+    "preopen_connections", "warm_connections", "stream_records",
+)  # fmt: skip
+
+
 def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None = None) -> BenchConfig:
     """The parts of the config common to every source of requests (target, client, timeouts, SLOs); ``cap``: the
     most requests in flight of an open loop."""
@@ -105,12 +112,7 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
     if telemetry:
         settings["telemetry_urls"] = list(telemetry)
     return BenchConfig(
-        url=opts.url,
-        model=opts.model,
         endpoint=endpoint,
-        api_key_env=opts.api_key_env,
-        ignore_eos=opts.ignore_eos,
-        continuous_usage=opts.continuous_usage,
         timeouts=Timeouts(opts.timeout_connect, opts.timeout_first_token, opts.timeout_total),
         dispatch=DispatchConfig(concurrency=concurrency, duration_s=opts.duration, max_in_flight=cap),
         requested_rate=opts.rate,
@@ -122,15 +124,10 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         scrape_interval_s=opts.scrape_interval,
         telemetry_urls=telemetry,
         settings=settings,
-        builtin_model=opts.builtin_model,
-        builtin_gpu=opts.builtin_gpu,
-        http_client=opts.http_client,
-        preopen_connections=opts.preopen_connections,
-        warm_connections=opts.warm_connections,
-        stream_records=opts.stream_records,
         extra_body=extra_body,
         headers=headers,
         template=template,
+        **{name: getattr(opts, name) for name in _AS_GIVEN},
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tailscope.client.openai import ClientOptions, Timeouts, extension_flags
@@ -14,6 +14,10 @@ from tailscope.workload.template import RequestTemplate
 
 #: where the API key is read from unless --api-key-env names another variable
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+
+#: the :class:`ClientOptions` fields a config carries under the same name (all but ``model``, which a run may resolve)
+_CLIENT_FIELDS = tuple(f.name for f in fields(ClientOptions) if f.name != "model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +82,6 @@ class BenchConfig:
         return replace(self, **extension_flags(self, refused)) if refused else self
 
     def client_options(self, model: str) -> ClientOptions:
-        """How this run's requests are shaped, for ``model``."""
-        return ClientOptions(
-            endpoint=self.endpoint,
-            model=model,
-            ignore_eos=self.ignore_eos,
-            continuous_usage=self.continuous_usage,
-            stream_options=self.stream_options,
-            extra_body=self.extra_body,
-            headers=self.headers,
-            template=self.template,
-            class_extra_body=self.class_extra_body,
-            tracestate=self.tracestate,
-        )
+        """How this run's requests are shaped, for ``model`` (every other :class:`ClientOptions` field is this
+        config's field of the same name)."""
+        return ClientOptions(model=model, **{name: getattr(self, name) for name in _CLIENT_FIELDS})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,39 +40,27 @@ def _join_labels(prefix: str, labels: str) -> str:
     return f"{prefix},{labels}" if prefix and labels else prefix or labels
 
 
+@dataclass(eq=False, slots=True)
 class Scraper:
     """Scrapes ``url`` every ``interval_s`` and hands the engine samples to ``sink``.
 
     A failed scrape is counted, never fatal: the run goes on.
     """
 
-    def __init__(
-        self,
-        transport: Transport,
-        url: str,
-        sink: Callable[[list[ServerSample]], None],
-        clock: Clock,
-        t0_ns: int,
-        *,
-        interval_s: float = 1.0,
-        timeout_s: float = 5.0,
-        keep: Callable[[str], bool] = keep_sample,
-        what: str = "the server's queue, running and KV figures",
-        instance: str | None = None,
-    ) -> None:
-        self.keep = keep
-        self.instance = instance
-        self.what = what
-        self.transport = transport
-        self.url = url
-        self.sink = sink
-        self.clock = clock
-        self.t0_ns = t0_ns
-        self.interval_s = interval_s
-        self.timeout_s = timeout_s
-        self.scrapes = 0
-        self.failures = 0
-        self._task: asyncio.Task[None] | None = None
+    transport: Transport
+    url: str
+    sink: Callable[[list[ServerSample]], None]
+    clock: Clock
+    t0_ns: int
+    _: KW_ONLY
+    interval_s: float = 1.0
+    timeout_s: float = 5.0
+    keep: Callable[[str], bool] = keep_sample
+    what: str = "the server's queue, running and KV figures"
+    instance: str | None = None
+    scrapes: int = field(default=0, init=False)
+    failures: int = field(default=0, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def scrape_once(self) -> None:
         t = self.clock.now_ns() - self.t0_ns

@@ -83,6 +83,31 @@ def test_profile_fields_feed_the_config(tmp_path: Path) -> None:
     assert sum(1 for s in spec_list if s.at_ns == 12_000_000_000) >= 6  # the burst
 
 
+def test_options_given_as_is_reach_the_config_and_the_client(tmp_path: Path) -> None:
+    """The options a config takes under the same name, and the client options it carries under the same name."""
+    opts = base_options(
+        tmp_path,
+        api_key_env="MY_KEY",
+        ignore_eos=False,
+        continuous_usage=False,
+        http_client="aiohttp",
+        preopen_connections=3,
+        warm_connections=True,
+        stream_records=True,
+        extra_body={"top_k": 5},
+        headers=["X-Team: perf"],
+    )
+    cfg, _, _ = resolved(opts)
+    assert (cfg.url, cfg.model, cfg.api_key_env) == ("http://127.0.0.1:9", "tiny", "MY_KEY")
+    assert (cfg.ignore_eos, cfg.continuous_usage, cfg.http_client) == (False, False, "aiohttp")
+    assert (cfg.preopen_connections, cfg.warm_connections, cfg.stream_records) == (3, True, True)
+    client = cfg.client_options("served")
+    assert client.model == "served"
+    assert (client.ignore_eos, client.continuous_usage, client.endpoint) == (False, False, cfg.endpoint)
+    assert client.extra_body == {"top_k": 5}
+    assert client.headers == (("X-Team", "perf"),)
+
+
 def test_same_prompts_from_the_profile_or_the_flag(tmp_path: Path) -> None:
     """Issue 28: warm on purpose from a profile field too, said in the run's settings; cold (a per-run nonce) else."""
     cfg, _, _ = resolved(base_options(tmp_path))

@@ -21,6 +21,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tailscope.clock import Clock, MonotonicClock, unix_offset_ns
@@ -151,33 +152,23 @@ def _setup_doc(
     }
 
 
+@dataclass(eq=False, slots=True)
 class _Driver:
     """The poll loop: collects batches, feeds closed-loop workers, tracks losses and live counters."""
 
-    def __init__(
-        self,
-        handles: Sequence[WorkerHandle],
-        states: list[WorkerState],
-        feeder: Feeder | None,
-        sink: Callable[[list[RequestRecord]], None],
-        progress: Progress,
-        clock: Clock,
-        poll_interval_s: float,
-        grace_s: float,
-    ) -> None:
-        self.handles = handles
-        self.states = states
-        self.feeder = feeder
-        self.sink = sink
-        self.progress = progress
-        self.clock = clock
-        self.poll_interval_s = poll_interval_s
-        self.grace_s = grace_s
-        self.signal_name: str | None = None
-        self._eof_sent: set[int] = set()
-        self._rate: dict[int, float] = {}
-        self._stop_sent = False
-        self._interrupted_at: float | None = None
+    handles: Sequence[WorkerHandle]
+    states: list[WorkerState]
+    feeder: Feeder | None
+    sink: Callable[[list[RequestRecord]], None]
+    progress: Progress
+    clock: Clock
+    poll_interval_s: float
+    grace_s: float
+    signal_name: str | None = field(default=None, init=False)
+    _eof_sent: set[int] = field(default_factory=set, init=False)
+    _rate: dict[int, float] = field(default_factory=dict, init=False)
+    _stop_sent: bool = field(default=False, init=False)
+    _interrupted_at: float | None = field(default=None, init=False)
 
     def interrupt(self, name: str) -> None:
         """Stop every worker (safe from a signal handler): in-flight requests get the grace period."""
