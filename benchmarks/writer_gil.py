@@ -12,69 +12,8 @@ during the tick and how late (p99, max).
 from __future__ import annotations
 
 import argparse
-import tempfile
-import threading
-import time
-from pathlib import Path
 
-from tailscope.records import RequestRecord, Run, RunKind, Status, Target, TokensSource
-from tailscope.store.db import Database
-from tailscope.store.runs import RunStore
-from tailscope.store.writer import RecordWriter
-
-
-def _record(i: int) -> RequestRecord:
-    first = i + 50_000_000
-    return RequestRecord(
-        id=i,
-        scheduled_ns=i,
-        sent_ns=i,
-        first_token_ns=first,
-        end_ns=first + 2_550_000_000,
-        status=Status.OK,
-        input_tokens=64,
-        output_tokens=256,
-        requested_output_tokens=256,
-        tokens_source=TokensSource.USAGE,
-        chunk_times_ns=tuple(first + 10_000_000 * k for k in range(256)),
-        chunk_tokens=(1,) * 256,
-    )
-
-
-def one_tick(records: int, yield_gil: bool) -> tuple[int, float, float]:
-    """(wake-ups, p99 ms late, max ms late) of the sleeping thread during one writer tick."""
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "s.duckdb")
-        RunStore(db).create_run(
-            Run(
-                id="r",
-                kind=RunKind.BENCH,
-                tool_version="0",
-                started_at="2026-12-04T00:00:00.000Z",
-                target=Target(url="http://127.0.0.1:1", model="m"),
-                seed=0,
-            )
-        )
-        w = RecordWriter(db, "r", flush_interval_s=3600)
-        for i in range(records):
-            w.add(_record(i))
-        done = threading.Event()
-
-        def tick() -> None:
-            w._journal_tick(yield_gil=yield_gil)
-            done.set()
-
-        late: list[float] = []
-        t = threading.Thread(target=tick)
-        t.start()
-        while not done.is_set():
-            t0 = time.perf_counter()
-            time.sleep(0.0002)
-            late.append((time.perf_counter() - t0 - 0.0002) * 1e3)
-        t.join()
-        w.close()
-    late.sort()
-    return len(late), late[int(0.99 * (len(late) - 1))], late[-1]
+from tailscope.testing.writer_gil import writer_tick_lateness
 
 
 def main() -> None:
@@ -84,7 +23,7 @@ def main() -> None:
     a = ap.parse_args()
     for _ in range(a.repeat):
         for yield_gil in (False, True):
-            n, p99, mx = one_tick(a.records, yield_gil)
+            n, p99, mx = writer_tick_lateness(a.records, yield_gil)
             print(
                 f"yield {'on ' if yield_gil else 'off'}: {n:4d} wake-ups during a {a.records}-record tick, "
                 f"late p99 {p99:.2f} ms, max {mx:.2f} ms",
