@@ -204,10 +204,17 @@ class RunStore:
                 # written to the WAL first and checkpointed again at close or at the next commit: each chunk time
                 # written once (≈ 0.1 s of CPU for 10,000 simulated requests of 256 tokens)
                 con.execute(f"SET checkpoint_threshold = '{_BULK_CHECKPOINT}'")
+                # the inserts on one thread: ≤ 20,000 rows are about one row group, which DuckDB's other threads
+                # barely share, and handing them work cost ≈ 0.03–0.05 s of CPU and as much wall-clock (10,000
+                # records of 256 chunk times on a 2-core machine); the commit's checkpoint has the instance's own
+                # thread count again, and so has a held instance afterwards
+                threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+                con.execute("SET threads = 1")
                 if records:
                     _insert_records(con, run_id, records, chunk_times)
                 if samples:
                     _insert_samples(con, run_id, samples)
+                con.execute(f"SET threads = {int(threads)}")
         except StoreError:
             if not records:
                 raise
