@@ -458,7 +458,7 @@ def _typed_column(values: list[Any]) -> Any:
     every value is a bool, else objects; None when every value is None (the column is then NULL in SQL)."""
     import numpy as np
 
-    if values.count(None) == len(values):  # one C pass (an identity test per value): most of a simulation's columns
+    if values.count(None) == len(values):  # one pass in C, no Python call per value: most of a simulation's columns
         return None
     kinds = set(map(type, values))
     if kinds == {int}:
