@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -129,7 +130,8 @@ def export_chunks(
     a fraction of a second instead of ~10 s. ``chunk_times``: ``records``' chunk times already flattened, in their
     order (:func:`~tailscope.metrics.chunk_times.flatten`): converted to seconds in one pass, not flattened again.
     """
-    order = sorted(range(len(records)), key=lambda i: records[i].id)
+    ids = list(map(attrgetter("id"), records))
+    order = sorted(range(len(records)), key=ids.__getitem__)  # the same stable order as sorting by ``r.id``
     ordered = [records[i] for i in order]
     secs_all: list[np.ndarray] | None = None
     if chunk_times is not None:

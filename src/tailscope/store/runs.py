@@ -6,6 +6,7 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,10 +204,17 @@ class RunStore:
                 # written to the WAL first and checkpointed again at close or at the next commit: each chunk time
                 # written once (≈ 0.1 s of CPU for 10,000 simulated requests of 256 tokens)
                 con.execute(f"SET checkpoint_threshold = '{_BULK_CHECKPOINT}'")
+                # the inserts on one thread: ≤ 20,000 rows are about one row group, which DuckDB's other threads
+                # barely share, and handing them work cost ≈ 0.03–0.05 s of CPU and as much wall-clock (10,000
+                # records of 256 chunk times on a 2-core machine); the commit's checkpoint has the instance's own
+                # thread count again, and so has a held instance afterwards
+                threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+                con.execute("SET threads = 1")
                 if records:
                     _insert_records(con, run_id, records, chunk_times)
                 if samples:
                     _insert_samples(con, run_id, samples)
+                con.execute(f"SET threads = {int(threads)}")
         except StoreError:
             if not records:
                 raise
@@ -431,7 +439,7 @@ def _texts_fit(records: list[RequestRecord]) -> bool:
     from tailscope.store.bounds import MAX_TEXT
 
     for name in _TEXT_ATTRS:
-        for v in {getattr(r, name) for r in records}:
+        for v in set(map(attrgetter(name), records)):
             if v is not None and (type(v) is not str or not v.isascii() or len(v) > MAX_TEXT):
                 return False
     return True
@@ -450,9 +458,9 @@ def _typed_column(values: list[Any]) -> Any:
     every value is a bool, else objects; None when every value is None (the column is then NULL in SQL)."""
     import numpy as np
 
-    kinds = {type(v) for v in values}
-    if kinds == {type(None)}:
+    if values.count(None) == len(values):  # one pass in C, no Python call per value: most of a simulation's columns
         return None
+    kinds = set(map(type, values))
     if kinds == {int}:
         try:
             return np.asarray(values, dtype=np.int64)
@@ -512,18 +520,25 @@ def _insert_records(con: Any, run_id: str, records: list[RequestRecord], chunk_t
         if name == "run_id":
             continue
         if name in enum_value:
-            values: list[Any] = [None if (e := getattr(r, name)) is None else e.value for r in records]
+            # each distinct member's value looked up once (``member.value`` goes through Enum's descriptor)
+            raw = list(map(attrgetter(name), records))
+            value_of = {e: None if e is None else e.value for e in set(raw)}
+            values: list[Any] = list(map(value_of.__getitem__, raw))
         elif name == "chunk_times_ns":
             if _times is not None:
                 columns.append(f"CAST(t.chunk_times_ns AS {sql_type})")
                 continue
             # tuples of Python ints: DuckDB reads an object array of them as a LIST column
-            values = [r.chunk_times_ns for r in records]
+            values = list(map(attrgetter(name), records))
         elif name == "chunk_tokens":
-            # one token per chunk (every simulated chunk): stored as NULL, read back as ones (ONE_PER_CHUNK)
-            values = [None if _all_ones(r.chunk_tokens) else r.chunk_tokens for r in records]
+            # one token per chunk (every simulated chunk): stored as NULL, read back as ones (ONE_PER_CHUNK); each
+            # distinct tuple is tested once (a simulation's records share one tuple per length)
+            toks = list(map(attrgetter(name), records))
+            distinct = {id(t): t for t in toks}  # ``toks`` keeps every object alive meanwhile
+            stored = {k: None if _all_ones(t) else t for k, t in distinct.items()}
+            values = [stored[id(t)] for t in toks]
         else:
-            values = [getattr(r, name) for r in records]
+            values = list(map(attrgetter(name), records))
         column = _typed_column(values)
         if column is None:  # every value None (a simulation's HTTP and trace fields): no column to scan
             columns.append(f"CAST(NULL AS {sql_type})")
