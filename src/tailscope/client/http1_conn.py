@@ -66,10 +66,6 @@ class Http1Connection(asyncio.Protocol):
         self.handler: Callable[[int, bytes], bool] | None = None
         self.handler_done = False
         self.done_waiter: asyncio.Future[None] | None = None
-        # the handler given with the request (see RawHttpTransport.post_push): a 200 answer's body goes to it as
-        # soon as the head is parsed, and the head waiter wakes once, at the body's end, not at the head
-        self.body_handler: Callable[[int, bytes], bool] | None = None
-        self.pushed = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -134,9 +130,7 @@ class Http1Connection(asyncio.Protocol):
                 rest = bytes(self._head[end + 4 :])
                 self._parse_head(bytes(self._head[:end]))
                 self._in_body = True
-                if self.body_handler is not None and self.status == 200:
-                    self.handler, self.pushed = self.body_handler, True
-                elif self.head_waiter is not None and not self.head_waiter.done():
+                if self.head_waiter is not None and not self.head_waiter.done():
                     self.head_waiter.set_result(None)
                 if not rest and not self.complete:
                     return
@@ -282,10 +276,7 @@ class Http1Connection(asyncio.Protocol):
             dw.set_result(None)
         hw = self.head_waiter
         if hw is not None and not hw.done():
-            if self.pushed:
-                if self.handler_done or self.error is not None or self.complete or self.closed:
-                    hw.set_result(None)  # the body went to the handler; its error is raised by _RawResponse.consume
-            elif self.error is not None:
+            if self.error is not None:
                 hw.set_exception(self.error)
             elif self.closed:
                 hw.set_exception(StreamClosed("the server closed the connection before answering"))

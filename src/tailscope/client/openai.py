@@ -423,42 +423,33 @@ async def execute(
     detail: str | None = None
     http_status: int | None = None
     conn: tuple[bool | None, int | None, int | None, int | None] = (None, None, None, None)
-    parser: Any = (tpl.parser() if tpl is not None else None) or SSEParser()
-
-    def on_data(stamp: int, chunk: bytes) -> bool:
-        consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
-        return st.done
-
-    # the raw transport pushes a 200 answer's body to on_data from its protocol (no task switch per network read) and
-    # wakes this task once, when the body ended
-    post_push = getattr(transport, "post_push", None)
     loop = asyncio.get_running_loop()
     deadlines = _Deadlines(loop, st, loop.time() + timeouts.first_token_s, loop.time() + timeouts.total_s)
     try:
         try:
-            exchange = (
-                transport.post(opts.path, body, headers)
-                if post_push is None
-                else post_push(opts.path, body, headers, on_data)
-            )
-            async with exchange as resp:
+            async with transport.post(opts.path, body, headers) as resp:
                 wrote = getattr(resp, "sent_ns", None)
                 if type(wrote) is int and wrote > 0:
                     sent_ns = wrote - t0_ns  # the request left at the socket (after any connect), on the same clock
                 http_status = resp.status
                 conn = getattr(resp, "connection", conn)  # reused?, DNS, connect, TLS (the raw transport says)
-                rid = resp.headers.get("x-request-id")
-                if rid is not None:
-                    st.request_id = rid  # the header's id wins over the body's (which a pushed body may have set)
+                st.request_id = resp.headers.get("x-request-id")
                 if resp.status != 200:
                     error = classify_status(resp.status)
                     text = await resp.read_text()
                     detail = _error_detail(resp.status, resp.headers, text)
                     status = Status.ERROR
                 else:
+                    parser: Any = (tpl.parser() if tpl is not None else None) or SSEParser()
                     push = getattr(resp, "consume", None)
                     if push is not None:
-                        await push(on_data)  # after post_push: the body already went to on_data; raises its error
+                        # the raw transport calls us from its protocol: no task switch per network read
+
+                        def on_data(stamp: int, chunk: bytes) -> bool:
+                            consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
+                            return st.done
+
+                        await push(on_data)
                     else:
                         async for stamp, chunk in _timed(resp, clock):
                             consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)

@@ -69,11 +69,6 @@ class _RawResponse:
         wake-up per network read — until it returns True, the body ends, or an error (re-raised here, including
         the handler's own exceptions)."""
         c = self._conn
-        if c.pushed:  # opened with post_push: the body already went to the handler given there, from the protocol
-            c.handler = None
-            if c.error is not None:
-                raise c.error
-            return
         pieces, c.pieces = c.pieces, []
         for stamp, piece in pieces:
             if handler(stamp, piece):
@@ -124,16 +119,10 @@ class _Exchange:
     __slots__ = ("_args", "_conn", "_transport")
 
     def __init__(
-        self,
-        transport: RawHttpTransport,
-        method: str,
-        path: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        on_body: Callable[[int, bytes], bool] | None = None,
+        self, transport: RawHttpTransport, method: str, path: str, body: bytes, headers: Mapping[str, str]
     ) -> None:
         self._transport = transport
-        self._args = (method, path, body, headers, on_body)
+        self._args = (method, path, body, headers)
         self._conn: Http1Connection | None = None
 
     async def __aenter__(self) -> _RawResponse:
@@ -185,16 +174,8 @@ class RawHttpTransport:
         head = f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._common}{extra}Content-Length: {len(body)}\r\n\r\n"
         return head.encode("latin-1") + body
 
-    async def _open(
-        self,
-        method: str,
-        path: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        on_body: Callable[[int, bytes], bool] | None = None,
-    ) -> Http1Connection:
-        """Send the request and wait for the response head (with ``on_body``, for a 200 answer: its whole body, pushed
-        to ``on_body`` meanwhile).
+    async def _open(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> Http1Connection:
+        """Send the request and wait for the response head.
 
         No retry, even on a reused keep-alive connection: a POST the server may have received is never sent twice
         (a load tester must count a reset as the fault it is). Idle connections already closed by the server are
@@ -203,12 +184,10 @@ class RawHttpTransport:
         conn = await self._pool.acquire()
         conn.request_opened, conn.opened = conn.opened, None  # the first request on it pays for opening it
         conn.start(self._request(method, path, body, headers))
-        conn.body_handler = on_body
         conn.head_waiter = asyncio.get_running_loop().create_future()
         try:
             await conn.head_waiter
         except BaseException:
-            conn.handler = None
             conn.keep_alive = False
             self._pool.release(conn)
             raise
@@ -221,16 +200,6 @@ class RawHttpTransport:
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> AbstractAsyncContextManager[_RawResponse]:
         return _Exchange(self, "POST", path, body, headers)
-
-    def post_push(
-        self, path: str, body: bytes, headers: Mapping[str, str], on_body: Callable[[int, bytes], bool]
-    ) -> AbstractAsyncContextManager[_RawResponse]:
-        """``post`` with the body's handler given up front: a 200 answer's body is pushed to ``on_body`` from the
-        protocol as it arrives (as :meth:`_RawResponse.consume` does), and entering the exchange returns when that
-        body ended (``on_body`` returned True, the body is complete, or it failed) — one task wake-up per request, not
-        one for the head and one for the body's end. Call ``consume`` on the response then: it raises the body's
-        error, if any. Any other status: entering returns at the head, as ``post``."""
-        return _Exchange(self, "POST", path, body, headers, on_body)
 
     async def get(self, path: str, timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
         if path.startswith("http"):
