@@ -321,6 +321,57 @@ class _State:
         self.cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
 
 
+class _Deadlines:
+    """A request's first-token and total deadlines on one loop timer, as ``asyncio.timeout_at`` would enforce them.
+
+    The timer is armed once, at the earlier deadline; a token that arrives in time does not move it (``reschedule``
+    costs a timer cancel and a new timer on every request): when it fires at the first-token deadline and a token is
+    in, it re-arms for the total deadline. Expiry cancels the task, and :meth:`close` turns that cancellation into a
+    timeout exactly when ``asyncio.Timeout.__aexit__`` would (no other cancel request pending).
+    """
+
+    __slots__ = ("_cancelling", "_handle", "_loop", "_st", "_task", "_total", "_when", "fired")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, st: _State, first: float, total: float) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a request must run inside a task")
+        self._loop = loop
+        self._st = st
+        self._task = task
+        self._total = total
+        self._cancelling = task.cancelling()
+        self.fired = False
+        self._handle: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._arm(min(first, total))
+
+    def _arm(self, when: float) -> None:
+        self._when = when
+        loop = self._loop
+        if when <= loop.time():
+            self._handle = loop.call_soon(self._on_timer)
+        else:
+            self._handle = loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        if self._when != self._total and self._st.chunk_times:
+            self._arm(self._total)  # the first token came in time: the total deadline applies now
+            return
+        self._handle = None
+        self.fired = True
+        self._task.cancel()
+
+    def close(self, *, cancelled: bool) -> bool:
+        """Disarm; True when the deadline's expiry is why the task was ``cancelled`` (no other cancel pending)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self.fired:
+            return False
+        self.fired = False
+        return self._task.uncancel() <= self._cancelling and cancelled
+
+
 async def execute(
     transport: Transport,
     opts: ClientOptions,
@@ -373,10 +424,9 @@ async def execute(
     http_status: int | None = None
     conn: tuple[bool | None, int | None, int | None, int | None] = (None, None, None, None)
     loop = asyncio.get_running_loop()
-    deadline_first = loop.time() + timeouts.first_token_s
-    deadline_total = loop.time() + timeouts.total_s
+    deadlines = _Deadlines(loop, st, loop.time() + timeouts.first_token_s, loop.time() + timeouts.total_s)
     try:
-        async with asyncio.timeout_at(min(deadline_first, deadline_total)) as cm:
+        try:
             async with transport.post(opts.path, body, headers) as resp:
                 wrote = getattr(resp, "sent_ns", None)
                 if type(wrote) is int and wrote > 0:
@@ -395,23 +445,14 @@ async def execute(
                     if push is not None:
                         # the raw transport calls us from its protocol: no task switch per network read
 
-                        first_token = [True]  # the first-token deadline still applies
-
                         def on_data(stamp: int, chunk: bytes) -> bool:
                             consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
-                            if first_token[0] and st.chunk_times:
-                                first_token[0] = False
-                                cm.reschedule(deadline_total)
                             return st.done
 
                         await push(on_data)
                     else:
                         async for stamp, chunk in _timed(resp, clock):
-                            now = stamp - t0_ns
-                            had_token = bool(st.chunk_times)
-                            consume(parser.feed_data(chunk), now, st, count_tokens)
-                            if not had_token and st.chunk_times:
-                                cm.reschedule(deadline_total)
+                            consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
                             if st.done:
                                 break
                     if not st.done:
@@ -425,6 +466,12 @@ async def execute(
                         status, error, detail = Status.ERROR, ErrorClass.STREAM_BROKEN, "stream ended without [DONE]"
                     elif not st.chunk_times:
                         status, error, detail = Status.ERROR, ErrorClass.EMPTY_RESPONSE, "no token in the stream"
+        except asyncio.CancelledError:
+            if deadlines.close(cancelled=True):
+                raise TimeoutError from None  # the deadline's own cancellation (no other cancel pending)
+            raise
+        finally:
+            deadlines.close(cancelled=False)
     except TimeoutError:
         status = Status.ERROR
         if st.chunk_times:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -111,6 +111,33 @@ class _CaseInsensitive(dict[str, str]):
         return isinstance(key, str) and super().__contains__(key.title())
 
 
+class _Exchange:
+    """One request's exchange: sends it and waits for the response head on entry; on exit the connection goes back
+    to the pool, or is closed when the body raised (an ``@asynccontextmanager`` would do the same, at the cost of a
+    generator and its context-manager wrapper per request)."""
+
+    __slots__ = ("_args", "_conn", "_transport")
+
+    def __init__(
+        self, transport: RawHttpTransport, method: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> None:
+        self._transport = transport
+        self._args = (method, path, body, headers)
+        self._conn: Http1Connection | None = None
+
+    async def __aenter__(self) -> _RawResponse:
+        conn = self._conn = await self._transport._open(*self._args)
+        return _RawResponse(conn, conn.request_opened)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        conn = self._conn
+        assert conn is not None
+        self._conn = None
+        if exc_type is not None:
+            conn.keep_alive = False
+        self._transport._pool.release(conn)
+
+
 class RawHttpTransport:
     """The :class:`~tailscope.client.transport.Transport` protocol on raw asyncio connections.
 
@@ -168,21 +195,11 @@ class RawHttpTransport:
             conn.head_waiter = None
         return conn
 
-    @asynccontextmanager
-    async def _exchange(
-        self, method: str, path: str, body: bytes, headers: Mapping[str, str]
-    ) -> AsyncIterator[_RawResponse]:
-        conn = await self._open(method, path, body, headers)
-        try:
-            yield _RawResponse(conn, conn.request_opened)
-        except BaseException:
-            conn.keep_alive = False
-            raise
-        finally:
-            self._pool.release(conn)
+    def _exchange(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> _Exchange:
+        return _Exchange(self, method, path, body, headers)
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> AbstractAsyncContextManager[_RawResponse]:
-        return self._exchange("POST", path, body, headers)
+        return _Exchange(self, "POST", path, body, headers)
 
     async def get(self, path: str, timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
         if path.startswith("http"):
