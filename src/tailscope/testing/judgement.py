@@ -13,12 +13,31 @@ import os
 #: what could not be judged in this process, in order ("node id: why (load)")
 NOT_JUDGED: list[str] = []
 
+#: The most CPU pressure a quiet machine shows: the share of the last 10 s in which some runnable task waited for a
+#: CPU (Linux PSI, ``/proc/pressure/cpu``), in percent. The 1-minute load average alone lags: in the first minutes of
+#: a suite (the soak started beside it) it still read the quiet minute before, and a timing judged "quiet" there
+#: failed on a machine that was not.
+MAX_CPU_PRESSURE_PCT = 10.0
+
+
+def cpu_pressure() -> float | None:
+    """Linux's CPU pressure: % of the last 10 s in which some runnable task waited for a CPU (None where unknown)."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("some "):
+                    return float(line.split("avg10=", 1)[1].split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
 
 class Judgement:
     """One test's judgement of timings: ``quiet()`` before judging, ``cannot_judge(why)`` instead of judging."""
 
     def __init__(self, nodeid: str) -> None:
         self.nodeid = nodeid
+        self.pressure_at_start = cpu_pressure()  # the test's own start: what the machine did before it measured
 
     @staticmethod
     def load() -> tuple[float, int]:
@@ -26,9 +45,13 @@ class Judgement:
         return os.getloadavg()[0], os.cpu_count() or 1
 
     def quiet(self, share: float = 1.0) -> bool:
-        """The 1-minute load average is at most ``share`` × the CPUs."""
+        """The 1-minute load average is at most ``share`` × the CPUs, and the CPU pressure of the last 10 s — now and
+        at the test's start — at most :data:`MAX_CPU_PRESSURE_PCT` (where the kernel reports it)."""
         load, cpus = self.load()
-        return load <= cpus * share
+        if load > cpus * share:
+            return False
+        pressures = [p for p in (self.pressure_at_start, cpu_pressure()) if p is not None]
+        return all(p <= MAX_CPU_PRESSURE_PCT for p in pressures)
 
     def holds(self, ok: bool, what: str, share: float = 1.0) -> None:
         """Judge a timing property: passes when it ``ok``; when not, records it as not judged on a busy machine and
@@ -43,4 +66,6 @@ class Judgement:
     def cannot_judge(self, why: str) -> None:
         """Record that this test measured but could not judge ``why`` (give the figures)."""
         load, cpus = self.load()
-        NOT_JUDGED.append(f"{self.nodeid}: {why} (load {load:.1f} on {cpus} CPUs)")
+        now = cpu_pressure()
+        pressure = "" if now is None else f", CPU pressure {max(now, self.pressure_at_start or 0.0):.0f} %"
+        NOT_JUDGED.append(f"{self.nodeid}: {why} (load {load:.1f} on {cpus} CPUs{pressure})")
