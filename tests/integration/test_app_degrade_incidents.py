@@ -177,15 +177,17 @@ def test_sync_audit_puts_the_audit_log_on_the_path(
     p99_s = cost.median_s * math.exp(cost.sigma * Z99)
     mean_s = cost.median_s * math.exp(cost.sigma**2 / 2)
     assert p99_s == pytest.approx(0.300, rel=0.1), p99_s
-    # measured: the mean audit log grows by the write's mean (6.8 ms at 0.1); 24 requests cannot show a P99, and
-    # their slowest is no steadier (clean-clone runs: + 6.2 ms, and − 4.1 ms when an asynchronous one was delayed):
-    # the slowest is printed, not judged
-    added = statistics.mean(after) - statistics.mean(before)
-    expected = mean_s * 1e3 * SCALE
+    # measured: the median audit log grows by the write's median (5.0 ms at 0.1), and the mean by its mean (6.8 ms);
+    # the median is what is judged — one stall of the machine in 24 requests moved the mean by 6 ms (a clean-clone
+    # run: + -1.7 ms on average, the asynchronous run's slowest 134.6 ms above the synchronous one's) — and 24
+    # requests cannot show a P99, so the slowest is printed, not judged
+    added = statistics.median(after) - statistics.median(before)
+    expected = cost.median_s * 1e3 * SCALE
+    mean_added = statistics.mean(after) - statistics.mean(before)
     tail = max(after) - max(before)
     figures = (
-        f"sync-audit: audit log + {added:.1f} ms on average (the model's mean {expected:.1f} ms), the slowest "
-        f"+ {tail:.1f} ms (scale {SCALE})"
+        f"sync-audit: audit log + {added:.1f} ms at the median (the model's {expected:.1f} ms), + {mean_added:.1f} ms "
+        f"on average (the model's {mean_s * 1e3 * SCALE:.1f} ms), the slowest + {tail:.1f} ms (scale {SCALE})"
     )
     print(figures)
     judgement.holds(0.5 * expected <= added <= 2.0 * expected, figures)
