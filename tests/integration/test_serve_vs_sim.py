@@ -3,7 +3,11 @@
 An open-loop schedule of token-id prompts (so prompt lengths are exact and no prefix is shared) is sent to the
 built-in server by a client in its own process, and simulated with ``tailscope.sim`` on the same deployment.
 Mean TTFT and mean TPOT must agree; they differ only by HTTP overhead, the per-request frontend jitter (seeded
-differently) and host noise.
+differently) and host noise. TTFT is judged as the server saw it (from the request's receipt, so our own parsing,
+tokenizing and frontend wait are in it): the client's TTFT adds the loopback transport and the client process's own
+scheduling, host noise on a shared 2-core machine (alone ≈ 2 ms on the server's 74 ms; in one CI run with the soak
+beside it, while the machine read "quiet", the client's mean was 87.9 ms against sim's 70.8). The client's figure is
+printed and held to contain the server's, not judged.
 """
 
 from __future__ import annotations
@@ -77,12 +81,17 @@ def test_serve_latencies_match_sim(judgement: Judgement) -> None:
             timeout=120,
             check=False,
         )
+        # the server's own TTFT (receipt → first token released), its count, and its engine loop's worst lateness
+        server_ttft_s, server_count, loop_lag_s = srv.call(
+            lambda st: (st.metrics.ttft.total, st.metrics.ttft.count, st.metrics.loop_lag_max_s)
+        )
     assert proc.returncode == 0, proc.stderr
-    serve_ttft, serve_tpot = [], []
+    client_ttft, serve_tpot = [], []
     for sent, times in json.loads(proc.stdout):
         assert len(times) == OUT
-        serve_ttft.append((times[0] - sent) / 1e6)
+        client_ttft.append((times[0] - sent) / 1e6)
         serve_tpot.append((times[-1] - times[0]) / 1e6 / (OUT - 1))
+    assert server_count == N
 
     cluster = ClusterSpec(model=resolve_model("llama-3.1-8b"), gpu=resolve_gpu("h100-sxm"), model_id="llama-3.1-8b")
     specs = [
@@ -97,14 +106,19 @@ def test_serve_latencies_match_sim(judgement: Judgement) -> None:
         sim_ttft.append((rec.first_token_ns - rec.scheduled_ns) / 1e6)
         sim_tpot.append((rec.end_ns - rec.first_token_ns) / 1e6 / (OUT - 1))
 
-    s_ttft, s_tpot = _stats(serve_ttft, serve_tpot)
+    c_ttft, s_tpot = _stats(client_ttft, serve_tpot)
+    s_ttft = server_ttft_s / server_count * 1e3
     m_ttft, m_tpot = _stats(sim_ttft, sim_tpot)
     print(
-        f"\nmean TTFT serve {s_ttft:.1f} ms vs sim {m_ttft:.1f} ms; mean TPOT serve {s_tpot:.2f} vs sim {m_tpot:.2f} ms"
+        f"\nmean TTFT serve {s_ttft:.1f} ms (the client saw {c_ttft:.1f}: +{c_ttft - s_ttft:.1f} ms transport) vs sim "
+        f"{m_ttft:.1f} ms; mean TPOT serve {s_tpot:.2f} vs sim {m_tpot:.2f} ms; engine loop late by ≤ "
+        f"{loop_lag_s * 1e3:.1f} ms"
     )
     assert len(sim_ttft) == N
-    # judged at or below 0.75 × the CPUs, as the token-schedule checks: alone TTFT reads 75.8–76.4 vs 70.8 ms, but
-    # with the suite's soak beside it (a 1-minute load under 2 on two cores, "quiet" at 1.0) 89.1 was seen
+    # the client's clock reads its send before the server's receipt and its first token after the release: its TTFT
+    # holds the server's (one monotonic clock across the two processes)
+    assert c_ttft >= s_ttft
+    # judged at or below 0.75 × the CPUs, as the token-schedule checks
     judgement.holds(
         abs(s_tpot - m_tpot) <= 0.05 * m_tpot + 0.3 and abs(s_ttft - m_ttft) <= 0.15 * m_ttft + 5.0,
         f"serve vs sim: TTFT {s_ttft:.1f} vs {m_ttft:.1f} ms, TPOT {s_tpot:.2f} vs {m_tpot:.2f} ms",
