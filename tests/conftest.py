@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tailscope.testing import calibration
-from tailscope.testing.judgement import NOT_JUDGED, Judgement
+from tailscope.testing.judgement import FAILED_ON_A_QUIET_MACHINE, NOT_JUDGED, Judgement
 
 
 @pytest.fixture(scope="session")
@@ -30,4 +30,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if NOT_JUDGED:
         terminalreporter.section("not judged on this machine (busy or noisy): figures, not verdicts")
         for line in NOT_JUDGED:
+            terminalreporter.write_line(line)
+    if FAILED_ON_A_QUIET_MACHINE:
+        terminalreporter.section("timings that failed on a machine read as quiet (each measured once more: see RERUN)")
+        for line in FAILED_ON_A_QUIET_MACHINE:
             terminalreporter.write_line(line)

@@ -13,6 +13,22 @@ import os
 #: what could not be judged in this process, in order ("node id: why (load)")
 NOT_JUDGED: list[str] = []
 
+#: timings that failed on a quiet machine in this process, in order ("node id: what (load)"); the suite measures such
+#: a test once more (pytest-rerunfailures, ``only_rerun = TimingNotMet`` in pyproject.toml) and lists these in its
+#: summary whichever way the second try goes
+FAILED_ON_A_QUIET_MACHINE: list[str] = []
+
+
+class TimingNotMet(AssertionError):
+    """A timing property did not hold on a machine that read quiet.
+
+    A timing is a sample of a shared machine, not a pure function of the code: one scheduler stall, one page fault at
+    the wrong moment can move it past its bound while the load average and CPU pressure, sampled at two instants,
+    still read quiet. The suite therefore measures a test that raises this once more, as a second independent sample;
+    a regression fails both, and every first failure is listed in the run's summary, so none passes unseen.
+    """
+
+
 #: The most CPU pressure a quiet machine shows: the share of the last 10 s in which some runnable task waited for a
 #: CPU (Linux PSI, ``/proc/pressure/cpu``), in percent. The 1-minute load average alone lags: in the first minutes of
 #: a suite (the soak started beside it) it still read the quiet minute before, and a timing judged "quiet" there
@@ -55,17 +71,21 @@ class Judgement:
 
     def holds(self, ok: bool, what: str, share: float = 1.0) -> None:
         """Judge a timing property: passes when it ``ok``; when not, records it as not judged on a busy machine and
-        fails (``AssertionError(what)``) only on a quiet one."""
+        fails (:class:`TimingNotMet`, an ``AssertionError``) only on a quiet one."""
         if ok:
             return
         if not self.quiet(share):
             self.cannot_judge(what)
             return
-        raise AssertionError(f"{what} (on a quiet machine)")
+        FAILED_ON_A_QUIET_MACHINE.append(f"{self.nodeid}: {what}{self._load_text()}")
+        raise TimingNotMet(f"{what} (on a quiet machine)")
 
     def cannot_judge(self, why: str) -> None:
         """Record that this test measured but could not judge ``why`` (give the figures)."""
+        NOT_JUDGED.append(f"{self.nodeid}: {why}{self._load_text()}")
+
+    def _load_text(self) -> str:
         load, cpus = self.load()
         now = cpu_pressure()
         pressure = "" if now is None else f", CPU pressure {max(now, self.pressure_at_start or 0.0):.0f} %"
-        NOT_JUDGED.append(f"{self.nodeid}: {why} (load {load:.1f} on {cpus} CPUs{pressure})")
+        return f" (load {load:.1f} on {cpus} CPUs{pressure})"
