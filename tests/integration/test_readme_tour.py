@@ -144,7 +144,6 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path, judgement: Any) -> None
             )
             if stated is not None and p.returncode != stated:
                 verdict = (p.stdout.strip().splitlines() or [""])[-1]
-                if judgement.quiet():
-                    pytest.fail(f"`{cmd}` exited {p.returncode}, the README states {stated}: {p.stdout[-2500:]}")
-                judgement.cannot_judge(f"`{cmd}` exited {p.returncode}, the README states {stated}: {verdict}")
+                print(p.stdout[-2500:], file=sys.stderr)  # shown when the judgement fails
+                judgement.holds(False, f"`{cmd}` exited {p.returncode}, the README states {stated}: {verdict}")
         print("\n".join(timings))

@@ -142,5 +142,5 @@ def test_calibrated_twin_predicts_held_out_workloads(vllm_server, tmp_path: Path
             first = [m.splitlines()[0] for m in misses]
             judgement.cannot_judge(f"twin accuracy not judged, the machine moved ({', '.join(noisy)}): {first}")
             continue
-        assert len(misses) < 2, "\n\n".join(misses)
+        judgement.holds(len(misses) < 2, "\n\n".join(misses), 0.75)
     assert (tmp_path / "rate-low.html").stat().st_size > 100_000  # the report embeds its chart library
