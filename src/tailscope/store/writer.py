@@ -8,9 +8,11 @@ The run hands records to a :class:`RecordWriter` (thread-safe, never blocking th
    never woken per record: woken as each stream finished (every 50 ms at most), the thread competed for the GIL while
    the event loop was busy and delayed token timestamps by milliseconds on a loaded machine (the fault matrix's 5 ms
    check failed 2 of 4 times; at a fixed 0.2 s, as often as before this journal: 1 in 14 vs 1 in 8). The thread hands
-   the GIL back after each record it encodes (≈ 50 µs): holding it for a whole tick, it made the event loop wait out
-   the interpreter's 5 ms switch interval (``benchmarks/writer_gil.py``: 7–13 wake-ups of the loop thread, each 5–7
-   ms late, during a 512-record tick, against 250–355 with a p99 of 1.4–3.2 ms when it yields);
+   the GIL back once it has encoded for ``YIELD_AFTER_S`` (0.1 ms; a 256-token record takes ≈ 50 µs, a short answer
+   a few µs — yielding after every record cost more than encoding a short one): holding it for a whole tick, it made
+   the event loop wait out the interpreter's 5 ms switch interval (``benchmarks/writer_gil.py``: 7–13 wake-ups of
+   the loop thread, each 5–7 ms late, during a 512-record tick, against 250–355 with a p99 of 1.4–3.2 ms when it
+   yielded after every record, ≈ 100 with a p99 of 0.5–0.8 ms, max 1.3–1.6 ms, after every 0.1 ms);
 2. **seals** — once per ``flush_interval_s`` (1 s) fsyncs the journal and renames it to a sealed batch: the
    power-loss window;
 3. **folds** — once per ``fold_interval_s`` (5 s) folds the sealed batches into DuckDB in one short transaction
@@ -62,6 +64,11 @@ FOLD_INTERVAL_S = 5.0
 
 #: Whether the background thread yields the GIL between records it encodes (see :meth:`RecordWriter._encode`).
 YIELD_GIL = True
+
+#: How long (s) the background thread encodes, holding the GIL, before it hands it back: a run's event loop waits at
+#: most this and one record's encoding. Not after every record: a yield is a syscall and, with the loop waiting, a
+#: GIL hand-off both ways (≈ 20 µs of CPU each here), more than a short answer's encoding (≈ 3–12 µs; issue 20).
+YIELD_AFTER_S = 100e-6
 
 _KINDS = {"records": ".ndjson", "samples": ".samples.ndjson"}
 
@@ -180,17 +187,20 @@ class RecordWriter:
             samples, self._samples = self._samples, []
         bad: dict[str, list[str]] = {"records": [], "samples": []}
         out = self._lines["records"]
+        clock = time.perf_counter
+        held_since = clock()
         for record in records:
             line, problem = request_line(self.run_id, record, self.notes)
             if problem:
                 bad["records"].append(line[:-1].decode() + "\t" + problem)
             else:
                 out.append(line)
-            if yield_gil:
-                # hand the GIL back after each record (~50 µs of encoding): a run's event loop waiting to stamp a
-                # token must not wait out the interpreter's 5 ms switch interval — or, on a busy machine, this thread's
-                # whole time off the CPU when it is descheduled holding the GIL (issue 20)
+            if yield_gil and clock() - held_since >= YIELD_AFTER_S:
+                # hand the GIL back once it has been held ~0.1 ms (one 256-token record's encoding is ~50 µs): a run's
+                # event loop waiting to stamp a token must not wait out the interpreter's 5 ms switch interval — or, on
+                # a busy machine, this thread's whole time off the CPU when it is descheduled holding the GIL (issue 20)
                 time.sleep(0)
+                held_since = clock()
         for sample in samples:
             row = bound_row(sample_to_row(self.run_id, sample), SAMPLE_COLUMNS, self.notes)
             # the stdlib keeps NaN and ±inf (Prometheus has them); orjson would write null

@@ -357,12 +357,13 @@ def test_a_running_writer_seals_every_flush_but_folds_at_its_fold_interval(tmp_p
 def test_the_background_tick_hands_the_gil_back_between_records_and_writes_the_same_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The writer thread's tick releases the GIL after each record it encodes (a run's event loop then waits for one
-    record's encoding, not the interpreter's 5 ms switch interval); what it journals is the same either way."""
+    """The writer thread's tick releases the GIL between records once it has held it ``YIELD_AFTER_S`` (a run's event
+    loop then waits for about that, not the interpreter's 5 ms switch interval); what it journals is the same either
+    way — yielding after every record, after some, or never."""
     import tailscope.store.writer as writer_mod
 
     journals, yields = [], []
-    for run_id, yield_gil in (("r1", False), ("r2", True)):
+    for run_id, yield_gil, after_s in (("r1", False, 0.0), ("r2", True, 0.0), ("r3", True, 3600.0)):
         db, _ = new_store(tmp_path, f"{run_id}.duckdb", run_id)
         w = RecordWriter(db, run_id, flush_interval_s=3600)
         for i in range(5):
@@ -370,11 +371,13 @@ def test_the_background_tick_hands_the_gil_back_between_records_and_writes_the_s
         slept: list[float] = []
         with monkeypatch.context() as m:
             m.setattr(writer_mod.time, "sleep", slept.append)
+            m.setattr(writer_mod, "YIELD_AFTER_S", after_s)
             w._journal_tick(yield_gil=yield_gil)
         yields.append(slept)
         j = w._journals["records"]
         assert j is not None
         journals.append(j.path.read_bytes().replace(run_id.encode(), b"RUN"))
         w.close()
-    assert journals[0] == journals[1]
-    assert yields == [[], [0] * 5]  # none without yield_gil, one per record with it
+    assert journals[0] == journals[1] == journals[2]
+    # none without yield_gil; with it, one per record when each record outlasts the budget, none within it
+    assert yields == [[], [0] * 5, []]
