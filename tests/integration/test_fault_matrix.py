@@ -55,12 +55,13 @@ def run(url: str, shape: LoadShape, db: Path, timeouts: Timeouts, http_client: s
         timeouts=timeouts,
         metrics_url=None,
         handle_signals=False,
-        http_client=http_client,
+        http_client=http_client.split("+")[0],
+        arrival_stamp="kernel" if http_client.endswith("+kernel") else "user",
     )
     return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(8), seed=0), store=RunStore(db)))
 
 
-@pytest.mark.parametrize("http_client", ["raw", "aiohttp"])
+@pytest.mark.parametrize("http_client", ["raw", "raw+kernel", "aiohttp"])
 def test_every_fault_is_classified_and_ok_requests_are_untouched(
     tmp_path: Path, http_client: str, judgement: Judgement
 ) -> None:
