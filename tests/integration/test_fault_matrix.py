@@ -79,6 +79,8 @@ def test_every_fault_is_classified_and_ok_requests_are_untouched(
             http_client,
         )
         log = srv.log
+    if http_client.endswith("+kernel"):  # the kernel's stamps were taken, not silently the user-space ones
+        assert res.extra["client"]["arrival_stamps"]["kernel"] > 0
     rss_growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     records = sorted(res.records, key=lambda r: r.id)
     assert len(records) == len(faults) == len(log.served)

@@ -105,6 +105,8 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         "api_key_env": opts.api_key_env,
         "timeouts_s": [opts.timeout_connect, opts.timeout_first_token, opts.timeout_total],
     }
+    if opts.arrival_stamp != "user":  # what "arrival" means in this run's records (docs/metrics.md)
+        settings["arrival_stamp"] = opts.arrival_stamp
     if opts.url is None:  # the built-in engine bench starts: one replica at TP 1 (what `plan cost --run` counts)
         settings["engine"] = {"model": opts.builtin_model, "gpu": opts.builtin_gpu, "replicas": 1, "tp": 1}
     if extra_body:
