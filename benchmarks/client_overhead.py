@@ -268,6 +268,7 @@ def measure(
     trace_context: str = "off",
     store: bool = True,
     otlp: bool = False,
+    arrival_stamp: str = "user",
 ) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -292,6 +293,7 @@ def measure(
                     trace_context=trace_context,
                     otlp_endpoint=f"http://127.0.0.1:{cport}" if collector is not None else None,
                     store=Path(tmp) / "db.duckdb" if store else None,
+                    arrival_stamp=arrival_stamp,
                 )
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         finally:
@@ -308,8 +310,20 @@ def measure(
             if r.ok
         ]
     )
+    # the server's true gap between events that share a stamp: ≈ 0 when the server wrote them together (no error),
+    # ≈ the ITL when they arrived apart and were read together (the earlier one stamped late by that much)
+    true_of = truth["token_ns"]
+    shared_gaps = [
+        (t[i + 1] - t[i]) / 1e6
+        for r in res.records
+        if r.ok and len(t := true_of.get(r.server_request_id or "", [])) == len(r.chunk_times_ns)
+        for i in range(len(t) - 1)
+        if r.chunk_times_ns[i] == r.chunk_times_ns[i + 1]
+    ]
     s = res.summary
     events = sum(len(r.chunk_times_ns) for r in res.records)
+    # events that share their arrival stamp with the previous one: read together (coalesced in one network read)
+    shared = sum(sum(a == b for a, b in zip(r.chunk_times_ns, r.chunk_times_ns[1:], strict=False)) for r in res.records)
     return _row(
         streams,
         s.requests.completed,
@@ -321,6 +335,9 @@ def measure(
         cpu / max(1, events),
     ) | {
         "peak_rss_mb": rss.peak,
+        "shared_stamp_pct": 100.0 * shared / max(1, events),
+        "shared_true_gap_p50": float(np.percentile(shared_gaps, 50)) if shared_gaps else float("nan"),
+        "shared_true_gap_p99": float(np.percentile(shared_gaps, 99)) if shared_gaps else float("nan"),
         "spans_exported": float(res.extra.get("trace_context", {}).get("client_spans", {}).get("exported", 0)),
     }
 
@@ -359,6 +376,11 @@ def main() -> None:
     ap.add_argument(
         "--otlp", default="off", help="comma list of off/on: export client spans to a `trace collect` process"
     )
+    ap.add_argument(
+        "--arrival-stamp",
+        default="user",
+        help="comma list of user/kernel: tailscope's arrival stamps (a row per value)",
+    )
     ap.add_argument("--reference", choices=("on", "off"), default="on", help="also run the raw reference client")
     ap.add_argument(
         "--store", default="on", help="comma list of on/off: tailscope with its DuckDB store (as bench runs) or without"
@@ -396,7 +418,13 @@ def main() -> None:
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
             f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}% {m['cpu_us_per_event']:>8.1f} "
             f"{m['peak_rss_mb']:>6.0f}MB {m['ttft_err_p99_first_wave']:>19.2f}ms {m['ttft_err_p99_rest']:>5.2f}ms"
-            + (f"  spans {m['spans_exported']:.0f}" if m.get("spans_exported") else ""),
+            + (f"  spans {m['spans_exported']:.0f}" if m.get("spans_exported") else "")
+            + (
+                f"  shared stamps {m['shared_stamp_pct']:.1f}% (true gap p50 {m['shared_true_gap_p50']:.2f} ms, "
+                f"p99 {m['shared_true_gap_p99']:.2f} ms)"
+                if "shared_stamp_pct" in m
+                else ""
+            ),
             flush=True,
         )
 
@@ -409,9 +437,12 @@ def main() -> None:
                 for ot in a.otlp.split(","):
                     if ot == "on" and tc == "off":
                         continue  # client spans are exported for traced requests only
-                    m = measure(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, store=st == "on", otlp=ot == "on")
-                    who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
-                    show(who, n, tc, m)
+                    for stamp in a.arrival_stamp.split(","):
+                        m = measure(
+                            n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, st == "on", ot == "on", arrival_stamp=stamp
+                        )
+                        who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
+                        show(who + ("/k" if stamp == "kernel" else ""), n, tc, m)
 
 
 if __name__ == "__main__":

@@ -55,12 +55,13 @@ def run(url: str, shape: LoadShape, db: Path, timeouts: Timeouts, http_client: s
         timeouts=timeouts,
         metrics_url=None,
         handle_signals=False,
-        http_client=http_client,
+        http_client=http_client.split("+")[0],
+        arrival_stamp="kernel" if http_client.endswith("+kernel") else "user",
     )
     return asyncio.run(run_bench(cfg, simple_requests(shape, fixed(8), fixed(8), seed=0), store=RunStore(db)))
 
 
-@pytest.mark.parametrize("http_client", ["raw", "aiohttp"])
+@pytest.mark.parametrize("http_client", ["raw", "raw+kernel", "aiohttp"])
 def test_every_fault_is_classified_and_ok_requests_are_untouched(
     tmp_path: Path, http_client: str, judgement: Judgement
 ) -> None:
@@ -78,6 +79,8 @@ def test_every_fault_is_classified_and_ok_requests_are_untouched(
             http_client,
         )
         log = srv.log
+    if http_client.endswith("+kernel"):  # the kernel's stamps were taken, not silently the user-space ones
+        assert res.extra["client"]["arrival_stamps"]["kernel"] > 0
     rss_growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     records = sorted(res.records, key=lambda r: r.id)
     assert len(records) == len(faults) == len(log.served)

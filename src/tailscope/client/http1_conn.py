@@ -83,7 +83,11 @@ class Http1Connection(asyncio.Protocol):
         self.pool.discard(self)
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter_ns()
+        self.data_received_at(data, time.perf_counter_ns())
+
+    def data_received_at(self, data: bytes, now: int) -> None:
+        """One network read arrived at ``now`` (perf_counter_ns): the user-space stamp from ``data_received``, or
+        the kernel's receive stamp from :class:`~tailscope.client.kstamp.KernelStampTransport`."""
         handler = self.handler
         if handler is not None and self._chunked and self._chunk_state == 0 and not self._line and not self.pieces:
             # push mode's common case: the read holds whole "SIZE\r\nDATA\r\n" chunks — one SSE event each, one per

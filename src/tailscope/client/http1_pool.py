@@ -9,13 +9,25 @@ import ssl
 import time
 
 from tailscope.client.http1_conn import ConnectFailed, ConnectTimeout, Http1Connection
+from tailscope.client.kstamp import RealtimeMap, kernel_stamps_supported, open_kernel_stamped
 
 
 class ConnectionPool:
     """The connections to ``host:port`` (TLS when ``ssl_ctx`` is given): idle ones first, then new ones."""
 
-    def __init__(self, host: str, port: int, ssl_ctx: ssl.SSLContext | None, connect_timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        ssl_ctx: ssl.SSLContext | None,
+        connect_timeout_s: float,
+        arrival_stamp: str = "user",
+    ) -> None:
         self.host = host
+        # kernel receive stamps on plain TCP under Linux; TLS keeps asyncio's transport (user-space stamps)
+        self.kernel_clock: RealtimeMap | None = (
+            RealtimeMap() if arrival_stamp == "kernel" and ssl_ctx is None and kernel_stamps_supported() else None
+        )
         self.port = port
         self.ssl_ctx = ssl_ctx
         self.connect_timeout_s = connect_timeout_s
@@ -51,11 +63,17 @@ class ConnectionPool:
         infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
         t1 = time.perf_counter_ns()
         last: OSError = OSError(f"{self.host} resolved to no address")
+        transport: asyncio.BaseTransport
         for family, _, _, _, addr in infos:  # each address in turn, as create_connection does
             try:
-                transport, proto = await loop.create_connection(
-                    lambda: Http1Connection(self), str(addr[0]), int(addr[1]), family=family
-                )
+                if self.kernel_clock is not None:
+                    transport, proto = await open_kernel_stamped(
+                        loop, lambda: Http1Connection(self), addr, family, self.kernel_clock
+                    )
+                else:
+                    transport, proto = await loop.create_connection(
+                        lambda: Http1Connection(self), str(addr[0]), int(addr[1]), family=family
+                    )
                 break
             except OSError as exc:
                 last = exc

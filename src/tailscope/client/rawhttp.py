@@ -26,6 +26,9 @@ from tailscope.client.http1_conn import ProtocolViolation as ProtocolViolation
 from tailscope.client.http1_conn import StreamClosed as StreamClosed
 from tailscope.client.http1_pool import ConnectionPool
 
+#: how a network read's arrival is stamped (``RawHttpTransport(arrival_stamp=…)``, ``--arrival-stamp``)
+ARRIVAL_STAMPS = ("user", "kernel")
+
 
 class _RawResponse:
     """The response being received on one connection."""
@@ -145,6 +148,9 @@ class RawHttpTransport:
         base_url: ``http://HOST:PORT`` or ``https://…`` (an optional path prefix is kept).
         connect_timeout_s: TCP (+TLS) connect timeout.
         auth_header: ``Authorization`` value or ``None``; never logged.
+        arrival_stamp: ``user`` (a read is stamped with ``perf_counter_ns`` when the event loop delivers it) or
+            ``kernel`` (the kernel's receive time of the read's last segment, ``SO_TIMESTAMPNS``; Linux, plain TCP —
+            TLS and other systems keep ``user``). See docs/metrics.md, "Arrival".
     """
 
     def __init__(
@@ -154,7 +160,10 @@ class RawHttpTransport:
         max_connections: int = 0,
         connect_timeout_s: float = 10.0,
         auth_header: str | None = None,
+        arrival_stamp: str = "user",
     ) -> None:
+        if arrival_stamp not in ARRIVAL_STAMPS:
+            raise ValueError(f"arrival_stamp {arrival_stamp!r}: use user or kernel")
         u = urlsplit(base_url.rstrip("/"))
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"unsupported URL {base_url!r}")
@@ -162,7 +171,7 @@ class RawHttpTransport:
         self._prefix = u.path.rstrip("/")
         port = u.port or (443 if u.scheme == "https" else 80)
         ctx = ssl.create_default_context() if u.scheme == "https" else None
-        self._pool = ConnectionPool(u.hostname, port, ctx, connect_timeout_s)
+        self._pool = ConnectionPool(u.hostname, port, ctx, connect_timeout_s, arrival_stamp)
         host_hdr = u.hostname if u.port is None else f"{u.hostname}:{u.port}"
         self._common = f"Host: {host_hdr}\r\nUser-Agent: tailscope\r\nAccept: */*\r\nConnection: keep-alive\r\n"
         if auth_header:
@@ -277,3 +286,10 @@ class RawHttpTransport:
 
     async def close(self) -> None:
         self._pool.close()
+
+    @property
+    def arrival_stamps(self) -> dict[str, int] | None:
+        """With ``arrival_stamp="kernel"``: how many reads took the kernel's stamp, kept the user-space one (no
+        control message), or fell back because a clamp fired; ``None`` otherwise."""
+        k = self._pool.kernel_clock
+        return None if k is None else {"kernel": k.kernel, "user": k.user, "clamped": k.clamped}

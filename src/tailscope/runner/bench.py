@@ -210,7 +210,16 @@ async def run_bench(
             signal_name=dispatch.signal_name,
             t0_ns=t0,
             extra_warnings=ts.warnings,
-            extra_summary=_extra_summary(cfg, records, t0_unix_ns, mixed_summary, preopened, spans, gen),
+            extra_summary=_extra_summary(
+                cfg,
+                records,
+                t0_unix_ns,
+                mixed_summary,
+                preopened,
+                spans,
+                gen,
+                getattr(transport, "arrival_stamps", None),
+            ),
             scrapes=scrapes,
             workers_hint=_workers_hint(cfg, records, cpu_s, (clock.now_ns() - t0) / 1e9),
         )
@@ -244,13 +253,16 @@ def _extra_summary(
     preopened: int = 0,
     spans: ClientSpanExporter | None = None,
     gen: LoadGenerator | None = None,
+    arrival_stamps: dict[str, int] | None = None,
 ) -> dict[str, Any] | None:
     """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), the trace
     context (traced count, the run start's Unix time in ns, client spans) and the connections opened before the
-    first send."""
+    first send, and with kernel arrival stamps how many reads took which stamp."""
     extra: dict[str, Any] = {}
     if preopened:
         extra["client"] = {"preopened_connections": preopened, "warmed": warm_path(cfg) is not None}
+    if arrival_stamps is not None:
+        extra.setdefault("client", {})["arrival_stamps"] = arrival_stamps
     if mixed:
         extra["mixed"] = mixed
     if any(r.session_id is not None for r in records):

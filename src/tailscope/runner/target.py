@@ -47,6 +47,7 @@ def make_transport(kind: str, base_url: str, **kw: Any) -> Transport:
     """The HTTP transport by name: ``raw`` (default) or ``aiohttp``."""
     if kind == "raw":
         return RawHttpTransport(base_url, **kw)
+    kw.pop("arrival_stamp", None)  # aiohttp reads its sockets itself: user-space stamps only
     if kind == "aiohttp":
         return AioHttpTransport(base_url, **kw)
     raise ConfigError(f"--http-client {kind!r}: use raw or aiohttp")
@@ -128,6 +129,7 @@ async def open_target(
         max_connections=max_conn,
         connect_timeout_s=cfg.timeouts.connect_s,
         auth_header=auth_header(cfg.api_key_env),
+        arrival_stamp=cfg.arrival_stamp,
     )
     stack.push_async_callback(transport.close)
     if cfg.template is not None:

@@ -175,7 +175,8 @@ def profile_and_replay_settings(tmp_path: Path) -> list[dict[str, Any]]:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp_s": 0, "input_tokens": 5, "output_tokens": 5}\n')
     docs = []
-    for opts in (BenchOptions(profile=profile, rate=3.0), BenchOptions(replay=trace, replay_prefix_tokens=64)):
+    replay = BenchOptions(replay=trace, replay_prefix_tokens=64, arrival_stamp="kernel")
+    for opts in (BenchOptions(profile=profile, rate=3.0), replay):
         docs.append({"run": {"settings": resolve(opts).config.settings}})
     return docs
 

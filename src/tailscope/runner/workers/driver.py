@@ -128,6 +128,7 @@ def _setup_doc(
         "model": model,
         "endpoint": cfg.endpoint,
         "http_client": cfg.http_client,
+        "arrival_stamp": cfg.arrival_stamp,
         "ignore_eos": cfg.ignore_eos,
         "continuous_usage": cfg.continuous_usage,
         "stream_options": cfg.stream_options,

@@ -1,0 +1,256 @@
+"""Kernel receive timestamps for the raw HTTP/1.1 transport (``arrival_stamp="kernel"``, Linux, plain TCP).
+
+Why: a token's arrival stamped in user space (``perf_counter_ns`` in ``data_received``) includes any time the event
+loop spent elsewhere before it read the socket — other streams, the store writer, GC. With ``SO_TIMESTAMPNS`` the
+kernel records when the last segment of each read reached the host, and ``recvmsg`` returns it as an
+``SCM_TIMESTAMPNS`` control message (``CLOCK_REALTIME``). asyncio's transports call ``recv`` themselves, so this
+module has its own small transport: a non-blocking socket read with ``loop.add_reader`` + ``recvmsg``.
+
+The realtime stamp is mapped onto ``perf_counter_ns`` with an offset re-measured every :data:`RESYNC_NS` (NTP slews
+realtime by at most 500 ppm: ≤ 0.5 µs over 1 s), and clamped: never later than the ``perf_counter_ns`` read taken
+right after ``recvmsg``, never earlier than the request's send. Where the control message is missing (the option
+refused, not Linux) or a clamp fires, the read keeps the user-space stamp.
+
+Limit: several events coalesced in one read share the stamp of the read's last segment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from tailscope.clock import MonotonicClock, unix_offset_ns
+
+#: Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS; the "old" 64-bit-time_t form on 64-bit hosts: a struct timespec)
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+_ANCBUF = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+_READ = 256 * 1024
+#: the realtime → perf_counter offset is re-measured this often (per clock map, i.e. per connection pool)
+RESYNC_NS = 500_000_000
+
+
+class StampedProtocol(Protocol):
+    """What the kernel-stamped transport needs of its protocol (``Http1Connection`` is one)."""
+
+    sent_ns: int
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+    def data_received_at(self, data: bytes, arrival_ns: int) -> None: ...
+
+
+class RealtimeMap:
+    """Maps a ``CLOCK_REALTIME`` ns stamp to the ``perf_counter_ns`` domain, re-measuring the offset every
+    ``resync_ns``; counts how reads were stamped (``kernel``, ``user``: no control message, ``clamped``).
+
+    Args:
+        offset_ns: measures realtime minus perf_counter, ns (scripted in tests; ``unix_offset_ns`` otherwise).
+        resync_ns: how often the offset is re-measured, on the reads' ``perf_counter_ns`` clock.
+    """
+
+    __slots__ = ("_offset", "clamped", "kernel", "next_sync_ns", "offset_ns", "resync_ns", "user")
+
+    def __init__(
+        self,
+        offset_ns: Callable[[], int] | None = None,
+        resync_ns: int = RESYNC_NS,
+    ) -> None:
+        self._offset = offset_ns or (lambda: unix_offset_ns(MonotonicClock(), tries=3))
+        self.resync_ns = resync_ns
+        self.offset_ns = 0
+        self.next_sync_ns = -1
+        self.kernel = self.user = self.clamped = 0
+
+    def stamp(self, realtime_ns: int | None, read_ns: int, floor_ns: int) -> int:
+        """The arrival stamp of one read: the kernel's, mapped, when it lies in ``[floor_ns, read_ns]``;
+        ``read_ns`` (the user-space stamp) otherwise.
+
+        Args:
+            realtime_ns: the ``SCM_TIMESTAMPNS`` value, or ``None`` when the read carried none.
+            read_ns: ``perf_counter_ns`` taken right after the read.
+            floor_ns: the request's send (``perf_counter_ns``); nothing of its answer can arrive earlier.
+        """
+        if realtime_ns is None:
+            self.user += 1
+            return read_ns
+        if read_ns >= self.next_sync_ns:
+            self.offset_ns = self._offset()
+            self.next_sync_ns = read_ns + self.resync_ns
+        t = realtime_ns - self.offset_ns
+        if t > read_ns or t < floor_ns:
+            self.clamped += 1
+            return read_ns
+        self.kernel += 1
+        return t
+
+
+def kernel_stamps_supported() -> bool:
+    """True on Linux, where ``SO_TIMESTAMPNS`` and ``recvmsg`` control messages exist."""
+    return sys.platform.startswith("linux") and _ANCBUF > 0
+
+
+class KernelStampTransport(asyncio.Transport):
+    """A plain-TCP transport that reads with ``recvmsg`` and hands ``(data, arrival_ns)`` to its protocol.
+
+    Matches what ``Http1Connection`` expects of asyncio's transport: EOF and resets end in ``connection_lost``
+    (``None`` on EOF, the ``OSError`` on a reset); ``write`` never blocks (a partial send is buffered and finished
+    when the socket is writable); ``close`` flushes then closes, ``abort`` closes at once. No write flow control
+    (``pause_writing``): a request is written once and is small.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: StampedProtocol, clock: RealtimeMap
+    ) -> None:
+        super().__init__()
+        self._loop = loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._protocol = protocol
+        self._clock = clock
+        self._wbuf = bytearray()
+        self._closing = False
+        self._lost = False
+        self._extra = {"socket": sock, "peername": _peer(sock), "sockname": sock.getsockname()}
+        protocol.connection_made(self)
+        loop.add_reader(self._fd, self._read_ready)
+
+    # -- reading -------------------------------------------------------------------------------------------------
+    def _read_ready(self) -> None:
+        try:
+            data, anc, _, _ = self._sock.recvmsg(_READ, _ANCBUF)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # a reset: asyncio's transport reports it the same way
+            self._force_close(exc)
+            return
+        read_ns = time.perf_counter_ns()
+        if not data:  # EOF: Http1Connection does not keep half-open connections
+            self._force_close(None)
+            return
+        rt: int | None = None
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(cdata) >= _TIMESPEC.size:
+                sec, nsec = _TIMESPEC.unpack_from(cdata)
+                rt = sec * 1_000_000_000 + nsec
+        self._protocol.data_received_at(data, self._clock.stamp(rt, read_ns, self._protocol.sent_ns))
+
+    # -- writing -------------------------------------------------------------------------------------------------
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing or self._lost:
+            return
+        if not self._wbuf:
+            try:
+                n = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:
+                self._force_close(exc)
+                return
+            if n == len(data):
+                return
+            self._wbuf += memoryview(data)[n:]
+            self._loop.add_writer(self._fd, self._write_ready)
+        else:
+            self._wbuf += data
+
+    def _write_ready(self) -> None:
+        try:
+            n = self._sock.send(self._wbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._force_close(exc)
+            return
+        del self._wbuf[:n]
+        if not self._wbuf:
+            self._loop.remove_writer(self._fd)
+            if self._closing:
+                self._force_close(None)
+
+    def get_write_buffer_size(self) -> int:
+        return len(self._wbuf)
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    # -- closing -------------------------------------------------------------------------------------------------
+    def is_closing(self) -> bool:
+        return self._closing or self._lost
+
+    def close(self) -> None:
+        if self._closing or self._lost:
+            return
+        self._closing = True
+        self._loop.remove_reader(self._fd)
+        if not self._wbuf:
+            self._force_close(None)
+
+    def abort(self) -> None:
+        self._force_close(None)
+
+    def _force_close(self, exc: Exception | None) -> None:
+        if self._lost:
+            return
+        self._lost = self._closing = True
+        self._loop.remove_reader(self._fd)
+        if self._wbuf:
+            self._wbuf.clear()
+            self._loop.remove_writer(self._fd)
+        self._loop.call_soon(self._call_connection_lost, exc)
+
+    def _call_connection_lost(self, exc: Exception | None) -> None:
+        try:
+            self._protocol.connection_lost(exc)
+        finally:
+            self._sock.close()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._extra.get(name, default)
+
+    def get_protocol(self) -> Any:
+        return self._protocol
+
+    def is_reading(self) -> bool:
+        return not self.is_closing()
+
+
+P = TypeVar("P", bound=StampedProtocol)
+
+
+def _peer(sock: socket.socket) -> Any:
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
+
+async def open_kernel_stamped(
+    loop: asyncio.AbstractEventLoop,
+    protocol_factory: Callable[[], P],
+    addr: tuple[Any, ...],
+    family: int,
+    clock: RealtimeMap,
+) -> tuple[KernelStampTransport, P]:
+    """Connect a non-blocking TCP socket to ``addr`` with ``SO_TIMESTAMPNS`` on (when the kernel accepts it) and
+    wrap it; ``TCP_NODELAY`` as asyncio sets it. Raises the ``OSError`` of a failed connect."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(OSError):  # refused: no control messages, every read keeps the user-space stamp
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        await loop.sock_connect(sock, addr)
+    except BaseException:
+        sock.close()
+        raise
+    proto = protocol_factory()
+    return KernelStampTransport(loop, sock, proto, clock), proto
