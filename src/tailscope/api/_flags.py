@@ -91,8 +91,8 @@ BENCH_FLAGS: dict[str, Flag] = {f.name: f for f in (
     _field("builtin_gpu", str, "--builtin-gpu", "GPU of the built-in engine."),
     _field("http_client", str, "--http-client", "raw (lean, stamps tokens at the socket; default) or aiohttp."),
     _field("arrival_stamp", str, "--arrival-stamp", (
-        "user (a read stamped when the event loop delivers it; default) or kernel (the kernel's receive time; "
-        "raw client, Linux, plain TCP).")),
+        "auto (default: kernel where possible), kernel (the kernel's receive time; raw client, Linux, plain "
+        "TCP) or user (a read stamped when the event loop delivers it).")),
     _field("replay", Path | None, "--replay", (
         "Replay a trace (JSONL timestamp_s/input_tokens/output_tokens, Mooncake or Azure CSV).")),
     _field("replay_format", str, "--replay-format", "auto, tailscope, mooncake or azure."),

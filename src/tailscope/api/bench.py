@@ -119,7 +119,7 @@ async def bench_async(
     builtin_model: str = "llama-3.1-8b",
     builtin_gpu: str = "h100-sxm",
     http_client: str = "raw",
-    arrival_stamp: str = "user",
+    arrival_stamp: str = "auto",
     dataset: str | None = None,
     dataset_turns: str = "first",
     dataset_sample: str = "random",

@@ -21,12 +21,12 @@ class ConnectionPool:
         port: int,
         ssl_ctx: ssl.SSLContext | None,
         connect_timeout_s: float,
-        arrival_stamp: str = "user",
+        arrival_stamp: str = "auto",
     ) -> None:
         self.host = host
         # kernel receive stamps on plain TCP under Linux; TLS keeps asyncio's transport (user-space stamps)
         self.kernel_clock: RealtimeMap | None = (
-            RealtimeMap() if arrival_stamp == "kernel" and ssl_ctx is None and kernel_stamps_supported() else None
+            RealtimeMap() if arrival_stamp != "user" and ssl_ctx is None and kernel_stamps_supported() else None
         )
         self.port = port
         self.ssl_ctx = ssl_ctx

@@ -98,6 +98,15 @@ def kernel_stamps_supported() -> bool:
     return sys.platform.startswith("linux") and _ANCBUF > 0
 
 
+def resolve_arrival_stamp(requested: str, *, http_client: str, url: str | None) -> str:
+    """What a run's reads are stamped with: ``kernel`` where it was asked for (``kernel``, or the default ``auto``)
+    and is possible — the raw client, plain HTTP (``url`` ``None`` is the built-in engine on loopback), Linux —
+    else ``user``. An explicit ``kernel`` that is not possible is the caller's error to report."""
+    if requested == "user" or http_client != "raw" or not kernel_stamps_supported():
+        return "user"
+    return "user" if url is not None and url.lower().startswith("https:") else "kernel"
+
+
 class KernelStampTransport(asyncio.Transport):
     """A plain-TCP transport that reads with ``recvmsg`` and hands ``(data, arrival_ns)`` to its protocol.
 

@@ -27,7 +27,7 @@ from tailscope.client.http1_conn import StreamClosed as StreamClosed
 from tailscope.client.http1_pool import ConnectionPool
 
 #: how a network read's arrival is stamped (``RawHttpTransport(arrival_stamp=…)``, ``--arrival-stamp``)
-ARRIVAL_STAMPS = ("user", "kernel")
+ARRIVAL_STAMPS = ("auto", "user", "kernel")
 
 
 class _RawResponse:
@@ -148,9 +148,9 @@ class RawHttpTransport:
         base_url: ``http://HOST:PORT`` or ``https://…`` (an optional path prefix is kept).
         connect_timeout_s: TCP (+TLS) connect timeout.
         auth_header: ``Authorization`` value or ``None``; never logged.
-        arrival_stamp: ``user`` (a read is stamped with ``perf_counter_ns`` when the event loop delivers it) or
-            ``kernel`` (the kernel's receive time of the read's last segment, ``SO_TIMESTAMPNS``; Linux, plain TCP —
-            TLS and other systems keep ``user``). See docs/metrics.md, "Arrival".
+        arrival_stamp: ``kernel`` (the kernel's receive time of the read's last segment, ``SO_TIMESTAMPNS``; Linux,
+            plain TCP — TLS and other systems keep ``user``), ``auto`` (the default: the same) or ``user`` (a read is
+            stamped with ``perf_counter_ns`` when the event loop delivers it). See docs/metrics.md, "Arrival".
     """
 
     def __init__(
@@ -160,10 +160,10 @@ class RawHttpTransport:
         max_connections: int = 0,
         connect_timeout_s: float = 10.0,
         auth_header: str | None = None,
-        arrival_stamp: str = "user",
+        arrival_stamp: str = "auto",
     ) -> None:
         if arrival_stamp not in ARRIVAL_STAMPS:
-            raise ValueError(f"arrival_stamp {arrival_stamp!r}: use user or kernel")
+            raise ValueError(f"arrival_stamp {arrival_stamp!r}: use auto, kernel or user")
         u = urlsplit(base_url.rstrip("/"))
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"unsupported URL {base_url!r}")

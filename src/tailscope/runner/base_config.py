@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tailscope.client.kstamp import resolve_arrival_stamp
 from tailscope.client.openai import Timeouts
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import Slo, parse_slo
@@ -81,10 +82,11 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         raise ConfigError(f"--preopen-connections {opts.preopen_connections}: use 0 (off) to 1024")
     if opts.http_client not in ("raw", "aiohttp"):
         raise ConfigError(f"--http-client {opts.http_client!r}: use raw or aiohttp")
-    if opts.arrival_stamp not in ("user", "kernel"):
-        raise ConfigError(f"--arrival-stamp {opts.arrival_stamp!r}: use user or kernel")
+    if opts.arrival_stamp not in ("auto", "user", "kernel"):
+        raise ConfigError(f"--arrival-stamp {opts.arrival_stamp!r}: use auto, kernel or user")
     if opts.arrival_stamp == "kernel" and opts.http_client != "raw":
         raise ConfigError("--arrival-stamp kernel needs --http-client raw (aiohttp reads the socket itself)")
+    arrival_stamp = resolve_arrival_stamp(opts.arrival_stamp, http_client=opts.http_client, url=opts.url)
     slos = slos_of(opts.slo)
     extra_body = _extra_body(opts.extra_body)
     headers = _headers(opts.headers)
@@ -105,8 +107,8 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         "api_key_env": opts.api_key_env,
         "timeouts_s": [opts.timeout_connect, opts.timeout_first_token, opts.timeout_total],
     }
-    if opts.arrival_stamp != "user":  # what "arrival" means in this run's records (docs/metrics.md)
-        settings["arrival_stamp"] = opts.arrival_stamp
+    if arrival_stamp != "user":  # what "arrival" means in this run's records (docs/metrics.md)
+        settings["arrival_stamp"] = arrival_stamp
     if opts.url is None:  # the built-in engine bench starts: one replica at TP 1 (what `plan cost --run` counts)
         settings["engine"] = {"model": opts.builtin_model, "gpu": opts.builtin_gpu, "replicas": 1, "tp": 1}
     if extra_body:

@@ -59,7 +59,7 @@ class BenchConfig:
     # constant rate (requested_rate set), () = no test
     saturation_windows: tuple[tuple[float, float], ...] | None = None
     http_client: str = "raw"  # raw (lean asyncio HTTP/1.1, stamps at the socket) | aiohttp
-    arrival_stamp: str = "user"  # user (perf_counter_ns at data_received) | kernel (SO_TIMESTAMPNS; raw, plain TCP)
+    arrival_stamp: str = "auto"  # auto = kernel where possible | kernel (SO_TIMESTAMPNS; raw, plain TCP) | user
     lengths: tuple[LengthBound, ...] = ()  # the workload's length distributions, checked against the served context
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
     class_extra_body: dict[str, dict[str, Any]] = field(default_factory=dict)  # per class, over extra_body

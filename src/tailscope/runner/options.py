@@ -80,8 +80,9 @@ class BenchOptions:
         ray: run the workers as Ray actors: ``auto``, ``local`` or a cluster address.
         builtin_model, builtin_gpu: what the built-in engine simulates (no ``url``).
         http_client: ``raw`` (lean, stamps tokens at the socket; default) or ``aiohttp``.
-        arrival_stamp: ``user`` (a read stamped when the event loop delivers it; default) or ``kernel`` (the
-            kernel's receive time, ``SO_TIMESTAMPNS``; ``raw`` client, Linux, plain TCP — TLS keeps ``user``).
+        arrival_stamp: ``auto`` (the default: ``kernel`` where possible, else ``user``), ``kernel`` (the kernel's
+            receive time, ``SO_TIMESTAMPNS``; ``raw`` client, Linux, plain TCP — TLS keeps ``user``) or ``user`` (a
+            read stamped when the event loop delivers it).
         dataset: real prompts from a file, ``FORMAT:PATH`` (``sharegpt``, ``jsonl``, ``text``, ``csv:COLUMN``,
             ``parquet``, ``arrow``; see :mod:`tailscope.io.datasets`).
         dataset_turns: ``first`` (a conversation's first user turn) or ``all`` (every turn, as one session).
@@ -153,7 +154,7 @@ class BenchOptions:
     builtin_model: str = "llama-3.1-8b"
     builtin_gpu: str = "h100-sxm"
     http_client: str = "raw"
-    arrival_stamp: str = "user"
+    arrival_stamp: str = "auto"
     dataset: str | None = None
     dataset_turns: str = "first"
     dataset_sample: str = "random"

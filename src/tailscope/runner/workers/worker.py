@@ -159,7 +159,7 @@ class WorkerCore:
             max_connections=conc or cap or 0,
             connect_timeout_s=timeouts.connect_s,
             auth_header=s["auth_header"],
-            arrival_stamp=s.get("arrival_stamp") or "user",
+            arrival_stamp=s.get("arrival_stamp") or "auto",
         )
         from tailscope.runner.target import preopen_transport
 
