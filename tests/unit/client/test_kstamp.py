@@ -4,9 +4,11 @@ transport does for Http1Connection; the clock map clamps and falls back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -79,12 +81,23 @@ async def _pair(m: RealtimeMap) -> tuple[Recorder, socket.socket, socket.socket]
     return proto, peer, lsock
 
 
+@contextlib.asynccontextmanager
+async def _connected(m: RealtimeMap) -> AsyncIterator[tuple[Recorder, socket.socket]]:
+    """A kernel-stamped connection and its peer, both closed (and the listener) when the block ends."""
+    rec, peer, lsock = await _pair(m)
+    try:
+        yield rec, peer
+    finally:
+        rec.transport.close()
+        peer.close()
+        lsock.close()
+
+
 @linux
 def test_the_stamp_is_the_arrival_not_the_read() -> None:
     async def go() -> None:
         m = RealtimeMap()
-        rec, peer, lsock = await _pair(m)
-        try:
+        async with _connected(m) as (rec, peer):
             # the request's send 1 ms back: over loopback the answer arrives µs after this, and a mapping error of a
             # few µs below the send would be clamped (the read keeps its user-space stamp) — not what this test is about
             rec.sent_ns = time.perf_counter_ns() - 1_000_000
@@ -99,10 +112,6 @@ def test_the_stamp_is_the_arrival_not_the_read() -> None:
             assert delivered - sent >= 45_000_000  # read late …
             assert (m.kernel, m.clamped, m.user) == (1, 0, 0)
             assert stamp - before < 10_000_000  # … but stamped at its arrival
-        finally:
-            rec.transport.close()
-            peer.close()
-            lsock.close()
 
     asyncio.run(go())
 
@@ -110,8 +119,7 @@ def test_the_stamp_is_the_arrival_not_the_read() -> None:
 @linux
 def test_partial_writes_are_finished_when_writable() -> None:
     async def go() -> None:
-        rec, peer, lsock = await _pair(RealtimeMap())
-        try:
+        async with _connected(RealtimeMap()) as (rec, peer):
             t: KernelStampTransport = rec.transport
             t._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
             blob = bytes(range(256)) * 40_000  # ~10 MB: far beyond the socket buffers
@@ -125,10 +133,6 @@ def test_partial_writes_are_finished_when_writable() -> None:
                 got += await loop.sock_recv(peer, 1 << 20)
             assert bytes(got) == blob + b"tail"
             assert t.get_write_buffer_size() == 0
-        finally:
-            rec.transport.close()
-            peer.close()
-            lsock.close()
 
     asyncio.run(go())
 
