@@ -98,6 +98,10 @@ def kernel_stamps_supported() -> bool:
     return sys.platform.startswith("linux") and _ANCBUF > 0
 
 
+#: how a network read's arrival is stamped (``--arrival-stamp``; docs/metrics.md, "Arrival")
+ARRIVAL_STAMPS = ("auto", "user", "kernel")
+
+
 def resolve_arrival_stamp(requested: str, *, http_client: str, url: str | None) -> str:
     """What a run's reads are stamped with: ``kernel`` where it was asked for (``kernel``, or the default ``auto``)
     and is possible — the raw client, plain HTTP (``url`` ``None`` is the built-in engine on loopback), Linux —

@@ -25,9 +25,7 @@ from tailscope.client.http1_conn import Http1Connection
 from tailscope.client.http1_conn import ProtocolViolation as ProtocolViolation
 from tailscope.client.http1_conn import StreamClosed as StreamClosed
 from tailscope.client.http1_pool import ConnectionPool
-
-#: how a network read's arrival is stamped (``RawHttpTransport(arrival_stamp=…)``, ``--arrival-stamp``)
-ARRIVAL_STAMPS = ("auto", "user", "kernel")
+from tailscope.client.kstamp import ARRIVAL_STAMPS
 
 
 class _RawResponse:

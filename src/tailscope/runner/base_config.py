@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tailscope.client.kstamp import resolve_arrival_stamp
+from tailscope.client.kstamp import ARRIVAL_STAMPS, resolve_arrival_stamp
 from tailscope.client.openai import Timeouts
 from tailscope.errors import ConfigError
 from tailscope.metrics.slo import Slo, parse_slo
@@ -82,7 +82,7 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         raise ConfigError(f"--preopen-connections {opts.preopen_connections}: use 0 (off) to 1024")
     if opts.http_client not in ("raw", "aiohttp"):
         raise ConfigError(f"--http-client {opts.http_client!r}: use raw or aiohttp")
-    if opts.arrival_stamp not in ("auto", "user", "kernel"):
+    if opts.arrival_stamp not in ARRIVAL_STAMPS:
         raise ConfigError(f"--arrival-stamp {opts.arrival_stamp!r}: use auto, kernel or user")
     if opts.arrival_stamp == "kernel" and opts.http_client != "raw":
         raise ConfigError("--arrival-stamp kernel needs --http-client raw (aiohttp reads the socket itself)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from tailscope.client.openai import ClientOptions, Timeouts, extension_flags
+from tailscope.client.openai import ClientOptions, Timeouts
+from tailscope.client.request import extension_flags
 from tailscope.metrics.slo import Slo
 from tailscope.runner.loadgen import DispatchConfig
 from tailscope.runner.preflight import LengthBound

@@ -8,8 +8,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from tailscope.client.openai import build_body, without_extensions
 from tailscope.client.rawhttp import RawHttpTransport
+from tailscope.client.request import build_body, without_extensions
 from tailscope.client.transport import AioHttpTransport, Transport
 from tailscope.errors import ConfigError
 from tailscope.records import Target

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailscope.client.openai import ClientOptions, _encode_str, build_body
+from tailscope.client.request import ClientOptions, _encode_str, build_body
 
 
 def reference_body(

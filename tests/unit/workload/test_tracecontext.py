@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tailscope.client.openai import ClientOptions, request_headers
+from tailscope.client.request import ClientOptions, request_headers
 from tailscope.errors import ConfigError
 from tailscope.runner.options import BenchOptions
 from tailscope.runner.resolve import resolve
