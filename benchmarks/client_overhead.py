@@ -369,7 +369,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", default="16,64,128,256")
     ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=2, help="requests per stream")
+    ap.add_argument("--rounds", type=int, default=10, help="requests per stream (issue 20's setup: 10)")
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
     ap.add_argument("--trace-context", default="off", help="comma list of off/on/RATIO: a row per value")

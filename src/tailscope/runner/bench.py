@@ -25,6 +25,7 @@ from tailscope.clock import Clock, MonotonicClock, unix_offset_ns, utc_now_iso
 from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord, Run, RunKind, RunStatus, ServerSample, Target
 from tailscope.runner.bench_config import BenchConfig
+from tailscope.runner.gc_window import freeze_setup, thaw
 from tailscope.runner.loadgen import LoadGenerator
 from tailscope.runner.mixed import MixedTraffic
 from tailscope.runner.persist import RunPersistence
@@ -169,6 +170,7 @@ async def run_bench(
         # no thundering herd: the first wave finds its connections open (connects are not server latency)
         preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
         gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
+        frozen = freeze_setup()  # no collection pass over the set-up while tokens arrive (runner/gc_window.py)
         t0 = clock.now_ns()
         t0_unix_ns = t0 + unix_offset_ns(clock)  # lines record times up with span timestamps (trace join's skew check)
         if spans is not None:
@@ -193,6 +195,7 @@ async def run_bench(
                 await spans.sender.stop()  # what is still pending goes now (after the load: no effect on timings)
             restore_signals()
             writer.close()
+            thaw(frozen)
         if not retain and store is not None:
             records = store.load_records(run.id)
         # a store that could not keep every record holds an incomplete run, whatever the load did

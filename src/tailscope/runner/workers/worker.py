@@ -24,6 +24,7 @@ from tailscope.client.transport import Transport
 from tailscope.clock import Clock, MonotonicClock
 from tailscope.io.tokenizer import load_tokenizer
 from tailscope.records import RequestRecord
+from tailscope.runner.gc_window import freeze_setup, thaw
 from tailscope.runner.loadgen import DispatchConfig, LoadGenerator
 from tailscope.runner.progress import Progress
 from tailscope.runner.workers.wire import record_to_wire, spec_from_wire
@@ -111,6 +112,7 @@ class WorkerCore:
         self._open_specs: list[RequestSpec] | None = None
         self._task: asyncio.Task[None] | None = None
         self._report: dict[str, Any] | None = None
+        self._frozen = False
 
     async def call(self, method: str, args: list[Any]) -> Any:
         """Run one driver message; returns a msgpack-able value."""
@@ -191,6 +193,7 @@ class WorkerCore:
         )
         if s["specs"] is not None:
             self._open_specs = [spec_from_wire(x) for x in s["specs"]]
+        self._frozen = freeze_setup()  # no collection pass over the set-up while tokens arrive (runner/gc_window.py)
         return {"pid": os.getpid()}
 
     def _sink(self, r: RequestRecord) -> None:
@@ -260,3 +263,5 @@ class WorkerCore:
         if self._transport is not None:
             await self._transport.close()
             self._transport = None
+        thaw(self._frozen)
+        self._frozen = False
