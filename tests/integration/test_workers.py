@@ -170,6 +170,13 @@ def test_closed_loop_sessions_stay_on_one_worker_and_concurrency_is_split(tmp_pa
     assert all(len(w) == 1 for w in by_session.values())
     rows = multi_workers_rows(res)
     assert sorted(int(str(row["slots"])) for row in rows) == [2, 3]
+    # the workers' reads, kernel-stamped by default on Linux (the raw client, plain HTTP), are counted as one run's
+    summary = RunStore(res.store_path).get_run(res.run.id).summary
+    assert summary is not None
+    if sys.platform.startswith("linux"):
+        stamps = summary["client"]["arrival_stamps"]
+        assert set(stamps) == {"kernel", "user", "clamped"}
+        assert stamps["kernel"] >= 36  # at least one read per request
 
 
 def kill_one_worker(states_box: list[list[WorkerState]], victim: int, after_s: float) -> threading.Thread:

@@ -232,6 +232,9 @@ class WorkerCore:
             cpu = time.process_time() - cpu0
             report.update(cpu_s=cpu, wall_s=wall, cpu_util=cpu / wall, starved_s=gen.starved_s)
             report["planned"] = dict(gen.planned)  # agent sessions started here, with their planned calls
+            stamps = getattr(self._transport, "arrival_stamps", None)  # kernel stamps: how the reads were stamped
+            if stamps is not None:
+                report["arrival_stamps"] = stamps
             if self._transport is not None:
                 await self._transport.close()
                 self._transport = None
