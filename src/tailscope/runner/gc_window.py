@@ -6,8 +6,8 @@ few hundred thousand of them (the modules, the configuration's models, the sched
 pass over them holds the event loop for 5–20 ms. Token events that reach the client meanwhile are read together, and
 the earlier ones take the later one's arrival stamp — the kernel stamps too, since the kernel stamps a read, not an
 event (measured at 256 streams, 10 requests each: TTFT error p99 2.7–9.9 ms with the collector as it is, 0.02 ms with
-the set-up frozen; docs/metrics.md, "Arrival"). After one collection, :func:`gc.freeze` moves every live object out of
-the collector's reach: the passes then scan only what the run itself creates — short, and they still reclaim its
+the set-up frozen; docs/scale-out.md, "The collector during the load"). :func:`gc.freeze` moves every live object out
+of the collector's reach: the passes then scan only what the run itself creates — short, and they still reclaim its
 garbage, so an hours-long run's memory stays bounded.
 """
 
@@ -17,11 +17,13 @@ import gc
 
 
 def freeze_setup() -> bool:
-    """Collect once, then freeze every object that exists now (the load's set-up). Returns whether it froze: not
-    where the collector is off or objects are frozen already (the caller's freeze is the caller's to undo)."""
+    """Freeze every object that exists now (the load's set-up). Returns whether it froze: not where the collector is
+    off or objects are frozen already (the caller's freeze is the caller's to undo).
+
+    No collection first: it would cost the run's start 20–30 ms (``benchmarks/startup.py``); whatever garbage the
+    set-up left is frozen with it and collectable again after the run."""
     if not gc.isenabled() or gc.get_freeze_count():
         return False
-    gc.collect()
     gc.freeze()
     return True
 
