@@ -93,11 +93,29 @@ async def _connected(m: RealtimeMap) -> AsyncIterator[tuple[Recorder, socket.soc
         lsock.close()
 
 
+async def _until_stamped(rec: Recorder, peer: socket.socket, m: RealtimeMap) -> None:
+    """Exchange bytes until a read carries the kernel's stamp, then forget them. The kernel turns receive stamping
+    on for the host a moment after the first socket asks (deferred, and off again once the last such socket closed,
+    as an earlier test's may have): a segment received in that moment carries no stamp."""
+    rec.sent_ns = time.perf_counter_ns() - 1_000_000
+    for _ in range(200):
+        peer.sendall(b".")
+        n = len(rec.reads)
+        while len(rec.reads) == n:
+            await asyncio.sleep(0.001)
+        if m.kernel:
+            break
+        await asyncio.sleep(0.005)
+    rec.reads.clear()
+    m.kernel = m.user = m.clamped = 0
+
+
 @linux
 def test_the_stamp_is_the_arrival_not_the_read() -> None:
     async def go() -> None:
         m = RealtimeMap()
         async with _connected(m) as (rec, peer):
+            await _until_stamped(rec, peer, m)
             # the request's send 1 ms back: over loopback the answer arrives µs after this, and a mapping error of a
             # few µs below the send would be clamped (the read keeps its user-space stamp) — not what this test is about
             rec.sent_ns = time.perf_counter_ns() - 1_000_000
