@@ -170,7 +170,6 @@ async def run_bench(
         # no thundering herd: the first wave finds its connections open (connects are not server latency)
         preopened = await preopen_transport(transport, preopen_count(cfg), warm_path=warm_path(cfg))
         gen.prepare(specs, min(cfg.dispatch.concurrency or preopen_count(cfg), PREOPEN_CAP))  # the first wave
-        frozen = freeze_setup()  # no collection pass over the set-up while tokens arrive (runner/gc_window.py)
         t0 = clock.now_ns()
         t0_unix_ns = t0 + unix_offset_ns(clock)  # lines record times up with span timestamps (trace join's skew check)
         if spans is not None:
@@ -179,6 +178,7 @@ async def run_bench(
         mixed = MixedTraffic(
             cfg.mixed_traffic, clock=clock, t0_ns=t0, duration_s=cfg.dispatch.duration_s, seed=cfg.seed
         )
+        frozen = freeze_setup()  # no collection pass over the set-up while tokens arrive (runner/gc_window.py)
         try:
             scrapes.start(t0)
             cpu0 = time.process_time()
