@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# the C source of the client's compiled hot loop is built in place by the install (hatch_build.py): re-run it on change
+$(STAMP): pyproject.toml hatch_build.py src/tailscope/client/_hot.c | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -35,10 +36,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import tailscope
+from tailscope.client.hot import forced
 
 
 class PeakRss:
@@ -269,6 +272,7 @@ def measure(
     store: bool = True,
     otlp: bool = False,
     arrival_stamp: str = "user",
+    hot: str | None = None,
 ) -> dict[str, float]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -280,7 +284,7 @@ def measure(
             collector = start_collector(cport, Path(tmp) / "traces.duckdb")
         try:
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            with PeakRss() as rss:
+            with PeakRss() as rss, forced(hot) if hot else contextlib.nullcontext():
                 res = tailscope.bench(
                     f"http://127.0.0.1:{port}",
                     requests=streams * rounds,
@@ -339,7 +343,21 @@ def measure(
         "shared_true_gap_p50": float(np.percentile(shared_gaps, 50)) if shared_gaps else float("nan"),
         "shared_true_gap_p99": float(np.percentile(shared_gaps, 99)) if shared_gaps else float("nan"),
         "spans_exported": float(res.extra.get("trace_context", {}).get("client_spans", {}).get("exported", 0)),
+        "arrival_stamps": dict(res.extra.get("client", {}).get("arrival_stamps") or {}),
+        "late_firsts": _late_firsts(res, truth["token_ns"]),
     }
+
+
+def _late_firsts(res: Any, true_of: dict[str, list[int]], over_ms: float = 1.0) -> list[tuple[float, float]]:
+    """(seconds into the run, error ms) of every first token stamped more than ``over_ms`` after the server sent it."""
+    out = []
+    for r in res.records:
+        t = true_of.get(r.server_request_id or "", [])
+        if r.ok and t and r.chunk_times_ns:
+            err = (r.chunk_times_ns[0] + res.t0_ns - t[0]) / 1e6
+            if err > over_ms:
+                out.append((round(r.chunk_times_ns[0] / 1e9, 3), round(err, 2)))
+    return sorted(out)
 
 
 def warm_up(store: bool) -> float:
@@ -380,6 +398,11 @@ def main() -> None:
         "--arrival-stamp",
         default="user",
         help="comma list of user/kernel: tailscope's arrival stamps (a row per value)",
+    )
+    ap.add_argument(
+        "--hot-loop",
+        default="",
+        help="comma list of compiled/python: tailscope's hot loop, a row per value (default: what is installed)",
     )
     ap.add_argument("--reference", choices=("on", "off"), default="on", help="also run the raw reference client")
     ap.add_argument(
@@ -424,7 +447,14 @@ def main() -> None:
                 f"p99 {m['shared_true_gap_p99']:.2f} ms)"
                 if "shared_stamp_pct" in m
                 else ""
-            ),
+            )
+            + (
+                f"  first tokens >1 ms late: {len(m['late_firsts'])}"
+                f" at {sorted({round(t, 1) for t, _ in m['late_firsts']})} s"
+                if m.get("late_firsts")
+                else ""
+            )
+            + (f"  stamps {m['arrival_stamps']}" if m.get("arrival_stamps") else ""),
             flush=True,
         )
 
@@ -438,11 +468,14 @@ def main() -> None:
                     if ot == "on" and tc == "off":
                         continue  # client spans are exported for traced requests only
                     for stamp in a.arrival_stamp.split(","):
-                        m = measure(
-                            n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, st == "on", ot == "on", arrival_stamp=stamp
-                        )
-                        who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
-                        show(who + ("/k" if stamp == "kernel" else ""), n, tc, m)
+                        for hot in a.hot_loop.split(",") if a.hot_loop else [None]:
+                            m = measure(
+                                n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, st == "on", ot == "on",
+                                arrival_stamp=stamp, hot=hot,
+                            )  # fmt: skip
+                            who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
+                            who += ("/k" if stamp == "kernel" else "") + ("/py" if hot == "python" else "")
+                            show(who, n, tc, m)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tailscope.client.hot import hot_loop
 from tailscope.client.openai import Timeouts
 from tailscope.runner.bench import run_bench
 from tailscope.runner.bench_config import BenchConfig
@@ -42,6 +43,7 @@ def test_preopened_connections_serve_the_first_wave(tmp_path: Path) -> None:
     assert res.summary.requests.completed == 36
     client = dict(res.extra["client"])
     client.pop("arrival_stamps", None)  # the default kernel stamps' read counts (docs/metrics.md, "Arrival")
+    assert client.pop("hot_loop") == hot_loop()  # compiled or python: which ran (docs/metrics.md)
     assert client == {"preopened_connections": 12, "warmed": True}
     fw = res.summary.first_wave
     assert fw is not None

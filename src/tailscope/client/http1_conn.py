@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
+from tailscope.client.hot import HOT
+
 if TYPE_CHECKING:
     from tailscope.client.http1_pool import ConnectionPool
 
@@ -30,6 +32,35 @@ class ProtocolViolation(Exception):
 
 
 _MAX_HEADER = 64 * 1024
+
+
+def _push_frames_py(data: bytes, now: int, handler: Callable[[int, bytes], bool]) -> tuple[int, bool]:
+    """Hand the whole ``SIZE\\r\\nDATA\\r\\n`` chunks at the start of one read to ``handler(now, data)``, in order,
+    until one returns True; returns (bytes consumed, whether the handler said done). What is left (the last chunk, a
+    partial one, extensions) is the general decoder's. The handler's exceptions propagate. Compiled twin:
+    ``_hot.push``."""
+    i, n = 0, len(data)
+    while True:
+        j = data.find(b"\r\n", i)
+        if not 0 < j - i <= 8:
+            return i, False
+        try:
+            size = int(data[i:j], 16)
+        except ValueError:
+            return i, False
+        end = j + 2 + size
+        if size <= 0 or end + 2 > n or data[end : end + 2] != b"\r\n":
+            return i, False
+        i = end + 2
+        if handler(now, data[j + 2 : end]):
+            return i, True
+        if i == n:
+            return i, False
+
+
+_push_frames: Callable[[bytes, int, Callable[[int, bytes], bool]], tuple[int, bool]] = (
+    HOT.push if HOT is not None else _push_frames_py
+)
 
 
 class Http1Connection(asyncio.Protocol):
@@ -83,46 +114,36 @@ class Http1Connection(asyncio.Protocol):
         self.pool.discard(self)
 
     def data_received(self, data: bytes) -> None:
-        self.data_received_at(data, time.perf_counter_ns())
+        _receive(self, data, time.perf_counter_ns())
 
     def data_received_at(self, data: bytes, now: int) -> None:
         """One network read arrived at ``now`` (perf_counter_ns): the user-space stamp from ``data_received``, or
-        the kernel's receive stamp from :class:`~tailscope.client.kstamp.KernelStampTransport`."""
+        the kernel's receive stamp from :class:`~tailscope.client.kstamp.KernelStampTransport`. Compiled twin:
+        ``_hot.receive`` (the same fast path, then :meth:`_receive_general`)."""
         handler = self.handler
         if handler is not None and self._chunked and self._chunk_state == 0 and not self._line and not self.pieces:
             # push mode's common case: the read holds whole "SIZE\r\nDATA\r\n" chunks — one SSE event each, one per
             # read on a quiet machine, several when the loop fell behind — each handed over as it is framed (no piece
             # list, no join, no re-split by the SSE parser); whatever else the read holds (the last chunk, a partial
             # one) goes to the general decoder below
-            i, n = 0, len(data)
-            while True:
-                j = data.find(b"\r\n", i)
-                if not 0 < j - i <= 8:
-                    break
-                try:
-                    size = int(data[i:j], 16)
-                except ValueError:
-                    break
-                end = j + 2 + size
-                if size <= 0 or end + 2 > n or data[end : end + 2] != b"\r\n":
-                    break
-                i = end + 2
-                try:
-                    if handler(now, data[j + 2 : end]):
-                        self.handler = None
-                        self.handler_done = True
-                        self._wake()
-                        break
-                except Exception as exc:  # whatever the handler raised (a malformed event, …)
-                    self._fail(exc)
-                    self._wake()
-                    return
-                if i == n:
-                    return
-            if i == n:
+            try:
+                i, done = _push_frames(data, now, handler)
+            except Exception as exc:  # whatever the handler raised (a malformed event, …)
+                self._fail(exc)
+                self._wake()
+                return
+            if done:
+                self.handler = None
+                self.handler_done = True
+                self._wake()
+            if i == len(data):
                 return
             if i:
                 data = data[i:]
+        self._receive_general(data, now)
+
+    def _receive_general(self, data: bytes, now: int) -> None:
+        """The general decoder: the response head, then any body framing (what the push fast path left)."""
         try:
             if not self._in_body:
                 self._head += data
@@ -291,3 +312,9 @@ class Http1Connection(asyncio.Protocol):
         assert self.transport is not None
         self.sent_ns = time.perf_counter_ns()
         self.transport.write(request)
+
+
+#: what ``data_received`` runs: the compiled twin of :meth:`Http1Connection.data_received_at` where it is built
+_receive: Callable[[Http1Connection, bytes, int], None] = (
+    HOT.receive if HOT is not None else Http1Connection.data_received_at
+)

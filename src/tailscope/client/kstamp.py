@@ -25,6 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from tailscope.client import hot as _hot
+from tailscope.client.hot import HOT
+from tailscope.client.http1_conn import Http1Connection
 from tailscope.clock import MonotonicClock, unix_offset_ns
 
 #: Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS; the "old" 64-bit-time_t form on 64-bit hosts: a struct timespec)
@@ -37,6 +40,29 @@ _ANCBUF = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") els
 _READ = 64 * 1024
 #: the realtime → perf_counter offset is re-measured this often (per clock map, i.e. per connection pool)
 RESYNC_NS = 500_000_000
+
+
+def _recv_stamped_py(sock: socket.socket, fd: int, size: int) -> tuple[bytes, int | None, int] | None:
+    """One ``recvmsg`` of up to ``size`` bytes on the non-blocking socket ``sock`` (``fd`` is its ``fileno()``, which
+    the compiled twin ``_hot.recv_stamped`` reads from): ``(data, the SCM_TIMESTAMPNS stamp in realtime ns or None,
+    perf_counter_ns right after the read)``; ``None`` when nothing is there (EAGAIN, EINTR); ``b""`` data at EOF; the
+    ``OSError`` of a reset raised."""
+    try:
+        data, anc, _, _ = sock.recvmsg(size, _ANCBUF)
+    except (BlockingIOError, InterruptedError):
+        return None
+    read_ns = time.perf_counter_ns()
+    rt: int | None = None
+    for level, kind, cdata in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(cdata) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(cdata)
+            rt = sec * 1_000_000_000 + nsec
+    return data, rt, read_ns
+
+
+_recv_stamped: Callable[[socket.socket, int, int], tuple[bytes, int | None, int] | None] = (
+    HOT.recv_stamped if HOT is not None else _recv_stamped_py
+)
 
 
 class StampedProtocol(Protocol):
@@ -137,26 +163,26 @@ class KernelStampTransport(asyncio.Transport):
         self._lost = False
         self._extra = {"socket": sock, "peername": _peer(sock), "sockname": sock.getsockname()}
         protocol.connection_made(self)
-        loop.add_reader(self._fd, self._read_ready)
+        hot = _hot.HOT
+        if hot is None:
+            loop.add_reader(self._fd, self._read_ready)
+        else:  # the compiled twin of _read_ready (with Http1Connection's fast path inside)
+            http1 = type(protocol).data_received_at is Http1Connection.data_received_at
+            loop.add_reader(self._fd, hot.Reader(self, self._fd, _READ, protocol, clock, http1))
 
     # -- reading -------------------------------------------------------------------------------------------------
     def _read_ready(self) -> None:
         try:
-            data, anc, _, _ = self._sock.recvmsg(_READ, _ANCBUF)
-        except (BlockingIOError, InterruptedError):
-            return
+            got = _recv_stamped(self._sock, self._fd, _READ)
         except OSError as exc:  # a reset: asyncio's transport reports it the same way
             self._force_close(exc)
             return
-        read_ns = time.perf_counter_ns()
+        if got is None:
+            return
+        data, rt, read_ns = got
         if not data:  # EOF: Http1Connection does not keep half-open connections
             self._force_close(None)
             return
-        rt: int | None = None
-        for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(cdata) >= _TIMESPEC.size:
-                sec, nsec = _TIMESPEC.unpack_from(cdata)
-                rt = sec * 1_000_000_000 + nsec
         self._protocol.data_received_at(data, self._clock.stamp(rt, read_ns, self._protocol.sent_ns))
 
     # -- writing -------------------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from tailscope.client import hot as _hot
+from tailscope.client.hot import HOT
 from tailscope.client.request import ClientOptions as ClientOptions
 from tailscope.client.request import Timeouts as Timeouts
 from tailscope.client.request import build_body, request_headers
@@ -257,9 +259,21 @@ async def execute(
                     if push is not None:
                         # the raw transport calls us from its protocol: no task switch per network read
 
-                        def on_data(stamp: int, chunk: bytes) -> bool:
-                            consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
-                            return st.done
+                        hot = _hot.HOT
+                        on_data: Callable[[int, bytes], bool]
+                        if tpl is None and type(parser) is SSEParser and hot is not None:
+                            on_data = hot.Sink(parser, st, count_tokens, t0_ns)  # the closure below, compiled
+                        elif tpl is None and type(parser) is SSEParser:
+                            event = _event
+
+                            def on_data(stamp: int, chunk: bytes) -> bool:
+                                return event(chunk, stamp - t0_ns, parser, st, count_tokens)
+
+                        else:
+
+                            def on_data(stamp: int, chunk: bytes) -> bool:
+                                consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
+                                return st.done
 
                         await push(on_data)
                     else:
@@ -369,8 +383,9 @@ class _ServerErrorEvent(Exception):
     pass
 
 
-def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable[[str], int] | None) -> None:
-    """Account the data payloads that arrived together at ``now`` (the client's hot path: keep it lean)."""
+def _consume_py(payloads: list[bytes], now: int, st: _State, count_tokens: Callable[[str], int] | None) -> None:
+    """Account the data payloads that arrived together at ``now`` (the client's hot path: keep it lean; its compiled
+    twin is ``_hot.consume``, bound as :func:`_consume` where it is built)."""
     if st.first_event is None and payloads:
         st.first_event = now
     for data in payloads:
@@ -440,6 +455,22 @@ def _consume(payloads: list[bytes], now: int, st: _State, count_tokens: Callable
             st.chunk_tokens.append(1)
         if reasoning:
             st.reasoning += st.chunk_tokens[-1]
+
+
+def _event_py(chunk: bytes, now: int, parser: SSEParser, st: _State, count_tokens: Callable[[str], int] | None) -> bool:
+    """One body piece of an SSE stream: parse it, account its data payloads, say whether the answer is done (its
+    compiled twin ``_hot.event`` takes the parser's one-whole-event case without calling it)."""
+    _consume(parser.feed_data(chunk), now, st, count_tokens)
+    return st.done
+
+
+if HOT is not None:
+    HOT.configure(orjson.loads, orjson.JSONDecodeError, _MalformedEvent, _ServerErrorEvent)
+    _consume: Callable[[list[bytes], int, _State, Callable[[str], int] | None], None] = HOT.consume
+    _event: Callable[[bytes, int, SSEParser, _State, Callable[[str], int] | None], bool] = HOT.event
+else:
+    _consume = _consume_py
+    _event = _event_py
 
 
 def _error_detail(status: int, headers: Any, text: str) -> str:

@@ -260,10 +260,13 @@ def _extra_summary(
 ) -> dict[str, Any] | None:
     """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), the trace
     context (traced count, the run start's Unix time in ns, client spans) and the connections opened before the
-    first send, and with kernel arrival stamps how many reads took which stamp."""
-    extra: dict[str, Any] = {}
+    first send, with kernel arrival stamps how many reads took which stamp, and which hot loop ran (compiled or
+    python)."""
+    from tailscope.client.hot import hot_loop
+
+    extra: dict[str, Any] = {"client": {"hot_loop": hot_loop()}}
     if preopened:
-        extra["client"] = {"preopened_connections": preopened, "warmed": warm_path(cfg) is not None}
+        extra["client"].update(preopened_connections=preopened, warmed=warm_path(cfg) is not None)
     if arrival_stamps is not None:
         extra.setdefault("client", {})["arrival_stamps"] = arrival_stamps
     if mixed:

@@ -8,17 +8,28 @@ import contextlib
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
+from tailscope.client import http1_conn
+from tailscope.client.hot import HOT, WHY, forced
 from tailscope.client.http1_conn import Http1Connection
 from tailscope.client.http1_pool import ConnectionPool
 from tailscope.client.kstamp import KernelStampTransport, RealtimeMap, kernel_stamps_supported, open_kernel_stamped
 from tailscope.client.rawhttp import RawHttpTransport, StreamClosed
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def hot_loop(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs with the compiled reader (``_hot.Reader``) and with the pure-Python transport's own."""
+    if request.param == "compiled" and HOT is None:
+        pytest.skip(f"the compiled hot loop is not built here: {WHY}")
+    with forced(request.param):
+        yield request.param
 
 
 # -- the clock map, on scripted clocks ------------------------------------------------------------------------------
@@ -254,13 +265,16 @@ def test_arrival_stamp_is_checked() -> None:
     assert RawHttpTransport("https://127.0.0.1:1", arrival_stamp="kernel").arrival_stamps is None  # TLS: user
 
 
-def test_data_received_is_data_received_at_now() -> None:
+def test_data_received_is_data_received_at_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``data_received`` hands the read to ``data_received_at`` (or its compiled twin, ``http1_conn._receive``) with
+    the user-space stamp taken then."""
     conn = Http1Connection(ConnectionPool("h", 1, None, 1.0))
-    seen: list[int] = []
-    conn.data_received_at = lambda data, now: seen.append(now)  # type: ignore[method-assign]
+    seen: list[tuple[Any, bytes, int]] = []
+    monkeypatch.setattr(http1_conn, "_receive", lambda c, data, now: seen.append((c, data, now)))
     before = time.perf_counter_ns()
     conn.data_received(b"x")
-    assert before <= seen[0] <= time.perf_counter_ns()
+    assert seen[0][:2] == (conn, b"x")
+    assert before <= seen[0][2] <= time.perf_counter_ns()
 
 
 def test_auto_is_kernel_where_possible_and_user_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -141,7 +141,7 @@ def sample_export(tmp_path: Path) -> dict[str, Any]:
         for name, v in (("DCGM_FI_DEV_GPU_UTIL", 80.0), ("DCGM_FI_DEV_FB_USED", 1000.0), ("DCGM_FI_DEV_FB_FREE", 500.0))
     ]
     summary["gpu"] = {**summarize_gpu(gpu_samples, output_tokens=100), "scrapes": {"http://127.0.0.1:9400": {}}}
-    summary["client"] = {"preopened_connections": 4, "warmed": False}
+    summary["client"] = {"hot_loop": "compiled", "preopened_connections": 4, "warmed": False}
     summary["mixed"] = {k: v.to_dict() for k, v in summarize_mixed([MixedRecord("api", 0, 0, 5_000_000, 200)]).items()}
     states = [WorkerState(index=0, kind="process", slots=2), WorkerState(index=1, kind="process", slots=2)]
     summary["workers"] = worker_rows(states, records)

@@ -441,7 +441,7 @@ async def run_bench_distributed(
             t0_ns=t0,
             extra_warnings=(*ts.warnings, *warnings),
             extra_summary={
-                **_arrival_stamps(states),
+                **_client_summary(states),
                 "workers": rows,
                 "lost": lost,
                 "bottleneck_workers": [row["worker"] for row in rows if row["bottleneck"]],
@@ -465,14 +465,18 @@ async def run_bench_distributed(
         )
 
 
-def _arrival_stamps(states: list[WorkerState]) -> dict[str, Any]:
-    """With kernel arrival stamps, the workers' read counts summed (``client.arrival_stamps``, as a one-process run
-    reports them); nothing when no worker reported any."""
+def _client_summary(states: list[WorkerState]) -> dict[str, Any]:
+    """The client section of a distributed run: which hot loop ran and, with kernel arrival stamps, the workers' read
+    counts summed (``client.arrival_stamps``, as a one-process run reports them; absent when no worker reported
+    any)."""
     total: dict[str, int] = {}
     for st in states:
         for kind, n in ((st.report or {}).get("arrival_stamps") or {}).items():
             total[kind] = total.get(kind, 0) + int(n)
-    return {"client": {"arrival_stamps": total}} if total else {}
+    from tailscope.client.hot import hot_loop
+
+    # the workers run this install's client (TAILSCOPE_HOT_LOOP is inherited): the driver's own answer is theirs
+    return {"client": {"hot_loop": hot_loop(), **({"arrival_stamps": total} if total else {})}}
 
 
 def _sessions(cfg: BenchConfig, records: list[RequestRecord], states: list[WorkerState]) -> dict[str, Any] | None:

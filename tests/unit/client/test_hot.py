@@ -1,0 +1,365 @@
+"""The compiled hot loop (``tailscope.client._hot``) and its pure-Python twins give identical results: the same state,
+the same return values, the same exceptions (type and message) — on the recorded corpus, on generated streams and
+payloads of every JSON shape, on chunk framing with odd size lines, and on a real loopback socket. Under ``CI=true``
+the compiled loop must be built (the suite then tests both)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+from test_hot_path import CORPUS, _conn, _reads, _snapshot
+
+from tailscope.client import http1_conn, kstamp, openai
+from tailscope.client.cost import play
+from tailscope.client.hot import HOT, WHY, forced, hot_loop
+from tailscope.client.openai import _State
+from tailscope.client.sse import SSEParser
+
+compiled = pytest.mark.skipif(HOT is None, reason=f"the compiled hot loop is not built here: {WHY}")
+
+
+def test_the_compiled_loop_is_built_under_ci() -> None:
+    if os.environ.get("CI") != "true":
+        pytest.skip("checked under CI=true, where the machine has a C compiler")
+    assert HOT is not None, WHY
+    assert hot_loop() == "compiled"
+
+
+# -- state and outcome ----------------------------------------------------------------------------------------------
+def state(st: _State) -> tuple[Any, ...]:
+    return tuple((k, list(v) if isinstance(v, array | list) else v) for k in _State.__slots__ if (v := getattr(st, k)))
+
+
+def outcome(fn: Callable[[], Any]) -> tuple[Any, ...]:
+    try:
+        return ("ok", fn())
+    except Exception as exc:
+        return ("raised", type(exc).__name__, str(exc))
+
+
+def both(run: Callable[[Callable[..., Any], Callable[..., Any]], Any]) -> None:
+    """``run(consume, event)`` with the Python twins and with the compiled ones: the same result."""
+    assert HOT is not None
+    assert run(openai._consume_py, openai._event_py) == run(HOT.consume, HOT.event)
+
+
+# -- consume: one read's payloads -----------------------------------------------------------------------------------
+scalars = hs.one_of(
+    hs.none(), hs.booleans(), hs.integers(-3, 2**63 - 1), hs.floats(allow_nan=False), hs.text(max_size=4)
+)
+json_values = hs.recursive(
+    scalars,
+    lambda inner: hs.lists(inner, max_size=3) | hs.dictionaries(hs.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def maybe(*keys_values: tuple[str, Any]) -> Any:
+    """A dict with any of these keys (each a strategy), or any JSON value in its place."""
+    return hs.fixed_dictionaries({}, optional=dict(keys_values)) | json_values
+
+
+usage_objs = maybe(
+    ("prompt_tokens", hs.integers(0, 99) | json_values),
+    ("completion_tokens", hs.integers(0, 99) | json_values),
+    ("prompt_tokens_details", maybe(("cached_tokens", hs.integers(0, 9) | json_values))),
+    ("completion_tokens_details", maybe(("reasoning_tokens", hs.integers(0, 9) | json_values))),
+)
+short = hs.text(max_size=3) | json_values
+deltas = maybe(("content", short), ("reasoning_content", short), ("reasoning", short), ("role", hs.just("assistant")))
+choices = maybe(
+    ("delta", deltas), ("text", short), ("finish_reason", hs.sampled_from([None, "stop", ""]) | json_values)
+)
+events = maybe(
+    ("id", hs.text(max_size=4) | json_values),
+    ("choices", hs.lists(choices, max_size=2) | json_values),
+    ("usage", usage_objs),
+    ("error", maybe(("message", json_values))),
+)
+payloads = hs.one_of(
+    events.map(lambda o: json.dumps(o).encode()),
+    hs.sampled_from([b"[DONE]", b"", b"{", b"nul", b'{"a":1}x', b"\xff\xfe", b"[DONE] ", b'"x"', b"1e999"]),
+)
+
+
+def counter(text: Any) -> Any:
+    """A tokenizer stand-in with Python's own behaviour on odd inputs (a TypeError on a non-string)."""
+    return len(text.split()) - 1
+
+
+@compiled
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hs.lists(hs.lists(payloads, max_size=4), max_size=4), hs.booleans())
+def test_consume_is_the_same_on_any_payloads(reads: list[list[bytes]], tokenizer: bool) -> None:
+    def run(consume: Callable[..., Any], _: Any) -> Any:
+        st = _State()
+        results = [
+            outcome(lambda r=r, n=n: consume(r, n * 10, st, counter if tokenizer else None))
+            for n, r in enumerate(reads)
+        ]  # type: ignore[misc]
+        return results, state(st)
+
+    both(run)
+
+
+@compiled
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_consume_is_the_same_on_the_corpus(name: str) -> None:
+    events = [e for e in CORPUS[name] if not e.startswith(b"HTTP/")]
+
+    def run(consume: Callable[..., Any], _: Any) -> Any:
+        st, parser = _State(), SSEParser()
+        return [outcome(lambda e=e: consume(parser.feed_data(e), 5, st, None)) for e in events], state(st)  # type: ignore[misc]
+
+    both(run)
+
+
+# -- event: the SSE parser's fast path ------------------------------------------------------------------------------
+sse_pieces = hs.lists(
+    hs.one_of(
+        payloads.map(lambda p: b"data: " + p + b"\n\n"),
+        hs.sampled_from([b"data: {}\n", b"\n", b"\r\n", b": c\n\n", b"event: x\n", b"data:", b"data: [DONE]\r\n\r\n"]),
+        hs.binary(max_size=6),
+    ),
+    max_size=8,
+)
+
+
+@compiled
+@settings(max_examples=400, deadline=None)
+@given(sse_pieces)
+def test_event_is_the_same_on_any_pieces(pieces: list[bytes]) -> None:
+    def run(_: Any, event: Callable[..., Any]) -> Any:
+        st, parser = _State(), SSEParser()
+        out = [outcome(lambda p=p, n=n: event(p, n, parser, st, None)) for n, p in enumerate(pieces)]  # type: ignore[misc]
+        return out, state(st), parser._buf, parser._data
+
+    both(run)
+
+
+# -- push: chunk framing --------------------------------------------------------------------------------------------
+size_lines = hs.sampled_from(
+    [None, "0x{:x}", " {:x}", "+{:x}", "{:X}", "-1", "0", "zz", "1_0", "{:x} ", "\x00{:x}", "fffffffff"]
+)
+
+
+@hs.composite
+def framed(draw: hs.DrawFn) -> bytes:
+    out = b""
+    for _ in range(draw(hs.integers(0, 4))):
+        body = draw(hs.binary(min_size=1, max_size=20))
+        form = draw(size_lines)
+        line = f"{len(body):x}" if form is None else form.format(len(body))
+        out += line.encode("latin-1") + b"\r\n" + body + draw(hs.sampled_from([b"\r\n", b"\r\n", b"\n", b""]))
+    return out + draw(hs.sampled_from([b"", b"0\r\n\r\n", b"5\r\nab", b"\r\n"]))
+
+
+@compiled
+@settings(max_examples=500, deadline=None)
+@given(framed(), hs.integers(0, 5), hs.booleans())
+def test_push_frames_the_same(data: bytes, stop_after: int, raise_instead: bool) -> None:
+    assert HOT is not None
+
+    def run(push: Callable[..., tuple[int, bool]]) -> Any:
+        seen: list[tuple[int, bytes]] = []
+
+        def handler(now: int, piece: bytes) -> Any:
+            seen.append((now, piece))
+            if len(seen) > stop_after:
+                if raise_instead:
+                    raise ValueError(f"stop at {len(seen)}")
+                return len(seen)  # any truthy value
+            return 0
+
+        return outcome(lambda: push(data, 7, handler)), seen
+
+    assert run(http1_conn._push_frames_py) == run(HOT.push)
+
+
+@compiled
+def test_push_takes_a_bytearray_as_bytes() -> None:
+    assert HOT is not None
+    data = bytearray(b"3\r\nabc\r\n")
+    assert HOT.push(data, 1, lambda n, p: False) == http1_conn._push_frames_py(bytes(data), 1, lambda n, p: False)
+
+
+# -- whole responses through the protocol ---------------------------------------------------------------------------
+def _conn_state(conn: Any) -> tuple[Any, ...]:
+    err = conn.error
+    return (
+        conn.complete, conn.handler_done, conn.handler is None, conn.keep_alive, conn.status, conn.headers,
+        conn.pieces, conn._chunk_state, bytes(conn._line), type(err).__name__ if err else None,
+        str(err) if err else None,
+    )  # fmt: skip
+
+
+@compiled
+@pytest.mark.parametrize("per_read", [1, 3, 7])
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_whole_responses_leave_the_same_state(name: str, per_read: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each recorded response fed through ``Http1Connection`` in push mode — whole chunks per read, several chunks
+    per read, and cut every 7 bytes — with every twin bound compiled and with every one bound pure Python (the
+    protocol's receive, the chunk framing, the handler, the SSE fast path, the accounting): identical request and
+    connection state."""
+    reads = _reads(CORPUS[name])
+    body = b"".join(reads[1:])
+    if per_read == 7:
+        shaped = [reads[0], *(body[i : i + 7] for i in range(0, len(body), 7))]
+    else:
+        shaped = [reads[0], *(b"".join(reads[1:][i : i + per_read]) for i in range(0, len(reads) - 1, per_read))]
+
+    def run(kind: str) -> tuple[Any, ...]:
+        ticks = itertools.count(1_000_000, 1_000_000)
+        monkeypatch.setattr(http1_conn.time, "perf_counter_ns", lambda: next(ticks))
+        with forced(kind):
+            st, conn = _State(), _conn()
+            play(shaped, st, conn=conn)
+        return _snapshot(st, conn.error), state(st), _conn_state(conn)
+
+    assert run("python") == run("compiled")
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(hs.lists(hs.binary(max_size=40) | framed(), max_size=6), hs.integers(0, 3))
+def test_receive_is_the_same_on_any_reads(reads: list[bytes], stop_after: int) -> None:
+    """Arbitrary reads after a chunked head (framing errors, partial chunks, junk) into a connection in push mode:
+    ``_hot.receive`` and ``Http1Connection.data_received_at`` leave the same connection state and hand the handler
+    the same pieces."""
+    assert HOT is not None
+
+    def run(receive: Callable[..., None]) -> Any:
+        conn = _conn()
+        conn.data_received_at(_reads([b"x"])[0], 1)
+        seen: list[tuple[int, bytes]] = []
+
+        def handler(now: int, piece: bytes) -> bool:
+            seen.append((now, piece))
+            if piece.startswith(b"!"):
+                raise ValueError("a malformed piece")
+            return len(seen) > stop_after
+
+        conn.handler = handler
+        for n, r in enumerate(reads):
+            receive(conn, r, n)
+        return _conn_state(conn), seen
+
+    assert run(http1_conn.Http1Connection.data_received_at) == run(HOT.receive)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    hs.lists(hs.tuples(hs.none() | hs.integers(0, 3_000), hs.integers(0, 3_000), hs.integers(0, 3_000)), max_size=12),
+    hs.integers(1, 500),
+)
+def test_stamp_is_the_same(reads: list[tuple[int | None, int, int]], resync: int) -> None:
+    """``_hot.stamp`` is ``RealtimeMap.stamp``: the same stamps, counters and re-measured offsets."""
+    assert HOT is not None
+
+    def run(stamp: Callable[..., int]) -> Any:
+        offsets = itertools.count(1_000, 7)
+        m = kstamp.RealtimeMap(offset_ns=lambda: next(offsets), resync_ns=resync)
+        out = [stamp(m, None if rt is None else rt + 1_000, read, floor) for rt, read, floor in reads]
+        return out, m.kernel, m.user, m.clamped, m.offset_ns, m.next_sync_ns
+
+    assert run(kstamp.RealtimeMap.stamp) == run(HOT.stamp)
+
+
+def _feed(on_data: Callable[[int, bytes], Any], pieces: list[bytes]) -> list[tuple[Any, ...]]:
+    return [outcome(lambda e=e, n=n: on_data(5_000 + n, e)) for n, e in enumerate(pieces)]  # type: ignore[misc]
+
+
+@compiled
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_sink_is_the_handler_closure(name: str) -> None:
+    """``_hot.Sink`` is ``execute``'s ``on_data``: the stamp made relative to the run's start, the piece accounted,
+    ``st.done`` returned."""
+    assert HOT is not None
+    body = [e for e in CORPUS[name] if not e.startswith(b"HTTP/")]
+    st, parser = _State(), SSEParser()
+
+    def on_data(stamp: int, chunk: bytes) -> bool:
+        return openai._event_py(chunk, stamp - 1_000, parser, st, None)
+
+    expected = _feed(on_data, body), state(st)
+    st2 = _State()
+    assert (_feed(HOT.Sink(SSEParser(), st2, None, 1_000), body), state(st2)) == expected
+
+
+# -- recv_stamped on a real loopback socket -------------------------------------------------------------------------
+@compiled
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+def test_recv_stamped_reads_as_the_python_twin_does() -> None:
+    assert HOT is not None
+    lsock = socket.create_server(("127.0.0.1", 0))
+    with lsock:
+        socks = []
+        for _ in range(2):
+            c = socket.create_connection(lsock.getsockname())
+            c.setsockopt(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, 1)
+            c.setblocking(False)
+            s, _ = lsock.accept()
+            socks.append((c, s))
+        try:
+            for fn, (c, s) in zip((kstamp._recv_stamped_py, HOT.recv_stamped), socks, strict=True):
+                assert fn(c, c.fileno(), 1024) is None  # nothing there yet
+                before = time.perf_counter_ns()
+                s.sendall(b"x" * 3000)
+                time.sleep(0.02)
+                got = fn(c, c.fileno(), 1024)
+                after = time.perf_counter_ns()
+                assert got is not None
+                data, rt, read_ns = got
+                assert data == b"x" * 1024  # no more than asked
+                assert before <= read_ns <= after  # perf_counter_ns's clock
+                assert rt is None or abs(rt - time.time_ns()) < 5_000_000_000
+                rest = fn(c, c.fileno(), 64 * 1024)
+                assert rest is not None
+                assert rest[0] == b"x" * 1976
+            # a reset is the same OSError; EOF is empty data
+            for fn, (c, s) in zip((kstamp._recv_stamped_py, HOT.recv_stamped), socks, strict=True):
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+                time.sleep(0.02)
+                with pytest.raises(ConnectionResetError):
+                    fn(c, c.fileno(), 1024)
+        finally:
+            for c, s in socks:
+                c.close()
+                s.close()
+
+
+@compiled
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+def test_recv_stamped_sees_eof_as_empty_data() -> None:
+    assert HOT is not None
+    for fn in (kstamp._recv_stamped_py, HOT.recv_stamped):
+        a, b = socket.socketpair()
+        with a, b:
+            a.setblocking(False)
+            b.close()
+            got = fn(a, a.fileno(), 1024)
+            assert got is not None
+            assert got[0] == b""
+
+
+@compiled
+def test_monotonic_is_perf_counter() -> None:
+    assert HOT is not None
+    a = time.perf_counter_ns()
+    m = HOT.monotonic_ns()
+    b = time.perf_counter_ns()
+    assert a <= m <= b
