@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 
 import tailscope
-from tailscope.client.hot import forced
 
 
 class PeakRss:
@@ -284,7 +283,7 @@ def measure(
             collector = start_collector(cport, Path(tmp) / "traces.duckdb")
         try:
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            with PeakRss() as rss, forced(hot) if hot else contextlib.nullcontext():
+            with PeakRss() as rss, tailscope.using_hot_loop(hot) if hot else contextlib.nullcontext():
                 res = tailscope.bench(
                     f"http://127.0.0.1:{port}",
                     requests=streams * rounds,

@@ -116,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "export_run": "tailscope.api.runs",
     "find_max": "tailscope.api.bench",
     "gate": "tailscope.api.verify",
+    "hot_loop": "tailscope.api.client",
     "import_run": "tailscope.api.peers",
     "ingest_traces": "tailscope.api.trace",
     "join_traces": "tailscope.api.join",
@@ -153,6 +154,7 @@ _EXPORTS: dict[str, str] = {
     "trace_sets": "tailscope.api.trace",
     "twin_check": "tailscope.api.twin",
     "twin_check_async": "tailscope.api.twin",
+    "using_hot_loop": "tailscope.api.client",
     "validate_step_model": "tailscope.api.accuracy",
     "whatif": "tailscope.api.whatif",
     "write_demo_traces": "tailscope.api.demo",
@@ -265,6 +267,7 @@ __all__ = [
     "export_run",
     "find_max",
     "gate",
+    "hot_loop",
     "import_run",
     "ingest_traces",
     "join_traces",
@@ -302,6 +305,7 @@ __all__ = [
     "translate_command",
     "twin_check",
     "twin_check_async",
+    "using_hot_loop",
     "validate_step_model",
     "whatif",
     "write_demo_traces",
@@ -330,7 +334,7 @@ if TYPE_CHECKING:
     from tailscope.api.cacheability import CacheabilityResult, cacheability
     from tailscope.api.capacity import CapacityResult, plan_capacity
     from tailscope.api.checklist import checklist
-    from tailscope.api.client import ClientCost, client_cost
+    from tailscope.api.client import ClientCost, client_cost, hot_loop, using_hot_loop
     from tailscope.api.cost import plan_cost, plan_napkin, plan_unit_cost
     from tailscope.api.demo import demo_traces, spans_to_otlp_json, write_demo_traces
     from tailscope.api.drill import DrillResult, drill, drill_async

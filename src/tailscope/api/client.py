@@ -1,8 +1,11 @@
 """The load generator's own cost: :func:`client_cost` — CPU per streamed token event of the client's hot path on this
-machine, measured in process (no network, no server), as ``--workers auto`` measures it to size a run."""
+machine, measured in process (no network, no server), as ``--workers auto`` measures it to size a run — and which
+hot loop runs it: :func:`hot_loop`, :func:`using_hot_loop` (docs/metrics.md, "The compiled hot loop")."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tailscope.api._support import public
@@ -20,16 +23,51 @@ class ClientCost:
             chunk are events too).
         passes: passes measured (the best counts, as timeit reports).
         usage: whether each chunk carried usage (vLLM's continuous usage), as a bench asks by default.
+        hot_loop: ``compiled`` or ``python``: the loop measured.
     """
 
     us_per_event: float
     events_per_pass: int
     passes: int
     usage: bool
+    hot_loop: str = "python"
 
 
 @public
-def client_cost(*, streams: int = 20, tokens: int = 256, usage: bool = True, repeat: int = 3) -> ClientCost:
+def hot_loop() -> str:
+    """``compiled`` when this install runs the client's compiled hot loop (built from ``client/_hot.c`` at install
+    where a C compiler was present), else ``python`` (its pure-Python twin: same records, more CPU per event)."""
+    from tailscope.client.hot import hot_loop as which
+
+    return which()
+
+
+@contextlib.contextmanager
+def using_hot_loop(kind: str) -> Iterator[None]:
+    """Run the body of a ``with`` block on the ``compiled`` or the ``python`` hot loop — to compare them side by side
+    in one process (``benchmarks/client_overhead.py --hot-loop``). Not for concurrent use: it rebinds the client's
+    module-level functions for the block; worker processes (``workers=``) follow ``TAILSCOPE_HOT_LOOP`` instead.
+
+    Raises:
+        ConfigError: ``kind`` is neither, or ``compiled`` where it is not built (the reason is named).
+    """
+    from tailscope.client.hot import forced
+
+    try:
+        cm = forced(kind)
+        cm.__enter__()
+    except (ValueError, RuntimeError) as exc:
+        raise ConfigError(f"hot loop {kind!r}: {exc}") from exc
+    try:
+        yield
+    finally:
+        cm.__exit__(None, None, None)
+
+
+@public
+def client_cost(
+    *, streams: int = 20, tokens: int = 256, usage: bool = True, repeat: int = 3, hot: str | None = None
+) -> ClientCost:
     """Measure the CPU the client spends per streamed token event on this machine.
 
     A recorded vLLM-style stream (chunked transfer encoding, one SSE event per network read) is fed through the raw
@@ -39,15 +77,20 @@ def client_cost(*, streams: int = 20, tokens: int = 256, usage: bool = True, rep
 
     Args:
         streams: streams per pass; tokens: output tokens per stream; usage: per-chunk usage (vLLM continuous usage);
-        repeat: passes (the fastest counts).
+        repeat: passes (the fastest counts); hot: ``compiled`` or ``python`` to measure that hot loop (default:
+        the one in use, :func:`hot_loop`).
 
     Raises:
-        ConfigError: a count below 1.
+        ConfigError: a count below 1; a hot loop that is not built here.
     """
     for name, value in (("streams", streams), ("tokens", tokens), ("repeat", repeat)):
         if value < 1:
             raise ConfigError(f"{name} must be ≥ 1 (got {value})")
     from tailscope.client.cost import hot_path_us
 
-    us = hot_path_us(streams=streams, tokens=tokens, usage=usage, repeat=repeat)
-    return ClientCost(us_per_event=us, events_per_pass=streams * (tokens + 2), passes=repeat, usage=usage)
+    with using_hot_loop(hot) if hot is not None else contextlib.nullcontext():
+        us = hot_path_us(streams=streams, tokens=tokens, usage=usage, repeat=repeat)
+        which = hot_loop()
+    return ClientCost(
+        us_per_event=us, events_per_pass=streams * (tokens + 2), passes=repeat, usage=usage, hot_loop=which
+    )

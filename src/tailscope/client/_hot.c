@@ -1,22 +1,26 @@
 /* The client's optional compiled hot loop (issue 20; docs/metrics.md, "The compiled hot loop").
  *
- * Four functions, each the C twin of a pure-Python function that stays the reference and the fallback:
+ * Each function or type is the C twin of pure-Python code that stays the reference and the fallback:
  *
- *   push(data, now, handler) -> (consumed, done)    http1_conn._push_frames: the whole "SIZE\r\nDATA\r\n" chunks at
- *                                                   the start of one network read, each handed to handler(now, data)
- *   consume(payloads, now, st, count_tokens)        openai._consume: account the SSE data payloads of one read
- *   event(chunk, now, parser, st, count_tokens)     openai._event: SSEParser.feed_data's one-whole-event fast path,
- *                                                   then consume; returns st.done
- *   recv_stamped(sock, fd, size) -> (data, realtime_ns | None, read_ns) | None
- *                                                   kstamp._recv_stamped: recvmsg with the SCM_TIMESTAMPNS control
- *                                                   message, perf_counter_ns (CLOCK_MONOTONIC) right after the read
+ *   Reader(transport, fd, size, protocol, clock, http1)   kstamp.KernelStampTransport._read_ready, whole: the loop's
+ *                                                   reader callback (read, stamp, frame, account; no Python frame)
+ *   recv_stamped(sock, fd, size)                    kstamp._recv_stamped_py: recvmsg + SCM_TIMESTAMPNS, then
+ *                                                   perf_counter_ns (CLOCK_MONOTONIC)
+ *   stamp(clock, realtime_ns, read_ns, floor_ns)    kstamp.RealtimeMap.stamp
+ *   receive(conn, data, now)                        http1_conn.Http1Connection.data_received_at (its push fast path
+ *                                                   here, the rest in conn._receive_general)
+ *   push(data, now, handler) -> (consumed, done)    http1_conn._push_frames_py: the whole chunks at a read's start
+ *   Sink(parser, st, count_tokens, t0)              openai.execute's push-mode handler (on_data)
+ *   event(chunk, now, parser, st, count_tokens)     openai._event_py: the SSE one-whole-event path, then consume
+ *   consume(payloads, now, st, count_tokens)        openai._consume_py: account one read's data payloads; each
+ *                                                   payload read by the event scanner below, else by orjson
  *
  * Every branch does what the Python twin does, including the exceptions it raises (type and message), so records are
  * identical by construction; tests/unit/client/test_hot.py runs both on the same inputs and compares. Objects of
  * unexpected JSON types go through the generic object protocol (PyObject_CallMethod "get", PyObject_GetItem,
  * PyObject_IsTrue) exactly as Python would treat them; only exact dicts and lists take the direct C calls.
  *
- * ABI: bump HOT_ABI when a signature changes; tailscope.client.hot refuses a build of another ABI.
+ * ABI: bump HOT_ABI (and tailscope.client.hot.ABI) when a signature changes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,7 +31,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define HOT_ABI 2
+#define HOT_ABI 3
 #ifndef HOT_SOURCE_DIGEST
 #define HOT_SOURCE_DIGEST ""
 #endif
@@ -38,6 +42,7 @@
 /* set by configure(): orjson.loads, orjson.JSONDecodeError, openai._MalformedEvent, openai._ServerErrorEvent */
 static PyObject *g_loads, *g_decode_error, *g_malformed, *g_server_error;
 static PyObject *g_one, *g_done_marker;
+static int g_scan = 1; /* the event scanner before orjson (set_scan(False): orjson for every payload) */
 static PyObject *s_get, *s_append, *s_feed_data, *s_buf, *s_data;
 static PyObject *s_first_event, *s_done, *s_request_id, *s_input_tokens, *s_completion_tokens, *s_cached_tokens;
 static PyObject *s_reasoning_usage, *s_finished, *s_first_answer, *s_chunk_times, *s_texts, *s_usage_per_chunk;
@@ -155,6 +160,458 @@ fail_out:
     return -1;
 }
 
+
+/* -- the event scanner: the fields the accounting reads, from a strict subset of JSON --------------------------------
+ *
+ * consume_one decodes each data payload and reads a few fields of it. Decoding the whole object (orjson: every key,
+ * every value) costs most of an event's accounting, so this scanner first tries a strict subset of JSON and builds a
+ * *minimal* object holding only what the walk reads: the top-level "choices" (the first choice only: its
+ * finish_reason's truth, its delta's content / reasoning_content / reasoning, its text), "usage" (its integer
+ * completion_tokens and prompt_tokens, prompt_tokens_details.cached_tokens, completion_tokens_details.reasoning_tokens)
+ * and "id". The walk over the minimal object has the same effects as over the whole one. Anything outside the subset
+ * — a non-ASCII byte, a \u escape, an exponent, a long number, a key with an escape, a needed key twice, a needed
+ * field of an unexpected type, an "error" key, deep nesting, anything invalid — returns "bail" and the payload goes to
+ * orjson as before, so errors and odd shapes are reported exactly as without the scanner.
+ */
+typedef struct {
+    const char *p, *end;
+    int depth;
+} Scan;
+
+#define BAIL 1
+
+static void ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
+}
+
+/* a string at s->p ('"'); *out a new str when out != NULL. 0 ok, BAIL, -1 error */
+static int scan_string(Scan *s, PyObject **out) {
+    const char *q = s->p + 1;
+    int escaped = 0;
+    for (;; q++) {
+        if (q >= s->end) return BAIL;
+        unsigned char c = (unsigned char)*q;
+        if (c == '"') break;
+        if (c < 0x20 || c >= 0x80) return BAIL;
+        if (c == '\\') {
+            q++;
+            if (q >= s->end) return BAIL;
+            switch (*q) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                escaped = 1;
+                break;
+            default:
+                return BAIL; /* \u and anything invalid: orjson's */
+            }
+        }
+    }
+    const char *start = s->p + 1;
+    Py_ssize_t len = q - start;
+    s->p = q + 1;
+    if (out == NULL) return 0;
+    if (!escaped) {
+        *out = PyUnicode_FromStringAndSize(start, len); /* ASCII only: checked above */
+        return *out == NULL ? -1 : 0;
+    }
+    PyObject *u = PyUnicode_New(len, 127);
+    if (u == NULL) return -1;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(u);
+    Py_ssize_t k = 0;
+    for (const char *r = start; r < q; r++) {
+        char c = *r;
+        if (c == '\\') {
+            r++;
+            switch (*r) {
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: c = *r; /* " \ / */
+            }
+        }
+        d[k++] = (Py_UCS1)c;
+    }
+    if (k != len) { /* shrink to the unescaped length */
+        PyObject *v = PyUnicode_Substring(u, 0, k);
+        Py_DECREF(u);
+        if (v == NULL) return -1;
+        u = v;
+    }
+    *out = u;
+    return 0;
+}
+
+/* a number at s->p; *out a new int when it is an integer literal (and out != NULL), else left NULL */
+static int scan_number(Scan *s, PyObject **out) {
+    const char *q = s->p;
+    int neg = 0;
+    if (q < s->end && *q == '-') {
+        neg = 1;
+        q++;
+    }
+    const char *digits = q;
+    if (q >= s->end || *q < '0' || *q > '9') return BAIL;
+    if (*q == '0') {
+        q++;
+        if (q < s->end && *q >= '0' && *q <= '9') return BAIL; /* a leading zero */
+    } else {
+        while (q < s->end && *q >= '0' && *q <= '9') q++;
+    }
+    Py_ssize_t ndigits = q - digits;
+    int integer = 1;
+    if (q < s->end && *q == '.') {
+        integer = 0;
+        q++;
+        const char *f = q;
+        while (q < s->end && *q >= '0' && *q <= '9') q++;
+        if (q == f) return BAIL;
+        ndigits += q - f;
+    }
+    if (q < s->end && (*q == 'e' || *q == 'E')) return BAIL;
+    if (ndigits > 15) return BAIL;
+    if (out != NULL && integer) {
+        long long v = 0;
+        for (const char *r = digits; r < digits + (q - digits); r++) v = v * 10 + (*r - '0');
+        *out = PyLong_FromLongLong(neg ? -v : v);
+        if (*out == NULL) return -1;
+    }
+    s->p = q;
+    return 0;
+}
+
+static int skip_value(Scan *s);
+
+/* an object or array at s->p, every value validated and dropped */
+static int skip_container(Scan *s) {
+    char close = *s->p == '{' ? '}' : ']';
+    int object = close == '}';
+    if (++s->depth > 32) return BAIL;
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        s->depth--;
+        return 0;
+    }
+    for (;;) {
+        int r;
+        if (object) {
+            if (s->p >= s->end || *s->p != '"') return BAIL;
+            if ((r = scan_string(s, NULL)) != 0) return r;
+            ws(s);
+            if (s->p >= s->end || *s->p != ':') return BAIL;
+            s->p++;
+            ws(s);
+        }
+        if ((r = skip_value(s)) != 0) return r;
+        ws(s);
+        if (s->p >= s->end) return BAIL;
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == close) {
+            s->p++;
+            s->depth--;
+            return 0;
+        }
+        return BAIL;
+    }
+}
+
+static int literal(Scan *s, const char *word, size_t n) {
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0) return BAIL;
+    s->p += n;
+    return 0;
+}
+
+static int skip_value(Scan *s) {
+    if (s->p >= s->end) return BAIL;
+    switch (*s->p) {
+    case '"': return scan_string(s, NULL);
+    case '{': case '[': return skip_container(s);
+    case 't': return literal(s, "true", 4);
+    case 'f': return literal(s, "false", 5);
+    case 'n': return literal(s, "null", 4);
+    default: return scan_number(s, NULL);
+    }
+}
+
+/* the kind of value at s->p */
+enum { V_STRING, V_OBJECT, V_ARRAY, V_NULL, V_OTHER };
+static int kind_of(Scan *s) {
+    if (s->p >= s->end) return V_OTHER;
+    switch (*s->p) {
+    case '"': return V_STRING;
+    case '{': return V_OBJECT;
+    case '[': return V_ARRAY;
+    case 'n': return V_NULL;
+    default: return V_OTHER;
+    }
+}
+
+/* One object's members: calls member(s, key, keylen, ctx) for each, which must consume the value. Keys with an
+ * escape bail. */
+typedef int (*member_fn)(Scan *s, const char *key, Py_ssize_t n, void *ctx);
+static int scan_object(Scan *s, member_fn member, void *ctx) {
+    if (s->p >= s->end || *s->p != '{') return BAIL;
+    if (++s->depth > 32) return BAIL;
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        s->depth--;
+        return 0;
+    }
+    for (;;) {
+        if (s->p >= s->end || *s->p != '"') return BAIL;
+        const char *k = s->p + 1, *q = k;
+        while (q < s->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x80) q++;
+        if (q >= s->end || *q != '"') return BAIL;
+        s->p = q + 1;
+        ws(s);
+        if (s->p >= s->end || *s->p != ':') return BAIL;
+        s->p++;
+        ws(s);
+        int r = member(s, k, q - k, ctx);
+        if (r != 0) return r;
+        ws(s);
+        if (s->p >= s->end) return BAIL;
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            s->depth--;
+            return 0;
+        }
+        return BAIL;
+    }
+}
+
+#define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), (n)) == 0)
+
+/* set d[key] = v (stealing v), bailing when the key is already there (orjson would keep the last; rare: bail) */
+static int put(PyObject *d, PyObject *key, PyObject *v) {
+    if (v == NULL) return -1;
+    int has = PyDict_Contains(d, key);
+    if (has != 0) {
+        Py_DECREF(v);
+        return has < 0 ? -1 : BAIL;
+    }
+    int r = PyDict_SetItem(d, key, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* a string or null member: the string kept under key, null left out; anything else bails */
+static int text_member(Scan *s, PyObject *d, PyObject *key) {
+    int k = kind_of(s);
+    if (k == V_NULL) {
+        if (PyDict_Contains(d, key)) return BAIL;
+        return literal(s, "null", 4);
+    }
+    if (k != V_STRING) return BAIL;
+    PyObject *v = NULL;
+    int r = scan_string(s, &v);
+    if (r != 0) return r;
+    return put(d, key, v);
+}
+
+/* an integer member kept under key; any other value is validated and left out (the walk ignores non-ints) */
+static int int_member(Scan *s, PyObject *d, PyObject *key) {
+    if (PyDict_Contains(d, key)) return BAIL;
+    if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) {
+        PyObject *v = NULL;
+        int r = scan_number(s, &v);
+        if (r != 0) return r;
+        return v == NULL ? 0 : put(d, key, v);
+    }
+    return skip_value(s);
+}
+
+static int delta_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    PyObject *d = (PyObject *)ctx;
+    if (KEY_IS(k, n, "content")) return text_member(s, d, k_content);
+    if (KEY_IS(k, n, "reasoning_content")) return text_member(s, d, k_reasoning_content);
+    if (KEY_IS(k, n, "reasoning")) return text_member(s, d, k_reasoning);
+    return skip_value(s);
+}
+
+static int choice_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    PyObject *d = (PyObject *)ctx;
+    if (KEY_IS(k, n, "finish_reason")) {
+        if (PyDict_Contains(d, k_finish_reason)) return BAIL;
+        int kind = kind_of(s);
+        if (kind == V_NULL) return literal(s, "null", 4);
+        if (kind != V_STRING) return BAIL;
+        const char *before = s->p;
+        int r = scan_string(s, NULL);
+        if (r != 0) return r;
+        return s->p - before > 2 ? put(d, k_finish_reason, Py_NewRef(Py_True)) : 0; /* "" is falsy */
+    }
+    if (KEY_IS(k, n, "delta")) {
+        if (PyDict_Contains(d, k_delta)) return BAIL;
+        int kind = kind_of(s);
+        if (kind == V_NULL) return literal(s, "null", 4);
+        if (kind != V_OBJECT) return BAIL;
+        PyObject *delta = PyDict_New();
+        if (delta == NULL) return -1;
+        int r = scan_object(s, delta_member, delta);
+        if (r != 0) {
+            Py_DECREF(delta);
+            return r;
+        }
+        return put(d, k_delta, delta);
+    }
+    if (KEY_IS(k, n, "text")) return text_member(s, d, k_text);
+    return skip_value(s);
+}
+
+static int details_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    PyObject *d = (PyObject *)ctx;
+    if (KEY_IS(k, n, "cached_tokens")) return int_member(s, d, k_cached_tokens);
+    if (KEY_IS(k, n, "reasoning_tokens")) return int_member(s, d, k_reasoning_tokens);
+    return skip_value(s);
+}
+
+static int usage_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    PyObject *d = (PyObject *)ctx;
+    if (KEY_IS(k, n, "completion_tokens")) return int_member(s, d, k_completion_tokens);
+    if (KEY_IS(k, n, "prompt_tokens")) return int_member(s, d, k_prompt_tokens);
+    PyObject *key = KEY_IS(k, n, "prompt_tokens_details")       ? k_prompt_tokens_details
+                    : KEY_IS(k, n, "completion_tokens_details") ? k_completion_tokens_details
+                                                                : NULL;
+    if (key == NULL) return skip_value(s);
+    if (PyDict_Contains(d, key)) return BAIL;
+    int kind = kind_of(s);
+    if (kind == V_NULL) return literal(s, "null", 4);
+    if (kind != V_OBJECT) return BAIL; /* a truthy non-object would raise in the walk: orjson's path says how */
+    PyObject *inner = PyDict_New();
+    if (inner == NULL) return -1;
+    int r = scan_object(s, details_member, inner);
+    if (r != 0) {
+        Py_DECREF(inner);
+        return r;
+    }
+    return put(d, key, inner);
+}
+
+typedef struct {
+    PyObject *obj;
+    int want_id;
+} Top;
+
+static int top_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    Top *t = (Top *)ctx;
+    PyObject *d = t->obj;
+    if (KEY_IS(k, n, "choices")) {
+        if (PyDict_Contains(d, k_choices)) return BAIL;
+        int kind = kind_of(s);
+        if (kind == V_NULL) {
+            int r = literal(s, "null", 4);
+            return r != 0 ? r : put(d, k_choices, Py_NewRef(Py_None));
+        }
+        if (kind != V_ARRAY) return BAIL;
+        PyObject *list = PyList_New(0);
+        if (list == NULL) return -1;
+        if (++s->depth > 32) {
+            Py_DECREF(list);
+            return BAIL;
+        }
+        s->p++;
+        ws(s);
+        int r = 0;
+        if (s->p < s->end && *s->p == ']') {
+            s->p++;
+        } else {
+            /* the first choice: kept (it must be an object); the others validated and dropped */
+            if (kind_of(s) != V_OBJECT) r = BAIL;
+            PyObject *c0 = r == 0 ? PyDict_New() : NULL;
+            if (r == 0 && c0 == NULL) r = -1;
+            if (r == 0) r = scan_object(s, choice_member, c0);
+            if (r == 0) r = PyList_Append(list, c0);
+            Py_XDECREF(c0);
+            while (r == 0) {
+                ws(s);
+                if (s->p >= s->end) r = BAIL;
+                else if (*s->p == ']') {
+                    s->p++;
+                    break;
+                } else if (*s->p == ',') {
+                    s->p++;
+                    ws(s);
+                    r = skip_value(s);
+                } else r = BAIL;
+            }
+        }
+        s->depth--;
+        if (r != 0) {
+            Py_DECREF(list);
+            return r;
+        }
+        return put(d, k_choices, list);
+    }
+    if (KEY_IS(k, n, "usage")) {
+        if (PyDict_Contains(d, k_usage)) return BAIL;
+        int kind = kind_of(s);
+        if (kind == V_NULL) {
+            int r = literal(s, "null", 4);
+            return r != 0 ? r : put(d, k_usage, Py_NewRef(Py_None));
+        }
+        if (kind != V_OBJECT) return BAIL;
+        PyObject *usage = PyDict_New();
+        if (usage == NULL) return -1;
+        int r = scan_object(s, usage_member, usage);
+        if (r != 0) {
+            Py_DECREF(usage);
+            return r;
+        }
+        return put(d, k_usage, usage);
+    }
+    if (KEY_IS(k, n, "id")) {
+        if (PyDict_Contains(d, k_id)) return BAIL;
+        if (t->want_id && kind_of(s) == V_STRING) {
+            PyObject *v = NULL;
+            int r = scan_string(s, &v);
+            return r != 0 ? r : put(d, k_id, v);
+        }
+        PyObject *mark = Py_NewRef(Py_None); /* seen: a second "id" bails */
+        int r = skip_value(s);
+        if (r != 0) {
+            Py_DECREF(mark);
+            return r;
+        }
+        return put(d, k_id, mark);
+    }
+    if (KEY_IS(k, n, "error")) return BAIL; /* its value is reported verbatim: orjson's */
+    return skip_value(s);
+}
+
+/* The minimal object of one payload (a new dict), or NULL: with an exception set on error, without one to bail */
+static PyObject *scan_event(PyObject *data, int want_id) {
+    if (!PyBytes_CheckExact(data)) return NULL;
+    Scan s = {PyBytes_AS_STRING(data), PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data), 0};
+    ws(&s);
+    Top t = {PyDict_New(), want_id};
+    if (t.obj == NULL) return NULL;
+    int r = scan_object(&s, top_member, &t);
+    if (r == 0) {
+        ws(&s);
+        if (s.p != s.end) r = BAIL;
+    }
+    if (r != 0) {
+        Py_DECREF(t.obj);
+        if (r == BAIL && PyErr_Occurred()) return NULL; /* cannot happen: bails set nothing */
+        return NULL;
+    }
+    return t.obj;
+}
+
 /* One data payload; 1 = [DONE] (stop), 0 = go on, -1 = error */
 static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *count_tokens) {
     int rc = -1;
@@ -168,7 +625,11 @@ static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *co
         if (eq < 0) return -1;
         if (eq) return set_attr(st, s_done, Py_True) < 0 ? -1 : 1;
     }
-    obj = PyObject_CallOneArg(g_loads, data);
+    int want_id = attr_is_none(st, s_request_id);
+    if (want_id < 0) return -1;
+    obj = g_scan ? scan_event(data, want_id) : NULL;
+    if (obj == NULL && PyErr_Occurred()) return -1;
+    if (obj == NULL) obj = PyObject_CallOneArg(g_loads, data);
     if (obj == NULL) {
         if (PyErr_ExceptionMatches(g_decode_error)) {
             PyErr_Clear();
@@ -188,9 +649,8 @@ static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *co
     if (usage == NULL && PyErr_Occurred()) goto out;
     usage = usage ? usage : Py_None;
     Py_INCREF(usage);
-    int none = attr_is_none(st, s_request_id);
-    if (none < 0) goto out;
-    if (none) {
+    int none;
+    if (want_id) {
         PyObject *rid = PyDict_GetItemWithError(obj, k_id);
         if (rid == NULL && PyErr_Occurred()) goto out;
         if (rid != NULL && PyUnicode_Check(rid) && set_attr(st, s_request_id, rid) < 0) goto out;
@@ -943,6 +1403,23 @@ static PyObject *hot_monotonic_ns(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong((long long)t.tv_sec * 1000000000LL + t.tv_nsec);
 }
 
+static PyObject *hot_set_scan(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    g_scan = on;
+    Py_RETURN_NONE;
+}
+
+static PyObject *hot_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "scan(data)");
+        return NULL;
+    }
+    PyObject *r = scan_event(args[0], 1);
+    if (r == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return r;
+}
+
 static PyObject *hot_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "configure(loads, decode_error, malformed, server_error)");
@@ -966,6 +1443,9 @@ static PyMethodDef methods[] = {
      "receive(conn, data, now): Http1Connection.data_received_at"},
     {"stamp", (PyCFunction)(void (*)(void))hot_stamp, METH_FASTCALL,
      "stamp(clock, realtime_ns, read_ns, floor_ns): RealtimeMap.stamp"},
+    {"set_scan", hot_set_scan, METH_O, "set_scan(on): the event scanner before orjson (tests, comparisons)"},
+    {"scan", (PyCFunction)(void (*)(void))hot_scan, METH_FASTCALL,
+     "scan(data) -> the minimal object of one payload, or None where orjson decides"},
     {"monotonic_ns", hot_monotonic_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (time.perf_counter_ns's clock on Linux)"},
     {"configure", (PyCFunction)(void (*)(void))hot_configure, METH_FASTCALL,
      "configure(loads, decode_error, malformed, server_error)"},

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 #: the ABI this Python side expects of ``_hot`` (HOT_ABI in _hot.c)
-ABI = 2
+ABI = 3
 
 
 def _load() -> tuple[ModuleType | None, str]:
