@@ -68,6 +68,12 @@ static PyObject *get(PyObject *obj, PyObject *key) {
     return PyObject_CallMethodOneArg(obj, s_get, key);
 }
 
+/* *out = obj.get(key) (a new reference, NULL on error); its truth value, -1 on error */
+static int get_truth(PyObject *obj, PyObject *key, PyObject **out) {
+    *out = get(obj, key);
+    return *out == NULL ? -1 : PyObject_IsTrue(*out);
+}
+
 static int set_attr(PyObject *o, PyObject *name, PyObject *v) { return PyObject_SetAttr(o, name, v); }
 
 /* st.<name> is None */
@@ -182,6 +188,25 @@ typedef struct {
 
 static void ws(Scan *s) {
     while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
+}
+
+#define MORE 2
+
+/* after a member or an element: MORE at ',' (another follows), 0 at close (consumed: the container ends), BAIL */
+static int next_or_close(Scan *s, char close) {
+    ws(s);
+    if (s->p >= s->end) return BAIL;
+    if (*s->p == ',') {
+        s->p++;
+        ws(s);
+        return MORE;
+    }
+    if (*s->p == close) {
+        s->p++;
+        s->depth--;
+        return 0;
+    }
+    return BAIL;
 }
 
 /* a string at s->p ('"'); *out a new str when out != NULL. 0 ok, BAIL, -1 error */
@@ -305,19 +330,7 @@ static int skip_container(Scan *s) {
             ws(s);
         }
         if ((r = skip_value(s)) != 0) return r;
-        ws(s);
-        if (s->p >= s->end) return BAIL;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == close) {
-            s->p++;
-            s->depth--;
-            return 0;
-        }
-        return BAIL;
+        if ((r = next_or_close(s, close)) != MORE) return r;
     }
 }
 
@@ -377,19 +390,7 @@ static int scan_object(Scan *s, member_fn member, void *ctx) {
         ws(s);
         int r = member(s, k, q - k, ctx);
         if (r != 0) return r;
-        ws(s);
-        if (s->p >= s->end) return BAIL;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            s->depth--;
-            return 0;
-        }
-        return BAIL;
+        if ((r = next_or_close(s, '}')) != MORE) return r;
     }
 }
 
@@ -406,6 +407,23 @@ static int put(PyObject *d, PyObject *key, PyObject *v) {
     int r = PyDict_SetItem(d, key, v);
     Py_DECREF(v);
     return r;
+}
+
+/* a member whose value must be an object (its members scanned by member into a new dict kept under key) or null
+ * (left out: the walk reads a missing key and a null one alike); anything else bails */
+static int object_member(Scan *s, PyObject *d, PyObject *key, member_fn member) {
+    if (PyDict_Contains(d, key)) return BAIL;
+    int kind = kind_of(s);
+    if (kind == V_NULL) return literal(s, "null", 4);
+    if (kind != V_OBJECT) return BAIL; /* a truthy non-object would raise in the walk: orjson's path says how */
+    PyObject *inner = PyDict_New();
+    if (inner == NULL) return -1;
+    int r = scan_object(s, member, inner);
+    if (r != 0) {
+        Py_DECREF(inner);
+        return r;
+    }
+    return put(d, key, inner);
 }
 
 /* a string or null member: the string kept under key, null left out; anything else bails */
@@ -454,20 +472,7 @@ static int choice_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
         if (r != 0) return r;
         return s->p - before > 2 ? put(d, k_finish_reason, Py_NewRef(Py_True)) : 0; /* "" is falsy */
     }
-    if (KEY_IS(k, n, "delta")) {
-        if (PyDict_Contains(d, k_delta)) return BAIL;
-        int kind = kind_of(s);
-        if (kind == V_NULL) return literal(s, "null", 4);
-        if (kind != V_OBJECT) return BAIL;
-        PyObject *delta = PyDict_New();
-        if (delta == NULL) return -1;
-        int r = scan_object(s, delta_member, delta);
-        if (r != 0) {
-            Py_DECREF(delta);
-            return r;
-        }
-        return put(d, k_delta, delta);
-    }
+    if (KEY_IS(k, n, "delta")) return object_member(s, d, k_delta, delta_member);
     if (KEY_IS(k, n, "text")) return text_member(s, d, k_text);
     return skip_value(s);
 }
@@ -486,19 +491,7 @@ static int usage_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
     PyObject *key = KEY_IS(k, n, "prompt_tokens_details")       ? k_prompt_tokens_details
                     : KEY_IS(k, n, "completion_tokens_details") ? k_completion_tokens_details
                                                                 : NULL;
-    if (key == NULL) return skip_value(s);
-    if (PyDict_Contains(d, key)) return BAIL;
-    int kind = kind_of(s);
-    if (kind == V_NULL) return literal(s, "null", 4);
-    if (kind != V_OBJECT) return BAIL; /* a truthy non-object would raise in the walk: orjson's path says how */
-    PyObject *inner = PyDict_New();
-    if (inner == NULL) return -1;
-    int r = scan_object(s, details_member, inner);
-    if (r != 0) {
-        Py_DECREF(inner);
-        return r;
-    }
-    return put(d, key, inner);
+    return key == NULL ? skip_value(s) : object_member(s, d, key, details_member);
 }
 
 typedef struct {
@@ -512,10 +505,7 @@ static int top_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
     if (KEY_IS(k, n, "choices")) {
         if (PyDict_Contains(d, k_choices)) return BAIL;
         int kind = kind_of(s);
-        if (kind == V_NULL) {
-            int r = literal(s, "null", 4);
-            return r != 0 ? r : put(d, k_choices, Py_NewRef(Py_None));
-        }
+        if (kind == V_NULL) return literal(s, "null", 4); /* as good as missing for the walk */
         if (kind != V_ARRAY) return BAIL;
         PyObject *list = PyList_New(0);
         if (list == NULL) return -1;
@@ -528,6 +518,7 @@ static int top_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
         int r = 0;
         if (s->p < s->end && *s->p == ']') {
             s->p++;
+            s->depth--;
         } else {
             /* the first choice: kept (it must be an object); the others validated and dropped */
             if (kind_of(s) != V_OBJECT) r = BAIL;
@@ -536,43 +527,15 @@ static int top_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
             if (r == 0) r = scan_object(s, choice_member, c0);
             if (r == 0) r = PyList_Append(list, c0);
             Py_XDECREF(c0);
-            while (r == 0) {
-                ws(s);
-                if (s->p >= s->end) r = BAIL;
-                else if (*s->p == ']') {
-                    s->p++;
-                    break;
-                } else if (*s->p == ',') {
-                    s->p++;
-                    ws(s);
-                    r = skip_value(s);
-                } else r = BAIL;
-            }
+            while (r == 0 && (r = next_or_close(s, ']')) == MORE) r = skip_value(s);
         }
-        s->depth--;
         if (r != 0) {
             Py_DECREF(list);
             return r;
         }
         return put(d, k_choices, list);
     }
-    if (KEY_IS(k, n, "usage")) {
-        if (PyDict_Contains(d, k_usage)) return BAIL;
-        int kind = kind_of(s);
-        if (kind == V_NULL) {
-            int r = literal(s, "null", 4);
-            return r != 0 ? r : put(d, k_usage, Py_NewRef(Py_None));
-        }
-        if (kind != V_OBJECT) return BAIL;
-        PyObject *usage = PyDict_New();
-        if (usage == NULL) return -1;
-        int r = scan_object(s, usage_member, usage);
-        if (r != 0) {
-            Py_DECREF(usage);
-            return r;
-        }
-        return put(d, k_usage, usage);
-    }
+    if (KEY_IS(k, n, "usage")) return object_member(s, d, k_usage, usage_member);
     if (KEY_IS(k, n, "id")) {
         if (PyDict_Contains(d, k_id)) return BAIL;
         if (t->want_id && kind_of(s) == V_STRING) {
@@ -695,25 +658,20 @@ static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *co
         Py_DECREF(zero);
         if (c0 == NULL) goto out;
     }
-    PyObject *fr = get(c0, k_finish_reason);
-    if (fr == NULL) goto out;
-    truth = PyObject_IsTrue(fr);
-    Py_DECREF(fr);
+    PyObject *fr;
+    truth = get_truth(c0, k_finish_reason, &fr);
+    Py_XDECREF(fr);
     if (truth < 0) goto out;
     if (truth && set_attr(st, s_finished, Py_True) < 0) goto out;
     delta = get(c0, k_delta);
     if (delta == NULL) goto out;
     int reasoning = 0;
     if (delta != Py_None) {
-        text = get(delta, k_content);
-        if (text == NULL) goto out;
-        truth = PyObject_IsTrue(text);
+        truth = get_truth(delta, k_content, &text);
         if (truth < 0) goto out;
         if (!truth) {
             Py_CLEAR(text);
-            text = get(delta, k_reasoning_content);
-            if (text == NULL) goto out;
-            truth = PyObject_IsTrue(text);
+            truth = get_truth(delta, k_reasoning_content, &text);
             if (truth < 0) goto out;
             if (!truth) {
                 Py_CLEAR(text);
@@ -1086,6 +1044,24 @@ static PyObject *hot_receive(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* o.<name> as a long long; -1 with an exception set on error (read it with PyErr_Occurred) */
+static int attr_ll(PyObject *o, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* o.<name> = value (a new int); -1 on error */
+static int set_attr_ll(PyObject *o, PyObject *name, long long value) {
+    PyObject *v = PyLong_FromLongLong(value);
+    if (v == NULL) return -1;
+    int r = PyObject_SetAttr(o, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
 /* RealtimeMap.stamp(clock, realtime_ns | None, read_ns, floor_ns) on long longs; NULL on error */
 static PyObject *stamp(PyObject *clock, PyObject *rt, long long read_ns, PyObject *floor) {
     PyObject *counter;
@@ -1093,13 +1069,9 @@ static PyObject *stamp(PyObject *clock, PyObject *rt, long long read_ns, PyObjec
     if (rt == Py_None) {
         counter = s_user;
     } else {
-        long long rt_ns = PyLong_AsLongLong(rt);
+        long long rt_ns = PyLong_AsLongLong(rt), next_ns, period_ns, off_ns;
         if (rt_ns == -1 && PyErr_Occurred()) return NULL;
-        PyObject *next = PyObject_GetAttr(clock, s_next_sync_ns);
-        if (next == NULL) return NULL;
-        long long next_ns = PyLong_AsLongLong(next);
-        Py_DECREF(next);
-        if (next_ns == -1 && PyErr_Occurred()) return NULL;
+        if (attr_ll(clock, s_next_sync_ns, &next_ns) < 0) return NULL;
         if (read_ns >= next_ns) {
             PyObject *measure = PyObject_GetAttr(clock, s__offset);
             if (measure == NULL) return NULL;
@@ -1108,23 +1080,10 @@ static PyObject *stamp(PyObject *clock, PyObject *rt, long long read_ns, PyObjec
             if (off == NULL) return NULL;
             int r = PyObject_SetAttr(clock, s_offset_ns, off);
             Py_DECREF(off);
-            if (r < 0) return NULL;
-            PyObject *period = PyObject_GetAttr(clock, s_resync_ns);
-            if (period == NULL) return NULL;
-            long long period_ns = PyLong_AsLongLong(period);
-            Py_DECREF(period);
-            if (period_ns == -1 && PyErr_Occurred()) return NULL;
-            PyObject *nx = PyLong_FromLongLong(read_ns + period_ns);
-            if (nx == NULL) return NULL;
-            r = PyObject_SetAttr(clock, s_next_sync_ns, nx);
-            Py_DECREF(nx);
-            if (r < 0) return NULL;
+            if (r < 0 || attr_ll(clock, s_resync_ns, &period_ns) < 0) return NULL;
+            if (set_attr_ll(clock, s_next_sync_ns, read_ns + period_ns) < 0) return NULL;
         }
-        PyObject *off = PyObject_GetAttr(clock, s_offset_ns);
-        if (off == NULL) return NULL;
-        long long off_ns = PyLong_AsLongLong(off);
-        Py_DECREF(off);
-        if (off_ns == -1 && PyErr_Occurred()) return NULL;
+        if (attr_ll(clock, s_offset_ns, &off_ns) < 0) return NULL;
         long long floor_ns = PyLong_AsLongLong(floor);
         if (floor_ns == -1 && PyErr_Occurred()) return NULL;
         long long t = rt_ns - off_ns;
@@ -1220,18 +1179,60 @@ static PyObject *hot_recv_stamped(PyObject *self, PyObject *const *args, Py_ssiz
     return Py_BuildValue("(NNL)", data, rt, read_ns);
 }
 
-/* -- Reader: KernelStampTransport._read_ready, whole, as the loop's reader callback ------------------------------ */
+/* -- the two callables: each holds three objects, and the loop or the protocol calls it --------------------------- */
 typedef struct {
     PyObject_HEAD
-    PyObject *transport, *protocol, *clock;
+    PyObject *refs[3];
+    vectorcallfunc vectorcall;
+} Held;
+
+static int held_traverse(Held *self, visitproc visit, void *arg) {
+    for (int i = 0; i < 3; i++) Py_VISIT(self->refs[i]);
+    return 0;
+}
+
+static int held_clear(Held *self) {
+    for (int i = 0; i < 3; i++) Py_CLEAR(self->refs[i]);
+    return 0;
+}
+
+static void held_dealloc(Held *self) {
+    PyObject_GC_UnTrack(self);
+    held_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Held *held_new(PyTypeObject *type, PyObject *a, PyObject *b, PyObject *c, vectorcallfunc call) {
+    Held *self = (Held *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->refs[0] = Py_NewRef(a);
+    self->refs[1] = Py_NewRef(b);
+    self->refs[2] = Py_NewRef(c);
+    self->vectorcall = call;
+    return self;
+}
+
+#define HELD_TYPE(ctype, name, doc, newfn)                                                  \
+    {                                                                                       \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = name, .tp_basicsize = sizeof(ctype),       \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,   \
+        .tp_doc = doc, .tp_new = newfn, .tp_call = PyVectorcall_Call,                       \
+        .tp_vectorcall_offset = offsetof(Held, vectorcall),                                 \
+        .tp_traverse = (traverseproc)held_traverse, .tp_clear = (inquiry)held_clear,        \
+        .tp_dealloc = (destructor)held_dealloc,                                             \
+    }
+
+/* Reader: KernelStampTransport._read_ready, whole, as the loop's reader callback (refs: transport, protocol, clock) */
+typedef struct {
+    Held h;
     int fd;
     Py_ssize_t size;
     int http1; /* the protocol is an Http1Connection: its fast path runs here; else protocol.data_received_at */
-    vectorcallfunc vectorcall;
 } Reader;
 
 static PyObject *reader_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kw) {
     Reader *self = (Reader *)op;
+    PyObject *transport = self->h.refs[0], *protocol = self->h.refs[1], *clock = self->h.refs[2];
     PyObject *data, *rt;
     long long read_ns;
     int r = do_recv(self->fd, self->size, &data, &rt, &read_ns);
@@ -1243,7 +1244,7 @@ static PyObject *reader_call(PyObject *op, PyObject *const *args, size_t nargsf,
         PyErr_NormalizeException(&type, &value, &tb);
         Py_XDECREF(type);
         Py_XDECREF(tb);
-        int rc = call_method(self->transport, s__force_close, &value, 1);
+        int rc = call_method(transport, s__force_close, &value, 1);
         Py_DECREF(value);
         if (rc < 0) return NULL;
         Py_RETURN_NONE;
@@ -1251,18 +1252,18 @@ static PyObject *reader_call(PyObject *op, PyObject *const *args, size_t nargsf,
     PyObject *out = NULL, *sent = NULL, *arrival = NULL;
     if (PyBytes_GET_SIZE(data) == 0) { /* EOF: Http1Connection does not keep half-open connections */
         PyObject *none = Py_None;
-        if (call_method(self->transport, s__force_close, &none, 1) == 0) out = Py_NewRef(Py_None);
+        if (call_method(transport, s__force_close, &none, 1) == 0) out = Py_NewRef(Py_None);
         goto done;
     }
-    sent = PyObject_GetAttr(self->protocol, s_sent_ns);
+    sent = PyObject_GetAttr(protocol, s_sent_ns);
     if (sent == NULL) goto done;
-    arrival = stamp(self->clock, rt, read_ns, sent);
+    arrival = stamp(clock, rt, read_ns, sent);
     if (arrival == NULL) goto done;
     if (self->http1) {
-        if (receive(self->protocol, data, arrival) < 0) goto done;
+        if (receive(protocol, data, arrival) < 0) goto done;
     } else {
         PyObject *cargs[2] = {data, arrival};
-        if (call_method(self->protocol, s_data_received_at, cargs, 2) < 0) goto done;
+        if (call_method(protocol, s_data_received_at, cargs, 2) < 0) goto done;
     }
     out = Py_NewRef(Py_None);
 done:
@@ -1280,57 +1281,24 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     static char *kwlist[] = {"transport", "fd", "size", "protocol", "clock", "http1", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OinOOp", kwlist, &transport, &fd, &size, &protocol, &clock, &http1))
         return NULL;
-    Reader *self = (Reader *)type->tp_alloc(type, 0);
+    Reader *self = (Reader *)held_new(type, transport, protocol, clock, reader_call);
     if (self == NULL) return NULL;
-    self->transport = Py_NewRef(transport);
-    self->protocol = Py_NewRef(protocol);
-    self->clock = Py_NewRef(clock);
     self->fd = fd;
     self->size = size;
     self->http1 = http1;
-    self->vectorcall = reader_call;
     return (PyObject *)self;
 }
 
-static int reader_traverse(Reader *self, visitproc visit, void *arg) {
-    Py_VISIT(self->transport);
-    Py_VISIT(self->protocol);
-    Py_VISIT(self->clock);
-    return 0;
-}
+static PyTypeObject ReaderType = HELD_TYPE(
+    Reader, "tailscope.client._hot.Reader",
+    "Reader(transport, fd, size, protocol, clock, http1): KernelStampTransport._read_ready as one callable",
+    reader_new);
 
-static int reader_clear(Reader *self) {
-    Py_CLEAR(self->transport);
-    Py_CLEAR(self->protocol);
-    Py_CLEAR(self->clock);
-    return 0;
-}
-
-static void reader_dealloc(Reader *self) {
-    PyObject_GC_UnTrack(self);
-    reader_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject ReaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tailscope.client._hot.Reader",
-    .tp_basicsize = sizeof(Reader),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Reader(transport, fd, size, protocol, clock, http1): KernelStampTransport._read_ready as one callable",
-    .tp_new = reader_new,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Reader, vectorcall),
-    .tp_traverse = (traverseproc)reader_traverse,
-    .tp_clear = (inquiry)reader_clear,
-    .tp_dealloc = (destructor)reader_dealloc,
-};
-
-/* -- Sink: execute()'s push-mode handler, on_data(stamp, chunk) -> event(chunk, stamp - t0, parser, st, ...) ----- */
+/* Sink: execute()'s push-mode handler, on_data(stamp, chunk) -> event(chunk, stamp - t0, parser, st, count_tokens)
+ * (refs: parser, st, count_tokens) */
 typedef struct {
-    PyObject_HEAD
-    PyObject *parser, *st, *count_tokens;
+    Held h;
     long long t0;
-    vectorcallfunc vectorcall;
 } Sink;
 
 static PyObject *sink_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kw) {
@@ -1343,7 +1311,7 @@ static PyObject *sink_call(PyObject *op, PyObject *const *args, size_t nargsf, P
     if (stamp_ns == -1 && PyErr_Occurred()) return NULL;
     PyObject *now = PyLong_FromLongLong(stamp_ns - self->t0);
     if (now == NULL) return NULL;
-    PyObject *eargs[5] = {args[1], now, self->parser, self->st, self->count_tokens};
+    PyObject *eargs[5] = {args[1], now, self->h.refs[0], self->h.refs[1], self->h.refs[2]};
     PyObject *r = hot_event(NULL, eargs, 5);
     Py_DECREF(now);
     return r;
@@ -1354,48 +1322,15 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     long long t0;
     static char *kwlist[] = {"parser", "st", "count_tokens", "t0", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOL", kwlist, &parser, &st, &count_tokens, &t0)) return NULL;
-    Sink *self = (Sink *)type->tp_alloc(type, 0);
+    Sink *self = (Sink *)held_new(type, parser, st, count_tokens, sink_call);
     if (self == NULL) return NULL;
-    self->parser = Py_NewRef(parser);
-    self->st = Py_NewRef(st);
-    self->count_tokens = Py_NewRef(count_tokens);
     self->t0 = t0;
-    self->vectorcall = sink_call;
     return (PyObject *)self;
 }
 
-static int sink_traverse(Sink *self, visitproc visit, void *arg) {
-    Py_VISIT(self->parser);
-    Py_VISIT(self->st);
-    Py_VISIT(self->count_tokens);
-    return 0;
-}
-
-static int sink_clear(Sink *self) {
-    Py_CLEAR(self->parser);
-    Py_CLEAR(self->st);
-    Py_CLEAR(self->count_tokens);
-    return 0;
-}
-
-static void sink_dealloc(Sink *self) {
-    PyObject_GC_UnTrack(self);
-    sink_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject SinkType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tailscope.client._hot.Sink",
-    .tp_basicsize = sizeof(Sink),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Sink(parser, st, count_tokens, t0): execute()'s push-mode handler as one callable",
-    .tp_new = sink_new,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Sink, vectorcall),
-    .tp_traverse = (traverseproc)sink_traverse,
-    .tp_clear = (inquiry)sink_clear,
-    .tp_dealloc = (destructor)sink_dealloc,
-};
+static PyTypeObject SinkType = HELD_TYPE(
+    Sink, "tailscope.client._hot.Sink",
+    "Sink(parser, st, count_tokens, t0): execute()'s push-mode handler as one callable", sink_new);
 
 static PyObject *hot_monotonic_ns(PyObject *self, PyObject *unused) {
     struct timespec t;
