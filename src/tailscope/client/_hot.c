@@ -31,7 +31,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define HOT_ABI 3
+#define HOT_ABI 4
 #ifndef HOT_SOURCE_DIGEST
 #define HOT_SOURCE_DIGEST ""
 #endif
@@ -396,190 +396,246 @@ static int scan_object(Scan *s, member_fn member, void *ctx) {
 
 #define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), (n)) == 0)
 
-/* set d[key] = v (stealing v), bailing when the key is already there (orjson would keep the last; rare: bail) */
-static int put(PyObject *d, PyObject *key, PyObject *v) {
-    if (v == NULL) return -1;
-    int has = PyDict_Contains(d, key);
-    if (has != 0) {
-        Py_DECREF(v);
-        return has < 0 ? -1 : BAIL;
-    }
-    int r = PyDict_SetItem(d, key, v);
-    Py_DECREF(v);
-    return r;
+/* What the scanner keeps of one event: the fields the accounting reads, each a new reference or NULL (absent, null,
+ * or — for the integers — not an integer, which the walk ignores alike). `seen` has a bit per field and per
+ * container on the kept path: a second occurrence bails (orjson would keep the last one). */
+enum { F_ID, F_CT, F_PT, F_CACHED, F_RTOK, F_CONTENT, F_RCONTENT, F_REASONING, F_TEXT, NF };
+enum { C_CHOICES = NF, C_USAGE, C_PTD, C_CTD, C_FINISH, C_DELTA };
+typedef struct {
+    PyObject *v[NF];
+    unsigned seen;
+    int want_id;
+    int choices; /* the choices array has a first element (an object) */
+    int finish;  /* its finish_reason is a non-empty string */
+    int delta;   /* it has a delta object */
+} Ev;
+
+/* mark bit as seen; BAIL when it was already */
+static int first_time(Ev *e, int bit) {
+    if (e->seen & (1u << bit)) return BAIL;
+    e->seen |= 1u << bit;
+    return 0;
 }
 
-/* a member whose value must be an object (its members scanned by member into a new dict kept under key) or null
- * (left out: the walk reads a missing key and a null one alike); anything else bails */
-static int object_member(Scan *s, PyObject *d, PyObject *key, member_fn member) {
-    if (PyDict_Contains(d, key)) return BAIL;
-    int kind = kind_of(s);
-    if (kind == V_NULL) return literal(s, "null", 4);
-    if (kind != V_OBJECT) return BAIL; /* a truthy non-object would raise in the walk: orjson's path says how */
-    PyObject *inner = PyDict_New();
-    if (inner == NULL) return -1;
-    int r = scan_object(s, member, inner);
-    if (r != 0) {
-        Py_DECREF(inner);
-        return r;
-    }
-    return put(d, key, inner);
-}
-
-/* a string or null member: the string kept under key, null left out; anything else bails */
-static int text_member(Scan *s, PyObject *d, PyObject *key) {
+/* a string or null field: the string kept, null left out; anything else bails */
+static int text_field(Scan *s, Ev *e, int f) {
+    if (first_time(e, f)) return BAIL;
     int k = kind_of(s);
-    if (k == V_NULL) {
-        if (PyDict_Contains(d, key)) return BAIL;
-        return literal(s, "null", 4);
-    }
+    if (k == V_NULL) return literal(s, "null", 4);
     if (k != V_STRING) return BAIL;
-    PyObject *v = NULL;
-    int r = scan_string(s, &v);
-    if (r != 0) return r;
-    return put(d, key, v);
+    return scan_string(s, &e->v[f]);
 }
 
-/* an integer member kept under key; any other value is validated and left out (the walk ignores non-ints) */
-static int int_member(Scan *s, PyObject *d, PyObject *key) {
-    if (PyDict_Contains(d, key)) return BAIL;
-    if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) {
-        PyObject *v = NULL;
-        int r = scan_number(s, &v);
-        if (r != 0) return r;
-        return v == NULL ? 0 : put(d, key, v);
-    }
+/* an integer field kept; any other value is validated and left out (the walk ignores non-ints) */
+static int int_field(Scan *s, Ev *e, int f) {
+    if (first_time(e, f)) return BAIL;
+    if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) return scan_number(s, &e->v[f]);
     return skip_value(s);
 }
 
+/* an object member scanned by member, or null (left out: the walk reads a missing key and a null one alike);
+ * anything else bails (a truthy non-object would raise in the walk: orjson's path says how) */
+static int object_field(Scan *s, Ev *e, int bit, member_fn member, int *present) {
+    if (first_time(e, bit)) return BAIL;
+    int kind = kind_of(s);
+    if (kind == V_NULL) return literal(s, "null", 4);
+    if (kind != V_OBJECT) return BAIL;
+    if (present != NULL) *present = 1;
+    return scan_object(s, member, e);
+}
+
 static int delta_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
-    PyObject *d = (PyObject *)ctx;
-    if (KEY_IS(k, n, "content")) return text_member(s, d, k_content);
-    if (KEY_IS(k, n, "reasoning_content")) return text_member(s, d, k_reasoning_content);
-    if (KEY_IS(k, n, "reasoning")) return text_member(s, d, k_reasoning);
+    Ev *e = (Ev *)ctx;
+    if (KEY_IS(k, n, "content")) return text_field(s, e, F_CONTENT);
+    if (KEY_IS(k, n, "reasoning_content")) return text_field(s, e, F_RCONTENT);
+    if (KEY_IS(k, n, "reasoning")) return text_field(s, e, F_REASONING);
     return skip_value(s);
 }
 
 static int choice_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
-    PyObject *d = (PyObject *)ctx;
+    Ev *e = (Ev *)ctx;
     if (KEY_IS(k, n, "finish_reason")) {
-        if (PyDict_Contains(d, k_finish_reason)) return BAIL;
+        if (first_time(e, C_FINISH)) return BAIL;
         int kind = kind_of(s);
         if (kind == V_NULL) return literal(s, "null", 4);
         if (kind != V_STRING) return BAIL;
         const char *before = s->p;
         int r = scan_string(s, NULL);
-        if (r != 0) return r;
-        return s->p - before > 2 ? put(d, k_finish_reason, Py_NewRef(Py_True)) : 0; /* "" is falsy */
+        e->finish = s->p - before > 2; /* "" is falsy */
+        return r;
     }
-    if (KEY_IS(k, n, "delta")) return object_member(s, d, k_delta, delta_member);
-    if (KEY_IS(k, n, "text")) return text_member(s, d, k_text);
+    if (KEY_IS(k, n, "delta")) return object_field(s, e, C_DELTA, delta_member, &e->delta);
+    if (KEY_IS(k, n, "text")) return text_field(s, e, F_TEXT);
     return skip_value(s);
 }
 
-static int details_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
-    PyObject *d = (PyObject *)ctx;
-    if (KEY_IS(k, n, "cached_tokens")) return int_member(s, d, k_cached_tokens);
-    if (KEY_IS(k, n, "reasoning_tokens")) return int_member(s, d, k_reasoning_tokens);
-    return skip_value(s);
+static int ptd_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    return KEY_IS(k, n, "cached_tokens") ? int_field(s, (Ev *)ctx, F_CACHED) : skip_value(s);
+}
+
+static int ctd_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
+    return KEY_IS(k, n, "reasoning_tokens") ? int_field(s, (Ev *)ctx, F_RTOK) : skip_value(s);
 }
 
 static int usage_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
-    PyObject *d = (PyObject *)ctx;
-    if (KEY_IS(k, n, "completion_tokens")) return int_member(s, d, k_completion_tokens);
-    if (KEY_IS(k, n, "prompt_tokens")) return int_member(s, d, k_prompt_tokens);
-    PyObject *key = KEY_IS(k, n, "prompt_tokens_details")       ? k_prompt_tokens_details
-                    : KEY_IS(k, n, "completion_tokens_details") ? k_completion_tokens_details
-                                                                : NULL;
-    return key == NULL ? skip_value(s) : object_member(s, d, key, details_member);
+    Ev *e = (Ev *)ctx;
+    if (KEY_IS(k, n, "completion_tokens")) return int_field(s, e, F_CT);
+    if (KEY_IS(k, n, "prompt_tokens")) return int_field(s, e, F_PT);
+    if (KEY_IS(k, n, "prompt_tokens_details")) return object_field(s, e, C_PTD, ptd_member, NULL);
+    if (KEY_IS(k, n, "completion_tokens_details")) return object_field(s, e, C_CTD, ctd_member, NULL);
+    return skip_value(s);
 }
 
-typedef struct {
-    PyObject *obj;
-    int want_id;
-} Top;
-
 static int top_member(Scan *s, const char *k, Py_ssize_t n, void *ctx) {
-    Top *t = (Top *)ctx;
-    PyObject *d = t->obj;
+    Ev *e = (Ev *)ctx;
     if (KEY_IS(k, n, "choices")) {
-        if (PyDict_Contains(d, k_choices)) return BAIL;
+        if (first_time(e, C_CHOICES)) return BAIL;
         int kind = kind_of(s);
         if (kind == V_NULL) return literal(s, "null", 4); /* as good as missing for the walk */
-        if (kind != V_ARRAY) return BAIL;
-        PyObject *list = PyList_New(0);
-        if (list == NULL) return -1;
-        if (++s->depth > 32) {
-            Py_DECREF(list);
-            return BAIL;
-        }
+        if (kind != V_ARRAY || ++s->depth > 32) return BAIL;
         s->p++;
         ws(s);
-        int r = 0;
         if (s->p < s->end && *s->p == ']') {
             s->p++;
             s->depth--;
-        } else {
-            /* the first choice: kept (it must be an object); the others validated and dropped */
-            if (kind_of(s) != V_OBJECT) r = BAIL;
-            PyObject *c0 = r == 0 ? PyDict_New() : NULL;
-            if (r == 0 && c0 == NULL) r = -1;
-            if (r == 0) r = scan_object(s, choice_member, c0);
-            if (r == 0) r = PyList_Append(list, c0);
-            Py_XDECREF(c0);
-            while (r == 0 && (r = next_or_close(s, ']')) == MORE) r = skip_value(s);
+            return 0;
         }
-        if (r != 0) {
-            Py_DECREF(list);
-            return r;
-        }
-        return put(d, k_choices, list);
+        /* the first choice: kept (it must be an object); the others validated and dropped */
+        if (kind_of(s) != V_OBJECT) return BAIL;
+        e->choices = 1;
+        int r = scan_object(s, choice_member, e);
+        while (r == 0 && (r = next_or_close(s, ']')) == MORE) r = skip_value(s);
+        return r;
     }
-    if (KEY_IS(k, n, "usage")) return object_member(s, d, k_usage, usage_member);
+    if (KEY_IS(k, n, "usage")) return object_field(s, e, C_USAGE, usage_member, NULL);
     if (KEY_IS(k, n, "id")) {
-        if (PyDict_Contains(d, k_id)) return BAIL;
-        if (t->want_id && kind_of(s) == V_STRING) {
-            PyObject *v = NULL;
-            int r = scan_string(s, &v);
-            return r != 0 ? r : put(d, k_id, v);
-        }
-        PyObject *mark = Py_NewRef(Py_None); /* seen: a second "id" bails */
-        int r = skip_value(s);
-        if (r != 0) {
-            Py_DECREF(mark);
-            return r;
-        }
-        return put(d, k_id, mark);
+        if (first_time(e, F_ID)) return BAIL;
+        return e->want_id && kind_of(s) == V_STRING ? scan_string(s, &e->v[F_ID]) : skip_value(s);
     }
     if (KEY_IS(k, n, "error")) return BAIL; /* its value is reported verbatim: orjson's */
     return skip_value(s);
 }
 
-/* The minimal object of one payload (a new dict), or NULL: with an exception set on error, without one to bail */
-static PyObject *scan_event(PyObject *data, int want_id) {
-    if (!PyBytes_CheckExact(data)) return NULL;
+static void ev_clear(Ev *e) {
+    for (int i = 0; i < NF; i++) Py_CLEAR(e->v[i]);
+}
+
+/* Scan one payload into *e: 0 (e filled: clear it after), BAIL (e cleared: orjson decides), -1 (error set) */
+static int scan_event(PyObject *data, int want_id, Ev *e) {
+    memset(e, 0, sizeof *e);
+    e->want_id = want_id;
+    if (!PyBytes_CheckExact(data)) return BAIL;
     Scan s = {PyBytes_AS_STRING(data), PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data), 0};
     ws(&s);
-    Top t = {PyDict_New(), want_id};
-    if (t.obj == NULL) return NULL;
-    int r = scan_object(&s, top_member, &t);
+    int r = scan_object(&s, top_member, e);
     if (r == 0) {
         ws(&s);
         if (s.p != s.end) r = BAIL;
     }
-    if (r != 0) {
-        Py_DECREF(t.obj);
-        if (r == BAIL && PyErr_Occurred()) return NULL; /* cannot happen: bails set nothing */
-        return NULL;
+    if (r != 0) ev_clear(e);
+    return r;
+}
+
+/* A token-bearing event's accounting (text is truthy; ct the event's integer usage.completion_tokens or NULL):
+ * the tail of _consume_py's loop, shared by the scanned and the decoded paths. 0, or -1 with an exception set. */
+static int account_text(PyObject *st, PyObject *now, PyObject *text, PyObject *ct, int reasoning,
+                        PyObject *count_tokens) {
+    PyObject *k = NULL;
+    if (!reasoning) {
+        int none = attr_is_none(st, s_first_answer);
+        if (none < 0) goto fail;
+        if (none && set_attr(st, s_first_answer, now) < 0) goto fail;
     }
-    return t.obj;
+    if (append_to(st, s_chunk_times, now) < 0) goto fail;
+    if (append_to(st, s_texts, text) < 0) goto fail;
+    if (ct != NULL) {
+        if (set_attr(st, s_usage_per_chunk, Py_True) < 0) goto fail;
+        PyObject *last = PyObject_GetAttr(st, s_last_usage_completion);
+        if (last == NULL) goto fail;
+        k = PyNumber_Subtract(ct, last);
+        Py_DECREF(last);
+        if (k == NULL) goto fail;
+        int gt = PyObject_RichCompareBool(k, g_one, Py_GT);
+        if (gt < 0) goto fail;
+        if (!gt) Py_SETREF(k, Py_NewRef(g_one));
+        if (append_to(st, s_chunk_tokens, k) < 0) goto fail;
+        if (set_attr(st, s_last_usage_completion, ct) < 0) goto fail;
+    } else if (count_tokens != Py_None) {
+        PyObject *n = PyObject_CallOneArg(count_tokens, text);
+        if (n == NULL) goto fail;
+        /* max(n, 1): n unless 1 > n */
+        int gt = PyObject_RichCompareBool(g_one, n, Py_GT);
+        if (gt < 0) {
+            Py_DECREF(n);
+            goto fail;
+        }
+        k = gt ? Py_NewRef(g_one) : Py_NewRef(n);
+        Py_DECREF(n);
+        if (append_to(st, s_chunk_tokens, k) < 0) goto fail;
+    } else {
+        k = Py_NewRef(g_one);
+        if (append_to(st, s_chunk_tokens, k) < 0) goto fail;
+    }
+    if (reasoning) {
+        /* st.reasoning += st.chunk_tokens[-1] */
+        PyObject *tokens = PyObject_GetAttr(st, s_chunk_tokens);
+        if (tokens == NULL) goto fail;
+        PyObject *minus1 = PyLong_FromLong(-1);
+        PyObject *last = minus1 ? PyObject_GetItem(tokens, minus1) : NULL;
+        Py_XDECREF(minus1);
+        Py_DECREF(tokens);
+        if (last == NULL) goto fail;
+        PyObject *cur = PyObject_GetAttr(st, s_reasoning);
+        if (cur == NULL) {
+            Py_DECREF(last);
+            goto fail;
+        }
+        PyObject *sum = PyNumber_InPlaceAdd(cur, last);
+        Py_DECREF(cur);
+        Py_DECREF(last);
+        if (sum == NULL) goto fail;
+        int r = set_attr(st, s_reasoning, sum);
+        Py_DECREF(sum);
+        if (r < 0) goto fail;
+    }
+    Py_XDECREF(k);
+    return 0;
+fail:
+    Py_XDECREF(k);
+    return -1;
+}
+
+/* The walk of _consume_py over what the scanner kept (every field already of its expected type) */
+static int consume_scanned(Ev *e, PyObject *now, PyObject *st, PyObject *count_tokens) {
+    static const struct { int f; PyObject **attr; } sets[] = {
+        {F_ID, &s_request_id}, {F_PT, &s_input_tokens}, {F_CT, &s_completion_tokens},
+        {F_CACHED, &s_cached_tokens}, {F_RTOK, &s_reasoning_usage},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        if (e->v[sets[i].f] != NULL && set_attr(st, *sets[i].attr, e->v[sets[i].f]) < 0) return -1;
+    if (!e->choices) return 0; /* no "error" key (it bails): nothing more to account */
+    if (e->finish && set_attr(st, s_finished, Py_True) < 0) return -1;
+    PyObject *text;
+    int reasoning = 0;
+#define EMPTY(t) ((t) == NULL || PyUnicode_GET_LENGTH(t) == 0)
+    if (e->delta) {
+        text = e->v[F_CONTENT];
+        if (EMPTY(text)) {
+            reasoning = 1;
+            text = EMPTY(e->v[F_RCONTENT]) ? e->v[F_REASONING] : e->v[F_RCONTENT];
+        }
+    } else {
+        text = e->v[F_TEXT];
+    }
+    if (EMPTY(text)) return 0;
+#undef EMPTY
+    return account_text(st, now, text, e->v[F_CT], reasoning, count_tokens);
 }
 
 /* One data payload; 1 = [DONE] (stop), 0 = go on, -1 = error */
 static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *count_tokens) {
     int rc = -1;
     PyObject *obj = NULL, *choices = NULL, *usage = NULL, *ct = NULL, *c0 = NULL, *delta = NULL, *text = NULL;
-    PyObject *k = NULL;
 
     if (PyBytes_CheckExact(data) && PyBytes_GET_SIZE(data) == 6 && memcmp(PyBytes_AS_STRING(data), "[DONE]", 6) == 0) {
         return set_attr(st, s_done, Py_True) < 0 ? -1 : 1;
@@ -590,9 +646,17 @@ static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *co
     }
     int want_id = attr_is_none(st, s_request_id);
     if (want_id < 0) return -1;
-    obj = g_scan ? scan_event(data, want_id) : NULL;
-    if (obj == NULL && PyErr_Occurred()) return -1;
-    if (obj == NULL) obj = PyObject_CallOneArg(g_loads, data);
+    if (g_scan) {
+        Ev e;
+        int r = scan_event(data, want_id, &e);
+        if (r < 0) return -1;
+        if (r == 0) {
+            r = consume_scanned(&e, now, st, count_tokens);
+            ev_clear(&e);
+            return r;
+        }
+    }
+    obj = PyObject_CallOneArg(g_loads, data);
     if (obj == NULL) {
         if (PyErr_ExceptionMatches(g_decode_error)) {
             PyErr_Clear();
@@ -612,7 +676,6 @@ static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *co
     if (usage == NULL && PyErr_Occurred()) goto out;
     usage = usage ? usage : Py_None;
     Py_INCREF(usage);
-    int none;
     if (want_id) {
         PyObject *rid = PyDict_GetItemWithError(obj, k_id);
         if (rid == NULL && PyErr_Occurred()) goto out;
@@ -690,64 +753,7 @@ static int consume_one(PyObject *data, PyObject *now, PyObject *st, PyObject *co
         rc = 0;
         goto out;
     }
-    if (!reasoning) {
-        none = attr_is_none(st, s_first_answer);
-        if (none < 0) goto out;
-        if (none && set_attr(st, s_first_answer, now) < 0) goto out;
-    }
-    if (append_to(st, s_chunk_times, now) < 0) goto out;
-    if (append_to(st, s_texts, text) < 0) goto out;
-    if (ct != NULL) {
-        if (set_attr(st, s_usage_per_chunk, Py_True) < 0) goto out;
-        PyObject *last = PyObject_GetAttr(st, s_last_usage_completion);
-        if (last == NULL) goto out;
-        k = PyNumber_Subtract(ct, last);
-        Py_DECREF(last);
-        if (k == NULL) goto out;
-        int gt = PyObject_RichCompareBool(k, g_one, Py_GT);
-        if (gt < 0) goto out;
-        if (!gt) Py_SETREF(k, Py_NewRef(g_one));
-        if (append_to(st, s_chunk_tokens, k) < 0) goto out;
-        if (set_attr(st, s_last_usage_completion, ct) < 0) goto out;
-    } else if (count_tokens != Py_None) {
-        PyObject *n = PyObject_CallOneArg(count_tokens, text);
-        if (n == NULL) goto out;
-        /* max(n, 1): n unless 1 > n */
-        int gt = PyObject_RichCompareBool(g_one, n, Py_GT);
-        if (gt < 0) {
-            Py_DECREF(n);
-            goto out;
-        }
-        k = gt ? Py_NewRef(g_one) : Py_NewRef(n);
-        Py_DECREF(n);
-        if (append_to(st, s_chunk_tokens, k) < 0) goto out;
-    } else {
-        k = Py_NewRef(g_one);
-        if (append_to(st, s_chunk_tokens, k) < 0) goto out;
-    }
-    if (reasoning) {
-        /* st.reasoning += st.chunk_tokens[-1] */
-        PyObject *tokens = PyObject_GetAttr(st, s_chunk_tokens);
-        if (tokens == NULL) goto out;
-        PyObject *minus1 = PyLong_FromLong(-1);
-        PyObject *last = minus1 ? PyObject_GetItem(tokens, minus1) : NULL;
-        Py_XDECREF(minus1);
-        Py_DECREF(tokens);
-        if (last == NULL) goto out;
-        PyObject *cur = PyObject_GetAttr(st, s_reasoning);
-        if (cur == NULL) {
-            Py_DECREF(last);
-            goto out;
-        }
-        PyObject *sum = PyNumber_InPlaceAdd(cur, last);
-        Py_DECREF(cur);
-        Py_DECREF(last);
-        if (sum == NULL) goto out;
-        int r = set_attr(st, s_reasoning, sum);
-        Py_DECREF(sum);
-        if (r < 0) goto out;
-    }
-    rc = 0;
+    rc = account_text(st, now, text, ct, reasoning, count_tokens);
 out:
     Py_XDECREF(obj);
     Py_XDECREF(choices);
@@ -756,7 +762,6 @@ out:
     Py_XDECREF(c0);
     Py_XDECREF(delta);
     Py_XDECREF(text);
-    Py_XDECREF(k);
     return rc;
 }
 
@@ -1345,14 +1350,24 @@ static PyObject *hot_set_scan(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* scan(data): what the scanner keeps of one payload, as a dict (tests), or None where orjson decides */
 static PyObject *hot_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *names[NF] = {"id", "completion_tokens", "prompt_tokens", "cached_tokens", "reasoning_tokens",
+                                    "content", "reasoning_content", "reasoning", "text"};
     if (nargs != 1) {
         PyErr_SetString(PyExc_TypeError, "scan(data)");
         return NULL;
     }
-    PyObject *r = scan_event(args[0], 1);
-    if (r == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
-    return r;
+    Ev e;
+    int r = scan_event(args[0], 1, &e);
+    if (r < 0) return NULL;
+    if (r == BAIL) Py_RETURN_NONE;
+    PyObject *d = Py_BuildValue("{sisisi}", "choices", e.choices, "finish", e.finish, "delta", e.delta);
+    for (int i = 0; d != NULL && i < NF; i++) {
+        if (e.v[i] != NULL && PyDict_SetItemString(d, names[i], e.v[i]) < 0) Py_CLEAR(d);
+    }
+    ev_clear(&e);
+    return d;
 }
 
 static PyObject *hot_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

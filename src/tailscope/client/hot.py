@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 #: the ABI this Python side expects of ``_hot`` (HOT_ABI in _hot.c)
-ABI = 3
+ABI = 4
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -535,3 +535,54 @@ def test_no_reference_is_leaked() -> None:
     finally:
         tracemalloc.stop()
     assert grown < 64 * 1024  # tracemalloc's own bookkeeping; a leak of one object per round would be ≥ 300 × 50 B
+
+
+ascii_text = hs.text(
+    alphabet=hs.characters(min_codepoint=0x20, max_codepoint=0x7E) | hs.sampled_from("\n\t\r\b\f"), max_size=3
+)
+small_int = hs.integers(-2, 300)
+realistic_choice = hs.fixed_dictionaries({}, optional={
+    "index": hs.just(0),
+    "delta": hs.none() | hs.fixed_dictionaries({}, optional={
+        "role": hs.just("assistant"), "content": hs.none() | ascii_text,
+        "reasoning_content": hs.none() | ascii_text, "reasoning": hs.none() | ascii_text,
+    }),
+    "text": hs.none() | ascii_text,
+    "logprobs": hs.none(),
+    "finish_reason": hs.sampled_from([None, "", "stop", "length"]),
+})  # fmt: skip
+realistic_events = hs.fixed_dictionaries({}, optional={
+    "id": ascii_text,
+    "object": hs.just("chat.completion.chunk"),
+    "choices": hs.none() | hs.lists(realistic_choice, max_size=2),
+    "usage": hs.none() | hs.fixed_dictionaries({}, optional={
+        "prompt_tokens": small_int | hs.none() | hs.sampled_from([0.5, 2.25, -0.0]),
+        "completion_tokens": small_int | hs.none() | hs.booleans(),
+        "total_tokens": small_int,
+        "prompt_tokens_details": hs.none()
+        | hs.fixed_dictionaries({}, optional={"cached_tokens": small_int | hs.none()}),
+        "completion_tokens_details": hs.none() | hs.fixed_dictionaries({}, optional={"reasoning_tokens": small_int}),
+    }),
+})  # fmt: skip
+
+
+@compiled
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hs.lists(realistic_events, min_size=1, max_size=4), hs.booleans(), hs.booleans())
+def test_the_scanner_walk_is_the_python_walk(objs: list[Any], known_id: bool, tokenizer: bool) -> None:
+    """Events in the scanner's subset (ASCII text with the escapes it reads, every field present, absent, null, empty
+    or of a type the walk ignores): every one is taken by the scanner, and the accounting over what it kept leaves the
+    state the Python walk over the whole decoded object leaves."""
+    assert HOT is not None
+    payloads = [json.dumps(o, separators=(",", ":")).encode() for o in objs]
+    for p in payloads:
+        assert HOT.scan(p) is not None, p
+
+    def run(consume: Callable[..., Any]) -> Any:
+        st = _State()
+        if known_id:
+            st.request_id = "known"
+        count = counter if tokenizer else None
+        return [outcome(lambda p=p: consume([p], 3, st, count)) for p in payloads], state(st)  # type: ignore[misc]
+
+    assert run(HOT.consume) == run(openai._consume_py)
