@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
-from tailscope.client import hot, openai
+from tailscope.client import openai
 from tailscope.client.http1_conn import Http1Connection
 from tailscope.client.openai import _State
 from tailscope.client.sse import SSEParser
@@ -71,17 +70,8 @@ def play(reads: list[bytes], st: _State | None = None, *, conn: Http1Connection 
     st = st or _State()
     parser = SSEParser()
 
-    on_data: Callable[[int, bytes], bool]
-    if hot.HOT is not None:  # what execute() hands the protocol: the compiled handler where it is built
-        on_data = hot.HOT.Sink(parser, st, None, 0)
-    else:
-        event = openai._event
-
-        def on_data(stamp: int, chunk: bytes) -> bool:
-            return event(chunk, stamp, parser, st, None)
-
     conn.data_received(reads[0])
-    conn.handler = on_data
+    conn.handler = openai.push_handler(parser, st, None, 0)  # what execute() hands the protocol
     for r in reads[1:]:
         conn.data_received(r)
     return st

@@ -3,7 +3,8 @@ a C compiler is present) or its pure-Python twins, which stay the reference.
 
 The compiled functions are drop-in twins — same arguments, same results, same exceptions — of
 ``http1_conn._push_frames_py``, ``Http1Connection.data_received_at``, ``openai._consume_py``, ``openai._event_py``,
-``kstamp._recv_stamped_py`` and ``RealtimeMap.stamp``; each of those modules binds one or the other at import. Two are
+``kstamp._recv_stamped_py`` and ``RealtimeMap.stamp`` (the modules bind one or the other at import where a function
+is called from Python; the last three run inside the two callables). Two are
 callable objects: ``Reader`` is ``KernelStampTransport._read_ready`` whole (read, stamp, frame, account: the loop calls
 it with no Python frame in between) and ``Sink`` is ``execute``'s push-mode handler (``on_data``).
 ``TAILSCOPE_HOT_LOOP=python`` forces the pure-Python ones (a comparison, a suspected difference). A build of another
@@ -62,15 +63,14 @@ def forced(kind: str) -> Iterator[None]:
     mod = sys.modules.get("tailscope.client._hot") if kind == "compiled" else None
     if kind == "compiled" and (mod is None or WHY != "compiled"):
         raise RuntimeError(f"the compiled hot loop is not in use here: {WHY}")
-    names = ((http1_conn, "_push_frames"), (http1_conn, "_receive"), (openai, "_consume"), (openai, "_event"),
-             (kstamp, "_recv_stamped"))  # fmt: skip
+    names = ((http1_conn, "_push_frames"), (http1_conn, "_receive"), (openai, "_consume"), (kstamp, "_recv_stamped"))
     saved = (HOT, *(getattr(m, n) for m, n in names))
     HOT = mod  # the connection's reader and the request's handler are chosen by HOT as they are made
     if mod is None:
         bound = (http1_conn._push_frames_py, http1_conn.Http1Connection.data_received_at, openai._consume_py,
-                 openai._event_py, kstamp._recv_stamped_py)  # fmt: skip
+                 kstamp._recv_stamped_py)  # fmt: skip
     else:
-        bound = (mod.push, mod.receive, mod.consume, mod.event, mod.recv_stamped)
+        bound = (mod.push, mod.receive, mod.consume, mod.recv_stamped)
     for (m, n), f in zip(names, bound, strict=True):
         setattr(m, n, f)
     try:

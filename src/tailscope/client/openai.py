@@ -259,23 +259,7 @@ async def execute(
                     if push is not None:
                         # the raw transport calls us from its protocol: no task switch per network read
 
-                        hot = _hot.HOT
-                        on_data: Callable[[int, bytes], bool]
-                        if tpl is None and type(parser) is SSEParser and hot is not None:
-                            on_data = hot.Sink(parser, st, count_tokens, t0_ns)  # the closure below, compiled
-                        elif tpl is None and type(parser) is SSEParser:
-                            event = _event
-
-                            def on_data(stamp: int, chunk: bytes) -> bool:
-                                return event(chunk, stamp - t0_ns, parser, st, count_tokens)
-
-                        else:
-
-                            def on_data(stamp: int, chunk: bytes) -> bool:
-                                consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
-                                return st.done
-
-                        await push(on_data)
+                        await push(push_handler(parser, st, count_tokens, t0_ns, consume))
                     else:
                         async for stamp, chunk in _timed(resp, clock):
                             consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
@@ -458,8 +442,9 @@ def _consume_py(payloads: list[bytes], now: int, st: _State, count_tokens: Calla
 
 
 def _event_py(chunk: bytes, now: int, parser: SSEParser, st: _State, count_tokens: Callable[[str], int] | None) -> bool:
-    """One body piece of an SSE stream: parse it, account its data payloads, say whether the answer is done (its
-    compiled twin ``_hot.event`` takes the parser's one-whole-event case without calling it)."""
+    """One body piece of an SSE stream: parse it, account its data payloads, say whether the answer is done. Its
+    compiled twin ``_hot.event`` (what ``_hot.Sink`` runs) takes the parser's one-whole-event case without calling
+    it."""
     _consume(parser.feed_data(chunk), now, st, count_tokens)
     return st.done
 
@@ -467,10 +452,30 @@ def _event_py(chunk: bytes, now: int, parser: SSEParser, st: _State, count_token
 if HOT is not None:
     HOT.configure(orjson.loads, orjson.JSONDecodeError, _MalformedEvent, _ServerErrorEvent)
     _consume: Callable[[list[bytes], int, _State, Callable[[str], int] | None], None] = HOT.consume
-    _event: Callable[[bytes, int, SSEParser, _State, Callable[[str], int] | None], bool] = HOT.event
 else:
     _consume = _consume_py
-    _event = _event_py
+
+
+def push_handler(
+    parser: Any,
+    st: _State,
+    count_tokens: Callable[[str], int] | None,
+    t0_ns: int,
+    consume: Callable[[list[bytes], int, _State, Callable[[str], int] | None], None] | None = None,
+) -> Callable[[int, bytes], bool]:
+    """The handler the raw transport calls per body piece in push mode: ``(arrival stamp, piece) -> done``, accounting
+    the piece into ``st`` at ``stamp - t0_ns``. For the OpenAI SSE stream (``consume`` None or ``_consume``, an
+    :class:`SSEParser`) and the compiled loop in use, ``_hot.Sink`` — this closure in C."""
+    consume = consume or _consume
+    hot = _hot.HOT
+    if hot is not None and type(parser) is SSEParser and consume is hot.consume:
+        return hot.Sink(parser, st, count_tokens, t0_ns)  # type: ignore[no-any-return]
+
+    def on_data(stamp: int, chunk: bytes) -> bool:
+        consume(parser.feed_data(chunk), stamp - t0_ns, st, count_tokens)
+        return st.done
+
+    return on_data
 
 
 def _error_detail(status: int, headers: Any, text: str) -> str:

@@ -268,7 +268,7 @@ def _extra_summary(
     if preopened:
         extra["client"].update(preopened_connections=preopened, warmed=warm_path(cfg) is not None)
     if arrival_stamps is not None:
-        extra.setdefault("client", {})["arrival_stamps"] = arrival_stamps
+        extra["client"]["arrival_stamps"] = arrival_stamps
     if mixed:
         extra["mixed"] = mixed
     if any(r.session_id is not None for r in records):
