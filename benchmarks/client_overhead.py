@@ -347,15 +347,22 @@ def measure(
     }
 
 
-def _late_firsts(res: Any, true_of: dict[str, list[int]], over_ms: float = 1.0) -> list[tuple[float, float]]:
-    """(seconds into the run, error ms) of every first token stamped more than ``over_ms`` after the server sent it."""
+def _late_firsts(
+    res: Any, true_of: dict[str, list[int]], over_ms: float = 1.0
+) -> list[tuple[float, float, bool, float]]:
+    """(seconds into the run, error ms, read together with the next event, the server's gap to that event ms) of
+    every first token stamped more than ``over_ms`` after the server sent it. A TCP read carries one stamp, the last
+    segment's: a first token still unread when the server's next event arrived shares that event's stamp."""
     out = []
     for r in res.records:
         t = true_of.get(r.server_request_id or "", [])
-        if r.ok and t and r.chunk_times_ns:
-            err = (r.chunk_times_ns[0] + res.t0_ns - t[0]) / 1e6
+        c = r.chunk_times_ns
+        if r.ok and t and c:
+            err = (c[0] + res.t0_ns - t[0]) / 1e6
             if err > over_ms:
-                out.append((round(r.chunk_times_ns[0] / 1e9, 3), round(err, 2)))
+                shared = len(c) > 1 and c[0] == c[1]
+                gap = (t[1] - t[0]) / 1e6 if len(t) > 1 else float("nan")
+                out.append((round(c[0] / 1e9, 3), round(err, 2), shared, round(gap, 2)))
     return sorted(out)
 
 
@@ -449,7 +456,9 @@ def main() -> None:
             )
             + (
                 f"  first tokens >1 ms late: {len(m['late_firsts'])}"
-                f" at {sorted({round(t, 1) for t, _ in m['late_firsts']})} s"
+                f" at {sorted({round(x[0], 1) for x in m['late_firsts']})} s"
+                f" ({sum(x[2] for x in m['late_firsts'])} read together with the next event; the server's gap to it"
+                f" {min(x[3] for x in m['late_firsts']):.1f}–{max(x[3] for x in m['late_firsts']):.1f} ms)"
                 if m.get("late_firsts")
                 else ""
             )
