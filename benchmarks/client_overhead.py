@@ -17,6 +17,12 @@ row pays them).
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context off,on   # traceparent's cost
     .venv/bin/python benchmarks/client_overhead.py --streams 256 --store on,off   # the DuckDB store's share
     .venv/bin/python benchmarks/client_overhead.py --streams 64,256 --trace-context on --otlp off,on   # client spans
+    .venv/bin/python benchmarks/client_overhead.py --streams 256,256,256,256,256,256 --arrival-stamp kernel \
+        --order alternate   # paired: tailscope − reference per trio, median and its interval
+
+A stream count given more than once prints, after the rows, each variant's CPU per event minus the reference's trio
+by trio, their median with a bootstrap 95 % interval, and how many trios were below (the machine's run-to-run spread,
+±2–4 µs here, is larger than the difference, so one trio decides nothing).
 
 Each stream count runs the 60-line raw reference client (``_ref_stream``: asyncio streams on uvloop, one keep-alive
 connection per stream, every read stamped on arrival) first, then tailscope, each against a fresh server.
@@ -366,6 +372,21 @@ def _late_firsts(
     return sorted(out)
 
 
+def _paired_line(n: int, who: str, trios: list[tuple[float, float, float, float]], seed: int) -> str:
+    """The CPU per event of ``who`` minus the reference's, trio by trio (each pair measured in the same minutes):
+    median, a bootstrap 95 % interval of that median, and how many trios were below; TTFT error p99 counts alike."""
+    d = np.array([t - r for t, r, _, _ in trios])
+    rng = np.random.default_rng(seed)
+    boot = np.median(rng.choice(d, size=(10_000, len(d))), axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    ttft_le = sum(t <= r for _, _, t, r in trios)
+    return (
+        f"{who} − reference at {n} streams, CPU µs/event over {len(d)} trios: median {np.median(d):+.2f} "
+        f"(95 % interval of the median {lo:+.2f} … {hi:+.2f}), below in {int((d < 0).sum())} of {len(d)}; "
+        f"[{', '.join(f'{x:+.1f}' for x in d)}]; TTFT error p99 at or below the reference's in {ttft_le} of {len(d)}"
+    )
+
+
 def warm_up(store: bool) -> float:
     """One one-request bench against a fresh server: what the first bench of a process loads (tailscope's facade
     imports lazily) is then outside every row, as the reference's and DuckDB's imports are. Returns its CPU ms."""
@@ -420,6 +441,13 @@ def main() -> None:
         default="on",
         help="one tiny bench before the rows, so that no row pays tailscope's lazy imports (printed on its own)",
     )
+    ap.add_argument(
+        "--order",
+        choices=("fixed", "alternate"),
+        default="fixed",
+        help="fixed: the reference first in every trio; alternate: last in every second one (for paired comparisons)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the paired comparison's bootstrap")
     a = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; server TTFT {a.ttft_ms} ms, ITL {a.itl_ms} ms, {a.tokens} tokens")
     if "on" in a.store.split(","):
@@ -466,10 +494,16 @@ def main() -> None:
             flush=True,
         )
 
-    for x in a.streams.split(","):
+    paired: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
+    for k, x in enumerate(a.streams.split(",")):
         n = int(x)
-        if a.reference == "on":
-            show("reference", n, "-", measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms))
+        ref: dict[str, float] | None = None
+        # with --order alternate the reference runs last in every second trio, so that no order effect favours a side
+        ref_last = a.order == "alternate" and k % 2 == 1
+        if a.reference == "on" and not ref_last:
+            ref = measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms)
+            show("reference", n, "-", ref)
+        rows = []
         for tc in a.trace_context.split(","):
             for st in a.store.split(","):
                 for ot in a.otlp.split(","):
@@ -484,6 +518,18 @@ def main() -> None:
                             who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
                             who += ("/k" if stamp == "kernel" else "") + ("/py" if hot == "python" else "")
                             show(who, n, tc, m)
+                            rows.append((who, m))
+        if a.reference == "on" and ref_last:
+            ref = measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms)
+            show("reference", n, "-", ref)
+        if ref is not None:
+            for who, m in rows:
+                paired.setdefault((n, who), []).append(
+                    (m["cpu_us_per_event"], ref["cpu_us_per_event"], m["ttft_err_p99"], ref["ttft_err_p99"])
+                )
+    for (n, who), trios in paired.items():
+        if len(trios) > 1:
+            print(_paired_line(n, who, trios, a.seed))
 
 
 if __name__ == "__main__":
