@@ -11,7 +11,8 @@
  *                                                   here, the rest in conn._receive_general)
  *   push(data, now, handler) -> (consumed, done)    http1_conn._push_frames_py: the whole chunks at a read's start
  *   Sink(parser, st, count_tokens, t0)              openai.execute's push-mode handler (on_data)
- *   event(chunk, now, parser, st, count_tokens)     openai._event_py: the SSE one-whole-event path, then consume
+ *   event(chunk, now, parser, st, count_tokens)     push_handler's closure body: the SSE one-whole-event path,
+ *                                                   then consume
  *   consume(payloads, now, st, count_tokens)        openai._consume_py: account one read's data payloads; each
  *                                                   payload read by the event scanner below, else by orjson
  *

@@ -441,14 +441,6 @@ def _consume_py(payloads: list[bytes], now: int, st: _State, count_tokens: Calla
             st.reasoning += st.chunk_tokens[-1]
 
 
-def _event_py(chunk: bytes, now: int, parser: SSEParser, st: _State, count_tokens: Callable[[str], int] | None) -> bool:
-    """One body piece of an SSE stream: parse it, account its data payloads, say whether the answer is done. Its
-    compiled twin ``_hot.event`` (what ``_hot.Sink`` runs) takes the parser's one-whole-event case without calling
-    it."""
-    _consume(parser.feed_data(chunk), now, st, count_tokens)
-    return st.done
-
-
 if HOT is not None:
     HOT.configure(orjson.loads, orjson.JSONDecodeError, _MalformedEvent, _ServerErrorEvent)
     _consume: Callable[[list[bytes], int, _State, Callable[[str], int] | None], None] = HOT.consume
@@ -465,7 +457,8 @@ def push_handler(
 ) -> Callable[[int, bytes], bool]:
     """The handler the raw transport calls per body piece in push mode: ``(arrival stamp, piece) -> done``, accounting
     the piece into ``st`` at ``stamp - t0_ns``. For the OpenAI SSE stream (``consume`` None or ``_consume``, an
-    :class:`SSEParser`) and the compiled loop in use, ``_hot.Sink`` — this closure in C."""
+    :class:`SSEParser`) and the compiled loop in use, ``_hot.Sink`` — this closure in C (its per-piece step is
+    ``_hot.event``)."""
     consume = consume or _consume
     hot = _hot.HOT
     if hot is not None and type(parser) is SSEParser and consume is hot.consume:

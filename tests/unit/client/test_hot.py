@@ -49,10 +49,15 @@ def outcome(fn: Callable[[], Any]) -> tuple[Any, ...]:
         return ("raised", type(exc).__name__, str(exc))
 
 
+def _event_py(chunk: bytes, now: int, parser: SSEParser, st: _State, count_tokens: Any) -> bool:
+    """``_hot.event``'s twin: one piece through ``push_handler``'s pure-Python closure (stamp = now, t0 = 0)."""
+    return openai.push_handler(parser, st, count_tokens, 0, openai._consume_py)(now, chunk)
+
+
 def both(run: Callable[[Callable[..., Any], Callable[..., Any]], Any]) -> None:
     """``run(consume, event)`` with the Python twins and with the compiled ones: the same result."""
     assert HOT is not None
-    assert run(openai._consume_py, openai._event_py) == run(HOT.consume, HOT.event)
+    assert run(openai._consume_py, _event_py) == run(HOT.consume, HOT.event)
 
 
 # -- consume: one read's payloads -----------------------------------------------------------------------------------
@@ -291,9 +296,7 @@ def test_sink_is_the_handler_closure(name: str) -> None:
     body = [e for e in CORPUS[name] if not e.startswith(b"HTTP/")]
     st, parser = _State(), SSEParser()
 
-    def on_data(stamp: int, chunk: bytes) -> bool:
-        return openai._event_py(chunk, stamp - 1_000, parser, st, None)
-
+    on_data = openai.push_handler(parser, st, None, 1_000, openai._consume_py)  # execute()'s pure-Python handler
     expected = _feed(on_data, body), state(st)
     st2 = _State()
     assert (_feed(HOT.Sink(SSEParser(), st2, None, 1_000), body), state(st2)) == expected
