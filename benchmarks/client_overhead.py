@@ -80,6 +80,32 @@ def _rss_mb() -> float:
     return 0.0
 
 
+def _switches() -> int:
+    """Context switches of this process so far, every thread (voluntary: a thread slept, e.g. in epoll_wait; and
+    involuntary): a loop that wakes for every event pays one per wake-up."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_nvcsw + ru.ru_nivcsw
+
+
+@contextlib.contextmanager
+def _read_window(us: str | None) -> Any:
+    """``TAILSCOPE_READ_WINDOW_US`` set to ``us`` for the block (``None``: as it is)."""
+    if us is None:
+        yield
+        return
+    old = os.environ.get("TAILSCOPE_READ_WINDOW_US")
+    os.environ["TAILSCOPE_READ_WINDOW_US"] = us
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["TAILSCOPE_READ_WINDOW_US"]
+        else:
+            os.environ["TAILSCOPE_READ_WINDOW_US"] = old
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -224,10 +250,10 @@ def measure_reference(streams: int, tokens: int, rounds: int, ttft_ms: float, it
         truth_path = Path(tmp) / "truth.json"
         server = start_server(port, truth_path, ttft_ms, itl_ms)
         try:
-            cpu0, wall0 = time.process_time(), time.perf_counter()
+            cpu0, wall0, cs0 = time.process_time(), time.perf_counter(), _switches()
             with PeakRss() as rss:
                 got = run_reference(port, streams, rounds, tokens)
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            cpu, wall, cs = time.process_time() - cpu0, time.perf_counter() - wall0, _switches() - cs0
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(20)
@@ -235,7 +261,7 @@ def measure_reference(streams: int, tokens: int, rounds: int, ttft_ms: float, it
     ttft_err, itl_err = _errors([(stamps, truth["token_ns"].get(rid, [])) for rid, stamps in got])
     events = sum(len(s) for _, s in got)
     row = _row(streams, len(ttft_err), ttft_err, itl_err, events / wall, itl_ms, cpu / wall, cpu / max(1, events))
-    return {**row, "peak_rss_mb": rss.peak}
+    return {**row, "peak_rss_mb": rss.peak, "switches_per_kevent": 1e3 * cs / max(1, events)}
 
 
 def _row(
@@ -288,7 +314,7 @@ def measure(
             cport = free_port()
             collector = start_collector(cport, Path(tmp) / "traces.duckdb")
         try:
-            cpu0, wall0 = time.process_time(), time.perf_counter()
+            cpu0, wall0, cs0 = time.process_time(), time.perf_counter(), _switches()
             with PeakRss() as rss, tailscope.using_hot_loop(hot) if hot else contextlib.nullcontext():
                 res = tailscope.bench(
                     f"http://127.0.0.1:{port}",
@@ -304,7 +330,7 @@ def measure(
                     store=Path(tmp) / "db.duckdb" if store else None,
                     arrival_stamp=arrival_stamp,
                 )
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            cpu, wall, cs = time.process_time() - cpu0, time.perf_counter() - wall0, _switches() - cs0
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(20)
@@ -344,6 +370,7 @@ def measure(
         cpu / max(1, events),
     ) | {
         "peak_rss_mb": rss.peak,
+        "switches_per_kevent": 1e3 * cs / max(1, events),
         "shared_stamp_pct": 100.0 * shared / max(1, events),
         "shared_true_gap_p50": float(np.percentile(shared_gaps, 50)) if shared_gaps else float("nan"),
         "shared_true_gap_p99": float(np.percentile(shared_gaps, 99)) if shared_gaps else float("nan"),
@@ -431,6 +458,12 @@ def main() -> None:
         default="",
         help="comma list of compiled/python: tailscope's hot loop, a row per value (default: what is installed)",
     )
+    ap.add_argument(
+        "--read-window",
+        default="",
+        help="comma list of µs: kernel-stamped reads batched per window (TAILSCOPE_READ_WINDOW_US; 0 = off), a row per"
+        " value (default: the library's)",
+    )
     ap.add_argument("--reference", choices=("on", "off"), default="on", help="also run the raw reference client")
     ap.add_argument(
         "--store", default="on", help="comma list of on/off: tailscope with its DuckDB store (as bench runs) or without"
@@ -475,6 +508,7 @@ def main() -> None:
             f"{m['itl_err_p50']:>9.3f}ms {m['itl_err_p99']:>5.2f}ms {m['out_tok_s']:>10,.0f} "
             f"{m['sustained_pct']:>8.1f}% {m['client_cpu_pct']:>9.1f}% {m['cpu_us_per_event']:>8.1f} "
             f"{m['peak_rss_mb']:>6.0f}MB {m['ttft_err_p99_first_wave']:>19.2f}ms {m['ttft_err_p99_rest']:>5.2f}ms"
+            f"  wake-ups {m['switches_per_kevent']:.0f}/1k events"
             + (f"  spans {m['spans_exported']:.0f}" if m.get("spans_exported") else "")
             + (
                 f"  shared stamps {m['shared_stamp_pct']:.1f}% (true gap p50 {m['shared_true_gap_p50']:.2f} ms, "
@@ -511,14 +545,17 @@ def main() -> None:
                         continue  # client spans are exported for traced requests only
                     for stamp in a.arrival_stamp.split(","):
                         for hot in a.hot_loop.split(",") if a.hot_loop else [None]:
-                            m = measure(
-                                n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, st == "on", ot == "on",
-                                arrival_stamp=stamp, hot=hot,
-                            )  # fmt: skip
-                            who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
-                            who += ("/k" if stamp == "kernel" else "") + ("/py" if hot == "python" else "")
-                            show(who, n, tc, m)
-                            rows.append((who, m))
+                            for window in a.read_window.split(",") if a.read_window else [None]:
+                                with _read_window(window):
+                                    m = measure(
+                                        n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms, tc, st == "on", ot == "on",
+                                        arrival_stamp=stamp, hot=hot,
+                                    )  # fmt: skip
+                                who = ("tailscope" if st == "on" else "ts -store") + ("+spans" if ot == "on" else "")
+                                who += ("/k" if stamp == "kernel" else "") + ("/py" if hot == "python" else "")
+                                who += f"/w{window}" if window is not None else ""
+                                show(who, n, tc, m)
+                                rows.append((who, m))
         if a.reference == "on" and ref_last:
             ref = measure_reference(n, a.tokens, a.rounds, a.ttft_ms, a.itl_ms)
             show("reference", n, "-", ref)

@@ -43,6 +43,10 @@ def test_preopened_connections_serve_the_first_wave(tmp_path: Path) -> None:
     assert res.summary.requests.completed == 36
     client = dict(res.extra["client"])
     client.pop("arrival_stamps", None)  # the default kernel stamps' read counts (docs/metrics.md, "Arrival")
+    batching = client.pop("read_batching", None)  # and how their reads were batched ("Read batching")
+    if batching is not None:
+        assert set(batching) == {"window_us", "wake_ups", "reads", "batched_wake_ups"}
+        assert batching["reads"] >= batching["wake_ups"] >= batching["batched_wake_ups"] >= 0
     assert client.pop("hot_loop") == hot_loop()  # compiled or python: which ran (docs/metrics.md)
     assert client == {"preopened_connections": 12, "warmed": True}
     fw = res.summary.first_wave

@@ -177,6 +177,12 @@ def test_closed_loop_sessions_stay_on_one_worker_and_concurrency_is_split(tmp_pa
         stamps = summary["client"]["arrival_stamps"]
         assert set(stamps) == {"kernel", "user", "clamped"}
         assert stamps["kernel"] >= 36  # at least one read per request
+        batching = summary["client"]["read_batching"]  # summed as well; the window is the workers' own
+        from tailscope.client.kstamp import read_window_s
+
+        assert batching["window_us"] == round(read_window_s() * 1e6)
+        assert batching["reads"] >= 36
+        assert batching["wake_ups"] >= 1
 
 
 def kill_one_worker(states_box: list[list[WorkerState]], victim: int, after_s: float) -> threading.Thread:

@@ -10,6 +10,8 @@
  *   receive(conn, data, now)                        http1_conn.Http1Connection.data_received_at (its push fast path
  *                                                   here, the rest in conn._receive_general)
  *   push(data, now, handler) -> (consumed, done)    http1_conn._push_frames_py: the whole chunks at a read's start
+ *   Poller()                                        kstamp._PollerPy: the kernel-stamped sockets' own epoll set,
+ *                                                   each ready socket's reader called by poll() (read batching)
  *   Sink(parser, st, count_tokens, t0)              openai.execute's push-mode handler (on_data)
  *   event(chunk, now, parser, st, count_tokens)     push_handler's closure body: the SSE one-whole-event path,
  *                                                   then consume
@@ -29,10 +31,12 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
-#define HOT_ABI 4
+#define HOT_ABI 5
 #ifndef HOT_SOURCE_DIGEST
 #define HOT_SOURCE_DIGEST ""
 #endif
@@ -1338,6 +1342,168 @@ static PyTypeObject SinkType = HELD_TYPE(
     Sink, "tailscope.client._hot.Sink",
     "Sink(parser, st, count_tokens, t0): execute()'s push-mode handler as one callable", sink_new);
 
+/* -- Poller: the kernel-stamped connections' own epoll set (kstamp.ReadBatcher; twin: kstamp._PollerPy) ----------- */
+typedef struct {
+    PyObject_HEAD
+    int epfd;
+    int cap;
+    PyObject **readers; /* indexed by fd: the reader called when that socket is readable (strong references) */
+} Poller;
+
+/* up to this many ready sockets per poll(); the rest stay ready (level-triggered) for the next one */
+#define POLL_MAX 1024
+
+static int poller_traverse(Poller *self, visitproc visit, void *arg) {
+    for (int i = 0; i < self->cap; i++) Py_VISIT(self->readers[i]);
+    return 0;
+}
+
+static int poller_clear(Poller *self) {
+    for (int i = 0; i < self->cap; i++) Py_CLEAR(self->readers[i]);
+    return 0;
+}
+
+static void poller_dealloc(Poller *self) {
+    PyObject_GC_UnTrack(self);
+    poller_clear(self);
+    PyMem_Free(self->readers);
+    if (self->epfd >= 0) close(self->epfd);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return NULL;
+    Poller *self = (Poller *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->readers = NULL;
+    self->cap = 0;
+    self->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (self->epfd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int poller_open(Poller *self) {
+    if (self->epfd < 0) {
+        PyErr_SetString(PyExc_ValueError, "Poller is closed");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *poller_fileno(Poller *self, PyObject *unused) {
+    if (!poller_open(self)) return NULL;
+    return PyLong_FromLong(self->epfd);
+}
+
+/* register(fd, reader): reader() is called by poll() whenever fd is readable (again: a new reader replaces the old) */
+static PyObject *poller_register(Poller *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "register(fd, reader)");
+        return NULL;
+    }
+    if (!poller_open(self)) return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    if (fd == -1 && PyErr_Occurred()) return NULL;
+    if (fd < 0 || fd > 1 << 24) {
+        PyErr_SetString(PyExc_ValueError, "register: fd out of range");
+        return NULL;
+    }
+    if (!PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "register: reader must be callable");
+        return NULL;
+    }
+    if (fd >= self->cap) {
+        long cap = self->cap ? self->cap : 64;
+        while (cap <= fd) cap *= 2;
+        PyObject **grown = PyMem_Realloc(self->readers, (size_t)cap * sizeof(PyObject *));
+        if (grown == NULL) return PyErr_NoMemory();
+        memset(grown + self->cap, 0, (size_t)(cap - self->cap) * sizeof(PyObject *));
+        self->readers = grown;
+        self->cap = (int)cap;
+    }
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.fd = (int)fd;
+    if (epoll_ctl(self->epfd, self->readers[fd] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, (int)fd, &ev) < 0) {
+        if (errno != EEXIST || epoll_ctl(self->epfd, EPOLL_CTL_MOD, (int)fd, &ev) < 0)
+            return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_XSETREF(self->readers[fd], Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* unregister(fd): True when fd was registered; a closed fd is fine (the kernel dropped it from the set already) */
+static PyObject *poller_unregister(Poller *self, PyObject *arg) {
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred()) return NULL;
+    if (fd < 0 || fd >= self->cap || self->readers[fd] == NULL) Py_RETURN_FALSE;
+    if (self->epfd >= 0 && epoll_ctl(self->epfd, EPOLL_CTL_DEL, (int)fd, NULL) < 0 && errno != ENOENT && errno != EBADF)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_CLEAR(self->readers[fd]);
+    Py_RETURN_TRUE;
+}
+
+/* poll(): call the reader of every socket readable now (no wait); the number called. A reader's exception stops the
+ * poll and goes up; the sockets not yet read stay readable for the next poll. */
+static PyObject *poller_poll(Poller *self, PyObject *unused) {
+    if (!poller_open(self)) return NULL;
+    struct epoll_event evs[POLL_MAX]; /* on the stack: a reader's Python code may poll another set */
+    int n = epoll_wait(self->epfd, evs, POLL_MAX, 0);
+    if (n < 0) {
+        if (errno == EINTR) return PyLong_FromLong(0);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    long called = 0;
+    for (int i = 0; i < n; i++) {
+        int fd = evs[i].data.fd;
+        if (fd < 0 || fd >= self->cap || self->readers[fd] == NULL) continue; /* unregistered by an earlier reader */
+        PyObject *r = Py_NewRef(self->readers[fd]);
+        PyObject *res = Py_IS_TYPE(r, &ReaderType) ? reader_call(r, NULL, 0, NULL) : PyObject_CallNoArgs(r);
+        Py_DECREF(r);
+        if (res == NULL) return NULL;
+        Py_DECREF(res);
+        called++;
+    }
+    return PyLong_FromLong(called);
+}
+
+/* close(): forget every reader and close the epoll descriptor (idempotent) */
+static PyObject *poller_close(Poller *self, PyObject *unused) {
+    poller_clear(self);
+    if (self->epfd >= 0) {
+        close(self->epfd);
+        self->epfd = -1;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef poller_methods[] = {
+    {"fileno", (PyCFunction)poller_fileno, METH_NOARGS, "fileno(): the epoll descriptor (readable while a socket is)"},
+    {"register", (PyCFunction)(void (*)(void))poller_register, METH_FASTCALL, "register(fd, reader)"},
+    {"unregister", (PyCFunction)poller_unregister, METH_O, "unregister(fd) -> whether fd was registered"},
+    {"poll", (PyCFunction)poller_poll, METH_NOARGS, "poll() -> how many ready sockets' readers were called"},
+    {"close", (PyCFunction)poller_close, METH_NOARGS, "close(): forget the readers, close the epoll descriptor"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PollerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tailscope.client._hot.Poller",
+    .tp_basicsize = sizeof(Poller),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Poller(): an epoll set of sockets, each with the reader poll() calls when it is readable",
+    .tp_new = poller_new,
+    .tp_traverse = (traverseproc)poller_traverse,
+    .tp_clear = (inquiry)poller_clear,
+    .tp_dealloc = (destructor)poller_dealloc,
+    .tp_methods = poller_methods,
+};
+
 static PyObject *hot_monotonic_ns(PyObject *self, PyObject *unused) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -1470,11 +1636,12 @@ PyMODINIT_FUNC PyInit__hot(void) {
     INTERN(k_text, "text");
     if ((g_one = PyLong_FromLong(1)) == NULL) return NULL;
     if ((g_done_marker = PyBytes_FromString("[DONE]")) == NULL) return NULL;
-    if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&SinkType) < 0) return NULL;
+    if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&SinkType) < 0 || PyType_Ready(&PollerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
-        PyModule_AddObjectRef(m, "Sink", (PyObject *)&SinkType) < 0) {
+        PyModule_AddObjectRef(m, "Sink", (PyObject *)&SinkType) < 0 ||
+        PyModule_AddObjectRef(m, "Poller", (PyObject *)&PollerType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

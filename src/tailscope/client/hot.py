@@ -3,10 +3,11 @@ a C compiler is present) or its pure-Python twins, which stay the reference.
 
 The compiled functions are drop-in twins — same arguments, same results, same exceptions — of
 ``http1_conn._push_frames_py``, ``Http1Connection.data_received_at``, ``openai._consume_py``, the per-piece step of
-``openai.push_handler``'s closure, ``kstamp._recv_stamped_py`` and ``RealtimeMap.stamp`` (the modules bind one or the
-other at import where a function is called from Python; the last three run inside the two callables). Two are
-callable objects: ``Reader`` is ``KernelStampTransport._read_ready`` whole (read, stamp, frame, account: the loop calls
-it with no Python frame in between) and ``Sink`` is ``execute``'s push-mode handler (``on_data``).
+``openai.push_handler``'s closure, ``kstamp._recv_stamped_py``, ``RealtimeMap.stamp`` and ``kstamp._PollerPy`` (the
+modules bind one or the other at import where a function is called from Python; ``_recv_stamped_py`` and ``stamp``
+run inside the callables). Two are callable objects: ``Reader`` is ``KernelStampTransport._read_ready`` whole (read,
+stamp, frame, account: the loop — or the ``Poller``, which calls it for each ready socket of a batch — calls it with
+no Python frame in between) and ``Sink`` is ``execute``'s push-mode handler (``on_data``).
 ``TAILSCOPE_HOT_LOOP=python`` forces the pure-Python ones (a comparison, a suspected difference). A build of another
 ABI, or one compiled from another revision of ``_hot.c`` (an in-place build left from before a change), is not used.
 docs/metrics.md, "The compiled hot loop".
@@ -23,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 #: the ABI this Python side expects of ``_hot`` (HOT_ABI in _hot.c)
-ABI = 4
+ABI = 5
 
 
 def _load() -> tuple[ModuleType | None, str]:

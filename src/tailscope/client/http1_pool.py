@@ -9,7 +9,13 @@ import ssl
 import time
 
 from tailscope.client.http1_conn import ConnectFailed, ConnectTimeout, Http1Connection
-from tailscope.client.kstamp import RealtimeMap, kernel_stamps_supported, open_kernel_stamped
+from tailscope.client.kstamp import (
+    ReadBatcher,
+    RealtimeMap,
+    kernel_stamps_supported,
+    open_kernel_stamped,
+    read_window_s,
+)
 
 
 class ConnectionPool:
@@ -28,6 +34,9 @@ class ConnectionPool:
         self.kernel_clock: RealtimeMap | None = (
             RealtimeMap() if arrival_stamp != "user" and ssl_ctx is None and kernel_stamps_supported() else None
         )
+        #: the kernel-stamped connections' reads, batched (kstamp, "Read batching"); made at the first connect
+        self.read_batcher: ReadBatcher | None = None
+        self._window_s = read_window_s() if self.kernel_clock is not None else 0.0
         self.port = port
         self.ssl_ctx = ssl_ctx
         self.connect_timeout_s = connect_timeout_s
@@ -67,8 +76,10 @@ class ConnectionPool:
         for family, _, _, _, addr in infos:  # each address in turn, as create_connection does
             try:
                 if self.kernel_clock is not None:
+                    if self.read_batcher is None and self._window_s > 0:
+                        self.read_batcher = ReadBatcher(loop, self._window_s)
                     transport, proto = await open_kernel_stamped(
-                        loop, lambda: Http1Connection(self), addr, family, self.kernel_clock
+                        loop, lambda: Http1Connection(self), addr, family, self.kernel_clock, self.read_batcher
                     )
                 else:
                     transport, proto = await loop.create_connection(

@@ -12,12 +12,25 @@ right after ``recvmsg``, never earlier than the request's send. Where the contro
 refused, not Linux) or a clamp fires, the read keeps the user-space stamp.
 
 Limit: several events coalesced in one read share the stamp of the read's last segment.
+
+Read batching: since the kernel's stamp does not move with the time the read is done, the connections of one pool
+are not each watched by the event loop. They sit in an epoll set of their own (:class:`ReadBatcher`), which the loop
+watches as one descriptor: a socket that becomes readable is read at once. Under load — at least
+:data:`BATCH_MIN_READS` reads per window, spread so that each socket is read at most once per :data:`BATCH_SPREAD`
+windows on average — the loop stops watching and every ready socket is read together once per
+:data:`READ_WINDOW_S` — one loop wake-up for many reads instead of one per read (the wake-up, not the read, was most
+of a token event's CPU: docs/scale-out.md, "Read batching"). A socket then waits at most about a window before it is
+read, so only events of one stream less than about a window apart can end in one read (and share its stamp); the
+spread rule keeps batching off where a stream's events come that fast. ``TAILSCOPE_READ_WINDOW_US`` sets the window
+(``0``: every socket watched by the loop on its own, read as it is ready).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import select
 import socket
 import struct
 import sys
@@ -40,6 +53,30 @@ _ANCBUF = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") els
 _READ = 64 * 1024
 #: the realtime → perf_counter offset is re-measured this often (per clock map, i.e. per connection pool)
 RESYNC_NS = 500_000_000
+#: while reads keep coming, the kernel-stamped sockets are read together once per this window (module docstring);
+#: 1 ms is the timer resolution of uvloop (libuv), the loop a bench runs on
+READ_WINDOW_S = 0.001
+#: batching needs at least this many reads per window (the rate measured over the last ~100 ms): fewer gain nothing
+BATCH_MIN_READS = 8
+#: ... and at least this many windows between two reads of a socket on average (registered sockets / reads per window)
+BATCH_SPREAD = 4
+#: how often the read rate that decides batching is re-measured (s)
+_RATE_SPAN_S = 0.1
+
+
+def read_window_s() -> float:
+    """The read-batching window in seconds: ``TAILSCOPE_READ_WINDOW_US`` (µs; ``0`` turns batching off), else
+    :data:`READ_WINDOW_S`. A value that is not a number ≥ 0 raises ``ValueError`` naming the variable."""
+    raw = os.environ.get("TAILSCOPE_READ_WINDOW_US", "").strip()
+    if not raw:
+        return READ_WINDOW_S
+    try:
+        us = float(raw)
+    except ValueError:
+        us = -1.0
+    if not us >= 0 or us == float("inf"):
+        raise ValueError(f"TAILSCOPE_READ_WINDOW_US={raw!r}: give microseconds >= 0 (0 turns read batching off)")
+    return us / 1e6
 
 
 def _recv_stamped_py(sock: socket.socket, fd: int, size: int) -> tuple[bytes, int | None, int] | None:
@@ -63,6 +100,166 @@ def _recv_stamped_py(sock: socket.socket, fd: int, size: int) -> tuple[bytes, in
 _recv_stamped: Callable[[socket.socket, int, int], tuple[bytes, int | None, int] | None] = (
     HOT.recv_stamped if HOT is not None else _recv_stamped_py
 )
+
+
+class _PollerPy:
+    """An epoll set of sockets, each with the reader :meth:`poll` calls when it is readable (the pure-Python twin of
+    ``_hot.Poller``)."""
+
+    __slots__ = ("_ep", "_readers")
+
+    def __init__(self) -> None:
+        self._ep: select.epoll | None = select.epoll()
+        self._readers: dict[int, Callable[[], object]] = {}
+
+    def _open(self) -> select.epoll:
+        if self._ep is None:
+            raise ValueError("Poller is closed")
+        return self._ep
+
+    def fileno(self) -> int:
+        """The epoll descriptor (readable while a registered socket is)."""
+        return self._open().fileno()
+
+    def register(self, fd: int, reader: Callable[[], object]) -> None:
+        """``reader()`` is called by :meth:`poll` whenever ``fd`` is readable (again: a new reader replaces the
+        old)."""
+        ep = self._open()
+        if fd < 0:
+            raise ValueError("register: fd out of range")
+        if not callable(reader):
+            raise TypeError("register: reader must be callable")
+        if fd in self._readers:
+            ep.modify(fd, select.EPOLLIN)
+        else:
+            try:
+                ep.register(fd, select.EPOLLIN)
+            except FileExistsError:
+                ep.modify(fd, select.EPOLLIN)
+        self._readers[fd] = reader
+
+    def unregister(self, fd: int) -> bool:
+        """Forget ``fd``; True when it was registered (a closed fd is fine: the kernel dropped it already)."""
+        if self._readers.pop(fd, None) is None:
+            return False
+        if self._ep is not None:
+            with contextlib.suppress(FileNotFoundError, OSError):
+                self._ep.unregister(fd)
+        return True
+
+    def poll(self) -> int:
+        """Call the reader of every socket readable now (no wait); the number called. A reader's exception stops the
+        poll and goes up; the sockets not yet read stay readable for the next poll."""
+        called = 0
+        for fd, _ in self._open().poll(0, 1024):
+            reader = self._readers.get(fd)
+            if reader is None:  # unregistered by an earlier reader of this poll
+                continue
+            reader()
+            called += 1
+        return called
+
+    def close(self) -> None:
+        """Forget every reader and close the epoll descriptor (idempotent)."""
+        self._readers.clear()
+        if self._ep is not None:
+            self._ep.close()
+            self._ep = None
+
+
+class ReadBatcher:
+    """The kernel-stamped connections of one pool, read in batches under load (module docstring, "Read batching").
+
+    The loop watches the set's epoll descriptor, and a socket that becomes readable is read at once (with any other
+    ready one). While the read rate (re-measured every 100 ms) is at least :data:`BATCH_MIN_READS` per window and at
+    most one read per socket per :data:`BATCH_SPREAD` windows, the loop stops watching and polls the set once per
+    ``window_s`` instead, for as long as that holds; then the set is handed back to the loop's watch.
+
+    Args:
+        loop: the running loop.
+        window_s: the batching window (> 0).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, window_s: float) -> None:
+        hot = _hot.HOT
+        self._poller = hot.Poller() if hot is not None else _PollerPy()
+        self._loop = loop
+        self._fd = self._poller.fileno()
+        self.window_s = window_s
+        self._users = 0
+        self._watching = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._mark_t = loop.time()
+        self._mark_reads = 0
+        self._rate = 0.0  # reads per second, over the last measured span
+        #: wake-ups that read something, the reads they did, and the wake-ups that were batching polls
+        self.polls = 0
+        self.reads = 0
+        self.batched_polls = 0
+
+    def register(self, fd: int, reader: Callable[[], object]) -> None:
+        """Read ``fd`` with ``reader()`` whenever it is readable."""
+        self._poller.register(fd, reader)
+        self._users += 1
+        if not self._watching and self._timer is None:
+            self._watch()
+
+    def unregister(self, fd: int) -> None:
+        """Stop reading ``fd`` (idempotent); with no socket left, the loop no longer watches the set."""
+        if self._poller.unregister(fd):
+            self._users -= 1
+        if self._users == 0:
+            if self._watching:
+                self._loop.remove_reader(self._fd)
+                self._watching = False
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _watch(self) -> None:
+        self._loop.add_reader(self._fd, self._ready)
+        self._watching = True
+
+    def _batching(self) -> bool:
+        """Whether to batch from here: the read rate is high and spread over many sockets."""
+        now = self._loop.time()
+        span = now - self._mark_t
+        if span >= _RATE_SPAN_S:
+            self._rate = (self.reads - self._mark_reads) / span
+            self._mark_t, self._mark_reads = now, self.reads
+        per_window = self._rate * self.window_s
+        return per_window >= BATCH_MIN_READS and per_window * BATCH_SPREAD <= self._users
+
+    def _ready(self) -> None:  # the loop saw the set readable: read now
+        self._poll()
+        if self._watching and self._timer is None and self._users and self._batching():
+            self._loop.remove_reader(self._fd)
+            self._watching = False
+            self._timer = self._loop.call_later(self.window_s, self._tick)
+
+    def _tick(self) -> None:  # a batching window is over: read what came in it
+        self._timer = None
+        self.batched_polls += 1
+        self._poll()
+        if self._users == 0 or self._timer is not None or self._watching:
+            return  # every socket left, or a reader's call re-armed the set
+        if self._batching():
+            self._timer = self._loop.call_later(self.window_s, self._tick)
+        else:
+            self._watch()
+
+    def _poll(self) -> int:
+        try:
+            n = self._poller.poll()
+        except Exception as exc:  # as the loop treats a reader callback's exception: reported, the loop goes on
+            self._loop.call_exception_handler(
+                {"message": "exception in a kernel-stamped socket's reader", "exception": exc}
+            )
+            return 0  # the sockets not read yet are still ready: the next wake-up reads them
+        if n:
+            self.polls += 1
+            self.reads += n
+        return n
 
 
 class StampedProtocol(Protocol):
@@ -150,10 +347,16 @@ class KernelStampTransport(asyncio.Transport):
     """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: StampedProtocol, clock: RealtimeMap
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        protocol: StampedProtocol,
+        clock: RealtimeMap,
+        batcher: ReadBatcher | None = None,
     ) -> None:
         super().__init__()
         self._loop = loop
+        self._batcher = batcher
         self._sock = sock
         self._fd = sock.fileno()
         self._protocol = protocol
@@ -164,11 +367,22 @@ class KernelStampTransport(asyncio.Transport):
         self._extra = {"socket": sock, "peername": _peer(sock), "sockname": sock.getsockname()}
         protocol.connection_made(self)
         hot = _hot.HOT
+        reader: Callable[[], object]
         if hot is None:
-            loop.add_reader(self._fd, self._read_ready)
+            reader = self._read_ready
         else:  # the compiled twin of _read_ready (with Http1Connection's fast path inside)
             http1 = type(protocol).data_received_at is Http1Connection.data_received_at
-            loop.add_reader(self._fd, hot.Reader(self, self._fd, _READ, protocol, clock, http1))
+            reader = hot.Reader(self, self._fd, _READ, protocol, clock, http1)
+        if batcher is None:
+            loop.add_reader(self._fd, reader)
+        else:
+            batcher.register(self._fd, reader)
+
+    def _stop_reading(self) -> None:
+        if self._batcher is None:
+            self._loop.remove_reader(self._fd)
+        else:
+            self._batcher.unregister(self._fd)
 
     # -- reading -------------------------------------------------------------------------------------------------
     def _read_ready(self) -> None:
@@ -232,7 +446,7 @@ class KernelStampTransport(asyncio.Transport):
         if self._closing or self._lost:
             return
         self._closing = True
-        self._loop.remove_reader(self._fd)
+        self._stop_reading()
         if not self._wbuf:
             self._force_close(None)
 
@@ -243,7 +457,7 @@ class KernelStampTransport(asyncio.Transport):
         if self._lost:
             return
         self._lost = self._closing = True
-        self._loop.remove_reader(self._fd)
+        self._stop_reading()
         if self._wbuf:
             self._wbuf.clear()
             self._loop.remove_writer(self._fd)
@@ -281,9 +495,11 @@ async def open_kernel_stamped(
     addr: tuple[Any, ...],
     family: int,
     clock: RealtimeMap,
+    batcher: ReadBatcher | None = None,
 ) -> tuple[KernelStampTransport, P]:
     """Connect a non-blocking TCP socket to ``addr`` with ``SO_TIMESTAMPNS`` on (when the kernel accepts it) and
-    wrap it; ``TCP_NODELAY`` as asyncio sets it. Raises the ``OSError`` of a failed connect."""
+    wrap it (its reads batched by ``batcher`` when given); ``TCP_NODELAY`` as asyncio sets it. Raises the
+    ``OSError`` of a failed connect."""
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setblocking(False)
@@ -295,4 +511,4 @@ async def open_kernel_stamped(
         sock.close()
         raise
     proto = protocol_factory()
-    return KernelStampTransport(loop, sock, proto, clock), proto
+    return KernelStampTransport(loop, sock, proto, clock, batcher), proto

@@ -291,3 +291,18 @@ class RawHttpTransport:
         control message), or fell back because a clamp fired; ``None`` otherwise."""
         k = self._pool.kernel_clock
         return None if k is None else {"kernel": k.kernel, "user": k.user, "clamped": k.clamped}
+
+    @property
+    def read_batching(self) -> dict[str, int] | None:
+        """Where kernel-stamped reads were batched (kstamp, "Read batching"): the window (µs), the loop's wake-ups
+        that read something, the reads they did, and how many of those wake-ups were batching polls; ``None``
+        where no read was batched (user stamps, or the window 0)."""
+        b = self._pool.read_batcher
+        if b is None:
+            return None
+        return {
+            "window_us": round(b.window_s * 1e6),
+            "wake_ups": b.polls,
+            "reads": b.reads,
+            "batched_wake_ups": b.batched_polls,
+        }

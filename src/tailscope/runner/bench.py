@@ -222,6 +222,7 @@ async def run_bench(
                 spans,
                 gen,
                 getattr(transport, "arrival_stamps", None),
+                getattr(transport, "read_batching", None),
             ),
             scrapes=scrapes,
             workers_hint=_workers_hint(cfg, records, cpu_s, (clock.now_ns() - t0) / 1e9),
@@ -257,6 +258,7 @@ def _extra_summary(
     spans: ClientSpanExporter | None = None,
     gen: LoadGenerator | None = None,
     arrival_stamps: dict[str, int] | None = None,
+    read_batching: dict[str, int] | None = None,
 ) -> dict[str, Any] | None:
     """Summary keys beyond RunSummary: mixed traffic, session-level metrics (sessions, trace → load), the trace
     context (traced count, the run start's Unix time in ns, client spans) and the connections opened before the
@@ -269,6 +271,8 @@ def _extra_summary(
         extra["client"].update(preopened_connections=preopened, warmed=warm_path(cfg) is not None)
     if arrival_stamps is not None:
         extra["client"]["arrival_stamps"] = arrival_stamps
+    if read_batching is not None:
+        extra["client"]["read_batching"] = read_batching
     if mixed:
         extra["mixed"] = mixed
     if any(r.session_id is not None for r in records):

@@ -467,16 +467,24 @@ async def run_bench_distributed(
 
 def _client_summary(states: list[WorkerState]) -> dict[str, Any]:
     """The client section of a distributed run: which hot loop ran and, with kernel arrival stamps, the workers' read
-    counts summed (``client.arrival_stamps``, as a one-process run reports them; absent when no worker reported
-    any)."""
+    counts summed (``client.arrival_stamps`` and ``client.read_batching``, as a one-process run reports them — the
+    window is the workers' largest; each absent when no worker reported it)."""
     total: dict[str, int] = {}
+    batching: dict[str, int] = {}
     for st in states:
         for kind, n in ((st.report or {}).get("arrival_stamps") or {}).items():
             total[kind] = total.get(kind, 0) + int(n)
+        for key, n in ((st.report or {}).get("read_batching") or {}).items():
+            batching[key] = max(batching.get(key, 0), int(n)) if key == "window_us" else batching.get(key, 0) + int(n)
     from tailscope.client.hot import hot_loop
 
     # the workers run this install's client (TAILSCOPE_HOT_LOOP is inherited): the driver's own answer is theirs
-    return {"client": {"hot_loop": hot_loop(), **({"arrival_stamps": total} if total else {})}}
+    client: dict[str, Any] = {"hot_loop": hot_loop()}
+    if total:
+        client["arrival_stamps"] = total
+    if batching:
+        client["read_batching"] = batching
+    return {"client": client}
 
 
 def _sessions(cfg: BenchConfig, records: list[RequestRecord], states: list[WorkerState]) -> dict[str, Any] | None:

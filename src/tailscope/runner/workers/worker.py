@@ -235,6 +235,9 @@ class WorkerCore:
             stamps = getattr(self._transport, "arrival_stamps", None)  # kernel stamps: how the reads were stamped
             if stamps is not None:
                 report["arrival_stamps"] = stamps
+            batching = getattr(self._transport, "read_batching", None)  # kernel stamps: how the reads were batched
+            if batching is not None:
+                report["read_batching"] = batching
             if self._transport is not None:
                 await self._transport.close()
                 self._transport = None
