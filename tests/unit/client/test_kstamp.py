@@ -8,28 +8,19 @@ import contextlib
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from tailscope.client import http1_conn
-from tailscope.client.hot import HOT, WHY, forced
 from tailscope.client.http1_conn import Http1Connection
 from tailscope.client.http1_pool import ConnectionPool
 from tailscope.client.kstamp import KernelStampTransport, RealtimeMap, kernel_stamps_supported, open_kernel_stamped
 from tailscope.client.rawhttp import RawHttpTransport, StreamClosed
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
-
-
-@pytest.fixture(autouse=True, params=["compiled", "python"])
-def hot_loop(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test here runs with the compiled reader (``_hot.Reader``) and with the pure-Python transport's own."""
-    if request.param == "compiled" and HOT is None:
-        pytest.skip(f"the compiled hot loop is not built here: {WHY}")
-    with forced(request.param):
-        yield request.param
+pytestmark = pytest.mark.usefixtures("each_hot_loop")  # compiled and pure Python (conftest)
 
 
 # -- the clock map, on scripted clocks ------------------------------------------------------------------------------

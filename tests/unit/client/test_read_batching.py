@@ -9,27 +9,19 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tailscope.client import kstamp
-from tailscope.client.hot import HOT, WHY, forced
 from tailscope.client.http1_pool import ConnectionPool
 from tailscope.client.kstamp import ReadBatcher, _PollerPy, read_window_s
 from tailscope.testing.judgement import Judgement
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux's")
-
-
-@pytest.fixture(autouse=True, params=["compiled", "python"])
-def hot_loop(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test here runs with the compiled poller (``_hot.Poller``) and with its pure-Python twin."""
-    if request.param == "compiled" and HOT is None:
-        pytest.skip(f"the compiled hot loop is not built here: {WHY}")
-    with forced(request.param):
-        yield request.param
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="epoll and SO_TIMESTAMPNS are Linux's"),
+    pytest.mark.usefixtures("each_hot_loop"),  # compiled and pure Python (conftest)
+]
 
 
 def _poller() -> Any:
