@@ -133,7 +133,7 @@ def test_template_errors_name_the_file_line_and_field_before_any_load(tmp_path: 
     with ScriptedServer(ScriptedConfig(ttft_ms=2, itl_ms=1)) as srv:
         out = subprocess.run(
             [sys.executable, "-m", "tailscope", "bench", "--url", srv.url, "--request-template", str(bad), "-n", "2"],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,  # its store, not the checkout's .tailscope/
         )  # fmt: skip
         received = len(srv.truth.bodies)
     assert out.returncode == 1
@@ -150,7 +150,7 @@ def test_extra_body_file_and_json_output(tmp_path: Path) -> None:
         out = subprocess.run(
             [sys.executable, "-m", "tailscope", "bench", "--url", srv.url, "--extra-body", f"@{extra}", "-n", "2",
              "-q", "--metrics-url", "off", "--json", str(out_json)],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,  # its store, not the checkout's .tailscope/
         )  # fmt: skip
         bodies = list(srv.truth.bodies)
     assert out.returncode == 0, out.stderr
