@@ -192,7 +192,7 @@ class ReadBatcher:
         self._mark_t = loop.time()
         self._mark_reads = 0
         self._rate = 0.0  # reads per second, over the last measured span
-        #: wake-ups that read something, the reads they did, and the wake-ups that were batching polls
+        #: wake-ups that read something, the reads they did, and how many of those were batching polls
         self.polls = 0
         self.reads = 0
         self.batched_polls = 0
@@ -239,8 +239,8 @@ class ReadBatcher:
 
     def _tick(self) -> None:  # a batching window is over: read what came in it
         self._timer = None
-        self.batched_polls += 1
-        self._poll()
+        if self._poll():
+            self.batched_polls += 1
         if self._users == 0 or self._timer is not None or self._watching:
             return  # every socket left, or a reader's call re-armed the set
         if self._batching():

@@ -296,7 +296,7 @@ class RawHttpTransport:
     def read_batching(self) -> dict[str, int] | None:
         """Where kernel-stamped reads were batched (kstamp, "Read batching"): the window (µs), the loop's wake-ups
         that read something, the reads they did, and how many of those wake-ups were batching polls; ``None``
-        where no read was batched (user stamps, or the window 0)."""
+        where reads are not batched (user stamps, or the window 0)."""
         b = self._pool.read_batcher
         if b is None:
             return None

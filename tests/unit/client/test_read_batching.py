@@ -128,12 +128,9 @@ def test_a_readers_exception_goes_up_and_the_rest_stay_ready() -> None:
         pairs[0][1].send(b"1")
         pairs[1][1].send(b"2")
         time.sleep(0.01)
-        calls = 0
         for _ in range(3):
-            try:
-                calls += p.poll()
-            except RuntimeError:
-                calls += 1
+            with contextlib.suppress(RuntimeError):
+                p.poll()
         assert read == [b"2"]  # read in the same poll or the next
     finally:
         p.close()
