@@ -172,6 +172,9 @@ _SIM_ONLY = {f.name: f for f in (
     Flag("autoscale", Path | None, None, "--autoscale", "Autoscaling policy YAML."),
     Flag("disagg", str | None, None, "--disagg", (
         "Prefill/decode pools: prefill=WORKERSxTP,decode=WORKERSxTP (replaces --replicas/--tp).")),
+    Flag("stagger", float | None, None, "--stagger", (
+        "Closed loop: start the clients over this many seconds (default: one request's lifetime; 0: all at once, "
+        "as bench starts them).")),
 )}
 # fmt: on
 
@@ -188,8 +191,8 @@ def pick(names: str, table: Mapping[str, Flag] = BENCH_FLAGS, **changed: dict[st
 #: ``tailscope sim``: the keyword arguments of :func:`tailscope.simulate`, in the order of its ``--help``
 SIM_FLAGS: dict[str, Flag] = {f.name: f for f in pick(
     "model gpu tp engine ep attention_dp replicas router weights_dtype kv_dtype max_num_seqs max_num_batched_tokens "
-    f"gpu_memory_utilization no_prefix_caching calibration gpu_file autoscale {WORKLOAD} seed slo disagg spec_draft "
-    "spec_accept spec_draft_model kv_offload_gib from_traces time_scale",
+    f"gpu_memory_utilization no_prefix_caching calibration gpu_file autoscale {WORKLOAD} stagger seed slo disagg "
+    "spec_draft spec_accept spec_draft_model kv_offload_gib from_traces time_scale",
     {**BENCH_FLAGS, **ENGINE_FLAGS, **_SIM_ONLY},
     seed={"help": "Seed for lengths and arrivals (same seed → same simulation)."},
     from_traces={"help": "Simulate an ingested trace set's LLM calls as call graphs."},

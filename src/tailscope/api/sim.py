@@ -198,6 +198,7 @@ def simulate(
     traces_db: PathLike | None = None,
     time_scale: float = 1.0,
     closed_loop_noise: bool = True,
+    stagger: float | None = None,
     store: StorePath | RunStore | None = None,
     progress: SimProgress | None = None,
     explicit: Collection[str] | None = None,
@@ -233,6 +234,11 @@ def simulate(
             default store).
         closed_loop_noise: a closed loop's clients wait a small seeded random delay between a response's end and
             their next request, as real clients do (docs/engine.md); False sends at once (exact steps, for tests).
+        stagger: a closed loop's start: client ``i`` of ``C`` starts at ``i / C × stagger`` virtual seconds. None (the
+            default): one request's lifetime, so that a loop of fixed lengths does not march in lock-step waves
+            (measured closed loops do not); 0: every client at once, as ``tailscope bench --concurrency`` starts
+            them — what to simulate to predict such a bench against the built-in engine (docs/engine.md, "Closed
+            loops"). ``result.sim.clients_stagger_s`` says which was used.
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.
@@ -256,7 +262,7 @@ def simulate(
         slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
         spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
         kv_offload_gib=kv_offload_gib, from_traces=from_traces, traces_db=optional_path(traces_db),
-        time_scale=time_scale, store=False, desync=closed_loop_noise,
+        time_scale=time_scale, store=False, desync=closed_loop_noise, stagger=stagger,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields
         default = SimArgs()

@@ -244,18 +244,20 @@ def build_server(settings: McpSettings | None = None) -> Any:
         kv_dtype: str = "bf16",
         slo: list[str] | None = None,
         seed: int = 0,
+        stagger: float | None = None,
     ) -> dict[str, Any]:
         """Simulate a deployment (catalog model and GPU, TP, replicas, engine vllm/sglang/trtllm) under a workload
         in virtual time, no GPU needed, and return the run id and its summary (the same figures as bench) with the
         simulator's (engine steps, preemptions, GPU-hours). Bounded: requests or duration_s (virtual seconds) is
-        required. The run is kept in the store (see runs_show, gate)."""
+        required. The run is kept in the store (see runs_show, gate). A closed loop's clients start over one
+        request's lifetime; stagger=0 starts them together, as bench does (to predict a bench's closed loop)."""
         _bounded(requests, duration_s, concurrency, rate, SIM_LIMITS)
         result = await asyncio.to_thread(
             tailscope.simulate,
             model=model, gpu=gpu, tp=tp, replicas=replicas, engine=engine, concurrency=concurrency, rate=rate,
             arrival=arrival, requests=requests, duration=duration_s, input_tokens=input_tokens,
             output_tokens=output_tokens, weights_dtype=weights_dtype, kv_dtype=kv_dtype, slo=tuple(slo or ()),
-            seed=seed, store=store(),
+            seed=seed, stagger=stagger, store=store(),
         )  # fmt: skip
         doc = _summary_doc(result)
         figures = result.sim.to_dict()

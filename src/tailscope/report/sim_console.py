@@ -22,6 +22,8 @@ def sim_lines(res: SimFigures) -> list[str]:
         f"{res.steps:,} engine steps, {res.preemptions:,} preemptions, prefix-cache hit rate "
         f"{'—' if hit is None else f'{hit:.1%}'}, {res.gpu_seconds / 3600:,.2f} GPU-hours"
     ]
+    if res.clients_stagger_s is not None:
+        lines.append(stagger_line(res.clients, res.clients_stagger_s))
     if res.kv_transfer_s or res.kv_swapped_tokens or res.recompute_tokens:
         lines.append(
             f"KV: {res.kv_transfer_s:,.1f} s of prefill→decode transfers, {res.kv_swapped_tokens:,} tokens swapped "
@@ -32,6 +34,18 @@ def sim_lines(res: SimFigures) -> list[str]:
         for t, change, why in res.scale_events
     )
     return lines
+
+
+def stagger_line(clients: int, stagger_s: float) -> str:
+    """How a closed loop's clients started, and how to simulate the start ``tailscope bench`` makes."""
+    bench = "`tailscope bench --concurrency`"
+    if stagger_s == 0:
+        return f"closed loop: {clients:,} clients started together (--stagger 0), as {bench} does"
+    return (
+        f"closed loop: {clients:,} clients started over {stagger_s:,.2f} s (--stagger; default: one request's "
+        f"lifetime, so fixed lengths do not march in lock-step waves); {bench} starts them together: --stagger 0 "
+        "simulates that"
+    )
 
 
 def interval_line(interval: Mapping[str, Mapping[str, tuple[float, float]]], source: Mapping[str, Any] | None) -> str:

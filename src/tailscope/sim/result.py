@@ -28,6 +28,10 @@ class SimResult:
             those copies took.
         kv_transfer_s: total time of the prefill→decode KV transfers (disaggregated deployments).
         rebuilds: replicas replaced by an autoscale ``rebuild:`` rule (KV fragmentation).
+        clients: a closed loop's clients (0 for an open loop).
+        clients_stagger_s: a closed loop's start: client ``i`` of ``clients`` started at ``i / clients ×
+            clients_stagger_s`` virtual seconds (0: all at once, as ``tailscope bench --concurrency`` starts them);
+            None for an open loop.
     """
 
     virtual_s: float = 0.0
@@ -45,6 +49,8 @@ class SimResult:
     kv_swap_s: float = 0.0
     kv_transfer_s: float = 0.0
     rebuilds: int = 0
+    clients: int = 0
+    clients_stagger_s: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -73,6 +79,8 @@ class SimResult:
             "kv_swap_s": self.kv_swap_s,
             "kv_transfer_s": self.kv_transfer_s,
             "rebuilds": self.rebuilds,
+            "clients": self.clients,
+            "clients_stagger_s": self.clients_stagger_s,
             "timeline": self.timeline,
             "scale_events": [list(e) for e in self.scale_events],
         }

@@ -75,6 +75,7 @@ class SimArgs(EngineSettings):
     db: Path | None = None
     store: bool = True
     desync: bool = True
+    stagger: float | None = None
     explicit: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -218,7 +219,12 @@ def run_sim(
     if twin is not None and (twin.facts.prompt_scale != 1.0 or twin.facts.prompt_offset != 0.0):
         specs = _server_prompts(specs, twin.facts.server_prompt_tokens)
     sim = Simulation(
-        cluster, specs, concurrency=wl.concurrency, duration_s=wl.duration_s, desync=DESYNC if a.desync else OFF
+        cluster,
+        specs,
+        concurrency=wl.concurrency,
+        duration_s=wl.duration_s,
+        ramp_s=a.stagger,
+        desync=DESYNC if a.desync else OFF,
     )
     records: list[RequestRecord] = []
     batch: list[RequestRecord] = []

@@ -60,9 +60,10 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
             seconds.
         horizon_s: hard stop; requests still in flight become ``incomplete`` records.
         ramp_s: closed loop only — client i starts at ``i / concurrency × ramp_s``. None = one estimated
-            request lifetime of the first request. Real clients desynchronise through jitter (network, tokenizer,
-            variable step times); a simulation with fixed lengths would otherwise march in lock-step waves that
-            no real server shows. 0 = every client at t=0.
+            request lifetime of the first request: a loop of fixed lengths started at once marches in lock-step
+            waves of simultaneous prefills, which the measured closed loops of the corpus do not show. 0 = every
+            client at t=0, as ``tailscope bench --concurrency`` starts them (against the built-in engine, whose
+            step times have no noise, a bench does march in those waves; docs/engine.md, "Closed loops").
         desync: closed loop only — the client's seeded delay between a response's end and its next request
             (:mod:`tailscope.engine.desync`; :data:`~tailscope.engine.desync.OFF` for exact, noise-free steps).
     """
@@ -199,6 +200,7 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
                 if self._desync.enabled and self.concurrency is not None:
                     self._gap = self._desync.sampler(n, first.seed)
                 ramp = self._ramp_ns if self._ramp_ns is not None else self._lifetime_ns(first, n)
+                self.result.clients, self.result.clients_stagger_s = n, ramp / 1e9
                 self._start(first, 0, 0)
                 for c in range(1, n):
                     push(ramp * c // n, CLIENT_START, c)

@@ -37,6 +37,16 @@ def resolve_specs(a: SimArgs) -> Workload:
     from tailscope.workload.lengths import parse_length_spec
 
     slos = tuple(parse_slo(s) for s in a.slo)
+    if a.stagger is not None and not 0 <= a.stagger < float("inf"):
+        raise ConfigError(
+            f"--stagger {a.stagger:g}: give the seconds over which a closed loop's clients start, ≥ 0 (0: all at "
+            "once, as bench starts them)"
+        )
+    open_loop = "--from-traces" if a.from_traces is not None else "--rate" if a.rate is not None else None
+    if a.stagger is not None and open_loop is not None and a.profile is None:
+        raise ConfigError(
+            f"--stagger: only a closed loop (--concurrency) has clients to stagger; drop it with {open_loop}"
+        )
     if a.from_traces is not None:
         return _trace_workload(a, a.from_traces, slos)
     if a.profile is not None:
@@ -68,6 +78,10 @@ def resolve_specs(a: SimArgs) -> Workload:
             "seed": seed,
             "rate": stages[0].rate if steady else None,  # one constant rate: the saturation check applies
         }
+        if closed:
+            settings["stagger_s"] = a.stagger  # None: one request's lifetime (the simulator's figures say how long)
+        elif a.stagger is not None:
+            raise ConfigError(f"--stagger: {a.profile} is an open loop (arrival.mode {p.arrival.mode}): no clients")
         warnings: tuple[str, ...] = ()
         if p.mixed_traffic:
             names = [t.name for t in p.mixed_traffic]
@@ -123,6 +137,7 @@ def resolve_specs(a: SimArgs) -> Workload:
             "input_tokens": a.input_tokens,
             "output_tokens": a.output_tokens,
             "warmup": a.warmup,
+            **({"stagger_s": a.stagger} if a.rate is None else {}),
         },
     )
 
