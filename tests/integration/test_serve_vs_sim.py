@@ -147,3 +147,30 @@ def test_speculative_decoding_is_served_as_simulated(judgement: Judgement) -> No
     # wall-clock figures, judged (3.63 ms served against 3.67 simulated and 7.02 without drafting, measured alone)
     judgement.holds(got < 0.8 * plain, f"served speculative TPOT p50 {got:.2f} ms vs {plain:.2f} ms without drafting")
     judgement.holds(abs(got - spec) < 0.15 * spec, f"served TPOT p50 {got:.2f} ms vs simulated {spec:.2f} ms")
+
+
+def test_a_closed_loop_is_served_as_simulated_when_both_start_it_alike(judgement: Judgement) -> None:
+    """bench starts a closed loop's clients together, sim spreads them over a request's lifetime unless told
+    (``stagger``): given the same start, the built-in engine served over HTTP and the simulator agree; docs/engine.md
+    ("tailscope sim") has the figures."""
+    import tailscope
+
+    load = {"concurrency": 8, "requests": 40, "input_tokens": "uniform:100:900", "output_tokens": 48, "seed": 3}
+    spread = tailscope.simulate(**load)
+    stagger = spread.sim.clients_stagger_s
+    assert stagger is not None
+    assert stagger > 0
+    pairs = []
+    for start in (0.0, stagger):
+        served = tailscope.bench(**load, stagger=start)
+        simulated = tailscope.simulate(**load, stagger=start)
+        assert served.summary.requests.completed == simulated.summary.requests.completed == 40
+        assert served.run.settings["stagger_s"] == start
+        assert simulated.sim.clients_stagger_s == start
+        pairs.append((start, served.summary.ttft_ms.mean, simulated.summary.ttft_ms.mean))
+    print("\n" + "; ".join(f"stagger {s:.2f} s: TTFT mean bench {b:.1f} vs sim {m:.1f} ms" for s, b, m in pairs))
+    judgement.holds(
+        all(abs(b - m) <= 0.2 * m + 10.0 for _, b, m in pairs),
+        "bench vs sim of a closed loop: " + ", ".join(f"stagger {s:.2f} s {b:.1f} vs {m:.1f} ms" for s, b, m in pairs),
+        share=0.75,
+    )

@@ -185,6 +185,21 @@ def test_closed_loop_sessions_stay_on_one_worker_and_concurrency_is_split(tmp_pa
         assert batching["wake_ups"] >= 1
 
 
+def test_stagger_spreads_the_slots_across_workers_in_order(tmp_path: Path) -> None:
+    # 4 slots over 2 workers, --stagger 0.4: worker 0 holds slots 0 and 1 (due at 0 and 0.1 s), worker 1 slots 2 and
+    # 3 (0.2 and 0.3 s); each request's scheduled time is on the driver's clock
+    specs = (RequestSpec(id=i, input_tokens=16, output_tokens=6) for i in range(80))
+    with ScriptedServer(ScriptedConfig(ttft_ms=10, itl_ms=3)) as srv:
+        cfg = config(srv, tmp_path / "db.duckdb", rate=None, duration_s=None, conc=4)
+        cfg = replace(cfg, dispatch=replace(cfg.dispatch, stagger_s=0.4))
+        res = asyncio.run(run_bench_distributed(cfg, store=RunStore(tmp_path / "db.duckdb"), specs=specs, workers=2))
+    assert res.status is RunStatus.COMPLETE
+    assert len(res.records) == 80
+    first = {w: min(r.scheduled_ns for r in res.records if r.worker == w) for w in (0, 1)}
+    assert first[0] < 50_000_000
+    assert first[1] >= 150_000_000  # slot 2's start, less the workers' clock-offset uncertainty
+
+
 def kill_one_worker(states_box: list[list[WorkerState]], victim: int, after_s: float) -> threading.Thread:
     def go() -> None:
         for _ in range(600):

@@ -62,6 +62,8 @@ BENCH_FLAGS: dict[str, Flag] = {f.name: f for f in (
     _field("profile", Path | None, "--profile", "Workload profile YAML (flags override its fields)."),
     _field("concurrency", int | None, "--concurrency -c --max-concurrency", (
         "Closed loop: requests kept in flight (default 1). With --rate: the most in flight (a capped open loop).")),
+    _field("stagger", float | None, "--stagger", (
+        "Closed loop: start the clients over this many seconds (default: all at once).")),
     _field("rate", float | None, "--rate -r --request-rate", "Open loop: requests per second."),
     _field("arrival", str, "--arrival", "Open-loop process: constant, poisson or gamma."),
     _field("burstiness", float, "--burstiness", "Gamma shape (<1 burstier, 1 = Poisson)."),

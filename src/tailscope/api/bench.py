@@ -94,6 +94,7 @@ async def bench_async(
     time_scale: float = 1.0,
     replay_prefix_tokens: int = 0,
     concurrency: int | None = None,
+    stagger: float | None = None,
     rate: float | None = None,
     arrival: str | None = None,
     burstiness: float | None = None,

@@ -64,6 +64,10 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         ("--max-rate", opts.max_rate, MAX_RATE), ("--time-scale", opts.time_scale, 1e6),
         ("--duration", opts.duration, MAX_DURATION_S),
     )  # fmt: skip
+    if opts.stagger is not None and not 0 <= opts.stagger <= MAX_DURATION_S:
+        raise ConfigError(f"--stagger {opts.stagger:g}: the seconds the clients start over, 0 to {MAX_DURATION_S:g}")
+    if opts.stagger is not None and concurrency is None:
+        raise ConfigError("--stagger: only a closed loop (--concurrency without --rate) has clients to start; drop it")
     if opts.duration is not None and not opts.duration > 0:  # every source of requests (replay, profile, traces)
         raise ConfigError(f"--duration must be > 0 seconds (got {opts.duration:g})")
     if not 0 <= opts.replay_prefix_tokens <= MAX_LENGTH_TOKENS:
@@ -107,6 +111,8 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
         "api_key_env": opts.api_key_env,
         "timeouts_s": [opts.timeout_connect, opts.timeout_first_token, opts.timeout_total],
     }
+    if opts.stagger is not None:  # a closed loop's start (docs/metrics.md)
+        settings["stagger_s"] = opts.stagger
     if arrival_stamp != "user":  # what "arrival" means in this run's records (docs/metrics.md)
         settings["arrival_stamp"] = arrival_stamp
     if opts.url is None:  # the built-in engine bench starts: one replica at TP 1 (what `plan cost --run` counts)
@@ -123,7 +129,9 @@ def base_config(opts: BenchOptions, *, concurrency: int | None, cap: int | None 
     return BenchConfig(
         endpoint=endpoint,
         timeouts=Timeouts(opts.timeout_connect, opts.timeout_first_token, opts.timeout_total),
-        dispatch=DispatchConfig(concurrency=concurrency, duration_s=opts.duration, max_in_flight=cap),
+        dispatch=DispatchConfig(
+            concurrency=concurrency, duration_s=opts.duration, max_in_flight=cap, stagger_s=opts.stagger or 0.0
+        ),
         requested_rate=opts.rate,
         seed=opts.value("seed"),
         slos=slos,

@@ -45,6 +45,10 @@ class DispatchConfig:
         grace_s: the same limit when the run is interrupted (SIGINT/SIGTERM).
         max_in_flight: open loop only: at most this many requests (sessions) in flight; a request due while every
             slot is taken waits for one, and its latencies still count from its scheduled time (the wait is send lag).
+        stagger_s: closed loop only: slot ``i`` of ``all_slots`` sends its first request ``i / all_slots ×
+            stagger_s`` after the start (0: every slot at once); that moment is the request's scheduled time.
+        first_slot, all_slots: this generator's first slot among ``all_slots`` (a worker process holds a share of a
+            run's slots; default: slot 0 of ``concurrency``).
     """
 
     concurrency: int | None = None
@@ -52,6 +56,14 @@ class DispatchConfig:
     drain_timeout_s: float = 600.0
     grace_s: float = 5.0
     max_in_flight: int | None = None
+    stagger_s: float = 0.0
+    first_slot: int = 0
+    all_slots: int | None = None
+
+    def slot_start_ns(self, slot: int) -> int:
+        """When this generator's closed-loop slot ``slot`` sends its first request, ns after the start."""
+        total = self.all_slots or self.concurrency or 1
+        return int(self.stagger_s * 1e9) * (self.first_slot + slot) // total
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +164,9 @@ class LoadGenerator(SessionDispatch):
                 await self._open_loop(specs, tasks, cfg.max_in_flight)
             else:
                 self._builder = _Builder(self, specs, asyncio.get_running_loop())
-                workers = [asyncio.create_task(self._worker(specs)) for _ in range(cfg.concurrency)]
+                workers = [
+                    asyncio.create_task(self._worker(specs, cfg.slot_start_ns(i))) for i in range(cfg.concurrency)
+                ]
                 tasks.update(workers)
             await self._drain(tasks, cfg)
         finally:
@@ -216,10 +230,10 @@ class LoadGenerator(SessionDispatch):
         take.cancel()
         return False
 
-    async def _worker(self, specs: Iterator[RequestSpec]) -> None:
-        # A slot's first request is due at the run start (every slot starts at once): the time the client takes to
-        # get it out (prompt, body, a connection) is its send lag, not server latency. Later ones are due when the
-        # slot's previous request ended.
+    async def _worker(self, specs: Iterator[RequestSpec], start: int = 0) -> None:
+        # A slot's first request is due at its start — the run start, or its share of --stagger: the time the client
+        # takes to get it out (prompt, body, a connection) is its send lag, not server latency. Later ones are due
+        # when the slot's previous request ended.
         # The slot's next request (its prompt) is built while the current one streams — asked of the shared builder
         # as the current one goes out — not when it ends: in a closed loop requests end in waves, and building
         # hundreds of prompts then would hold the loop while the next wave's first tokens arrive. The builder makes
@@ -228,7 +242,9 @@ class LoadGenerator(SessionDispatch):
         builder = self._builder
         assert builder is not None
         slot = _Slot()
-        scheduled = 0
+        scheduled = start
+        if start > 0 and not await self._sleep_until(start):
+            return
         prep = self._next(specs)
         while prep is not None and not self._stop.is_set():
             builder.want(slot)

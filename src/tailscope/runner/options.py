@@ -56,6 +56,9 @@ class BenchOptions:
         replay_prefix_tokens: for a Mooncake replay, the length of the shared prefix given to requests whose first
             block hash is equal (0 = no shared prefixes), so prefix caching behaves as in the trace.
         concurrency: closed loop: requests kept in flight (default 1 when no ``rate`` is given).
+        stagger: closed loop: start the slots over this many seconds — slot ``i`` of ``C`` sends its first request
+            ``i / C × stagger`` after the start (default: all at once, as vLLM's ``bench serve`` does); what ``sim``
+            does by default (docs/engine.md, "tailscope sim").
         rate: open loop: requests per second.
         arrival: open-loop process: ``constant``, ``poisson`` (default) or ``gamma``.
         burstiness: gamma shape (< 1 burstier; 1 = Poisson).
@@ -129,6 +132,7 @@ class BenchOptions:
     time_scale: float = 1.0
     replay_prefix_tokens: int = 0
     concurrency: int | None = None
+    stagger: float | None = None
     rate: float | None = None
     arrival: str | None = None
     burstiness: float | None = None

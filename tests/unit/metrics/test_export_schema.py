@@ -176,7 +176,8 @@ def profile_and_replay_settings(tmp_path: Path) -> list[dict[str, Any]]:
     trace.write_text('{"timestamp_s": 0, "input_tokens": 5, "output_tokens": 5}\n')
     docs = []
     replay = BenchOptions(replay=trace, replay_prefix_tokens=64, arrival_stamp="kernel")
-    for opts in (BenchOptions(profile=profile, rate=3.0), replay):
+    staggered = BenchOptions(url="http://127.0.0.1:9", concurrency=4, requests=8, stagger=1.0, metrics_url="off")
+    for opts in (BenchOptions(profile=profile, rate=3.0), replay, staggered):
         docs.append({"run": {"settings": resolve(opts).config.settings}})
     return docs
 

@@ -85,6 +85,26 @@ def test_closed_loop_first_wave_is_due_at_the_run_start() -> None:
     assert all(r.sent_ns is not None and r.sent_ns >= r.scheduled_ns for r in records)
 
 
+def test_stagger_starts_slot_i_at_its_share_and_never_early() -> None:
+    # --stagger 0.08 over 8 slots: slot i's first request is due i × 10 ms after the start (its scheduled time)
+    # (enough requests that the stream outlasts the stagger: each answer takes ≈ 2 ms)
+    specs = [RequestSpec(id=i, input_tokens=4, output_tokens=2) for i in range(600)]
+    records = _run(specs, DispatchConfig(concurrency=8, stagger_s=0.08))
+    assert len(records) == 600
+    assert all(r.ok for r in records)
+    starts = {i * 10_000_000 for i in range(8)}
+    assert starts <= {r.scheduled_ns for r in records}
+    assert sum(r.scheduled_ns == 0 for r in records) == 1
+    assert all(r.sent_ns is not None and r.sent_ns >= r.scheduled_ns for r in records)
+
+
+def test_a_workers_share_of_the_stagger_follows_its_first_slot() -> None:
+    d = DispatchConfig(concurrency=3, stagger_s=1.0, first_slot=5, all_slots=8)
+    assert [d.slot_start_ns(i) for i in range(3)] == [625_000_000, 750_000_000, 875_000_000]
+    assert DispatchConfig(concurrency=4).slot_start_ns(3) == 0  # no stagger: every slot at the start
+    assert DispatchConfig(concurrency=4, stagger_s=2.0).slot_start_ns(2) == 1_000_000_000
+
+
 def _rec(i: int, scheduled: int, sent: int, first: int, end: int) -> RequestRecord:
     return RequestRecord(
         id=i, scheduled_ns=scheduled, sent_ns=sent, first_token_ns=first, end_ns=end, status=Status.OK,

@@ -165,6 +165,20 @@ def test_rate_with_concurrency_is_a_capped_open_loop(tmp_path: Path) -> None:
         asyncio.run(run_bench_distributed(cfg, iter(()), workers=3))
 
 
+def test_stagger_reaches_the_closed_loop_and_is_refused_elsewhere() -> None:
+    url = "http://127.0.0.1:9"
+    cfg, _, _ = resolved(BenchOptions(url=url, concurrency=8, requests=16, stagger=2.5, metrics_url="off"))
+    assert cfg.dispatch.stagger_s == 2.5
+    assert cfg.settings["stagger_s"] == 2.5
+    cfg, _, _ = resolved(BenchOptions(url=url, concurrency=8, requests=16, metrics_url="off"))
+    assert cfg.dispatch.stagger_s == 0.0  # every slot at once, as before
+    assert "stagger_s" not in cfg.settings
+    with pytest.raises(ConfigError, match="--stagger: only a closed loop"):
+        resolve(BenchOptions(url=url, rate=2.0, requests=5, stagger=1.0))
+    with pytest.raises(ConfigError, match="--stagger -1"):
+        resolve(BenchOptions(url=url, concurrency=2, requests=5, stagger=-1.0))
+
+
 def test_conflicting_and_bad_flags(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--concurrency must be ≥ 1"):
         resolve(BenchOptions(url="http://127.0.0.1:9", rate=2.0, concurrency=0, requests=5))

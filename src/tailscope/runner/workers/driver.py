@@ -142,6 +142,8 @@ def _setup_doc(
         "tracestate": cfg.tracestate,
         "auth_header": auth_header(cfg.api_key_env),
         "concurrency": slots,
+        "stagger_s": d.stagger_s,
+        "all_slots": d.concurrency,
         "max_in_flight": None,
         "duration_s": d.duration_s,
         "drain_timeout_s": d.drain_timeout_s,
@@ -355,6 +357,8 @@ async def run_bench_distributed(
         async def setup(i: int) -> None:
             doc = _setup_doc(cfg, ts.base_url, ts.target.model, i, slots[i], workers)
             doc["max_in_flight"] = caps[i]
+            # --stagger: the run's slots start in order, worker 0's first (each worker holds a run of them)
+            doc["first_slot"] = sum(n or 0 for n in slots[:i])
             if shares is not None:
                 doc["specs"] = [spec_to_wire(s) for s in shares[i]]
                 states[i].assigned = len(shares[i])

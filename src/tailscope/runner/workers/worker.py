@@ -77,8 +77,8 @@ class FedGenerator(LoadGenerator):
         """Requests fed but not yet taken by a slot."""
         return len(self.buffer) + (1 if self._lookahead is not None else 0)
 
-    async def _worker(self, specs: Iterator[RequestSpec]) -> None:
-        if not await self._sleep_until(0):
+    async def _worker(self, specs: Iterator[RequestSpec], start: int = 0) -> None:
+        if not await self._sleep_until(start):  # the run's start, or this slot's share of --stagger
             return
         while not self._stop.is_set():
             if self._lookahead is None and not self.buffer and not self.eof:
@@ -150,6 +150,9 @@ class WorkerCore:
             duration_s=s["duration_s"],
             drain_timeout_s=float(s["drain_timeout_s"]),
             grace_s=float(s["grace_s"]),
+            stagger_s=float(s.get("stagger_s") or 0.0),
+            first_slot=int(s.get("first_slot") or 0),
+            all_slots=s.get("all_slots"),
         )
         t = s["timeouts"]
         timeouts = Timeouts(float(t[0]), float(t[1]), float(t[2]))
