@@ -148,7 +148,8 @@ def anchor_specs(seed: int) -> list[RequestSpec]:
 
 
 def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
-    """The anchor stream's (TTFT p50, TPOT p50) in ms, simulated with the twin in ``calibration``."""
+    """The anchor stream's (TTFT p50, TPOT p50) in ms, simulated with the twin in ``calibration`` — its clients
+    started together, as the anchor's bench starts them."""
     conc, n, prompt, out = ANCHOR
     args = SimArgs(
         calibration=calibration,
@@ -157,6 +158,7 @@ def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
         input_tokens=str(prompt),
         output_tokens=str(out),
         store=False,
+        stagger=0.0,
     )
     summary = run_sim(args).summary
     return float(summary["ttft_ms"]["p50"]), float(summary["tpot_ms"]["p50"])
