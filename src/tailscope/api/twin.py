@@ -456,13 +456,11 @@ async def twin_check_async(
         store=False,
         explicit=frozenset(explicit | {"arrival", "input_tokens", "output_tokens"}),
     )
-    wl = resolve_specs(args)
-    if wl.concurrency is not None:  # the check's bench starts a closed loop's clients together: simulate that start
-        args = replace(args, stagger=0.0)
     rs = open_store(store)
     say("predicting with the twin (fit, −1σ, +1σ) …")
     pred = predict(args, store=rs)
     say(f"measuring {url} …")
+    wl = resolve_specs(args)
     cfg = BenchConfig(
         url=url,
         model=model,

@@ -148,8 +148,7 @@ def anchor_specs(seed: int) -> list[RequestSpec]:
 
 
 def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
-    """The anchor stream's (TTFT p50, TPOT p50) in ms, simulated with the twin in ``calibration`` — its clients
-    started together, as the anchor's bench starts them."""
+    """The anchor stream's (TTFT p50, TPOT p50) in ms, simulated with the twin in ``calibration``."""
     conc, n, prompt, out = ANCHOR
     args = SimArgs(
         calibration=calibration,
@@ -158,7 +157,6 @@ def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
         input_tokens=str(prompt),
         output_tokens=str(out),
         store=False,
-        stagger=0.0,
     )
     summary = run_sim(args).summary
     return float(summary["ttft_ms"]["p50"]), float(summary["tpot_ms"]["p50"])
