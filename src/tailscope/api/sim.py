@@ -237,8 +237,8 @@ def simulate(
         stagger: a closed loop's start: client ``i`` of ``C`` starts at ``i / C × stagger`` virtual seconds. None (the
             default): one request's lifetime, so that a loop of fixed lengths does not march in lock-step waves
             (measured closed loops do not); 0: every client at once, as ``tailscope bench --concurrency`` starts
-            them — what to simulate to predict such a bench against the built-in engine (docs/engine.md, "Closed
-            loops"). ``result.sim.clients_stagger_s`` says which was used.
+            them — what to simulate to predict such a bench against the built-in engine (docs/engine.md,
+            "tailscope sim"). ``result.sim.clients_stagger_s`` says which was used.
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.

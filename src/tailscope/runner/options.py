@@ -57,8 +57,9 @@ class BenchOptions:
             block hash is equal (0 = no shared prefixes), so prefix caching behaves as in the trace.
         concurrency: closed loop: requests kept in flight (default 1 when no ``rate`` is given).
         stagger: closed loop: start the slots over this many seconds — slot ``i`` of ``C`` sends its first request
-            ``i / C × stagger`` after the start (default: all at once, as vLLM's ``bench serve`` does); what ``sim``
-            does by default (docs/engine.md, "tailscope sim").
+            ``i / C × stagger`` after the start (default: all at once, as vLLM's ``bench serve`` does). ``sim``
+            spreads its clients over one request's lifetime unless told otherwise (docs/engine.md, "tailscope
+            sim").
         rate: open loop: requests per second.
         arrival: open-loop process: ``constant``, ``poisson`` (default) or ``gamma``.
         burstiness: gamma shape (< 1 burstier; 1 = Poisson).

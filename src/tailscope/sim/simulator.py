@@ -63,7 +63,7 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
             request lifetime of the first request: a loop of fixed lengths started at once marches in lock-step
             waves of simultaneous prefills, which the measured closed loops of the corpus do not show. 0 = every
             client at t=0, as ``tailscope bench --concurrency`` starts them (against the built-in engine, whose
-            step times have no noise, a bench does march in those waves; docs/engine.md, "Closed loops").
+            step times have no noise, a bench does march in those waves; docs/engine.md, "tailscope sim").
         desync: closed loop only — the client's seeded delay between a response's end and its next request
             (:mod:`tailscope.engine.desync`; :data:`~tailscope.engine.desync.OFF` for exact, noise-free steps).
     """
