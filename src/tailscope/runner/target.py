@@ -16,11 +16,14 @@ from tailscope.records import Target
 from tailscope.runner.bench_config import DEFAULT_API_KEY_ENV, BenchConfig
 from tailscope.runner.preflight import (
     ACCEPTS_EXTENSIONS,
+    SCALE_SAMPLE_TOKENS,
     check_context,
     check_reachable,
     preflight,
     preflight_template,
     probe_dialect,
+    prompt_scale_warning,
+    server_prompt_scale,
 )
 from tailscope.runner.telemetry import probe_metrics
 
@@ -136,7 +139,19 @@ async def open_target(
         info = await preflight_template(base_url, cfg.model)
     else:
         info = await preflight(transport, base_url, cfg.model, api_key_env=cfg.api_key_env)
-    warnings = check_context(cfg.lengths, info.max_model_len, info.model)
+    scale = 1.0
+    said: tuple[str, ...] = ()
+    if not builtin and cfg.tokenizer is None and cfg.template is None and cfg.lengths:
+        # the prompts' lengths are the load generator's estimate: have the server count one (vLLM's /tokenize)
+        from tailscope.workload.prompts import PromptSynthesizer
+
+        sample = PromptSynthesizer(None).make(SCALE_SAMPLE_TOKENS, seed=0)
+        counted = await server_prompt_scale(transport, info.model, sample, SCALE_SAMPLE_TOKENS)
+        if counted is not None:
+            warning = prompt_scale_warning(info.model, counted[0], counted[1], SCALE_SAMPLE_TOKENS)
+            if warning is not None:
+                scale, said = counted[0], (warning,)
+    warnings = (*said, *check_context(cfg.lengths, info.max_model_len, info.model, prompt_scale=scale))
     if cfg.api_key_env != DEFAULT_API_KEY_ENV and not os.environ.get(cfg.api_key_env):
         # the user named a variable on purpose: an unset one is a typo or a missing export, not "no key needed"
         warnings = (

@@ -62,6 +62,8 @@ class ScriptedConfig:
     reasoning_tokens: int = 0  # the first N tokens are reasoning (delta.reasoning_content), as reasoning models send
     cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
     tag_answers: bool = False  # each token's text names the response (``cmpl-3.0 cmpl-3.1 …``), so tests can find it
+    max_model_len: int | None = None  # listed in /v1/models (as vLLM lists it)
+    tokens_per_word: float | None = None  # a POST /tokenize counting each word as this many tokens (None: no endpoint)
 
 
 @dataclass(slots=True)
@@ -104,7 +106,17 @@ class _App:
             )
         if self.cfg.mode == "unauthorized":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
-        return web.json_response({"object": "list", "data": [{"id": self.cfg.model, "object": "model"}]})
+        entry: dict[str, Any] = {"id": self.cfg.model, "object": "model"}
+        if self.cfg.max_model_len is not None:
+            entry["max_model_len"] = self.cfg.max_model_len
+        return web.json_response({"object": "list", "data": [entry]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        if self.cfg.tokens_per_word is None:
+            raise web.HTTPNotFound()
+        body = await request.json()
+        count = round(len(str(body.get("prompt", "")).split()) * self.cfg.tokens_per_word)
+        return web.json_response({"count": count, "max_model_len": self.cfg.max_model_len, "tokens": []})
 
     async def metrics(self, request: web.Request) -> web.Response:
         text = (
@@ -280,6 +292,7 @@ def build_app(cfg: ScriptedConfig) -> tuple[web.Application, _App]:
     app = web.Application()
     app.router.add_get("/v1/models", state.models)
     app.router.add_get("/metrics", state.metrics)
+    app.router.add_post("/tokenize", state.tokenize)
     app.router.add_post("/v1/chat/completions", state.completions)
     app.router.add_post("/v1/completions", state.completions)
     app.router.add_post("/api/generate", state.app_api)

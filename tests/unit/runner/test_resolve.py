@@ -306,6 +306,14 @@ def test_context_check_refuses_typical_and_warns_for_the_tail() -> None:
     assert "class a" in warned[0]
     assert check_context([LengthBound("flags", spec("1000"), spec("100"))], 4096, "m") == ()
     assert check_context([LengthBound("flags", spec("99999"), spec("100"))], None, "m") == ()  # server did not say
+    # a server that counts the prompts 1.7× the load generator's estimate: checked as the server will count them
+    with pytest.raises(ConfigError, match=r"the server counts the prompts ×1\.70"):
+        check_context([LengthBound("flags", spec("1200"), spec("32"))], 2048, "m", prompt_scale=1.7)
+    # its count varies from prompt to prompt: a typical length just under the context warns for the longest
+    near = check_context([LengthBound("flags", spec("1170"), spec("16"))], 2048, "m", prompt_scale=1.7)
+    assert len(near) == 1
+    assert "CONTEXT" in near[0]
+    assert check_context([LengthBound("flags", spec("500"), spec("32"))], 2048, "m", prompt_scale=1.7) == ()
 
 
 def test_otlp_endpoint_needs_trace_context_and_a_url() -> None:
