@@ -76,8 +76,9 @@ def check_context(
                 f"{b.label}: a typical request asks for {typical:,.0f} tokens (prompt + max_tokens{extra}{counted}) "
                 f"but {model} serves a context of {max_model_len:,}; {fix} --input-tokens/--output-tokens"
             )
-        # a server's count of a given estimated length varies from prompt to prompt (≈ ±3 % seen on vLLM's tiny test
-        # model): the longest are checked with that spread on top
+        # a server's count of a given estimated length varies from prompt to prompt (vLLM's tiny test model, 1,000-
+        # and 1,200-token prompts: −2 … +7 % around the sample's factor, chat template included): the longest are
+        # checked with SCALE_SPREAD on top
         spread = SCALE_SPREAD if prompt_scale != 1.0 else 1.0
         longest = (_longest(b.input_tokens) + b.extra_input_tokens) * prompt_scale * spread + _longest(b.output_tokens)
         longest = round(longest)
