@@ -165,3 +165,27 @@ def test_twin_check_against_the_builtin_server_writes_nothing(tmp_path: Path, mo
     assert not stores(tmp_path)
     with pytest.raises(tailscope.ConfigError, match="bounded"):
         tailscope.twin_check(path, "http://127.0.0.1:9")
+
+
+def test_twin_check_simulates_the_closed_loop_its_bench_starts(tmp_path: Path) -> None:
+    """The prediction and the measurement start the clients alike: all at once by default (bench's start, not sim's
+    spread), or over --stagger seconds in both; a stagger with an open loop is refused before any load."""
+    from tailscope.serve.embedded import start_embedded_server
+
+    path = twin_file(tmp_path)
+
+    async def main(stagger: float | None) -> tailscope.TwinCheck:
+        async with start_embedded_server(isolation="thread", speed=8.0) as server:
+            return await tailscope.twin_check_async(
+                path, server.base_url, concurrency=3, requests=30, input_tokens=64, output_tokens=8, stagger=stagger,
+            )  # fmt: skip
+
+    for stagger, start in ((None, 0.0), (0.06, 0.06)):
+        check = asyncio.run(asyncio.wait_for(main(stagger), timeout=120))
+        assert check.prediction.sim.clients_stagger_s == start
+        assert check.measured[0].run.settings["stagger_s"] == start
+        sent = [r.scheduled_ns / 1e9 for r in check.measured[0].records]
+        for slot in range(3):  # slot i's first request at i / 3 × stagger (all three at 0 when started together)
+            assert sum(abs(t - slot * start / 3) < 0.005 for t in sent) >= (3 if start == 0 else 1)
+    with pytest.raises(tailscope.ConfigError, match="--stagger"):
+        tailscope.twin_check(path, "http://127.0.0.1:9", rate=2, requests=4, stagger=1.0)

@@ -383,6 +383,7 @@ async def twin_check_async(
     duration: float | None = None,
     input_tokens: str | int = "256",
     output_tokens: str | int = "64",
+    stagger: float | None = None,
     seed: int = 0,
     tolerance: float = 0.25,
     anchor: bool = False,
@@ -398,6 +399,9 @@ async def twin_check_async(
         url: the real server to measure; ``model`` its served model (default: the first listed).
         profile, rate, concurrency, arrival, requests, duration, input_tokens, output_tokens, seed: the workload,
             as for :func:`tailscope.simulate` (bounded: ``requests`` or ``duration`` is required).
+        stagger: a closed loop's start, the same in the measurement and the prediction: client ``i`` of ``C`` starts
+            at ``i / C × stagger`` seconds; None starts them all at once, as :func:`tailscope.bench` does (the
+            simulation is told so: ``sim``'s own default spreads them, docs/engine.md "tailscope sim").
         tolerance: the largest relative error allowed on TTFT/TPOT p50 and p90.
         anchor: re-read the server's current speed with small fixed runs before and after the workload and scale
             the twin's costs to it (for machines whose speed drifts).
@@ -455,17 +459,26 @@ async def twin_check_async(
         seed=seed,
         store=False,
         explicit=frozenset(explicit | {"arrival", "input_tokens", "output_tokens"}),
+        stagger=stagger,
     )
+    wl = resolve_specs(args)  # refuses a stagger with an open loop
+    if wl.concurrency is not None:  # the bench's start, simulated: all at once unless told otherwise
+        args = replace(args, stagger=stagger or 0.0)
+        wl = resolve_specs(args)
     rs = open_store(store)
     say("predicting with the twin (fit, −1σ, +1σ) …")
     pred = predict(args, store=rs)
     say(f"measuring {url} …")
-    wl = resolve_specs(args)
     cfg = BenchConfig(
         url=url,
         model=model,
         seed=seed,
-        dispatch=DispatchConfig(concurrency=wl.concurrency, duration_s=wl.duration_s, drain_timeout_s=300),
+        dispatch=DispatchConfig(
+            concurrency=wl.concurrency,
+            duration_s=wl.duration_s,
+            drain_timeout_s=300,
+            stagger_s=(args.stagger or 0.0) if wl.concurrency is not None else 0.0,
+        ),
         requested_rate=rate,
         timeouts=Timeouts(first_token_s=300, total_s=600),
         settings={"twin_check": str(calibration), **wl.settings},

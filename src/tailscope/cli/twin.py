@@ -47,7 +47,7 @@ def calibrate(db: opt.Db = None, **options: Any) -> None:
 
 
 @twin_app.command("check")
-@with_flags([*pick("profile rate concurrency arrival requests duration input_tokens output_tokens",
+@with_flags([*pick("profile rate concurrency stagger arrival requests duration input_tokens output_tokens",
                   output_tokens={"default": "64"}), *TWIN_CHECK.values()])  # fmt: skip
 def check(
     calibration: Path = typer.Option(..., "--calibration", help="The twin file."),

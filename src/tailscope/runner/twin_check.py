@@ -156,6 +156,7 @@ def predicted_anchor_ms(calibration: Path) -> tuple[float, float]:
         requests=n,
         input_tokens=str(prompt),
         output_tokens=str(out),
+        stagger=0.0,  # as the anchor's bench starts them
         store=False,
     )
     summary = run_sim(args).summary
