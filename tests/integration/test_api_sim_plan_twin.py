@@ -110,6 +110,7 @@ def test_calibrate_from_stored_runs_after_the_server_is_gone(tmp_path: Path) -> 
     assert cal.twin.facts.num_blocks > 0
     assert cal.notes["server facts"].startswith("from the runs' scraped")
     assert "caveat" not in cal.notes  # two batch sizes seen
+    assert "noisy fit" not in cal.notes  # the built-in engine's steps do not wander
     assert (tmp_path / "twin.yaml").exists()
     alone = tailscope.calibrate(from_runs=[lone.run.id], store=store)
     assert "one batch size only" in alone.notes["caveat"]

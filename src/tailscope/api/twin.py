@@ -116,7 +116,7 @@ async def calibrate_async(
             be fitted (one line: what was measured, the budget to give, the stored runs). TargetError: the server
             cannot be reached.
     """
-    from tailscope.engine.twin import send_lag_from
+    from tailscope.engine.twin import noisy_fit_warning, send_lag_from
     from tailscope.runner.calibrate import ProbePlan, run_probe
     from tailscope.runner.server_facts import facts_from_labels, server_facts, stored_cache_labels
     from tailscope.runner.twin_from_runs import check_fit_inputs, fit_busy_frontend, fit_from_runs, open_loop_send_lags
@@ -220,6 +220,10 @@ async def calibrate_async(
     twin = replace(twin, send_lag=send_lag_from([v for recs in open_runs for v in open_loop_send_lags(recs)]))
     if not from_runs and open_runs and any(r.ok for r in open_runs[0]):
         twin = fit_busy_frontend(twin, open_runs[0])
+    if noisy := noisy_fit_warning(twin):
+        notes["noisy fit"] = noisy
+        if on_phase:
+            on_phase("warning: " + noisy)
     doc = twin.to_mapping()
     if anchor_tpot:
         doc["fitted_on"]["anchor_tpot_ms"] = anchor_tpot

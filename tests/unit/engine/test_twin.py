@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -281,3 +282,16 @@ def test_send_lag_delays_open_loop_arrivals_and_counts_in_their_latency(tmp_path
         assert rq.ttft_ms(b) == pytest.approx(rq.ttft_ms(a) + 2.0, abs=0.01)  # type: ignore[operator]
         assert b.scheduled_ns == a.scheduled_ns
     assert [rq.ttft_ms(r) for r in out["base-closed"]] == [rq.ttft_ms(r) for r in out["lagged-closed"]]
+
+
+def test_a_noisy_decode_fit_is_named_with_what_to_do() -> None:
+    from tailscope.engine.twin import NOISY_DECODE_FIT, noisy_fit_warning
+
+    quiet = replace(fit_twin(*synthetic(0.0), FACTS), residuals={"decode_rel_mad": 0.091, "prefill_rel_mad": 0.07})
+    assert noisy_fit_warning(quiet) is None
+    assert noisy_fit_warning(replace(quiet, residuals={})) is None  # a twin file without residuals: nothing to say
+    noisy = noisy_fit_warning(replace(quiet, residuals={"decode_rel_mad": 0.199}))
+    assert noisy is not None
+    assert "19.9%" in noisy
+    assert f"over {NOISY_DECODE_FIT:.0%}" in noisy
+    assert "calibrate again" in noisy
