@@ -159,10 +159,9 @@ class SendLag:
 
 
 #: a decode fit whose median |relative error| is above this was taken while the machine's speed moved. On the
-#: development VM's vLLM CPU server four calibrations in a row fitted 11.0, 19.7, 19.9 and 9.1 %; their twins missed
-#: the open-loop held-out figures by 21.9, 40.0, 17.8 and 10.3 % on average (docs/engine.md, "Four calibrations"):
-#: the worst twin came from a noisy fit and the best from the quietest, but not every noisy fit was bad — a reason to
-#: calibrate again, not a verdict
+#: development VM's vLLM CPU server, of seven calibrations in a row the four fits at 17.5–19.9 % gave twins that
+#: missed the open-loop held-out figures by 17.8–40.0 % on average, the three at 9.1–11.8 % by 9.5–21.9 %
+#: (docs/engine.md, "How noisy the fit was"): a reason to calibrate again, not a verdict
 NOISY_DECODE_FIT = 0.15
 
 
@@ -173,8 +172,8 @@ def noisy_fit_warning(twin: TwinModel) -> str | None:
         return None
     return (
         f"the decode fit's median |error| is {err:.1%} (over {NOISY_DECODE_FIT:.0%}): the server's speed moved while "
-        "it was probed; the worst of four twins measured on this project's VM came from such a fit (docs/engine.md, "
-        '"Four calibrations") — calibrate again when the machine is quieter and keep the quieter fit'
+        "it was probed, and such fits made the less accurate twins on this project's VM (docs/engine.md, \"How noisy "
+        'the fit was") — calibrate again when the machine is quieter and keep the quieter fit'
     )
 
 
