@@ -481,7 +481,7 @@ async def twin_check_async(
             concurrency=wl.concurrency,
             duration_s=wl.duration_s,
             drain_timeout_s=300,
-            stagger_s=(args.stagger or 0.0) if wl.concurrency is not None else 0.0,
+            stagger_s=args.stagger or 0.0,  # None only for an open loop
         ),
         requested_rate=rate,
         timeouts=Timeouts(first_token_s=300, total_s=600),
