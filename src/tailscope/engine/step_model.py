@@ -281,28 +281,41 @@ class TrainedStepModel:
         ``inflight_us`` per request in flight on the replica (``in_flight`` counts this one), ns."""
         return int(self._front_ns * u + self._inflight_ns * in_flight)
 
+    def balance_wait_ns(self, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
+        """How long an engine that balances its attention-DP ranks' context requests holds an arriving one, ns.
+
+        TensorRT-LLM (:attr:`~tailscope.engine.engine_profiles.EngineProfile.attention_dp_balance`) keeps a context
+        request on an attention-DP rank until every rank has one, or ``dp_wait`` iterations have passed; charged at
+        that cap: ``dp_wait`` decode steps of ``in_flight`` requests (``in_flight`` counts this one), or on a
+        disaggregated prefill rank (``prefill_pool``) ``dp_wait`` idle prefill steps. The closed-loop analysis
+        (:func:`tailscope.engine.closed_loop.balance_wait`) also bounds it by the time every other rank takes to
+        receive a prompt, which this per-request hook does not know; that bound binds only at a few clients per
+        rank. 0 on every other deployment. An engine behaviour: charged whatever the arrivals.
+        """
+        if not self._balance:
+            return 0
+        if prefill_pool:
+            return self._balance_ns(self.step_ns([], 0, 0))
+        return self._balance_ns(self.decode_step_ns(in_flight, in_flight * prompt_tokens))
+
     def arrival_burst_ns(self, in_flight: int, prompt_tokens: int) -> int:
         """Extra arrival delay of a closed-loop request from the clients that arrive with it, ns.
 
         Measured closed loops with fixed lengths stay partly synchronised: a request arrives together with
         ``burst × (in_flight − 1)`` others and waits, on average, for half of their prefills. ``burst`` is learned
         (:attr:`Efficiencies.burst`); the closed-loop analysis charges the same term
-        (:func:`tailscope.engine.closed_loop.aggregated`), and the simulator adds it to the front end, so the two
-        agree. ``in_flight`` counts this request. On an attention-DP rank of an engine that balances its ranks'
-        context requests it adds that wait too (:meth:`_balance_ns`, ``dp_wait`` decode steps of ``in_flight``
-        requests).
+        (:func:`tailscope.engine.closed_loop.aggregated`), and the simulator adds it to the front end of its
+        closed-loop clients' requests, so the two agree. It describes how the corpus' load generators sent (closed
+        loops of fixed lengths), not the server: an open loop's arrivals are its own, and ``tailscope serve``, which
+        cannot tell what its client is, never charges it. ``in_flight`` counts this request.
         """
-        ns = self._balance_ns(self.decode_step_ns(in_flight, in_flight * prompt_tokens)) if self._balance else 0
         if in_flight <= 1 or self._burst <= 0:
-            return ns
+            return 0
         s1 = self._prefill_alone_s(prompt_tokens)
-        return ns + int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
+        return int(self._burst * (in_flight - 1) * 0.5 * s1 * 1e9)
 
     def _balance_ns(self, step_ns: int) -> int:
-        """The attention-DP balancing wait at its cap, ``dp_wait`` iterations of ``step_ns`` (the closed-loop
-        analysis, :func:`tailscope.engine.closed_loop.balance_wait`, also bounds it by the time every other rank
-        takes to receive a prompt, which the simulator's per-request hook does not know; that bound binds only at a
-        few clients per rank)."""
+        """The attention-DP balancing wait at its cap, ``dp_wait`` iterations of ``step_ns``."""
         return int(self.efficiency.dp_wait * step_ns)
 
     def _prefill_alone_s(self, prompt_tokens: int) -> float:
@@ -317,18 +330,16 @@ class TrainedStepModel:
     def disagg_arrival_burst_ns(self, others: float, prompt_tokens: int) -> int:
         """The same delay at a disaggregated deployment's prefill pool (this model is the prefill worker's), ns.
 
-        A request arrives together with ``pd_burst × others`` others — ``others``: the deployment's other requests
-        per prefill worker — and waits for half of their prefills. ``pd_burst`` is learned apart from ``burst``
-        (:attr:`Efficiencies.pd_burst`): without prefill interference on the decode side, a disaggregated loop keeps
-        a different share of its synchrony. :func:`tailscope.engine.closed_loop.disaggregated` charges the same term,
-        and, on an attention-DP prefill rank of an engine that balances its ranks, that wait (``dp_wait`` iterations
-        of an idle prefill step).
+        A closed-loop request arrives together with ``pd_burst × others`` others — ``others``: the deployment's other
+        requests per prefill worker — and waits for half of their prefills. ``pd_burst`` is learned apart from
+        ``burst`` (:attr:`Efficiencies.pd_burst`): without prefill interference on the decode side, a disaggregated
+        loop keeps a different share of its synchrony. :func:`tailscope.engine.closed_loop.disaggregated` charges the
+        same term; the attention-DP balancing of a prefill rank is :meth:`balance_wait_ns` (``prefill_pool``).
         """
-        ns = self._balance_ns(self.step_ns([], 0, 0)) if self._balance else 0
         if others <= 0 or self._pd_burst <= 0:
-            return ns
+            return 0
         s1 = self._prefill_alone_s(prompt_tokens)
-        return ns + int(self._pd_burst * others * 0.5 * s1 * 1e9)
+        return int(self._pd_burst * others * 0.5 * s1 * 1e9)
 
     def weight_load_bytes_per_gpu(self) -> float:
         """Bytes each GPU loads at start-up (for cold starts)."""

@@ -55,5 +55,8 @@ class Frontend:
         done = start + self.model.tokenize_ns(prompt_tokens)
         self._free_ns = done
         delay = done - now_ns + self.model.frontend_delay_ns(in_flight, frontend_jitter(self.seed, key))
-        burst = getattr(self.model, "arrival_burst_ns", None)  # the trained model's synchronised arrivals, as sim
-        return delay + burst(in_flight, prompt_tokens) if burst is not None else delay
+        # an engine that balances its attention-DP ranks holds context requests, as in sim; the trained model's
+        # closed-loop synchrony (``arrival_burst_ns``) is how the corpus' clients sent, not the server's: a real
+        # client's synchrony reaches this server by itself
+        balance = getattr(self.model, "balance_wait_ns", None)
+        return delay + balance(in_flight, prompt_tokens) if balance is not None else delay

@@ -47,7 +47,11 @@ class Routing(SimState):
         done = start + perf.tokenize_ns(live.prompt)
         slot.frontend_free_ns = done
         delay = perf.frontend_delay_ns(slot.outstanding, frontend_jitter(spec.seed, rid))
-        if self._burst is not None:  # the trained model's partly synchronised closed-loop arrivals
+        if self._balance is not None:  # an engine holding context requests to balance its attention-DP ranks
+            delay += self._balance(slot.outstanding, live.prompt, prefill_pool=self._balance_prefill)
+        if live.client < 0:  # an open loop's arrivals are its own: the synchronised share is a closed loop's
+            pass
+        elif self._burst is not None:  # the trained model's partly synchronised closed-loop arrivals
             delay += self._burst(slot.outstanding, live.prompt)
         elif self._pd_burst is not None and self._entry is not None:  # disaggregated: per prefill worker
             delay += self._pd_burst((len(self._live) - 1) / len(self._entry), live.prompt)

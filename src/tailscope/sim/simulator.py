@@ -92,8 +92,12 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
         self._gap = None  # set in run() for a closed loop
         self._perf = cluster.perf()
         self._speed = getattr(self._perf, "speed_factor", None)
+        #: the trained model's partly synchronised closed-loop arrivals (closed-loop clients only) and the engine's
+        #: attention-DP balancing wait (every request)
         self._burst = getattr(self._perf, "arrival_burst_ns", None)
         self._pd_burst = None
+        self._balance = getattr(self._perf, "balance_wait_ns", None)
+        self._balance_prefill = False
         #: a calibrated twin's measured client send lag (open loop only): ``(seed, request id) -> ns``
         self._send_lag = getattr(self._perf, "send_lag_ns", None)
         self._block = cluster.engine_config().block_size
@@ -119,6 +123,8 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
             # the prefill pool's synchronised arrivals replace the aggregated replica's (same form, own share)
             self._burst = None
             self._pd_burst = getattr(self._perf, "disagg_arrival_burst_ns", None)
+            self._balance = getattr(self._perf, "balance_wait_ns", None)
+            self._balance_prefill = True
         # the event heap (see SimState)
         self._heap = []
         self._seq = itertools.count(1)

@@ -119,6 +119,8 @@ class SimState:
     _speed: Callable[[int], float] | None
     _burst: Callable[[int, int], int] | None
     _pd_burst: Callable[[float, int], int] | None
+    _balance: Callable[..., int] | None  # (in_flight, prompt tokens, *, prefill_pool) → ns
+    _balance_prefill: bool
     _send_lag: Callable[[int, int], int] | None
     _block: int
     _router: Router

@@ -168,6 +168,21 @@ def test_front_end_and_synchronised_arrivals() -> None:
     assert m.arrival_burst_ns(1, 1000) == 0
     assert m.arrival_burst_ns(9, 1000) == pytest.approx(e.burst * 8 * 0.5 * m.step_s([(1000, 0)], 0, 0) * 1e9, rel=1e-6)
     assert m.arrival_burst_ns(9, 4000) > m.arrival_burst_ns(9, 1000)
+    assert m.balance_wait_ns(9, 1000) == 0  # SGLang does not hold context requests
+
+
+def test_attention_dp_balancing_is_apart_from_the_closed_loop_burst() -> None:
+    """TensorRT-LLM's attention-DP balancing is an engine wait (every arrival); the burst is only the synchrony."""
+    par = Parallelism(1, 8, 8)
+    trt = _m("deepseek-r1", "b200", par, weights_dtype="fp8", kv_dtype="fp8", engine="trtllm")
+    e = trt.efficiency
+    assert trt.balance_wait_ns(9, 1000) == int(e.dp_wait * trt.decode_step_ns(9, 9 * 1000))
+    assert trt.balance_wait_ns(9, 1000, prefill_pool=True) == int(e.dp_wait * trt.step_ns([], 0, 0))
+    assert trt.arrival_burst_ns(9, 1000) == int(e.burst * 8 * 0.5 * trt.step_s([(1000, 0)], 0, 0) * 1e9)
+    assert trt.disagg_arrival_burst_ns(0, 1000) == 0  # no balancing folded into the synchrony terms
+    vllm = _m("deepseek-r1", "b200", par, weights_dtype="fp8", kv_dtype="fp8", engine="vllm")
+    assert vllm.balance_wait_ns(9, 1000) == 0
+    assert _m(engine="trtllm").balance_wait_ns(9, 1000) == 0  # no attention DP: nothing to balance
 
 
 def test_engine_profiles() -> None:
