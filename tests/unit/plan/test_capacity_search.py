@@ -125,3 +125,67 @@ def test_tighter_slo_never_needs_fewer_replicas_in_the_analytic_cut() -> None:
     assert loose is not None
     assert tight is not None
     assert tight <= loose
+
+
+def test_a_large_fleet_is_found_to_one_percent_in_few_simulations() -> None:
+    """Hundreds of replicas: bracketed below the analytic cut and bisected to 1 % — a passing count at most 1 % above
+    the smallest, never a failed one, in far fewer simulations than a bisection from one replica."""
+    calls: list[tuple[int, int]] = []
+    load = 4_200.0  # 350 replicas of 12 req/s
+    plan = search_capacity(
+        perf,
+        fake_sim(12.0, load, calls),
+        tp_options=(1,),
+        target_rps=load / 1.2,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+        max_replicas=1024,
+    )
+    assert plan.best is not None
+    assert plan.best.replicas is not None
+    assert 350 <= plan.best.replicas <= 350 * 1.01
+    assert plan.best.check is not None
+    assert plan.best.check.passed
+    assert len(calls) <= 10
+
+
+def test_a_degree_that_cannot_be_cheaper_even_at_saturation_is_not_simulated() -> None:
+    """A TP degree whose replicas, even at 1.5 × their analytic saturation throughput, need as many GPUs as the best
+    answer so far is skipped, saying so; a degree that could still be cheaper is simulated."""
+    from tailscope.plan.capacity import SATURATION_MARGIN, analytic_replica_rps
+
+    calls: list[tuple[int, int]] = []
+    load = 2_000.0
+    plan = search_capacity(
+        perf,
+        fake_sim(40.0, load, calls),  # TP 1 replicas far beyond their analytic saturation: 50 GPUs
+        tp_options=(1, 8),
+        target_rps=load / 1.2,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+        max_replicas=1024,
+    )
+    assert plan.best is not None
+    assert (plan.best.tp, plan.best.gpus) == (1, 50)
+    sat8 = analytic_replica_rps(perf(8), input_tokens=512, output_tokens=256, slos=(), max_num_seqs=256)
+    assert sat8 is not None
+    floor = math.ceil(load / (SATURATION_MARGIN * sat8))
+    assert floor * 8 >= 50  # the bound holds here, so TP 8 is skipped without a simulation
+    assert {tp for tp, _ in calls} == {1}
+    skipped = next(o for o in plan.options if o.tp == 8)
+    assert skipped.note.startswith("skipped: at TP 8 even 1.5 × a replica's analytic saturation throughput")
+    calls.clear()
+    generous = search_capacity(  # a best answer of many GPUs leaves room: TP 8 is searched
+        perf,
+        fake_sim(0.5, load, calls),
+        tp_options=(1, 8),
+        target_rps=load / 1.2,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+        max_replicas=8192,
+    )
+    assert generous.best is not None
+    assert {tp for tp, _ in calls} == {1, 8}
