@@ -2,8 +2,12 @@
 
 In vLLM the HTTP server renders the chat template and tokenizes one request at a time, then hands the request to the
 engine; a busy server adds latency per request in flight. The engine's step-time model prices these
-(``tokenize_ns``, ``frontend_delay_ns``); ``sim`` delays each request's arrival at the replica by them, and
-``serve`` waits the same time (scaled by ``--speed``) before submitting to the engine, so both predict the same TTFT.
+(``tokenize_ns``, ``frontend_delay_ns``, and the trained model's ``balance_wait_ns``: an engine holding context
+requests for its attention-DP ranks); ``sim`` delays each request's arrival at the replica by them, and ``serve``
+waits the same time (scaled by ``--speed``) before submitting to the engine, so both predict the same TTFT. ``sim``
+also charges its own closed-loop clients the trained model's learned synchrony (``arrival_burst_ns``: how the
+corpus' fixed-length loops sent); a server cannot tell what its client is, and a real client's synchrony reaches it
+by itself.
 """
 
 from __future__ import annotations
