@@ -155,7 +155,10 @@ ENGINE_FLAGS: dict[str, Flag] = {f.name: f for f in (
     Flag("max_num_seqs", int | None, None, "--max-num-seqs", "Running requests at most (vLLM default)."),
     Flag("max_num_batched_tokens", int | None, None, "--max-num-batched-tokens", (
         "Tokens per engine step at most (vLLM default).")),
-    Flag("gpu_memory_utilization", float, 0.9, "--gpu-memory-utilization", "GPU memory fraction."),
+    Flag(
+        "gpu_memory_utilization", float, 0.9, "--gpu-memory-utilization",
+        "GPU memory fraction (TensorRT-LLM: of what the weights leave).",
+    ),
     Flag("no_prefix_caching", bool, False, "--no-prefix-caching", "Disable the prefix cache."),
     Flag("calibration", Path | None, None, "--calibration", (
         "Calibration file: efficiencies, or a digital twin's twin.yaml.")),

@@ -186,10 +186,10 @@ def _baseline(rows: Sequence[CorpusRow], obs: Sequence[Observation]) -> tuple[np
 
 def _simulate_options(r: CorpusRow) -> dict[str, Any] | None:
     """The row's deployment and workload as :func:`tailscope.simulate` keywords — with the KV memory the analysis
-    sizes its admission by (``io/corpus.py`` rule 7, as the row's ``sim`` flags): at the default 0.9 the KV cache of
-    DeepSeek-V3 in FP8 on four B200s held a few of 16 requests of 9,216 tokens, and the simulated TTFT was 55 s
-    against 565 ms analytic and 653 ms measured."""
-    from tailscope.engine.fit import KV_MEMORY_UTILIZATION
+    sizes its admission by (``io/corpus.py`` rule 7, as the row's ``sim`` flags): left at the default 0.9 of all
+    memory the KV cache of DeepSeek-V3 in FP8 on four B200s (TensorRT-LLM) held a few of 16 requests of 9,216 tokens,
+    and the simulated TTFT was 55 s against 565 ms analytic and 653 ms measured."""
+    from tailscope.engine.fit import corpus_kv_fraction
 
     p = r.agg
     if p is None:
@@ -197,7 +197,7 @@ def _simulate_options(r: CorpusRow) -> dict[str, Any] | None:
     return {
         "model": r.model, "gpu": r.system, "engine": r.engine, "tp": p.tp, "replicas": p.workers, "ep": p.ep,
         "attention_dp": p.attention_dp, "weights_dtype": r.precision, "kv_dtype": r.kv_dtype,
-        "gpu_memory_utilization": KV_MEMORY_UTILIZATION,
+        "gpu_memory_utilization": corpus_kv_fraction(r.engine),
         "concurrency": r.concurrency, "input_tokens": str(r.isl), "output_tokens": str(r.osl),
     }  # fmt: skip
 

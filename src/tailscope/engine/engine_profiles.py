@@ -50,6 +50,12 @@ class EngineProfile:
             number of iterations, learned as :attr:`~tailscope.engine.step_terms.Efficiencies.dp_wait`) before it
             is scheduled — TensorRT-LLM's ``attention_dp_config`` balancing, which its wide-attention-DP serving
             recipes turn on.
+        kv_of_free_memory: the memory fraction (``--gpu-memory-utilization``) is of what the weights and the
+            runtime's reserve leave, all of it for the KV cache — TensorRT-LLM's ``KvCacheConfig.
+            free_gpu_memory_fraction`` (0.9 by default) — rather than of all the GPU's memory for weights, KV cache
+            and reserve together (vLLM's ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``). Where the
+            weights nearly fill the GPU the two differ by much: DeepSeek-V3 in FP8 on four B200s keeps ≈ 24,000 KV
+            tokens at 0.9 of all memory, ≈ 440,000 at 0.9 of the free memory.
     """
 
     name: str
@@ -59,6 +65,7 @@ class EngineProfile:
     scheduling: str
     source: str
     attention_dp_balance: bool = False
+    kv_of_free_memory: bool = False
 
     def limits(self, gpu: GpuSpec) -> tuple[int, int]:
         """Default ``(running requests at most, tokens per step)`` on ``gpu``."""
@@ -96,8 +103,10 @@ PROFILES: dict[str, EngineProfile] = {
         cuda_graph_max_batch=128,
         scheduling="in-flight batching: context and generation requests in one step, contexts unchunked",
         source="TensorRT-LLM LLM API / trtllm-serve defaults (max_num_tokens 8192, max_batch_size 2048; "
-        "DecodeCudaGraphConfig: max_batch_size 128 when none is given; AttentionDpConfig: timeout_iters 50)",
+        "DecodeCudaGraphConfig: max_batch_size 128 when none is given; AttentionDpConfig: timeout_iters 50; "
+        "KvCacheConfig: free_gpu_memory_fraction 0.9 of the memory left after the weights)",
         attention_dp_balance=True,
+        kv_of_free_memory=True,
     ),
 }
 

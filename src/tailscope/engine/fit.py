@@ -48,8 +48,16 @@ BY_BOTH = frozenset({"gemm"})
 #: engine has and another has not (TensorRT-LLM's attention-DP balancing), not efficiencies that engines share
 ENGINE_OWN = frozenset({"dp_wait"})
 _DEFAULT = Efficiencies()
-#: the share of GPU memory the corpus' engines give weights and KV cache (the rows' ``sim`` flags say the same)
+#: the share of GPU memory the corpus' vLLM and SGLang deployments give weights and KV cache (the rows' ``sim`` flags
+#: say the same)
 KV_MEMORY_UTILIZATION = 0.95
+
+
+def corpus_kv_fraction(engine: str) -> float:
+    """The ``--gpu-memory-utilization`` a corpus row of ``engine`` runs with (``io/corpus.py`` rule 7): TensorRT-LLM's
+    own default, 0.9 of the memory the weights leave (:attr:`~tailscope.engine.engine_profiles.EngineProfile.
+    kv_of_free_memory`); :data:`KV_MEMORY_UTILIZATION` of all memory for the others."""
+    return 0.9 if engine_profile(engine).kv_of_free_memory else KV_MEMORY_UTILIZATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +130,14 @@ class Dataset:
         kv_cache: dict[tuple[Any, ...], float] = {}
 
         def kv_tokens(o: Observation, p: Pool) -> float:
-            key = (o.model.name, o.gpu.id, p.par, o.weights_dtype, o.kv_dtype)
+            key = (o.model.name, o.gpu.id, p.par, o.weights_dtype, o.kv_dtype, o.engine)
             if key not in kv_cache:
                 try:
                     m = TrainedStepModel(
-                        o.model, o.gpu, p.par, weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, efficiency=_DEFAULT
-                    )
-                    kv_cache[key] = float(m.kv_capacity_tokens(KV_MEMORY_UTILIZATION))
+                        o.model, o.gpu, p.par, weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, efficiency=_DEFAULT,
+                        engine=o.engine,
+                    )  # fmt: skip
+                    kv_cache[key] = float(m.kv_capacity_tokens(corpus_kv_fraction(o.engine)))
                 except TailscopeError:
                     kv_cache[key] = float("inf")
             return kv_cache[key]

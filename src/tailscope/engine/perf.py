@@ -312,13 +312,16 @@ def kv_capacity_from_memory(
     gpu_memory_utilization: float,
     reserve_gb: float | None,
     default_reserve: tuple[float, float],
+    of_free: bool = False,
 ) -> int:
     """Tokens of KV cache a replica (or attention-DP rank) of step model ``m`` holds, for both step models.
 
     ``capacity = gpu_memory_utilization × memory − weights_per_gpu − reserve`` per GPU, divided by the KV bytes a
     token takes on one GPU (MLA latents are replicated across tensor-parallel ranks, GQA heads split up to the
     KV-head count). The reserve is ``reserve_gb`` when given, else ``default_reserve`` = (bytes, share of the GPU's
-    memory): the model's own allowance for activations, CUDA graphs and runtime buffers. ``gpus`` and ``more_gpus``
+    memory): the model's own allowance for activations, CUDA graphs and runtime buffers. With ``of_free`` (an engine
+    that sizes its KV cache from the free memory, TensorRT-LLM) the fraction is of what the weights and the reserve
+    leave: ``capacity = gpu_memory_utilization × (memory − weights_per_gpu − reserve)``. ``gpus`` and ``more_gpus``
     word the error: the GPUs that hold the weights, and the flags that add GPUs.
 
     Raises:
@@ -330,7 +333,10 @@ def kv_capacity_from_memory(
     model, gpu, mem = m.model, m.gpu, m.gpu.memory_bytes
     base, share = default_reserve
     reserve_bytes = reserve_gb * 1e9 if reserve_gb is not None else base + share * mem
-    free = gpu_memory_utilization * mem - weights_per_gpu - reserve_bytes
+    if of_free:
+        free = gpu_memory_utilization * (mem - weights_per_gpu - reserve_bytes)
+    else:
+        free = gpu_memory_utilization * mem - weights_per_gpu - reserve_bytes
     split = 1 if model.is_mla else max(1, min(tp, model.kv_heads))
     per_token = model.kv_bytes_per_token_resident(m.kv_dtype) / split
     if free <= per_token * 16:

@@ -121,7 +121,10 @@ class TrainedStepModel:
         ``tp``, experts over all the worker's GPUs; reserve 1 GB + 2 % of memory for activations, CUDA graphs and
         communication buffers — the corpus runs DeepSeek-V3 in FP8 on four B200s, which a larger reserve would
         forbid), divided by the KV bytes a token takes on one GPU (MLA latents are replicated across
-        tensor-parallel ranks, GQA heads split up to the KV-head count).
+        tensor-parallel ranks, GQA heads split up to the KV-head count). An engine that sizes its KV cache from the
+        free memory (:attr:`~tailscope.engine.engine_profiles.EngineProfile.kv_of_free_memory`: TensorRT-LLM)
+        takes the fraction of what the weights and the reserve leave: ``gpu_memory_utilization × (memory − weights
+        − reserve)``.
 
         Raises:
             PlanError: when the weights do not fit.
@@ -135,6 +138,7 @@ class TrainedStepModel:
             gpu_memory_utilization=gpu_memory_utilization,
             reserve_gb=reserve_gb,
             default_reserve=(1.0e9, 0.02),
+            of_free=engine_profile(self.engine).kv_of_free_memory,
         )
 
     # ---- step time ------------------------------------------------------------------------------------------

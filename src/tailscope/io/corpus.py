@@ -34,8 +34,10 @@ row alike and never to fit a figure:
    One rule for every engine and model: the recorded rows are too few per engine to tell them apart.
 6. An empty precision is the checkpoint's own; KV caches are FP8 for FP8 and FP4 rows and BF16 otherwise (the
    corpus does not record it).
-7. Memory: SGLang and TensorRT-LLM size the KV cache from what the weights leave (DeepSeek-V3 in FP8 runs on four
-   B200s with a few GB to spare), so the rows' ``sim`` flags give ``--gpu-memory-utilization 0.95``.
+7. Memory: the corpus' deployments give the KV cache what the weights leave (DeepSeek-V3 in FP8 runs on four B200s
+   with a few GB to spare), so the rows' ``sim`` flags give ``--gpu-memory-utilization 0.95`` (of all memory) for vLLM
+   and SGLang, and TensorRT-LLM's own default, 0.9 of the memory the weights leave
+   (:func:`~tailscope.engine.fit.corpus_kv_fraction`).
 8. A pool whose recorded GPUs cannot hold the weights (20 DeepSeek-R1 FP4 rows on one GB200) lost its parallelism
    in the export: it gets the smallest power of two of GPUs that holds them, as tensor (and expert) parallelism.
 9. A tensor-parallel size that does not divide the model's attention heads cannot be tensor parallelism (DeepSeek-R1
@@ -55,7 +57,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from tailscope.engine.fit import Observation, Pool
+from tailscope.engine.fit import Observation, Pool, corpus_kv_fraction
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.step_terms import Parallelism
@@ -149,7 +151,7 @@ class CorpusRow:
             "--kv-dtype",
             self.kv_dtype,
             "--gpu-memory-utilization",
-            "0.95",
+            f"{corpus_kv_fraction(self.engine):g}",
         ]
         if self.agg is not None:
             flags += _pool_flags(self.agg, "")

@@ -20,7 +20,7 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
 
     from tailscope.engine.closed_loop import aggregated, coefficient_step
     from tailscope.engine.engine_profiles import engine_profile
-    from tailscope.engine.fit import KV_MEMORY_UTILIZATION
+    from tailscope.engine.fit import corpus_kv_fraction
     from tailscope.engine.step_model import TrainedStepModel
     from tailscope.sim.run import SimArgs, build_cluster
 
@@ -44,7 +44,7 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
         np.array([m.efficiency.frontend_ms / 1e3 + m.efficiency.token_us / 1e6 * isl]),
         np.array([m.efficiency.inflight_us / 1e6]),
         np.array([m.efficiency.burst]),
-        np.array([m.kv_capacity_tokens(KV_MEMORY_UTILIZATION) / (isl + osl / 2.0)]),
+        np.array([m.kv_capacity_tokens(corpus_kv_fraction(o["backend"])) / (isl + osl / 2.0)]),
         np.array([balancing]),
         np.array([m.efficiency.dp_wait]),
     )

@@ -161,6 +161,26 @@ def test_kv_capacity_and_fit_errors() -> None:
         _m().kv_capacity_tokens(1.5)
 
 
+def test_tensorrt_llm_sizes_its_kv_cache_from_the_free_memory() -> None:
+    """TensorRT-LLM's fraction is of what the weights and the reserve leave; vLLM's (and SGLang's) of all memory."""
+    from tailscope.engine.engine_profiles import engine_profile
+    from tailscope.engine.fit import corpus_kv_fraction
+
+    kw = {"weights_dtype": "fp8", "kv_dtype": "fp8"}
+    par = Parallelism(4)
+    vllm = _m("deepseek-v3", "b200", par, engine="vllm", **kw)
+    trt = _m("deepseek-v3", "b200", par, engine="trtllm", **kw)
+    per_token = vllm.model.kv_bytes_per_token_resident("fp8")
+    mem = vllm.gpu.memory_bytes
+    reserve = 1.0e9 + 0.02 * mem
+    weights = mem * 0.9 - reserve - vllm.kv_capacity_tokens(0.9) * per_token  # what vLLM's count leaves for them
+    assert trt.kv_capacity_tokens(0.9) == pytest.approx(0.9 * (mem - weights - reserve) / per_token, rel=1e-3)
+    assert trt.kv_capacity_tokens(0.9) > 10 * vllm.kv_capacity_tokens(0.9)  # the weights nearly fill the B200s
+    assert engine_profile("trtllm").kv_of_free_memory
+    assert not engine_profile("sglang").kv_of_free_memory
+    assert (corpus_kv_fraction("trtllm"), corpus_kv_fraction("vllm"), corpus_kv_fraction("sglang")) == (0.9, 0.95, 0.95)
+
+
 def test_front_end_and_synchronised_arrivals() -> None:
     m = _m(engine="sglang")
     e = m.efficiency

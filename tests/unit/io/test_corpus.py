@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,10 @@ def test_parallel_encodings_are_normalised() -> None:
     assert rows["plain"].kv_dtype == "fp8"
     assert rows["plain"].config_key == ("deepseek-ai/DeepSeek-R1", "b200_sxm", "sglang", "fp8", "agg")
     assert "--ep" in rows["plain"].sim_flags()
+    flags = rows["plain"].sim_flags()  # rule 7: SGLang (and vLLM) rows at 0.95 of all memory
+    assert flags[flags.index("--gpu-memory-utilization") + 1] == "0.95"
+    trt = replace(rows["plain"], engine="trtllm")  # TensorRT-LLM's own default, 0.9 of what the weights leave
+    assert trt.sim_flags()[flags.index("--gpu-memory-utilization") + 1] == "0.9"
 
 
 def test_bad_rows_name_file_line_and_column(tmp_path: Path) -> None:
