@@ -127,21 +127,25 @@ def test_tighter_slo_never_needs_fewer_replicas_in_the_analytic_cut() -> None:
     assert tight <= loose
 
 
-def test_a_large_fleet_is_found_to_one_percent_in_few_simulations() -> None:
-    """Hundreds of replicas: bracketed below the analytic cut and bisected to 1 % — a passing count at most 1 % above
-    the smallest, never a failed one, in far fewer simulations than a bisection from one replica."""
-    calls: list[tuple[int, int]] = []
-    load = 4_200.0  # 350 replicas of 12 req/s
-    plan = search_capacity(
+def _search(per_gpu_rps: float, load: float, tps: tuple[int, ...], max_replicas: int, calls: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
+    """A search at ``load`` requests/s (headroom included) against :func:`fake_sim`."""
+    return search_capacity(
         perf,
-        fake_sim(12.0, load, calls),
-        tp_options=(1,),
+        fake_sim(per_gpu_rps, load, calls),
+        tp_options=tps,
         target_rps=load / 1.2,
         slos=SLOS,
         input_tokens=512,
         output_tokens=256,
-        max_replicas=1024,
+        max_replicas=max_replicas,
     )
+
+
+def test_a_large_fleet_is_found_to_one_percent_in_few_simulations() -> None:
+    """Hundreds of replicas: bracketed below the analytic cut and bisected to 1 % — a passing count at most 1 % above
+    the smallest, never a failed one, in far fewer simulations than a bisection from one replica."""
+    calls: list[tuple[int, int]] = []
+    plan = _search(12.0, 4_200.0, (1,), 1024, calls)  # 350 replicas of 12 req/s
     assert plan.best is not None
     assert plan.best.replicas is not None
     assert 350 <= plan.best.replicas <= 350 * 1.01
@@ -157,16 +161,7 @@ def test_a_degree_that_cannot_be_cheaper_even_at_saturation_is_not_simulated() -
 
     calls: list[tuple[int, int]] = []
     load = 2_000.0
-    plan = search_capacity(
-        perf,
-        fake_sim(40.0, load, calls),  # TP 1 replicas far beyond their analytic saturation: 50 GPUs
-        tp_options=(1, 8),
-        target_rps=load / 1.2,
-        slos=SLOS,
-        input_tokens=512,
-        output_tokens=256,
-        max_replicas=1024,
-    )
+    plan = _search(40.0, load, (1, 8), 1024, calls)  # TP 1 replicas far beyond their analytic saturation: 50 GPUs
     assert plan.best is not None
     assert (plan.best.tp, plan.best.gpus) == (1, 50)
     sat8 = analytic_replica_rps(perf(8), input_tokens=512, output_tokens=256, slos=(), max_num_seqs=256)
@@ -177,15 +172,6 @@ def test_a_degree_that_cannot_be_cheaper_even_at_saturation_is_not_simulated() -
     skipped = next(o for o in plan.options if o.tp == 8)
     assert skipped.note.startswith("skipped: at TP 8 even 1.5 × a replica's analytic saturation throughput")
     calls.clear()
-    generous = search_capacity(  # a best answer of many GPUs leaves room: TP 8 is searched
-        perf,
-        fake_sim(0.5, load, calls),
-        tp_options=(1, 8),
-        target_rps=load / 1.2,
-        slos=SLOS,
-        input_tokens=512,
-        output_tokens=256,
-        max_replicas=8192,
-    )
+    generous = _search(0.5, load, (1, 8), 8192, calls)  # a best answer of many GPUs leaves room: TP 8 is searched
     assert generous.best is not None
     assert {tp for tp, _ in calls} == {1, 8}
