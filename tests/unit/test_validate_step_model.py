@@ -53,8 +53,10 @@ def test_every_held_out_row_is_predicted(calibration_dir: Path, tmp_path: Path) 
     assert math.isnan(v.mape("baseline", mode="disagg")[0])
     agg = next(r for r in v.rows if r.simulate_options is not None and r.concurrency <= 16)
     assert agg.simulate_options is not None
-    # the KV memory the analysis sizes admission by (and the rows' `sim` flags), not simulate()'s default 0.9
-    assert agg.simulate_options["gpu_memory_utilization"] == 0.95
+    # the KV memory the analysis sizes admission by (and the rows' `sim` flags), not simulate()'s default
+    from tailscope.engine.fit import corpus_kv_fraction
+
+    assert agg.simulate_options["gpu_memory_utilization"] == corpus_kv_fraction(agg.engine)
     sim = tailscope.simulate(**agg.simulate_options, requests=agg.concurrency * 2)
     assert sim.summary.requests.completed == agg.concurrency * 2
 
