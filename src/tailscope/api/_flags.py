@@ -214,6 +214,7 @@ PLAN_KV: dict[str, Flag] = {f.name: f for f in (
     _E["weights_dtype"],
     Flag("gpu", str | None, None, "--gpu", "GPU catalog id (for capacity and concurrency)."),
     _E["tp"], _E["gpu_memory_utilization"].but(help=None),
+    Flag("engine", str, "vllm", "--engine", "vllm, sglang or trtllm: how the KV cache is sized."),
 )}
 #: ``tailscope plan estimate``: the keyword arguments of :func:`tailscope.plan_estimate`
 PLAN_ESTIMATE: dict[str, Flag] = {f.name: f for f in (

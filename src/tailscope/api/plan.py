@@ -76,6 +76,7 @@ def plan_kv(
     gpu: str | None = None,
     tp: int = 1,
     gpu_memory_utilization: float = 0.9,
+    engine: str = "vllm",
 ) -> KvPlan:
     """KV bytes per token and per sequence, weights, and (with ``gpu``) KV capacity and max concurrent sequences.
 
@@ -86,7 +87,9 @@ def plan_kv(
         weights_dtype: ``bf16``, ``fp8``, ``int8`` or ``int4`` (default: the checkpoint's own).
         gpu: GPU catalog id; None: no capacity figures.
         tp: tensor-parallel degree.
-        gpu_memory_utilization: the fraction of GPU memory the engine may use.
+        gpu_memory_utilization: the fraction of GPU memory the engine may use — for TensorRT-LLM, of what the weights
+            leave (its ``free_gpu_memory_fraction``).
+        engine: ``vllm``, ``sglang`` or ``trtllm``: how the KV cache is sized from the memory.
 
     Returns:
         ``plan.bytes_per_token``, ``plan.per_sequence_bytes``, ``plan.kv_capacity_tokens``, ``plan.max_sequences``,
@@ -104,6 +107,7 @@ def plan_kv(
         tp=tp,
         gpu_memory_utilization=gpu_memory_utilization,
         max_context=_max_context(model),
+        engine=engine,
     )
 
 

@@ -144,12 +144,15 @@ class StepTimeModel:
             self._ar_per_token = 0.0
 
     # ---- capacity -------------------------------------------------------------------------------------------
-    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, reserve_gb: float | None = None) -> int:
+    def kv_capacity_tokens(
+        self, gpu_memory_utilization: float = 0.9, reserve_gb: float | None = None, *, of_free: bool = False
+    ) -> int:
         """Tokens of KV cache the replica can hold.
 
         ``capacity = gpu_memory_utilization × memory − weights − reserve`` per GPU, where the reserve holds
         activations, CUDA graphs and the NCCL/runtime context (default 1.5 GB + 4 % of memory, vLLM's profiled
-        peak is of that order).
+        peak is of that order); with ``of_free`` (TensorRT-LLM) the fraction is of what the weights and the reserve
+        leave.
 
         Raises:
             PlanError: when the weights do not fit.
@@ -163,6 +166,7 @@ class StepTimeModel:
             gpu_memory_utilization=gpu_memory_utilization,
             reserve_gb=reserve_gb,
             default_reserve=(1.5e9, 0.04),
+            of_free=of_free,
         )
 
     # ---- step time ------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailscope.engine.calibration import Efficiency
+from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
 from tailscope.engine.models import ModelArch, dtype_bytes
 from tailscope.engine.perf import StepTimeModel
@@ -67,8 +68,10 @@ def plan_kv(
     gpu_memory_utilization: float = 0.9,
     efficiency: Efficiency | None = None,
     max_context: int | None = None,
+    engine: str = "vllm",
 ) -> KvPlan:
-    """KV and memory figures for ``model`` at ``context`` tokens per sequence.
+    """KV and memory figures for ``model`` at ``context`` tokens per sequence; ``engine`` says how the KV cache is
+    sized (TensorRT-LLM: the fraction of what the weights and the reserve leave).
 
     Raises:
         PlanError: context above the model's maximum, or weights that do not fit on ``gpu × tp``.
@@ -90,12 +93,18 @@ def plan_kv(
     sources = {"model": model.source}
     capacity = max_seqs = None
     if gpu is not None:
+        of_free = engine_profile(engine).kv_of_free_memory
         perf = StepTimeModel(model, gpu, tp=tp, weights_dtype=wd, kv_dtype=kv_dtype, efficiency=efficiency)
-        capacity = perf.kv_capacity_tokens(gpu_memory_utilization)
+        capacity = perf.kv_capacity_tokens(gpu_memory_utilization, of_free=of_free)
         max_seqs = capacity // context
+        memory = f"{gpu.memory_gb:g} GB − weights/GPU − reserve"
         assumptions.append(
-            f"KV capacity = {gpu_memory_utilization:g} × {gpu.memory_gb:g} GB − weights/GPU − reserve (1.5 GB + 4 % "
-            f"of memory for activations, CUDA graphs and runtime), on {tp} × {gpu.id}"
+            f"KV capacity = {gpu_memory_utilization:g} × ({memory}) — {engine_profile(engine).label} sizes it from "
+            f"the free memory — (reserve: 1.5 GB + 4 % of memory for activations, CUDA graphs and runtime), on {tp} × "
+            f"{gpu.id}"
+            if of_free
+            else f"KV capacity = {gpu_memory_utilization:g} × {memory} (1.5 GB + 4 % of memory for activations, CUDA "
+            f"graphs and runtime), on {tp} × {gpu.id}"
         )
         if not model.is_mla and tp > model.kv_heads:
             assumptions.append(f"tp={tp} > {model.kv_heads} KV heads: KV heads are replicated across ranks")

@@ -40,6 +40,24 @@ def test_kv_capacity_and_concurrency_on_a_gpu() -> None:
     assert any("KV capacity" in a for a in p.assumptions)
 
 
+def test_tensorrt_llm_kv_capacity_is_a_fraction_of_the_free_memory() -> None:
+    """`plan kv --engine trtllm`: DeepSeek-V3 in FP8 on four B200s, where vLLM's rule leaves no room at 0.9."""
+    kw = {"context": 9216, "kv_dtype": "fp8", "weights_dtype": "fp8", "gpu": resolve_gpu("b200"), "tp": 4}
+    with pytest.raises(PlanError, match="leaves no room for the KV cache"):
+        plan_kv(resolve_model("deepseek-v3"), **kw)  # type: ignore[arg-type]
+    p = plan_kv(resolve_model("deepseek-v3"), engine="trtllm", **kw)  # type: ignore[arg-type]
+    assert p.max_sequences is not None
+    assert p.max_sequences >= 16  # the corpus ran 16 such requests on that deployment
+    assert any("from the free memory" in a for a in p.assumptions)
+    small = {"context": 8192, "kv_dtype": "fp8", "gpu": resolve_gpu("h100-sxm"), "tp": 4}
+    vllm = plan_kv(resolve_model("llama-3.1-70b"), **small).kv_capacity_tokens  # type: ignore[arg-type]
+    trt = plan_kv(resolve_model("llama-3.1-70b"), engine="trtllm", **small).kv_capacity_tokens  # type: ignore[arg-type]
+    assert vllm is not None
+    assert trt is not None
+    # u × (M − W − R) − (u × M − W − R) = (1 − u)(W + R) ≥ 0: never less, and with room to spare not much more
+    assert vllm <= trt < 1.2 * vllm
+
+
 def test_model_that_does_not_fit_is_explained() -> None:
     with pytest.raises(PlanError, match="leaves no room for the KV cache"):
         plan_kv(resolve_model("llama-3.1-70b"), context=4096, gpu=resolve_gpu("l4"), tp=1)
