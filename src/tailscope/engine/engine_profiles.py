@@ -54,8 +54,8 @@ class EngineProfile:
             runtime's reserve leave, all of it for the KV cache — TensorRT-LLM's ``KvCacheConfig.
             free_gpu_memory_fraction`` (0.9 by default) — rather than of all the GPU's memory for weights, KV cache
             and reserve together (vLLM's ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``). Where the
-            weights nearly fill the GPU the two differ by much: DeepSeek-V3 in FP8 on four B200s keeps ≈ 24,000 KV
-            tokens at 0.9 of all memory, ≈ 440,000 at 0.9 of the free memory.
+            weights nearly fill the GPU the two differ by much: DeepSeek-V3 in FP8 on four B200s keeps 24,498 KV
+            tokens at 0.9 of all memory and 517,113 at 0.9 of the free memory (the trained step model's reserve).
     """
 
     name: str
