@@ -14,12 +14,14 @@ a decode-only step takes ``t_d = step(B, D)``, and a prompt adds ``Δ = Σ_chunk
 time, in chunks of the budget left after the decodes (``K − B`` tokens). Prompts arrive ``λ τ`` per step, so
 
     τ   = t_d / (1 − ρ)                 ρ = λ Δ   (the share of step time spent on prefills)
-    T₁  = F + r + n_chunks · t_d + Δ + W
+    T₁  = F + r + n_chunks · t_d + Δ + W + k τ
 
 with ``F`` the front end (``frontend_ms`` + ``inflight_us × C``, plus ``burst × (C − 1) / 2 × S₁``: measured closed
 loops with fixed lengths stay partly synchronised, so a request arrives with a learned share of the others and waits
 for half of their prefills, each ``S₁`` alone), ``r = (τ² + λτ δ²) / 2τ`` the residual of the step in progress at
-arrival (``δ = Δ / n_chunks``), and ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1). On an
+arrival (``δ = Δ / n_chunks``), ``W = ρ Δ / 2(1 − ρ)`` the wait behind other prompts (M/D/1), and ``k τ`` the
+iterations the engine's loop runs before its scheduler takes the request in (``sched_iters``, learned per engine:
+SGLang reads its input every ``scheduler_recv_interval`` iterations). On an
 attention-DP rank of an engine that balances its ranks' context requests (TensorRT-LLM: a context request waits
 until every rank has one, or a number of iterations; :func:`balance_wait`), ``T₁`` also carries that wait:
 the harmonic combination of ``dp_wait × τ`` and ``H(dp − 1) / λ``, the time until the other ranks have all
@@ -35,7 +37,8 @@ requests of the mean context ``I + O/2``); with ``C > N`` clients the loop above
 **Disaggregated** (prefill workers, decode workers, KV moved between them): the decode pool runs decode-only steps
 with ``C / decode ranks`` requests each, ``τ = step(B, D)``; a prompt costs ``S = Σ_chunks step(0, 0, chunk)`` on a
 prefill rank that sees ``λ / prefill ranks`` of them (M/D/1 wait), then its KV crosses to the decode worker
-(:func:`tailscope.engine.disagg.kv_transfer_seconds`): ``T₁ = F + A + W + S + transfer``. ``A = pd_burst × (C − 1) /
+(:func:`tailscope.engine.disagg.kv_transfer_seconds`): ``T₁ = F + A + W + S + transfer + k τ`` (``k τ``: the decode
+worker's scheduler taking the request in, as aggregated). ``A = pd_burst × (C − 1) /
 prefill ranks / 2 × S`` is the synchronised arrivals' wait as aggregated, with its own learned share: a request
 arrives with ``pd_burst`` of the other clients, spread over the prefill ranks, and waits for half of their prefills
 (without it the measured disaggregated TTFT was under-predicted at every load, median −50 % to −93 %); a balancing
@@ -136,6 +139,7 @@ def aggregated(
     max_running: Arr | None = None,
     dp: Arr = 1.0,
     dp_wait: Arr = 0.0,
+    sched_iters: Arr = 0.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring); ``max_running``
     caps the requests the replica holds at once (the clients beyond it wait for admission); ``dp`` counts the
@@ -163,7 +167,7 @@ def aggregated(
         per_chunk = delta / np.maximum(n, 1.0)
         resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
         wait = rho * delta / (2.0 * (1.0 - rho))
-        ttft = front + together + resid + n * t_d + delta + wait
+        ttft = front + together + resid + n * t_d + delta + wait + sched_iters * tau
         ttft = ttft + balance_wait(dp, dp_wait, tau, lam)
         return lam, ttft, tau
 
@@ -192,6 +196,7 @@ def disaggregated(
     burst: Arr = 0.0,
     dp: Arr = 1.0,
     dp_wait: Arr = 0.0,
+    sched_iters: Arr = 0.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of a disaggregated deployment (see the module docstring); ``max_running``
     caps the requests one decode rank holds at once, ``burst`` is the share of the clients arriving together,
@@ -220,7 +225,7 @@ def disaggregated(
         # the prefill worker's API server sees the requests at that rank: λ / ranks × (W + S) of them (Little)
         front = frontend_s + inflight_s * (1.0 + lam / p_ranks * (wait + service))
         balance = balance_wait(dp, dp_wait, idle_step, lam / p_ranks)
-        return lam, front + together + wait + service + transfer_s + balance, tau
+        return lam, front + together + wait + service + transfer_s + balance + sched_iters * tau, tau
 
     def excess(b: Arr) -> Arr:
         lam, ttft, _ = state(b)

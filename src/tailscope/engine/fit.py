@@ -46,7 +46,7 @@ BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
 #: fields whose engine offsets are penalised only as weakly as the bases: engine scheduling policies that one
 #: engine has and another has not (TensorRT-LLM's attention-DP balancing), not efficiencies that engines share
-ENGINE_OWN = frozenset({"dp_wait"})
+ENGINE_OWN = frozenset({"dp_wait", "sched_iters"})
 _DEFAULT = Efficiencies()
 #: the share of GPU memory the corpus' vLLM and SGLang deployments give weights and KV cache (the rows' ``sim`` flags
 #: say the same)
@@ -291,6 +291,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             ds.max_running[a],
             ds.balance_main[a],
             e.dp_wait[a],
+            e.sched_iters[a],
         )
         ttft[a], tpot[a] = t1, tau
     if ds.disagg.any():
@@ -313,6 +314,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             ed.pd_burst,
             ds.balance_pre[d],
             ed.dp_wait,
+            ed.sched_iters,
         )
         ttft[d], tpot[d] = t1, tau
     return ttft, tpot

@@ -121,6 +121,11 @@ class SpeculativeStepModel:
     def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
         return self.target.frontend_delay_ns(in_flight, u)
 
+    def engine_wait_ns(self, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
+        """The target engine's wait before it schedules an arriving request (0 for a model without one)."""
+        wait = getattr(self.target, "engine_wait_ns", None)
+        return wait(in_flight, prompt_tokens, prefill_pool=prefill_pool) if wait is not None else 0
+
     def weight_load_bytes_per_gpu(self) -> float:
         own = self.target.weight_load_bytes_per_gpu()
         return own + (self.draft.weight_load_bytes_per_gpu() if self.draft is not None else 0.0)

@@ -302,6 +302,31 @@ class TrainedStepModel:
             return self._balance_ns(self.step_ns([], 0, 0))
         return self._balance_ns(self.decode_step_ns(in_flight, in_flight * prompt_tokens))
 
+    def pickup_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
+        """How long an arriving request waits for the engine's scheduler to take it in, ns.
+
+        Engines take new requests into their loop at a cadence of their own: SGLang reads its input every
+        ``scheduler_recv_interval`` iterations (deployments raise it to 10–30 at high concurrency), TensorRT-LLM's
+        executor and vLLM's asynchronous scheduling fetch them an iteration or more later. ``sched_iters``, learned
+        per engine (:attr:`Efficiencies.sched_iters`), is that mean wait in iterations, charged here as decode steps
+        of ``in_flight`` requests (this one counted); the closed-loop analysis charges ``sched_iters × τ``, its mean
+        step (:func:`tailscope.engine.closed_loop.aggregated`). An engine behaviour: charged whatever the arrivals,
+        in ``sim`` and ``serve``.
+        """
+        return int(self.efficiency.sched_iters * self.decode_step_ns(in_flight, in_flight * prompt_tokens))
+
+    def engine_wait_ns(self, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
+        """Everything the engine adds before it schedules an arriving request, ns: :meth:`pickup_wait_ns` and
+        :meth:`balance_wait_ns`. A disaggregated prefill pool (``prefill_pool``) pays only the balancing: the first
+        token is sampled by the decode worker, whose scheduler takes the request in when its KV arrives (the
+        simulator charges that worker's :meth:`pickup_wait_ns` there)."""
+        if prefill_pool:
+            return self.balance_wait_ns(in_flight, prompt_tokens, prefill_pool=True)
+        # both are iterations of the same decode step (the simulator asks this per arriving request: one step)
+        e = self.efficiency
+        iters = e.sched_iters + e.dp_wait if self._balance else e.sched_iters
+        return int(iters * self._decode_ns(in_flight, in_flight * prompt_tokens))
+
     def arrival_burst_ns(self, in_flight: int, prompt_tokens: int) -> int:
         """Extra arrival delay of a closed-loop request from the clients that arrive with it, ns.
 

@@ -251,6 +251,9 @@ class Efficiencies:
         dp_wait: iterations an engine that balances attention-DP ranks (:attr:`~tailscope.engine.engine_profiles.
             EngineProfile.attention_dp_balance`) holds a context request at most while it waits for every rank to
             have one; unused elsewhere.
+        sched_iters: iterations of the engine's loop an arriving request waits, on average, before its scheduler
+            takes it (SGLang polls its input every ``scheduler_recv_interval`` iterations; the others' input
+            pipelines), charged in decode steps.
     """
 
     gemm: float = 0.6
@@ -272,6 +275,7 @@ class Efficiencies:
     pd_burst: float = 0.05
     token_us: float = 1.0
     dp_wait: float = 5.0
+    sched_iters: float = 1.0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -1,10 +1,11 @@
 """Request-time estimates from the step-time model: prefill, TPOT and E2E at a steady concurrency (pure).
 
 At a steady concurrency ``c`` every engine step decodes ``c`` sequences whose contexts average
-``input + output / 2``. TTFT = front-end delay + one prefill step of the request's prompt (chunked by the token
-budget) batched with the other ``c − 1`` decodes. TPOT = the decode step at ``c`` plus the prefills of the other
-sequences spread over this request's decode steps: each of the ``c − 1`` others restarts about once per request
-lifetime, adding its prefill work to ``(c − 1)`` of this request's ``N − 1`` steps. Queueing beyond that is not
+``input + output / 2``. TTFT = front-end delay + the engine's wait before it schedules the request (the trained
+model's ``engine_wait_ns``) + one prefill step of the request's prompt (chunked by the token budget) batched with the
+other ``c − 1`` decodes. TPOT = the decode step at ``c`` plus the prefills of the other sequences spread over this
+request's decode steps: each of the ``c − 1`` others restarts about once per request lifetime, adding its prefill
+work to ``(c − 1)`` of this request's ``N − 1`` steps. Queueing beyond that is not
 modelled here — that is what ``tailscope sim`` and ``plan capacity`` are for.
 """
 
@@ -81,7 +82,10 @@ def estimate_request(
         done += chunk
     prefill_bound = max(bounds)[1]
     frontend_s = perf.frontend_delay_ns(concurrency) / 1e9 + perf.tokenize_ns(input_tokens) / 1e9
-    ttft_s = frontend_s + prefill_s
+    # the trained model's engine: its scheduler takes the request in at its own cadence (attention-DP balancing too)
+    wait = getattr(perf, "engine_wait_ns", None)
+    engine_wait_s = wait(concurrency, input_tokens) / 1e9 if wait is not None else 0.0
+    ttft_s = frontend_s + engine_wait_s + prefill_s
     decode = perf.breakdown([], concurrency, int(concurrency * avg_ctx))
     decode_s = decode.total_s
     # the other sequences' prefills, spread over this request's decode steps
@@ -107,6 +111,11 @@ def estimate_request(
             f"efficiencies: MFU {perf.eff.mfu:g}, MBU {perf.eff.mbu:g}, step overhead {perf.eff.step_overhead_ms:g} ms",
             f"steady concurrency {concurrency}; decode contexts average input + output/2 = {avg_ctx:,.0f} tokens",
             f"front-end delay {frontend_s * 1e3:.1f} ms (HTTP, templating, tokenization); no queueing",
+        )
+        + (
+            (f"the engine takes the request in after {engine_wait_s * 1e3:.1f} ms (its scheduler's cadence)",)
+            if engine_wait_s > 0
+            else ()
         ),
     )
 

@@ -2,12 +2,12 @@
 
 In vLLM the HTTP server renders the chat template and tokenizes one request at a time, then hands the request to the
 engine; a busy server adds latency per request in flight. The engine's step-time model prices these
-(``tokenize_ns``, ``frontend_delay_ns``, and the trained model's ``balance_wait_ns``: an engine holding context
-requests for its attention-DP ranks); ``sim`` delays each request's arrival at the replica by them, and ``serve``
-waits the same time (scaled by ``--speed``) before submitting to the engine, so both predict the same TTFT. ``sim``
-also charges its own closed-loop clients the trained model's learned synchrony (``arrival_burst_ns``: how the
-corpus' fixed-length loops sent); a server cannot tell what its client is, and a real client's synchrony reaches it
-by itself.
+(``tokenize_ns``, ``frontend_delay_ns``, and the trained model's ``engine_wait_ns``: the engine's scheduler taking
+requests in at its own cadence, and holding context requests for its attention-DP ranks); ``sim`` delays each
+request's arrival at the replica by them, and ``serve`` waits the same time (scaled by ``--speed``) before submitting
+to the engine, so both predict the same TTFT. ``sim`` also charges its own closed-loop clients the trained model's
+learned synchrony (``arrival_burst_ns``: how the corpus' fixed-length loops sent); a server cannot tell what its
+client is, and a real client's synchrony reaches it by itself.
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ class Frontend:
         done = start + self.model.tokenize_ns(prompt_tokens)
         self._free_ns = done
         delay = done - now_ns + self.model.frontend_delay_ns(in_flight, frontend_jitter(self.seed, key))
-        # an engine that balances its attention-DP ranks holds context requests, as in sim; the trained model's
+        # the engine takes requests in at its own cadence and may hold them to balance its attention-DP ranks, as in
+        # sim; the trained model's
         # closed-loop synchrony (``arrival_burst_ns``) is how the corpus' clients sent, not the server's: a real
         # client's synchrony reaches this server by itself
-        balance = getattr(self.model, "balance_wait_ns", None)
-        return delay + balance(in_flight, prompt_tokens) if balance is not None else delay
+        wait = getattr(self.model, "engine_wait_ns", None)
+        return delay + wait(in_flight, prompt_tokens) if wait is not None else delay

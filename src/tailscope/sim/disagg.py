@@ -3,9 +3,10 @@ decode pool.
 
 The router picks a prefill worker (``routing.py``); the request runs its prompt there (one sampled token), its KV
 crosses to the decode pool (:class:`~tailscope.engine.disagg.KvTransfer`), and the decode worker with the fewest
-requests in flight admits it with that KV present: its first step computes the last prompt token and samples the
-first output token the client sees (as vLLM's P/D proxy does). TTFT therefore includes the prefill, the transfer and
-the decode worker's first step; decode steps never carry prefill chunks.
+requests in flight admits it with that KV present once its scheduler takes the request in (the trained model's
+``pickup_wait_ns``, at that worker's load when the prefill ends): its first step computes the last prompt token and
+samples the first output token the client sees (as vLLM's P/D proxy does). TTFT therefore includes the prefill, the
+transfer, the decode scheduler's pickup and the decode worker's first step; decode steps never carry prefill chunks.
 """
 
 from __future__ import annotations
@@ -28,12 +29,18 @@ class Disaggregation(SimState):
         sampled and arrives after the transfer."""
         rep = slot.replica
         live_map = self._live
+        pickup = self._pickup
+        if pickup is not None:  # the decode worker's scheduler takes the request in at its own cadence
+            slots = self._slots
+            least = min(slots[i].outstanding for i in self._decode_idx) + 1
         for c in done:
             slot.outstanding -= 1
             t0 = rep.token_times(c)[0]
-            xfer = self._xfer.ns(live_map[c.id].prompt)
+            prompt = live_map[c.id].prompt
+            xfer = self._xfer.ns(prompt)
             self.result.kv_transfer_s += xfer / 1e9
-            heapq.heappush(self._heap, (t0 + xfer, KV_ARRIVE, next(self._seq), c.id))
+            wait = pickup(least, prompt) if pickup is not None else 0
+            heapq.heappush(self._heap, (t0 + xfer + wait, KV_ARRIVE, next(self._seq), c.id))
 
     def _kv_arrive(self, rid: int, now: int) -> RequestRecord | None:
         """A disaggregated request's KV reached the decode pool: the least-loaded decode worker admits it."""

@@ -47,8 +47,8 @@ class Routing(SimState):
         done = start + perf.tokenize_ns(live.prompt)
         slot.frontend_free_ns = done
         delay = perf.frontend_delay_ns(slot.outstanding, frontend_jitter(spec.seed, rid))
-        if self._balance is not None:  # an engine holding context requests to balance its attention-DP ranks
-            delay += self._balance(slot.outstanding, live.prompt, prefill_pool=self._balance_prefill)
+        if self._engine_wait is not None:  # the engine's input cadence, its attention-DP balancing
+            delay += self._engine_wait(slot.outstanding, live.prompt, prefill_pool=self._prefill_pool)
         if live.client < 0:  # an open loop's arrivals are its own: the synchronised share is a closed loop's
             pass
         elif self._burst is not None:  # the trained model's partly synchronised closed-loop arrivals

@@ -93,11 +93,12 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
         self._perf = cluster.perf()
         self._speed = getattr(self._perf, "speed_factor", None)
         #: the trained model's partly synchronised closed-loop arrivals (closed-loop clients only) and the engine's
-        #: attention-DP balancing wait (every request)
+        #: wait before it schedules an arriving request (every request: its input cadence, attention-DP balancing)
         self._burst = getattr(self._perf, "arrival_burst_ns", None)
         self._pd_burst = None
-        self._balance = getattr(self._perf, "balance_wait_ns", None)
-        self._balance_prefill = False
+        self._engine_wait = getattr(self._perf, "engine_wait_ns", None)
+        self._prefill_pool = False
+        self._pickup = None  # disaggregated: the decode worker's scheduler taking a request in (disagg.py)
         #: a calibrated twin's measured client send lag (open loop only): ``(seed, request id) -> ns``
         self._send_lag = getattr(self._perf, "send_lag_ns", None)
         self._block = cluster.engine_config().block_size
@@ -123,8 +124,9 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
             # the prefill pool's synchronised arrivals replace the aggregated replica's (same form, own share)
             self._burst = None
             self._pd_burst = getattr(self._perf, "disagg_arrival_burst_ns", None)
-            self._balance = getattr(self._perf, "balance_wait_ns", None)
-            self._balance_prefill = True
+            self._engine_wait = getattr(self._perf, "engine_wait_ns", None)
+            self._prefill_pool = True
+            self._pickup = getattr(dec, "pickup_wait_ns", None)
         # the event heap (see SimState)
         self._heap = []
         self._seq = itertools.count(1)

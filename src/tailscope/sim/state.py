@@ -119,8 +119,9 @@ class SimState:
     _speed: Callable[[int], float] | None
     _burst: Callable[[int, int], int] | None
     _pd_burst: Callable[[float, int], int] | None
-    _balance: Callable[..., int] | None  # (in_flight, prompt tokens, *, prefill_pool) → ns
-    _balance_prefill: bool
+    _engine_wait: Callable[..., int] | None  # (in_flight, prompt tokens, *, prefill_pool) → ns
+    _prefill_pool: bool  # the router's replicas are a disaggregated prefill pool
+    _pickup: Callable[[int, int], int] | None  # a decode worker's (in_flight, prompt tokens) → ns
     _send_lag: Callable[[int, int], int] | None
     _block: int
     _router: Router

@@ -47,5 +47,6 @@ def analytic_closed_loop(options: Mapping[str, Any]) -> tuple[float, float]:
         np.array([m.kv_capacity_tokens(corpus_kv_fraction(o["backend"])) / (isl + osl / 2.0)]),
         np.array([balancing]),
         np.array([m.efficiency.dp_wait]),
+        np.array([m.efficiency.sched_iters]),
     )
     return float(t1[0]) * 1e3, float(tau[0]) * 1e3

@@ -30,6 +30,7 @@ def _closed(m: TrainedStepModel, isl: float, osl: float, clients: float, budget:
         _a(e.frontend_ms / 1e3),
         _a(e.inflight_us / 1e6),
         _a(e.burst),
+        sched_iters=_a(e.sched_iters),
     )
     return float(t1[0]), float(tau[0])
 
@@ -55,7 +56,7 @@ def test_vectorised_rows_are_independent() -> None:
     e = m.efficiency
     step = coefficient_step(m.coeffs)
     both = aggregated(step, _a(1024, 4096), _a(128, 512), _a(8, 64), _a(8192, 8192), e.frontend_ms / 1e3,
-                      e.inflight_us / 1e6, e.burst)  # fmt: skip
+                      e.inflight_us / 1e6, e.burst, sched_iters=e.sched_iters)  # fmt: skip
     one = _closed(m, 4096, 512, 64)
     assert both[0][1] == pytest.approx(one[0], rel=1e-9)
     assert both[1][1] == pytest.approx(one[1], rel=1e-9)

@@ -205,6 +205,25 @@ def test_attention_dp_balancing_is_apart_from_the_closed_loop_burst() -> None:
     assert _m(engine="trtllm").balance_wait_ns(9, 1000) == 0  # no attention DP: nothing to balance
 
 
+def test_the_engine_takes_requests_in_at_its_own_cadence() -> None:
+    """Every engine charges ``sched_iters`` decode steps before its scheduler takes a request in (SGLang the most:
+    it reads its input every few iterations); a disaggregated prefill pool leaves it to the decode worker."""
+    for engine in ENGINES:
+        m = _m(engine=engine)
+        e = m.efficiency
+        assert e.sched_iters > 0
+        assert m.pickup_wait_ns(9, 1000) == int(e.sched_iters * m.decode_step_ns(9, 9 * 1000))
+        assert m.engine_wait_ns(9, 1000) == pytest.approx(m.pickup_wait_ns(9, 1000) + m.balance_wait_ns(9, 1000), abs=1)
+        assert m.engine_wait_ns(9, 1000, prefill_pool=True) == m.balance_wait_ns(9, 1000, prefill_pool=True) == 0
+        assert m.pickup_wait_ns(64, 1000) > m.pickup_wait_ns(1, 1000)  # longer steps, longer wait
+    assert _m(engine="sglang").efficiency.sched_iters > _m(engine="vllm").efficiency.sched_iters
+    trt = _m("deepseek-r1", "b200", Parallelism(1, 8, 8), weights_dtype="fp8", kv_dtype="fp8", engine="trtllm")
+    assert trt.engine_wait_ns(9, 1000) == pytest.approx(
+        trt.pickup_wait_ns(9, 1000) + trt.balance_wait_ns(9, 1000), abs=2
+    )
+    assert trt.engine_wait_ns(9, 1000, prefill_pool=True) == trt.balance_wait_ns(9, 1000, prefill_pool=True) > 0
+
+
 def test_engine_profiles() -> None:
     h100, b200 = resolve_gpu("h100-sxm"), resolve_gpu("b200")
     assert engine_profile("vllm").limits(h100) == (1024, 8192)

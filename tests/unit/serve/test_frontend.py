@@ -39,15 +39,16 @@ def test_tokenization_is_serialized_and_jitter_is_seeded() -> None:
 
 
 class TrainedPrices(Prices):
-    """The trained model's extra hooks: an engine's balancing wait, and the corpus' closed-loop synchrony."""
+    """The trained model's extra hooks: the engine's wait before it schedules a request, and the corpus' closed-loop
+    synchrony."""
 
-    def balance_wait_ns(self, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
+    def engine_wait_ns(self, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
         return 7_000_000
 
     def arrival_burst_ns(self, in_flight: int, prompt_tokens: int) -> int:
         raise AssertionError("serve charged the closed-loop synchrony: its real client brings its own")
 
 
-def test_serve_waits_for_the_engines_balancing_but_not_the_corpus_synchrony() -> None:
+def test_serve_waits_for_the_engine_but_not_the_corpus_synchrony() -> None:
     plain = Frontend(Prices(), seed=2).delay_ns(0, 100, 9, key=1)
     assert Frontend(TrainedPrices(), seed=2).delay_ns(0, 100, 9, key=1) == plain + 7_000_000

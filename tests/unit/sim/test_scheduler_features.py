@@ -90,7 +90,7 @@ def test_disaggregated_closed_loop_charges_the_prefill_pools_synchronised_arriva
 def test_open_loops_are_not_charged_the_closed_loop_synchrony(monkeypatch: pytest.MonkeyPatch) -> None:
     """The learned ``burst`` describes closed loops of fixed lengths (how the corpus was measured): a closed loop's
     requests are charged it, an open loop's are not — at 90 % load it had doubled the simulated TTFT p50 — while an
-    engine's attention-DP balancing wait is charged whatever the arrivals."""
+    engine's attention-DP balancing wait and its input cadence are charged whatever the arrivals."""
     charged: list[int] = []
     real = TrainedStepModel.arrival_burst_ns
 
@@ -105,14 +105,23 @@ def test_open_loops_are_not_charged_the_closed_loop_synchrony(monkeypatch: pytes
     assert len(charged) == 20
     waits: list[bool] = []
 
-    def balance(self: TrainedStepModel, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
+    def wait(self: TrainedStepModel, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
         waits.append(prefill_pool)
         return 0
 
-    monkeypatch.setattr(TrainedStepModel, "balance_wait_ns", balance)
+    pickups: list[int] = []
+
+    def pickup(self: TrainedStepModel, in_flight: int, prompt_tokens: int) -> int:
+        pickups.append(in_flight)
+        return 0
+
+    monkeypatch.setattr(TrainedStepModel, "engine_wait_ns", wait)
+    monkeypatch.setattr(TrainedStepModel, "pickup_wait_ns", pickup)
     simulate(rate=15, requests=30, input_tokens=512, output_tokens=8, seed=1)
     simulate(rate=15, requests=30, input_tokens=512, output_tokens=8, seed=1, disagg="prefill=1x1,decode=1x1")
-    assert waits == [False] * 30 + [True] * 30
+    assert waits == [False] * 30 + [True] * 30  # the engine's wait: every arrival, in either pool
+    assert len(pickups) == 30  # disaggregated: the decode worker's scheduler takes each request in
+    assert min(pickups) >= 1
 
 
 def test_disagg_rejects_autoscale_and_twin_combinations(tmp_path: Path) -> None:
