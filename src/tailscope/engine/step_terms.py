@@ -112,6 +112,8 @@ class StepTerms:
             (0 = none).
         collectives: collective operations per step (their latency is paid per step).
         comm_bytes_tok: bytes each GPU sends per token of the step.
+        scaleout_collectives: those of the collectives whose group spans more GPUs than one NVLink domain (their
+            latency is the scale-out network's).
         dense_peak / moe_peak / attn_peak: tensor-core peaks of dense GEMMs, expert GEMMs (the weights' compute
             precision; expert-only formats keep dense GEMMs at BF16) and attention and the LM head (BF16), FLOP/s.
         hbm / link: memory and per-GPU collective bandwidth, bytes/s.
@@ -142,6 +144,7 @@ class StepTerms:
     attn_peak: float
     hbm: float
     link: float
+    scaleout_collectives: float = 0.0
 
 
 def step_terms(
@@ -180,13 +183,16 @@ def step_terms(
     lin = 2.0 * model.linear_state_bytes_per_seq() / max(1, min(tp, model.linear_value_heads or 1))
     # communication: TP all-reduce after attention and MLP; EP all-to-all (dispatch + combine) with attention DP
     coll = 0.0
+    scaleout = 0.0  # collectives whose group leaves the NVLink domain
     comm_tok = 0.0
     link = gpu.link_gbps(g) * 1e9
     if tp > 1:
         coll += 2 * model.layers
+        scaleout += 2 * model.layers if tp > gpu.nvlink_domain else 0.0
         comm_tok += 2 * model.layers * 2.0 * (tp - 1) / tp * h * 2.0
     if adp > 1 and model.is_moe:
         coll += 2 * model.moe_layers
+        scaleout += 2 * model.moe_layers if g > gpu.nvlink_domain else 0.0
         spread = (ep - 1) / ep if ep > 1 else (g - 1) / g
         comm_tok += model.moe_layers * model.active_experts * h * 3.0 * spread / tp
     cd = compute_dtype(wd)
@@ -211,6 +217,7 @@ def step_terms(
         moe_layers=float(model.moe_layers),
         collectives=coll,
         comm_bytes_tok=comm_tok,
+        scaleout_collectives=scaleout,
         dense_peak=gpu.peak_flops("bf16" if expert_only else cd),
         moe_peak=gpu.peak_flops(cd),
         attn_peak=gpu.peak_flops("bf16"),
@@ -230,6 +237,7 @@ class Efficiencies:
         mem: fraction of HBM bandwidth in memory-bound work.
         comm: fraction of the link bandwidth in collectives.
         comm_lat_us: latency of one collective, µs.
+        scaleout_lat_us: added latency of a collective whose group spans NVLink domains (the scale-out network), µs.
         step_ms: fixed cost of one step (scheduling, input preparation, launch, sampling), ms.
         layer_us: per layer per step (kernel floors and launches that do not shrink with the work), µs.
         moe_layer_us: per MoE layer per step on top (routing, token permutation, expert dispatch), µs.
@@ -262,6 +270,7 @@ class Efficiencies:
     mem: float = 0.75
     comm: float = 0.5
     comm_lat_us: float = 15.0
+    scaleout_lat_us: float = 30.0
     step_ms: float = 2.0
     layer_us: float = 20.0
     moe_layer_us: float = 10.0
@@ -331,7 +340,8 @@ def coefficients(t: StepTerms | Any, e: Efficiencies | Any) -> StepCoefficients:
         fixed=e.step_ms * 1e-3
         + e.layer_us * 1e-6 * t.layers
         + e.moe_layer_us * 1e-6 * t.moe_layers
-        + t.collectives * e.comm_lat_us * 1e-6,
+        + t.collectives * e.comm_lat_us * 1e-6
+        + t.scaleout_collectives * e.scaleout_lat_us * 1e-6,
         prefill_fixed=e.prefill_layer_us * 1e-6 * t.layers,
         comm_tok=t.comm_bytes_tok / (t.link * e.comm),
         seq=e.seq_us * 1e-6,

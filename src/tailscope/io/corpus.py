@@ -42,7 +42,9 @@ row alike and never to fit a figure:
    in the export: it gets the smallest power of two of GPUs that holds them, as tensor (and expert) parallelism.
 9. A tensor-parallel size that does not divide the model's attention heads cannot be tensor parallelism (DeepSeek-R1
    "TP 36" or "TP 72" on a GB200 NVL72): an MoE model's GPUs then run attention data parallelism with expert
-   parallelism over all of them (wide EP).
+   parallelism over all of them (wide EP). So does an MoE pool of more than 16 GPUs that records neither attention
+   DP nor expert parallelism (the same export's DeepSeek-R1 "TP 32" and "TP 64" on GB200, in series with its TP
+   12–52 rows): as tensor parallelism it would leave each GPU 2–4 of 128 heads and cut every expert 32–64 ways.
 """
 
 from __future__ import annotations
@@ -266,7 +268,7 @@ def _pool(r: _RecordM, prefix: str, concurrency: int | None, dense: bool, heads:
         gpus, ep = tp * adp, mep
     ep = max(1, min(ep, gpus))
     workers = _int(col("num_workers")) if prefix else 1
-    if not dense and adp == 1 and gpus > 1 and heads % gpus:  # rule 9
+    if not dense and adp == 1 and gpus > 1 and (heads % gpus or (gpus > 16 and ep == 1)):  # rule 9
         return PoolDeployment(gpus, 1, gpus, gpus, workers, batch)
     if adp == 1 and concurrency and batch and concurrency > batch and concurrency % batch == 0:  # rule 4
         k = concurrency // batch

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -222,6 +224,27 @@ def test_the_engine_takes_requests_in_at_its_own_cadence() -> None:
         trt.pickup_wait_ns(9, 1000) + trt.balance_wait_ns(9, 1000), abs=2
     )
     assert trt.engine_wait_ns(9, 1000, prefill_pool=True) == trt.balance_wait_ns(9, 1000, prefill_pool=True) > 0
+
+
+def test_collectives_across_nvlink_domains_pay_the_scale_out_latency() -> None:
+    """Tensor parallelism over two HGX boards (16 H100s) crosses the scale-out network on every all-reduce; the same
+    16 GPUs inside one GB200 NVL72 domain do not."""
+    from tailscope.engine.step_terms import step_terms
+
+    ds = resolve_model("deepseek-r1")
+    h100, gb200 = resolve_gpu("h100-sxm"), resolve_gpu("gb200")
+    wide = step_terms(ds, h100, Parallelism(16), weights_dtype="fp8", kv_dtype="fp8")
+    assert wide.scaleout_collectives == wide.collectives == 2 * ds.layers
+    assert step_terms(ds, h100, Parallelism(8), weights_dtype="fp8", kv_dtype="fp8").scaleout_collectives == 0
+    assert step_terms(ds, gb200, Parallelism(16), weights_dtype="fp4", kv_dtype="fp8").scaleout_collectives == 0
+    a2a = step_terms(ds, h100, Parallelism(1, 16, 16), weights_dtype="fp8", kv_dtype="fp8")  # EP all-to-all
+    assert a2a.scaleout_collectives == 2 * ds.moe_layers
+    m16 = _m("deepseek-r1", "h100-sxm", Parallelism(16), weights_dtype="fp8", kv_dtype="fp8")
+    e = m16.efficiency
+    slower = replace(e, scaleout_lat_us=e.scaleout_lat_us + 100.0)
+    m_slow = _m("deepseek-r1", "h100-sxm", Parallelism(16), weights_dtype="fp8", kv_dtype="fp8", efficiency=slower)
+    gap = m_slow.decode_step_ns(8, 8000) - m16.decode_step_ns(8, 8000)
+    assert gap == pytest.approx(2 * ds.layers * 100e3, rel=1e-3)  # 100 µs more on each of the step's collectives
 
 
 def test_engine_profiles() -> None:

@@ -69,6 +69,27 @@ def test_parallel_encodings_are_normalised() -> None:
     assert trt.sim_flags()[flags.index("--gpu-memory-utilization") + 1] == "0.9"
 
 
+def test_wide_moe_pools_without_expert_parallelism_are_attention_dp() -> None:
+    """Rule 9: a tensor-parallel size that does not divide the heads, or an MoE pool of more than 16 GPUs recording
+    neither attention DP nor expert parallelism, is attention DP with experts over every GPU (wide EP)."""
+    text = "\n".join(
+        [
+            HEADER,
+            _agg("tp36", 64, 64, "36", "1", "36", "1"),  # 128 heads do not split 36 ways
+            _agg("tp32", 64, 64, "32", "1", "32", "1"),  # divides the heads, but 32-way expert TP: the same series
+            _agg("tp16", 64, 64, "16", "1", "16", "1"),  # two HGX nodes of tensor parallelism: kept
+            _agg("tp32ep8", 64, 64, "32", "1", "4", "8"),  # expert parallelism recorded: kept
+        ]
+    )
+    rows = {r.id: r.agg for r in parse_corpus(text, source="x.csv")}
+    assert all(p is not None for p in rows.values())
+    shapes = {k: (p.gpus, p.tp, p.attention_dp, p.ep) for k, p in rows.items() if p is not None}
+    assert shapes["tp36"] == (36, 1, 36, 36)
+    assert shapes["tp32"] == (32, 1, 32, 32)
+    assert shapes["tp16"] == (16, 16, 1, 1)
+    assert shapes["tp32ep8"] == (32, 32, 1, 8)
+
+
 def test_bad_rows_name_file_line_and_column(tmp_path: Path) -> None:
     good = _agg("ok", 4, 4, "8", "1", "8", "1")
     with pytest.raises(ConfigError, match=r"x\.csv:3: backend must be one of"):
