@@ -44,7 +44,8 @@ row alike and never to fit a figure:
    "TP 36" or "TP 72" on a GB200 NVL72): an MoE model's GPUs then run attention data parallelism with expert
    parallelism over all of them (wide EP). So does an MoE pool of more than 16 GPUs that records neither attention
    DP nor expert parallelism (the same export's DeepSeek-R1 "TP 32" and "TP 64" on GB200, in series with its TP
-   12–52 rows): as tensor parallelism it would leave each GPU 2–4 of 128 heads and cut every expert 32–64 ways.
+   12–52 rows, and two Kimi-K2.5 decode pools of 32: 8 pools of 6 rows): as tensor parallelism it would leave each
+   GPU 2–4 of 64–128 heads and cut every expert 32–64 ways.
 """
 
 from __future__ import annotations
