@@ -45,7 +45,8 @@ FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst",
 BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
 #: fields whose engine offsets are penalised only as weakly as the bases: engine scheduling policies that one
-#: engine has and another has not (TensorRT-LLM's attention-DP balancing), not efficiencies that engines share
+#: engine has and another has not (TensorRT-LLM's attention-DP balancing, SGLang's input cadence), not efficiencies
+#: that engines share
 ENGINE_OWN = frozenset({"dp_wait", "sched_iters"})
 _DEFAULT = Efficiencies()
 #: the share of GPU memory the corpus' vLLM and SGLang deployments give weights and KV cache (the rows' ``sim`` flags

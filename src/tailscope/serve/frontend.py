@@ -60,8 +60,7 @@ class Frontend:
         self._free_ns = done
         delay = done - now_ns + self.model.frontend_delay_ns(in_flight, frontend_jitter(self.seed, key))
         # the engine takes requests in at its own cadence and may hold them to balance its attention-DP ranks, as in
-        # sim; the trained model's
-        # closed-loop synchrony (``arrival_burst_ns``) is how the corpus' clients sent, not the server's: a real
-        # client's synchrony reaches this server by itself
+        # sim; the trained model's closed-loop synchrony (``arrival_burst_ns``) is how the corpus' clients sent, not
+        # the server's: a real client's synchrony reaches this server by itself
         wait = getattr(self.model, "engine_wait_ns", None)
         return delay + wait(in_flight, prompt_tokens) if wait is not None else delay
