@@ -339,3 +339,36 @@ def test_a_served_twin_counts_prompts_as_its_server(tmp_path: Any) -> None:
         # 1,200 of ours are 2,057 of the server's: past its 2,048-token context
         status, _, raw = post(srv, "/v1/completions", {"model": MODEL, "prompt": list(range(1, 1201)), "max_tokens": 3})
         assert status == 400, raw
+
+
+def test_an_engine_loop_that_fails_is_reported_not_left_hanging(capfd: pytest.CaptureFixture[str]) -> None:
+    """A bug in a step must not leave clients waiting for ever: the request in flight ends (503), ``/health`` says
+    why, later requests are refused at once, and the traceback reaches the server's standard error."""
+    engine, options = build_replica(MODEL, "h100-sxm", speed=4.0, max_num_seqs=8)
+    real_step = engine.step
+    calls = 0
+
+    def step(now_ns: int) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 3:
+            raise ZeroDivisionError("a step bug")
+        return real_step(now_ns)
+
+    engine.step = step  # type: ignore[method-assign]
+    body = {"model": MODEL, "prompt": "hello there", "max_tokens": 50, "stream": False}
+    with EmbeddedServer(engine, options) as srv:
+        t0 = time.monotonic()
+        status, _, raw = post(srv, "/v1/completions", body)
+        assert status == 503, raw
+        assert b"engine loop failed" in raw
+        assert time.monotonic() - t0 < 10
+        status, text = get(srv, "/health")
+        assert status == 503
+        assert "ZeroDivisionError" in text
+        status, _, raw = post(srv, "/v1/completions", body)
+        assert status == 503
+        assert b"restart tailscope serve" in raw
+    err = capfd.readouterr().err
+    assert "a step bug" in err
+    assert "Traceback" in err

@@ -21,7 +21,7 @@ from tailscope.clock import Clock
 from tailscope.engine.api import ReplicaEngine
 from tailscope.serve.faults import FaultInjector
 from tailscope.serve.frontend import Frontend, FrontendModel
-from tailscope.serve.loop import EngineLoop, LiveRequest
+from tailscope.serve.loop import EngineLoop, EngineLoopFailed, LiveRequest
 from tailscope.serve.metrics import ServeMetrics
 from tailscope.serve.options import ServeOptions
 from tailscope.serve.otlp import PrefillChunk, RequestTiming, SpanExporter, parse_traceparent
@@ -195,6 +195,8 @@ async def _completions(request: web.Request, kind: str) -> web.StreamResponse:
                 max_tokens_param=req.max_tokens,
                 received_ns=received_ns,
             )
+        except EngineLoopFailed as exc:
+            raise ApiError(503, str(exc)) from None
         except ValueError as exc:
             raise ApiError(400, f"the request cannot be served by the simulated engine: {exc}") from None
     except ApiError as err:
@@ -265,7 +267,8 @@ async def _full(a: Answer) -> web.StreamResponse:
             cut(request)
             return web.Response(status=200)
     if live.aborted:
-        raise ApiError(503, "the built-in server is shutting down")
+        failure = a.state.loop.failure
+        raise ApiError(503, str(EngineLoopFailed(failure)) if failure else "the built-in server is shutting down")
     if plan.stall_after is not None:
         await asyncio.sleep(plan.stall_s)
     text = filler_text(a.key, live.released)
@@ -322,7 +325,10 @@ async def models(request: web.Request) -> web.StreamResponse:
 
 
 async def health(request: web.Request) -> web.StreamResponse:
-    """``GET /health``: 200 with an empty body while the engine loop runs."""
+    """``GET /health``: 200 with an empty body while the engine loop runs; 503 with the reason once it failed."""
+    failure = request.app[STATE].loop.failure
+    if failure is not None:
+        return web.Response(status=503, text=str(EngineLoopFailed(failure)))
     return web.Response(status=200)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +27,17 @@ _LATE_NS = 5_000_000  # a release more than 5 ms after its scheduled end counts 
 #: one prefill chunk of a request, on the loop's clock: (step start, step due end, chunk tokens, tokens computed
 #: before the chunk, the step's prefill tokens, the step's decoding sequences)
 Chunk = tuple[int, int, int, int, int, int]
+
+
+class EngineLoopFailed(RuntimeError):
+    """The engine loop's task failed: no request would ever be served (the exception that ended it is ``cause``)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"the engine loop failed ({type(self.cause).__name__}: {self.cause}); restart tailscope serve"
 
 
 @dataclass(eq=False, slots=True)
@@ -143,6 +156,7 @@ class EngineLoop:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.failure: BaseException | None = None  # what ended the loop task, when it failed (see _run)
         self.steps: deque[StepRecord] = deque(maxlen=step_log)
         self._step_start = 0  # engine time of the step being run (admissions are stamped with it)
         if hasattr(engine, "on_admit"):
@@ -203,7 +217,10 @@ class EngineLoop:
 
         Raises:
             ValueError: from the engine when the prompt can never fit its KV cache.
+            EngineLoopFailed: when the loop task has failed (no request would ever be served).
         """
+        if self.failure is not None:
+            raise EngineLoopFailed(self.failure)
         rid = self._next_id
         self._next_id += 1
         now = self.clock.now_ns()
@@ -281,6 +298,22 @@ class EngineLoop:
             await asyncio.sleep(0)
 
     async def _run(self) -> None:
+        """Step the engine until stopped. Should a step raise (a bug), the loop must not die silently with requests
+        waiting on it for ever: the failure is kept (:attr:`failure`, ``/health`` answers 500 from then on), printed
+        to standard error with its traceback, every live request is aborted (their clients see the stream end) and
+        later submissions are refused."""
+        try:
+            await self._steps()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            print("tailscope serve: the engine loop failed; requests are refused from now on:", file=sys.stderr)
+            traceback.print_exception(exc, file=sys.stderr)
+            for live in list(self._live.values()):
+                self.abort(live)
+
+    async def _steps(self) -> None:
         prev_end: int | None = None
         while not self._stopping:
             if not self.engine.has_work():

@@ -6,6 +6,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,9 @@ def built_in_server(
     timeout_s: float = 60.0,
 ) -> Iterator[str]:
     """``tailscope serve`` (the built-in engine, ``speed`` × real time) in a child process on a free 127.0.0.1
-    port; yields its URL and stops it afterwards."""
+    port; yields its URL and stops it afterwards. Should the block raise (a test failing against the server), the
+    server's standard error is printed to ours, so the failure shows what the server said (a failed engine loop's
+    traceback, say)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -29,7 +32,8 @@ def built_in_server(
     if served_model_name:
         argv += ["--served-model-name", served_model_name]
     argv += list(extra_args)
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below, after the child has ended)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -41,9 +45,16 @@ def built_in_server(
                     raise RuntimeError(f"tailscope serve did not start at {url}") from None
                 time.sleep(0.1)
         yield url
+    except BaseException:
+        state = "still running" if proc.poll() is None else f"ended with exit code {proc.returncode}"
+        log.seek(0)
+        said = log.read()[-4000:].decode(errors="replace").strip() or "(nothing)"
+        print(f"tailscope serve at {url} ({state}) wrote to its standard error:\n{said}", file=sys.stderr)
+        raise
     finally:
         proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()

@@ -8,7 +8,7 @@ import itertools
 import pytest
 from fake_engine import FakeEngine
 
-from tailscope.serve.loop import EngineLoop
+from tailscope.serve.loop import EngineLoop, EngineLoopFailed
 from tailscope.serve.metrics import ServeMetrics
 from tailscope.testing.judgement import Judgement
 
@@ -118,6 +118,39 @@ def test_stop_aborts_live_requests() -> None:
 
     live = asyncio.run(main())
     assert live.aborted  # type: ignore[attr-defined]
+
+
+class _BrokenEngine(FakeEngine):
+    """Raises on its third step (a scheduler bug, say)."""
+
+    def step(self, now_ns):  # type: ignore[no-untyped-def]
+        if self.steps_run >= 2:
+            raise KeyError("bug in step")
+        self.steps_run += 1
+        return super().step(now_ns)
+
+
+def test_a_failing_step_aborts_live_requests_says_why_and_refuses_new_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    async def main() -> object:
+        engine = _BrokenEngine(base_ms=1.0)
+        engine.steps_run = 0  # type: ignore[attr-defined]
+        loop = EngineLoop(engine, _metrics())
+        loop.start()
+        live = loop.submit(prompt_tokens=8, output_tokens=100)
+        await _drain(loop, [live])  # ends: aborted, not left waiting for ever
+        assert isinstance(loop.failure, KeyError)
+        with pytest.raises(EngineLoopFailed, match=r"engine loop failed .*KeyError.*restart"):
+            loop.submit(prompt_tokens=8, output_tokens=1)
+        await loop.stop()
+        return live
+
+    live = asyncio.run(main())
+    assert live.aborted
+    assert not live.done
+    err = capsys.readouterr().err
+    assert "engine loop failed" in err
+    assert "Traceback" in err
+    assert "bug in step" in err
 
 
 def test_speed_must_be_positive() -> None:
