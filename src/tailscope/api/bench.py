@@ -231,6 +231,7 @@ def sweep(
 
     Returns:
         The points (each a :class:`~tailscope.runner.bench_result.BenchResult`), linked by a sweep id, and the knee.
+        A point in which the target answered none of its requests ends the sweep (``stopped`` says why).
     """
     options = options or BenchOptions()
     spec = parse_sweep(points)
@@ -251,7 +252,8 @@ def find_max(
     watch: Watch | None = None,
     on_target: Callable[[Target], None] | None = None,
 ) -> FindMaxOutcome:
-    """Search the highest open-loop rate whose bounded run meets every SLO (bracket, then bisection).
+    """Search the highest open-loop rate whose bounded run meets every SLO (bracket, then bisection). A probe in
+    which the target answered none of its requests ends the search without an answer (``stopped`` says why).
 
     Args:
         options: the bench options of every probe (``rate`` is the start rate, default 1/s; ``max_rate`` the

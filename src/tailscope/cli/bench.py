@@ -193,10 +193,10 @@ def _sweep_or_search(
         write_export(json_out, outcome.export())
     if html_out is not None and len(runs) >= 2:
         write_report_html(html_out, [p.result for p in runs])  # the sweep curves, knee and SLO lines
-    last = runs[-1].result if runs else None
-    if outcome.interrupted and last is not None:
-        err_console().print(f"[yellow]interrupted by {last.signal_name}: {len(runs)} run(s) kept[/]")
-        return last.exit_code
+    if outcome.interrupted and runs:
+        err_console().print(f"[yellow]interrupted by {runs[-1].result.signal_name}: {len(runs)} run(s) kept[/]")
+        return runs[-1].result.exit_code
+    outcome.raise_if_stopped()  # the target stopped answering: exit 1 after the runs kept were shown
     return 0
 
 

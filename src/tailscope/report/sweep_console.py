@@ -84,6 +84,8 @@ def sweep_renderable(outcome: dict[str, Any]) -> Group:
     parts: list[Any] = [t, line, run_ids_line(rows, outcome["sweep_id"])]
     if outcome.get("interrupted"):
         parts.append(Text("sweep interrupted: the table holds the points measured so far", style="yellow"))
+    if outcome.get("stopped"):
+        parts.append(Text(f"sweep stopped: {outcome['stopped']}", style="red"))
     return Group(*parts)
 
 

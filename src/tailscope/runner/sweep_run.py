@@ -9,6 +9,11 @@ caller decides about event loops and live progress, and tests can drive it direc
 A capacity-search probe passes (:func:`probe_passed`) when the run completed, every SLO verdict passed, at most
 :data:`MAX_FAILED_FRACTION` of its requests failed or were cut off, and no steady stage was over-saturated (TTFT
 still growing at the end of a short probe means a longer run at that rate would fail its SLO).
+
+A point or probe in which the target answered none of its requests — every one refused, or without a first token
+within the first-token timeout (:func:`silent_target`) — ends the sweep or the search (``stopped`` says why): the
+server is down or stuck, and every further point would only wait out the same timeouts (a capacity search halves its
+rate down to 1/64 of the start, ≈ 7 probes of the timeout each).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from tailscope.errors import TargetError
 from tailscope.metrics.document import clean_json
-from tailscope.records import RunStatus
+from tailscope.records import ErrorClass, RunStatus
 from tailscope.runner.bench_config import BenchConfig
 from tailscope.runner.bench_result import BenchResult
 from tailscope.runner.progress import Progress
@@ -29,6 +35,31 @@ from tailscope.workload.sweep import FindMaxResult, SweepSpec, find_max, knee_of
 
 #: a probe with more failed or incomplete requests than this fraction fails, whatever its percentiles say.
 MAX_FAILED_FRACTION = 0.01
+
+#: the failures of a target that does not answer at all: refused or timed-out connections, no first token in time
+SILENT_ERRORS = frozenset({ErrorClass.CONNECT, ErrorClass.TIMEOUT_CONNECT, ErrorClass.TIMEOUT_FIRST_TOKEN})
+
+
+def _raise_if_stopped(stopped: str | None, runs: int) -> None:
+    if stopped is not None:
+        raise TargetError(f"{stopped} ({runs} run(s) kept)")
+
+
+def silent_target(res: BenchResult) -> str | None:
+    """Why ``res`` says its target has stopped answering (None when it answered at least one request, or failed
+    otherwise: HTTP errors, broken streams and SLO misses are answers): no request completed and every failure is in
+    :data:`SILENT_ERRORS`."""
+    s = res.summary
+    if res.signal_name or s.requests.total == 0 or s.requests.completed > 0 or not s.errors:
+        return None
+    if not all(kind in SILENT_ERRORS for kind in s.errors):
+        return None
+    kinds = ", ".join(f"{k}={n}" for k, n in sorted(s.errors.items()))
+    return (
+        f"the target answered none of the {s.requests.total} requests of run {res.run.id} ({kinds}): it is down or "
+        "stuck; check the server (a server slower than --timeout-first-token at this load needs a longer timeout)"
+    )
+
 
 Build = Callable[[str, float], tuple[BenchConfig, Iterator[RequestSpec], Progress]]
 Execute = Callable[[BenchConfig, Iterator[RequestSpec], Progress], BenchResult]
@@ -83,6 +114,8 @@ class SweepOutcome:
     Attributes:
         knee: index into ``points`` of the knee (``find_knee`` on requests/s vs E2E p50), or None.
         interrupted: a signal stopped the sweep; ``points`` holds what was measured.
+        stopped: why the sweep ended before its last point when the target stopped answering
+            (:func:`silent_target`), else None.
     """
 
     sweep_id: str
@@ -90,6 +123,7 @@ class SweepOutcome:
     points: tuple[PointRun, ...]
     knee: int | None
     interrupted: bool = False
+    stopped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,7 +132,12 @@ class SweepOutcome:
             "points": [p.row() for p in self.points],
             "knee": None if self.knee is None else {"index": self.knee, "load": self.points[self.knee].load},
             "interrupted": self.interrupted,
+            "stopped": self.stopped,
         }
+
+    def raise_if_stopped(self) -> None:
+        """Raise :class:`~tailscope.errors.TargetError` with :attr:`stopped` when the target stopped answering."""
+        _raise_if_stopped(self.stopped, len(self.points))
 
     def export(self) -> dict[str, Any]:
         """The ``bench --sweep --json`` document: the sweep, then each point's load, run and summary."""
@@ -116,7 +155,8 @@ def knee_index(points: list[PointRun]) -> int | None:
 def run_sweep(spec: SweepSpec, build: Build, execute: Execute, *, sweep_id: str | None = None) -> SweepOutcome:
     """Run every point of ``spec`` in order, each as its own run linked by the sweep id.
 
-    Stops early (``interrupted``) when a point was stopped by SIGINT/SIGTERM.
+    Stops early when a point was stopped by SIGINT/SIGTERM (``interrupted``) or when the target answered none of a
+    point's requests (``stopped``, :func:`silent_target`).
     """
     sid = sweep_id or new_sweep_id()
     points: list[PointRun] = []
@@ -127,6 +167,9 @@ def run_sweep(spec: SweepSpec, build: Build, execute: Execute, *, sweep_id: str 
         points.append(PointRun(spec.param, float(v), res))
         if res.signal_name:
             return SweepOutcome(sid, spec.param, tuple(points), knee_index(points), interrupted=True)
+        silent = silent_target(res)
+        if silent is not None and len(points) < len(values):
+            return SweepOutcome(sid, spec.param, tuple(points), knee_index(points), stopped=silent)
     return SweepOutcome(sid, spec.param, tuple(points), knee_index(points))
 
 
@@ -163,8 +206,11 @@ class FindMaxOutcome:
     result: FindMaxResult | None
     probes: tuple[PointRun, ...] = field(default_factory=tuple)
     interrupted: bool = False
+    stopped: str | None = None  # the target stopped answering (:func:`silent_target`); ``result`` is then None
 
     def describe(self) -> str:
+        if self.stopped is not None:
+            return f"search stopped after {len(self.probes)} runs: {self.stopped}"
         if self.result is None:
             return f"search interrupted after {len(self.probes)} runs"
         return self.result.describe()
@@ -180,7 +226,12 @@ class FindMaxOutcome:
             "description": self.describe(),
             "probes": [p.row() for p in self.probes],
             "interrupted": self.interrupted,
+            "stopped": self.stopped,
         }
+
+    def raise_if_stopped(self) -> None:
+        """Raise :class:`~tailscope.errors.TargetError` with :attr:`stopped` when the target stopped answering."""
+        _raise_if_stopped(self.stopped, len(self.probes))
 
     def export(self) -> dict[str, Any]:
         """The ``bench --find-max --json`` document: the search, then each probe's load, run and summary."""
@@ -191,6 +242,10 @@ class FindMaxOutcome:
 
 
 class _Interrupted(Exception):
+    pass
+
+
+class _Silent(Exception):
     pass
 
 
@@ -224,12 +279,17 @@ def run_find_max(
         probes.append(PointRun("rate", rate, res, phase="probe", passed=ok))
         if res.signal_name:
             raise _Interrupted
+        silent = silent_target(res)
+        if silent is not None:
+            raise _Silent(silent)
         return ok, res.run.id
 
     try:
         result = find_max(measure, start=start, max_rate=max_rate, rel_tol=rel_tol, repeats=repeats)
     except _Interrupted:
         return FindMaxOutcome(sid, None, tuple(probes), interrupted=True)
+    except _Silent as why:
+        return FindMaxOutcome(sid, None, tuple(probes), stopped=str(why))
     # label each probe with the phase the search gave it
     labelled = tuple(replace(p, phase=q.phase) for p, q in zip(probes, result.probes, strict=True))
     return FindMaxOutcome(sid, result, labelled)
