@@ -114,8 +114,8 @@ class SweepOutcome:
     Attributes:
         knee: index into ``points`` of the knee (``find_knee`` on requests/s vs E2E p50), or None.
         interrupted: a signal stopped the sweep; ``points`` holds what was measured.
-        stopped: why the sweep ended before its last point when the target stopped answering
-            (:func:`silent_target`), else None.
+        stopped: why the sweep ended where it did when the target stopped answering (:func:`silent_target`), else
+            None.
     """
 
     sweep_id: str
@@ -168,7 +168,7 @@ def run_sweep(spec: SweepSpec, build: Build, execute: Execute, *, sweep_id: str 
         if res.signal_name:
             return SweepOutcome(sid, spec.param, tuple(points), knee_index(points), interrupted=True)
         silent = silent_target(res)
-        if silent is not None and len(points) < len(values):
+        if silent is not None:
             return SweepOutcome(sid, spec.param, tuple(points), knee_index(points), stopped=silent)
     return SweepOutcome(sid, spec.param, tuple(points), knee_index(points))
 

@@ -268,7 +268,7 @@ async def _full(a: Answer) -> web.StreamResponse:
             return web.Response(status=200)
     if live.aborted:
         failure = a.state.loop.failure
-        raise ApiError(503, str(EngineLoopFailed(failure)) if failure else "the built-in server is shutting down")
+        raise ApiError(503, str(failure) if failure else "the built-in server is shutting down")
     if plan.stall_after is not None:
         await asyncio.sleep(plan.stall_s)
     text = filler_text(a.key, live.released)
@@ -328,7 +328,7 @@ async def health(request: web.Request) -> web.StreamResponse:
     """``GET /health``: 200 with an empty body while the engine loop runs; 503 with the reason once it failed."""
     failure = request.app[STATE].loop.failure
     if failure is not None:
-        return web.Response(status=503, text=str(EngineLoopFailed(failure)))
+        return web.Response(status=503, text=str(failure))
     return web.Response(status=200)
 
 

@@ -156,7 +156,7 @@ class EngineLoop:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self.failure: BaseException | None = None  # what ended the loop task, when it failed (see _run)
+        self.failure: EngineLoopFailed | None = None  # set when the loop task failed; ``.cause`` ended it (see _run)
         self.steps: deque[StepRecord] = deque(maxlen=step_log)
         self._step_start = 0  # engine time of the step being run (admissions are stamped with it)
         if hasattr(engine, "on_admit"):
@@ -220,7 +220,7 @@ class EngineLoop:
             EngineLoopFailed: when the loop task has failed (no request would ever be served).
         """
         if self.failure is not None:
-            raise EngineLoopFailed(self.failure)
+            raise EngineLoopFailed(self.failure.cause)
         rid = self._next_id
         self._next_id += 1
         now = self.clock.now_ns()
@@ -299,7 +299,7 @@ class EngineLoop:
 
     async def _run(self) -> None:
         """Step the engine until stopped. Should a step raise (a bug), the loop must not die silently with requests
-        waiting on it for ever: the failure is kept (:attr:`failure`, ``/health`` answers 500 from then on), printed
+        waiting on it for ever: the failure is kept (:attr:`failure`, ``/health`` answers 503 from then on), printed
         to standard error with its traceback, every live request is aborted (their clients see the stream end) and
         later submissions are refused."""
         try:
@@ -307,7 +307,7 @@ class EngineLoop:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.failure = exc
+            self.failure = EngineLoopFailed(exc)
             print("tailscope serve: the engine loop failed; requests are refused from now on:", file=sys.stderr)
             traceback.print_exception(exc, file=sys.stderr)
             for live in list(self._live.values()):

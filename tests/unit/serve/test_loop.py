@@ -138,7 +138,8 @@ def test_a_failing_step_aborts_live_requests_says_why_and_refuses_new_ones(capsy
         loop.start()
         live = loop.submit(prompt_tokens=8, output_tokens=100)
         await _drain(loop, [live])  # ends: aborted, not left waiting for ever
-        assert isinstance(loop.failure, KeyError)
+        assert loop.failure is not None
+        assert isinstance(loop.failure.cause, KeyError)
         with pytest.raises(EngineLoopFailed, match=r"engine loop failed .*KeyError.*restart"):
             loop.submit(prompt_tokens=8, output_tokens=1)
         await loop.stop()
