@@ -235,10 +235,10 @@ def simulate(
         closed_loop_noise: a closed loop's clients wait a small seeded random delay between a response's end and
             their next request, as real clients do (docs/engine.md); False sends at once (exact steps, for tests).
         stagger: a closed loop's start: client ``i`` of ``C`` starts at ``i / C × stagger`` virtual seconds. None (the
-            default): one request's lifetime, so that a loop of fixed lengths does not march in lock-step waves
-            (measured closed loops do not); 0: every client at once, as ``tailscope bench --concurrency`` starts
-            them — what to simulate to predict such a bench against the built-in engine (docs/engine.md,
-            "tailscope sim"). ``result.sim.clients_stagger_s`` says which was used.
+            default): one request's lifetime, so that a loop of fixed lengths does not start in lock-step (it can
+            still bunch into waves over the run: the summary then warns ``WAVES``); 0: every client at once, as
+            ``tailscope bench --concurrency`` starts them — what to simulate to predict such a bench against the
+            built-in engine (docs/engine.md, "tailscope sim"). ``result.sim.clients_stagger_s`` says which was used.
         store: a store path or RunStore to keep the run in (then ``runs show``, compare and gates find it); None
             writes nothing.
         progress: called with (requests simulated, virtual seconds) every few thousand requests.

@@ -43,7 +43,7 @@ def stagger_line(clients: int, stagger_s: float) -> str:
         return f"closed loop: {clients:,} clients started together (--stagger 0), as {bench} does"
     return (
         f"closed loop: {clients:,} clients started over {stagger_s:,.2f} s (--stagger; default: one request's "
-        f"lifetime, so fixed lengths do not march in lock-step waves); {bench} starts them together: --stagger 0 "
+        f"lifetime, so fixed lengths do not start in lock-step); {bench} starts them together: --stagger 0 "
         "simulates that"
     )
 

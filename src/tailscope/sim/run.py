@@ -259,7 +259,7 @@ def run_sim(
         with tail:
             chunk_times = _joined(flats, len(records))
             typed = summarize(records, slos=wl.slos, chunk_times=chunk_times) if records else None
-            extra = (*wl.warnings, *_saturation(records, wl))
+            extra = (*wl.warnings, *_saturation(records, wl), *_waves(typed, records, sim.result.clients))
             if typed is not None and extra:
                 typed = replace(typed, warnings=(*extra, *typed.warnings))
             summary = typed.to_dict() if typed is not None else {}
@@ -299,6 +299,25 @@ def _saturation(records: list[RequestRecord], wl: Workload) -> tuple[str, ...]:
 
     constant = wl.concurrency is None and wl.settings.get("rate") is not None
     return saturation_check(records, None, open_loop=wl.concurrency is None, constant_rate=constant)
+
+
+def _waves(summary: RunSummary | None, records: list[RequestRecord], clients: int) -> tuple[str, ...]:
+    """What a closed loop of fixed lengths whose TTFT kept rising did (the summary's NON-STATIONARY says only that it
+    did): its simulated clients bunched into waves of prefills (docs/engine.md, *Closed loops and desynchronising
+    noise*). Nothing for an open loop, lengths with a spread, or a stationary run."""
+    steady = summary.steady if summary is not None else None
+    if not clients or steady is None or steady.stationary is not False or not (steady.ttft_drift or 0.0) > 0:
+        return ()
+    if len({(r.input_tokens, r.output_tokens) for r in records if r.ok}) != 1:
+        return ()
+    return (
+        f"WAVES: a closed loop of fixed lengths, and its TTFT rose {steady.ttft_drift:+.0%} over the run — the "
+        "simulated clients bunched into waves of prefills (requests prefilled together finish together, and a long "
+        "prefill step gathers every request that returns during it). Measured loops of fixed lengths bunched less on "
+        "four of the five short-output corpus rows compared, so this TTFT likely overstates a real one; lengths "
+        "with a spread (e.g. --output-tokens uniform:102:128) show the loop without the waves (docs/engine.md, "
+        "Closed loops and desynchronising noise).",
+    )
 
 
 def _server_prompts(specs: Iterator[RequestSpec], count: Callable[[int], int]) -> Iterator[RequestSpec]:

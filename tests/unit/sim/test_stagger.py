@@ -72,3 +72,37 @@ def test_an_open_loop_has_no_stagger() -> None:
 def test_a_bad_stagger_is_refused_naming_the_flag(options: dict[str, float], says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         tailscope.simulate(requests=8, input_tokens=64, output_tokens=4, **options)
+
+
+#: a loop that bunches: 128 clients of 1,024-token prompts and 128-token answers on one H100 (a full-budget prefill
+#: step lasts ≈ 20 decode steps and gathers the requests that return during it; docs/engine.md, Closed loops)
+BUNCHING = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "engine": "trtllm",
+    "concurrency": 128,
+    "requests": 3840,
+    "input_tokens": "1024",
+    "seed": 0,
+}
+
+
+def test_a_fixed_length_loop_that_bunches_into_waves_says_so() -> None:
+    res = tailscope.simulate(**BUNCHING, output_tokens="128")
+    waves = [w for w in res.summary.warnings if w.startswith("WAVES:")]
+    assert len(waves) == 1
+    assert "uniform:102:128" in waves[0]
+    assert res.summary.steady is not None
+    assert res.summary.steady.stationary is False
+    # the stored summary (and --json) carries it with the other warnings
+    assert waves[0] in json.loads(res.to_json())["summary"]["warnings"]
+
+
+def test_lengths_with_a_spread_an_open_loop_and_a_settled_loop_do_not_warn_of_waves() -> None:
+    spread = tailscope.simulate(**BUNCHING, output_tokens="uniform:102:128")
+    settled = tailscope.simulate(**{**BUNCHING, "concurrency": 16, "requests": 480}, output_tokens="128")
+    open_loop = tailscope.simulate(requests=400, rate=20.0, input_tokens=1024, output_tokens=128, seed=0)
+    assert settled.summary.steady is not None
+    assert settled.summary.steady.stationary is True
+    for res in (spread, settled, open_loop, tailscope.simulate(**LOOP)):
+        assert not any(w.startswith("WAVES:") for w in res.summary.warnings)
