@@ -6,7 +6,8 @@ their measurements that the export repeats under other names — and the held-ou
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
 engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
 concurrency band and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a
-recorded row's duplicate or they are imputed: ``HeldOutRow.workers``, ``io/corpus.py`` rule 5); the model before
+recorded row's duplicate, takes them from the public recipe or they are imputed — ``HeldOutRow.workers``,
+``io/corpus.py`` rules 5 and 10 — and the speculative decoding the recipe states, ``HeldOutRow.spec``); the model before
 this one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
 harness; and, with ``--sim N``,
 N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
@@ -105,18 +106,28 @@ def _natural(key: str) -> tuple[str, int]:
 def _deployment(r: HeldOutRow) -> str | None:
     if r.mode != "disagg":
         return None  # aggregated rows record their deployment
-    return {"recorded": "workers recorded", "duplicate": "workers of a recorded duplicate"}.get(
-        r.workers, "workers imputed"
-    )
+    return {
+        "recorded": "workers recorded",
+        "duplicate": "workers of a recorded duplicate",
+        "recipe": "workers of the public recipe",
+    }.get(r.workers, "workers imputed")
 
 
-#: where the error is: by GPU, model family, concurrency band, and (disaggregated) whether the corpus records the
-#: pools' worker counts or they were imputed (printed per mode)
+def _speculative(r: HeldOutRow) -> str | None:
+    """Disaggregated rows by the speculative decoding their public recipe states (``io/corpus.py`` rule 10)."""
+    if r.mode != "disagg":
+        return None
+    return f"recipe {r.spec}" if r.spec else "no recipe"
+
+
+#: where the error is: by GPU, model family, concurrency band, and (disaggregated) where the pools' worker counts come
+#: from and whether the run decoded speculatively (printed per mode)
 _BREAKDOWNS: tuple[tuple[str, Any], ...] = (
     ("gpu", lambda r: r.gpu),
     ("family", lambda r: _family(r.model)),
     ("load", lambda r: _band(r.concurrency)),
     ("deployment", _deployment),
+    ("decoding", _speculative),
 )
 
 

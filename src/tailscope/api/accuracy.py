@@ -48,8 +48,10 @@ class HeldOutRow:
             (aggregated rows; None for disaggregated ones). Add ``requests=``/``warmup=`` to size the run.
         workers: where the row's worker counts come from: ``recorded`` in the corpus (every aggregated row, and the
             disaggregated rows that record them), ``duplicate`` (copied from a recorded row carrying the same
-            measurement) or ``imputed`` (the recorded rows' typical deployment) — the corpus rules of
-            ``tailscope/io/corpus.py`` (rule 5).
+            measurement), ``recipe`` (the deployment its public recipe states) or ``imputed`` (the recorded rows'
+            typical deployment) — the corpus rules of ``tailscope/io/corpus.py`` (rules 5 and 10).
+        spec: the run's speculative decoding as its public recipe states it: ``none``, ``mtp`` (priced with its
+            draft tokens where the recipe names them) or ``unknown``; empty where no recipe is known (rule 10).
     """
 
     id: str
@@ -69,6 +71,7 @@ class HeldOutRow:
     baseline_tpot_ms: float | None
     simulate_options: dict[str, Any] | None
     workers: str
+    spec: str = ""
 
     @property
     def configuration(self) -> tuple[str, str, str, str, str]:
@@ -212,7 +215,7 @@ def _held_out(r: CorpusRow, ttft: float, tpot: float, base_ttft: float, base_tpo
         id=r.id, model=r.model, gpu=r.system, engine=r.engine, precision=r.precision, mode=r.mode, input_tokens=r.isl,
         output_tokens=r.osl, concurrency=r.concurrency, measured_ttft_ms=r.ttft_ms, measured_tpot_ms=r.tpot_ms,
         predicted_ttft_ms=_ms(ttft), predicted_tpot_ms=_ms(tpot), baseline_ttft_ms=_ms(base_ttft),
-        baseline_tpot_ms=_ms(base_tpot), simulate_options=_simulate_options(r), workers=r.workers,
+        baseline_tpot_ms=_ms(base_tpot), simulate_options=_simulate_options(r), workers=r.workers, spec=r.spec,
     )  # fmt: skip
 
 

@@ -82,6 +82,30 @@ def coefficient_step(c: StepCoefficients) -> StepFn:
     return step
 
 
+#: the MTP draft's cost per draft token, as a fraction of the target's decode step (``SpecDecode.draft_cost``)
+DRAFT_COST = 0.1
+
+
+def speculative_step(step: StepFn, draft: Arr, accept: Arr, draft_cost: float = DRAFT_COST) -> StepFn:
+    """``step`` with speculative decoding, priced as :class:`~tailscope.engine.speculative.SpeculativeStepModel`
+    prices it: a round is ``draft`` draft steps (``draft_cost`` × a decode step each) and one verification step over
+    ``n·(draft + 1)`` tokens at the same total context, emitting ``E = (1 − p^(k+1)) / (1 − p)`` tokens per sequence;
+    the decodes of a step cost one round ÷ ``E`` instead of one decode step. Rows with ``draft`` 0 are unchanged."""
+    k = np.asarray(draft, dtype=float)
+    p = np.minimum(np.asarray(accept, dtype=float), 1.0 - 1e-9)
+    tokens = (1.0 - p ** (k + 1.0)) / (1.0 - p)
+
+    def spec(n: Arr, ctx: Arr, chunk: Arr, done: Arr, logits: Arr) -> Arr:
+        base = step(n, ctx, chunk, done, logits)
+        zero = np.zeros_like(np.asarray(n, dtype=float))
+        one = step(n, ctx, zero, zero, n)
+        verify = step(n * (k + 1.0), ctx / (k + 1.0), zero, zero, n * (k + 1.0))
+        extra = (verify + k * draft_cost * one) / tokens - one
+        return base + np.where((k > 0) & (np.asarray(n) > 0), extra, 0.0)
+
+    return spec
+
+
 def _prefill_cost(step: StepFn, isl: Arr, budget: Arr, b: Arr, ctx: Arr, base: Arr) -> tuple[Arr, Arr]:
     """``(Δ, chunks)``: the step time a prompt adds over ``base`` in chunks of ``budget`` tokens next to ``b``
     decodes of mean context ``ctx`` (``b`` 0 and ``base`` 0 give a prefill-only worker's service time)."""

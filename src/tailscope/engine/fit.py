@@ -40,7 +40,7 @@ ENGINES = ("vllm", "sglang", "trtllm")
 CLASSES = ("bf16", "fp8", "fp4", "int4")
 FIELDS = Efficiencies.names()
 #: fractions of a peak (logit scale); the other fields are positive times (log scale)
-FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst", "pd_burst"})
+FRACTIONS = frozenset({"gemm", "moe", "attn", "mem", "comm", "kv_xfer", "burst", "pd_burst", "spec_accept"})
 #: fields that also vary by precision class, and by engine and class together
 BY_CLASS = frozenset({"gemm", "moe", "mem"})
 BY_BOTH = frozenset({"gemm"})
@@ -90,6 +90,7 @@ class Observation:
     prefill: Pool | None = None
     decode: Pool | None = None
     group: int = 0  # configuration index (for weights and cross-validation)
+    spec_draft: int = 0  # draft tokens of a speculatively decoded (MTP) run; 0 without
 
 
 def _stack(terms: Sequence[StepTerms]) -> SimpleNamespace:
@@ -176,6 +177,7 @@ class Dataset:
         self.ttft = np.array([o.ttft_s for o in self.obs])
         self.tpot = np.array([o.tpot_s for o in self.obs])
         self.group = np.array([o.group for o in self.obs])
+        self.spec_k = np.array([float(o.spec_draft) for o in self.obs])
 
     def subset(self, idx: np.ndarray) -> Dataset:
         """The rows ``idx`` (arrays sliced, nothing recomputed)."""
@@ -280,8 +282,11 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
     if agg.any():
         a = np.flatnonzero(agg)
         c = coefficients(_rows(ds.main, a), _rows(e, a))
+        step = closed_loop.coefficient_step(c)
+        if ds.spec_k[a].any():
+            step = closed_loop.speculative_step(step, ds.spec_k[a], e.spec_accept[a])
         t1, tau = closed_loop.aggregated(
-            closed_loop.coefficient_step(c),
+            step,
             ds.isl[a],
             ds.osl[a],
             ds.clients[a],
@@ -299,9 +304,12 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
         d = np.flatnonzero(ds.disagg)
         ed = _rows(e, d)
         transfer = ed.kv_xfer_ms * 1e-3 + ds.kv_bytes[d] / (ds.kv_link[d] * ed.kv_xfer)
+        decode = closed_loop.coefficient_step(coefficients(_rows(ds.main, d), ed))
+        if ds.spec_k[d].any():
+            decode = closed_loop.speculative_step(decode, ds.spec_k[d], ed.spec_accept)
         t1, tau = closed_loop.disaggregated(
             closed_loop.coefficient_step(coefficients(_rows(ds.pre, d), ed)),
-            closed_loop.coefficient_step(coefficients(_rows(ds.main, d), ed)),
+            decode,
             ds.isl[d],
             ds.osl[d],
             ds.clients[d],

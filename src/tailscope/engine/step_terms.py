@@ -262,6 +262,8 @@ class Efficiencies:
         sched_iters: iterations of the engine's loop an arriving request waits, on average, before its scheduler
             takes it (SGLang polls its input every ``scheduler_recv_interval`` iterations; the others' input
             pipelines), charged in decode steps.
+        spec_accept: per-token acceptance of multi-token-prediction (MTP) drafts in the corpus' speculatively
+            decoded runs (:mod:`tailscope.engine.speculative`); used only where a run decodes speculatively.
     """
 
     gemm: float = 0.6
@@ -285,6 +287,7 @@ class Efficiencies:
     token_us: float = 1.0
     dp_wait: float = 5.0
     sched_iters: float = 1.0
+    spec_accept: float = 0.7
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -46,6 +46,16 @@ row alike and never to fit a figure:
    DP nor expert parallelism (the same export's DeepSeek-R1 "TP 32" and "TP 64" on GB200, in series with its TP
    12–52 rows, and two Kimi-K2.5 decode pools of 32: 8 pools of 6 rows): as tensor parallelism it would leave each
    GPU 2–4 of 64–128 heads and cut every expert 32–64 ways.
+10. The disaggregated rows of the two InferenceX exports (``source_file=2026-03-25.csv`` / ``2026-04-06.csv``) come
+    from configurations InferenceX publishes (``.github/configs/nvidia-master.yaml`` of SemiAnalysisAI/InferenceX,
+    as it stood when each row was measured): per model, precision, GPU, framework and lengths, the concurrencies
+    each deployment ran, with its prefill and decode workers and whether it decoded speculatively (MTP).
+    ``inferencex_recipes.csv`` (beside this module; ``scripts/inferencex_recipes.py`` regenerates it) holds the
+    deployment of each row that exactly one recipe lists, and its speculative decoding: ``none``, ``mtp``, or
+    ``unknown`` (both kinds list the concurrency and the export does not hold the pair; where it does, the two runs
+    are two rows with the same columns and the faster decode is the MTP one). A row whose worker counts rule 5 (b)
+    would impute takes the recipe's workers and parallelism instead when its pools have the recipe's GPUs per
+    worker (``workers = "recipe"``); every listed row carries its ``spec``. No measurement comes from there.
 """
 
 from __future__ import annotations
@@ -113,7 +123,10 @@ class CorpusRow:
         ttft_ms / tpot_ms: measured means.
         workers: where the pools' worker counts come from — ``recorded`` (aggregated rows, and disaggregated rows
             that record them), ``duplicate`` (copied from a recorded row with the same measurement, rule 5 a) or
-            ``imputed`` (rule 5 b).
+            ``imputed`` (rule 5 b), or ``recipe`` (rule 10).
+        spec: speculative decoding of the run as its public recipe states it (rule 10): ``none``, ``mtp`` or
+            ``unknown``; empty where no recipe is known (most rows: none was used).
+        spec_draft: an ``mtp`` run's draft tokens where its recipe names them (0: none, or not known).
     """
 
     id: str
@@ -134,6 +147,8 @@ class CorpusRow:
     ttft_ms: float
     tpot_ms: float
     workers: str = "recorded"
+    spec: str = ""
+    spec_draft: int = 0
 
     @property
     def config_key(self) -> tuple[str, str, str, str, str]:
@@ -167,6 +182,13 @@ class CorpusRow:
                 f"prefill={self.prefill.workers}x{self.prefill.gpus},decode={self.decode.workers}x{self.decode.gpus}",
             ]
             flags += _pool_flags(self.decode, "")
+        if self.spec_draft:
+            # an MTP run (rule 10): its draft length, and the acceptance the corpus' MTP runs were fitted with
+            from tailscope.engine.step_model import precision_class
+            from tailscope.engine.step_params import learned_efficiencies
+
+            accept = learned_efficiencies(self.engine, precision_class(self.precision, resolve_gpu(self.system)))
+            flags += ["--spec-draft", str(self.spec_draft), "--spec-accept", f"{accept.spec_accept:.3g}"]
         flags += [
             "--concurrency",
             str(self.concurrency),
@@ -383,7 +405,71 @@ def parse_corpus(text: str, *, source: str = "silicon_dev.csv") -> list[CorpusRo
     missing = {"id", "backend", "model_path", "system", "mode", "isl", "osl"} - set(reader.fieldnames or ())
     if missing:
         raise ConfigError(f"{source}:1: missing column(s) {', '.join(sorted(missing))}")
-    return copy_recorded_deployments([row_from_record(rec, line=i + 2, source=source) for i, rec in enumerate(reader)])
+    rows = [row_from_record(rec, line=i + 2, source=source) for i, rec in enumerate(reader)]
+    return apply_recipes(copy_recorded_deployments(rows), recipes())
+
+
+#: rule 10's table (see the module docstring)
+RECIPES = Path(__file__).with_name("inferencex_recipes.csv")
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """One corpus row's deployment as its public recipe states it (rule 10)."""
+
+    spec: str
+    prefill: PoolDeployment
+    decode: PoolDeployment
+    draft: int = 0
+
+
+def recipe_pool(workers: str, tp: str, ep: str, dp_attn: str) -> PoolDeployment:
+    """A recipe's pool: ``tp`` GPUs per worker (or ``ep`` where larger), attention data parallelism over all of them
+    with ``dp-attn``, else tensor parallelism."""
+    t, e = int(tp), max(1, int(ep))
+    g = max(t, e)
+    if int(dp_attn):
+        return PoolDeployment(g, 1, g, e, int(workers))
+    return PoolDeployment(g, g, 1, e, int(workers))
+
+
+def recipes(path: Path = RECIPES) -> dict[str, Recipe]:
+    """Rule 10's table: corpus row id → the recipe's deployment and speculative decoding."""
+    out: dict[str, Recipe] = {}
+    with path.open(newline="", encoding="utf-8") as f:
+        for rec in csv.DictReader(f):
+            out[rec["id"]] = Recipe(
+                rec["spec"],
+                recipe_pool(rec["prefill_workers"], rec["prefill_tp"], rec["prefill_ep"], rec["prefill_dp_attn"]),
+                recipe_pool(rec["decode_workers"], rec["decode_tp"], rec["decode_ep"], rec["decode_dp_attn"]),
+                int(rec["draft"] or 0),
+            )
+    return out
+
+
+def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[CorpusRow]:
+    """Rule 10: each listed row's ``spec``, and an imputed row's pools from its recipe when their GPUs per worker
+    agree (a recipe that disagrees describes the pool in another encoding than the row; the row keeps rule 5)."""
+    out: list[CorpusRow] = []
+    for r in rows:
+        rec = table.get(r.id)
+        if rec is None:
+            out.append(r)
+            continue
+        r = replace(r, spec=rec.spec, spec_draft=rec.draft if rec.spec == "mtp" else 0)
+        same_gpus = (
+            r.prefill is not None
+            and r.decode is not None
+            and (r.prefill.gpus, r.decode.gpus)
+            == (
+                rec.prefill.gpus,
+                rec.decode.gpus,
+            )
+        )
+        if r.workers == "imputed" and same_gpus:
+            r = replace(r, prefill=rec.prefill, decode=rec.decode, workers="recipe")
+        out.append(r)
+    return out
 
 
 def _measurement_key(r: CorpusRow) -> tuple[object, ...]:
@@ -451,6 +537,7 @@ def observations(rows: Sequence[CorpusRow]) -> list[Observation]:
                 prefill=_fit_pool(r.prefill) if r.prefill is not None else None,
                 decode=_fit_pool(r.decode) if r.decode is not None else None,
                 group=g,
+                spec_draft=r.spec_draft,
             )
         )
     return out

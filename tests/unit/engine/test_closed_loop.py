@@ -164,3 +164,31 @@ def test_fit_recovers_coefficients_from_synthetic_measurements() -> None:
     p_ttft, p_tpot = predict(made, res.params.design(made), res.theta)
     assert np.mean(np.abs(p_ttft / ttft - 1)) < 0.03
     assert np.mean(np.abs(p_tpot / tpot - 1)) < 0.03
+
+
+def test_the_speculative_step_prices_decodes_as_the_simulators_speculative_model() -> None:
+    """``speculative_step`` (the fit's MTP runs) and ``SpeculativeStepModel`` (the simulator's ``--spec-draft``) give
+    the same decode step: one round (k draft steps + a verification over n·(k+1) tokens) ÷ E tokens."""
+    from tailscope.engine.closed_loop import speculative_step
+    from tailscope.engine.speculative import SpecDecode, SpeculativeStepModel
+
+    m = TrainedStepModel(resolve_model("deepseek-r1"), resolve_gpu("b200"), Parallelism(8, 1, 8), weights_dtype="fp4")
+    plain = coefficient_step(m.coeffs)
+    for k, p in ((1, 0.6), (3, 0.7), (3, 0.0)):
+        spec = speculative_step(plain, _a(k), _a(p))
+        sim = SpeculativeStepModel(m, SpecDecode(draft_tokens=k, acceptance=p))
+        for n, ctx in ((1, 1500.0), (16, 1500.0), (64, 5000.0)):
+            got = float(spec(_a(n), _a(ctx), _a(0), _a(0), _a(n))[0])
+            want = sim.decode_step_ns(n, int(n * ctx)) / 1e9
+            assert got == pytest.approx(want, rel=1e-3, abs=2e-9)
+        # no drafts, or no decodes: the plain step
+        assert float(speculative_step(plain, _a(0), _a(p))(_a(8), _a(900.0), _a(0), _a(0), _a(8))[0]) == pytest.approx(
+            float(plain(_a(8), _a(900.0), _a(0), _a(0), _a(8))[0])
+        )
+        assert float(spec(_a(0), _a(0), _a(2048), _a(0), _a(1))[0]) == float(
+            plain(_a(0), _a(0), _a(2048), _a(0), _a(1))[0]
+        )
+    # accepting every draft token makes a decode several times cheaper per token than rejecting them all
+    fast = speculative_step(plain, _a(3), _a(0.999))(_a(16), _a(1500.0), _a(0), _a(0), _a(16))[0]
+    slow = speculative_step(plain, _a(3), _a(0.0))(_a(16), _a(1500.0), _a(0), _a(0), _a(16))[0]
+    assert fast < 0.5 * slow

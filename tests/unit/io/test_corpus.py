@@ -12,7 +12,17 @@ from tailscope.engine.disagg import pool_step_models
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError, PlanError
-from tailscope.io.corpus import CorpusRow, load_corpus, parse_corpus
+from tailscope.io.corpus import (
+    CorpusRow,
+    PoolDeployment,
+    Recipe,
+    apply_recipes,
+    load_corpus,
+    observations,
+    parse_corpus,
+    recipe_pool,
+    recipes,
+)
 from tailscope.io.models import resolve_model
 from tailscope.sim.run import SimArgs, build_cluster, run_sim
 
@@ -245,3 +255,57 @@ def test_missing_worker_counts_follow_the_recorded_rows(
     assert (row.prefill.workers, row.decode.workers) == (prefill_workers, decode_workers)
     assert row.prefill.gpus == 8
     assert row.decode.gpus == 8
+
+
+def _recipe(
+    rid: str, spec: str, prefill: tuple[int, int, int, int], decode: tuple[int, int, int, int], draft: int = 0
+) -> dict[str, Recipe]:
+    """Rule 10's table with one entry: pools as (workers, tp, ep, dp-attn)."""
+    return {rid: Recipe(spec, recipe_pool(*map(str, prefill)), recipe_pool(*map(str, decode)), draft)}
+
+
+def test_a_public_recipe_fills_in_an_imputed_rows_workers_and_says_if_it_decoded_speculatively() -> None:
+    """Rule 10: an imputed row listed by its recipe takes the recipe's pools when the GPUs per worker agree."""
+    (row,) = parse_corpus("\n".join([HEADER, _disagg("r", 1024, ("", ""), ("1", "8", "8"))]), source="x.csv")
+    assert row.workers == "imputed"
+    (listed,) = apply_recipes([row], _recipe("r", "mtp", (3, 8, 8, 0), (5, 8, 8, 1), draft=3))
+    assert listed.workers == "recipe"
+    assert (listed.spec, listed.spec_draft) == ("mtp", 3)
+    assert observations([listed])[0].spec_draft == 3  # the fit prices its decodes speculatively
+    flags = listed.sim_flags()  # and `tailscope sim` runs it so
+    assert flags[flags.index("--spec-draft") + 1] == "3"
+    assert 0 < float(flags[flags.index("--spec-accept") + 1]) < 1
+    assert listed.prefill == PoolDeployment(8, 8, 1, 8, 3)  # tensor-parallel attention, experts over 8
+    assert listed.decode == PoolDeployment(8, 1, 8, 8, 5)  # attention DP 8 ("dp-attn")
+    assert "prefill=3x8,decode=5x8" in " ".join(listed.sim_flags())
+    # GPUs per worker that disagree with the row's: the row keeps rule 5's pools, and still carries the spec
+    (other,) = apply_recipes([row], _recipe("r", "none", (1, 4, 4, 1), (2, 8, 8, 1)))
+    assert (other.workers, other.spec, other.spec_draft) == ("imputed", "none", 0)
+    assert (other.prefill, other.decode) == (row.prefill, row.decode)
+    # a recorded or copied deployment is never replaced; an unlisted row is untouched
+    recorded = replace(row, workers="recorded")
+    (kept,) = apply_recipes([recorded], _recipe("r", "none", (3, 8, 8, 0), (5, 8, 8, 1)))
+    assert (kept.workers, kept.prefill) == ("recorded", row.prefill)
+    assert apply_recipes([row], {}) == [row]
+
+
+def test_the_recipe_table_is_well_formed() -> None:
+    """The committed table (scripts/inferencex_recipes.py writes it): one entry per id, a known spec, pools of ≥ 1
+    worker and GPUs a power of two or the GB200 wide-EP sizes."""
+    table = recipes()
+    assert len(table) > 500
+    assert {r.spec for r in table.values()} <= {"none", "mtp", "unknown"}
+    for r in table.values():
+        for p in (r.prefill, r.decode):
+            assert p.workers >= 1
+            assert p.gpus == p.tp * p.attention_dp
+            assert p.gpus % p.ep == 0 or p.ep % p.gpus == 0
+
+
+def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
+    """Every id of the table is a disaggregated row of the corpus; the listed rows carry their spec after loading."""
+    rows = {r.id: r for r in load_corpus(calibration_dir / "silicon_dev.csv")}
+    table = recipes()
+    assert set(table) <= set(rows)
+    assert all(rows[i].mode == "disagg" and rows[i].spec == table[i].spec for i in table)
+    assert sum(r.workers == "recipe" for r in rows.values()) > 300

@@ -48,7 +48,7 @@ def test_disaggregated_sim_completes_ttft_has_transfer_tpot_without_interference
     from tailscope.engine.step_params import learned_efficiencies
 
     xfer_each = dis.sim.kv_transfer_s / 300
-    assert xfer_each > learned_efficiencies("vllm", "bf16").kv_xfer_ms / 1e3 > 0.01
+    assert xfer_each > learned_efficiencies("vllm", "bf16").kv_xfer_ms / 1e3 > 0
     assert dis.summary.ttft_ms.p50 is not None
     assert dis.summary.ttft_ms.p50 > xfer_each * 1e3
     # decode steps never carry prefill chunks: TPOT is the plain decode step's, well below aggregated at the same load

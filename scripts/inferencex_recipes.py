@@ -1,0 +1,185 @@
+"""Regenerate ``src/tailscope/io/inferencex_recipes.csv``: the public recipes behind the corpus' disaggregated rows
+that do not record their worker counts (``io/corpus.py`` rule 10).
+
+1,009 of the corpus' 1,224 disaggregated rows come from two InferenceX exports (``source_file=2026-03-25.csv`` and
+``2026-04-06.csv``) that record each pool's parallelism but not how many workers it had, nor whether the run used
+speculative decoding. InferenceX publishes the configuration it benchmarks, per model, precision, GPU and framework:
+for every input/output length, a search space of concurrency lists, each with its prefill and decode workers
+(``num-worker``, ``tp``, ``ep``, ``dp-attn``) and ``spec-decoding`` (``mtp`` or none) —
+``.github/configs/nvidia-master.yaml`` of https://github.com/SemiAnalysisAI/InferenceX. This script reads that file as
+it stood when each row was measured (the ``measured=`` date of ``silicon_data_source``; when that version has no entry
+for the row's concurrency, the first later version up to the exports' date that has one), and keeps a row when
+exactly one deployment lists its concurrency. It writes the deployment and the speculative decoding:
+
+- ``spec``: ``none`` or ``mtp`` when only one kind lists the concurrency; when both do with the same deployment, the
+  export holds the two runs as two rows with identical columns, and the one with the lower TPOT is the ``mtp`` run
+  (``unknown`` when the pair is not there or ties). No TTFT or TPOT is copied: the recipes hold no measurement.
+- ``draft``: an MTP run's draft tokens, the ``mtpK`` of its recipe's configuration file (TensorRT-LLM's recipes name
+  it, SGLang's do not: empty then); 0 without speculative decoding.
+- the pools as the recipe states them, and the recipe's key and commit (provenance).
+
+    python scripts/inferencex_recipes.py ../shared/calibration/silicon_dev.csv PATH/TO/InferenceX [--out FILE]
+
+``PATH/TO/InferenceX`` is a git clone of that repository (its history is read with ``git``). Deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MASTER = ".github/configs/nvidia-master.yaml"
+TABLE = Path(__file__).parent.parent / "src/tailscope/io/inferencex_recipes.csv"
+#: the exports' date: no recipe version after it can have produced their rows
+EXPORTED = "2026-04-12"
+GPU = {"b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200", "h100_sxm": "h100", "h200_sxm": "h200"}
+FRAMEWORK = {"trtllm": "trt", "sglang": "sglang", "vllm": "vllm"}
+MODEL_PREFIX = {"deepseek": ("dsr1", "dsv3"), "kimi": ("kimik2.5", "kimi"), "gpt-oss": ("gptoss",)}
+FIELDS = (
+    "id",
+    "spec",
+    "draft",
+    "prefill_workers",
+    "prefill_tp",
+    "prefill_ep",
+    "prefill_dp_attn",
+    "decode_workers",
+    "decode_tp",
+    "decode_ep",
+    "decode_dp_attn",
+    "recipe",
+    "commit",
+)
+
+
+class Recipes:
+    """``nvidia-master.yaml`` at each commit, read on demand."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self._parsed: dict[str, dict[str, Any]] = {}
+        log = self._git("log", "--reverse", "--format=%H %aI", "--before", EXPORTED, "--", MASTER)
+        self.versions = [line.split() for line in log.splitlines() if line.strip()]
+
+    def _git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True, text=True, check=True).stdout
+
+    def at(self, commit: str) -> dict[str, Any]:
+        if commit not in self._parsed:
+            self._parsed[commit] = yaml.safe_load(self._git("show", f"{commit}:{MASTER}")) or {}
+        return self._parsed[commit]
+
+    def candidates_for(self, row: dict[str, str], concurrency: int, measured: str) -> tuple[str, list[dict[str, Any]]]:
+        """(commit, the search-space entries listing the row's concurrency) at the version in force when the row was
+        measured, else the first later version that lists it."""
+        before = [h for h, d in self.versions if d[:19] <= measured[:19]]
+        after = [h for h, d in self.versions if d[:19] > measured[:19]]
+        for commit in before[-1:] + after:
+            found = entries(self.at(commit), row, concurrency)
+            if found:
+                return commit, found
+        return "", []
+
+
+def entries(master: dict[str, Any], row: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
+    """The search-space entries of ``master`` for the row's configuration and lengths that list ``concurrency``."""
+    gpu, model = GPU[row["system"]], row["model_path"].lower()
+    prefixes = next((p for k, p in MODEL_PREFIX.items() if k in model), ())
+    out = []
+    for key, cfg in master.items():
+        if not isinstance(cfg, dict) or not cfg.get("disagg") or cfg.get("precision") != row["precision"]:
+            continue
+        if FRAMEWORK[row["backend"]] not in str(cfg.get("framework", "")):
+            continue
+        runner = str(cfg.get("runner", ""))
+        if not (runner == gpu or runner.startswith(gpu + "-")) or str(cfg.get("model-prefix", "")) not in prefixes:
+            continue
+        for lengths in cfg.get("seq-len-configs") or []:
+            if (str(lengths.get("isl")), str(lengths.get("osl"))) != (row["isl"], row["osl"]):
+                continue
+            for e in lengths.get("search-space") or []:
+                if concurrency in (e.get("conc-list") or []):
+                    out.append({"key": key, **e})
+    return out
+
+
+def _pool(e: dict[str, Any]) -> tuple[int, int, int, int]:
+    return (int(e["num-worker"]), int(e["tp"]), int(e.get("ep") or 1), int(bool(e.get("dp-attn"))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("inferencex", type=Path, help="a git clone of SemiAnalysisAI/InferenceX")
+    ap.add_argument("--out", type=Path, default=TABLE)
+    a = ap.parse_args(argv)
+    rows = list(csv.DictReader(a.corpus.open(encoding="utf-8")))
+    recipes = Recipes(a.inferencex)
+    same = [k for k in rows[0] if k not in ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")]
+    pairs: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
+    for r in rows:
+        pairs[(*(r[k] for k in same), r["silicon_data_source"].split("measured=")[0])].append(r)
+    out: list[dict[str, Any]] = []
+    tally: Counter[str] = Counter()
+    for r in rows:
+        if r["mode"] != "disagg" or r["prefill_num_workers"].strip():
+            continue
+        conc = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"])
+        measured = re.search(r"measured=([0-9T:\-]+)", r["silicon_data_source"])
+        if conc is None or measured is None:
+            tally["no concurrency or date"] += 1
+            continue
+        commit, found = recipes.candidates_for(r, int(conc.group(1)), measured.group(1))
+        deployments: dict[tuple[int, ...], set[str]] = defaultdict(set)
+        for e in found:
+            deployments[(*_pool(e["prefill"]), *_pool(e["decode"]))].add(str(e.get("spec-decoding") or "none"))
+        if len(deployments) != 1:
+            tally["no recipe" if not deployments else "several deployments"] += 1
+            continue
+        ((dep, specs),) = deployments.items()
+        spec = next(iter(specs)) if len(specs) == 1 else _pair_spec(r, pairs)
+        tally[spec] += 1
+        key = next(e["key"] for e in found)
+        out.append(dict(zip(FIELDS, (r["id"], spec, _draft(found, spec), *dep, key, commit[:12]), strict=True)))
+    with a.out.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(out)
+    print(f"{len(out)} rows written to {a.out}; {dict(tally)}", file=sys.stderr)
+    return 0
+
+
+def _draft(found: list[dict[str, Any]], spec: str) -> str:
+    """Draft tokens of an MTP run: the ``mtpK`` its recipe's configuration file is named with (TensorRT-LLM's;
+    empty when the MTP entries do not say, or disagree), 0 without speculative decoding."""
+    if spec == "none":
+        return "0"
+    if spec != "mtp":
+        return ""
+    ks = {m for e in found if e.get("spec-decoding") == "mtp" for m in re.findall(r"mtp(\d)", str(e))}
+    return ks.pop() if len(ks) == 1 else ""
+
+
+def _pair_spec(r: dict[str, str], pairs: dict[tuple[str, ...], list[dict[str, str]]]) -> str:
+    """Both kinds list the concurrency with one deployment: the export's two runs are two rows with the same columns,
+    and the faster decode is the speculative one."""
+    same = [k for k in r if k not in ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")]
+    group = pairs[(*(r[k] for k in same), r["silicon_data_source"].split("measured=")[0])]
+    if len(group) != 2:
+        return "unknown"
+    a, b = sorted(group, key=lambda x: float(x["silicon_tpot_ms"]))
+    if float(a["silicon_tpot_ms"]) == float(b["silicon_tpot_ms"]):
+        return "unknown"
+    return "mtp" if a["id"] == r["id"] else "none"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
