@@ -14,6 +14,9 @@ exactly one deployment lists its concurrency. It writes the deployment and the s
 - ``spec``: ``none`` or ``mtp`` when only one kind lists the concurrency; when both do with the same deployment, the
   export holds the two runs as two rows with identical columns, and the one with the lower TPOT is the ``mtp`` run
   (``unknown`` when the pair is not there or ties). No TTFT or TPOT is copied: the recipes hold no measurement.
+- ``decode_batch``: the decode workers' running requests at most per attention-DP rank, the ``batchN`` of the
+  configuration file (TensorRT-LLM's ``max_batch_size``; empty where the recipe does not name it). Kept for the
+  record: the corpus does not use it (docs/engine.md, *Against the targets*).
 - ``draft``: an MTP run's draft tokens, the ``mtpK`` of its recipe's configuration file (TensorRT-LLM's recipes name
   it, SGLang's do not: empty then); 0 without speculative decoding.
 - the pools as the recipe states them, and the recipe's key and commit (provenance).
@@ -55,6 +58,7 @@ FIELDS = (
     "decode_tp",
     "decode_ep",
     "decode_dp_attn",
+    "decode_batch",
     "recipe",
     "commit",
 )
@@ -148,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = next(iter(specs)) if len(specs) == 1 else _pair_spec(r, pairs)
         tally[spec] += 1
         key = next(e["key"] for e in found)
-        out.append(dict(zip(FIELDS, (r["id"], spec, _draft(found, spec), *dep, key, commit[:12]), strict=True)))
+        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12])
+        out.append(dict(zip(FIELDS, values, strict=True)))
     with a.out.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         w.writeheader()
@@ -166,6 +171,13 @@ def _draft(found: list[dict[str, Any]], spec: str) -> str:
         return ""
     ks = {m for e in found if e.get("spec-decoding") == "mtp" for m in re.findall(r"mtp(\d)", str(e))}
     return ks.pop() if len(ks) == 1 else ""
+
+
+def _batch(found: list[dict[str, Any]]) -> str:
+    """The decode workers' running requests at most per attention-DP rank: the ``batchN`` the recipes' configuration
+    files are named with (TensorRT-LLM's ``max_batch_size``; empty when they do not say, or disagree)."""
+    sizes = {m for e in found for m in re.findall(r"_batch(\d+)_", str(e))}
+    return sizes.pop() if len(sizes) == 1 else ""
 
 
 def _pair_spec(r: dict[str, str], pairs: dict[tuple[str, ...], list[dict[str, str]]]) -> str:
