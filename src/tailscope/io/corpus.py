@@ -457,16 +457,8 @@ def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[C
             out.append(r)
             continue
         r = replace(r, spec=rec.spec, spec_draft=rec.draft if rec.spec == "mtp" else 0)
-        same_gpus = (
-            r.prefill is not None
-            and r.decode is not None
-            and (r.prefill.gpus, r.decode.gpus)
-            == (
-                rec.prefill.gpus,
-                rec.decode.gpus,
-            )
-        )
-        if r.workers == "imputed" and same_gpus:
+        gpus = (r.prefill.gpus, r.decode.gpus) if r.prefill is not None and r.decode is not None else None
+        if r.workers == "imputed" and gpus == (rec.prefill.gpus, rec.decode.gpus):
             r = replace(r, prefill=rec.prefill, decode=rec.decode, workers="recipe")
         out.append(r)
     return out
