@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from tailscope.engine.speculative import DRAFT_COST
 from tailscope.engine.step_terms import StepCoefficients, chunk_sums, step_seconds
 
 Arr = Any  # numpy.ndarray of float64
@@ -82,15 +83,12 @@ def coefficient_step(c: StepCoefficients) -> StepFn:
     return step
 
 
-#: the MTP draft's cost per draft token, as a fraction of the target's decode step (``SpecDecode.draft_cost``)
-DRAFT_COST = 0.1
-
-
 def speculative_step(step: StepFn, draft: Arr, accept: Arr, draft_cost: float = DRAFT_COST) -> StepFn:
     """``step`` with speculative decoding, priced as :class:`~tailscope.engine.speculative.SpeculativeStepModel`
-    prices it: a round is ``draft`` draft steps (``draft_cost`` × a decode step each) and one verification step over
-    ``n·(draft + 1)`` tokens at the same total context, emitting ``E = (1 − p^(k+1)) / (1 − p)`` tokens per sequence;
-    the decodes of a step cost one round ÷ ``E`` instead of one decode step. Rows with ``draft`` 0 are unchanged."""
+    prices it (``draft_cost``: its default, :data:`~tailscope.engine.speculative.DRAFT_COST`): a round is ``draft``
+    draft steps (``draft_cost`` × a decode step each) and one verification step over ``n·(draft + 1)`` tokens at the
+    same total context, emitting ``E = (1 − p^(k+1)) / (1 − p)`` tokens per sequence; the decodes of a step cost one
+    round ÷ ``E`` instead of one decode step. Rows with ``draft`` 0 are unchanged."""
     k = np.asarray(draft, dtype=float)
     p = np.minimum(np.asarray(accept, dtype=float), 1.0 - 1e-9)
     tokens = (1.0 - p ** (k + 1.0)) / (1.0 - p)

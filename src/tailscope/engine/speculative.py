@@ -26,6 +26,9 @@ from tailscope.engine.calibration import Efficiency
 from tailscope.engine.perf import StepModel
 from tailscope.errors import ConfigError
 
+#: a draft's cost per draft token when no draft model is named: this fraction of the target's decode step
+DRAFT_COST = 0.1
+
 
 @dataclass(frozen=True, slots=True)
 class SpecDecode:
@@ -34,7 +37,7 @@ class SpecDecode:
 
     draft_tokens: int
     acceptance: float
-    draft_cost: float = 0.1
+    draft_cost: float = DRAFT_COST
     draft_model: str | None = None
 
     def validate(self) -> SpecDecode:
