@@ -127,10 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows = list(csv.DictReader(a.corpus.open(encoding="utf-8")))
     recipes = Recipes(a.inferencex)
-    same = [k for k in rows[0] if k not in ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")]
     pairs: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in rows:
-        pairs[(*(r[k] for k in same), r["silicon_data_source"].split("measured=")[0])].append(r)
+        pairs[_pair_key(r)].append(r)
     out: list[dict[str, Any]] = []
     tally: Counter[str] = Counter()
     for r in rows:
@@ -180,11 +179,17 @@ def _batch(found: list[dict[str, Any]]) -> str:
     return sizes.pop() if len(sizes) == 1 else ""
 
 
+def _pair_key(r: dict[str, str]) -> tuple[str, ...]:
+    """What two runs of one deployment and workload share in the export: every column but the id, the measurement
+    and its date (the source before ``measured=`` names the export, model and concurrency)."""
+    same = (v for k, v in r.items() if k not in ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms"))
+    return (*same, r["silicon_data_source"].split("measured=")[0])
+
+
 def _pair_spec(r: dict[str, str], pairs: dict[tuple[str, ...], list[dict[str, str]]]) -> str:
     """Both kinds list the concurrency with one deployment: the export's two runs are two rows with the same columns,
     and the faster decode is the speculative one."""
-    same = [k for k in r if k not in ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")]
-    group = pairs[(*(r[k] for k in same), r["silicon_data_source"].split("measured=")[0])]
+    group = pairs[_pair_key(r)]
     if len(group) != 2:
         return "unknown"
     a, b = sorted(group, key=lambda x: float(x["silicon_tpot_ms"]))
