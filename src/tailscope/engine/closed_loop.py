@@ -90,8 +90,7 @@ def speculative_step(step: StepFn, draft: Arr, accept: Arr, draft_cost: float = 
     same total context, emitting ``E = (1 − p^(k+1)) / (1 − p)`` tokens per sequence; the decodes of a step cost one
     round ÷ ``E`` instead of one decode step. Rows with ``draft`` 0 are unchanged."""
     k = np.asarray(draft, dtype=float)
-    p = np.minimum(np.asarray(accept, dtype=float), 1.0 - 1e-9)
-    tokens = (1.0 - p ** (k + 1.0)) / (1.0 - p)
+    tokens = speculative_tokens(k, accept)
 
     def spec(n: Arr, ctx: Arr, chunk: Arr, done: Arr, logits: Arr) -> Arr:
         base = step(n, ctx, chunk, done, logits)
@@ -102,6 +101,18 @@ def speculative_step(step: StepFn, draft: Arr, accept: Arr, draft_cost: float = 
         return base + np.where((k > 0) & (np.asarray(n) > 0), extra, 0.0)
 
     return spec
+
+
+def speculative_tokens(draft: Arr, accept: Arr) -> Arr:
+    """Tokens a sequence emits per decode iteration: ``E = (1 − p^(k+1)) / (1 − p)`` with ``draft`` k > 0, else 1.
+    An iteration of a speculative decode is a round, ``E`` of :func:`speculative_step`'s per-token steps: the waits
+    the closed loops count in the engine's iterations (its scheduler's cadence ``sched_iters``, attention-DP
+    balancing) are rounds, as :class:`~tailscope.engine.speculative.SpeculativeStepModel` charges them in the
+    simulator. Both still run the steps themselves per token (the step in progress at an arrival, a prompt's chunk
+    steps): the simulator emits one token per sequence per step."""
+    k = np.asarray(draft, dtype=float)
+    p = np.minimum(np.asarray(accept, dtype=float), 1.0 - 1e-9)
+    return np.where(k > 0, (1.0 - p ** (k + 1.0)) / (1.0 - p), 1.0)
 
 
 def _prefill_cost(step: StepFn, isl: Arr, budget: Arr, b: Arr, ctx: Arr, base: Arr) -> tuple[Arr, Arr]:
@@ -162,10 +173,13 @@ def aggregated(
     dp: Arr = 1.0,
     dp_wait: Arr = 0.0,
     sched_iters: Arr = 0.0,
+    tokens: Arr = 1.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring); ``max_running``
     caps the requests the replica holds at once (the clients beyond it wait for admission); ``dp`` counts the
-    attention-DP ranks that balance their context requests (1: no balancing), ``dp_wait`` its iterations at most."""
+    attention-DP ranks that balance their context requests (1: no balancing), ``dp_wait`` its iterations at most;
+    ``tokens`` the tokens a decode emits per iteration (:func:`speculative_tokens`; ``step`` then prices one of
+    them, and the waits counted in iterations last ``tokens`` of its decode steps each)."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
     clients_all = np.asarray(clients, dtype=float)
@@ -187,10 +201,11 @@ def aggregated(
         rho = np.minimum(lam * delta, _RHO_MAX)
         tau = t_d / (1.0 - rho)
         per_chunk = delta / np.maximum(n, 1.0)
+        it = tau * tokens  # one iteration of the engine's loop (a speculative round)
         resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
         wait = rho * delta / (2.0 * (1.0 - rho))
-        ttft = front + together + resid + n * t_d + delta + wait + sched_iters * tau
-        ttft = ttft + balance_wait(dp, dp_wait, tau, lam)
+        ttft = front + together + resid + n * t_d + delta + wait + sched_iters * it
+        ttft = ttft + balance_wait(dp, dp_wait, it, lam)
         return lam, ttft, tau
 
     def excess(b: Arr) -> Arr:
@@ -219,10 +234,12 @@ def disaggregated(
     dp: Arr = 1.0,
     dp_wait: Arr = 0.0,
     sched_iters: Arr = 0.0,
+    tokens: Arr = 1.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of a disaggregated deployment (see the module docstring); ``max_running``
     caps the requests one decode rank holds at once, ``burst`` is the share of the clients arriving together,
-    ``dp`` and ``dp_wait`` the prefill pool's balancing attention-DP ranks and iterations (as aggregated)."""
+    ``dp`` and ``dp_wait`` the prefill pool's balancing attention-DP ranks and iterations, ``tokens`` the decodes'
+    tokens per iteration (as aggregated)."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
     ctx = isl + osl / 2.0
@@ -247,7 +264,7 @@ def disaggregated(
         # the prefill worker's API server sees the requests at that rank: λ / ranks × (W + S) of them (Little)
         front = frontend_s + inflight_s * (1.0 + lam / p_ranks * (wait + service))
         balance = balance_wait(dp, dp_wait, idle_step, lam / p_ranks)
-        return lam, front + together + wait + service + transfer_s + balance + sched_iters * tau, tau
+        return lam, front + together + wait + service + transfer_s + balance + sched_iters * tau * tokens, tau
 
     def excess(b: Arr) -> Arr:
         lam, ttft, _ = state(b)

@@ -283,8 +283,10 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
         a = np.flatnonzero(agg)
         c = coefficients(_rows(ds.main, a), _rows(e, a))
         step = closed_loop.coefficient_step(c)
+        tokens_a: np.ndarray | float = 1.0
         if ds.spec_k[a].any():
             step = closed_loop.speculative_step(step, ds.spec_k[a], e.spec_accept[a])
+            tokens_a = closed_loop.speculative_tokens(ds.spec_k[a], e.spec_accept[a])
         t1, tau = closed_loop.aggregated(
             step,
             ds.isl[a],
@@ -298,6 +300,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             ds.balance_main[a],
             e.dp_wait[a],
             e.sched_iters[a],
+            tokens_a,
         )
         ttft[a], tpot[a] = t1, tau
     if ds.disagg.any():
@@ -305,8 +308,10 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
         ed = _rows(e, d)
         transfer = ed.kv_xfer_ms * 1e-3 + ds.kv_bytes[d] / (ds.kv_link[d] * ed.kv_xfer)
         decode = closed_loop.coefficient_step(coefficients(_rows(ds.main, d), ed))
+        tokens_d: np.ndarray | float = 1.0
         if ds.spec_k[d].any():
             decode = closed_loop.speculative_step(decode, ds.spec_k[d], ed.spec_accept)
+            tokens_d = closed_loop.speculative_tokens(ds.spec_k[d], ed.spec_accept)
         t1, tau = closed_loop.disaggregated(
             closed_loop.coefficient_step(coefficients(_rows(ds.pre, d), ed)),
             decode,
@@ -324,6 +329,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             ds.balance_pre[d],
             ed.dp_wait,
             ed.sched_iters,
+            tokens_d,
         )
         ttft[d], tpot[d] = t1, tau
     return ttft, tpot

@@ -13,6 +13,9 @@ decode step per draft token.
 The scheduler keeps emitting one token per sequence per step, so a decode-only step is priced at one round's cost
 divided by ``E`` (the mean time per token — TPOT is right, ITL is smoothed: real speculative decoding emits
 bursts). A mixed step (prefill chunks + decodes) adds the decodes' per-token difference to the target's mixed step.
+The engine's own waits counted in iterations — its scheduler's cadence and attention-DP balancing
+(``engine_wait_ns``, ``pickup_wait_ns``) — are rounds, as in the fit's closed loop
+(:func:`tailscope.engine.closed_loop.speculative_tokens`): an engine takes new requests in between rounds.
 KV capacity shrinks by the draft's weights (its own KV is small and ignored).
 """
 
@@ -125,9 +128,26 @@ class SpeculativeStepModel:
         return self.target.frontend_delay_ns(in_flight, u)
 
     def engine_wait_ns(self, in_flight: int, prompt_tokens: int, *, prefill_pool: bool = False) -> int:
-        """The target engine's wait before it schedules an arriving request (0 for a model without one)."""
+        """The target engine's wait before it schedules an arriving request, its iterations counted in rounds (0 for
+        a model without one). A disaggregated prefill pool's balancing waits on prefill steps: unchanged."""
         wait = getattr(self.target, "engine_wait_ns", None)
-        return wait(in_flight, prompt_tokens, prefill_pool=prefill_pool) if wait is not None else 0
+        if wait is None:
+            return 0
+        ns = int(wait(in_flight, prompt_tokens, prefill_pool=prefill_pool))
+        return ns if prefill_pool else self._in_rounds(ns, in_flight, prompt_tokens)
+
+    def pickup_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
+        """The target's scheduler cadence (a disaggregated decode worker's, when a request's KV arrives), in rounds."""
+        wait = getattr(self.target, "pickup_wait_ns", None)
+        return self._in_rounds(int(wait(in_flight, prompt_tokens)), in_flight, prompt_tokens) if wait else 0
+
+    def _in_rounds(self, ns: int, in_flight: int, prompt_tokens: int) -> int:
+        """A wait the target counts in its decode steps of ``in_flight`` requests, stretched to rounds."""
+        if ns <= 0:
+            return ns
+        n = max(1, in_flight)
+        plain = self.target.decode_step_ns(n, n * prompt_tokens)
+        return int(ns * self._round_ns(n, n * prompt_tokens) / max(1, plain))
 
     def weight_load_bytes_per_gpu(self) -> float:
         own = self.target.weight_load_bytes_per_gpu()

@@ -192,3 +192,38 @@ def test_the_speculative_step_prices_decodes_as_the_simulators_speculative_model
     fast = speculative_step(plain, _a(3), _a(0.999))(_a(16), _a(1500.0), _a(0), _a(0), _a(16))[0]
     slow = speculative_step(plain, _a(3), _a(0.0))(_a(16), _a(1500.0), _a(0), _a(0), _a(16))[0]
     assert fast < 0.5 * slow
+
+
+def test_a_speculative_decode_iteration_is_a_round() -> None:
+    """``speculative_tokens`` is E (1 without drafts); with ``tokens`` = E the aggregated loop counts the waits it
+    counts in the engine's iterations (the scheduler's cadence) in rounds of E per-token steps: TTFT grows, TPOT
+    does not move, and ``tokens`` = 1 is the plain loop. The simulator's speculative model charges the same wait in
+    rounds."""
+    from tailscope.engine.closed_loop import speculative_step, speculative_tokens
+
+    e = speculative_tokens(_a(0, 1, 3), _a(0.7, 0.7, 0.7))
+    assert e[0] == 1.0
+    assert e[1] == pytest.approx(1.7)
+    assert e[2] == pytest.approx((1 - 0.7**4) / 0.3)
+    m = TrainedStepModel(resolve_model("deepseek-r1"), resolve_gpu("b200"), Parallelism(8, 1, 8), weights_dtype="fp4")
+    spec = speculative_step(coefficient_step(m.coeffs), _a(3), _a(0.7))
+    args = (_a(1024), _a(1024), _a(16), _a(8192), _a(0.01), _a(0.0))
+    kw = {"sched_iters": _a(2.0)}
+    ttft1, tpot1 = aggregated(spec, *args, **kw)
+    ttft_e, tpot_e = aggregated(spec, *args, **kw, tokens=_a(e[2]))
+    assert ttft_e[0] > ttft1[0]
+    assert tpot_e[0] == pytest.approx(tpot1[0], rel=0.02)
+    same = aggregated(spec, *args, **kw, tokens=_a(1.0))
+    assert same[0][0] == ttft1[0]
+    # the simulator: the target's wait in its plain decode steps, stretched to rounds (E per-token steps each)
+    from tailscope.engine.speculative import SpecDecode, SpeculativeStepModel
+
+    sim = SpeculativeStepModel(m, SpecDecode(draft_tokens=3, acceptance=0.7))
+    n, prompt = 16, 1024
+    round_ns = sim.decode_step_ns(n, n * prompt) * e[2]
+    want = m.engine_wait_ns(n, prompt) * round_ns / m.decode_step_ns(n, n * prompt)
+    assert sim.engine_wait_ns(n, prompt) == pytest.approx(want, rel=1e-3)
+    assert sim.pickup_wait_ns(n, prompt) == pytest.approx(
+        m.pickup_wait_ns(n, prompt) * round_ns / m.decode_step_ns(n, n * prompt), rel=1e-3
+    )
+    assert sim.engine_wait_ns(n, prompt, prefill_pool=True) == m.engine_wait_ns(n, prompt, prefill_pool=True)
