@@ -5,14 +5,14 @@ one, the coefficients are refitted on every other configuration — without the 
 their measurements that the export repeats under other names — and the held-out rows are predicted with the
 steady-state closed loop: :func:`tailscope.validate_step_model`. Printed: TTFT and TPOT MAPE per configuration, per
 engine and overall, aggregated and disaggregated rows separately (where the error is: per GPU, model family,
-concurrency band and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a
-recorded row's duplicate, takes them from the public recipe or they are imputed — ``HeldOutRow.workers``,
-``io/corpus.py`` rules 5 and 10 — and the speculative decoding the recipe states, ``HeldOutRow.spec``); the model before
-this one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration) in the same
-harness; and, with ``--sim N``,
-N aggregated rows simulated end to end (:func:`tailscope.simulate`, the committed coefficients) next to the analytic
-closed loop for the same rows — an internal check of the simulator against the closed form it is fitted through,
-so that figure comes from :mod:`tailscope.testing.closed_loop_check`, not from the public API.
+concurrency band, the speculative decoding the public recipe states (``HeldOutRow.spec``, ``io/corpus.py`` rule
+10) and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a recorded row's
+duplicate, takes them from the public recipe or they are imputed — ``HeldOutRow.workers``, rules 5 and 10); the
+model before this one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration)
+in the same harness; and, with ``--sim N``, N aggregated rows simulated end to end (:func:`tailscope.simulate`,
+the committed coefficients) next to the analytic closed loop for the same rows — an internal check of the
+simulator against the closed form it is fitted through, so that figure comes from
+:mod:`tailscope.testing.closed_loop_check`, not from the public API.
 
     python benchmarks/sim_accuracy.py [CORPUS_CSV] [--jobs 2] [--folds loco|K] [--max-folds N] [--sim 12] [--json OUT]
         [--sim-only] [--sim-concurrency 64-256] [--sim-desync on|off|both]
@@ -113,15 +113,13 @@ def _deployment(r: HeldOutRow) -> str | None:
     }.get(r.workers, "workers imputed")
 
 
-def _speculative(r: HeldOutRow) -> str | None:
-    """Disaggregated rows by the speculative decoding their public recipe states (``io/corpus.py`` rule 10)."""
-    if r.mode != "disagg":
-        return None
+def _speculative(r: HeldOutRow) -> str:
+    """Rows by the speculative decoding their public recipe states (``io/corpus.py`` rule 10)."""
     return f"recipe {r.spec}" if r.spec else "no recipe"
 
 
-#: where the error is: by GPU, model family, concurrency band, and (disaggregated) where the pools' worker counts come
-#: from and whether the run decoded speculatively (printed per mode)
+#: where the error is: by GPU, model family, concurrency band, (disaggregated) where the pools' worker counts come
+#: from, and whether the run decoded speculatively (printed per mode)
 _BREAKDOWNS: tuple[tuple[str, Any], ...] = (
     ("gpu", lambda r: r.gpu),
     ("family", lambda r: _family(r.model)),

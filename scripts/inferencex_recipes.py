@@ -1,5 +1,6 @@
 """Regenerate ``src/tailscope/io/inferencex_recipes.csv``: the public recipes behind the corpus' disaggregated rows
-that do not record their worker counts (``io/corpus.py`` rule 10).
+that do not record their worker counts, and behind its aggregated rows that decoded speculatively (``io/corpus.py``
+rule 10).
 
 1,009 of the corpus' 1,224 disaggregated rows come from two InferenceX exports (``source_file=2026-03-25.csv`` and
 ``2026-04-06.csv``) that record each pool's parallelism but not how many workers it had, nor whether the run used
@@ -20,6 +21,17 @@ exactly one deployment lists its concurrency. It writes the deployment and the s
 - ``draft``: an MTP run's draft tokens, the ``mtpK`` of its recipe's configuration file (TensorRT-LLM's recipes name
   it, SGLang's do not: empty then); 0 without speculative decoding.
 - the pools as the recipe states them, and the recipe's key and commit (provenance).
+
+The aggregated rows of the same exports that name their container image (``image=`` in ``silicon_data_source``; the
+2026-04-06 export's do not) are matched to the single-node entries with that image, at the version in force when the
+row was measured (else the first later one that has it): InferenceX runs an MTP recipe as its own entry (``…-mtp``),
+usually with its own image (TensorRT-LLM ``1.2.0rc6.post3`` against ``post2`` for the plain runs). When every entry
+with the image is MTP, or none is, that says the row's ``spec``; when both are, the search-space item with the row's
+lengths, concurrency, ``tp``, ``ep`` and ``dp-attn`` must be of one kind (else the row is not listed). An aggregated
+row's pools are empty (its own columns stand); its ``draft`` comes from the entry's launch script
+(``benchmarks/[single_node/]<name>.sh`` at the same commit): TensorRT-LLM's ``MTP=K`` (the value its
+``DP_ATTENTION`` branch sets where the row runs attention DP), SGLang's ``SPECULATIVE_NUM_STEPS`` (EAGLE with top-k
+1: that many draft steps, then one verification).
 
     python scripts/inferencex_recipes.py ../shared/calibration/silicon_dev.csv PATH/TO/InferenceX [--out FILE]
 
@@ -45,7 +57,13 @@ TABLE = Path(__file__).parent.parent / "src/tailscope/io/inferencex_recipes.csv"
 EXPORTED = "2026-04-12"
 GPU = {"b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200", "h100_sxm": "h100", "h200_sxm": "h200"}
 FRAMEWORK = {"trtllm": "trt", "sglang": "sglang", "vllm": "vllm"}
-MODEL_PREFIX = {"deepseek": ("dsr1", "dsv3"), "kimi": ("kimik2.5", "kimi"), "gpt-oss": ("gptoss",)}
+MODEL_PREFIX = {
+    "deepseek": ("dsr1", "dsv3"),
+    "kimi": ("kimik2.5", "kimi"),
+    "gpt-oss": ("gptoss",),
+    "qwen3.5": ("qwen3.5",),
+    "minimax": ("minimaxm2.5",),
+}
 FIELDS = (
     "id",
     "spec",
@@ -153,12 +171,115 @@ def main(argv: list[str] | None = None) -> int:
         key = next(e["key"] for e in found)
         values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12])
         out.append(dict(zip(FIELDS, values, strict=True)))
+    agg_tally: Counter[str] = Counter()
+    for r in rows:
+        if r["mode"] == "agg":
+            listed = aggregated_row(recipes, r)
+            agg_tally[listed["spec"] if listed else "not listed"] += 1
+            if listed:
+                out.append(listed)
     with a.out.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         w.writeheader()
         w.writerows(out)
-    print(f"{len(out)} rows written to {a.out}; {dict(tally)}", file=sys.stderr)
+    print(
+        f"{len(out)} rows written to {a.out}; disaggregated {dict(tally)}; aggregated {dict(agg_tally)}",
+        file=sys.stderr,
+    )
     return 0
+
+
+def aggregated_row(recipes: Recipes, r: dict[str, str]) -> dict[str, Any] | None:
+    """An aggregated row's table entry (spec and draft; empty pools), or None when no single-node entry with its
+    image is found or the entries do not say which kind of run it was."""
+    source = r["silicon_data_source"]
+    image = re.search(r"image=([^;]+)", source)
+    measured = re.search(r"measured=([0-9T:\-]+)", source)
+    conc = re.search(r"silicon_concurrency=(\d+)", source)
+    if image is None or measured is None or conc is None:
+        return None
+    want = _image(image.group(1))
+    before = [h for h, d in recipes.versions if d[:19] <= measured.group(1)[:19]]
+    after = [h for h, d in recipes.versions if d[:19] > measured.group(1)[:19]]
+    for commit in before[-1:] + after:
+        found = [(k, c) for k, c in recipes.at(commit).items() if _single_node(c, r) and _image(c.get("image")) == want]
+        if found:
+            break
+    else:
+        return None
+    items = [
+        (k, e)
+        for k, c in found
+        for lengths in c.get("seq-len-configs") or []
+        for e in lengths.get("search-space") or []
+    ]
+    kinds = {_spec(e) for _, e in items}
+    if len(kinds) > 1:
+        own = [(k, e) for k, c in found for e in _items_for(c, r, int(conc.group(1)))]
+        kinds, items = {_spec(e) for _, e in own}, own
+    if len(kinds) != 1:
+        return None
+    spec = kinds.pop()
+    key = items[0][0]
+    draft = _script_draft(recipes, commit, key, int(r["attention_dp_size"] or 1) > 1) if spec == "mtp" else "0"
+    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12])
+    return dict(zip(FIELDS, values, strict=True))
+
+
+def _image(text: object) -> str:
+    """A container image as the configs and the export both write it (``nvcr.io#nvidia/…`` is ``nvcr.io/nvidia/…``)."""
+    return str(text or "").strip().replace("#", "/")
+
+
+def _single_node(cfg: object, r: dict[str, str]) -> bool:
+    """``cfg`` is a single-node entry of the row's framework, GPU, model and precision."""
+    if not isinstance(cfg, dict) or cfg.get("disagg") or cfg.get("multinode"):
+        return False
+    if cfg.get("precision") != r["precision"] or FRAMEWORK[r["backend"]] not in str(cfg.get("framework", "")):
+        return False
+    gpu, runner = GPU[r["system"]], str(cfg.get("runner", ""))
+    prefixes = next((p for k, p in MODEL_PREFIX.items() if k in r["model_path"].lower()), ())
+    return (runner == gpu or runner.startswith(gpu + "-")) and str(cfg.get("model-prefix", "")) in prefixes
+
+
+def _items_for(cfg: dict[str, Any], r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
+    """The search-space items of a single-node entry with the row's lengths, concurrency and parallelism."""
+    out = []
+    for lengths in cfg.get("seq-len-configs") or []:
+        if (str(lengths.get("isl")), str(lengths.get("osl"))) != (r["isl"], r["osl"]):
+            continue
+        for e in lengths.get("search-space") or []:
+            if not int(e.get("conc-start", 0)) <= concurrency <= int(e.get("conc-end", 0)):
+                continue
+            own = (int(r["tp_size"] or 0), int(r["moe_ep_size"] or 1), int(r["attention_dp_size"] or 1) > 1)
+            if (int(e.get("tp", 0)), int(e.get("ep") or 1), bool(e.get("dp-attn"))) == own:
+                out.append(e)
+    return out
+
+
+def _spec(e: dict[str, Any]) -> str:
+    return str(e.get("spec-decoding") or "none")
+
+
+def _script_draft(recipes: Recipes, commit: str, key: str, dp_attn: bool) -> str:
+    """An aggregated MTP entry's draft length from its launch script at ``commit`` (empty when not found)."""
+    names = {key.replace("-", "_"), key.replace("-sglang", "").replace("-", "_")}
+    for name in sorted(names):
+        for folder in ("benchmarks/single_node", "benchmarks"):
+            try:
+                text = recipes._git("show", f"{commit}:{folder}/{name}.sh")
+            except subprocess.CalledProcessError:
+                continue
+            steps = re.search(r"^\s*SPECULATIVE_NUM_STEPS=(\d+)", text, re.M)
+            if steps:
+                return steps.group(1)
+            block = re.search(r'if \[\[ "\$DP_ATTENTION" == "true" \]\]; then(.*?)(?:\nelse(.*?))?\nfi', text, re.S)
+            inside = re.findall(r"^\s*MTP=(\d+)", block.group(1), re.M) if block else []
+            rest = text.replace(block.group(0), block.group(2) or "") if block else text
+            outside = re.findall(r"^\s*MTP=(\d+)", rest, re.M)
+            chosen = inside if dp_attn and inside else outside
+            return chosen[-1] if chosen else ""
+    return ""
 
 
 def _draft(found: list[dict[str, Any]], spec: str) -> str:

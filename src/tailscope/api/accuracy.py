@@ -50,8 +50,9 @@ class HeldOutRow:
             disaggregated rows that record them), ``duplicate`` (copied from a recorded row carrying the same
             measurement), ``recipe`` (the deployment its public recipe states) or ``imputed`` (the recorded rows'
             typical deployment) — the corpus rules of ``tailscope/io/corpus.py`` (rules 5 and 10).
-        spec: the run's speculative decoding as its public recipe states it: ``none``, ``mtp`` (priced with its
-            draft tokens where the recipe names them) or ``unknown``; empty where no recipe is known (rule 10).
+        spec: the run's speculative decoding as its public recipe states it, aggregated or disaggregated: ``none``,
+            ``mtp`` (priced with its draft tokens where the recipe names them) or ``unknown``; empty where no recipe
+            is known (rule 10).
     """
 
     id: str
@@ -197,11 +198,12 @@ def _simulate_options(r: CorpusRow) -> dict[str, Any] | None:
     p = r.agg
     if p is None:
         return None
+    spec = {"spec_draft": r.spec_draft, "spec_accept": r.spec_accept()} if r.spec_draft else {}
     return {
         "model": r.model, "gpu": r.system, "engine": r.engine, "tp": p.tp, "replicas": p.workers, "ep": p.ep,
         "attention_dp": p.attention_dp, "weights_dtype": r.precision, "kv_dtype": r.kv_dtype,
         "gpu_memory_utilization": corpus_kv_fraction(r.engine),
-        "concurrency": r.concurrency, "input_tokens": str(r.isl), "output_tokens": str(r.osl),
+        "concurrency": r.concurrency, "input_tokens": str(r.isl), "output_tokens": str(r.osl), **spec,
     }  # fmt: skip
 
 

@@ -55,7 +55,12 @@ row alike and never to fit a figure:
     ``unknown`` (both kinds list the concurrency and the export does not hold the pair; where it does, the two runs
     are two rows with the same columns and the faster decode is the MTP one). A row whose worker counts rule 5 (b)
     would impute takes the recipe's workers and parallelism instead when its pools have the recipe's GPUs per
-    worker (``workers = "recipe"``); every listed row carries its ``spec``. No measurement comes from there.
+    worker (``workers = "recipe"``); every listed row carries its ``spec``. The same exports' aggregated rows that
+    name their container image are listed too, by the single-node entries with that image: InferenceX runs an MTP
+    recipe as an entry of its own (``…-mtp``), usually with an image of its own, so the image (and, where plain and
+    MTP entries share it, the search-space item with the row's lengths, concurrency and parallelism) says whether the
+    run decoded speculatively, and the entry's launch script says its draft length. An aggregated row keeps its own
+    deployment and takes only ``spec`` and ``spec_draft``. No measurement comes from there.
 """
 
 from __future__ import annotations
@@ -155,6 +160,14 @@ class CorpusRow:
         """The configuration this row belongs to: (model, system, engine, precision, mode)."""
         return (self.model, self.system, self.engine, self.precision, self.mode)
 
+    def spec_accept(self) -> float:
+        """The draft-token acceptance the committed fit learned for this row's engine and precision (what an MTP
+        run is simulated with)."""
+        from tailscope.engine.step_model import precision_class
+        from tailscope.engine.step_params import learned_efficiencies
+
+        return learned_efficiencies(self.engine, precision_class(self.precision, resolve_gpu(self.system))).spec_accept
+
     def sim_flags(self) -> list[str]:
         """``tailscope sim`` flags that run this row's deployment and workload."""
         flags = [
@@ -184,11 +197,7 @@ class CorpusRow:
             flags += _pool_flags(self.decode, "")
         if self.spec_draft:
             # an MTP run (rule 10): its draft length, and the acceptance the corpus' MTP runs were fitted with
-            from tailscope.engine.step_model import precision_class
-            from tailscope.engine.step_params import learned_efficiencies
-
-            accept = learned_efficiencies(self.engine, precision_class(self.precision, resolve_gpu(self.system)))
-            flags += ["--spec-draft", str(self.spec_draft), "--spec-accept", f"{accept.spec_accept:.3g}"]
+            flags += ["--spec-draft", str(self.spec_draft), "--spec-accept", f"{self.spec_accept():.3g}"]
         flags += [
             "--concurrency",
             str(self.concurrency),
@@ -418,8 +427,8 @@ class Recipe:
     """One corpus row's deployment as its public recipe states it (rule 10)."""
 
     spec: str
-    prefill: PoolDeployment
-    decode: PoolDeployment
+    prefill: PoolDeployment | None  # None for an aggregated row (its own deployment stands)
+    decode: PoolDeployment | None
     draft: int = 0
 
 
@@ -438,18 +447,20 @@ def recipes(path: Path = RECIPES) -> dict[str, Recipe]:
     out: dict[str, Recipe] = {}
     with path.open(newline="", encoding="utf-8") as f:
         for rec in csv.DictReader(f):
-            out[rec["id"]] = Recipe(
-                rec["spec"],
-                recipe_pool(rec["prefill_workers"], rec["prefill_tp"], rec["prefill_ep"], rec["prefill_dp_attn"]),
-                recipe_pool(rec["decode_workers"], rec["decode_tp"], rec["decode_ep"], rec["decode_dp_attn"]),
-                int(rec["draft"] or 0),
+            prefill, decode = (
+                recipe_pool(rec[f"{p}_workers"], rec[f"{p}_tp"], rec[f"{p}_ep"], rec[f"{p}_dp_attn"])
+                if rec["prefill_workers"]  # empty for an aggregated row
+                else None
+                for p in ("prefill", "decode")
             )
+            out[rec["id"]] = Recipe(rec["spec"], prefill, decode, int(rec["draft"] or 0))
     return out
 
 
 def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[CorpusRow]:
-    """Rule 10: each listed row's ``spec``, and an imputed row's pools from its recipe when their GPUs per worker
-    agree (a recipe that disagrees describes the pool in another encoding than the row; the row keeps rule 5)."""
+    """Rule 10: each listed row's ``spec``, and an imputed disaggregated row's pools from its recipe when their GPUs
+    per worker agree (a recipe that disagrees describes the pool in another encoding than the row; the row keeps rule
+    5). An aggregated row keeps its deployment."""
     out: list[CorpusRow] = []
     for r in rows:
         rec = table.get(r.id)
@@ -458,6 +469,9 @@ def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[C
             continue
         r = replace(r, spec=rec.spec, spec_draft=rec.draft if rec.spec == "mtp" else 0)
         gpus = (r.prefill.gpus, r.decode.gpus) if r.prefill is not None and r.decode is not None else None
+        if rec.prefill is None or rec.decode is None:
+            out.append(r)  # an aggregated row: only its decoding
+            continue
         if r.workers == "imputed" and gpus == (rec.prefill.gpus, rec.decode.gpus):
             r = replace(r, prefill=rec.prefill, decode=rec.decode, workers="recipe")
         out.append(r)

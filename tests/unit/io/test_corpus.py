@@ -289,23 +289,42 @@ def test_a_public_recipe_fills_in_an_imputed_rows_workers_and_says_if_it_decoded
     assert apply_recipes([row], {}) == [row]
 
 
+def test_an_aggregated_row_takes_only_its_recipes_decoding() -> None:
+    """Rule 10 on an aggregated row (listed by its image's single-node entry): spec and draft, its deployment kept."""
+    (row,) = parse_corpus("\n".join([HEADER, _agg("a", 64, 64, "8", "1", "1", "1")]), source="x.csv")
+    (listed,) = apply_recipes([row], {"a": Recipe("mtp", None, None, 3)})
+    assert (listed.spec, listed.spec_draft, listed.agg, listed.workers) == ("mtp", 3, row.agg, row.workers)
+    assert observations([listed])[0].spec_draft == 3
+    flags = listed.sim_flags()
+    assert flags[flags.index("--spec-draft") + 1] == "3"
+    assert "--disagg" not in flags
+    (plain,) = apply_recipes([row], {"a": Recipe("none", None, None)})
+    assert (plain.spec, plain.spec_draft, plain.agg) == ("none", 0, row.agg)
+
+
 def test_the_recipe_table_is_well_formed() -> None:
     """The committed table (scripts/inferencex_recipes.py writes it): a known spec, draft tokens only on MTP runs,
-    pools of ≥ 1 worker whose expert parallelism divides their GPUs."""
+    pools of ≥ 1 worker whose expert parallelism divides their GPUs (both pools, or neither: an aggregated row)."""
     table = recipes()
     assert len(table) > 500
     assert {r.spec for r in table.values()} <= {"none", "mtp", "unknown"}
+    assert sum(r.prefill is None for r in table.values()) > 500  # aggregated rows
     for r in table.values():
         assert r.draft == 0 or (r.spec == "mtp" and 1 <= r.draft <= 8)
+        assert (r.prefill is None) == (r.decode is None)
         for p in (r.prefill, r.decode):
-            assert p.workers >= 1
-            assert p.gpus % p.ep == 0
+            if p is not None:
+                assert p.workers >= 1
+                assert p.gpus % p.ep == 0
 
 
 def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
-    """Every id of the table is a disaggregated row of the corpus; the listed rows carry their spec after loading."""
+    """Every id of the table is a row of the corpus, disaggregated where the table gives pools and aggregated where
+    it does not; the listed rows carry their spec after loading."""
     rows = {r.id: r for r in load_corpus(calibration_dir / "silicon_dev.csv")}
     table = recipes()
     assert set(table) <= set(rows)
-    assert all(rows[i].mode == "disagg" and rows[i].spec == table[i].spec for i in table)
+    assert all(rows[i].mode == ("agg" if table[i].prefill is None else "disagg") for i in table)
+    assert all(rows[i].spec == table[i].spec for i in table)
     assert sum(r.workers == "recipe" for r in rows.values()) > 300
+    assert sum(r.mode == "agg" and r.spec_draft > 0 for r in rows.values()) > 100
