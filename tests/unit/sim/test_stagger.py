@@ -100,7 +100,7 @@ def test_a_fixed_length_loop_that_bunches_into_waves_says_so() -> None:
 
 def test_lengths_with_a_spread_an_open_loop_and_a_settled_loop_do_not_warn_of_waves() -> None:
     spread = tailscope.simulate(**BUNCHING, output_tokens="uniform:102:128")
-    settled = tailscope.simulate(**{**BUNCHING, "concurrency": 16, "requests": 480}, output_tokens="128")
+    settled = tailscope.simulate(**{**BUNCHING, "concurrency": 8, "requests": 480}, output_tokens="128")
     open_loop = tailscope.simulate(requests=400, rate=20.0, input_tokens=1024, output_tokens=128, seed=0)
     assert settled.summary.steady is not None
     assert settled.summary.steady.stationary is True
