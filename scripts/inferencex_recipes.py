@@ -22,16 +22,16 @@ exactly one deployment lists its concurrency. It writes the deployment and the s
   it, SGLang's do not: empty then); 0 without speculative decoding.
 - the pools as the recipe states them, and the recipe's key and commit (provenance).
 
-The aggregated rows of the same exports that name their container image (``image=`` in ``silicon_data_source``; the
-2026-04-06 export's do not) are matched to the single-node entries with that image, at the version in force when the
-row was measured (else the first later one that has it): InferenceX runs an MTP recipe as its own entry (``…-mtp``),
-usually with its own image (TensorRT-LLM ``1.2.0rc6.post3`` against ``post2`` for the plain runs). When every entry
-with the image is MTP, or none is, that says the row's ``spec``; when both are, the search-space item with the row's
-lengths, concurrency, ``tp``, ``ep`` and ``dp-attn`` must be of one kind (else the row is not listed). An aggregated
-row's pools are empty (its own columns stand); its ``draft`` comes from the entry's launch script
-(``benchmarks/[single_node/]<name>.sh`` at the same commit): TensorRT-LLM's ``MTP=K`` (the value its
-``DP_ATTENTION`` branch sets where the row runs attention DP), SGLang's ``SPECULATIVE_NUM_STEPS`` (EAGLE with top-k
-1: that many draft steps, then one verification).
+The aggregated rows of the same exports that name their container image (``image=`` in ``silicon_data_source``; 556 rows
+of the 2026-04-06 export do not) are matched to the single-node entries with that image, at the version in force when
+the row was measured (else the first later one that has it): InferenceX runs an MTP recipe as its own entry (``…-mtp``),
+usually with its own image (TensorRT-LLM ``1.2.0rc6.post3`` against ``post2`` for the plain runs). When every entry with
+the image is MTP, or none is, that says the row's ``spec``; when both are, the search-space item with the row's lengths,
+concurrency, ``tp``, ``ep`` and ``dp-attn`` must be of one kind (else the row is not listed). An aggregated row's pools
+are empty (its own columns stand); its ``draft`` comes from the entry's launch script
+(``benchmarks/[single_node/]<name>.sh`` at the same commit): TensorRT-LLM's ``MTP=K`` (the value its ``DP_ATTENTION``
+branch sets where the row runs attention DP), SGLang's ``SPECULATIVE_NUM_STEPS`` (EAGLE with top-k 1: that many draft
+steps, then one verification).
 
     python scripts/inferencex_recipes.py ../shared/calibration/silicon_dev.csv PATH/TO/InferenceX [--out FILE]
 
