@@ -46,11 +46,14 @@ import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+T = TypeVar("T")
 MASTER = ".github/configs/nvidia-master.yaml"
 TABLE = Path(__file__).parent.parent / "src/tailscope/io/inferencex_recipes.csv"
 #: the exports' date: no recipe version after it can have produced their rows
@@ -94,35 +97,52 @@ class Recipes:
     def _git(self, *args: str) -> str:
         return subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True, text=True, check=True).stdout
 
+    def show(self, commit: str, path: str) -> str | None:
+        """A file of the repository at ``commit`` (None where it has none)."""
+        try:
+            return self._git("show", f"{commit}:{path}")
+        except subprocess.CalledProcessError:
+            return None
+
     def at(self, commit: str) -> dict[str, Any]:
         if commit not in self._parsed:
             self._parsed[commit] = yaml.safe_load(self._git("show", f"{commit}:{MASTER}")) or {}
         return self._parsed[commit]
 
-    def candidates_for(self, row: dict[str, str], concurrency: int, measured: str) -> tuple[str, list[dict[str, Any]]]:
-        """(commit, the search-space entries listing the row's concurrency) at the version in force when the row was
-        measured, else the first later version that lists it."""
+    def first(self, measured: str, find: Callable[[dict[str, Any]], list[T]]) -> tuple[str, list[T]]:
+        """(commit, what ``find`` finds in the configuration) at the version in force when a row was ``measured``,
+        else the first later version where it finds anything (``("", [])`` where none does)."""
         before = [h for h, d in self.versions if d[:19] <= measured[:19]]
         after = [h for h, d in self.versions if d[:19] > measured[:19]]
         for commit in before[-1:] + after:
-            found = entries(self.at(commit), row, concurrency)
+            found = find(self.at(commit))
             if found:
                 return commit, found
         return "", []
 
 
+def _same_config(cfg: object, row: dict[str, str]) -> bool:
+    """``cfg`` is an entry of the row's framework, GPU, model and precision."""
+    if not isinstance(cfg, dict) or cfg.get("precision") != row["precision"]:
+        return False
+    if FRAMEWORK[row["backend"]] not in str(cfg.get("framework", "")):
+        return False
+    gpu, runner = GPU[row["system"]], str(cfg.get("runner", ""))
+    prefixes = next((p for k, p in MODEL_PREFIX.items() if k in row["model_path"].lower()), ())
+    return (runner == gpu or runner.startswith(gpu + "-")) and str(cfg.get("model-prefix", "")) in prefixes
+
+
+def _field(row: dict[str, str], name: str, pattern: str) -> str | None:
+    """``name=VALUE`` of the row's ``silicon_data_source`` (None where it is not there)."""
+    m = re.search(rf"{name}=({pattern})", row["silicon_data_source"])
+    return m.group(1) if m else None
+
+
 def entries(master: dict[str, Any], row: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
     """The search-space entries of ``master`` for the row's configuration and lengths that list ``concurrency``."""
-    gpu, model = GPU[row["system"]], row["model_path"].lower()
-    prefixes = next((p for k, p in MODEL_PREFIX.items() if k in model), ())
     out = []
     for key, cfg in master.items():
-        if not isinstance(cfg, dict) or not cfg.get("disagg") or cfg.get("precision") != row["precision"]:
-            continue
-        if FRAMEWORK[row["backend"]] not in str(cfg.get("framework", "")):
-            continue
-        runner = str(cfg.get("runner", ""))
-        if not (runner == gpu or runner.startswith(gpu + "-")) or str(cfg.get("model-prefix", "")) not in prefixes:
+        if not _same_config(cfg, row) or not cfg.get("disagg"):
             continue
         for lengths in cfg.get("seq-len-configs") or []:
             if (str(lengths.get("isl")), str(lengths.get("osl"))) != (row["isl"], row["osl"]):
@@ -153,12 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r["mode"] != "disagg" or r["prefill_num_workers"].strip():
             continue
-        conc = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"])
-        measured = re.search(r"measured=([0-9T:\-]+)", r["silicon_data_source"])
+        conc, measured = _field(r, "silicon_concurrency", r"\d+"), _field(r, "measured", r"[0-9T:\-]+")
         if conc is None or measured is None:
             tally["no concurrency or date"] += 1
             continue
-        commit, found = recipes.candidates_for(r, int(conc.group(1)), measured.group(1))
+        commit, found = recipes.first(measured, partial(entries, row=r, concurrency=int(conc)))
         deployments: dict[tuple[int, ...], set[str]] = defaultdict(set)
         for e in found:
             deployments[(*_pool(e["prefill"]), *_pool(e["decode"]))].add(str(e.get("spec-decoding") or "none"))
@@ -192,20 +211,15 @@ def main(argv: list[str] | None = None) -> int:
 def aggregated_row(recipes: Recipes, r: dict[str, str]) -> dict[str, Any] | None:
     """An aggregated row's table entry (spec and draft; empty pools), or None when no single-node entry with its
     image is found or the entries do not say which kind of run it was."""
-    source = r["silicon_data_source"]
-    image = re.search(r"image=([^;]+)", source)
-    measured = re.search(r"measured=([0-9T:\-]+)", source)
-    conc = re.search(r"silicon_concurrency=(\d+)", source)
+    image, measured = _field(r, "image", r"[^;]+"), _field(r, "measured", r"[0-9T:\-]+")
+    conc = _field(r, "silicon_concurrency", r"\d+")
     if image is None or measured is None or conc is None:
         return None
-    want = _image(image.group(1))
-    before = [h for h, d in recipes.versions if d[:19] <= measured.group(1)[:19]]
-    after = [h for h, d in recipes.versions if d[:19] > measured.group(1)[:19]]
-    for commit in before[-1:] + after:
-        found = [(k, c) for k, c in recipes.at(commit).items() if _single_node(c, r) and _image(c.get("image")) == want]
-        if found:
-            break
-    else:
+    want = _image(image)
+    commit, found = recipes.first(
+        measured, lambda m: [(k, c) for k, c in m.items() if _single_node(c, r) and _image(c.get("image")) == want]
+    )
+    if not found:
         return None
     items = [
         (k, e)
@@ -215,7 +229,7 @@ def aggregated_row(recipes: Recipes, r: dict[str, str]) -> dict[str, Any] | None
     ]
     kinds = {_spec(e) for _, e in items}
     if len(kinds) > 1:
-        own = [(k, e) for k, c in found for e in _items_for(c, r, int(conc.group(1)))]
+        own = [(k, e) for k, c in found for e in _items_for(c, r, int(conc))]
         kinds, items = {_spec(e) for _, e in own}, own
     if len(kinds) != 1:
         return None
@@ -233,17 +247,12 @@ def _image(text: object) -> str:
 
 def _single_node(cfg: object, r: dict[str, str]) -> bool:
     """``cfg`` is a single-node entry of the row's framework, GPU, model and precision."""
-    if not isinstance(cfg, dict) or cfg.get("disagg") or cfg.get("multinode"):
-        return False
-    if cfg.get("precision") != r["precision"] or FRAMEWORK[r["backend"]] not in str(cfg.get("framework", "")):
-        return False
-    gpu, runner = GPU[r["system"]], str(cfg.get("runner", ""))
-    prefixes = next((p for k, p in MODEL_PREFIX.items() if k in r["model_path"].lower()), ())
-    return (runner == gpu or runner.startswith(gpu + "-")) and str(cfg.get("model-prefix", "")) in prefixes
+    return isinstance(cfg, dict) and _same_config(cfg, r) and not cfg.get("disagg") and not cfg.get("multinode")
 
 
 def _items_for(cfg: dict[str, Any], r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
     """The search-space items of a single-node entry with the row's lengths, concurrency and parallelism."""
+    own = (int(r["tp_size"] or 0), int(r["moe_ep_size"] or 1), int(r["attention_dp_size"] or 1) > 1)
     out = []
     for lengths in cfg.get("seq-len-configs") or []:
         if (str(lengths.get("isl")), str(lengths.get("osl"))) != (r["isl"], r["osl"]):
@@ -251,7 +260,6 @@ def _items_for(cfg: dict[str, Any], r: dict[str, str], concurrency: int) -> list
         for e in lengths.get("search-space") or []:
             if not int(e.get("conc-start", 0)) <= concurrency <= int(e.get("conc-end", 0)):
                 continue
-            own = (int(r["tp_size"] or 0), int(r["moe_ep_size"] or 1), int(r["attention_dp_size"] or 1) > 1)
             if (int(e.get("tp", 0)), int(e.get("ep") or 1), bool(e.get("dp-attn"))) == own:
                 out.append(e)
     return out
@@ -266,9 +274,8 @@ def _script_draft(recipes: Recipes, commit: str, key: str, dp_attn: bool) -> str
     names = {key.replace("-", "_"), key.replace("-sglang", "").replace("-", "_")}
     for name in sorted(names):
         for folder in ("benchmarks/single_node", "benchmarks"):
-            try:
-                text = recipes._git("show", f"{commit}:{folder}/{name}.sh")
-            except subprocess.CalledProcessError:
+            text = recipes.show(commit, f"{folder}/{name}.sh")
+            if text is None:
                 continue
             steps = re.search(r"^\s*SPECULATIVE_NUM_STEPS=(\d+)", text, re.M)
             if steps:

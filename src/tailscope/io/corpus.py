@@ -468,10 +468,10 @@ def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[C
             out.append(r)
             continue
         r = replace(r, spec=rec.spec, spec_draft=rec.draft if rec.spec == "mtp" else 0)
-        gpus = (r.prefill.gpus, r.decode.gpus) if r.prefill is not None and r.decode is not None else None
         if rec.prefill is None or rec.decode is None:
             out.append(r)  # an aggregated row: only its decoding
             continue
+        gpus = (r.prefill.gpus, r.decode.gpus) if r.prefill is not None and r.decode is not None else None
         if r.workers == "imputed" and gpus == (rec.prefill.gpus, rec.decode.gpus):
             r = replace(r, prefill=rec.prefill, decode=rec.decode, workers="recipe")
         out.append(r)
