@@ -174,12 +174,15 @@ def aggregated(
     dp_wait: Arr = 0.0,
     sched_iters: Arr = 0.0,
     tokens: Arr = 1.0,
+    wait_iters: Arr = 0.0,
+    wait_ratio: Arr = 0.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring); ``max_running``
     caps the requests the replica holds at once (the clients beyond it wait for admission); ``dp`` counts the
     attention-DP ranks that balance their context requests (1: no balancing), ``dp_wait`` its iterations at most;
     ``tokens`` the tokens a decode emits per iteration (:func:`speculative_tokens`; ``step`` then prices one of
-    them, and the waits counted in iterations last ``tokens`` of its decode steps each)."""
+    them, and the waits counted in iterations last ``tokens`` of its decode steps each); ``wait_iters`` and
+    ``wait_ratio`` the engine's batch waiting (:func:`batch_wait`; 0: none)."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
     clients_all = np.asarray(clients, dtype=float)
@@ -205,7 +208,7 @@ def aggregated(
         resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
         wait = rho * delta / (2.0 * (1.0 - rho))
         ttft = front + together + resid + n * t_d + delta + wait + sched_iters * it
-        ttft = ttft + balance_wait(dp, dp_wait, it, lam)
+        ttft = ttft + balance_wait(dp, dp_wait, it, lam) + batch_wait(wait_iters, wait_ratio * budget, b, isl, it, lam)
         return lam, ttft, tau
 
     def excess(b: Arr) -> Arr:
@@ -291,6 +294,26 @@ def balance_wait(dp: Arr, iters: Arr, step: Arr, lam: Arr) -> Arr:
     cap = iters * step
     wait = 1.0 / (1.0 / np.maximum(cap, 1e-12) + 1.0 / np.maximum(fill, 1e-12))
     return np.where(dp > 1.0, wait, 0.0)
+
+
+def batch_wait(iters: Arr, threshold: Arr, b: Arr, isl: Arr, step: Arr, lam: Arr) -> Arr:
+    """Mean wait of a prompt at an engine that batches its context requests (TensorRT-LLM's
+    ``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio``), s.
+
+    While requests decode, the engine holds arriving prompts until the tokens of its next step — the held prompts'
+    plus one per decode (``b``) — reach ``threshold`` (the ratio × its token budget), or it has held them ``iters``
+    iterations of ``step`` seconds. The first prompt of a batch waits the smaller of the cap and the time until the
+    ``(threshold − b) / isl − 1`` further prompts arrive at ``lam`` per second (combined harmonically, as
+    :func:`balance_wait`); the ``lam × W`` arriving while it waits wait half as long on average. 0 where ``iters``
+    or ``threshold`` is 0 (no waiting) or the decodes alone fill the threshold.
+    """
+    iters = np.asarray(iters, dtype=float)
+    others = np.maximum((np.asarray(threshold, dtype=float) - b) / np.maximum(isl, 1.0) - 1.0, 0.0)
+    cap = iters * step
+    fill = others / np.maximum(lam, 1e-12)
+    first = 1.0 / (1.0 / np.maximum(cap, 1e-12) + 1.0 / np.maximum(fill, 1e-12))
+    mean = first * (1.0 + 0.5 * lam * first) / (1.0 + lam * first)
+    return np.where((iters > 0) & (others > 0), mean, 0.0)
 
 
 def _admitted(clients: Arr, max_running: Arr | None) -> Arr:

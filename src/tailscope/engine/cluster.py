@@ -102,6 +102,10 @@ class ClusterSpec:
             gpu_memory_utilization=settings.gpu_memory_utilization,
             prefix_caching=prefix_caching,
             kv_offload_gib=settings.kv_offload_gib,
+            # TensorRT-LLM batches its prompts this way only without attention DP
+            batch_wait=(settings.batch_wait_iters, settings.batch_wait_ratio)
+            if int(more.get("attention_dp", 1)) == 1
+            else (0, 0.0),
         )
         spec = cls(
             model=model,
@@ -232,6 +236,9 @@ class ClusterSpec:
             },
             "disagg": None if self.disagg is None else _picked(self.disagg, (*DisaggSpec.__dataclass_fields__, "gpus")),
             "kv_offload_gib": cfg.kv_offload_gib,
+            "batch_wait": None
+            if not (cfg.batch_wait_iters and cfg.batch_wait_ratio)
+            else {"iters": cfg.batch_wait_iters, "ratio": cfg.batch_wait_ratio},
             "autoscale": None
             if self.autoscale is None
             else _picked(self.autoscale, self.autoscale.__dataclass_fields__),
@@ -248,6 +255,7 @@ def replica_engine_config(
     gpu_memory_utilization: float = 0.9,
     prefix_caching: bool = True,
     kv_offload_gib: float = 0.0,
+    batch_wait: tuple[int, float] = (0, 0.0),
 ) -> EngineConfig:
     """The scheduler limits and KV blocks of one replica, validated; ``None`` limits take the defaults.
 
@@ -277,6 +285,8 @@ def replica_engine_config(
         enable_prefix_caching=prefix_caching,
         num_blocks=num_blocks,
         kv_offload_gib=kv_offload_gib,
+        batch_wait_iters=batch_wait[0],
+        batch_wait_ratio=batch_wait[1],
     ).validate()
 
 

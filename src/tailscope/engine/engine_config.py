@@ -48,6 +48,7 @@ class EngineSettings:
             being recomputed (0: recompute, vLLM v1's default).
         spec_draft / spec_accept / spec_draft_model: speculative decoding — draft tokens per step (0: off), each
             draft token's acceptance rate, the draft model's id (None: 0.1 × the target's decode step per token).
+        batch_wait_iters / batch_wait_ratio: batch waiting (:class:`EngineConfig`; 0: off).
     """
 
     tp: int = 1
@@ -64,6 +65,8 @@ class EngineSettings:
     spec_draft: int = 0
     spec_accept: float = 0.7
     spec_draft_model: str | None = None
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
 
     def speculative(self) -> SpecDecode | None:
         """The speculative decoding these settings ask for, validated (None: off).
@@ -101,6 +104,11 @@ class EngineConfig:
         kv_offload_gib: CPU memory (GiB per replica) a preempted request's KV is swapped out to and back from at
             ``kv_offload_gbps`` (per GPU, over PCIe) instead of being recomputed; 0 = recompute (vLLM v1's default).
         kv_offload_gbps: achieved host↔GPU bandwidth per GPU in GB/s (PCIe Gen5 x16 ≈ 50 of its 64 GB/s).
+        batch_wait_iters / batch_wait_ratio: batch waiting, TensorRT-LLM's ``batch_wait_timeout_iters`` and
+            ``batch_wait_max_tokens_ratio``: while requests decode, new prompts are held until the next step's tokens
+            (held prompts + decodes) reach ``batch_wait_ratio × max_num_batched_tokens`` or they have been held
+            ``batch_wait_iters`` steps; 0 (either): no waiting. TensorRT-LLM does not wait under attention DP, and
+            the simulator's attention-DP replicas do not either.
     """
 
     max_num_seqs: int = 256
@@ -111,6 +119,8 @@ class EngineConfig:
     num_blocks: int | None = None
     kv_offload_gib: float = 0.0
     kv_offload_gbps: float = 50.0
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
 
     def validate(self) -> EngineConfig:
         if self.max_num_seqs < 1:
@@ -126,5 +136,10 @@ class EngineConfig:
             raise ConfigError(
                 f"--kv-offload-gib must be ≥ 0 (got {self.kv_offload_gib:g}) and the offload bandwidth > 0 "
                 f"(got {self.kv_offload_gbps:g} GB/s)"
+            )
+        if self.batch_wait_iters < 0 or not 0.0 <= self.batch_wait_ratio <= 1.0:
+            raise ConfigError(
+                f"--batch-wait-iters must be ≥ 0 (got {self.batch_wait_iters}) and --batch-wait-ratio within 0–1 "
+                f"(got {self.batch_wait_ratio:g})"
             )
         return self

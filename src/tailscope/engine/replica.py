@@ -8,7 +8,9 @@ Scheduling of one step (mirrors vLLM v1's ``Scheduler.schedule``; differences ar
 2. Running requests still in (chunked) prefill get their next chunk, in admission order, up to the budget.
 3. Waiting requests are admitted by priority (lower ``priority`` first, vLLM's convention), then FCFS, while the
    token budget (``max_num_batched_tokens``), ``max_num_seqs`` and free blocks allow; a prefix-cache lookup first
-   skips the blocks already cached. A request that does not fit blocks the queue (no skipping ahead).
+   skips the blocks already cached. A request that does not fit blocks the queue (no skipping ahead). With batch
+   waiting (``EngineConfig.batch_wait_iters``/``batch_wait_ratio``, TensorRT-LLM's), none is admitted while requests
+   decode until the step's tokens reach the ratio × the budget or the prompts have been held that many steps.
 
 Two options change what a preemption costs and who waits:
 
@@ -72,6 +74,11 @@ class Replica(Admission):
         self.config = (config or EngineConfig()).validate()
         super().__init__(perf, self.config)
         self._max_batched = self.config.max_num_batched_tokens
+        # batch waiting: steps the waiting prompts may be held at most (0: never), the tokens that end it, the count
+        on = self.config.batch_wait_iters > 0 and self.config.batch_wait_ratio > 0
+        self._wait_iters = self.config.batch_wait_iters if on else 0
+        self._wait_tokens = self.config.batch_wait_ratio * self._max_batched
+        self._held = 0
         self._heap: list[tuple[int, int, int]] = []  # (finish step, id, epoch)
         self.steps = 0  # index of the next step
         self.step_end_ns: list[int] = []  # end time of step i at index i − _times_base
@@ -321,8 +328,8 @@ class Replica(Admission):
                 budget -= c
             # decodes preempted during step 2 no longer run this step
             n_dec = len(self._decoding)
-            # 3. waiting requests, by priority then FCFS (replica_admission.py)
-            if self._waiting:
+            # 3. waiting requests, by priority then FCFS (replica_admission.py), unless batch waiting holds them
+            if self._waiting and not (self._wait_iters and n_dec and self._hold(n_dec)):
                 completing += self._admit_waiting(budget, chunks, prefill)
         if not chunks and n_dec == 0:
             return None
@@ -397,6 +404,17 @@ class Replica(Admission):
             if T - self._times_base > 8192:
                 self._trim_times(finished)
         return duration, first, finished, preempted, prefill_tokens, n_dec
+
+    def _hold(self, n_dec: int) -> bool:
+        """Batch waiting (``EngineConfig.batch_wait_iters``/``batch_wait_ratio``): hold the waiting prompts this
+        step, while ``n_dec`` requests decode, until the step's tokens (the prompts' and one per decode) reach the
+        threshold or they have been held the iterations allowed; the count restarts when they are let in."""
+        tokens = n_dec + sum(r.num_tokens - r.computed for r in self._waiting)
+        if self._held >= self._wait_iters or tokens >= self._wait_tokens:
+            self._held = 0
+            return False
+        self._held += 1
+        return True
 
     def _finish_decode(self, r: SchedRequest, T: int) -> Completion:
         """A decoding request produced its last token in step ``T``: :meth:`_remove_running` + :meth:`_complete`."""

@@ -225,3 +225,41 @@ def test_a_speculative_decode_iteration_is_a_round() -> None:
         m.pickup_wait_ns(n, prompt) * round_ns / m.decode_step_ns(n, n * prompt), rel=1e-3
     )
     assert sim.engine_wait_ns(n, prompt, prefill_pool=True) == m.engine_wait_ns(n, prompt, prefill_pool=True)
+
+
+def test_batch_waiting_holds_a_prompt_at_most_its_iterations() -> None:
+    from tailscope.engine.closed_loop import batch_wait
+
+    step, isl = _a(0.01), _a(1024.0)
+    # off: no iterations, no threshold, or decodes that fill the threshold by themselves
+    assert batch_wait(_a(0.0), _a(14746.0), _a(4.0), isl, step, _a(1.0))[0] == 0.0
+    assert batch_wait(_a(20.0), _a(0.0), _a(4.0), isl, step, _a(1.0))[0] == 0.0
+    assert batch_wait(_a(20.0), _a(500.0), _a(600.0), isl, step, _a(1.0))[0] == 0.0
+    # sparse arrivals: about the cap (20 iterations); a prompt never waits longer
+    sparse = batch_wait(_a(20.0), _a(14746.0), _a(4.0), isl, step, _a(0.01))[0]
+    assert 0.19 < sparse <= 0.2
+    # arrivals that fill the threshold quickly shorten the wait; more iterations never shorten it
+    rates = _a(0.1, 1.0, 10.0, 100.0)
+    waits = batch_wait(_a(20.0), _a(14746.0), _a(4.0), np.full(4, 1024.0), np.full(4, 0.01), rates)
+    assert np.all(np.diff(waits) < 0)
+    assert np.all(waits <= 0.2)
+    longer = batch_wait(_a(40.0), _a(14746.0), _a(4.0), np.full(4, 1024.0), np.full(4, 0.01), rates)
+    assert np.all(longer >= waits)
+
+
+def test_batch_waiting_adds_to_the_closed_loops_ttft_only() -> None:
+    m = TrainedStepModel(resolve_model("llama-3.1-70b"), resolve_gpu("b200"), Parallelism(2), engine="trtllm")
+    e = m.efficiency
+
+    def run(iters: float) -> tuple[float, float]:
+        t1, tau = aggregated(
+            coefficient_step(m.coeffs), _a(1024), _a(1024), _a(16), _a(16384), _a(e.frontend_ms / 1e3),
+            _a(e.inflight_us / 1e6), _a(e.burst), sched_iters=_a(e.sched_iters), wait_iters=_a(iters),
+            wait_ratio=_a(0.9),
+        )  # fmt: skip
+        return float(t1[0]), float(tau[0])
+
+    (t0, p0), (t1, p1) = run(0.0), run(20.0)
+    assert t1 > t0 + 10 * p0  # held about 20 decode iterations (a few prompts arrive meanwhile)
+    assert t1 < t0 + 21 * p0
+    assert p1 == pytest.approx(p0, rel=0.02)

@@ -272,3 +272,32 @@ def test_plan_capacity_sizes_prefill_and_decode_pools() -> None:
     assert listed.disagg["answer"] == "1 prefill + 1 decode workers"
     with pytest.raises(ConfigError, match="--disagg"):
         plan_capacity("llama-3.1-8b", "h100-sxm", target_rps=2, slo=["ttft_p99=5s"], tp="1", disagg="nonsense")
+
+
+# ---- batch waiting -------------------------------------------------------------------------------------------
+def test_batch_waiting_holds_prompts_while_requests_decode() -> None:
+    def run(iters: int, ratio: float, **more: object) -> float:
+        r = simulate(
+            model="llama-3.1-8b", gpu="h100-sxm", concurrency=8, requests=160, warmup=16, input_tokens=512,
+            output_tokens=128, batch_wait_iters=iters, batch_wait_ratio=ratio, closed_loop_noise=False, **more,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return r.summary.ttft_ms.mean
+
+    plain, held = run(0, 0.0), run(20, 0.9)
+    tpot = simulate(model="llama-3.1-8b", gpu="h100-sxm", concurrency=8, requests=160, warmup=16, input_tokens=512,
+                    output_tokens=128).summary.tpot_ms.mean  # fmt: skip
+    assert held > plain + 5 * tpot  # prompts wait for the threshold that 8 clients never reach, up to 20 steps
+    assert held < plain + 25 * tpot
+    assert run(20, 0.0) == pytest.approx(plain)  # TensorRT-LLM: a ratio of 0 never holds
+    assert run(20, 0.01) == pytest.approx(plain)  # a threshold the decodes alone reach holds nothing
+
+
+def test_batch_waiting_is_validated_and_described() -> None:
+    with pytest.raises(ConfigError, match="--batch-wait-ratio"):
+        EngineConfig(batch_wait_iters=4, batch_wait_ratio=1.5).validate()
+    with pytest.raises(ConfigError, match="--batch-wait-iters"):
+        EngineConfig(batch_wait_iters=-1).validate()
+    r = simulate(
+        model="llama-3.1-8b", gpu="h100-sxm", concurrency=2, requests=8, batch_wait_iters=8, batch_wait_ratio=0.5
+    )
+    assert r.to_dict()["run"]["settings"]["engine"]["batch_wait"] == {"iters": 8, "ratio": 0.5}
