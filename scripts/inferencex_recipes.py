@@ -67,6 +67,8 @@ MODEL_PREFIX = {
     "qwen3.5": ("qwen3.5",),
     "minimax": ("minimaxm2.5",),
 }
+#: the launch scripts' model prefixes (``benchmarks/[single_node/]<prefix>_<precision>_<gpu>_trt[_mtp][_slurm].sh``)
+SCRIPT_PREFIX = {"deepseek": ("dsr1",), "llama-3.1-70b": ("70b",), "gpt-oss": ("gptoss",), "kimi": ("kimik2.5",)}
 FIELDS = (
     "id",
     "spec",
@@ -82,7 +84,12 @@ FIELDS = (
     "decode_batch",
     "recipe",
     "commit",
+    "batch_wait_iters",
+    "batch_wait_ratio",
+    "max_num_tokens",
 )
+#: the exports whose aggregated rows InferenceX's own launch scripts produced
+EXPORTS = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
 
 
 class Recipes:
@@ -103,6 +110,10 @@ class Recipes:
             return self._git("show", f"{commit}:{path}")
         except subprocess.CalledProcessError:
             return None
+
+    def commit_before(self, measured: str) -> str:
+        """The repository's last commit before ``measured`` (the launch scripts a row was run with)."""
+        return self._git("rev-list", "-1", f"--before={measured[:19]}", "HEAD").strip()
 
     def at(self, commit: str) -> dict[str, Any]:
         if commit not in self._parsed:
@@ -188,15 +199,20 @@ def main(argv: list[str] | None = None) -> int:
         spec = next(iter(specs)) if len(specs) == 1 else _pair_spec(r, pairs)
         tally[spec] += 1
         key = next(e["key"] for e in found)
-        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12])
+        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12], "", "", "")
         out.append(dict(zip(FIELDS, values, strict=True)))
     agg_tally: Counter[str] = Counter()
     for r in rows:
         if r["mode"] == "agg":
             listed = aggregated_row(recipes, r)
             agg_tally[listed["spec"] if listed else "not listed"] += 1
+            waits = batch_wait(recipes, r, listed["spec"] if listed else "")
+            if waits is not None and (listed or waits[0] != "0"):
+                agg_tally["batch wait"] += waits[0] != "0"
+                listed = listed or dict(zip(FIELDS, (r["id"], "", "0", *[""] * 9, "", ""), strict=False))
+                listed.update(zip(FIELDS[-3:], waits, strict=True))
             if listed:
-                out.append(listed)
+                out.append({f: listed.get(f, "") for f in FIELDS})
     with a.out.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         w.writeheader()
@@ -236,8 +252,163 @@ def aggregated_row(recipes: Recipes, r: dict[str, str]) -> dict[str, Any] | None
     spec = kinds.pop()
     key = items[0][0]
     draft = _script_draft(recipes, commit, key, int(r["attention_dp_size"] or 1) > 1) if spec == "mtp" else "0"
-    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12])
+    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12], "", "", "")
     return dict(zip(FIELDS, values, strict=True))
+
+
+def batch_wait(recipes: Recipes, r: dict[str, str], spec: str) -> tuple[str, str, str] | None:
+    """``(batch_wait_iters, batch_wait_ratio, max_num_tokens)`` that the launch script of an aggregated TensorRT-LLM
+    row of the InferenceX exports gives the server (``0``s where it delays no batch), at the last commit before the
+    row was measured; None where no script is found, or several disagree, or the script's branches cannot be
+    evaluated for the row. An MTP row (``spec``) runs the ``_mtp`` script; a row whose kind is not known is skipped
+    where an ``_mtp`` script exists beside the plain one."""
+    if r["backend"] != "trtllm" or not r["silicon_data_source"].startswith(EXPORTS):
+        return None
+    measured = _field(r, "measured", r"[0-9T:\-]+")
+    conc = _field(r, "silicon_concurrency", r"\d+")
+    prefixes = next((p for k, p in SCRIPT_PREFIX.items() if k in r["model_path"].lower()), ())
+    if measured is None or conc is None or not prefixes:
+        return None
+    commit = recipes.commit_before(measured)
+    precision = "fp4" if r["precision"] in ("fp4", "mxfp4") else r["precision"]
+    texts: dict[str, str] = {}
+    for prefix in prefixes:
+        for folder in ("benchmarks/single_node", "benchmarks"):
+            for kind in ("", "_mtp"):
+                for runner in ("", "_slurm", "_docker"):
+                    name = f"{folder}/{prefix}_{precision}_{GPU[r['system']]}_trt{kind}{runner}.sh"
+                    text = recipes.show(commit, name)
+                    if text is not None:
+                        texts[name] = text
+    mtp = {n for n in texts if "_mtp" in n}
+    if spec == "mtp":
+        texts = {n: t for n, t in texts.items() if n in mtp}
+    elif spec == "none" or not mtp:
+        texts = {n: t for n, t in texts.items() if n not in mtp}
+    else:
+        return None
+    env = {
+        "ISL": r["isl"],
+        "OSL": r["osl"],
+        "TP": r["tp_size"] or "1",
+        "CONC": conc,
+        "EP_SIZE": r["moe_ep_size"] or "1",
+        "DP_ATTENTION": "true" if int(r["attention_dp_size"] or 1) > 1 else "false",
+    }
+    found = {launch_batch_wait(t, env) for t in texts.values()}
+    if len(found) != 1 or None in found:
+        return None
+    return found.pop()
+
+
+def launch_batch_wait(text: str, env: dict[str, str]) -> tuple[str, str, str] | None:
+    """Evaluate a launch script's ``if``/``elif``/``else`` branches and plain assignments for one run (``env``) and
+    read the TensorRT-LLM options it writes: ``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` (in a
+    here-document the taken branches reach) and ``--max_num_tokens`` (a number, or a variable the script assigned,
+    ``$(( … ))`` arithmetic included). None where a branch the options depend on tests something not known."""
+    values = dict(env)
+    # per open if: (this branch: True taken, False not, None not known; whether an earlier branch was taken)
+    stack: list[tuple[bool | None, bool | None]] = []
+    iters = ratio = "0"
+    tokens = ""
+    heredoc: str | None = None
+
+    def state() -> bool | None:
+        states = [b[0] for b in stack]
+        return False if False in states else (None if None in states else True)
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if heredoc is not None:
+            if line == heredoc:
+                heredoc = None
+                continue
+            option = re.match(r"batch_wait_(timeout_iters|max_tokens_ratio):\s*([0-9.]+)", line)
+            if option and state() is None:
+                return None
+            if option and state():
+                iters, ratio = (
+                    (option.group(2), ratio) if option.group(1) == "timeout_iters" else (iters, option.group(2))
+                )
+            continue
+        doc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
+        if doc:
+            heredoc = doc.group(1)
+        m = re.match(r"(el)?if \[\[ (.*) \]\]; then$", line)
+        if m:
+            before: bool | None = False
+            if m.group(1) and stack:
+                before = stack.pop()[1]
+            ok = _test(m.group(2), values)
+            if before is True:
+                stack.append((False, True))
+            elif before is None or ok is None:
+                stack.append((None, None))
+            else:
+                stack.append((ok, ok))
+            continue
+        if line == "else" and stack:
+            taken = stack.pop()[1]
+            stack.append((None if taken is None else not taken, True))
+            continue
+        if line == "fi" and stack:
+            stack.pop()
+            continue
+        m = re.search(r"--max_num_tokens[ =](\S+)", line)
+        if m and state() is None:
+            return None
+        assign = re.match(r"(?:local )?([A-Za-z_]\w*)=(\$\(\(.*\)\)|\S*)$", line)
+        if assign and state() is None:
+            values[assign.group(1)] = ""  # assigned in a branch not known: not known either
+        if not state():
+            continue
+        if m:
+            tokens = _value(m.group(1), values)
+        if assign:
+            values[assign.group(1)] = _value(assign.group(2), values)
+    return iters, ratio, tokens if iters != "0" else ""
+
+
+def _value(text: str, values: dict[str, str]) -> str:
+    """A shell value: a literal, ``$VAR``/``${VAR}``, or ``$(( … ))`` integer arithmetic (``a > b ? a : b`` included)
+    over known variables; empty where it cannot be known."""
+    text = text.strip().strip('"').strip("'")
+    m = re.fullmatch(r"\$\(\((.*)\)\)", text)
+    if m:
+        expr = re.sub(r"\$?\{?([A-Za-z_]\w*)\}?", lambda v: values.get(v.group(1), "?"), m.group(1))
+        expr = re.sub(r"(\w+) > (\w+) \? \1 : \2", r"max(\1, \2)", expr).replace("/", "//")
+        if "?" in expr or not re.fullmatch(r"[0-9+\-*/() ,maxin]*", expr):
+            return ""
+        return str(eval(expr, {"__builtins__": {}}, {"max": max}))  # noqa: S307 - digits and operators only
+    m = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", text)
+    if m:
+        return values.get(m.group(1), "")
+    return text
+
+
+def _test(cond: str, values: dict[str, str]) -> bool | None:
+    """A ``[[ … ]]`` test of ``==``/``!=`` and integer comparisons joined by ``&&``/``||`` (None: not known)."""
+    if "||" in cond:
+        parts = [_test(c, values) for c in cond.split("||")]
+        return True if any(parts) else (None if None in parts else False)
+    result = True
+    for clause in cond.split("&&"):
+        m = re.fullmatch(r"\s*(\S+)\s+(==|!=|-lt|-le|-gt|-ge|-eq|-ne)\s+(\S+)\s*", clause)
+        if not m:
+            return None
+        a, op, b = _value(m.group(1), values), m.group(2), _value(m.group(3), values)
+        if a == "" or b == "":
+            return None
+        if op in ("==", "!="):
+            ok = (a == b) == (op == "==")
+        else:
+            try:
+                x, y = int(a), int(b)
+            except ValueError:
+                return None
+            ok = {"-lt": x < y, "-le": x <= y, "-gt": x > y, "-ge": x >= y, "-eq": x == y, "-ne": x != y}[op]
+        result = result and ok
+    return result
 
 
 def _image(text: object) -> str:

@@ -91,6 +91,10 @@ class Observation:
     decode: Pool | None = None
     group: int = 0  # configuration index (for weights and cross-validation)
     spec_draft: int = 0  # draft tokens of a speculatively decoded (MTP) run; 0 without
+    #: TensorRT-LLM's batch waiting as the run's launch script set it (0: none; engine_config.EngineConfig)
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
+    max_num_tokens: int = 0  # the run's token budget where its launch script sets one (0: the engine's default)
 
 
 def _stack(terms: Sequence[StepTerms]) -> SimpleNamespace:
@@ -129,6 +133,9 @@ class Dataset:
         #: of the aggregated (or decode) pool and of the prefill pool
         self.balance_main = np.ones(n)
         self.balance_pre = np.ones(n)
+        #: batch waiting (aggregated pools): iterations at most, and the share of the budget that ends it
+        self.wait_iters = np.zeros(n)
+        self.wait_ratio = np.zeros(n)
         kv_cache: dict[tuple[Any, ...], float] = {}
 
         def kv_tokens(o: Observation, p: Pool) -> float:
@@ -150,7 +157,9 @@ class Dataset:
             self.max_running[i] = kv_tokens(o, pool) / (o.isl + o.osl / 2.0)
             profile = engine_profile(o.engine)
             _, budget = profile.limits(o.gpu)
-            self.budget[i] = budget
+            self.budget[i] = o.max_num_tokens or budget
+            if pool.par.attention_dp == 1:  # TensorRT-LLM waits only without attention DP
+                self.wait_iters[i], self.wait_ratio[i] = o.batch_wait_iters, o.batch_wait_ratio
             if profile.attention_dp_balance:
                 self.balance_main[i] = pool.par.attention_dp
                 self.balance_pre[i] = (o.prefill or pool).par.attention_dp
@@ -301,6 +310,8 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             e.dp_wait[a],
             e.sched_iters[a],
             tokens_a,
+            ds.wait_iters[a],
+            ds.wait_ratio[a],
         )
         ttft[a], tpot[a] = t1, tau
     if ds.disagg.any():

@@ -60,7 +60,13 @@ row alike and never to fit a figure:
     recipe as an entry of its own (``…-mtp``), usually with an image of its own, so the image (and, where plain and
     MTP entries share it, the search-space item with the row's lengths, concurrency and parallelism) says whether the
     run decoded speculatively, and the entry's launch script says its draft length. An aggregated row keeps its own
-    deployment and takes only ``spec`` and ``spec_draft``. No measurement comes from there.
+    deployment and takes only ``spec`` and ``spec_draft``. The aggregated TensorRT-LLM rows of those exports also
+    take the batch waiting and token budget their launch script gave the server (``benchmarks/[single_node/]``
+    ``<model>_<precision>_<gpu>_trt[_mtp][_slurm].sh`` at the last commit before the row was measured, its
+    branches evaluated for the row's lengths, TP and concurrency): Llama-3.1-70B's scripts set
+    ``batch_wait_timeout_iters: 20`` and ``batch_wait_max_tokens_ratio: 0.9`` with ``--max_num_tokens 16384`` for
+    1k/1k below TP 8, DeepSeek-R1 FP8 on B200's 40 and 0.8 for 1k/1k from 64 clients (56 rows in all). No
+    measurement comes from there.
 """
 
 from __future__ import annotations
@@ -132,6 +138,8 @@ class CorpusRow:
         spec: speculative decoding of the run as its public recipe states it (rule 10): ``none``, ``mtp`` or
             ``unknown``; empty where no recipe is known (most rows: none was used).
         spec_draft: an ``mtp`` run's draft tokens where its recipe names them (0: none, or not known).
+        batch_wait_iters, batch_wait_ratio, max_num_tokens: TensorRT-LLM's batch waiting and token budget as the
+            run's launch script set them (rule 10; 0 where it set none, or no script is known).
     """
 
     id: str
@@ -154,6 +162,9 @@ class CorpusRow:
     workers: str = "recorded"
     spec: str = ""
     spec_draft: int = 0
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
+    max_num_tokens: int = 0
 
     @property
     def config_key(self) -> tuple[str, str, str, str, str]:
@@ -198,6 +209,15 @@ class CorpusRow:
         if self.spec_draft:
             # an MTP run (rule 10): its draft length, and the acceptance the corpus' MTP runs were fitted with
             flags += ["--spec-draft", str(self.spec_draft), "--spec-accept", f"{self.spec_accept():.3g}"]
+        if self.batch_wait_iters:  # the launch script's batch waiting (rule 10)
+            flags += [
+                "--batch-wait-iters",
+                str(self.batch_wait_iters),
+                "--batch-wait-ratio",
+                f"{self.batch_wait_ratio:g}",
+            ]
+        if self.max_num_tokens:
+            flags += ["--max-num-batched-tokens", str(self.max_num_tokens)]
         flags += [
             "--concurrency",
             str(self.concurrency),
@@ -430,6 +450,9 @@ class Recipe:
     prefill: PoolDeployment | None  # None for an aggregated row (its own deployment stands)
     decode: PoolDeployment | None
     draft: int = 0
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
+    max_num_tokens: int = 0
 
 
 def recipe_pool(workers: str, tp: str, ep: str, dp_attn: str) -> PoolDeployment:
@@ -453,7 +476,15 @@ def recipes(path: Path = RECIPES) -> dict[str, Recipe]:
                 else None
                 for p in ("prefill", "decode")
             )
-            out[rec["id"]] = Recipe(rec["spec"], prefill, decode, int(rec["draft"] or 0))
+            out[rec["id"]] = Recipe(
+                rec["spec"],
+                prefill,
+                decode,
+                int(rec["draft"] or 0),
+                int(rec["batch_wait_iters"] or 0),
+                float(rec["batch_wait_ratio"] or 0.0),
+                int(rec["max_num_tokens"] or 0),
+            )
     return out
 
 
@@ -467,7 +498,14 @@ def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[C
         if rec is None:
             out.append(r)
             continue
-        r = replace(r, spec=rec.spec, spec_draft=rec.draft if rec.spec == "mtp" else 0)
+        r = replace(
+            r,
+            spec=rec.spec,
+            spec_draft=rec.draft if rec.spec == "mtp" else 0,
+            batch_wait_iters=rec.batch_wait_iters,
+            batch_wait_ratio=rec.batch_wait_ratio,
+            max_num_tokens=rec.max_num_tokens,
+        )
         if rec.prefill is None or rec.decode is None:
             out.append(r)  # an aggregated row: only its decoding
             continue
@@ -544,6 +582,9 @@ def observations(rows: Sequence[CorpusRow]) -> list[Observation]:
                 decode=_fit_pool(r.decode) if r.decode is not None else None,
                 group=g,
                 spec_draft=r.spec_draft,
+                batch_wait_iters=r.batch_wait_iters,
+                batch_wait_ratio=r.batch_wait_ratio,
+                max_num_tokens=r.max_num_tokens,
             )
         )
     return out

@@ -303,13 +303,19 @@ def test_an_aggregated_row_takes_only_its_recipes_decoding() -> None:
 
 
 def test_the_recipe_table_is_well_formed() -> None:
-    """The committed table (scripts/inferencex_recipes.py writes it): a known spec, draft tokens only on MTP runs,
-    pools of ≥ 1 worker whose expert parallelism divides their GPUs (both pools, or neither: an aggregated row)."""
+    """The committed table (scripts/inferencex_recipes.py writes it): a known spec (or none stated, on a row listed
+    for its launch script's batch waiting only), draft tokens only on MTP runs, batch waiting with both of its
+    settings and a budget, pools of ≥ 1 worker whose expert parallelism divides their GPUs (both pools, or neither:
+    an aggregated row)."""
     table = recipes()
     assert len(table) > 500
-    assert {r.spec for r in table.values()} <= {"none", "mtp", "unknown"}
+    assert {r.spec for r in table.values()} <= {"none", "mtp", "unknown", ""}
     assert sum(r.prefill is None for r in table.values()) > 500  # aggregated rows
+    assert sum(r.batch_wait_iters > 0 for r in table.values()) >= 50
     for r in table.values():
+        assert r.spec or r.batch_wait_iters > 0
+        assert (r.batch_wait_iters > 0) == (0 < r.batch_wait_ratio <= 1) == (r.max_num_tokens > 0)
+        assert r.batch_wait_iters == 0 or r.prefill is None  # aggregated rows only
         assert r.draft == 0 or (r.spec == "mtp" and 1 <= r.draft <= 8)
         assert (r.prefill is None) == (r.decode is None)
         for p in (r.prefill, r.decode):
@@ -328,3 +334,13 @@ def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
     assert all(rows[i].spec == table[i].spec for i in table)
     assert sum(r.workers == "recipe" for r in rows.values()) > 300
     assert sum(r.mode == "agg" and r.spec_draft > 0 for r in rows.values()) > 100
+    # the launch scripts' batch waiting: Llama-3.1-70B with TensorRT-LLM at 1k/1k below TP 8, in its sim flags too
+    waiting = [r for r in rows.values() if r.batch_wait_iters]
+    assert all(r.engine == "trtllm" and r.mode == "agg" for r in waiting)
+    llama = [r for r in waiting if "70B" in r.model]
+    assert len(llama) == 54
+    assert all((r.isl, r.osl, r.batch_wait_iters, r.max_num_tokens) == (1024, 1024, 20, 16384) for r in llama)
+    assert all(r.agg is not None and r.agg.tp < 8 for r in llama)
+    flags = llama[0].sim_flags()
+    assert flags[flags.index("--batch-wait-iters") + 1] == "20"
+    assert flags[flags.index("--max-num-batched-tokens") + 1] == "16384"

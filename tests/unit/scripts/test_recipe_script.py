@@ -1,0 +1,68 @@
+"""``scripts/inferencex_recipes.py`` reads a launch script's TensorRT-LLM batch waiting for one run (rule 10)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+SCRIPT = Path(__file__).parents[3] / "scripts" / "inferencex_recipes.py"
+
+# the shape of InferenceX's launch scripts: branches on the run's lengths, TP and clients, here-documents, arithmetic
+LAUNCH = """#!/usr/bin/env bash
+if [[ -n "$SLURM_JOB_ID" ]]; then
+  echo "JOB $SLURM_JOB_ID running on $SLURMD_NODENAME"
+fi
+DELAY_BATCHING="false"
+if [[ "$ISL" == "1024" && "$OSL" == "1024" ]]; then
+    if [[ $CONC -ge 64 ]]; then
+        DELAY_BATCHING="true"
+    fi
+elif [[ "$ISL" == "8192" && "$OSL" == "1024" ]]; then
+    DELAY_BATCHING="false"
+fi
+cat > cfg.yml << EOF
+stream_interval: 10
+EOF
+if [[ "$DELAY_BATCHING" == "true" ]]; then
+    cat << EOF >> cfg.yml
+batch_wait_timeout_iters: 40
+batch_wait_max_tokens_ratio: 0.8
+EOF
+fi
+MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 ))
+MAX_NUM_TOKENS=$(( MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192 ))
+trtllm-serve $MODEL --tp_size $TP --max_num_tokens $MAX_NUM_TOKENS --extra_llm_api_options cfg.yml
+"""
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("inferencex_recipes", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _env(isl: int, osl: int, conc: int, tp: int = 8) -> dict[str, str]:
+    return {"ISL": str(isl), "OSL": str(osl), "TP": str(tp), "CONC": str(conc), "EP_SIZE": "1", "DP_ATTENTION": "false"}
+
+
+def test_launch_script_branches_are_evaluated_for_the_run() -> None:
+    read = _script().launch_batch_wait
+    assert read(LAUNCH, _env(1024, 1024, 128)) == ("40", "0.8", "8192")
+    assert read(LAUNCH, _env(1024, 1024, 16)) == ("0", "0", "")  # below 64 clients: no waiting
+    assert read(LAUNCH, _env(8192, 1024, 128)) == ("0", "0", "")
+    # a literal budget, and a condition on TP
+    llama = LAUNCH.replace("$CONC -ge 64", "${TP} -lt 8").replace("$MAX_NUM_TOKENS --extra", "16384 --extra")
+    assert read(llama, _env(1024, 1024, 4, tp=4)) == ("40", "0.8", "16384")
+    assert read(llama, _env(1024, 1024, 4, tp=8)) == ("0", "0", "")
+
+
+def test_a_branch_that_cannot_be_evaluated_is_not_guessed() -> None:
+    read = _script().launch_batch_wait
+    unknown = LAUNCH.replace("$CONC -ge 64", "$MOE_BACKEND == TRTLLM")
+    assert read(unknown, _env(1024, 1024, 128)) is None
+    # the test on $SLURM_JOB_ID decides nothing the options depend on: harmless
+    assert read(LAUNCH, _env(1024, 1024, 128)) is not None
