@@ -102,10 +102,11 @@ class ClusterSpec:
             gpu_memory_utilization=settings.gpu_memory_utilization,
             prefix_caching=prefix_caching,
             kv_offload_gib=settings.kv_offload_gib,
-            # TensorRT-LLM batches its prompts this way only without attention DP
+            # TensorRT-LLM batches its prompts this way, and SGLang skips receiving, only without attention DP
             batch_wait=(settings.batch_wait_iters, settings.batch_wait_ratio)
             if int(more.get("attention_dp", 1)) == 1
             else (0, 0.0),
+            recv_interval=settings.recv_interval if int(more.get("attention_dp", 1)) == 1 else 1,
         )
         spec = cls(
             model=model,
@@ -239,6 +240,7 @@ class ClusterSpec:
             "batch_wait": None
             if not (cfg.batch_wait_iters and cfg.batch_wait_ratio)
             else {"iters": cfg.batch_wait_iters, "ratio": cfg.batch_wait_ratio},
+            "recv_interval": cfg.recv_interval,
             "autoscale": None
             if self.autoscale is None
             else _picked(self.autoscale, self.autoscale.__dataclass_fields__),
@@ -256,6 +258,7 @@ def replica_engine_config(
     prefix_caching: bool = True,
     kv_offload_gib: float = 0.0,
     batch_wait: tuple[int, float] = (0, 0.0),
+    recv_interval: int = 1,
 ) -> EngineConfig:
     """The scheduler limits and KV blocks of one replica, validated; ``None`` limits take the defaults.
 
@@ -287,6 +290,7 @@ def replica_engine_config(
         kv_offload_gib=kv_offload_gib,
         batch_wait_iters=batch_wait[0],
         batch_wait_ratio=batch_wait[1],
+        recv_interval=recv_interval,
     ).validate()
 
 

@@ -49,6 +49,7 @@ class EngineSettings:
         spec_draft / spec_accept / spec_draft_model: speculative decoding — draft tokens per step (0: off), each
             draft token's acceptance rate, the draft model's id (None: 0.1 × the target's decode step per token).
         batch_wait_iters / batch_wait_ratio: batch waiting (:class:`EngineConfig`; 0: off).
+        recv_interval: SGLang's ``--scheduler-recv-interval`` (:class:`EngineConfig`; 1: every step).
     """
 
     tp: int = 1
@@ -67,6 +68,7 @@ class EngineSettings:
     spec_draft_model: str | None = None
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
+    recv_interval: int = 1
 
     def speculative(self) -> SpecDecode | None:
         """The speculative decoding these settings ask for, validated (None: off).
@@ -109,6 +111,10 @@ class EngineConfig:
             (held prompts + decodes) reach ``batch_wait_ratio × max_num_batched_tokens`` or they have been held
             ``batch_wait_iters`` steps; 0 (either): no waiting. TensorRT-LLM does not wait under attention DP, and
             the simulator's attention-DP replicas do not either.
+        recv_interval: SGLang's ``--scheduler-recv-interval``: the scheduler takes new requests in only once its
+            count of steps since it last did reaches this (a decode step counts 1, a step with prompts counts enough
+            to take them in at once); 1: every step. SGLang does not allow it with attention DP; the simulator's
+            attention-DP replicas take requests every step.
     """
 
     max_num_seqs: int = 256
@@ -121,6 +127,7 @@ class EngineConfig:
     kv_offload_gbps: float = 50.0
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
+    recv_interval: int = 1
 
     def validate(self) -> EngineConfig:
         if self.max_num_seqs < 1:
@@ -137,6 +144,8 @@ class EngineConfig:
                 f"--kv-offload-gib must be ≥ 0 (got {self.kv_offload_gib:g}) and the offload bandwidth > 0 "
                 f"(got {self.kv_offload_gbps:g} GB/s)"
             )
+        if self.recv_interval < 1:
+            raise ConfigError(f"--scheduler-recv-interval must be ≥ 1 (got {self.recv_interval})")
         if self.batch_wait_iters < 0 or not 0.0 <= self.batch_wait_ratio <= 1.0:
             raise ConfigError(
                 f"--batch-wait-iters must be ≥ 0 (got {self.batch_wait_iters}) and --batch-wait-ratio within 0–1 "

@@ -10,7 +10,8 @@ Scheduling of one step (mirrors vLLM v1's ``Scheduler.schedule``; differences ar
    token budget (``max_num_batched_tokens``), ``max_num_seqs`` and free blocks allow; a prefix-cache lookup first
    skips the blocks already cached. A request that does not fit blocks the queue (no skipping ahead). With batch
    waiting (``EngineConfig.batch_wait_iters``/``batch_wait_ratio``, TensorRT-LLM's), none is admitted while requests
-   decode until the step's tokens reach the ratio × the budget or the prompts have been held that many steps.
+   decode until the step's tokens reach the ratio × the budget or the prompts have been held that many steps. With
+   SGLang's receive interval (``EngineConfig.recv_interval``) they are taken in only every that many decode steps.
 
 Two options change what a preemption costs and who waits:
 
@@ -79,6 +80,10 @@ class Replica(Admission):
         self._wait_iters = self.config.batch_wait_iters if on else 0
         self._wait_tokens = self.config.batch_wait_ratio * self._max_batched
         self._held = 0
+        # SGLang's receive interval: its scheduler takes requests in at the step after one with prompts and every
+        # ``recv_interval`` decode steps from there (the step it counts from)
+        self._recv_interval = self.config.recv_interval
+        self._recv_from = 0
         self._heap: list[tuple[int, int, int]] = []  # (finish step, id, epoch)
         self.steps = 0  # index of the next step
         self.step_end_ns: list[int] = []  # end time of step i at index i − _times_base
@@ -329,7 +334,7 @@ class Replica(Admission):
             # decodes preempted during step 2 no longer run this step
             n_dec = len(self._decoding)
             # 3. waiting requests, by priority then FCFS (replica_admission.py), unless batch waiting holds them
-            if self._waiting and not (self._wait_iters and n_dec and self._hold(n_dec)):
+            if self._waiting and not (self._wait_iters and n_dec and self._hold(n_dec)) and self._receives(n_dec):
                 completing += self._admit_waiting(budget, chunks, prefill)
         if not chunks and n_dec == 0:
             return None
@@ -347,6 +352,8 @@ class Replica(Admission):
         self.now_ns = end
         self.step_end_ns.append(end)
         self.steps = T + 1
+        if chunks:
+            self._recv_from = T + 1
         # 5. apply
         prefill_tokens = 0
         first: list[int] = []
@@ -404,6 +411,13 @@ class Replica(Admission):
             if T - self._times_base > 8192:
                 self._trim_times(finished)
         return duration, first, finished, preempted, prefill_tokens, n_dec
+
+    def _receives(self, n_dec: int) -> bool:
+        """SGLang's ``--scheduler-recv-interval``: whether the scheduler takes the waiting requests in at this step —
+        when no request decodes, at the step after one with prompts, and every ``recv_interval`` steps from there (its
+        counter weighs a decode step 1 and a step with prompts past the interval). Requests it took in but could not
+        admit wait for the next such step here (SGLang would schedule them at any step)."""
+        return self._recv_interval <= 1 or n_dec == 0 or (self.steps - self._recv_from) % self._recv_interval == 0
 
     def _hold(self, n_dec: int) -> bool:
         """Batch waiting (``EngineConfig.batch_wait_iters``/``batch_wait_ratio``): hold the waiting prompts this

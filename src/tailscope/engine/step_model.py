@@ -305,9 +305,10 @@ class TrainedStepModel:
     def pickup_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
         """How long an arriving request waits for the engine's scheduler to take it in, ns.
 
-        Engines take new requests into their loop at a cadence of their own: SGLang reads its input every
-        ``scheduler_recv_interval`` iterations (deployments raise it to 10–30 at high concurrency), TensorRT-LLM's
-        executor and vLLM's asynchronous scheduling fetch them an iteration or more later. ``sched_iters``, learned
+        Engines take new requests into their loop at a cadence of their own: TensorRT-LLM's executor and vLLM's
+        asynchronous scheduling fetch them an iteration or more later, SGLang's scheduler reads its input every
+        ``--scheduler-recv-interval`` iterations where a deployment raises it (that part is its own setting,
+        ``EngineConfig.recv_interval``, applied by the replica; this is the rest). ``sched_iters``, learned
         per engine (:attr:`Efficiencies.sched_iters`), is that mean wait in iterations, charged here as decode steps
         of ``in_flight`` requests (this one counted); the closed-loop analysis charges ``sched_iters × τ``, its mean
         step (:func:`tailscope.engine.closed_loop.aggregated`). An engine behaviour: charged whatever the arrivals,

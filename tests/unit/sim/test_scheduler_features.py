@@ -301,3 +301,19 @@ def test_batch_waiting_is_validated_and_described() -> None:
         model="llama-3.1-8b", gpu="h100-sxm", concurrency=2, requests=8, batch_wait_iters=8, batch_wait_ratio=0.5
     )
     assert r.to_dict()["run"]["settings"]["engine"]["batch_wait"] == {"iters": 8, "ratio": 0.5}
+
+
+def test_a_receive_interval_delays_arrivals_while_requests_decode() -> None:
+    def run(interval: int, concurrency: int = 16) -> tuple[float, float]:
+        r = simulate(
+            model="llama-3.1-8b", gpu="h100-sxm", engine="sglang", concurrency=concurrency, requests=320,
+            warmup=32, input_tokens="uniform:400:512", output_tokens="uniform:100:128", recv_interval=interval,
+        )  # fmt: skip
+        return r.summary.ttft_ms.mean, r.summary.tpot_ms.mean
+
+    (t1, p1), (t10, _), (t30, _) = run(1), run(10), run(30)
+    assert t1 < t10 < t30
+    assert t30 - t1 == pytest.approx(14.5 * p1, rel=0.35)  # (30 − 1) / 2 decode steps on average
+    assert run(30, concurrency=1)[0] == pytest.approx(run(1, concurrency=1)[0], rel=0.02)  # idle: taken in at once
+    with pytest.raises(ConfigError, match="--scheduler-recv-interval"):
+        EngineConfig(recv_interval=0).validate()
