@@ -33,6 +33,15 @@ are empty (its own columns stand); its ``draft`` comes from the entry's launch s
 branch sets where the row runs attention DP), SGLang's ``SPECULATIVE_NUM_STEPS`` (EAGLE with top-k 1: that many draft
 steps, then one verification).
 
+Every aggregated row of InferenceX's runs (the exports and its database dump) is also given the scheduler settings its
+launch script passed the server (:func:`launch_settings`: the script at the last commit before the row was measured,
+``benchmarks/[single_node/]<model>_<precision>_<gpu>[_trt][_mtp][_slurm|_docker].sh`` whose server command is the
+row's engine, its ``if``/``elif``/``else`` branches evaluated for the row's lengths, TP and clients by
+:func:`launch_options`; a row is left without them where a branch they depend on cannot be evaluated, or scripts
+disagree): TensorRT-LLM's ``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` and ``--max_num_tokens``
+(the budget kept only where it bounds the batch waiting), SGLang's ``--scheduler-recv-interval`` and
+``--max-running-requests``, vLLM's ``--max-num-seqs`` (the last two as ``max_running``).
+
     python scripts/inferencex_recipes.py ../shared/calibration/silicon_dev.csv PATH/TO/InferenceX [--out FILE]
 
 ``PATH/TO/InferenceX`` is a git clone of that repository (its history is read with ``git``). Deterministic.
@@ -68,7 +77,14 @@ MODEL_PREFIX = {
     "minimax": ("minimaxm2.5",),
 }
 #: the launch scripts' model prefixes (``benchmarks/[single_node/]<prefix>_<precision>_<gpu>_trt[_mtp][_slurm].sh``)
-SCRIPT_PREFIX = {"deepseek": ("dsr1",), "llama-3.1-70b": ("70b",), "gpt-oss": ("gptoss",), "kimi": ("kimik2.5",)}
+SCRIPT_PREFIX = {
+    "deepseek": ("dsr1",),
+    "llama-3.1-70b": ("70b",),
+    "gpt-oss": ("gptoss",),
+    "kimi": ("kimik2.5",),
+    "qwen3.5": ("qwen3.5",),
+    "minimax": ("minimaxm2.5",),
+}
 FIELDS = (
     "id",
     "spec",
@@ -87,9 +103,11 @@ FIELDS = (
     "batch_wait_iters",
     "batch_wait_ratio",
     "max_num_tokens",
+    "recv_interval",
+    "max_running",
 )
-#: the exports whose aggregated rows InferenceX's own launch scripts produced
-EXPORTS = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
+#: InferenceX's runs (the two exports and its database dump): its launch scripts produced their aggregated rows
+RUNS = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv", "db-dump/")
 
 
 class Recipes:
@@ -199,18 +217,18 @@ def main(argv: list[str] | None = None) -> int:
         spec = next(iter(specs)) if len(specs) == 1 else _pair_spec(r, pairs)
         tally[spec] += 1
         key = next(e["key"] for e in found)
-        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12], "", "", "")
+        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12], *[""] * 5)
         out.append(dict(zip(FIELDS, values, strict=True)))
     agg_tally: Counter[str] = Counter()
     for r in rows:
         if r["mode"] == "agg":
             listed = aggregated_row(recipes, r)
             agg_tally[listed["spec"] if listed else "not listed"] += 1
-            waits = batch_wait(recipes, r, listed["spec"] if listed else "")
-            if waits is not None and (listed or waits[0] != "0"):
-                agg_tally["batch wait"] += waits[0] != "0"
-                listed = listed or dict(zip(FIELDS, (r["id"], "", "0", *[""] * 9, "", ""), strict=False))
-                listed.update(zip(FIELDS[-3:], waits, strict=True))
+            settings = launch_settings(recipes, r, listed["spec"] if listed else "")
+            if settings:
+                agg_tally.update(settings.keys())
+                listed = listed or dict(zip(FIELDS, (r["id"], "", "0"), strict=False))
+                listed.update(settings)
             if listed:
                 out.append({f: listed.get(f, "") for f in FIELDS})
     with a.out.open("w", newline="", encoding="utf-8") as f:
@@ -252,17 +270,32 @@ def aggregated_row(recipes: Recipes, r: dict[str, str]) -> dict[str, Any] | None
     spec = kinds.pop()
     key = items[0][0]
     draft = _script_draft(recipes, commit, key, int(r["attention_dp_size"] or 1) > 1) if spec == "mtp" else "0"
-    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12], "", "", "")
+    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12], *[""] * 5)
     return dict(zip(FIELDS, values, strict=True))
 
 
-def batch_wait(recipes: Recipes, r: dict[str, str], spec: str) -> tuple[str, str, str] | None:
-    """``(batch_wait_iters, batch_wait_ratio, max_num_tokens)`` that the launch script of an aggregated TensorRT-LLM
-    row of the InferenceX exports gives the server (``0``s where it delays no batch), at the last commit before the
-    row was measured; None where no script is found, or several disagree, or the script's branches cannot be
-    evaluated for the row. An MTP row (``spec``) runs the ``_mtp`` script; a row whose kind is not known is skipped
-    where an ``_mtp`` script exists beside the plain one."""
-    if r["backend"] != "trtllm" or not r["silicon_data_source"].startswith(EXPORTS):
+#: what a launch script runs, by engine (the script's name does not say SGLang or vLLM; its server command does)
+SERVER = {"trtllm": "trtllm-serve", "sglang": "sglang.launch_server", "vllm": "vllm serve"}
+#: the launch settings the table keeps, as (option a script writes, table column); TensorRT-LLM's in its YAML
+SETTINGS = (
+    ("batch_wait_timeout_iters", "batch_wait_iters"),
+    ("batch_wait_max_tokens_ratio", "batch_wait_ratio"),
+    ("max_num_tokens", "max_num_tokens"),
+    ("scheduler-recv-interval", "recv_interval"),
+    ("max-running-requests", "max_running"),
+    ("max-num-seqs", "max_running"),
+)
+
+
+def launch_settings(recipes: Recipes, r: dict[str, str], spec: str) -> dict[str, str] | None:
+    """The scheduler settings that the launch script of an aggregated row of InferenceX's runs (the two exports and
+    the database dump) gives the server, at the last commit before the row was measured: TensorRT-LLM's batch
+    waiting and token budget, SGLang's ``--scheduler-recv-interval`` and ``--max-running-requests``, vLLM's
+    ``--max-num-seqs`` (table columns, empty where the script sets none). None where no script of the row's engine
+    is found, or several disagree, or a branch they depend on cannot be evaluated for the row. An MTP row (``spec``)
+    runs the ``_mtp`` script; a row whose kind is not known is skipped where an ``_mtp`` script exists beside the
+    plain one."""
+    if not r["silicon_data_source"].startswith(RUNS):
         return None
     measured = _field(r, "measured", r"[0-9T:\-]+")
     conc = _field(r, "silicon_concurrency", r"\d+")
@@ -271,14 +304,15 @@ def batch_wait(recipes: Recipes, r: dict[str, str], spec: str) -> tuple[str, str
         return None
     commit = recipes.commit_before(measured)
     precision = "fp4" if r["precision"] in ("fp4", "mxfp4") else r["precision"]
+    engine = "_trt" if r["backend"] == "trtllm" else ""
     texts: dict[str, str] = {}
     for prefix in prefixes:
         for folder in ("benchmarks/single_node", "benchmarks"):
             for kind in ("", "_mtp"):
                 for runner in ("", "_slurm", "_docker"):
-                    name = f"{folder}/{prefix}_{precision}_{GPU[r['system']]}_trt{kind}{runner}.sh"
+                    name = f"{folder}/{prefix}_{precision}_{GPU[r['system']]}{engine}{kind}{runner}.sh"
                     text = recipes.show(commit, name)
-                    if text is not None:
+                    if text is not None and SERVER[r["backend"]] in text:
                         texts[name] = text
     mtp = {n for n in texts if "_mtp" in n}
     if spec == "mtp":
@@ -295,46 +329,49 @@ def batch_wait(recipes: Recipes, r: dict[str, str], spec: str) -> tuple[str, str
         "EP_SIZE": r["moe_ep_size"] or "1",
         "DP_ATTENTION": "true" if int(r["attention_dp_size"] or 1) > 1 else "false",
     }
-    found = {launch_batch_wait(t, env) for t in texts.values()}
-    if len(found) != 1 or None in found:
+    found = [launch_options(t, env) for t in texts.values()]
+    if not found or any(f is None for f in found) or any(f != found[0] for f in found):
         return None
-    return found.pop()
+    return found[0]
 
 
-def launch_batch_wait(text: str, env: dict[str, str]) -> tuple[str, str, str] | None:
+def launch_options(text: str, env: dict[str, str]) -> dict[str, str] | None:
     """Evaluate a launch script's ``if``/``elif``/``else`` branches and plain assignments for one run (``env``) and
-    read the TensorRT-LLM options it writes: ``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` (in a
-    here-document the taken branches reach) and ``--max_num_tokens`` (a number, or a variable the script assigned,
-    ``$(( … ))`` arithmetic included). None where a branch the options depend on tests something not known."""
+    read the scheduler settings (:data:`SETTINGS`) the taken branches give the server: ``--flag VALUE`` or
+    ``--flag=VALUE`` on the command line, ``key: VALUE`` in a here-document (a number, or a variable the script
+    assigned, ``$(( … ))`` arithmetic included). None where a branch that sets one tests something not known."""
     values = dict(env)
     # per open if: (this branch: True taken, False not, None not known; whether an earlier branch was taken)
     stack: list[tuple[bool | None, bool | None]] = []
-    iters = ratio = "0"
-    tokens = ""
+    out: dict[str, str] = {}
     heredoc: str | None = None
+    options = "|".join(re.escape(o) for o, _ in SETTINGS)
 
     def state() -> bool | None:
         states = [b[0] for b in stack]
         return False if False in states else (None if None in states else True)
+
+    def read(line: str, pattern: str) -> bool:
+        """Record the settings ``line`` gives; False where it gives one in a branch not known."""
+        for m in re.finditer(pattern, line):
+            if state() is None:
+                return False
+            if state():
+                out[dict(SETTINGS)[m.group(1)]] = _value(m.group(2), values)
+        return True
 
     for raw in text.splitlines():
         line = raw.strip()
         if heredoc is not None:
             if line == heredoc:
                 heredoc = None
-                continue
-            option = re.match(r"batch_wait_(timeout_iters|max_tokens_ratio):\s*([0-9.]+)", line)
-            if option and state() is None:
+            elif not read(line, rf"^({options}):\s*(\S+)"):
                 return None
-            if option and state():
-                iters, ratio = (
-                    (option.group(2), ratio) if option.group(1) == "timeout_iters" else (iters, option.group(2))
-                )
             continue
         doc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
         if doc:
             heredoc = doc.group(1)
-        m = re.match(r"(el)?if \[\[ (.*) \]\]; then$", line)
+        m = re.match(r"(el)?if (.*); then$", line)
         if m:
             before: bool | None = False
             if m.group(1) and stack:
@@ -354,19 +391,19 @@ def launch_batch_wait(text: str, env: dict[str, str]) -> tuple[str, str, str] | 
         if line == "fi" and stack:
             stack.pop()
             continue
-        m = re.search(r"--max_num_tokens[ =](\S+)", line)
-        if m and state() is None:
+        if not read(line, rf"--({options})[ =](\S+)"):
             return None
         assign = re.match(r"(?:local )?([A-Za-z_]\w*)=(\$\(\(.*\)\)|\S*)$", line)
         if assign and state() is None:
             values[assign.group(1)] = ""  # assigned in a branch not known: not known either
-        if not state():
-            continue
-        if m:
-            tokens = _value(m.group(1), values)
-        if assign:
+        elif assign and state():
             values[assign.group(1)] = _value(assign.group(2), values)
-    return iters, ratio, tokens if iters != "0" else ""
+    if not (out.get("batch_wait_iters", "0") != "0" and out.get("batch_wait_ratio", "0") != "0"):
+        for k in ("batch_wait_iters", "batch_wait_ratio", "max_num_tokens"):
+            out.pop(k, None)  # the budget is kept for what it bounds: the batch waiting's threshold
+    if not all(re.fullmatch(r"[0-9]+(\.[0-9]+)?", v) for v in out.values()):
+        return None  # a setting the run's values do not determine
+    return out
 
 
 def _value(text: str, values: dict[str, str]) -> str:
@@ -387,20 +424,29 @@ def _value(text: str, values: dict[str, str]) -> str:
 
 
 def _test(cond: str, values: dict[str, str]) -> bool | None:
-    """A ``[[ … ]]`` test of ``==``/``!=`` and integer comparisons joined by ``&&``/``||`` (None: not known)."""
+    """An ``if`` condition: ``[[ … ]]`` or ``[ … ]`` tests of ``==``/``=``/``!=`` and integer comparisons, joined by
+    ``&&``/``||`` inside or between them (None: not known)."""
+    cond = re.sub(r"\]\]?\s*(\|\||&&)\s*\[\[?", r" \1 ", cond.strip())
+    m = re.fullmatch(r"\[\[?\s*(.*?)\s*\]?\]", cond)
+    if not m:
+        return None
+    return _clauses(m.group(1), values)
+
+
+def _clauses(cond: str, values: dict[str, str]) -> bool | None:
     if "||" in cond:
-        parts = [_test(c, values) for c in cond.split("||")]
+        parts = [_clauses(c, values) for c in cond.split("||")]
         return True if any(parts) else (None if None in parts else False)
     result = True
     for clause in cond.split("&&"):
-        m = re.fullmatch(r"\s*(\S+)\s+(==|!=|-lt|-le|-gt|-ge|-eq|-ne)\s+(\S+)\s*", clause)
+        m = re.fullmatch(r"\s*(\S+)\s+(==|=|!=|-lt|-le|-gt|-ge|-eq|-ne)\s+(\S+)\s*", clause)
         if not m:
             return None
         a, op, b = _value(m.group(1), values), m.group(2), _value(m.group(3), values)
         if a == "" or b == "":
             return None
-        if op in ("==", "!="):
-            ok = (a == b) == (op == "==")
+        if op in ("==", "=", "!="):
+            ok = (a == b) == (op != "!=")
         else:
             try:
                 x, y = int(a), int(b)

@@ -203,6 +203,8 @@ def _simulate_options(r: CorpusRow) -> dict[str, Any] | None:
         spec |= {"batch_wait_iters": r.batch_wait_iters, "batch_wait_ratio": r.batch_wait_ratio}
     if r.max_num_tokens:
         spec["max_num_batched_tokens"] = r.max_num_tokens
+    if r.max_running:
+        spec["max_num_seqs"] = r.max_running
     return {
         "model": r.model, "gpu": r.system, "engine": r.engine, "tp": p.tp, "replicas": p.workers, "ep": p.ep,
         "attention_dp": p.attention_dp, "weights_dtype": r.precision, "kv_dtype": r.kv_dtype,

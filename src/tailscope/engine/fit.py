@@ -95,6 +95,7 @@ class Observation:
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
     max_num_tokens: int = 0  # the run's token budget where its launch script sets one (0: the engine's default)
+    max_running: int = 0  # the running requests its launch script allows the engine (0: its KV cache decides)
 
 
 def _stack(terms: Sequence[StepTerms]) -> SimpleNamespace:
@@ -160,6 +161,8 @@ class Dataset:
             self.budget[i] = o.max_num_tokens or budget
             if pool.par.attention_dp == 1:  # TensorRT-LLM waits only without attention DP
                 self.wait_iters[i], self.wait_ratio[i] = o.batch_wait_iters, o.batch_wait_ratio
+            if o.max_running:  # the launch script's cap, shared by the attention-DP ranks
+                self.max_running[i] = min(self.max_running[i], o.max_running / pool.par.attention_dp)
             if profile.attention_dp_balance:
                 self.balance_main[i] = pool.par.attention_dp
                 self.balance_pre[i] = (o.prefill or pool).par.attention_dp

@@ -60,12 +60,17 @@ row alike and never to fit a figure:
     recipe as an entry of its own (``…-mtp``), usually with an image of its own, so the image (and, where plain and
     MTP entries share it, the search-space item with the row's lengths, concurrency and parallelism) says whether the
     run decoded speculatively, and the entry's launch script says its draft length. An aggregated row keeps its own
-    deployment and takes only ``spec`` and ``spec_draft``. The aggregated TensorRT-LLM rows of those exports also
-    take the batch waiting and token budget their launch script gave the server (``benchmarks/[single_node/]``
-    ``<model>_<precision>_<gpu>_trt[_mtp][_slurm].sh`` at the last commit before the row was measured, its
-    branches evaluated for the row's lengths, TP and concurrency): Llama-3.1-70B's scripts set
+    deployment and takes only ``spec`` and ``spec_draft``. The aggregated rows of InferenceX's runs (those exports
+    and its database dump, ``db-dump/``) also take the scheduler settings their launch script gave the server
+    (``benchmarks/[single_node/]<model>_<precision>_<gpu>[_trt][_mtp][_slurm].sh`` at the last commit before the
+    row was measured, the one whose server command is the row's engine, its branches evaluated for the row's
+    lengths, TP and concurrency): TensorRT-LLM's batch waiting and token budget (Llama-3.1-70B's scripts set
     ``batch_wait_timeout_iters: 20`` and ``batch_wait_max_tokens_ratio: 0.9`` with ``--max_num_tokens 16384`` for
-    1k/1k below TP 8, DeepSeek-R1 FP8 on B200's 40 and 0.8 for 1k/1k from 64 clients (56 rows in all). No
+    1k/1k below TP 8, DeepSeek-R1 FP8 on B200's 40 and 0.8 for 1k/1k from 64 clients: 56 rows) and the running
+    requests it allows (SGLang's ``--max-running-requests``, vLLM's ``--max-num-seqs``: 744 rows carry a cap, which
+    bounds the clients a rank admits). The table also records SGLang's ``--scheduler-recv-interval`` (the B200 scripts
+    of DeepSeek-R1 and Qwen3.5: 10, or 30 from 16 clients; 296 rows), which the corpus does not give its rows:
+    charged to them, it made the cross-validated TTFT worse (docs/engine.md, *SGLang's receive interval*). No
     measurement comes from there.
 """
 
@@ -140,6 +145,8 @@ class CorpusRow:
         spec_draft: an ``mtp`` run's draft tokens where its recipe names them (0: none, or not known).
         batch_wait_iters, batch_wait_ratio, max_num_tokens: TensorRT-LLM's batch waiting and token budget as the
             run's launch script set them (rule 10; 0 where it set none, or no script is known).
+        max_running: the running requests the launch script allows (SGLang's ``--max-running-requests``, vLLM's
+            ``--max-num-seqs``; 0: not set, or no script is known).
     """
 
     id: str
@@ -165,6 +172,7 @@ class CorpusRow:
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
     max_num_tokens: int = 0
+    max_running: int = 0
 
     @property
     def config_key(self) -> tuple[str, str, str, str, str]:
@@ -218,6 +226,8 @@ class CorpusRow:
             ]
         if self.max_num_tokens:
             flags += ["--max-num-batched-tokens", str(self.max_num_tokens)]
+        if self.max_running:
+            flags += ["--max-num-seqs", str(self.max_running)]
         flags += [
             "--concurrency",
             str(self.concurrency),
@@ -453,6 +463,7 @@ class Recipe:
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
     max_num_tokens: int = 0
+    max_running: int = 0
 
 
 def recipe_pool(workers: str, tp: str, ep: str, dp_attn: str) -> PoolDeployment:
@@ -484,6 +495,7 @@ def recipes(path: Path = RECIPES) -> dict[str, Recipe]:
                 int(rec["batch_wait_iters"] or 0),
                 float(rec["batch_wait_ratio"] or 0.0),
                 int(rec["max_num_tokens"] or 0),
+                int(rec["max_running"] or 0),
             )
     return out
 
@@ -505,6 +517,7 @@ def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[C
             batch_wait_iters=rec.batch_wait_iters,
             batch_wait_ratio=rec.batch_wait_ratio,
             max_num_tokens=rec.max_num_tokens,
+            max_running=rec.max_running,
         )
         if rec.prefill is None or rec.decode is None:
             out.append(r)  # an aggregated row: only its decoding
@@ -585,6 +598,7 @@ def observations(rows: Sequence[CorpusRow]) -> list[Observation]:
                 batch_wait_iters=r.batch_wait_iters,
                 batch_wait_ratio=r.batch_wait_ratio,
                 max_num_tokens=r.max_num_tokens,
+                max_running=r.max_running,
             )
         )
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError, PlanError
 from tailscope.io.corpus import (
+    RECIPES,
     CorpusRow,
     PoolDeployment,
     Recipe,
@@ -304,18 +306,19 @@ def test_an_aggregated_row_takes_only_its_recipes_decoding() -> None:
 
 def test_the_recipe_table_is_well_formed() -> None:
     """The committed table (scripts/inferencex_recipes.py writes it): a known spec (or none stated, on a row listed
-    for its launch script's batch waiting only), draft tokens only on MTP runs, batch waiting with both of its
-    settings and a budget, pools of ≥ 1 worker whose expert parallelism divides their GPUs (both pools, or neither:
-    an aggregated row)."""
+    for its launch script's settings only), draft tokens only on MTP runs, batch waiting with both of its settings
+    and a budget, launch settings on aggregated rows only, pools of ≥ 1 worker whose expert parallelism divides their
+    GPUs (both pools, or neither: an aggregated row)."""
     table = recipes()
     assert len(table) > 500
     assert {r.spec for r in table.values()} <= {"none", "mtp", "unknown", ""}
     assert sum(r.prefill is None for r in table.values()) > 500  # aggregated rows
     assert sum(r.batch_wait_iters > 0 for r in table.values()) >= 50
     for r in table.values():
-        assert r.spec or r.batch_wait_iters > 0
         assert (r.batch_wait_iters > 0) == (0 < r.batch_wait_ratio <= 1) == (r.max_num_tokens > 0)
-        assert r.batch_wait_iters == 0 or r.prefill is None  # aggregated rows only
+        assert r.max_running >= 0
+        if r.prefill is not None:  # launch settings: aggregated rows only
+            assert (r.batch_wait_iters, r.max_running) == (0, 0)
         assert r.draft == 0 or (r.spec == "mtp" and 1 <= r.draft <= 8)
         assert (r.prefill is None) == (r.decode is None)
         for p in (r.prefill, r.decode):
@@ -344,3 +347,17 @@ def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
     flags = llama[0].sim_flags()
     assert flags[flags.index("--batch-wait-iters") + 1] == "20"
     assert flags[flags.index("--max-num-batched-tokens") + 1] == "16384"
+    # the running requests the launch scripts allow (SGLang's and vLLM's), in the sim flags too
+    capped = [r for r in rows.values() if r.max_running]
+    assert len(capped) > 700
+    assert {r.engine for r in capped} == {"sglang", "vllm"}
+    flags = capped[0].sim_flags()
+    assert flags[flags.index("--max-num-seqs") + 1] == str(capped[0].max_running)
+    # SGLang's receive interval is recorded in the table, not given to the rows: the B200 scripts set 10, or 30 from
+    # 16 clients on; none is set on H200
+    with RECIPES.open(encoding="utf-8") as f:
+        receiving = [(rows[t["id"]], int(t["recv_interval"])) for t in csv.DictReader(f) if t["recv_interval"]]
+    assert len(receiving) > 250
+    assert all(r.engine == "sglang" and r.system == "b200_sxm" for r, _ in receiving)
+    assert {n for _, n in receiving} == {10, 30}
+    assert all(n == 10 for r, n in receiving if r.concurrency < 16)

@@ -50,19 +50,41 @@ def _env(isl: int, osl: int, conc: int, tp: int = 8) -> dict[str, str]:
 
 
 def test_launch_script_branches_are_evaluated_for_the_run() -> None:
-    read = _script().launch_batch_wait
-    assert read(LAUNCH, _env(1024, 1024, 128)) == ("40", "0.8", "8192")
-    assert read(LAUNCH, _env(1024, 1024, 16)) == ("0", "0", "")  # below 64 clients: no waiting
-    assert read(LAUNCH, _env(8192, 1024, 128)) == ("0", "0", "")
+    read = _script().launch_options
+    waiting = {"batch_wait_iters": "40", "batch_wait_ratio": "0.8", "max_num_tokens": "8192"}
+    assert read(LAUNCH, _env(1024, 1024, 128)) == waiting
+    assert read(LAUNCH, _env(1024, 1024, 16)) == {}  # below 64 clients: no waiting (nor a budget kept for it)
+    assert read(LAUNCH, _env(8192, 1024, 128)) == {}
     # a literal budget, and a condition on TP
     llama = LAUNCH.replace("$CONC -ge 64", "${TP} -lt 8").replace("$MAX_NUM_TOKENS --extra", "16384 --extra")
-    assert read(llama, _env(1024, 1024, 4, tp=4)) == ("40", "0.8", "16384")
-    assert read(llama, _env(1024, 1024, 4, tp=8)) == ("0", "0", "")
+    assert read(llama, _env(1024, 1024, 4, tp=4)) == waiting | {"max_num_tokens": "16384"}
+    assert read(llama, _env(1024, 1024, 4, tp=8)) == {}
+
+
+def test_sglang_and_vllm_options_single_brackets_and_equals_signs() -> None:
+    read = _script().launch_options
+    sglang = """if [[ $CONC -ge 16 ]]; then
+  SCHEDULER_RECV_INTERVAL=30
+else
+  SCHEDULER_RECV_INTERVAL=10
+fi
+if [ "$ISL" = "8192" ] || [ "$OSL" = "8192" ]; then
+  MAX_RUNNING_REQUESTS=64
+else
+  MAX_RUNNING_REQUESTS=128
+fi
+python3 -m sglang.launch_server --model-path $MODEL --tp $TP \\
+  --max-running-requests $MAX_RUNNING_REQUESTS --scheduler-recv-interval $SCHEDULER_RECV_INTERVAL
+"""
+    assert read(sglang, _env(1024, 1024, 64)) == {"recv_interval": "30", "max_running": "128"}
+    assert read(sglang, _env(1024, 8192, 4)) == {"recv_interval": "10", "max_running": "64"}
+    assert read("vllm serve $MODEL --max-num-seqs=$CONC\n", _env(1024, 1024, 32)) == {"max_running": "32"}
 
 
 def test_a_branch_that_cannot_be_evaluated_is_not_guessed() -> None:
-    read = _script().launch_batch_wait
+    read = _script().launch_options
     unknown = LAUNCH.replace("$CONC -ge 64", "$MOE_BACKEND == TRTLLM")
     assert read(unknown, _env(1024, 1024, 128)) is None
+    assert read("vllm serve $MODEL --max-num-seqs $MAX_SEQS\n", _env(1024, 1024, 32)) is None
     # the test on $SLURM_JOB_ID decides nothing the options depend on: harmless
     assert read(LAUNCH, _env(1024, 1024, 128)) is not None
