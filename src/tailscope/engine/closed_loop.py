@@ -176,16 +176,13 @@ def aggregated(
     tokens: Arr = 1.0,
     wait_iters: Arr = 0.0,
     wait_ratio: Arr = 0.0,
-    recv_interval: Arr = 1.0,
 ) -> tuple[Arr, Arr]:
     """Mean ``(TTFT, TPOT)`` in seconds of an aggregated replica (see the module docstring); ``max_running``
     caps the requests the replica holds at once (the clients beyond it wait for admission); ``dp`` counts the
     attention-DP ranks that balance their context requests (1: no balancing), ``dp_wait`` its iterations at most;
     ``tokens`` the tokens a decode emits per iteration (:func:`speculative_tokens`; ``step`` then prices one of
     them, and the waits counted in iterations last ``tokens`` of its decode steps each); ``wait_iters`` and
-    ``wait_ratio`` the engine's batch waiting (:func:`batch_wait`; 0: none), ``recv_interval`` the decode steps
-    between the times its scheduler takes requests in (SGLang's; 1: every step): a request that arrives while
-    others decode waits ``(interval − 1) / 2`` iterations more on average."""
+    ``wait_ratio`` the engine's batch waiting (:func:`batch_wait`; 0: none)."""
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
     clients_all = np.asarray(clients, dtype=float)
@@ -212,9 +209,6 @@ def aggregated(
         wait = rho * delta / (2.0 * (1.0 - rho))
         ttft = front + together + resid + n * t_d + delta + wait + sched_iters * it
         ttft = ttft + balance_wait(dp, dp_wait, it, lam) + batch_wait(wait_iters, wait_ratio * budget, b, isl, it, lam)
-        # an arrival finds another request decoding with probability 1 − (1 − b / C)^(C − 1) (it sees the C − 1 others)
-        busy = 1.0 - (1.0 - np.minimum(b / np.maximum(clients, 1.0), 1.0)) ** np.maximum(clients - 1.0, 0.0)
-        ttft = ttft + 0.5 * np.maximum(recv_interval - 1.0, 0.0) * it * busy
         return lam, ttft, tau
 
     def excess(b: Arr) -> Arr:

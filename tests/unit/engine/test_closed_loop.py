@@ -263,20 +263,3 @@ def test_batch_waiting_adds_to_the_closed_loops_ttft_only() -> None:
     assert t1 > t0 + 10 * p0  # held about 20 decode iterations (a few prompts arrive meanwhile)
     assert t1 < t0 + 21 * p0
     assert p1 == pytest.approx(p0, rel=0.02)
-
-
-def test_a_receive_interval_adds_half_its_steps_while_others_decode() -> None:
-    m = TrainedStepModel(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), Parallelism(1), engine="sglang")
-    e = m.efficiency
-
-    def run(clients: float, interval: float) -> tuple[float, float]:
-        t1, tau = aggregated(
-            coefficient_step(m.coeffs), _a(1024), _a(1024), _a(clients), _a(8192), _a(e.frontend_ms / 1e3),
-            _a(e.inflight_us / 1e6), _a(e.burst), sched_iters=_a(e.sched_iters), recv_interval=_a(interval),
-        )  # fmt: skip
-        return float(t1[0]), float(tau[0])
-
-    (t1, p1), (t30, p30) = run(32, 1), run(32, 30)
-    assert t30 - t1 == pytest.approx(14.5 * p1, rel=0.1)  # (30 − 1) / 2 decode steps: someone always decodes
-    assert p30 == pytest.approx(p1, rel=0.02)
-    assert run(1, 30)[0] == pytest.approx(run(1, 1)[0])  # a lone client finds the engine idle: taken in at once
