@@ -199,12 +199,7 @@ def _simulate_options(r: CorpusRow) -> dict[str, Any] | None:
     if p is None:
         return None
     spec = {"spec_draft": r.spec_draft, "spec_accept": r.spec_accept()} if r.spec_draft else {}
-    if r.batch_wait_iters:  # the launch script's batch waiting and token budget (rule 10)
-        spec |= {"batch_wait_iters": r.batch_wait_iters, "batch_wait_ratio": r.batch_wait_ratio}
-    if r.max_num_tokens:
-        spec["max_num_batched_tokens"] = r.max_num_tokens
-    if r.max_running:
-        spec["max_num_seqs"] = r.max_running
+    spec |= r.launch.simulate_options()  # the launch script's scheduler settings (rule 10)
     return {
         "model": r.model, "gpu": r.system, "engine": r.engine, "tp": p.tp, "replicas": p.workers, "ep": p.ep,
         "attention_dp": p.attention_dp, "weights_dtype": r.precision, "kv_dtype": r.kv_dtype,

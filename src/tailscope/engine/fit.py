@@ -31,6 +31,7 @@ from tailscope.engine import closed_loop
 from tailscope.engine.disagg import kv_link_bytes_per_s
 from tailscope.engine.engine_profiles import engine_profile
 from tailscope.engine.gpus import GpuSpec
+from tailscope.engine.launch import NOT_SET, LaunchSettings
 from tailscope.engine.models import ModelArch
 from tailscope.engine.step_model import TrainedStepModel, precision_class
 from tailscope.engine.step_terms import Efficiencies, Parallelism, StepTerms, coefficients, step_terms
@@ -91,11 +92,7 @@ class Observation:
     decode: Pool | None = None
     group: int = 0  # configuration index (for weights and cross-validation)
     spec_draft: int = 0  # draft tokens of a speculatively decoded (MTP) run; 0 without
-    #: TensorRT-LLM's batch waiting as the run's launch script set it (0: none; engine_config.EngineConfig)
-    batch_wait_iters: int = 0
-    batch_wait_ratio: float = 0.0
-    max_num_tokens: int = 0  # the run's token budget where its launch script sets one (0: the engine's default)
-    max_running: int = 0  # the running requests its launch script allows the engine (0: its KV cache decides)
+    launch: LaunchSettings = NOT_SET  # the scheduler settings its launch script gave the server
 
 
 def _stack(terms: Sequence[StepTerms]) -> SimpleNamespace:
@@ -158,11 +155,12 @@ class Dataset:
             self.max_running[i] = kv_tokens(o, pool) / (o.isl + o.osl / 2.0)
             profile = engine_profile(o.engine)
             _, budget = profile.limits(o.gpu)
-            self.budget[i] = o.max_num_tokens or budget
+            launch = o.launch
+            self.budget[i] = launch.max_num_tokens or budget
             if pool.par.attention_dp == 1:  # TensorRT-LLM waits only without attention DP
-                self.wait_iters[i], self.wait_ratio[i] = o.batch_wait_iters, o.batch_wait_ratio
-            if o.max_running:  # the launch script's cap, shared by the attention-DP ranks
-                self.max_running[i] = min(self.max_running[i], o.max_running / pool.par.attention_dp)
+                self.wait_iters[i], self.wait_ratio[i] = launch.batch_wait_iters, launch.batch_wait_ratio
+            if launch.max_running:  # the launch script's cap, shared by the attention-DP ranks
+                self.max_running[i] = min(self.max_running[i], launch.max_running / pool.par.attention_dp)
             if profile.attention_dp_balance:
                 self.balance_main[i] = pool.par.attention_dp
                 self.balance_pre[i] = (o.prefill or pool).par.attention_dp

@@ -46,32 +46,9 @@ row alike and never to fit a figure:
    DP nor expert parallelism (the same export's DeepSeek-R1 "TP 32" and "TP 64" on GB200, in series with its TP
    12–52 rows, and two Kimi-K2.5 decode pools of 32: 8 pools of 6 rows): as tensor parallelism it would leave each
    GPU 2–4 of 64–128 heads and cut every expert 32–64 ways.
-10. The disaggregated rows of the two InferenceX exports (``source_file=2026-03-25.csv`` / ``2026-04-06.csv``) come
-    from configurations InferenceX publishes (``.github/configs/nvidia-master.yaml`` of SemiAnalysisAI/InferenceX,
-    as it stood when each row was measured): per model, precision, GPU, framework and lengths, the concurrencies
-    each deployment ran, with its prefill and decode workers and whether it decoded speculatively (MTP).
-    ``inferencex_recipes.csv`` (beside this module; ``scripts/inferencex_recipes.py`` regenerates it) holds the
-    deployment of each row that exactly one recipe lists, and its speculative decoding: ``none``, ``mtp``, or
-    ``unknown`` (both kinds list the concurrency and the export does not hold the pair; where it does, the two runs
-    are two rows with the same columns and the faster decode is the MTP one). A row whose worker counts rule 5 (b)
-    would impute takes the recipe's workers and parallelism instead when its pools have the recipe's GPUs per
-    worker (``workers = "recipe"``); every listed row carries its ``spec``. The same exports' aggregated rows that
-    name their container image are listed too, by the single-node entries with that image: InferenceX runs an MTP
-    recipe as an entry of its own (``…-mtp``), usually with an image of its own, so the image (and, where plain and
-    MTP entries share it, the search-space item with the row's lengths, concurrency and parallelism) says whether the
-    run decoded speculatively, and the entry's launch script says its draft length. An aggregated row keeps its own
-    deployment and takes only ``spec`` and ``spec_draft``. The aggregated rows of InferenceX's runs (those exports
-    and its database dump, ``db-dump/``) also take the scheduler settings their launch script gave the server
-    (``benchmarks/[single_node/]<model>_<precision>_<gpu>[_trt][_mtp][_slurm].sh`` at the last commit before the
-    row was measured, the one whose server command is the row's engine, its branches evaluated for the row's
-    lengths, TP and concurrency): TensorRT-LLM's batch waiting and token budget (Llama-3.1-70B's scripts set
-    ``batch_wait_timeout_iters: 20`` and ``batch_wait_max_tokens_ratio: 0.9`` with ``--max_num_tokens 16384`` for
-    1k/1k below TP 8, DeepSeek-R1 FP8 on B200's 40 and 0.8 for 1k/1k from 64 clients: 56 rows) and the running
-    requests it allows (SGLang's ``--max-running-requests``, vLLM's ``--max-num-seqs``: 744 rows carry a cap, which
-    bounds the clients a rank admits). The table also records SGLang's ``--scheduler-recv-interval`` (the B200 scripts
-    of DeepSeek-R1 and Qwen3.5: 10, or 30 from 16 clients; 296 rows), which the corpus does not give its rows:
-    charged to them, it made the cross-validated TTFT worse (docs/engine.md, *SGLang's receive interval*). No
-    measurement comes from there.
+10. Rows of InferenceX's runs take what InferenceX's public configurations and launch scripts say of them:
+    disaggregated deployments and speculative decoding, and the scheduler settings the server was launched with
+    (:mod:`tailscope.io.corpus_recipes`). No measurement comes from there.
 """
 
 from __future__ import annotations
@@ -80,172 +57,38 @@ import csv
 import io as _io
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from tailscope.engine.fit import Observation, Pool, corpus_kv_fraction
+from tailscope.engine.fit import Observation, Pool
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import get_model_entry
 from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError
 from tailscope.files import read_user_text
 from tailscope.io._schema import one_of
+from tailscope.io.corpus_recipes import apply_recipes, recipes
+from tailscope.io.corpus_row import CorpusRow, PoolDeployment
+
+__all__ = [
+    "ENGINES",
+    "CorpusRow",
+    "PoolDeployment",
+    "duplicate_groups",
+    "impute_workers",
+    "load_corpus",
+    "observations",
+    "parse_corpus",
+    "row_from_record",
+]
 
 ENGINES = ("vllm", "sglang", "trtllm")
 _MODES = ("agg", "disagg")
 _PRODUCT_ID = re.compile(r"^2026_04_06_.*_tp(\d+)_ep(\d+)_\d+$")
 _CONC = re.compile(r"silicon_concurrency=(\d+)")
-
-
-@dataclass(frozen=True, slots=True)
-class PoolDeployment:
-    """One pool of identical workers (an aggregated deployment is one pool).
-
-    Attributes:
-        gpus: GPUs per worker.
-        tp: tensor parallelism of attention within one attention-DP rank (``gpus = tp × attention_dp``).
-        attention_dp: attention data-parallel ranks per worker (each schedules its own batch; MoE layers span all).
-        ep: expert parallelism (experts spread over ``ep`` GPUs; the rest of the worker's GPUs split each expert).
-        workers: workers in the pool.
-        batch: requests per DP rank as recorded (None = not recorded).
-    """
-
-    gpus: int
-    tp: int
-    attention_dp: int
-    ep: int
-    workers: int = 1
-    batch: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CorpusRow:
-    """One measurement with its normalised deployment.
-
-    Attributes:
-        id: the corpus row id.
-        line: line in the CSV (for messages).
-        engine / engine_version: ``vllm``, ``sglang`` or ``trtllm`` and its version string.
-        model: the Hugging Face id (a catalog alias).
-        system: the GPU system name (a catalog alias).
-        precision: weight precision (``bf16``, ``fp8``, ``fp4``, ``mxfp4``, ``int4``), the checkpoint's own filled in.
-        kv_dtype: KV-cache precision assumed (rule 6).
-        mode: ``agg`` or ``disagg``.
-        isl / osl / concurrency: input tokens, output tokens, closed-loop clients.
-        agg / prefill / decode: the pools (``agg`` for aggregated rows, ``prefill`` and ``decode`` for disaggregated).
-        ttft_ms / tpot_ms: measured means.
-        workers: where the pools' worker counts come from — ``recorded`` (aggregated rows, and disaggregated rows
-            that record them), ``duplicate`` (copied from a recorded row with the same measurement, rule 5 a) or
-            ``imputed`` (rule 5 b), or ``recipe`` (rule 10).
-        spec: speculative decoding of the run as its public recipe states it (rule 10): ``none``, ``mtp`` or
-            ``unknown``; empty where no recipe is known (most rows: none was used).
-        spec_draft: an ``mtp`` run's draft tokens where its recipe names them (0: none, or not known).
-        batch_wait_iters, batch_wait_ratio, max_num_tokens: TensorRT-LLM's batch waiting and token budget as the
-            run's launch script set them (rule 10; 0 where it set none, or no script is known).
-        max_running: the running requests the launch script allows (SGLang's ``--max-running-requests``, vLLM's
-            ``--max-num-seqs``; 0: not set, or no script is known).
-    """
-
-    id: str
-    line: int
-    engine: str
-    engine_version: str
-    model: str
-    system: str
-    precision: str
-    kv_dtype: str
-    mode: str
-    isl: int
-    osl: int
-    concurrency: int
-    agg: PoolDeployment | None
-    prefill: PoolDeployment | None
-    decode: PoolDeployment | None
-    ttft_ms: float
-    tpot_ms: float
-    workers: str = "recorded"
-    spec: str = ""
-    spec_draft: int = 0
-    batch_wait_iters: int = 0
-    batch_wait_ratio: float = 0.0
-    max_num_tokens: int = 0
-    max_running: int = 0
-
-    @property
-    def config_key(self) -> tuple[str, str, str, str, str]:
-        """The configuration this row belongs to: (model, system, engine, precision, mode)."""
-        return (self.model, self.system, self.engine, self.precision, self.mode)
-
-    def spec_accept(self) -> float:
-        """The draft-token acceptance the committed fit learned for this row's engine and precision (what an MTP
-        run is simulated with)."""
-        from tailscope.engine.step_model import precision_class
-        from tailscope.engine.step_params import learned_efficiencies
-
-        return learned_efficiencies(self.engine, precision_class(self.precision, resolve_gpu(self.system))).spec_accept
-
-    def sim_flags(self) -> list[str]:
-        """``tailscope sim`` flags that run this row's deployment and workload."""
-        flags = [
-            "--model",
-            self.model,
-            "--gpu",
-            self.system,
-            "--engine",
-            self.engine,
-            "--weights-dtype",
-            self.precision,
-            "--kv-dtype",
-            self.kv_dtype,
-            "--gpu-memory-utilization",
-            f"{corpus_kv_fraction(self.engine):g}",
-        ]
-        if self.agg is not None:
-            flags += _pool_flags(self.agg, "")
-            flags += ["--replicas", str(self.agg.workers)]
-        else:
-            assert self.prefill is not None
-            assert self.decode is not None
-            flags += [
-                "--disagg",
-                f"prefill={self.prefill.workers}x{self.prefill.gpus},decode={self.decode.workers}x{self.decode.gpus}",
-            ]
-            flags += _pool_flags(self.decode, "")
-        if self.spec_draft:
-            # an MTP run (rule 10): its draft length, and the acceptance the corpus' MTP runs were fitted with
-            flags += ["--spec-draft", str(self.spec_draft), "--spec-accept", f"{self.spec_accept():.3g}"]
-        if self.batch_wait_iters:  # the launch script's batch waiting (rule 10)
-            flags += [
-                "--batch-wait-iters",
-                str(self.batch_wait_iters),
-                "--batch-wait-ratio",
-                f"{self.batch_wait_ratio:g}",
-            ]
-        if self.max_num_tokens:
-            flags += ["--max-num-batched-tokens", str(self.max_num_tokens)]
-        if self.max_running:
-            flags += ["--max-num-seqs", str(self.max_running)]
-        flags += [
-            "--concurrency",
-            str(self.concurrency),
-            "--input-tokens",
-            str(self.isl),
-            "--output-tokens",
-            str(self.osl),
-        ]
-        return flags
-
-
-def _pool_flags(p: PoolDeployment, prefix: str) -> list[str]:
-    out = [f"--{prefix}tp", str(p.tp)]
-    if p.attention_dp > 1:
-        out += [f"--{prefix}attention-dp", str(p.attention_dp)]
-    if p.ep > 1:
-        out += [f"--{prefix}ep", str(p.ep)]
-    return out
 
 
 class _RecordM(BaseModel):
@@ -448,87 +291,6 @@ def parse_corpus(text: str, *, source: str = "silicon_dev.csv") -> list[CorpusRo
     return apply_recipes(copy_recorded_deployments(rows), recipes())
 
 
-#: rule 10's table (see the module docstring)
-RECIPES = Path(__file__).with_name("inferencex_recipes.csv")
-
-
-@dataclass(frozen=True, slots=True)
-class Recipe:
-    """One corpus row's deployment as its public recipe states it (rule 10)."""
-
-    spec: str
-    prefill: PoolDeployment | None  # None for an aggregated row (its own deployment stands)
-    decode: PoolDeployment | None
-    draft: int = 0
-    batch_wait_iters: int = 0
-    batch_wait_ratio: float = 0.0
-    max_num_tokens: int = 0
-    max_running: int = 0
-
-
-def recipe_pool(workers: str, tp: str, ep: str, dp_attn: str) -> PoolDeployment:
-    """A recipe's pool: ``tp`` GPUs per worker (or ``ep`` where larger), attention data parallelism over all of them
-    with ``dp-attn``, else tensor parallelism."""
-    t, e = int(tp), max(1, int(ep))
-    g = max(t, e)
-    if int(dp_attn):
-        return PoolDeployment(g, 1, g, e, int(workers))
-    return PoolDeployment(g, g, 1, e, int(workers))
-
-
-def recipes(path: Path = RECIPES) -> dict[str, Recipe]:
-    """Rule 10's table: corpus row id → the recipe's deployment and speculative decoding."""
-    out: dict[str, Recipe] = {}
-    with path.open(newline="", encoding="utf-8") as f:
-        for rec in csv.DictReader(f):
-            prefill, decode = (
-                recipe_pool(rec[f"{p}_workers"], rec[f"{p}_tp"], rec[f"{p}_ep"], rec[f"{p}_dp_attn"])
-                if rec["prefill_workers"]  # empty for an aggregated row
-                else None
-                for p in ("prefill", "decode")
-            )
-            out[rec["id"]] = Recipe(
-                rec["spec"],
-                prefill,
-                decode,
-                int(rec["draft"] or 0),
-                int(rec["batch_wait_iters"] or 0),
-                float(rec["batch_wait_ratio"] or 0.0),
-                int(rec["max_num_tokens"] or 0),
-                int(rec["max_running"] or 0),
-            )
-    return out
-
-
-def apply_recipes(rows: Sequence[CorpusRow], table: dict[str, Recipe]) -> list[CorpusRow]:
-    """Rule 10: each listed row's ``spec``, and an imputed disaggregated row's pools from its recipe when their GPUs
-    per worker agree (a recipe that disagrees describes the pool in another encoding than the row; the row keeps rule
-    5). An aggregated row keeps its deployment."""
-    out: list[CorpusRow] = []
-    for r in rows:
-        rec = table.get(r.id)
-        if rec is None:
-            out.append(r)
-            continue
-        r = replace(
-            r,
-            spec=rec.spec,
-            spec_draft=rec.draft if rec.spec == "mtp" else 0,
-            batch_wait_iters=rec.batch_wait_iters,
-            batch_wait_ratio=rec.batch_wait_ratio,
-            max_num_tokens=rec.max_num_tokens,
-            max_running=rec.max_running,
-        )
-        if rec.prefill is None or rec.decode is None:
-            out.append(r)  # an aggregated row: only its decoding
-            continue
-        gpus = (r.prefill.gpus, r.decode.gpus) if r.prefill is not None and r.decode is not None else None
-        if r.workers == "imputed" and gpus == (rec.prefill.gpus, rec.decode.gpus):
-            r = replace(r, prefill=rec.prefill, decode=rec.decode, workers="recipe")
-        out.append(r)
-    return out
-
-
 def _measurement_key(r: CorpusRow) -> tuple[object, ...]:
     arch = replace(get_model_entry(r.model).arch(), name="", source="")
     return (r.ttft_ms, r.tpot_ms, r.system, r.engine, r.precision, r.isl, r.osl, r.concurrency, arch)
@@ -595,10 +357,7 @@ def observations(rows: Sequence[CorpusRow]) -> list[Observation]:
                 decode=_fit_pool(r.decode) if r.decode is not None else None,
                 group=g,
                 spec_draft=r.spec_draft,
-                batch_wait_iters=r.batch_wait_iters,
-                batch_wait_ratio=r.batch_wait_ratio,
-                max_num_tokens=r.max_num_tokens,
-                max_running=r.max_running,
+                launch=r.launch,
             )
         )
     return out

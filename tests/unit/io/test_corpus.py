@@ -13,18 +13,8 @@ from tailscope.engine.disagg import pool_step_models
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError, PlanError
-from tailscope.io.corpus import (
-    RECIPES,
-    CorpusRow,
-    PoolDeployment,
-    Recipe,
-    apply_recipes,
-    load_corpus,
-    observations,
-    parse_corpus,
-    recipe_pool,
-    recipes,
-)
+from tailscope.io.corpus import CorpusRow, PoolDeployment, load_corpus, observations, parse_corpus
+from tailscope.io.corpus_recipes import RECIPES, Recipe, apply_recipes, recipe_pool, recipes
 from tailscope.io.models import resolve_model
 from tailscope.sim.run import SimArgs, build_cluster, run_sim
 
@@ -313,12 +303,12 @@ def test_the_recipe_table_is_well_formed() -> None:
     assert len(table) > 500
     assert {r.spec for r in table.values()} <= {"none", "mtp", "unknown", ""}
     assert sum(r.prefill is None for r in table.values()) > 500  # aggregated rows
-    assert sum(r.batch_wait_iters > 0 for r in table.values()) >= 50
+    assert sum(r.launch.batch_wait_iters > 0 for r in table.values()) >= 50
     for r in table.values():
-        assert (r.batch_wait_iters > 0) == (0 < r.batch_wait_ratio <= 1) == (r.max_num_tokens > 0)
-        assert r.max_running >= 0
+        assert (r.launch.batch_wait_iters > 0) == (0 < r.launch.batch_wait_ratio <= 1) == (r.launch.max_num_tokens > 0)
+        assert r.launch.max_running >= 0
         if r.prefill is not None:  # launch settings: aggregated rows only
-            assert (r.batch_wait_iters, r.max_running) == (0, 0)
+            assert (r.launch.batch_wait_iters, r.launch.max_running) == (0, 0)
         assert r.draft == 0 or (r.spec == "mtp" and 1 <= r.draft <= 8)
         assert (r.prefill is None) == (r.decode is None)
         for p in (r.prefill, r.decode):
@@ -338,21 +328,23 @@ def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
     assert sum(r.workers == "recipe" for r in rows.values()) > 300
     assert sum(r.mode == "agg" and r.spec_draft > 0 for r in rows.values()) > 100
     # the launch scripts' batch waiting: Llama-3.1-70B with TensorRT-LLM at 1k/1k below TP 8, in its sim flags too
-    waiting = [r for r in rows.values() if r.batch_wait_iters]
+    waiting = [r for r in rows.values() if r.launch.batch_wait_iters]
     assert all(r.engine == "trtllm" and r.mode == "agg" for r in waiting)
     llama = [r for r in waiting if "70B" in r.model]
     assert len(llama) == 54
-    assert all((r.isl, r.osl, r.batch_wait_iters, r.max_num_tokens) == (1024, 1024, 20, 16384) for r in llama)
+    assert all(
+        (r.isl, r.osl, r.launch.batch_wait_iters, r.launch.max_num_tokens) == (1024, 1024, 20, 16384) for r in llama
+    )
     assert all(r.agg is not None and r.agg.tp < 8 for r in llama)
     flags = llama[0].sim_flags()
     assert flags[flags.index("--batch-wait-iters") + 1] == "20"
     assert flags[flags.index("--max-num-batched-tokens") + 1] == "16384"
     # the running requests the launch scripts allow (SGLang's and vLLM's), in the sim flags too
-    capped = [r for r in rows.values() if r.max_running]
+    capped = [r for r in rows.values() if r.launch.max_running]
     assert len(capped) > 700
     assert {r.engine for r in capped} == {"sglang", "vllm"}
     flags = capped[0].sim_flags()
-    assert flags[flags.index("--max-num-seqs") + 1] == str(capped[0].max_running)
+    assert flags[flags.index("--max-num-seqs") + 1] == str(capped[0].launch.max_running)
     # SGLang's receive interval is recorded in the table, not given to the rows: the B200 scripts set 10, or 30 from
     # 16 clients on; none is set on H200
     with RECIPES.open(encoding="utf-8") as f:
@@ -361,3 +353,23 @@ def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
     assert all(r.engine == "sglang" and r.system == "b200_sxm" for r, _ in receiving)
     assert {n for _, n in receiving} == {10, 30}
     assert all(n == 10 for r, n in receiving if r.concurrency < 16)
+
+
+def test_launch_settings_give_flags_and_keywords_for_what_was_set() -> None:
+    """One value carries a launch script's settings to the row's ``sim`` flags and ``tailscope.simulate``
+    keywords: only what was set, integers as integers."""
+    from tailscope.engine.launch import NOT_SET, LaunchSettings
+
+    assert NOT_SET.sim_flags() == []
+    assert NOT_SET.simulate_options() == {}
+    s = LaunchSettings.parse({"batch_wait_iters": "20", "batch_wait_ratio": "0.9", "max_num_tokens": "16384"})
+    assert s.sim_flags() == [
+        "--batch-wait-iters",
+        "20",
+        "--batch-wait-ratio",
+        "0.9",
+        "--max-num-batched-tokens",
+        "16384",
+    ]
+    assert s.simulate_options() == {"batch_wait_iters": 20, "batch_wait_ratio": 0.9, "max_num_batched_tokens": 16384}
+    assert LaunchSettings.parse({"max_running": "128", "batch_wait_iters": ""}).sim_flags() == ["--max-num-seqs", "128"]
