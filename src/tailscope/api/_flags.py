@@ -175,6 +175,9 @@ ENGINE_FLAGS: dict[str, Flag] = {f.name: f for f in (
         "…or until the step's tokens reach this share of the token budget (batch_wait_max_tokens_ratio).")),
     Flag("recv_interval", int, 1, "--scheduler-recv-interval", (
         "Take new requests in every N decode steps (SGLang's --scheduler-recv-interval; 1: every step).")),
+    Flag("dp_balance_iters", int | None, None, "--attention-dp-balance-iters", (
+        "Attention-DP balancing: a prompt waits for every rank to have one, or N steps (TensorRT-LLM's "
+        "attention_dp_config timeout_iters; 0: no balancing; default: the learned wait).")),
 )}
 _SIM_ONLY = {f.name: f for f in (
     Flag("attention_dp", int, 1, "--attention-dp", "Attention data-parallel ranks per replica (each with --tp GPUs)."),
@@ -204,7 +207,7 @@ SIM_FLAGS: dict[str, Flag] = {f.name: f for f in pick(
     "model gpu tp engine ep attention_dp replicas router weights_dtype kv_dtype max_num_seqs max_num_batched_tokens "
     f"gpu_memory_utilization no_prefix_caching calibration gpu_file autoscale {WORKLOAD} stagger seed slo disagg "
     "spec_draft spec_accept spec_draft_model kv_offload_gib batch_wait_iters batch_wait_ratio recv_interval "
-    "from_traces time_scale",
+    "dp_balance_iters from_traces time_scale",
     {**BENCH_FLAGS, **ENGINE_FLAGS, **_SIM_ONLY},
     seed={"help": "Seed for lengths and arrivals (same seed → same simulation)."},
     from_traces={"help": "Simulate an ingested trace set's LLM calls as call graphs."},

@@ -197,6 +197,7 @@ def simulate(
     batch_wait_iters: int = 0,
     batch_wait_ratio: float = 0.0,
     recv_interval: int = 1,
+    dp_balance_iters: int | None = None,
     from_traces: str | None = None,
     traces_db: PathLike | None = None,
     time_scale: float = 1.0,
@@ -235,6 +236,9 @@ def simulate(
             the ratio × the token budget, or for that many steps at most (0: off; not under attention DP).
         recv_interval: SGLang's ``--scheduler-recv-interval``: new requests are taken in every that many decode
             steps (at once after a step with prompts; 1: every step; not under attention DP).
+        dp_balance_iters: TensorRT-LLM's attention-DP balancing (``attention_dp_config``'s ``timeout_iters``): a
+            prompt waits for every attention-DP rank to have one, or that many steps (0: no balancing; None: the
+            engine's learned wait).
         from_traces: an ingested trace set whose LLM calls are simulated as call-graph sessions, as ``bench
             --from-traces`` replays them: the first ``requests`` traces with LLM calls (default 100), sessions at
             their traces' start offsets × ``time_scale``, each call after the calls it followed in the trace.
@@ -270,7 +274,8 @@ def simulate(
         slo=tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo), disagg=disagg,
         spec_draft=spec_draft, spec_accept=spec_accept, spec_draft_model=spec_draft_model,
         kv_offload_gib=kv_offload_gib, batch_wait_iters=batch_wait_iters, batch_wait_ratio=batch_wait_ratio,
-        recv_interval=recv_interval, from_traces=from_traces, traces_db=optional_path(traces_db),
+        recv_interval=recv_interval, dp_balance_iters=dp_balance_iters, from_traces=from_traces,
+        traces_db=optional_path(traces_db),
         time_scale=time_scale, store=False, desync=closed_loop_noise, stagger=stagger,
     )  # fmt: skip
     if explicit is None:  # the options given a value other than their default override the profile's fields

@@ -208,7 +208,8 @@ def aggregated(
         resid = (tau**2 + lam * tau * per_chunk**2) / (2.0 * tau)
         wait = rho * delta / (2.0 * (1.0 - rho))
         ttft = front + together + resid + n * t_d + delta + wait + sched_iters * it
-        ttft = ttft + balance_wait(dp, dp_wait, it, lam) + batch_wait(wait_iters, wait_ratio * budget, b, isl, it, lam)
+        ttft = ttft + balance_wait(dp, dp_wait, it, lam, clients)
+        ttft = ttft + batch_wait(wait_iters, wait_ratio * budget, b, isl, it, lam)
         return lam, ttft, tau
 
     def excess(b: Arr) -> Arr:
@@ -278,14 +279,16 @@ def disaggregated(
     return ttft + _queued(clients_all, clients, lam), tau
 
 
-def balance_wait(dp: Arr, iters: Arr, step: Arr, lam: Arr) -> Arr:
+def balance_wait(dp: Arr, iters: Arr, step: Arr, lam: Arr, clients: Arr | None = None) -> Arr:
     """Mean wait of a prompt at a rank of ``dp`` attention-DP ranks that balance their context requests, s.
 
     The engine holds a context request until every rank has one or ``iters`` iterations of ``step`` seconds have
     passed: the wait is the smaller of the cap ``iters × step`` and the time until the other ``dp − 1`` ranks,
     each receiving prompts at ``lam`` per second, have all received one (the expected maximum of ``dp − 1``
     exponential waits, ``H(dp − 1) / lam``), combined harmonically so that the fit sees a smooth function. 0 where
-    ``dp`` is 1.
+    ``dp`` is 1. With ``clients`` (a rank's closed-loop clients), times the chance that another request decodes on
+    the arrival's rank, ``clip(clients − 1, 0, 1)``: TensorRT-LLM lets context requests in at once when some rank
+    has none decoding.
     """
     dp = np.asarray(dp, dtype=float)
     others = np.maximum(dp - 1.0, 1.0)
@@ -293,6 +296,8 @@ def balance_wait(dp: Arr, iters: Arr, step: Arr, lam: Arr) -> Arr:
     fill = harmonic / np.maximum(lam, 1e-12)
     cap = iters * step
     wait = 1.0 / (1.0 / np.maximum(cap, 1e-12) + 1.0 / np.maximum(fill, 1e-12))
+    if clients is not None:
+        wait = wait * np.clip(np.asarray(clients, dtype=float) - 1.0, 0.0, 1.0)
     return np.where(dp > 1.0, wait, 0.0)
 
 

@@ -42,6 +42,8 @@ class ClusterSpec:
         spec: speculative decoding (draft length, acceptance rate, draft cost); None = off.
         draft_model: the draft model when ``spec`` names one (priced on the same GPUs and TP).
         disagg: prefill and decode pools (then ``replicas``/``tp`` are ignored); None = aggregated.
+        dp_balance_iters: the attention-DP balancing's timeout in iterations (:class:`EngineSettings`; None: the
+            engine's learned wait).
     """
 
     model: ModelArch
@@ -61,6 +63,7 @@ class ClusterSpec:
     spec: SpecDecode | None = None
     draft_model: ModelArch | None = None
     disagg: DisaggSpec | None = None
+    dp_balance_iters: int | None = None
 
     @classmethod
     def from_settings(
@@ -93,6 +96,8 @@ class ClusterSpec:
             PlanError: the model does not fit on the GPU (or on a worker of a disaggregated pool).
         """
         settings.check_dtypes()
+        if settings.dp_balance_iters is not None and settings.dp_balance_iters < 0:
+            raise ConfigError(f"--attention-dp-balance-iters must be ≥ 0 (got {settings.dp_balance_iters})")
         engine = replica_engine_config(
             gpu,
             calibration,
@@ -120,6 +125,7 @@ class ClusterSpec:
             backend=settings.backend,
             ep=settings.ep,
             spec=settings.speculative(),
+            dp_balance_iters=settings.dp_balance_iters,
             **more,
         ).validate()
         spec.check_fits()
@@ -200,8 +206,9 @@ class ClusterSpec:
         # pool's workers) is plain tensor parallelism
         par = Parallelism(self.tp, self.attention_dp, self.ep) if width == self.tp else Parallelism(width)
         return TrainedStepModel(
-            self.model, self.gpu, par, engine=self.backend, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype
-        )
+            self.model, self.gpu, par, engine=self.backend, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype,
+            dp_balance_iters=self.dp_balance_iters,
+        )  # fmt: skip
 
     def new_replica(self, perf: StepModel | None = None) -> Replica:
         return Replica(perf or self.perf(), self.engine_config())
@@ -241,6 +248,7 @@ class ClusterSpec:
             if not (cfg.batch_wait_iters and cfg.batch_wait_ratio)
             else {"iters": cfg.batch_wait_iters, "ratio": cfg.batch_wait_ratio},
             "recv_interval": cfg.recv_interval,
+            "dp_balance_iters": self.dp_balance_iters,
             "autoscale": None
             if self.autoscale is None
             else _picked(self.autoscale, self.autoscale.__dataclass_fields__),

@@ -50,6 +50,9 @@ class EngineSettings:
             draft token's acceptance rate, the draft model's id (None: 0.1 × the target's decode step per token).
         batch_wait_iters / batch_wait_ratio: batch waiting (:class:`EngineConfig`; 0: off).
         recv_interval: SGLang's ``--scheduler-recv-interval`` (:class:`EngineConfig`; 1: every step).
+        dp_balance_iters: TensorRT-LLM's attention-DP balancing (``attention_dp_config``: ``enable_balance`` with
+            ``timeout_iters``): a context request waits for every rank to have one, or this many iterations (0:
+            no balancing; None: the engine's learned wait, :attr:`~tailscope.engine.step_terms.Efficiencies.dp_wait`).
     """
 
     tp: int = 1
@@ -69,6 +72,7 @@ class EngineSettings:
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
     recv_interval: int = 1
+    dp_balance_iters: int | None = None
 
     def speculative(self) -> SpecDecode | None:
         """The speculative decoding these settings ask for, validated (None: off).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tailscope.engine.calibration import Efficiency
 from tailscope.engine.engine_profiles import engine_profile
@@ -67,6 +68,7 @@ class TrainedStepModel:
         weights_dtype: str | None = None,
         kv_dtype: str = "bf16",
         efficiency: Efficiencies | None = None,
+        dp_balance_iters: int | None = None,
     ) -> None:
         self.model = model
         self.gpu = gpu
@@ -78,6 +80,8 @@ class TrainedStepModel:
         self.kv_dtype = kv_dtype.lower()
         self.precision_class = precision_class(self.weights_dtype, gpu)
         self.efficiency = efficiency or learned_efficiencies(engine, self.precision_class)
+        if dp_balance_iters is not None:  # the deployment's own balancing timeout (0: it does not balance)
+            self.efficiency = replace(self.efficiency, dp_wait=float(dp_balance_iters))
         self.terms = step_terms(model, gpu, self.par, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype)
         self.coeffs: StepCoefficients = coefficients(self.terms, self.efficiency)
         e = self.efficiency
@@ -101,7 +105,9 @@ class TrainedStepModel:
         self._burst = e.burst
         self._pd_burst = e.pd_burst
         #: the engine holds context requests until every attention-DP rank has one (TensorRT-LLM's balancing)
-        self._balance = self.par.attention_dp > 1 and engine_profile(engine).attention_dp_balance
+        self._balance = (
+            self.par.attention_dp > 1 and engine_profile(engine).attention_dp_balance and dp_balance_iters != 0
+        )
         self._prefill_alone: dict[int, float] = {}
         self._decode_ns = self._decode_fast()
         self._mixed_ns = self._mixed_fast()
@@ -289,17 +295,22 @@ class TrainedStepModel:
         """How long an engine that balances its attention-DP ranks' context requests holds an arriving one, ns.
 
         TensorRT-LLM (:attr:`~tailscope.engine.engine_profiles.EngineProfile.attention_dp_balance`) keeps a context
-        request on an attention-DP rank until every rank has one, or ``dp_wait`` iterations have passed; charged at
+        request on an attention-DP rank until every rank has one, or ``dp_wait`` iterations have passed (learned,
+        or the deployment's ``attention_dp_config`` timeout, ``dp_balance_iters``: 0 does not balance); charged at
         that cap: ``dp_wait`` decode steps of ``in_flight`` requests (``in_flight`` counts this one), or on a
         disaggregated prefill rank (``prefill_pool``) ``dp_wait`` idle prefill steps. The closed-loop analysis
         (:func:`tailscope.engine.closed_loop.balance_wait`) also bounds it by the time every other rank takes to
         receive a prompt, which this per-request hook does not know; that bound binds only at a few clients per
-        rank. 0 on every other deployment. An engine behaviour: charged whatever the arrivals.
+        rank. 0 where the arrival is the rank's only request (TensorRT-LLM releases the held requests at once when
+        some rank has none decoding) and on every other deployment. An engine behaviour: charged whatever the
+        arrivals.
         """
         if not self._balance:
             return 0
         if prefill_pool:
             return self._balance_ns(self.step_ns([], 0, 0))
+        if in_flight <= 1:  # no other request decodes on this rank: TensorRT-LLM lets the prompt in at once
+            return 0
         return self._balance_ns(self.decode_step_ns(in_flight, in_flight * prompt_tokens))
 
     def pickup_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
@@ -325,7 +336,8 @@ class TrainedStepModel:
             return self.balance_wait_ns(in_flight, prompt_tokens, prefill_pool=True)
         # both are iterations of the same decode step (the simulator asks this per arriving request: one step)
         e = self.efficiency
-        iters = e.sched_iters + e.dp_wait if self._balance else e.sched_iters
+        # TensorRT-LLM releases at once where a rank has no request decoding: this one, if it holds only the arrival
+        iters = e.sched_iters + e.dp_wait if self._balance and in_flight > 1 else e.sched_iters
         return int(iters * self._decode_ns(in_flight, in_flight * prompt_tokens))
 
     def arrival_burst_ns(self, in_flight: int, prompt_tokens: int) -> int:

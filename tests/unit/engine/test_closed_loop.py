@@ -263,3 +263,18 @@ def test_batch_waiting_adds_to_the_closed_loops_ttft_only() -> None:
     assert t1 > t0 + 10 * p0  # held about 20 decode iterations (a few prompts arrive meanwhile)
     assert t1 < t0 + 21 * p0
     assert p1 == pytest.approx(p0, rel=0.02)
+
+
+def test_balancing_waits_only_where_another_request_decodes_on_the_rank() -> None:
+    """TensorRT-LLM lets context requests in at once when some rank has none decoding: a rank's only client never
+    waits, two or more do (the harmonic combination of the cap and the other ranks' arrivals)."""
+    from tailscope.engine.closed_loop import balance_wait
+
+    dp, iters, step, lam = _a(8.0, 8.0, 8.0), _a(60.0, 60.0, 60.0), _a(0.02, 0.02, 0.02), _a(0.5, 0.5, 0.5)
+    free = balance_wait(dp, iters, step, lam)
+    waits = balance_wait(dp, iters, step, lam, _a(1.0, 1.5, 4.0))
+    assert free[0] < 1.2  # at most the cap, 60 steps of 20 ms
+    assert waits[0] == 0.0
+    assert waits[1] == pytest.approx(0.5 * free[1])
+    assert waits[2] == pytest.approx(free[2])
+    assert balance_wait(_a(1.0), _a(60.0), _a(0.02), _a(0.5), _a(4.0))[0] == 0.0  # no attention DP

@@ -317,3 +317,24 @@ def test_a_receive_interval_delays_arrivals_while_requests_decode() -> None:
     assert run(30, concurrency=1)[0] == pytest.approx(run(1, concurrency=1)[0], rel=0.02)  # idle: taken in at once
     with pytest.raises(ConfigError, match="--scheduler-recv-interval"):
         EngineConfig(recv_interval=0).validate()
+
+
+def test_attention_dp_balancing_waits_its_timeout_and_none_without_it() -> None:
+    """TensorRT-LLM's attention-DP balancing (``--attention-dp-balance-iters``): a prompt waits up to the timeout for
+    every rank to have one; 0 turns the balancing off; the default is the engine's learned wait; a rank whose only
+    request is the arrival lets it in at once."""
+
+    def run(iters: int | None, concurrency: int = 64) -> tuple[float, float]:
+        r = simulate(
+            model="deepseek-r1", gpu="b200", engine="trtllm", weights_dtype="fp8", tp=1, attention_dp=8, ep=8,
+            concurrency=concurrency, requests=4 * concurrency, input_tokens=1024, output_tokens=128,
+            dp_balance_iters=iters,
+        )  # fmt: skip
+        return r.summary.ttft_ms.mean, r.summary.tpot_ms.mean
+
+    (none, tpot), (learned, _), (sixty, _) = run(0), run(None), run(60)
+    assert none < learned < sixty
+    assert sixty - none == pytest.approx(60 * tpot, rel=0.35)  # the timeout, in decode steps of 8 requests
+    assert run(60, concurrency=8)[0] == pytest.approx(run(0, concurrency=8)[0])  # one client per rank: no wait
+    with pytest.raises(ConfigError, match="--attention-dp-balance-iters"):
+        run(-1)
