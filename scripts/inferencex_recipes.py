@@ -40,7 +40,9 @@ row's engine, its ``if``/``elif``/``else`` branches evaluated for the row's leng
 :func:`launch_options`; a row is left without them where a branch they depend on cannot be evaluated, or scripts
 disagree): TensorRT-LLM's ``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` and ``--max_num_tokens``
 (the budget kept only where it bounds the batch waiting), SGLang's ``--scheduler-recv-interval`` and
-``--max-running-requests``, vLLM's ``--max-num-seqs`` (the last two as ``max_running``).
+``--max-running-requests``, vLLM's ``--max-num-seqs`` (the last two as ``max_running``), and TensorRT-LLM's
+attention-DP balancing (``attention_dp_config``'s ``timeout_iters`` where it sets ``enable_balance: true``, as
+``dp_balance_iters``; nothing where it does not: see ``io/corpus_recipes.py``).
 
     python scripts/inferencex_recipes.py ../shared/calibration/silicon_dev.csv PATH/TO/InferenceX [--out FILE]
 
@@ -105,6 +107,7 @@ FIELDS = (
     "max_num_tokens",
     "recv_interval",
     "max_running",
+    "dp_balance_iters",
 )
 #: InferenceX's runs (the two exports and its database dump): its launch scripts produced their aggregated rows
 RUNS = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv", "db-dump/")
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = next(iter(specs)) if len(specs) == 1 else _pair_spec(r, pairs)
         tally[spec] += 1
         key = next(e["key"] for e in found)
-        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12], *[""] * 5)
+        values = (r["id"], spec, _draft(found, spec), *dep, _batch(found), key, commit[:12], *[""] * 6)
         out.append(dict(zip(FIELDS, values, strict=True)))
     agg_tally: Counter[str] = Counter()
     for r in rows:
@@ -270,7 +273,7 @@ def aggregated_row(recipes: Recipes, r: dict[str, str]) -> dict[str, Any] | None
     spec = kinds.pop()
     key = items[0][0]
     draft = _script_draft(recipes, commit, key, int(r["attention_dp_size"] or 1) > 1) if spec == "mtp" else "0"
-    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12], *[""] * 5)
+    values = (r["id"], spec, draft, *[""] * 9, key, commit[:12], *[""] * 6)
     return dict(zip(FIELDS, values, strict=True))
 
 
@@ -284,6 +287,8 @@ SETTINGS = (
     ("scheduler-recv-interval", "recv_interval"),
     ("max-running-requests", "max_running"),
     ("max-num-seqs", "max_running"),
+    ("enable_balance", "dp_balance"),
+    ("timeout_iters", "dp_timeout_iters"),
 )
 
 
@@ -398,6 +403,9 @@ def launch_options(text: str, env: dict[str, str]) -> dict[str, str] | None:
             values[assign.group(1)] = ""  # assigned in a branch not known: not known either
         elif assign and state():
             values[assign.group(1)] = _value(assign.group(2), values)
+    balance, timeout = out.pop("dp_balance", ""), out.pop("dp_timeout_iters", "")
+    if balance == "true" and timeout:  # TensorRT-LLM's attention_dp_config: balancing, and its timeout
+        out["dp_balance_iters"] = timeout
     if not (out.get("batch_wait_iters", "0") != "0" and out.get("batch_wait_ratio", "0") != "0"):
         for k in ("batch_wait_iters", "batch_wait_ratio", "max_num_tokens"):
             out.pop(k, None)  # the budget is kept for what it bounds: the batch waiting's threshold

@@ -130,6 +130,8 @@ class Dataset:
         #: attention-DP ranks that balance their context requests (the engine's policy; 1 = no balancing wait),
         #: of the aggregated (or decode) pool and of the prefill pool
         self.balance_main = np.ones(n)
+        #: the balancing's timeout in iterations where the run's launch script says (NaN: learned, ``dp_wait``)
+        self.balance_iters = np.full(n, np.nan)
         self.balance_pre = np.ones(n)
         #: batch waiting (aggregated pools): iterations at most, and the share of the budget that ends it
         self.wait_iters = np.zeros(n)
@@ -164,6 +166,10 @@ class Dataset:
             if profile.attention_dp_balance:
                 self.balance_main[i] = pool.par.attention_dp
                 self.balance_pre[i] = (o.prefill or pool).par.attention_dp
+                if launch.dp_balance_iters is not None:
+                    self.balance_iters[i] = launch.dp_balance_iters
+                    if launch.dp_balance_iters == 0:
+                        self.balance_main[i] = 1.0
             if o.agg is not None:
                 main.append(terms(o, o.agg))
                 pre.append(main[-1])
@@ -308,7 +314,7 @@ def predict(ds: Dataset, design: dict[str, np.ndarray], theta: np.ndarray) -> tu
             e.burst[a],
             ds.max_running[a],
             ds.balance_main[a],
-            e.dp_wait[a],
+            np.where(np.isnan(ds.balance_iters[a]), e.dp_wait[a], ds.balance_iters[a]),
             e.sched_iters[a],
             tokens_a,
             ds.wait_iters[a],

@@ -23,10 +23,15 @@ lengths, TP and concurrency): TensorRT-LLM's batch waiting and token budget (Lla
 ``batch_wait_timeout_iters: 20`` and ``batch_wait_max_tokens_ratio: 0.9`` with ``--max_num_tokens 16384`` for
 1k/1k below TP 8, DeepSeek-R1 FP8 on B200's 40 and 0.8 for 1k/1k from 64 clients: 56 rows) and the running
 requests it allows (SGLang's ``--max-running-requests``, vLLM's ``--max-num-seqs``: 744 rows carry a cap, which
-bounds the clients a rank admits). The table also records SGLang's ``--scheduler-recv-interval`` (the B200 scripts
-of DeepSeek-R1 and Qwen3.5: 10, or 30 from 16 clients; 296 rows), which the corpus does not give its rows:
-charged to them, it made the cross-validated TTFT worse (docs/engine.md, *SGLang's receive interval*). No
-measurement comes from there.
+bounds the clients a rank admits), and TensorRT-LLM's attention-DP balancing where the script enables it
+(``attention_dp_config`` with ``enable_balance: true`` and ``timeout_iters: 60`` in the DeepSeek-R1 scripts for B200
+and H200 under attention DP: 67 rows). The other rows with attention DP keep the engine's learned wait: those no
+script covers (the multi-node GB200 runs), and the 12 gpt-oss rows whose scripts do not enable it, which wait as
+much as the learned wait says all the same (priced without any: their cross-validated TTFT 19.8 → 39.1 %, median
++5 → −40 %), so the balancing is not what it stands for on them. The table also records SGLang's
+``--scheduler-recv-interval`` (the B200 scripts of DeepSeek-R1 and Qwen3.5: 10, or 30 from 16 clients; 296 rows),
+which the corpus does not give its rows: charged to them, it made the cross-validated TTFT worse (docs/engine.md,
+*SGLang's receive interval*). No measurement comes from there.
 """
 
 from __future__ import annotations

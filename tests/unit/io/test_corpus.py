@@ -307,6 +307,7 @@ def test_the_recipe_table_is_well_formed() -> None:
     for r in table.values():
         assert (r.launch.batch_wait_iters > 0) == (0 < r.launch.batch_wait_ratio <= 1) == (r.launch.max_num_tokens > 0)
         assert r.launch.max_running >= 0
+        assert r.launch.dp_balance_iters is None or r.launch.dp_balance_iters >= 0
         if r.prefill is not None:  # launch settings: aggregated rows only
             assert (r.launch.batch_wait_iters, r.launch.max_running) == (0, 0)
         assert r.draft == 0 or (r.spec == "mtp" and 1 <= r.draft <= 8)
@@ -340,6 +341,13 @@ def test_the_recipes_name_corpus_rows(calibration_dir: Path) -> None:
     assert flags[flags.index("--batch-wait-iters") + 1] == "20"
     assert flags[flags.index("--max-num-batched-tokens") + 1] == "16384"
     # the running requests the launch scripts allow (SGLang's and vLLM's), in the sim flags too
+    # TensorRT-LLM's attention-DP balancing where the launch script enables it: InferenceX's DeepSeek-R1 scripts under
+    # attention DP (60 iterations)
+    balancing = [r for r in rows.values() if r.launch.dp_balance_iters is not None]
+    assert all(r.engine == "trtllm" and r.mode == "agg" for r in balancing)
+    assert {r.launch.dp_balance_iters for r in balancing} == {60}
+    assert all("DeepSeek" in r.model for r in balancing)
+    assert len([r for r in balancing if r.launch.dp_balance_iters == 60]) > 60
     capped = [r for r in rows.values() if r.launch.max_running]
     assert len(capped) > 700
     assert {r.engine for r in capped} == {"sglang", "vllm"}
@@ -373,3 +381,8 @@ def test_launch_settings_give_flags_and_keywords_for_what_was_set() -> None:
     ]
     assert s.simulate_options() == {"batch_wait_iters": 20, "batch_wait_ratio": 0.9, "max_num_batched_tokens": 16384}
     assert LaunchSettings.parse({"max_running": "128", "batch_wait_iters": ""}).sim_flags() == ["--max-num-seqs", "128"]
+    # a balancing of 0 says the script turned it off; not known (None) says nothing
+    off = LaunchSettings.parse({"dp_balance_iters": "0"})
+    assert off.sim_flags() == ["--attention-dp-balance-iters", "0"]
+    assert off.simulate_options() == {"dp_balance_iters": 0}
+    assert LaunchSettings.parse({"dp_balance_iters": ""}).dp_balance_iters is None

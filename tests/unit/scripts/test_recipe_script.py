@@ -88,3 +88,26 @@ def test_a_branch_that_cannot_be_evaluated_is_not_guessed() -> None:
     assert read("vllm serve $MODEL --max-num-seqs $MAX_SEQS\n", _env(1024, 1024, 32)) is None
     # the test on $SLURM_JOB_ID decides nothing the options depend on: harmless
     assert read(LAUNCH, _env(1024, 1024, 128)) is not None
+
+
+def test_attention_dp_balancing_is_read_only_where_enabled() -> None:
+    """TensorRT-LLM's ``attention_dp_config``: its ``timeout_iters`` where the script enables the balancing (under
+    attention DP only, as InferenceX's DeepSeek-R1 scripts write it); nothing where it does not enable it."""
+    read = _script().launch_options
+    dsr1 = """cat > cfg.yml << EOF
+enable_attention_dp: $DP_ATTENTION
+EOF
+if [[ "$DP_ATTENTION" == "true" ]]; then
+    cat << EOF >> cfg.yml
+attention_dp_config:
+    batching_wait_iters: 0
+    enable_balance: true
+    timeout_iters: 60
+EOF
+fi
+trtllm-serve $MODEL --tp_size $TP --extra_llm_api_options cfg.yml
+"""
+    dp = {"DP_ATTENTION": "true"}
+    assert read(dsr1, _env(1024, 1024, 64) | dp) == {"dp_balance_iters": "60"}
+    assert read(dsr1, _env(1024, 1024, 64)) == {}
+    assert read(dsr1.replace("enable_balance: true", "enable_balance: false"), _env(1024, 1024, 64) | dp) == {}
