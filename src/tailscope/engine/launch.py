@@ -24,7 +24,7 @@ _SETTINGS = (
 
 @dataclass(frozen=True, slots=True)
 class LaunchSettings:
-    """What a launch script set (0 everywhere: nothing, the engine's defaults stand).
+    """What a launch script set (the defaults, :data:`NOT_SET`: nothing, the engine's own settings stand).
 
     Attributes:
         batch_wait_iters, batch_wait_ratio: batch waiting (``EngineConfig.batch_wait_iters`` / ``batch_wait_ratio``):
@@ -55,13 +55,8 @@ class LaunchSettings:
         )
 
     def _set(self) -> list[tuple[str, str, int | float]]:
-        """What was set: every setting but a 0 (and an unknown balancing); a balancing of 0 says "none"."""
-        out = []
-        for attr, flag, kw in _SETTINGS:
-            v = getattr(self, attr)
-            if v or (attr == "dp_balance_iters" and v == 0):
-                out.append((flag, kw, v))
-        return out
+        """What was set: every setting away from its default (a balancing of 0 says "none"; None is not known)."""
+        return [(flag, kw, v) for attr, flag, kw in _SETTINGS if (v := getattr(self, attr)) != getattr(NOT_SET, attr)]
 
     def sim_flags(self) -> list[str]:
         """The ``tailscope sim`` / ``serve`` flags that set what was set."""
