@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 import tailscope
-from tailscope.testing.judgement import Judgement
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -69,7 +68,7 @@ def hit_rate(result: tailscope.BenchResult) -> float:
     return float(rate)
 
 
-def test_reruns_are_cold_unless_asked(serve_url: str, tmp_path: Path, judgement: Judgement) -> None:
+def test_reruns_are_cold_unless_asked(serve_url: str, tmp_path: Path) -> None:
     profile = tmp_path / "p.yaml"
     profile.write_text(textwrap.dedent(PROFILE))
     seed = next(_SEEDS)
@@ -91,11 +90,11 @@ def test_reruns_are_cold_unless_asked(serve_url: str, tmp_path: Path, judgement:
     assert any(w.startswith("CACHE STATE") for w in warm.warnings)  # compare says why the rerun is faster
     mixed = tailscope.compare([first, warm_b], metrics="ttft_ms")
     assert any(w.startswith("PROMPT CONTENT") for w in mixed.warnings)
-    # last, the one judgement a busy machine can spoil: two cold runs differ by no significant TTFT change. Two 1.5 s
-    # runs read TTFT p50 10–13 % apart, either way, at a 1-minute load of 1.0–1.4 on two cores (the suite's soak
-    # beside it): judged only at or below half the CPUs (the token-schedule checks judge at 0.75)
-    direction = cold.row("ttft_ms.p50").direction(0)
-    judgement.holds(direction == "same", f"two cold runs differ in TTFT ({direction}): {cold.to_dict()['rows']}", 0.5)
+    # no TTFT judgement between the two cold runs: on this server TTFT is mostly the loopback and Python time of a
+    # 1.5 s run, not the simulated prefill (a warm rerun at a 0.99 hit rate read TTFT p50 from 15.5 to 16.6 ms, and to
+    # 9.0 ms, on a quiet machine), and two cold runs read 11.4 against 13.3 ms with compare's run-internal interval
+    # calling that significant (one pair in nine on a quiet machine, both CI attempts of stop 50). The cache state
+    # the test is about is read from the server's hit rate above, which is exact.
 
 
 def test_a_mooncake_replay_shares_the_prefixes_its_hashes_declare(serve_url: str, tmp_path: Path) -> None:
