@@ -80,8 +80,18 @@ class GpuSpec:
         return self.bf16_tflops * 1e12
 
     def link_gbps(self, group: int) -> float:
-        """Per-GPU bandwidth for collectives over ``group`` GPUs: NVLink within the domain, scale-out beyond."""
+        """Per-GPU bandwidth of one GPU's own link for a collective over ``group`` GPUs: NVLink within the domain,
+        its scale-out NIC beyond (what an all-to-all's traffic to other domains crosses)."""
         return self.interconnect_gbps if group <= self.nvlink_domain else self.scaleout_gbps
+
+    def allreduce_gbps(self, group: int) -> float:
+        """Bus bandwidth of a ring all-reduce over ``group`` GPUs, GB/s: NVLink within the domain; beyond it the
+        rings run one channel per GPU's NIC (NCCL's rail-aligned rings), so the ``domain`` NICs of a domain carry
+        its traffic in parallel — ``domain × scaleout_gbps``, at most NVLink's (two HGX H100 boards with a
+        400 Gb/s NIC per GPU: 8 × 50 = 400 GB/s, against 50 GB/s if each ring hop crossed a NIC)."""
+        if group <= self.nvlink_domain:
+            return self.interconnect_gbps
+        return min(self.interconnect_gbps, self.nvlink_domain * self.scaleout_gbps)
 
 
 _NV = "https://resources.nvidia.com/en-us-tensor-core"  # NVIDIA datasheet hub

@@ -111,12 +111,14 @@ class StepTerms:
         full_layers / sliding_layers / window / kv_layers / layers / moe_layers: layer counts and the sliding window
             (0 = none).
         collectives: collective operations per step (their latency is paid per step).
-        comm_bytes_tok: bytes each GPU sends per token of the step.
+        comm_bytes_tok: bytes each GPU sends per token of the step, counted at ``link`` (a tensor-parallel
+            all-reduce over more GPUs than one NVLink domain runs at :meth:`~tailscope.engine.gpus.GpuSpec.
+            allreduce_gbps`, and its bytes count for that much fewer).
         scaleout_collectives: those of the collectives whose group spans more GPUs than one NVLink domain (their
             latency is the scale-out network's).
         dense_peak / moe_peak / attn_peak: tensor-core peaks of dense GEMMs, expert GEMMs (the weights' compute
             precision; expert-only formats keep dense GEMMs at BF16) and attention and the LM head (BF16), FLOP/s.
-        hbm / link: memory and per-GPU collective bandwidth, bytes/s.
+        hbm / link: memory bandwidth and one GPU's own link for a collective over the worker's GPUs, bytes/s.
     """
 
     dense_flops_tok: float
@@ -185,15 +187,22 @@ def step_terms(
     coll = 0.0
     scaleout = 0.0  # collectives whose group leaves the NVLink domain
     comm_tok = 0.0
+    # each collective's bytes are priced at its own bandwidth and summed as bytes at ``link`` (one GPU's own link
+    # for a collective over the worker's GPUs), so that one learned efficiency ``comm`` applies to all of them
     link = gpu.link_gbps(g) * 1e9
     if tp > 1:
         coll += 2 * model.layers
         scaleout += 2 * model.layers if tp > gpu.nvlink_domain else 0.0
-        comm_tok += 2 * model.layers * 2.0 * (tp - 1) / tp * h * 2.0
+        ring = 2 * model.layers * 2.0 * (tp - 1) / tp * h * 2.0
+        comm_tok += ring * link / (gpu.allreduce_gbps(tp) * 1e9)
     if adp > 1 and model.is_moe:
         coll += 2 * model.moe_layers
         scaleout += 2 * model.moe_layers if g > gpu.nvlink_domain else 0.0
         spread = (ep - 1) / ep if ep > 1 else (g - 1) / g
+        if g > gpu.nvlink_domain:
+            # an all-to-all across domains: the share bound for other domains crosses this GPU's NIC (the share
+            # for its own domain moves over NVLink at the same time, and in less time)
+            spread *= (g - gpu.nvlink_domain) / (g - 1)
         comm_tok += model.moe_layers * model.active_experts * h * 3.0 * spread / tp
     cd = compute_dtype(wd)
     return StepTerms(

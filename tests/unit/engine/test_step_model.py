@@ -96,6 +96,25 @@ def test_tensor_parallelism_splits_work_and_adds_communication() -> None:
     assert resolve_gpu("gb200").link_gbps(72) == resolve_gpu("gb200").interconnect_gbps
 
 
+def test_collectives_past_the_nvlink_domain_use_every_nic_of_it() -> None:
+    """A TP all-reduce over two HGX boards runs one ring channel per NIC (8 × 50 GB/s), not every hop through one
+    NIC; an all-to-all sends only the share bound for the other board through this GPU's NIC."""
+    h100, ds = resolve_gpu("h100-sxm"), resolve_model("deepseek-r1")
+    assert h100.allreduce_gbps(8) == h100.interconnect_gbps
+    assert h100.allreduce_gbps(16) == min(h100.interconnect_gbps, 8 * h100.scaleout_gbps)
+    assert resolve_gpu("gb200").allreduce_gbps(72) == resolve_gpu("gb200").interconnect_gbps
+    tp8 = step_terms(ds, h100, Parallelism(8, 1, 1), weights_dtype="fp8")
+    tp16 = step_terms(ds, h100, Parallelism(16, 1, 1), weights_dtype="fp8")
+    ring = 2 * ds.layers * 2.0 * ds.hidden * 2.0  # bytes a token's all-reduces move, before the (tp - 1) / tp share
+    assert tp8.comm_bytes_tok / tp8.link == pytest.approx(ring * 7 / 8 / (h100.interconnect_gbps * 1e9))
+    assert tp16.comm_bytes_tok / tp16.link == pytest.approx(ring * 15 / 16 / (h100.allreduce_gbps(16) * 1e9))
+    # the scale-out network's latency is still paid per collective
+    assert tp16.scaleout_collectives == tp16.collectives > 0 == tp8.scaleout_collectives
+    wide = step_terms(ds, h100, Parallelism(1, 16, 16), weights_dtype="fp8")
+    a2a = ds.moe_layers * ds.active_experts * ds.hidden * 3.0
+    assert wide.comm_bytes_tok == pytest.approx(a2a * 8 / 16)  # 8 of the 15 other GPUs are on the other board
+
+
 def test_expert_and_attention_data_parallelism() -> None:
     ds = resolve_model("deepseek-r1")
     b200 = resolve_gpu("b200")
