@@ -13,6 +13,11 @@ from tailscope.verify.findings import Finding, RunView, clip01, corr, finite, pc
 SATURATION_QUEUED_SHARE = 0.2
 SATURATION_TTFT_RISE = 1.5
 SATURATION_QUEUE_CORR = 0.5
+#: saturation with the backlog resident in the engine (admitted, sharing steps; the waiting queue empty): the
+#: client's in-flight requests at send and the median TTFT must both rise ≥ ×1.5 from the first to the last third
+#: and still ≥ ×1.2 from the middle to the last (growing to the end, not a warm-up filling), by ≥ this many requests
+SATURATION_STILL_RISING = 1.2
+SATURATION_BACKLOG_MIN = 8
 #: prefill-bound TTFT: correlation of TTFT with prompt length, minimum median prompt and TTFT.
 PREFILL_CORR = 0.6
 PREFILL_MIN_INPUT_TOKENS = 1000
@@ -40,22 +45,55 @@ STALL_PREFILL_SHARE = 0.5
 
 
 def saturation(v: RunView) -> Finding | None:
-    """TTFT rises over the run while the server keeps a waiting queue: offered load exceeds capacity."""
+    """Offered load exceeds capacity: TTFT rises over the run while the backlog grows.
+
+    The backlog shows in the server's waiting queue; or, where the engine admits everything (KV cache to spare,
+    prompts prefilled in chunks alongside the running decodes), in the running set: the waiting queue stays empty
+    while the requests in flight and TTFT keep growing to the end of the run.
+    """
+    if v.n < 20:
+        return None
+    return _queued_saturation(v) or _resident_saturation(v)
+
+
+def _thirds(a: np.ndarray) -> tuple[float | None, float | None, float | None]:
+    """Medians of the first, middle and last third of ``a`` (in send order)."""
+    third = max(1, len(a) // 3)
+    return pct(a[:third], 50), pct(a[third:-third], 50), pct(a[-third:], 50)
+
+
+_KNEE = "find the knee with `tailscope bench --rate` sweeps or `tailscope sim`; plan capacity at ≤ 80 % of it"
+
+
+def _saturation_finding(
+    v: RunView, title: str, symptom: str, cause: str, evidence: list[str], actions: tuple[str, ...]
+) -> Finding:
+    early = _thirds(v.ttft)[0]
+    p99 = pct(v.ttft, 99) or 0.0
+    return Finding(
+        rule="saturation",
+        title=title,
+        symptom=symptom.format(p99=p99),
+        evidence=tuple(evidence),
+        cause=cause,
+        actions=actions,
+        impact=clip01(1.0 - (early or 0.0) / p99) if p99 else 0.5,
+    )
+
+
+def _queued_saturation(v: RunView) -> Finding | None:
     queue = v.gauge("queue_depth")
-    if queue is None or v.n < 20:
+    if queue is None:
         return None
     queued_share = float((queue.values > 0).mean())
     if queued_share < SATURATION_QUEUED_SHARE or queue.values.max() < 1:
         return None
-    ttft = v.ttft
-    third = max(1, v.n // 3)
-    early, late = pct(ttft[:third], 50), pct(ttft[-third:], 50)
+    early, _, late = _thirds(v.ttft)
     rise = late / early if early and late is not None else None
     q_at_send = queue.at(np.nan_to_num(v.sent_ms, nan=0.0))
-    r = corr(q_at_send, ttft)
+    r = corr(q_at_send, v.ttft)
     if not ((rise is not None and rise >= SATURATION_TTFT_RISE) or (r is not None and r >= SATURATION_QUEUE_CORR)):
         return None
-    p99 = pct(ttft, 99) or 0.0
     evidence = [
         f"waiting queue > 0 in {queued_share:.0%} of scrapes (mean {queue.values.mean():.1f}, max "
         f"{queue.values.max():.0f}, {queue.name})",
@@ -66,19 +104,65 @@ def saturation(v: RunView) -> Finding | None:
         )
     if r is not None:
         evidence.append(f"TTFT vs queue depth at send: r = {r:.2f}")
-    return Finding(
-        rule="saturation",
-        title="Saturation: requests queue before prefill",
-        symptom=f"TTFT grows during the run (p99 {p99:.0f} ms) while requests wait in the server queue",
-        evidence=tuple(evidence),
-        cause="the offered load exceeds what the replica can admit; TTFT is mostly queueing time, not compute",
-        actions=(
+    return _saturation_finding(
+        v,
+        "Saturation: requests queue before prefill",
+        "TTFT grows during the run (p99 {p99:.0f} ms) while requests wait in the server queue",
+        "the offered load exceeds what the replica can admit; TTFT is mostly queueing time, not compute",
+        evidence,
+        (
             "lower the offered load or add replicas until the waiting queue stays near 0 at the target rate",
-            "find the knee with `tailscope bench --rate` sweeps or `tailscope sim`; plan capacity at ≤ 80 % of it",
+            _KNEE,
             "if KV usage is low, raise max_num_seqs / max_num_batched_tokens so more requests run at once",
             "autoscale or shed load on vllm:num_requests_waiting (see `tailscope alerts`)",
         ),
-        impact=clip01(1.0 - (early or 0.0) / p99) if p99 else 0.5,
+    )
+
+
+def _rising(thirds: tuple[float | None, float | None, float | None]) -> bool:
+    early, mid, late = thirds
+    if not early or not mid or late is None:
+        return False
+    return late >= SATURATION_TTFT_RISE * early and late >= SATURATION_STILL_RISING * mid
+
+
+def _resident_saturation(v: RunView) -> Finding | None:
+    in_flight = v.in_flight_at(np.nan_to_num(v.sent_ms, nan=0.0))
+    held, ttft = _thirds(in_flight), _thirds(v.ttft)
+    if not (_rising(held) and _rising(ttft)) or (held[2] or 0.0) - (held[0] or 0.0) < SATURATION_BACKLOG_MIN:
+        return None
+    queue = v.gauge("queue_depth")
+    if queue is not None and float((queue.values > 0).mean()) >= SATURATION_QUEUED_SHARE:
+        return None  # a queue that did not make TTFT rise with it: not this picture
+    evidence = [
+        f"requests in flight at send (client) rose from {held[0]:.0f} (first third) to {held[1]:.0f} (middle) "
+        f"to {held[2]:.0f} (last third): arrivals outpace completions",
+        f"median TTFT rose from {ttft[0]:.0f} to {ttft[1]:.0f} to {ttft[2]:.0f} ms",
+    ]
+    running = v.gauge("running")
+    if running is not None:
+        evidence.append(f"running requests up to {running.values.max():.0f} ({running.name})")
+    evidence.append(
+        f"waiting queue > 0 in {float((queue.values > 0).mean()):.0%} of scrapes ({queue.name}): the backlog is "
+        "admitted, not queued"
+        if queue is not None
+        else "no server queue samples"
+    )
+    return _saturation_finding(
+        v,
+        "Saturation: the backlog grows inside the engine",
+        "TTFT grows during the run (p99 {p99:.0f} ms) while ever more requests are in flight",
+        "the offered load exceeds what the replica completes; every request is admitted, so instead of a waiting "
+        "queue the running batch grows and each step (prefill chunks shared among more requests) takes longer",
+        evidence,
+        (
+            "lower the offered load or add replicas until TTFT and the requests in flight stay flat over a run",
+            _KNEE,
+            "cap max_num_seqs near the knee's batch: admitted requests keep their step time, and the overload "
+            "shows as a waiting queue that alerts and autoscaling can read",
+            "autoscale or shed load on vllm:num_requests_running or the client's in-flight count (see "
+            "`tailscope alerts`)",
+        ),
     )
 
 

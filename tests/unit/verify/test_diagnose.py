@@ -58,8 +58,24 @@ def test_saturation() -> None:
     sat = next(f for f in fired if f.rule == "saturation")
     assert "waiting queue > 0" in sat.evidence[0]
     assert any("median TTFT rose" in e for e in sat.evidence)
-    assert "saturation" not in rules_fired(rising, gauge("vllm:num_requests_waiting", [0] * 25))
     assert "saturation" not in rules_fired(healthy_records(), queue)  # queue but flat TTFT, r small
+
+
+def test_saturation_with_the_backlog_admitted() -> None:
+    """No waiting queue, but the requests in flight and TTFT grow to the end: the engine admitted the backlog."""
+    rising = healthy_records(ttft_ms=lambda i: 100.0 + 10.0 * i)  # sent every 100 ms, each 10 ms slower
+    empty = gauge("vllm:num_requests_waiting", [0] * 25) + gauge("vllm:num_requests_running", list(range(0, 50, 2)))
+    sat = next(f for f in diagnose(rising, empty) if f.rule == "saturation")
+    assert sat.title == "Saturation: the backlog grows inside the engine"
+    assert "requests in flight at send (client) rose" in sat.evidence[0]
+    assert "running requests up to 48" in sat.evidence[2]
+    assert "the backlog is admitted, not queued" in sat.evidence[3]
+    assert "saturation" in rules_fired(rising)  # no server samples at all: the client's view suffices
+    # TTFT rises ×11 but by 100 ms in all: the requests in flight barely grow — a trend, not a backlog
+    assert "saturation" not in rules_fired(healthy_records(ttft_ms=lambda i: 10.0 + 0.5 * i), empty)
+    # a backlog that filled during the first third and then held (a warm-up), TTFT flat afterwards
+    warm = healthy_records(ttft_ms=lambda i: 100.0 + 20.0 * min(i, 60))
+    assert "saturation" not in rules_fired(warm, empty)
 
 
 def test_prefill_bound() -> None:
