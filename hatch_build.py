@@ -74,7 +74,9 @@ class HotLoopBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             out = Path(tempfile.mkdtemp(prefix="tailscope-hot-")) / f"_hot{suffix}"
         why = compile_extension(src, out)
         if why is not None:
-            self.app.display_warning(f"tailscope: the compiled hot loop was not built ({why}); the pure-Python one runs")
+            self.app.display_warning(
+                f"tailscope: the compiled hot loop was not built ({why}); the pure-Python one runs"
+            )
             return
         if version != "editable":
             build_data["force_include"][str(out)] = f"tailscope/client/_hot{suffix}"
