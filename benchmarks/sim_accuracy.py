@@ -9,9 +9,11 @@ concurrency band, the speculative decoding the public recipe states (``HeldOutRo
 10) and, disaggregated, whether the corpus records the pools' worker counts, repeats them from a recorded row's
 duplicate, takes them from the public recipe or they are imputed — ``HeldOutRow.workers``, rules 5 and 10); the
 model before this one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration)
-in the same harness; and, with ``--sim N``, N aggregated rows simulated end to end (:func:`tailscope.simulate`,
-the committed coefficients) next to the analytic closed loop for the same rows — an internal check of the
-simulator against the closed form it is fitted through, so that figure comes from
+in the same harness; the corpus's own repeat measurements (setups it describes identically, measured more than
+once: :func:`tailscope.measurement_repeatability`) — the floor under any model's MAPE on those rows — next to the
+model's held-out error on the same rows; and, with ``--sim N``, N aggregated rows simulated end to end
+(:func:`tailscope.simulate`, the committed coefficients) next to the analytic closed loop for the same rows — an
+internal check of the simulator against the closed form it is fitted through, so that figure comes from
 :mod:`tailscope.testing.closed_loop_check`, not from the public API.
 
     python benchmarks/sim_accuracy.py [CORPUS_CSV] [--jobs 2] [--folds loco|K] [--max-folds N] [--sim 12] [--json OUT]
@@ -197,6 +199,29 @@ def report(rows: Sequence[HeldOutRow], ttft: np.ndarray, tpot: np.ndarray, title
     return out
 
 
+def print_repeatability(path: Path, rows: Sequence[HeldOutRow]) -> list[dict[str, Any]]:
+    """The corpus against itself (:func:`tailscope.measurement_repeatability`) next to the model on the same rows."""
+    print("\n## the corpus's own repeat measurements (no model): each predicted by the others of its setup\n")
+    by_id = {r.id: r for r in rows}
+    out = []
+    for rep in tailscope.measurement_repeatability(path):
+        held = [by_id[i] for i in rep.row_ids if i in by_id and by_id[i].predicted_ttft_ms is not None]
+        model = (
+            float(np.mean([abs((r.predicted_ttft_ms or 0) / r.measured_ttft_ms - 1) for r in held])),
+            float(np.mean([abs((r.predicted_tpot_ms or 0) / r.measured_tpot_ms - 1) for r in held])),
+        ) if held else (float("nan"), float("nan"))  # fmt: skip
+        scope = "one engine version" if rep.same_version else "across versions"
+        print(
+            f"{rep.mode:7s} {scope:19s} {rep.groups:4d} setups, {rep.measurements:4d} measurements: TTFT / TPOT MAPE "
+            f"{rep.ttft_mape:6.1%} / {rep.tpot_mape:5.1%} (median {rep.ttft_median:5.1%} / {rep.tpot_median:5.1%});"
+            f" the model held out on their {len(held)} rows {model[0]:6.1%} / {model[1]:5.1%}"
+        )
+        out.append({"mode": rep.mode, "same_version": rep.same_version, "setups": rep.groups,
+                    "measurements": rep.measurements, "ttft_mape": rep.ttft_mape, "tpot_mape": rep.tpot_mape,
+                    "model_rows": len(held), "model_ttft_mape": model[0], "model_tpot_mape": model[1]})  # fmt: skip
+    return out
+
+
 def print_sim_errors(sims: list[dict[str, Any]]) -> None:
     """Sim against the analysis, and both against the measurements (MAPE), over all rows and those ≥ 64 clients."""
     for label, sel in (("all", sims), ("concurrency >= 64", [s for s in sims if s["concurrency"] >= 64])):
@@ -251,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
              "pred_ttft_ms": r.predicted_ttft_ms, "pred_tpot_ms": r.predicted_tpot_ms}
             for r in rows
         ]  # fmt: skip
+        result["repeatability"] = print_repeatability(path, rows)
         if not args.no_old:
             o_ttft, o_tpot = _column(rows, "baseline_ttft_ms"), _column(rows, "baseline_tpot_ms")
             result["old"] = report(

@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "ProfileError": "tailscope.errors",
     "Progress": "tailscope.runner.progress",
     "ProxyServer": "tailscope.api.proxy",
+    "Repeatability": "tailscope.api.accuracy",
     "RepeatedBench": "tailscope.api.bench",
     "RequestCounts": "tailscope.records",
     "RequestRecord": "tailscope.records",
@@ -122,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "join_traces": "tailscope.api.join",
     "list_runs": "tailscope.api.runs",
     "load_run": "tailscope.api.verify",
+    "measurement_repeatability": "tailscope.api.accuracy",
     "parse_length_spec": "tailscope.workload.lengths",
     "parse_slo": "tailscope.metrics.slo",
     "plan_budget": "tailscope.api.budget",
@@ -205,6 +207,7 @@ __all__ = [
     "ProfileError",
     "Progress",
     "ProxyServer",
+    "Repeatability",
     "RepeatedBench",
     "RequestCounts",
     "RequestRecord",
@@ -273,6 +276,7 @@ __all__ = [
     "join_traces",
     "list_runs",
     "load_run",
+    "measurement_repeatability",
     "parse_length_spec",
     "parse_slo",
     "plan_budget",
@@ -327,7 +331,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from tailscope.api.accuracy import HeldOutRow, StepModelValidation, validate_step_model
+    from tailscope.api.accuracy import (
+        HeldOutRow,
+        Repeatability,
+        StepModelValidation,
+        measurement_repeatability,
+        validate_step_model,
+    )
     from tailscope.api.app import AppServer, AppStats, run_app, run_app_async, start_app
     from tailscope.api.bench import RepeatedBench, bench, bench_async, bench_repeat, find_max, sweep
     from tailscope.api.budget import plan_budget

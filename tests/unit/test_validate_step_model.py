@@ -78,3 +78,51 @@ def test_bad_options_are_refused(kw: dict[str, object], message: str, tmp_path: 
 def test_a_missing_corpus_is_named(tmp_path: Path) -> None:
     with pytest.raises(tailscope.ConfigError, match=r"none\.csv"):
         tailscope.validate_step_model(tmp_path / "none.csv")
+
+
+_HEAD = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
+    "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
+    "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
+    "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
+    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms"
+).split(",")
+
+
+def _agg_row(row_id: str, version: str, concurrency: int, ttft: float, tpot: float) -> dict[str, object]:
+    return {
+        "id": row_id, "silicon_data_source": f"test; silicon_concurrency={concurrency}", "backend": "vllm",
+        "backend_version": version, "model_path": "meta-llama/Llama-3.1-8B-Instruct", "system": "h100_sxm",
+        "mode": "agg", "isl": 1024, "osl": 128, "batch_size": concurrency, "tp_size": 1, "pp_size": 1,
+        "attention_dp_size": 1, "moe_tp_size": 1, "moe_ep_size": 1, "silicon_ttft_ms": ttft, "silicon_tpot_ms": tpot,
+    }  # fmt: skip
+
+
+def test_measurement_repeatability_predicts_each_repeat_from_the_others(tmp_path: Path) -> None:
+    rows = [
+        _agg_row("a1", "0.1", 8, 100.0, 10.0),
+        _agg_row("a1-copy", "0.1", 8, 100.0000000001, 10.0),  # the export's copy of a1: counts once
+        _agg_row("a2", "0.1", 8, 125.0, 10.0),  # a repeat of a1 in the same version
+        _agg_row("b1", "0.2", 8, 200.0, 20.0),  # the same setup in another version
+        _agg_row("c1", "0.1", 16, 150.0, 12.0),  # another workload: measured once
+    ]
+    path = tmp_path / "corpus.csv"
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=_HEAD)
+        w.writeheader()
+        w.writerows(rows)
+    got = {(r.mode, r.same_version): r for r in tailscope.measurement_repeatability(path)}
+    same = got[("agg", True)]
+    assert (same.groups, same.measurements) == (1, 2)
+    assert sorted(same.row_ids) == ["a1", "a1-copy", "a2"]
+    assert same.ttft_mape == pytest.approx((0.25 + 0.2) / 2)  # 125/100 − 1 and 1 − 100/125
+    assert same.tpot_mape == 0.0
+    across = got[("agg", False)]
+    assert (across.groups, across.measurements) == (1, 3)
+    # each of 100, 125, 200 ms predicted by the median of the other two
+    assert across.ttft_mape == pytest.approx((162.5 / 100 - 1 + 150 / 125 - 1 + 1 - 112.5 / 200) / 3)
+    nothing = got[("disagg", True)]
+    assert (nothing.groups, nothing.measurements) == (0, 0)
+    assert math.isnan(nothing.ttft_mape)
+    with pytest.raises(tailscope.ConfigError):
+        tailscope.measurement_repeatability(tmp_path / "none.csv")

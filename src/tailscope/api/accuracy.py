@@ -291,3 +291,94 @@ def validate_step_model(
     return StepModelValidation(
         corpus=path, folds=folds_text, folds_run=len(groups), rows=held_out, seconds=time.perf_counter() - t0
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Repeatability:
+    """How well a corpus's own repeat measurements agree: the error of predicting each from the others, no model.
+
+    A *repeat* is a measurement of a deployment and workload the corpus describes more than once with other values —
+    everything the step model is given identical (model, GPU, engine, precision, mode, lengths, concurrency, the
+    pools' parallelism and workers, speculative decoding, launch settings) and, with ``same_version``, the engine
+    version too. The export's copies of one measurement under other names carry the same values (to the µs) and
+    count once. Only rows whose pools' worker counts the corpus records take part: rows whose deployment is imputed
+    or taken from a recipe may differ in what the corpus does not say, and would read as disagreeing repeats.
+
+    Attributes:
+        mode: ``agg`` or ``disagg``.
+        same_version: repeats of one engine version only (else across versions: the software moved in between).
+        groups: deployments × workloads measured more than once.
+        measurements: the distinct measurements in those groups.
+        ttft_mape, tpot_mape: mean ``|median of the others / this − 1|`` over the measurements — what a model
+            that knew every other run of the same setup would score on them: the floor, on such rows, under the
+            MAPE of any model given what the corpus says (run-to-run noise, and settings the corpus does not
+            record, both count). NaN with no repeats.
+        ttft_median, tpot_median: the median of the same errors.
+        row_ids: the corpus rows of those groups (the export's copies included), to score a model on the same rows.
+    """
+
+    mode: str
+    same_version: bool
+    groups: int
+    measurements: int
+    ttft_mape: float
+    tpot_mape: float
+    ttft_median: float
+    tpot_median: float
+    row_ids: tuple[str, ...] = ()
+
+
+@public
+def measurement_repeatability(corpus: PathLike) -> tuple[Repeatability, ...]:
+    """How far the corpus's repeat measurements of one setup disagree (see :class:`Repeatability`): aggregated and
+    disaggregated rows, each within one engine version and across versions — the noise floor the cross-validated
+    MAPE of :func:`validate_step_model` is to be read against.
+
+    Raises:
+        ConfigError: a bad corpus (file, line and column named).
+    """
+    from tailscope.io.corpus import load_corpus
+
+    rows = [r for r in load_corpus(os.fspath(corpus)) if r.workers == "recorded"]
+    return tuple(
+        _repeatability(rows, mode, same_version) for mode in ("agg", "disagg") for same_version in (True, False)
+    )
+
+
+def _repeatability(rows: Sequence[CorpusRow], mode: str, same_version: bool) -> Repeatability:
+    import statistics
+
+    groups: dict[tuple[Any, ...], set[tuple[float, float]]] = defaultdict(set)
+    ids: dict[tuple[Any, ...], list[str]] = defaultdict(list)
+    for r in rows:
+        if r.mode == mode:
+            setup = (r.model, r.system, r.engine, r.precision, r.isl, r.osl, r.concurrency, r.agg, r.prefill, r.decode)
+            key = (*setup, r.spec, r.spec_draft, r.launch, r.engine_version if same_version else "")
+            groups[key].add((round(r.ttft_ms, 3), round(r.tpot_ms, 3)))  # the export's copies differ in the last bit
+            ids[key].append(r.id)
+    err_ttft: list[float] = []
+    err_tpot: list[float] = []
+    repeated = [sorted(v) for v in groups.values() if len(v) > 1]
+    for values in repeated:
+        for i, (ttft, tpot) in enumerate(values):
+            others = values[:i] + values[i + 1 :]
+            err_ttft.append(abs(statistics.median(o[0] for o in others) / ttft - 1))
+            err_tpot.append(abs(statistics.median(o[1] for o in others) / tpot - 1))
+
+    def mean(e: list[float]) -> float:
+        return statistics.fmean(e) if e else float("nan")
+
+    def median(e: list[float]) -> float:
+        return statistics.median(e) if e else float("nan")
+
+    return Repeatability(
+        mode=mode,
+        same_version=same_version,
+        groups=len(repeated),
+        measurements=len(err_ttft),
+        ttft_mape=mean(err_ttft),
+        tpot_mape=mean(err_tpot),
+        ttft_median=median(err_ttft),
+        tpot_median=median(err_tpot),
+        row_ids=tuple(i for k, v in groups.items() if len(v) > 1 for i in ids[k]),
+    )
