@@ -247,6 +247,22 @@ class ModelArch:
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers if self.is_moe else 0
 
+    @property
+    def layer_matmuls(self) -> int:
+        """Weight matmuls of one forward pass over all layers — the kernels whose floors and launches a step pays
+        however small its batch. Per layer: attention 2 (fused QKV, output), MLA 5–6 (query or its two low-rank
+        halves, the KV down-projection, the absorbed K and V up-projections, output), linear attention 3 (its
+        two input projections, output); MLP 2 (fused gate/up, down), MoE 3 (router and the grouped expert pair)
+        plus 2 for shared experts. A Llama layer counts 4."""
+        if self.is_mla:
+            attn = (2 if self.q_lora_rank else 1) + 1 + 2 + 1
+        else:
+            attn = 2
+        softmax = self.layers - self.linear_layers
+        moe = 3 + (2 if self.shared_experts else 0)
+        mlp = (self.layers - self.moe_layers) * 2 + self.moe_layers * moe
+        return softmax * attn + self.linear_layers * 3 + mlp
+
     def weight_bytes(self, weights_dtype: str) -> float:
         """Bytes of all weights at ``weights_dtype``.
 

@@ -30,8 +30,13 @@ achieved rates — peak × learned efficiency — into seconds per unit of work 
 
     step = Σ_op max(compute_op / (peak_op · eff_op), bytes_op / (HBM · eff_mem))
          + n_collectives · latency + comm_bytes / (link · eff_comm)
-         + step_overhead + layer_overhead · L + moe_layer_overhead · L_moe + seq_overhead · sequences
-         + prefill_layer_overhead · L · chunks
+         + step_overhead + layer_overhead · L + matmul_overhead · M + moe_layer_overhead · L_moe · E / 256
+         + seq_overhead · sequences + prefill_layer_overhead · L · chunks
+
+where ``M`` counts the weight matmuls of a forward pass (:attr:`~tailscope.engine.models.ModelArch.layer_matmuls`:
+4 a Llama layer, 5 a gpt-oss or Qwen3-MoE layer, 11 a DeepSeek MoE layer with MLA and a shared expert) — each a
+kernel with a floor that a small batch does not shrink — and the MoE layers' routing, token permutation and dispatch
+scale with their ``E`` routed experts (128 for gpt-oss, 256 for DeepSeek, 512 for Qwen3.5).
 
 Every function here is plain arithmetic on floats *or* numpy arrays (the ``maximum`` argument is ``max`` or
 ``numpy.maximum``): the simulator calls it with floats for one step, the fit with arrays over thousands of corpus
@@ -108,8 +113,9 @@ class StepTerms:
         attn_pf_flops: attention FLOPs per prefill (query, key) pair and layer.
         kv_bytes: KV bytes per token and layer read or written by this GPU.
         lin_bytes_seq: linear-attention state bytes read and written per sequence per step.
-        full_layers / sliding_layers / window / kv_layers / layers / moe_layers: layer counts and the sliding window
-            (0 = none).
+        full_layers / sliding_layers / window / kv_layers / layers: layer counts and the sliding window (0 = none).
+        layer_matmuls: weight matmuls of a forward pass over all layers.
+        routed_layers: MoE layers, each weighted by its routed experts / 256.
         collectives: collective operations per step (their latency is paid per step).
         comm_bytes_tok: bytes each GPU sends per token of the step, counted at ``link`` (a tensor-parallel
             all-reduce over more GPUs than one NVLink domain runs at :meth:`~tailscope.engine.gpus.GpuSpec.
@@ -138,7 +144,8 @@ class StepTerms:
     window: float
     kv_layers: float
     layers: float
-    moe_layers: float
+    layer_matmuls: float
+    routed_layers: float
     collectives: float
     comm_bytes_tok: float
     dense_peak: float
@@ -223,7 +230,8 @@ def step_terms(
         window=float(model.sliding_window or 0),
         kv_layers=float(model.kv_layers),
         layers=float(model.layers),
-        moe_layers=float(model.moe_layers),
+        layer_matmuls=float(model.layer_matmuls),
+        routed_layers=float(model.moe_layers) * model.experts / 256.0,
         collectives=coll,
         comm_bytes_tok=comm_tok,
         scaleout_collectives=scaleout,
@@ -248,8 +256,12 @@ class Efficiencies:
         comm_lat_us: latency of one collective, µs.
         scaleout_lat_us: added latency of a collective whose group spans NVLink domains (the scale-out network), µs.
         step_ms: fixed cost of one step (scheduling, input preparation, launch, sampling), ms.
-        layer_us: per layer per step (kernel floors and launches that do not shrink with the work), µs.
-        moe_layer_us: per MoE layer per step on top (routing, token permutation, expert dispatch), µs.
+        layer_us: per layer per step (kernel floors and launches that do not shrink with the work: norms,
+            attention, activations), µs.
+        matmul_us: per weight matmul per step (:attr:`~tailscope.engine.models.ModelArch.layer_matmuls`: each
+            GEMM's floor and launch), µs.
+        moe_layer_us: per MoE layer per step on top, at 256 routed experts and in proportion to them (routing over
+            every expert, token permutation, expert dispatch), µs.
         prefill_layer_us: per layer and prefill chunk (chunks run outside the decode CUDA graphs: kernel launches,
             attention metadata; charged per chunk so that costs add up the same whether prompts share a step), µs.
         seq_us: per scheduled sequence per step (bookkeeping, sampling, detokenisation), µs.
@@ -284,6 +296,7 @@ class Efficiencies:
     scaleout_lat_us: float = 30.0
     step_ms: float = 2.0
     layer_us: float = 20.0
+    matmul_us: float = 2.0
     moe_layer_us: float = 10.0
     prefill_layer_us: float = 50.0
     seq_us: float = 20.0
@@ -351,7 +364,8 @@ def coefficients(t: StepTerms | Any, e: Efficiencies | Any) -> StepCoefficients:
         kv_layers=t.kv_layers,
         fixed=e.step_ms * 1e-3
         + e.layer_us * 1e-6 * t.layers
-        + e.moe_layer_us * 1e-6 * t.moe_layers
+        + e.moe_layer_us * 1e-6 * t.routed_layers
+        + e.matmul_us * 1e-6 * t.layer_matmuls
         + t.collectives * e.comm_lat_us * 1e-6
         + t.scaleout_collectives * e.scaleout_lat_us * 1e-6,
         prefill_fixed=e.prefill_layer_us * 1e-6 * t.layers,

@@ -115,6 +115,22 @@ def test_collectives_past_the_nvlink_domain_use_every_nic_of_it() -> None:
     assert wide.comm_bytes_tok == pytest.approx(a2a * 8 / 16)  # 8 of the 15 other GPUs are on the other board
 
 
+def test_fixed_costs_count_the_matmuls_and_the_routed_experts() -> None:
+    """A step's fixed cost: per layer, per weight matmul (QKV and output, MLA's five or six, an MLP's two, a router and
+    grouped expert pair, shared experts' two), and per MoE layer in proportion to its routed experts."""
+    llama, gptoss, ds = resolve_model("llama-3.1-8b"), resolve_model("gpt-oss-120b"), resolve_model("deepseek-r1")
+    assert llama.layer_matmuls == 4 * llama.layers
+    assert gptoss.layer_matmuls == 5 * gptoss.layers  # attention 2, router + expert pair 3
+    # MLA 6 (q_a, q_b, kv_a, absorbed K and V, output); 3 dense MLP layers 2; 58 MoE layers 3 + shared 2
+    assert ds.layer_matmuls == 6 * ds.layers + 2 * ds.dense_layers + 5 * ds.moe_layers
+    e = replace(Efficiencies(), step_ms=0.0, layer_us=10.0, matmul_us=1.0, moe_layer_us=4.0)
+    for model, experts in ((gptoss, 128), (ds, 256)):
+        t = step_terms(model, resolve_gpu("b200"), Parallelism(1, 1, 1), weights_dtype="fp8")
+        assert t.routed_layers == model.moe_layers * experts / 256
+        fixed = (10.0 * model.layers + model.layer_matmuls + 4.0 * model.moe_layers * experts / 256) * 1e-6
+        assert coefficients(t, e).fixed == pytest.approx(fixed)
+
+
 def test_expert_and_attention_data_parallelism() -> None:
     ds = resolve_model("deepseek-r1")
     b200 = resolve_gpu("b200")
