@@ -358,8 +358,8 @@ def _repeatability(rows: Sequence[CorpusRow], mode: str, same_version: bool) -> 
             ids[key].append(r.id)
     err_ttft: list[float] = []
     err_tpot: list[float] = []
-    repeated = [sorted(v) for v in groups.values() if len(v) > 1]
-    for values in repeated:
+    repeated = [k for k, v in groups.items() if len(v) > 1]
+    for values in (sorted(groups[k]) for k in repeated):
         for i, (ttft, tpot) in enumerate(values):
             others = values[:i] + values[i + 1 :]
             err_ttft.append(abs(statistics.median(o[0] for o in others) / ttft - 1))
@@ -380,5 +380,5 @@ def _repeatability(rows: Sequence[CorpusRow], mode: str, same_version: bool) -> 
         tpot_mape=mean(err_tpot),
         ttft_median=median(err_ttft),
         tpot_median=median(err_tpot),
-        row_ids=tuple(i for k, v in groups.items() if len(v) > 1 for i in ids[k]),
+        row_ids=tuple(i for k in repeated for i in ids[k]),
     )

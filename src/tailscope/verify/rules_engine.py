@@ -132,7 +132,8 @@ def _resident_saturation(v: RunView) -> Finding | None:
     if not (_rising(held) and _rising(ttft)) or (held[2] or 0.0) - (held[0] or 0.0) < SATURATION_BACKLOG_MIN:
         return None
     queue = v.gauge("queue_depth")
-    if queue is not None and float((queue.values > 0).mean()) >= SATURATION_QUEUED_SHARE:
+    queued_share = float((queue.values > 0).mean()) if queue is not None else 0.0
+    if queued_share >= SATURATION_QUEUED_SHARE:
         return None  # a queue that did not make TTFT rise with it: not this picture
     evidence = [
         f"requests in flight at send (client) rose from {held[0]:.0f} (first third) to {held[1]:.0f} (middle) "
@@ -143,8 +144,7 @@ def _resident_saturation(v: RunView) -> Finding | None:
     if running is not None:
         evidence.append(f"running requests up to {running.values.max():.0f} ({running.name})")
     evidence.append(
-        f"waiting queue > 0 in {float((queue.values > 0).mean()):.0%} of scrapes ({queue.name}): the backlog is "
-        "admitted, not queued"
+        f"waiting queue > 0 in {queued_share:.0%} of scrapes ({queue.name}): the backlog is admitted, not queued"
         if queue is not None
         else "no server queue samples"
     )
