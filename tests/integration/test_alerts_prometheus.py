@@ -278,7 +278,7 @@ def test_promtool_accepts_generated_rules(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stdout + p.stderr
     n = sum(len(g["rules"]) for g in yaml.safe_load(rules.read_text())["groups"])
-    assert n == 24  # 15 recording rules, 9 alerts
+    assert n == 26  # 16 recording rules, 10 alerts
     assert f"SUCCESS: {n} rules found" in p.stdout
     # the CLI writes the same kind of file, for the example contract shipped in the repo
     out = tmp_path / "cli.rules.yaml"
@@ -386,6 +386,69 @@ def test_promtool_rule_unit_tests(tmp_path: Path) -> None:
                     {"eval_time": "4m", "alertname": "ChatRequestsQueueing", "exp_alerts": []},
                     {"eval_time": "4m", "alertname": "ChatTTFTP99SloBreach", "exp_alerts": []},
                 ],
+            },
+        ],
+    }  # fmt: skip
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    p = subprocess.run(
+        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SUCCESS" in p.stdout
+
+
+def test_promtool_backlog_alert_unit_tests(tmp_path: Path) -> None:
+    """The backlog an engine admits (KV to spare, nothing waiting): …BacklogGrowing fires when the running requests
+    grow and the median TTFT rises by half over the window, and not on either alone — a busy but steady engine, or a
+    TTFT step with a flat batch."""
+    promtool = _binary("promtool")
+    contract = parse_contract("name: chat\nslo: []\n", "c.yaml")
+    doc = alert_rules(contract, AlertOptions(for_="1m", window="2m", selector='job="vllm"')).document
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    ttft = 'vllm:time_to_first_token_seconds_bucket{job="vllm",le="%s"}'
+    running = 'vllm:num_requests_running{job="vllm"}'
+    waiting = 'vllm:num_requests_waiting{job="vllm"}'
+    # every first token under 100 ms for 5 minutes, then every one between 100 and 800 ms: TTFT p50 0.05 → 0.45 s
+    step = [
+        {"series": ttft % "0.1", "values": "0+10x20 200x40"},
+        {"series": ttft % "0.8", "values": "0+10x60"},
+        {"series": ttft % "+Inf", "values": "0+10x60"},
+    ]
+    quiet = {"series": waiting, "values": "0x60"}
+    names = ("ChatBacklogGrowing", "ChatRequestsQueueing")
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "15s",
+        "tests": [
+            {   # the batch grows by 2 every scrape (16 in the window) while TTFT steps up: fires, nothing queued
+                "interval": "15s",
+                "input_series": [*step, quiet, {"series": running, "values": "4+2x60"}],
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": "ChatBacklogGrowing", "exp_alerts": []},
+                    {"eval_time": "7m30s", "alertname": "ChatBacklogGrowing",
+                     "exp_alerts": [{"exp_labels": {"severity": "warning", "contract": "chat"}}]},
+                    {"eval_time": "7m30s", "alertname": "ChatRequestsQueueing", "exp_alerts": []},
+                ],
+            },
+            {   # the same TTFT step with a flat batch: not a growing backlog
+                "interval": "15s",
+                "input_series": [*step, quiet, {"series": running, "values": "30x60"}],
+                "alert_rule_test": [{"eval_time": t, "alertname": n, "exp_alerts": []}
+                                    for t in ("6m30s", "7m30s") for n in names],
+            },
+            {   # a growing batch at a steady TTFT (the engine keeps up): silent
+                "interval": "15s",
+                "input_series": [
+                    {"series": ttft % "0.1", "values": "0+10x60"},
+                    {"series": ttft % "+Inf", "values": "0+10x60"},
+                    quiet,
+                    {"series": running, "values": "4+2x60"},
+                ],
+                "alert_rule_test": [{"eval_time": t, "alertname": n, "exp_alerts": []}
+                                    for t in ("6m30s", "7m30s") for n in names],
             },
         ],
     }  # fmt: skip

@@ -7,7 +7,8 @@ The rules read vLLM's metric names (the built-in ``tailscope serve`` exposes the
   ``vllm:request_time_per_output_token_seconds`` and ``vllm:inter_token_latency_seconds``;
 * the error ratio from the HTTP layer's ``http_requests_total{status}`` (5xx over all);
 * throughput from ``vllm:request_success_total`` and ``vllm:generation_tokens_total``;
-* saturation: ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``, ``vllm:num_preemptions_total``;
+* saturation: ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``, ``vllm:num_preemptions_total``, and
+  ``vllm:num_requests_running`` with the median TTFT (a backlog the engine admits: KV to spare, nothing waits);
 * the engine being down (crash, OOM kill): ``up == 0``. vLLM has no OOM counter; a killed engine stops answering
   scrapes, which this alert catches.
 
@@ -37,6 +38,7 @@ from tailscope.errors import ConfigError
 from tailscope.metrics.percentiles import percentile_fraction
 from tailscope.verify.contract import Contract, LayerCheck, SloCheck, percentile_label
 from tailscope.verify.diagnose import CHECKLISTS
+from tailscope.verify.rules_engine import SATURATION_BACKLOG_MIN, SATURATION_TTFT_RISE
 
 #: contract latency metric → (engine histogram, short name, checklist key).
 HISTOGRAMS: dict[str, tuple[str, str, str]] = {
@@ -48,6 +50,8 @@ HISTOGRAMS: dict[str, tuple[str, str, str]] = {
 #: golden-signal quantiles always recorded, per histogram.
 GOLDEN_QUANTILES: tuple[str, ...] = ("p50", "p99")
 KV_USAGE_LIMIT = 0.9
+#: the backlog alert compares the median TTFT with its lowest over this span
+BACKLOG_BASELINE = "1h"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +221,7 @@ def _recordings(contract: Contract, opts: AlertOptions) -> list[dict[str, Any]]:
             "expr": f"sum(rate(vllm:generation_tokens_total{_sel(opts)}[{w}]))",
         },
         {"record": "tailscope:requests_waiting", "expr": f"sum(vllm:num_requests_waiting{_sel(opts)})"},
+        {"record": "tailscope:requests_running", "expr": f"sum(vllm:num_requests_running{_sel(opts)})"},
         {"record": "tailscope:kv_cache_usage", "expr": f"max(vllm:kv_cache_usage_perc{_sel(opts)})"},
         {
             "record": "tailscope:preemptions_per_s",
@@ -292,6 +297,7 @@ def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str,
     base = _camel(contract.name)
     labels = {"contract": contract.name}
     w = opts.window
+    ttft_p50 = quantile_record("ttft_ms", "p50")
     return [
         _alert(
             f"{base}RequestsQueueing",
@@ -301,6 +307,31 @@ def _saturation_alerts(contract: Contract, opts: AlertOptions) -> list[dict[str,
             f"at least {{{{ $value }}}} requests waited at every moment of the last {w}: the engine is saturated "
             "and TTFT grows.",
             "queue",
+            opts,
+            **labels,
+        ),
+        _alert(
+            # the backlog an engine with KV to spare admits: its queue stays empty while the requests it runs and
+            # their TTFT grow (chunked prefills beside the decodes) — what `tailscope diagnose` calls "the backlog
+            # grows inside the engine", with the same thresholds
+            f"{base}BacklogGrowing",
+            # TTFT against its lowest of the last hour, not of one window ago: under a sustained overload TTFT grows
+            # about linearly, so its rise over a fixed window shrinks towards ×1 and the alert would resolve itself
+            f"delta({series('tailscope:requests_running', contract)}[{w}]) >= {SATURATION_BACKLOG_MIN:g}"
+            f" and {series(ttft_p50, contract)} >= {SATURATION_TTFT_RISE:g} * "
+            f"min_over_time({series(ttft_p50, contract)}[{BACKLOG_BASELINE}])",
+            "warning",
+            f"the engine's running backlog grows ({contract.name})",
+            f"{{{{ $value }}}} more requests run in the engine than {w} ago while the median TTFT is ×"
+            f"{SATURATION_TTFT_RISE:g} or more its lowest of the last {BACKLOG_BASELINE}: the engine admits a growing "
+            "backlog (KV cache to spare, so nothing waits in its queue) and each new prompt is prefilled behind the "
+            "others — saturation without a queue.",
+            (
+                "Offered load above capacity: compare the request rate with the capacity from `tailscope plan`.",
+                "Lower the offered load or add replicas until TTFT and the running requests stay flat.",
+                "Cap max_num_seqs near the knee's batch: admitted requests keep their step time and the overload "
+                "shows as a waiting queue (…RequestsQueueing) that autoscaling can read.",
+            ),
             opts,
             **labels,
         ),

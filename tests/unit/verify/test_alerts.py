@@ -49,8 +49,12 @@ def test_rule_file_shape_and_thresholds() -> None:
     assert alerts["ChatServiceErrorRatioSloBreach"]["expr"] == f"tailscope:error_ratio{sel} > 0.01"
     assert alerts["ChatServiceGoodputRpsLow"]["expr"] == f"tailscope:requests_per_s{sel} < 5"
     assert all(r["labels"] == {"contract": "chat-service"} for r in doc["groups"][0]["rules"])
-    for name in ("RequestsQueueing", "KvCacheNearFull", "Preemptions", "EngineDown"):
+    for name in ("RequestsQueueing", "BacklogGrowing", "KvCacheNearFull", "Preemptions", "EngineDown"):
         assert f"ChatService{name}" in alerts
+    # the admitted backlog: diagnose's thresholds (≥ 8 more running, median TTFT ×1.5), TTFT against the hour's low
+    backlog = alerts["ChatServiceBacklogGrowing"]["expr"]
+    assert f"delta(tailscope:requests_running{sel}[1m]) >= 8" in backlog
+    assert f"tailscope:ttft_seconds:p50{sel} >= 1.5 * min_over_time(tailscope:ttft_seconds:p50{sel}[1h])" in backlog
     for rule in alerts.values():
         assert rule["for"] == "2m"
         assert rule["labels"]["severity"] in ("critical", "warning")
