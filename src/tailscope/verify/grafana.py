@@ -102,6 +102,7 @@ def dashboard(contract: Contract) -> dict[str, Any]:
             "Saturation",
             [
                 (series("tailscope:requests_waiting", contract), "waiting"),
+                (series("tailscope:requests_running", contract), "running"),
                 (series("tailscope:preemptions_per_s", contract), "preemptions/s"),
             ],
             "short",
