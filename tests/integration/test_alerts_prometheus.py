@@ -343,16 +343,37 @@ def test_alerts_fire_on_a_stalling_engine_and_stay_silent_on_a_healthy_one(
         prom.stop()
 
 
+def _write_rule_file(tmp_path: Path, doc: dict[str, Any]) -> None:
+    """``rules.yaml`` of ``doc`` without annotations (templated with $value; the expressions are what is tested)."""
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _chat_rule_file(tmp_path: Path, slos: str) -> None:
+    """``rules.yaml`` of the contract ``chat`` with ``slos`` (YAML), for: 1m over a 2-minute window, job ``vllm``."""
+    contract = parse_contract(f"name: chat\n{slos}", "c.yaml")
+    _write_rule_file(
+        tmp_path, alert_rules(contract, AlertOptions(for_="1m", window="2m", selector='job="vllm"')).document
+    )
+
+
+def _promtool_test(promtool: str, tmp_path: Path, tests: dict[str, Any]) -> None:
+    """Run promtool's rule unit tests ``tests`` against ``rules.yaml``; every one must pass."""
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    p = subprocess.run(
+        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SUCCESS" in p.stdout
+
+
 def test_promtool_rule_unit_tests(tmp_path: Path) -> None:
     """promtool's rule unit tests on synthetic series: a sustained queue and a slow TTFT histogram fire their alerts
     with the right labels; a one-scrape queue blip and a fast histogram fire nothing."""
     promtool = _binary("promtool")
-    contract = parse_contract("name: chat\nslo:\n  - {metric: ttft_ms, percentile: p99, max: 1500}\n", "c.yaml")
-    doc = alert_rules(contract, AlertOptions(for_="1m", window="2m", selector='job="vllm"')).document
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations", None)  # templated with $value; the expressions are what is under test
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    _chat_rule_file(tmp_path, "slo:\n  - {metric: ttft_ms, percentile: p99, max: 1500}\n")
     ttft = 'vllm:time_to_first_token_seconds_bucket{job="vllm",le="%s"}'
     queue = 'vllm:num_requests_waiting{job="vllm"}'
     tests = {
@@ -389,25 +410,15 @@ def test_promtool_rule_unit_tests(tmp_path: Path) -> None:
             },
         ],
     }  # fmt: skip
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
-    p = subprocess.run(
-        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS" in p.stdout
+    _promtool_test(promtool, tmp_path, tests)
 
 
 def test_promtool_backlog_alert_unit_tests(tmp_path: Path) -> None:
     """The backlog an engine admits (KV to spare, nothing waiting): …BacklogGrowing fires when the running requests
-    grow and the median TTFT rises by half over the window, and not on either alone — a busy but steady engine, or a
-    TTFT step with a flat batch."""
+    grow over the window while the median TTFT is ×1.5 its low, and not on either alone — a busy but steady engine,
+    or a TTFT step with a flat batch."""
     promtool = _binary("promtool")
-    contract = parse_contract("name: chat\nslo: []\n", "c.yaml")
-    doc = alert_rules(contract, AlertOptions(for_="1m", window="2m", selector='job="vllm"')).document
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations", None)
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    _chat_rule_file(tmp_path, "slo: []\n")
     ttft = 'vllm:time_to_first_token_seconds_bucket{job="vllm",le="%s"}'
     running = 'vllm:num_requests_running{job="vllm"}'
     waiting = 'vllm:num_requests_waiting{job="vllm"}'
@@ -452,12 +463,7 @@ def test_promtool_backlog_alert_unit_tests(tmp_path: Path) -> None:
             },
         ],
     }  # fmt: skip
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
-    p = subprocess.run(
-        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS" in p.stdout
+    _promtool_test(promtool, tmp_path, tests)
 
 
 def test_promtool_golden_alert_unit_tests(tmp_path: Path) -> None:
@@ -467,10 +473,7 @@ def test_promtool_golden_alert_unit_tests(tmp_path: Path) -> None:
 
     promtool = _binary("promtool")
     doc = golden_rules(AlertOptions(window="1m")).document
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations", None)
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    _write_rule_file(tmp_path, doc)
     e2e = 'vllm:e2e_request_latency_seconds_bucket{le="%s"}'
     vec = 'vector_search_duration_seconds_bucket{le="%s"}'
     http = 'http_requests_total{status="%s"}'
@@ -526,9 +529,4 @@ def test_promtool_golden_alert_unit_tests(tmp_path: Path) -> None:
             },
         ],
     }  # fmt: skip
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
-    p = subprocess.run(
-        [promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS" in p.stdout
+    _promtool_test(promtool, tmp_path, tests)
