@@ -162,6 +162,11 @@ def test_twin_check_against_the_builtin_server_writes_nothing(tmp_path: Path, mo
     assert check.measured[0].summary.requests.completed == 12
     assert check.report["measured_run"] == check.measured[0].run.id
     assert check.prediction.prediction_interval is not None
+    # the server's steady decode against the twin's at equal batch, the rows by stream count
+    steady = check.report["steady_decode"]
+    assert set(steady) == {"ratio", "by_streams"}
+    assert all(set(row) == {"measured_ms", "predicted_ms", "measured_gaps", "predicted_gaps"}
+               for row in steady["by_streams"].values())  # fmt: skip
     assert phases[0].startswith("predicting")
     assert not stores(tmp_path)
     with pytest.raises(tailscope.ConfigError, match="bounded"):

@@ -349,7 +349,10 @@ class TwinCheck:
     Attributes:
         report: the comparison (``tailscope twin check --json``): ``rows`` (per metric and percentile: predicted,
             its ±1σ interval, measured, relative error, whether it is gated and within the tolerance),
-            ``passed``, ``failed``, ``tolerance``, the run ids, and with anchors the measured speed factors.
+            ``passed``, ``failed``, ``tolerance``, the run ids, with anchors the measured speed factors, and
+            ``steady_decode``: the server's decode gaps against the twin's at equal batch with no arrival in
+            progress (``ratio``, measured ÷ predicted, and ``by_streams``; :func:`~tailscope.runner.twin_check.
+            steady_decode_report`).
         measured: the bench runs of the workload (one per repeat).
         prediction: the twin's simulation of the workload (with its prediction interval).
     """
@@ -438,6 +441,7 @@ async def twin_check_async(
         median_summary,
         merge_ttfts,
         predict,
+        steady_decode_report,
     )
     from tailscope.sim.run import SimArgs
     from tailscope.sim.workload import resolve_specs
@@ -552,6 +556,7 @@ async def twin_check_async(
     report = compare(pred, msum, tolerance)
     if anchor_info is not None:
         report["anchor"] = anchor_info
+    report["steady_decode"] = steady_decode_report([r.records for r in runs], pred.outcome.records)
     report["prediction_run"] = pred.outcome.run.id
     report["measured_run"] = runs[-1].run.id
     if repeat > 1:

@@ -80,3 +80,59 @@ def observations(
             decode_us = (r.end_ns - (r.first_token_ns or 0)) / 1e3
             dec.append(DecodeObservation(c, prompt + n / 2.0, decode_us / (n - 1), decode_us))
     return pre, dec, loaded
+
+
+def steady_decode_gaps(
+    runs: Sequence[Sequence[RequestRecord]], *, max_streams: int = 8
+) -> dict[int, tuple[float, int]]:
+    """The mean time between two tokens of a stream by how many streams were decoding, counting only the gaps during
+    which no other request was arriving: ``{streams: (mean gap ms, gaps)}`` over the runs (each one run's records,
+    on its own timeline), ``max_streams`` standing for that many or more.
+
+    A gap counts when no request's window from its send to its first token overlaps it: what is left is the engine's
+    steady decode step at that batch, without any arrival's front end or prefill (which on a real server stall the
+    decodes over several gaps, in a simulation within one). Comparing a server's gaps with its twin's at equal batch
+    separates a change in the server's speed from the twin's model of batching and arrivals.
+    """
+    total: dict[int, list[float]] = {}
+    for records in runs:
+        for streams, (ms, n) in _steady_gaps(records, max_streams).items():
+            acc = total.setdefault(streams, [0.0, 0])
+            acc[0] += ms
+            acc[1] += n
+    return {k: (v[0] / v[1], int(v[1])) for k, v in sorted(total.items())}
+
+
+def _steady_gaps(records: Sequence[RequestRecord], max_streams: int) -> dict[int, tuple[float, int]]:
+    """One run's steady gaps: ``{streams: (total ms, gaps)}``."""
+    import numpy as np
+
+    ok = [r for r in records if r.ok and r.sent_ns is not None and r.first_token_ns is not None and r.end_ns]
+    if not ok:
+        return {}
+    sent = np.array([r.sent_ns for r in ok], dtype=np.float64)
+    order = np.argsort(sent, kind="stable")
+    win_s = sent[order]
+    win_max_f = np.maximum.accumulate(np.array([r.first_token_ns for r in ok], dtype=np.float64)[order])
+    firsts = np.sort(np.array([r.first_token_ns for r in ok], dtype=np.float64))
+    ends = np.sort(np.array([r.end_ns for r in ok], dtype=np.float64))
+    starts: list[np.ndarray] = []
+    stops: list[np.ndarray] = []
+    for r in ok:
+        t = np.asarray(r.chunk_times_ns, dtype=np.float64)
+        if len(t) >= 2:
+            starts.append(t[:-1])
+            stops.append(t[1:])
+    if not starts:
+        return {}
+    a, b = np.concatenate(starts), np.concatenate(stops)
+    # a gap (a, b) overlaps an arrival window (s, f) when s < b and f > a: among the windows opened before b, the
+    # latest first token
+    k = np.searchsorted(win_s, b, side="left")
+    overlapped = (k > 0) & (win_max_f[np.maximum(k - 1, 0)] > a)
+    mid = (a + b) / 2
+    streams = np.searchsorted(firsts, mid, side="right") - np.searchsorted(ends, mid, side="right")
+    keep = ~overlapped & (streams >= 1)
+    gaps_ms = (b - a)[keep] / 1e6
+    n = np.minimum(streams[keep], max_streams)
+    return {int(s): (float(gaps_ms[n == s].sum()), int((n == s).sum())) for s in np.unique(n)}

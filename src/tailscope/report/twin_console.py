@@ -79,5 +79,17 @@ def print_twin_check(con: Console, result: Mapping[str, Any]) -> None:
             f"anchored: decode times ×{a['decode_factor']:.2f} the calibration's (anchor TPOT "
             f"{' / '.join(f'{m:.2f}' for m in a['measured_tpot_ms'])} ms){prefill}; without the anchor: {gated}"
         )
+    steady = result.get("steady_decode") or {}
+    if steady.get("ratio") is not None:
+        rows = steady["by_streams"]
+        by = ", ".join(
+            f"{k} stream{'s' if k != '1' else ''} {v['measured_ms']:.2f} / {v['predicted_ms']:.2f} ms"
+            for k, v in list(rows.items())[:4]
+            if v["measured_ms"] is not None and v["predicted_ms"] is not None
+        )
+        con.print(
+            f"steady decode (gaps with no arrival in progress, measured / twin at equal batch): "
+            f"×{steady['ratio']:.2f} ({by})"
+        )
     verdict = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"
     con.print(f"{verdict} (tolerance {result['tolerance']:.0%} on TTFT and TPOT p50/p90)")

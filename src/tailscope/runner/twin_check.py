@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from tailscope.engine.twin import TwinModel
+from tailscope.engine.twin_observe import steady_decode_gaps
 from tailscope.errors import ConfigError
 from tailscope.io.calibration import load_calibration
 from tailscope.records import RequestRecord
@@ -304,6 +305,34 @@ def fresh_prompts(specs: Iterable[RequestSpec], repeat: int) -> Iterator[Request
     """
     for s in specs:
         yield s if repeat == 0 else replace(s, seed=s.seed + repeat * 1_000_000_007)
+
+
+#: steady gaps a batch size needs on both sides to enter the ratio of :func:`steady_decode_report`
+MIN_STEADY_GAPS = 20
+
+
+def steady_decode_report(
+    measured: Sequence[Sequence[RequestRecord]], predicted: Sequence[RequestRecord]
+) -> dict[str, Any]:
+    """The server's steady decode against the twin's at equal batch (:func:`~tailscope.engine.twin_observe.
+    steady_decode_gaps`): per stream count the mean gap measured (over the repeats) and predicted, and ``ratio``,
+    the geometric mean of measured ÷ predicted over the batch sizes with ≥ :data:`MIN_STEADY_GAPS` gaps on both
+    sides, weighted by the fewer (None without one). Near 1 with a TPOT miss: the twin's step costs held and the
+    miss is in how it batches, stalls or spreads; far from 1: the server ran at another speed than the (anchored)
+    twin — drift the anchor missed, or a fit that is off.
+    """
+    m, p = steady_decode_gaps(measured), steady_decode_gaps([predicted])
+    rows: dict[str, dict[str, float | int | None]] = {}
+    logs = weights = 0.0
+    for k in sorted(set(m) | set(p)):
+        mm, mn = m.get(k, (None, 0))
+        pm, pn = p.get(k, (None, 0))
+        rows[str(k)] = {"measured_ms": mm, "predicted_ms": pm, "measured_gaps": mn, "predicted_gaps": pn}
+        if mm and pm and min(mn, pn) >= MIN_STEADY_GAPS:
+            w = float(min(mn, pn))
+            logs += w * math.log(mm / pm)
+            weights += w
+    return {"ratio": math.exp(logs / weights) if weights else None, "by_streams": rows}
 
 
 def median_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:

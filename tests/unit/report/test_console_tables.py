@@ -56,3 +56,26 @@ def test_find_max_probes_say_why_they_failed() -> None:
     ], title="find-max", verdicts=True))  # fmt: skip
     assert "pass" in out
     assert "fail saturated: the server queue grew" in out  # not a bare "fail" for a probe whose SLOs held
+
+
+def test_twin_check_says_how_the_servers_steady_decode_compared() -> None:
+    from tailscope.report.twin_console import print_twin_check
+
+    row = {"metric": "tpot_ms", "percentile": "p50", "predicted": 5.0, "low": 4.8, "high": 5.2, "measured": 6.2,
+           "error": -0.19, "gated": True, "within": True}  # fmt: skip
+    steady = {
+        "ratio": 1.23,
+        "by_streams": {
+            "1": {"measured_ms": 5.51, "predicted_ms": 4.54, "measured_gaps": 900, "predicted_gaps": 400},
+            "2": {"measured_ms": 6.36, "predicted_ms": None, "measured_gaps": 30, "predicted_gaps": 0},
+        },
+    }
+    result = {"rows": [row], "passed": True, "tolerance": 0.25, "steady_decode": steady}
+    con = Console(width=200, record=True)
+    print_twin_check(con, result)
+    out = con.export_text()
+    assert "steady decode" in out
+    assert "×1.23 (1 stream 5.51 / 4.54 ms)" in out  # a batch size the twin never ran is not listed
+    con = Console(width=200, record=True)
+    print_twin_check(con, {**result, "steady_decode": {"ratio": None, "by_streams": {}}})
+    assert "steady decode" not in con.export_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,49 @@ def test_repeats_send_the_same_stream_with_new_prompt_text() -> None:
             a.prefix_id,
         )
         assert len({a.seed, b.seed, c.seed}) == 3  # a prefix cache cannot answer a repeat from the previous one
+
+
+def _stream(i: int, sent_ms: float, first_ms: float, gap_ms: float, tokens: int) -> RequestRecord:
+    """A request sent at ``sent_ms`` whose tokens arrive every ``gap_ms`` from ``first_ms`` on."""
+    times = tuple(int((first_ms + k * gap_ms) * 1e6) for k in range(tokens))
+    return RequestRecord(
+        id=i,
+        scheduled_ns=int(sent_ms * 1e6),
+        sent_ns=int(sent_ms * 1e6),
+        first_token_ns=times[0],
+        end_ns=times[-1],
+        status=Status.OK,
+        output_tokens=tokens,
+        chunk_times_ns=times,
+    )
+
+
+def test_steady_decode_counts_gaps_by_batch_and_leaves_out_arrivals() -> None:
+    from tailscope.engine.twin_observe import steady_decode_gaps
+
+    # a lone stream at 5 ms a token, then a second one joins (its send-to-first-token window 100–130 ms) and both
+    # decode at 8 ms; the first stream's gaps inside that window are left out, whatever their length
+    one = _stream(0, 0.0, 10.0, 5.0, 19)  # tokens 10 … 100 ms
+    slow_part = (120_000_000, 200_000_000, 208_000_000, 216_000_000, 224_000_000)
+    one = replace(one, chunk_times_ns=(*one.chunk_times_ns, *slow_part), end_ns=224_000_000, output_tokens=24)
+    two = _stream(1, 100.0, 130.0, 8.0, 13)  # tokens 130 … 226 ms
+    got = steady_decode_gaps([[one, two]])
+    assert got[1][1] == 18  # the lone stream's 18 gaps before the arrival
+    assert abs(got[1][0] - 5.0) < 1e-9
+    assert abs(got[2][0] - 8.0) < 1e-9  # after the window both decode at 8 ms; the 100 → 120 → 200 gaps are out
+    assert all(n > 0 for _, n in got.values())
+
+
+def test_steady_decode_report_is_the_measured_over_predicted_speed_at_equal_batch() -> None:
+    from tailscope.runner.twin_check import steady_decode_report
+
+    measured = [[_stream(0, 0.0, 10.0, 6.0, 41)], [_stream(0, 0.0, 10.0, 6.0, 41)]]  # two repeats, 6 ms a token
+    predicted = [_stream(0, 0.0, 10.0, 5.0, 41)]
+    rep = steady_decode_report(measured, predicted)
+    row = {"measured_ms": 6.0, "predicted_ms": 5.0, "measured_gaps": 80, "predicted_gaps": 40}
+    assert rep["by_streams"]["1"] == row
+    assert abs(rep["ratio"] - 1.2) < 1e-9
+    # too few gaps at a batch size: no ratio, the rows still reported
+    few = steady_decode_report([[_stream(0, 0.0, 10.0, 6.0, 5)]], [_stream(0, 0.0, 10.0, 5.0, 5)])
+    assert few["ratio"] is None
+    assert few["by_streams"]["1"]["measured_gaps"] == 4
