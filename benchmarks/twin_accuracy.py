@@ -120,6 +120,9 @@ def main() -> None:
                 prefill = f", ×{pf:.2f} in prefill" if pf else ""
                 df = anchor["decode_factor"]
                 print(f"{'':<34} anchor: times ×{df:.2f} in decode{prefill} vs the calibration")
+            steady = (result.get("steady_decode") or {}).get("ratio")
+            if steady is not None:
+                print(f"{'':<34} steady decode at equal batch: the server's gaps ×{steady:.2f} the twin's")
 
 
 if __name__ == "__main__":
