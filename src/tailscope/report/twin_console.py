@@ -47,6 +47,10 @@ def print_twin(con: Console, twin: TwinModel, path: Path | None, notes: Mapping[
         con.print(f"wrote {path}")
 
 
+#: a steady-decode ratio outside [1 / this, this] is called out as the server's speed, not the workload
+STEADY_BAND = 1.15
+
+
 def print_twin_check(con: Console, result: Mapping[str, Any]) -> None:
     """Predicted vs measured per metric and percentile, the anchors' factors, and the verdict."""
     t = Table(title="twin check: predicted vs measured", title_justify="left", show_edge=False, header_style="bold")
@@ -87,9 +91,16 @@ def print_twin_check(con: Console, result: Mapping[str, Any]) -> None:
             for k, v in list(rows.items())[:4]
             if v["measured_ms"] is not None and v["predicted_ms"] is not None
         )
+        ratio = steady["ratio"]
+        hint = ""
+        if not 1 / STEADY_BAND <= ratio <= STEADY_BAND:
+            hint = (
+                f" — the server decoded at another speed than the twin during the check: a TPOT miss here is drift "
+                f"{'the anchor missed ' if result.get('anchor') else '(try --anchor) '}or the fit, not the workload"
+            )
         con.print(
-            f"steady decode (gaps with no arrival in progress, measured / twin at equal batch): "
-            f"×{steady['ratio']:.2f} ({by})"
+            f"steady decode (gaps with no arrival in progress, measured / twin at equal batch): ×{ratio:.2f} ({by})"
+            + hint
         )
     verdict = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"
     con.print(f"{verdict} (tolerance {result['tolerance']:.0%} on TTFT and TPOT p50/p90)")

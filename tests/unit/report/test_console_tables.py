@@ -76,6 +76,11 @@ def test_twin_check_says_how_the_servers_steady_decode_compared() -> None:
     out = con.export_text()
     assert "steady decode" in out
     assert "×1.23 (1 stream 5.51 / 4.54 ms)" in out  # a batch size the twin never ran is not listed
+    assert "drift (try --anchor) or the fit" in " ".join(out.split())  # ×1.23: outside the band, no anchor
+    con = Console(width=200, record=True)
+    print_twin_check(con, {**result, "steady_decode": {**steady, "ratio": 1.05}})
+    assert "×1.05" in con.export_text()
+    assert "drift" not in con.export_text()
     con = Console(width=200, record=True)
     print_twin_check(con, {**result, "steady_decode": {"ratio": None, "by_streams": {}}})
     assert "steady decode" not in con.export_text()
