@@ -85,11 +85,10 @@ def print_twin_check(con: Console, result: Mapping[str, Any]) -> None:
         )
     steady = result.get("steady_decode") or {}
     if steady.get("ratio") is not None:
-        rows = steady["by_streams"]
+        both = [(k, v) for k, v in steady["by_streams"].items() if v["measured_ms"] is not None and v["predicted_ms"]]
         by = ", ".join(
             f"{k} stream{'s' if k != '1' else ''} {v['measured_ms']:.2f} / {v['predicted_ms']:.2f} ms"
-            for k, v in list(rows.items())[:4]
-            if v["measured_ms"] is not None and v["predicted_ms"] is not None
+            for k, v in both[:4]
         )
         ratio = steady["ratio"]
         hint = ""
