@@ -108,6 +108,18 @@ def transformers_server(
     log_path.unlink(missing_ok=True)
 
 
+#: the fixtures that need the vLLM venv, its tiny model or a server started from them
+REAL_SERVER_FIXTURES = frozenset({"vllm_server", "transformers_server", "vllm_python", "tiny_model_dir"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses a real-server fixture is marked ``vllm``, so ``scripts/run_suite.sh`` runs all of them in
+    the one pytest process that starts the session's vLLM server (the others run beside it without one)."""
+    for item in items:
+        if REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.vllm)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

@@ -112,6 +112,7 @@ def _run_ids(cwd: Path, env: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.timeout(1500)
+@pytest.mark.beside  # ≈ 4 minutes: run beside the main suite, with the real-server tests (scripts/run_suite.sh)
 def test_the_readme_tour_runs_as_written(tmp_path: Path, judgement: Any) -> None:
     steps = tour_steps((REPO / "README.md").read_text())
     env = {k: v for k, v in os.environ.items() if k != "TAILSCOPE_DB"}
