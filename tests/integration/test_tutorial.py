@@ -14,7 +14,7 @@ import pytest
 
 from tailscope.testing import docblocks
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.beside]
 
 REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "docs" / "tutorial.md"

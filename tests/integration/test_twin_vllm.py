@@ -12,8 +12,16 @@ import yaml
 
 from tailscope.testing.judgement import Judgement
 
-# calibrate (≈ 2 min) and two checks (≈ 3 min each; a re-drawn check adds as much): past the default 300 s
-pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
+# calibrate (≈ 2 min) and two checks (≈ 3 min each; a re-drawn check adds as much): past the default 300 s. Alone:
+# `make check` runs it after the rest of the suite, because beside the other tests the server's speed moved by ×1.5–3.5
+# between repeats and its accuracy could not be judged (scripts/run_suite.sh)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.alone,
+    pytest.mark.timeout(1200),
+]
 
 HELD_OUT = [
     # Poisson arrivals at two rates with a mix of prompt lengths (the probe used closed loops and fixed lengths)
