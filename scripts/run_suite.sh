@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole pytest suite for `make check`, so that `make test` stays within its 40 minutes on a 2-core machine (most
-# integration tests wait on sockets, servers and timed loads: one process alone kept the machine ≈ 55 % idle and took
-# ≈ 34 minutes). First three pytest processes side by side:
+# integration tests wait on sockets, servers and timed loads: one process alone kept the load average at ≈ 0.9 and
+# took ≈ 34 minutes). First three pytest processes side by side:
 #   - the real-server tests (marked `vllm`: every test that uses the vLLM venv, its tiny model or a server started
 #     from them; tests/integration/conftest.py marks them), in the one process that starts the session's vLLM, and
 #     the longest other tests (marked `beside`: the docs' and the tutorial's commands run as written, the bench fuzz),
@@ -18,14 +18,15 @@ BIN=${BIN:-.venv/bin}
 mkdir -p test-artifacts
 soak_log=test-artifacts/soak-suite.log
 real_log=test-artifacts/real-server-suite.log
+side="vllm or beside"  # the side process's tests; the main process runs the rest (neither soak nor alone)
 TAILSCOPE_SOAK_S=${TAILSCOPE_SOAK_S:-600} "$BIN/python" -m pytest -q -m soak -p no:cacheprovider \
     --basetemp test-artifacts/soak-tmp >"$soak_log" 2>&1 &
 soak_pid=$!
-"$BIN/python" -m pytest -q -m "(vllm or beside) and not soak and not alone" -p no:cacheprovider \
+"$BIN/python" -m pytest -q -m "($side) and not soak and not alone" -p no:cacheprovider \
     --basetemp test-artifacts/real-server-tmp --durations=20 --durations-min=10 "$@" >"$real_log" 2>&1 &
 real_pid=$!
 trap 'kill "$soak_pid" "$real_pid" 2>/dev/null' INT TERM
-"$BIN/python" -m pytest -q -m "not soak and not vllm and not beside and not alone" --durations=40 --durations-min=10 "$@"
+"$BIN/python" -m pytest -q -m "not ($side) and not soak and not alone" --durations=40 --durations-min=10 "$@"
 main_rc=$?
 wait "$real_pid"
 real_rc=$?

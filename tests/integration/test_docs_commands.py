@@ -43,7 +43,7 @@ from tailscope.testing import docblocks
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.scripted_server import ScriptedConfig, ScriptedServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.beside]  # ≈ 4 min: beside the main suite
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.beside]  # every docs page: beside the main suite
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

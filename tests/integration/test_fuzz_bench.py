@@ -12,7 +12,7 @@ import pytest
 from tailscope.testing.builtin_server import built_in_server
 from tailscope.testing.fuzz_bench import draw_case, run_case, store_readable
 
-pytestmark = [pytest.mark.integration, pytest.mark.beside]  # ≈ 1 min: beside the main suite
+pytestmark = [pytest.mark.integration, pytest.mark.beside]  # 40–55 s: beside the main suite
 
 CASES = int(os.environ.get("TAILSCOPE_FUZZ_BENCH_CASES", "250"))
 
