@@ -185,7 +185,8 @@ _SIM_ONLY = {f.name: f for f in (
     Flag("router", str, "least_outstanding", "--router", "round_robin, least_outstanding or prefix_affinity."),
     Flag("autoscale", Path | None, None, "--autoscale", "Autoscaling policy YAML."),
     Flag("disagg", str | None, None, "--disagg", (
-        "Prefill/decode pools: prefill=WORKERSxTP,decode=WORKERSxTP (replaces --replicas/--tp).")),
+        "Prefill/decode pools: prefill=WORKERSxGPUS,decode=WORKERSxGPUS, each optionally :dpN:epN (attention-DP "
+        "ranks, expert parallelism), e.g. prefill=2x4:dp4:ep4,decode=1x8:dp8:ep8 (replaces --replicas).")),
     Flag("stagger", float | None, None, "--stagger", (
         "Closed loop: start the clients over this many seconds (default: one request's lifetime; 0: all at once, "
         "as bench starts them).")),

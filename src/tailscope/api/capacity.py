@@ -177,14 +177,11 @@ def plan_capacity(
                 unloaded_e2e_s[degree] = 0.0
         return max(steady_window_s, 20 * unloaded_e2e_s[degree])
 
-    def check(degree: int, replicas: int) -> SimCheck:
+    def judged(window: float, rate: float, scope: str, group: Any, **deployment: Any) -> SimCheck:
+        """Simulate ``deployment`` at ``rate`` over ``window`` seconds of Poisson arrivals and judge the SLOs."""
         from tailscope.metrics.saturation import detect_saturation
         from tailscope.sim.run import SimArgs, run_sim
 
-        window = needed_window(degree)
-        scope, sim_replicas, rate = "fleet", replicas, load
-        if load * window > max_sim_requests and replicas > 1:
-            scope, sim_replicas, rate = "one replica", 1, load / replicas
         # Poisson arrivals: n requests span n/rate seconds only on average. Ask for 3 standard deviations more, so the
         # last arrival lands past the window (with just rate × window, half the checks were "transient only").
         expected = rate * window
@@ -192,15 +189,9 @@ def plan_capacity(
         requests = min(max(sim_requests, covering), max(sim_requests, max_sim_requests))
         warmup = requests // 10  # the queue fills from empty first: not part of the steady state
         args = SimArgs(
-            model=sim_model,
-            gpu=sim_gpu,
-            tp=degree,
-            replicas=sim_replicas,
-            backend=engine,
-            ep=degree if resolve_model(model).is_moe and sim_model == model else 1,
+            **deployment,
             weights_dtype=weights_dtype,
             kv_dtype=kv_dtype,
-            calibration=cal_path,
             profile=optional_path(profile),
             rate=rate,
             arrival="poisson",
@@ -225,9 +216,9 @@ def plan_capacity(
         passed = passed and all(
             _quantile_upper_ms(out.records, c.slo.metric, c.slo.percentile) <= c.slo.threshold_ms for c in checks
         )
-        if high is not None:  # the SLO must hold at the interval's high end too
+        if group is not None:  # the SLO must hold at the interval's high end too
             passed = passed and all(
-                c.observed_ms is not None and c.observed_ms * high[0].bounds(c.slo.metric)[1] <= c.slo.threshold_ms
+                c.observed_ms is not None and c.observed_ms * group.bounds(c.slo.metric)[1] <= c.slo.threshold_ms
                 for c in checks
             )
         return SimCheck(
@@ -241,27 +232,28 @@ def plan_capacity(
             scope=scope,
         )
 
-    def check_disagg(split: str) -> SimCheck:
-        from tailscope.sim.run import SimArgs, run_sim
-
-        args = SimArgs(
-            model=model, gpu=gpu, backend=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-            profile=optional_path(profile), rate=load, arrival="poisson",
-            requests=sim_requests, input_tokens=input_tokens, output_tokens=output_tokens, slo=slo_texts,
-            store=False, disagg=split, explicit=frozenset({"rate", "requests", "arrival"}),
+    def check(degree: int, replicas: int) -> SimCheck:
+        window = needed_window(degree)
+        scope, sim_replicas, rate = "fleet", replicas, load
+        if load * window > max_sim_requests and replicas > 1:
+            scope, sim_replicas, rate = "one replica", 1, load / replicas
+        return judged(
+            window, rate, scope, high[0] if high is not None else None,
+            model=sim_model, gpu=sim_gpu, tp=degree, replicas=sim_replicas, backend=engine,
+            ep=degree if resolve_model(model).is_moe and sim_model == model else 1, calibration=cal_path,
         )  # fmt: skip
-        summary = run_sim(args).run_summary
-        if summary is None:
-            return SimCheck(passed=False, observed={})
-        checks = summary.slo
-        passed = bool(checks) and all(c.passed for c in checks) and summary.requests.failed == 0
-        if confidence:
-            group = _confidence_bounds(engine, gpu, model, "disagg")[0]
-            passed = passed and all(
-                c.observed_ms is not None and c.observed_ms * group.bounds(c.slo.metric)[1] <= c.slo.threshold_ms
-                for c in checks
-            )
-        return SimCheck(passed=passed, observed={c.slo.key: c.observed_ms for c in checks})
+
+    moe = resolve_model(model).is_moe
+
+    def check_disagg(split: Any) -> SimCheck:
+        # an MoE model spreads its experts over each worker's GPUs, as the aggregated search does
+        if moe:
+            split = replace(split, prefill_ep=split.prefill_ep or split.prefill_tp,
+                            decode_ep=split.decode_ep or split.decode_tp)  # fmt: skip
+        # the same window and SLO test as the aggregated checks (the decode workers' unloaded request time)
+        group = _confidence_bounds(engine, gpu, model, "disagg")[0] if confidence else None
+        window = needed_window(split.decode_tp)
+        return judged(window, load, "fleet", group, model=model, gpu=gpu, backend=engine, disagg=split.label())
 
     t0 = time.perf_counter()
     plan = search_capacity(
@@ -307,14 +299,29 @@ def _disagg_candidates(text: str, tps: Sequence[int], max_workers: int) -> list[
     return sorted(out, key=lambda d: (d.gpus, d.decode_workers, d.label()))
 
 
-def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[str], SimCheck]) -> dict[str, Any]:
-    """The cheapest disaggregated split the simulator accepts, as ``CapacityResult.disagg``."""
+def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[Any], SimCheck]) -> dict[str, Any]:
+    """The cheapest disaggregated split the simulator accepts, as ``CapacityResult.disagg``.
+
+    A split whose workers cannot hold the model (its weights leave no room for KV cache at that width) is not
+    simulated: the first such split of each pair of widths says why in ``unfit`` ("prefill TP1, decode TP1" →
+    the message), the others of that pair are skipped without counting against the simulations allowed."""
     tried: list[dict[str, Any]] = []
+    unfit: dict[str, str] = {}
     for d in splits:
         if len(tried) >= _DISAGG_MAX_SIMS:
             break
-        res = check(d.label())
-        tried.append({"deployment": d.label(), "gpus": d.gpus, "passed": res.passed, "observed": res.observed})
+        widths = f"prefill TP{d.prefill_tp}, decode TP{d.decode_tp}"
+        if widths in unfit:
+            continue
+        try:
+            res = check(d)
+        except PlanError as exc:
+            unfit[widths] = str(exc)
+            continue
+        tried.append({
+            "deployment": d.label(), "gpus": d.gpus, "passed": res.passed, "observed": res.observed,
+            "requests": res.requests, "window_s": res.window_s, "saturated": res.saturated,
+        })  # fmt: skip
         if res.passed:
             return {
                 "answer": f"{d.prefill_workers} prefill + {d.decode_workers} decode workers",
@@ -326,8 +333,9 @@ def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[
                 "usd_per_hour": d.gpus * gpu_price if gpu_price is not None else None,
                 "observed": res.observed,
                 "tried": tried,
+                "unfit": unfit,
             }
-    return {"answer": None, "tried": tried}
+    return {"answer": None, "tried": tried, "unfit": unfit}
 
 
 def _confidence_bounds(engine: str, gpu: str, model: str, mode: str = "agg") -> tuple[Any, dict[str, Any]]:

@@ -225,8 +225,11 @@ def simulate(
         requests, duration: stop after N requests (warmup included) or after this many virtual seconds.
         input_tokens, output_tokens: length specs: ``N``, ``uniform:A:B``, ``normal:M:S``, ``lognormal:MED:SIG``.
         slo: SLOs like ``ttft_p99=1.5s``.
-        disagg: prefill/decode disaggregation, ``prefill=WORKERSxTP,decode=WORKERSxTP`` (then ``tp``/``replicas``
-            are ignored); the KV transfer between the pools is priced from the interconnect.
+        disagg: prefill/decode disaggregation, ``prefill=WORKERSxGPUS,decode=WORKERSxGPUS``, each pool optionally
+            with ``:dpN`` (attention-DP ranks per worker, each scheduling its own batch) and ``:epN`` (expert
+            parallelism), e.g. ``prefill=2x4:dp4:ep4,decode=1x8:dp8:ep8``; a pool without them whose workers have
+            ``tp × attention_dp`` GPUs runs ``tp``, ``attention_dp`` and ``ep``, another plain tensor parallelism
+            (``replicas`` is ignored); the KV transfer between the pools is priced from the interconnect.
         spec_draft, spec_accept, spec_draft_model: speculative decoding with ``spec_draft`` draft tokens per step
             accepted with probability ``spec_accept`` each; the draft is ``spec_draft_model`` on the same GPUs, or
             priced at 0.1 × the target's decode step per draft token.

@@ -41,7 +41,8 @@ class ClusterSpec:
             ``replicas`` = workers × ``attention_dp``.
         spec: speculative decoding (draft length, acceptance rate, draft cost); None = off.
         draft_model: the draft model when ``spec`` names one (priced on the same GPUs and TP).
-        disagg: prefill and decode pools (then ``replicas``/``tp`` are ignored); None = aggregated.
+        disagg: prefill and decode pools (then ``replicas`` is ignored, and ``tp``/``attention_dp``/``ep`` describe
+            a pool only as :meth:`pool_parallelism` says); None = aggregated.
         dp_balance_iters: the attention-DP balancing's timeout in iterations (:class:`EngineSettings`; None: the
             engine's learned wait).
     """
@@ -164,20 +165,57 @@ class ClusterSpec:
         """Raise PlanError when the model's weights leave no room for KV cache on a replica (on a worker of either
         pool when disaggregated)."""
         util = self.engine_config().gpu_memory_utilization
-        widths = (None,) if self.disagg is None else (self.disagg.prefill_tp, self.disagg.decode_tp)
-        for width in widths:
-            self.perf(width).kv_capacity_tokens(util)
+        pools = (None,) if self.disagg is None else ("prefill", "decode")
+        for pool in pools:
+            self.perf(pool).kv_capacity_tokens(util)
 
-    def perf(self, tp: int | None = None) -> StepModel:
-        """The step model of one replica (``tp`` overrides the width: a disaggregated pool's workers), with
-        speculative decoding when ``spec`` is set."""
-        base = self._base_perf(tp)
+    def pool_parallelism(self, pool: str | None = None) -> Parallelism:
+        """The parallelism of one worker's rank: the deployment's own (``pool`` None), or a disaggregated pool's —
+        its ``:dpN``/``:epN`` where ``--disagg`` gives them; else, when the pool's worker has the deployment's
+        ``tp × attention_dp`` GPUs, the deployment's attention-DP and expert parallelism; else plain tensor
+        parallelism over the worker.
+
+        Raises:
+            ConfigError: a pool's ``dp`` or ``ep`` does not fit its worker (naming ``--disagg``).
+        """
+        own = Parallelism(self.tp, self.attention_dp, self.ep)
+        d = self.disagg
+        if pool is None or d is None:
+            return own
+        width, dp, ep = (
+            (d.prefill_tp, d.prefill_dp, d.prefill_ep) if pool == "prefill" else (d.decode_tp, d.decode_dp, d.decode_ep)
+        )
+        if not dp and not ep:
+            return own if width == self.tp * self.attention_dp else Parallelism(width)
+        dp = dp or 1
+        par = Parallelism(width // dp, dp, ep or 1)
+        try:
+            return par.validate()
+        except ConfigError as exc:
+            raise ConfigError(f"--disagg {d.label()}: the {pool} workers' {exc}") from exc
+
+    def ranks(self, pool: str) -> int:
+        """Ranks of a disaggregated pool that schedule their own batches: workers × attention-DP ranks."""
+        d = self.disagg
+        if d is None:
+            raise ConfigError("no --disagg pools")
+        workers = d.prefill_workers if pool == "prefill" else d.decode_workers
+        return workers * self.pool_parallelism(pool).attention_dp
+
+    def perf(self, pool: str | None = None) -> StepModel:
+        """The step model of one rank — of the deployment's replica, or of a disaggregated ``pool``'s workers
+        (``"prefill"``, ``"decode"``) — with speculative decoding when ``spec`` is set."""
+        base = self._base_perf(pool)
         if self.spec is None:
             return base
         draft = None
         if self.draft_model is not None:
             draft = TrainedStepModel(
-                self.draft_model, self.gpu, Parallelism(tp or self.tp), engine=self.backend, kv_dtype=self.kv_dtype
+                self.draft_model,
+                self.gpu,
+                Parallelism(self.pool_parallelism(pool).tp),
+                engine=self.backend,
+                kv_dtype=self.kv_dtype,
             )
         return SpeculativeStepModel(base, self.spec, draft)
 
@@ -187,35 +225,41 @@ class ClusterSpec:
         if d is None:
             raise ConfigError("no --disagg pools: there is no KV transfer")
         link = kv_link_bytes_per_s(self.gpu, d.prefill_tp, d.decode_tp)
-        perf = self._base_perf(d.decode_tp)
+        perf = self._base_perf("decode")
         eff = perf.efficiency if isinstance(perf, TrainedStepModel) else Efficiencies()
         return KvTransfer(float(self.model.kv_bytes_per_token(self.kv_dtype)), link, eff)
 
-    def _base_perf(self, tp: int | None = None) -> StepModel:
-        width = self.tp if tp is None else tp
-        if width == self.tp and self.calibration.twin is not None:
+    def _base_perf(self, pool: str | None = None) -> StepModel:
+        if pool is None and self.calibration.twin is not None:
             from tailscope.engine.twin_step import TwinStepModel
 
             return TwinStepModel(self.calibration.twin)
+        par = self.pool_parallelism(pool)
         if self.calibration.has_overrides:
             eff = self.calibration.efficiency(self.gpu.id, self.model_id or self.model.name)
             return StepTimeModel(
-                self.model, self.gpu, tp=width, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, efficiency=eff
-            )
-        # the deployment's own width runs its attention-DP and expert parallelism; another width (a disaggregated
-        # pool's workers) is plain tensor parallelism
-        par = Parallelism(self.tp, self.attention_dp, self.ep) if width == self.tp else Parallelism(width)
+                self.model, self.gpu, tp=par.tp, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype,
+                efficiency=eff,
+            )  # fmt: skip
         return TrainedStepModel(
             self.model, self.gpu, par, engine=self.backend, weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype,
             dp_balance_iters=self.dp_balance_iters,
         )  # fmt: skip
 
+    def _describe_pools(self) -> dict[str, Any]:
+        assert self.disagg is not None
+        doc = _picked(self.disagg, (*DisaggSpec.__dataclass_fields__, "gpus"))
+        for pool in ("prefill", "decode"):
+            doc[f"{pool}_parallelism"] = _pool_doc(self.pool_parallelism(pool), self.ranks(pool))
+        return doc
+
     def new_replica(self, perf: StepModel | None = None) -> Replica:
         return Replica(perf or self.perf(), self.engine_config())
 
     def describe(self) -> dict[str, Any]:
-        """Settings as stored with a sim run."""
-        perf = self.perf()
+        """Settings as stored with a sim run (a disaggregated deployment's step model and KV figures: its decode
+        workers'; ``disagg`` has each pool's parallelism as simulated)."""
+        perf = self.perf(None if self.disagg is None else "decode")
         cfg = self.engine_config()
         return {
             "model": self.model_id or self.model.name,
@@ -242,7 +286,7 @@ class ClusterSpec:
                 **_picked(self.spec, ("draft_tokens", "acceptance", "tokens_per_step", "draft_model")),
                 "draft_cost": None if self.draft_model is not None else self.spec.draft_cost,
             },
-            "disagg": None if self.disagg is None else _picked(self.disagg, (*DisaggSpec.__dataclass_fields__, "gpus")),
+            "disagg": None if self.disagg is None else self._describe_pools(),
             "kv_offload_gib": cfg.kv_offload_gib,
             "batch_wait": None
             if not (cfg.batch_wait_iters and cfg.batch_wait_ratio)
@@ -253,6 +297,10 @@ class ClusterSpec:
             if self.autoscale is None
             else _picked(self.autoscale, self.autoscale.__dataclass_fields__),
         }
+
+
+def _pool_doc(par: Parallelism, ranks: int) -> dict[str, int]:
+    return {"tp": par.tp, "attention_dp": par.attention_dp, "ep": par.ep, "ranks": ranks}
 
 
 def replica_engine_config(

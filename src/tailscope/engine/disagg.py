@@ -83,43 +83,79 @@ def pool_step_models(
 class DisaggSpec:
     """The pools of a disaggregated deployment in the simulator: ``prefill_workers`` workers of ``prefill_tp`` GPUs
     run prompts, ``decode_workers`` workers of ``decode_tp`` GPUs generate; a router in front picks the prefill
-    worker, and the decode worker is picked (least outstanding) when the prompt's KV has been transferred."""
+    rank, and the decode rank is picked (least outstanding) when the prompt's KV has been transferred.
+
+    A pool's worker may run attention data parallelism and expert parallelism (``prefill_dp``/``prefill_ep``,
+    ``decode_dp``/``decode_ep``; ``:dpN:epN`` after the pool in ``--disagg``): ``dp`` ranks of ``tp ÷ dp`` GPUs,
+    each scheduling its own batch, with the experts spread over ``ep`` of the worker's GPUs. 0 (not given): the
+    deployment's ``--tp × --attention-dp`` worker takes its ``--attention-dp``/``--ep`` when its width is that
+    pool's, else plain tensor parallelism (:meth:`~tailscope.engine.cluster.ClusterSpec.pool_parallelism`).
+    """
 
     prefill_workers: int
     prefill_tp: int
     decode_workers: int
     decode_tp: int
+    prefill_dp: int = 0
+    prefill_ep: int = 0
+    decode_dp: int = 0
+    decode_ep: int = 0
 
     @property
     def gpus(self) -> int:
         return self.prefill_workers * self.prefill_tp + self.decode_workers * self.decode_tp
 
     def label(self) -> str:
-        return f"prefill={self.prefill_workers}x{self.prefill_tp},decode={self.decode_workers}x{self.decode_tp}"
+        def pool(name: str, workers: int, width: int, dp: int, ep: int) -> str:
+            extra = (f":dp{dp}" if dp else "") + (f":ep{ep}" if ep else "")
+            return f"{name}={workers}x{width}{extra}"
+
+        return (
+            f"{pool('prefill', self.prefill_workers, self.prefill_tp, self.prefill_dp, self.prefill_ep)},"
+            f"{pool('decode', self.decode_workers, self.decode_tp, self.decode_dp, self.decode_ep)}"
+        )
 
 
 def parse_disagg(text: str, *, what: str = "--disagg") -> DisaggSpec:
-    """``prefill=WORKERSxTP,decode=WORKERSxTP`` (``xTP`` optional, default 1) → :class:`DisaggSpec`.
+    """``prefill=WORKERSxGPUS[:dpN][:epN],decode=WORKERSxGPUS[:dpN][:epN]`` (``xGPUS`` optional, default 1) →
+    :class:`DisaggSpec` (``GPUS`` per worker — its tensor parallelism unless ``dpN`` splits it into attention-DP
+    ranks; ``epN`` its expert parallelism; each divides ``GPUS``).
 
     Raises:
         ConfigError: naming ``what`` and the expected form.
     """
     from tailscope.errors import ConfigError
 
-    form = f"{what} {text!r}: use prefill=WORKERSxTP,decode=WORKERSxTP (e.g. prefill=2x4,decode=3x1)"
-    pools: dict[str, tuple[int, int]] = {}
+    form = (
+        f"{what} {text!r}: use prefill=WORKERSxGPUS,decode=WORKERSxGPUS (e.g. prefill=2x4,decode=3x1), each pool "
+        "optionally with :dpN (attention-DP ranks) and :epN (expert parallelism), e.g. decode=1x8:dp8:ep8"
+    )
+    pools: dict[str, tuple[int, int, int, int]] = {}
     for part in text.split(","):
         key, sep, val = part.strip().partition("=")
         if not sep or key.strip() not in ("prefill", "decode"):
             raise ConfigError(form)
-        n, _, tp = val.strip().lower().partition("x")
+        shape, *opts = val.strip().lower().split(":")
+        n, _, tp = shape.partition("x")
+        par = {"dp": 0, "ep": 0}
+        given: set[str] = set()
         try:
             workers, width = int(n), int(tp or 1)
+            for opt in opts:
+                name, number = opt.strip()[:2], opt.strip()[2:]
+                if name not in par or name in given:
+                    raise ValueError(opt)
+                given.add(name)
+                par[name] = int(number)
         except ValueError:
             raise ConfigError(form) from None
         if workers < 1 or width < 1:
-            raise ConfigError(f"{form}; workers and TP must be ≥ 1")
-        pools[key.strip()] = (workers, width)
+            raise ConfigError(f"{form}; workers and GPUs must be ≥ 1")
+        for name in sorted(given):
+            if par[name] < 1 or width % par[name]:
+                raise ConfigError(f"{what}: {key.strip()} {name}{par[name]} must divide the worker's {width} GPUs")
+        pools[key.strip()] = (workers, width, par["dp"], par["ep"])
     if set(pools) != {"prefill", "decode"}:
         raise ConfigError(form)
-    return DisaggSpec(pools["prefill"][0], pools["prefill"][1], pools["decode"][0], pools["decode"][1])
+    (pw, pt, pd, pe), (dw, dt, dd, de) = pools["prefill"], pools["decode"]
+    return DisaggSpec(pw, pt, dw, dt, pd, pe, dd, de)

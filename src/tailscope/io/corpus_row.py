@@ -109,16 +109,12 @@ class CorpusRow:
             f"{corpus_kv_fraction(self.engine):g}",
         ]
         if self.agg is not None:
-            flags += _pool_flags(self.agg, "")
+            flags += _pool_flags(self.agg)
             flags += ["--replicas", str(self.agg.workers)]
         else:
             assert self.prefill is not None
             assert self.decode is not None
-            flags += [
-                "--disagg",
-                f"prefill={self.prefill.workers}x{self.prefill.gpus},decode={self.decode.workers}x{self.decode.gpus}",
-            ]
-            flags += _pool_flags(self.decode, "")
+            flags += ["--disagg", f"prefill={_pool_text(self.prefill)},decode={_pool_text(self.decode)}"]
         if self.spec_draft:
             # an MTP run (rule 10): its draft length, and the acceptance the corpus' MTP runs were fitted with
             flags += ["--spec-draft", str(self.spec_draft), "--spec-accept", f"{self.spec_accept():.3g}"]
@@ -134,10 +130,20 @@ class CorpusRow:
         return flags
 
 
-def _pool_flags(p: PoolDeployment, prefix: str) -> list[str]:
-    out = [f"--{prefix}tp", str(p.tp)]
+def _pool_text(p: PoolDeployment) -> str:
+    """A disaggregated pool as ``--disagg`` takes it: ``WORKERSxGPUS`` and its attention-DP ranks and expert
+    parallelism where they are more than one."""
+    return (
+        f"{p.workers}x{p.gpus}"
+        + (f":dp{p.attention_dp}" if p.attention_dp > 1 else "")
+        + (f":ep{p.ep}" if p.ep > 1 else "")
+    )
+
+
+def _pool_flags(p: PoolDeployment) -> list[str]:
+    out = ["--tp", str(p.tp)]
     if p.attention_dp > 1:
-        out += [f"--{prefix}attention-dp", str(p.attention_dp)]
+        out += ["--attention-dp", str(p.attention_dp)]
     if p.ep > 1:
-        out += [f"--{prefix}ep", str(p.ep)]
+        out += ["--ep", str(p.ep)]
     return out

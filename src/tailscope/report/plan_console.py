@@ -185,11 +185,13 @@ def capacity_notes(confidence: dict[str, Any] | None, has_best: bool, disagg: di
         lines.append(f"meets the SLOs with ≥ 90% confidence (intervals from the residuals on {confidence['label']})")
     if disagg is not None:
         if disagg["answer"] is None:
-            lines.append(f"disaggregated: none of {len(disagg['tried'])} splits met the SLOs")
+            lines.append(f"disaggregated: none of {len(disagg['tried'])} splits simulated met the SLOs")
         else:
             d = disagg
             lines.append(f"disaggregated: {d['answer']} (prefill TP{d['prefill_tp']}, decode TP{d['decode_tp']}; "
                          f"{d['gpus']} GPUs; {len(d['tried'])} simulated)")  # fmt: skip
+        for widths, why in disagg.get("unfit", {}).items():
+            lines.append(f"disaggregated: not simulated with {widths}: {why}")
     return lines
 
 

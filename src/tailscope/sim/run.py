@@ -192,8 +192,9 @@ def run_sim(
         if cluster.disagg is None
         else f"disaggregated {cluster.disagg.label()}"
     )
+    where = f"x{cluster.tp}" if cluster.disagg is None else f"/{cluster.disagg.label()}"
     target = Target(
-        url=f"sim://{desc['model']}@{desc['gpu']}x{cluster.tp}",
+        url=f"sim://{desc['model']}@{desc['gpu']}{where}",
         model=str(desc["model"]),
         builtin=True,
         description=f"{desc['model']} ({desc['weights_dtype']}), {shape} on {cluster.gpu.name}",

@@ -112,14 +112,16 @@ class Simulation(Clients, Routing, Disaggregation, Autoscaling):
             self._slots = [ReplicaSlot(cluster.new_replica(self._perf), tp=cluster.tp) for _ in range(cluster.replicas)]
             self._entry = None
         else:
-            self._perf = cluster.perf(d.prefill_tp)
-            dec = cluster.perf(d.decode_tp)
+            # each attention-DP rank of a pool's workers schedules its own batch (as the aggregated replicas do)
+            self._perf = cluster.perf("prefill")
+            dec = cluster.perf("decode")
+            pre_tp, dec_tp = cluster.pool_parallelism("prefill").tp, cluster.pool_parallelism("decode").tp
+            pre_ranks, dec_ranks = cluster.ranks("prefill"), cluster.ranks("decode")
             self._slots = [
-                ReplicaSlot(cluster.new_replica(self._perf), tp=d.prefill_tp, pool="prefill")
-                for _ in range(d.prefill_workers)
-            ] + [ReplicaSlot(cluster.new_replica(dec), tp=d.decode_tp, pool="decode") for _ in range(d.decode_workers)]
-            self._entry = list(range(d.prefill_workers))  # the router's choices: prefill workers
-            self._decode_idx = list(range(d.prefill_workers, len(self._slots)))
+                ReplicaSlot(cluster.new_replica(self._perf), tp=pre_tp, pool="prefill") for _ in range(pre_ranks)
+            ] + [ReplicaSlot(cluster.new_replica(dec), tp=dec_tp, pool="decode") for _ in range(dec_ranks)]
+            self._entry = list(range(pre_ranks))  # the router's choices: prefill ranks
+            self._decode_idx = list(range(pre_ranks, len(self._slots)))
             self._xfer = cluster.kv_transfer()
             # the prefill pool's synchronised arrivals replace the aggregated replica's (same form, own share)
             self._burst = None

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.engine.disagg import pool_step_models
-from tailscope.engine.gpus import resolve_gpu
+from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.step_terms import Parallelism
 from tailscope.errors import ConfigError, PlanError
 from tailscope.io.corpus import CorpusRow, PoolDeployment, load_corpus, observations, parse_corpus
 from tailscope.io.corpus_recipes import RECIPES, Recipe, apply_recipes, recipe_pool, recipes
-from tailscope.io.models import resolve_model
 from tailscope.sim.run import SimArgs, build_cluster, run_sim
 
 HEADER = (
@@ -116,10 +114,11 @@ def _sim_args(row: CorpusRow, requests: int) -> SimArgs:
         backend=opts["--engine"],
         weights_dtype=opts["--weights-dtype"],
         kv_dtype=opts["--kv-dtype"],
-        tp=int(opts["--tp"]),
+        tp=int(opts.get("--tp", 1)),
         attention_dp=int(opts.get("--attention-dp", 1)),
         ep=int(opts.get("--ep", 1)),
         replicas=int(opts.get("--replicas", 1)),
+        disagg=opts.get("--disagg"),
         concurrency=int(opts["--concurrency"]),
         gpu_memory_utilization=float(opts["--gpu-memory-utilization"]),
         input_tokens=opts["--input-tokens"],
@@ -148,21 +147,19 @@ def test_every_corpus_configuration_resolves_to_sim_flags(calibration_dir: Path)
         else:
             assert r.prefill is not None
             assert r.decode is not None
-            pre, dec, xfer = pool_step_models(
-                resolve_model(r.model),
-                resolve_gpu(r.system),
-                Parallelism(r.prefill.tp, r.prefill.attention_dp, r.prefill.ep),
-                Parallelism(r.decode.tp, r.decode.attention_dp, r.decode.ep),
-                engine=r.engine,
-                weights_dtype=r.precision,
-                kv_dtype=r.kv_dtype,
-            )
-            try:
-                assert dec.kv_capacity_tokens(0.95) > 0
-            except PlanError:  # a decode rank too small to hold the weights would be a normalisation bug
-                pytest.fail(f"{r.id}: decode pool does not fit")
+            pools = {"prefill": r.prefill, "decode": r.decode}
+            try:  # the sim flags give each pool the row's parallelism, one scheduling rank per attention-DP rank
+                cluster = build_cluster(_sim_args(r, 1))
+            except PlanError:  # a rank too small to hold the weights would be a normalisation bug
+                pytest.fail(f"{r.id}: a pool does not fit")
+            for name, p in pools.items():
+                assert cluster.pool_parallelism(name) == Parallelism(p.tp, p.attention_dp, p.ep), r.id
+                assert cluster.ranks(name) == p.workers * p.attention_dp, r.id
+            pre, dec = cluster.perf("prefill"), cluster.perf("decode")
+            assert isinstance(dec, TrainedStepModel)
+            assert dec.kv_capacity_tokens(0.95) > 0
             assert pre.step_ns([(r.isl, 0)], 0, 0) > 0
-            assert xfer.ns(r.isl) > 0
+            assert cluster.kv_transfer().ns(r.isl) > 0
     # a handful end to end: one per engine
     seen: set[str] = set()
     for key in sorted(configs):
@@ -173,6 +170,17 @@ def test_every_corpus_configuration_resolves_to_sim_flags(calibration_dir: Path)
         out = run_sim(_sim_args(r, 3 * r.concurrency))
         assert out.summary["requests"]["completed"] == 3 * r.concurrency
         assert out.summary["ttft_ms"]["mean"] > 0
+    assert seen == {"vllm", "sglang", "trtllm"}
+    # and disaggregated ones with attention-DP decode ranks, one per engine
+    seen = set()
+    for key in sorted(configs):
+        for r in configs[key]:
+            if r.decode is None or r.engine in seen or r.decode.attention_dp == 1 or r.concurrency > 64:
+                continue
+            seen.add(r.engine)
+            out = run_sim(_sim_args(r, 2 * r.concurrency))
+            assert out.summary["requests"]["completed"] == 2 * r.concurrency
+            assert out.result.kv_transfer_s > 0
     assert seen == {"vllm", "sglang", "trtllm"}
 
 
@@ -220,7 +228,8 @@ def test_a_repeated_measurement_takes_the_recorded_rows_deployment() -> None:
     assert other.decode is not None
     assert other.decode.workers == 8
     assert "--disagg" in copy.sim_flags()
-    assert "prefill=1x8,decode=1x8" in copy.sim_flags()
+    # each pool as simulated: the prefill worker TP 8 with its experts over 8, the decode worker 8 attention-DP ranks
+    assert "prefill=1x8:ep8,decode=1x8:dp8:ep8" in copy.sim_flags()
 
 
 @pytest.mark.parametrize(
@@ -269,7 +278,7 @@ def test_a_public_recipe_fills_in_an_imputed_rows_workers_and_says_if_it_decoded
     assert 0 < float(flags[flags.index("--spec-accept") + 1]) < 1
     assert listed.prefill == PoolDeployment(8, 8, 1, 8, 3)  # tensor-parallel attention, experts over 8
     assert listed.decode == PoolDeployment(8, 1, 8, 8, 5)  # attention DP 8 ("dp-attn")
-    assert "prefill=3x8,decode=5x8" in " ".join(listed.sim_flags())
+    assert "prefill=3x8:ep8,decode=5x8:dp8:ep8" in listed.sim_flags()
     # GPUs per worker that disagree with the row's: the row keeps rule 5's pools, and still carries the spec
     (other,) = apply_recipes([row], _recipe("r", "none", (1, 4, 4, 1), (2, 8, 8, 1)))
     assert (other.workers, other.spec, other.spec_draft) == ("imputed", "none", 0)

@@ -38,6 +38,49 @@ def test_parse_disagg_and_bad_input() -> None:
             parse_disagg(bad)
 
 
+def test_parse_disagg_pools_with_attention_dp_and_expert_parallelism() -> None:
+    d = parse_disagg("prefill=2x4:dp4:ep4,decode=1x8:ep8:dp8")
+    assert (d.prefill_dp, d.prefill_ep, d.decode_dp, d.decode_ep, d.gpus) == (4, 4, 8, 8, 16)
+    assert d.label() == "prefill=2x4:dp4:ep4,decode=1x8:dp8:ep8"
+    assert parse_disagg(d.label()) == d
+    assert parse_disagg("prefill=1x2,decode=3x4:ep2").label() == "prefill=1x2,decode=3x4:ep2"
+    for bad, why in (
+        ("prefill=1x8:dp3,decode=1x1", "prefill dp3 must divide the worker's 8 GPUs"),
+        ("prefill=1x8,decode=1x4:ep8", "decode ep8 must divide the worker's 4 GPUs"),
+        ("prefill=1x8:dp0,decode=1x1", "dp0"),
+        ("prefill=1x8:dp2:dp2,decode=1x1", ":dpN"),
+        ("prefill=1x8:tp2,decode=1x1", ":dpN"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            parse_disagg(bad)
+
+
+def test_a_disaggregated_pool_runs_its_attention_dp_ranks_and_expert_parallelism() -> None:
+    """Each attention-DP rank of a pool's workers schedules its own batch (as aggregated replicas do) with the
+    rank's step model; the GPU-seconds count every GPU of every worker; a pool without ``:dp``/``:ep`` whose worker
+    has the deployment's ``tp × attention_dp`` GPUs takes its parallelism from those flags."""
+    load = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "b200", "engine": "sglang", "weights_dtype": "fp4",
+            "concurrency": 64, "requests": 192, "input_tokens": 1024, "output_tokens": 64, "seed": 2,
+            "closed_loop_noise": False}  # fmt: skip
+    ranked = simulate(disagg="prefill=1x4:dp4:ep4,decode=1x8:dp8:ep8", **load)  # type: ignore[arg-type]
+    pools = ranked.to_dict()["run"]["settings"]["engine"]["disagg"]
+    assert pools["prefill_parallelism"] == {"tp": 1, "attention_dp": 4, "ep": 4, "ranks": 4}
+    assert pools["decode_parallelism"] == {"tp": 1, "attention_dp": 8, "ep": 8, "ranks": 8}
+    assert ranked.summary.requests.completed == 192
+    assert ranked.sim.gpu_seconds == pytest.approx(12 * ranked.sim.virtual_s, rel=1e-6)
+    assert ranked.run.target.url.endswith("@b200/prefill=1x4:dp4:ep4,decode=1x8:dp8:ep8")
+    # the same decode pool spelled with the deployment's flags: the same simulation
+    flags = simulate(disagg="prefill=1x4:dp4:ep4,decode=1x8", tp=1, attention_dp=8, ep=8, **load)  # type: ignore[arg-type]
+    assert flags.to_dict()["run"]["settings"]["engine"]["disagg"]["decode_parallelism"] == pools["decode_parallelism"]
+    assert [r.chunk_times_ns for r in flags.records] == [r.chunk_times_ns for r in ranked.records]
+    # a plain tensor-parallel decode worker batches all 64 clients in one rank: slower tokens than 8 ranks of 8
+    plain = simulate(disagg="prefill=1x4:dp4:ep4,decode=1x8", **load)  # type: ignore[arg-type]
+    assert plain.to_dict()["run"]["settings"]["engine"]["disagg"]["decode_parallelism"]["ranks"] == 1
+    assert plain.summary.tpot_ms.mean != pytest.approx(ranked.summary.tpot_ms.mean, rel=0.02)
+    with pytest.raises(ConfigError, match="--disagg"):
+        simulate(disagg="prefill=1x4:ep3,decode=1x8", requests=4)
+
+
 def test_disaggregated_sim_completes_ttft_has_transfer_tpot_without_interference() -> None:
     load = {"rate": 12.0, "requests": 300, "input_tokens": 3000, "output_tokens": 150, "seed": 3}
     dis = simulate(disagg="prefill=1x1,decode=1x1", **load)  # type: ignore[arg-type]
@@ -272,6 +315,28 @@ def test_plan_capacity_sizes_prefill_and_decode_pools() -> None:
     assert listed.disagg["answer"] == "1 prefill + 1 decode workers"
     with pytest.raises(ConfigError, match="--disagg"):
         plan_capacity("llama-3.1-8b", "h100-sxm", target_rps=2, slo=["ttft_p99=5s"], tp="1", disagg="nonsense")
+
+
+def test_plan_capacity_skips_pools_whose_workers_cannot_hold_the_model() -> None:
+    """Llama-3.1-70B (141 GB in BF16) does not fit one H100: the automatic split search says so once for that pair
+    of widths and sizes the pools at TP 2, instead of failing on the first split."""
+    from tailscope.api.capacity import plan_capacity
+    from tailscope.report.plan_console import capacity_notes
+
+    r = plan_capacity(
+        "llama-3.1-70b", "h100-sxm", target_rps=0.5, slo=["ttft_p99=10s"], tp="1,2,4", sim_requests=60,
+        max_replicas=2, disagg="auto", steady_window_s=30,
+    )  # fmt: skip
+    d = r.disagg
+    assert d is not None
+    assert list(d["unfit"]) == ["prefill TP1, decode TP1"]
+    assert "needs 141.1 GB of weights per GPU" in d["unfit"]["prefill TP1, decode TP1"]
+    assert d["answer"] == "1 prefill + 1 decode workers"
+    assert (d["prefill_tp"], d["decode_tp"]) == (2, 2)
+    assert [t["deployment"] for t in d["tried"]] == ["prefill=1x2,decode=1x2"]  # the unfit splits cost no simulation
+    assert "not simulated with prefill TP1, decode TP1: llama-3.1-70b" in " ".join(
+        capacity_notes(None, True, r.to_dict()["disagg"])
+    )
 
 
 # ---- batch waiting -------------------------------------------------------------------------------------------
