@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from tailscope.engine.cluster import ClusterSpec
+from tailscope.engine.disagg import parse_disagg
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import resolve_model
 from tailscope.serve.embedded import EmbeddedServer
@@ -66,12 +67,15 @@ def _stats(ttft_ms: list[float], tpot_ms: list[float]) -> tuple[float, float]:
     return sum(ttft_ms) / len(ttft_ms), sum(tpot_ms) / len(tpot_ms)
 
 
-def test_serve_latencies_match_sim(judgement: Judgement) -> None:
+@pytest.mark.parametrize("disagg", [None, "prefill=1x1,decode=1x2:dp2"], ids=["one replica", "disaggregated"])
+def test_serve_latencies_match_sim(judgement: Judgement, disagg: str | None) -> None:
+    """One replica, and (``serve --disagg``) prefill and decode pools: the prefill, the KV transfer, the decode
+    worker's pickup and its first step, on the wall clock as in the simulator."""
     rng = random.Random(7)
     lengths = [rng.randint(200, 1500) for _ in range(N)]
     plan = [(i * GAP_S, [rng.randrange(1000, 100_000) for _ in range(n)], OUT) for i, n in enumerate(lengths)]
 
-    engine, options = build_replica("llama-3.1-8b", "h100-sxm")
+    engine, options = build_replica("llama-3.1-8b", "h100-sxm", disagg=disagg)
     with EmbeddedServer(engine, options) as srv:
         proc = subprocess.run(
             [sys.executable, "-c", CLIENT, srv.base_url],
@@ -93,7 +97,12 @@ def test_serve_latencies_match_sim(judgement: Judgement) -> None:
         serve_tpot.append((times[-1] - times[0]) / 1e6 / (OUT - 1))
     assert server_count == N
 
-    cluster = ClusterSpec(model=resolve_model("llama-3.1-8b"), gpu=resolve_gpu("h100-sxm"), model_id="llama-3.1-8b")
+    cluster = ClusterSpec(
+        model=resolve_model("llama-3.1-8b"),
+        gpu=resolve_gpu("h100-sxm"),
+        model_id="llama-3.1-8b",
+        disagg=parse_disagg(disagg) if disagg else None,
+    )
     specs = [
         # random seeds: sim draws each request's API-server jitter from (seed ^ id), serve from its own sequence
         RequestSpec(id=i, input_tokens=n, output_tokens=OUT, at_ns=round(i * GAP_S * 1e9), seed=rng.randrange(2**31))
@@ -110,7 +119,8 @@ def test_serve_latencies_match_sim(judgement: Judgement) -> None:
     s_ttft = server_ttft_s / server_count * 1e3
     m_ttft, m_tpot = _stats(sim_ttft, sim_tpot)
     print(
-        f"\nmean TTFT serve {s_ttft:.1f} ms (the client saw {c_ttft:.1f}: +{c_ttft - s_ttft:.1f} ms transport) vs sim "
+        f"\n{'disaggregated' if disagg else 'one replica'}: "
+        f"mean TTFT serve {s_ttft:.1f} ms (the client saw {c_ttft:.1f}: +{c_ttft - s_ttft:.1f} ms transport) vs sim "
         f"{m_ttft:.1f} ms; mean TPOT serve {s_tpot:.2f} vs sim {m_tpot:.2f} ms; engine loop late by ≤ "
         f"{loop_lag_s * 1e3:.1f} ms"
     )

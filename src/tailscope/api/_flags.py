@@ -444,6 +444,12 @@ SERVE: dict[str, Flag] = {f.name: f for f in (
     Flag("reasoning_tokens", int, 0, "--reasoning-tokens", (
         "Act as a reasoning model: the first N output tokens of each chat response are reasoning_content.")),
 )}
+#: ``tailscope serve``'s deployment shape (:class:`~tailscope.serve.engine_factory.EngineFlags` fields sim has apart)
+SERVE_POOLS: dict[str, Flag] = {f.name: f for f in (
+    Flag("disagg", str | None, None, "--disagg", (
+        "Serve prefill/decode pools instead of one replica, as sim --disagg takes them: "
+        "prefill=WORKERSxGPUS,decode=WORKERSxGPUS, each optionally :dpN:epN.")),
+)}
 #: ``tailscope gate``: :func:`tailscope.gate`
 GATE: dict[str, Flag] = {f.name: f for f in (
     Flag("baseline", str | None, None, "--baseline", (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tailscope.api._flags import ENGINE_FLAGS, FAULT_FLAGS, SERVE
+from tailscope.api._flags import ENGINE_FLAGS, FAULT_FLAGS, SERVE, SERVE_POOLS
 from tailscope.cli import common as opt
 from tailscope.cli.common import command_app, with_flags
 
@@ -26,7 +26,7 @@ Examples:
 """
 
 
-@with_flags([*ENGINE_FLAGS.values(), *FAULT_FLAGS.values(), *SERVE.values()])  # the engine as sim has it, faults
+@with_flags([*ENGINE_FLAGS.values(), *SERVE_POOLS.values(), *FAULT_FLAGS.values(), *SERVE.values()])  # sim's engine
 def serve(
     host: opt.Host = "127.0.0.1",
     port: opt.Port = 8000,

@@ -56,6 +56,7 @@ def serve_cli_args(
         "--max-model-len": flags.max_model_len,
         "--calibration": flags.calibration,
         "--gpu-file": flags.gpu_file,
+        "--disagg": flags.disagg,
     }
     for flag, value in optional.items():
         if value is not None:

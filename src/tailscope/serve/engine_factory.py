@@ -29,10 +29,13 @@ class EngineFlags(EngineSettings):
     Attributes:
         enable_prefix_caching: reuse cached KV blocks across requests.
         max_model_len: context length; default = the model's, capped by the KV cache capacity.
+        disagg: serve a prefill/decode-disaggregated deployment instead of one replica, given as ``tailscope sim
+            --disagg`` takes it (``prefill=2x4:dp4:ep4,decode=1x8:dp8:ep8``); None: one replica.
     """
 
     enable_prefix_caching: bool = True
     max_model_len: int | None = None
+    disagg: str | None = None
 
 
 def _model_max_len(model: str) -> int:
@@ -96,6 +99,11 @@ def build_replica(
     # the construction `tailscope sim` uses (one replica of its ClusterSpec): the same dtype and fit checks, scheduler
     # limits and KV blocks (a twin's own), so the served engine is the simulated one
     draft = resolve_model(flags.spec_draft_model) if flags.spec_draft_model and flags.spec_draft else None
+    pools = None
+    if flags.disagg is not None:
+        from tailscope.engine.disagg import parse_disagg
+
+        pools = parse_disagg(flags.disagg)
     spec = ClusterSpec.from_settings(
         flags,
         arch,
@@ -104,12 +112,22 @@ def build_replica(
         model_id=model,
         prefix_caching=flags.enable_prefix_caching,
         draft_model=draft,
+        disagg=pools,
     )
     config = spec.engine_config()
-    engine = spec.new_replica()
-    perf = engine.perf
+    engine: ReplicaEngine
+    if pools is None:
+        replica = spec.new_replica()
+        engine, weights, capacity = replica, replica.perf.weights_dtype, replica.capacity_tokens
+        shape = f" ×{flags.tp}" if flags.tp > 1 else ""
+    else:  # the pools of `tailscope sim --disagg`, behind one engine
+        from tailscope.engine.disagg_engine import DisaggregatedEngine
+
+        spec.check_fits()
+        both = DisaggregatedEngine.from_cluster(spec)
+        engine, weights, capacity = both, both.perf.weights_dtype, both.capacity_tokens
+        shape = f", disaggregated {pools.label()}"
     blocks = engine.stats().kv_blocks_total
-    capacity = blocks * config.block_size
     twin = calibration.twin
     # a twin's server had a context length of its own; else the model's, capped by what the KV cache holds
     model_len = twin.facts.max_model_len if twin is not None and twin.facts.max_model_len else _model_max_len(model)
@@ -120,10 +138,9 @@ def build_replica(
             f"(tp={flags.tp}); lower it or raise --gpu-memory-utilization / --tp"
         )
     name = served_model_name or model
-    tp_text = f" ×{flags.tp}" if flags.tp > 1 else ""
     description = (
-        f"{arch.name} on {gpu_spec.id}{tp_text} "
-        f"(weights {perf.weights_dtype}, KV {flags.kv_dtype}, {capacity:,} KV tokens, "
+        f"{arch.name} on {gpu_spec.id}{shape} "
+        f"(weights {weights}, KV {flags.kv_dtype}, {capacity:,} KV tokens, "
         f"max_num_seqs {config.max_num_seqs}, speed {speed:g}×)"
     )
     base = options or ServeOptions(model_name=name)

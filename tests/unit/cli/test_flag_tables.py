@@ -32,6 +32,7 @@ from tailscope.api._flags import (
     RUNS_LIST,
     RUNS_TREND,
     SERVE,
+    SERVE_POOLS,
     SIM_FLAGS,
     TRACE_CACHEABILITY,
     TRACE_COLLECT,
@@ -87,6 +88,7 @@ TABLES = [
     (("runs", "trend"), RUNS_TREND),
     (("diagnose",), DIAGNOSE),
     (("serve",), SERVE),
+    (("serve",), SERVE_POOLS),
     (("gate",), GATE),
     (("plan", "budget"), PLAN_BUDGET),
     (("trace", "whatif"), TRACE_WHATIF),
@@ -126,7 +128,7 @@ def test_engine_flags_default_to_the_engine_s() -> None:
     from tailscope.serve.engine_factory import EngineFlags
 
     engine, server = EngineFlags(), inspect.signature(run_server).parameters
-    for name, flag in ENGINE_FLAGS.items():
+    for name, flag in {**ENGINE_FLAGS, **SERVE_POOLS}.items():
         if name in ("model", "gpu"):
             assert flag.default == server[name].default
         else:

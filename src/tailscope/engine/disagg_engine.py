@@ -1,0 +1,285 @@
+"""A disaggregated deployment as one :class:`~tailscope.engine.api.ReplicaEngine`: what ``tailscope serve --disagg``
+drives on the wall clock.
+
+The pools are those of ``tailscope sim --disagg`` (:class:`~tailscope.engine.cluster.ClusterSpec`: one replica per
+attention-DP rank of each pool's workers) and a request lives as it does there (``sim/disagg.py``): the rank of the
+prefill pool with the fewest requests runs its prompt and samples one token; its KV crosses to the decode pool
+(:class:`~tailscope.engine.disagg.KvTransfer`), and the decode worker's scheduler takes it in
+(``pickup_wait_ns`` at that pool's load) on the decode rank with the fewest requests, which computes the last prompt
+token and samples the first output token the client sees. The prefill pool's own token never reaches the client.
+
+The ranks run side by side, each on its own timeline; one :meth:`DisaggregatedEngine.step` runs from the caller's
+``now`` to the next moment anything becomes visible or due — the end of a rank's step or a KV arrival — and reports
+the decode ranks' tokens of the steps that end then. A rank that was idle when work reached it starts at that
+moment (a request's arrival, its KV's arrival), not at the caller's next step: the caller (the serve loop) only
+calls between steps, so a new request would otherwise wait for another rank's step to end. Clock-free, like every
+engine: the caller owns the time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tailscope.engine.api import EngineRequest, EngineStats, StepResult
+from tailscope.engine.disagg import KvTransfer
+from tailscope.engine.perf import StepModel
+from tailscope.engine.replica import Replica
+
+if TYPE_CHECKING:
+    from tailscope.engine.cluster import ClusterSpec
+
+__all__ = ["DisaggregatedEngine", "PrefillFrontend"]
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillFrontend:
+    """The API-server prices of a disaggregated deployment: its prefill ranks', whose engine wait is a prefill pool's
+    (as ``sim`` charges it)."""
+
+    perf: StepModel
+
+    @property
+    def weights_dtype(self) -> str:
+        return self.perf.weights_dtype
+
+    def tokenize_ns(self, prompt_tokens: int) -> int:
+        return self.perf.tokenize_ns(prompt_tokens)
+
+    def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
+        return self.perf.frontend_delay_ns(in_flight, u)
+
+    def engine_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
+        wait = getattr(self.perf, "engine_wait_ns", None)
+        return 0 if wait is None else int(wait(in_flight, prompt_tokens, prefill_pool=True))
+
+
+@dataclass(slots=True)
+class _Rank:
+    replica: Replica
+    decode: bool
+    outstanding: int = 0  # requests assigned here and not yet finished (prefill: not yet handed off)
+    free_at: int = 0  # engine time its last step ended
+    ready_at: int | None = None  # the earliest arrival of work that reached it while idle
+    step: StepResult | None = None  # the step in progress
+
+
+@dataclass(slots=True)
+class _Request:
+    prompt: int
+    max_tokens: int
+    hashes: tuple[int, ...]
+    rank: int  # where it is now; -1 while its KV is on the way
+    arrival: int = 0
+
+
+@dataclass(slots=True)
+class DisaggregatedEngine:
+    """Prefill ranks, decode ranks and the KV transfer between them, behind the ReplicaEngine protocol.
+
+    Args:
+        prefill / decode: one replica per attention-DP rank of each pool (:meth:`from_cluster` builds them).
+        transfer: the KV transfer of a prompt from a prefill to a decode worker.
+        pickup: the decode worker's scheduler taking a request in (``(requests in flight, prompt tokens) → ns``), or
+            None.
+    """
+
+    prefill: list[Replica]
+    decode: list[Replica]
+    transfer: KvTransfer
+    pickup: Callable[[int, int], int] | None = None
+    #: called ``(request id, tokens found in the prefix cache)`` when a prefill rank first schedules a request
+    on_admit: Callable[[int, int], None] | None = None
+    _ranks: list[_Rank] = field(default_factory=list)
+    _requests: dict[int, _Request] = field(default_factory=dict)
+    _arrivals: list[tuple[int, int]] = field(default_factory=list)  # (engine ns the KV is there, request id)
+    _last_now: int = 0
+    transfers: int = 0
+    transfer_ns: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.prefill or not self.decode:
+            raise ValueError("a disaggregated engine needs at least one prefill and one decode rank")
+        self._ranks = [_Rank(r, False) for r in self.prefill] + [_Rank(r, True) for r in self.decode]
+        for r in self.prefill:
+            r.on_admit = self._admitted
+
+    @classmethod
+    def from_cluster(cls, cluster: ClusterSpec) -> DisaggregatedEngine:
+        """The pools of a :class:`~tailscope.engine.cluster.ClusterSpec` with ``disagg`` set."""
+        if cluster.disagg is None:
+            raise ValueError("the cluster has no --disagg pools")
+        pre, dec = cluster.perf("prefill"), cluster.perf("decode")
+        return cls(
+            [cluster.new_replica(pre) for _ in range(cluster.ranks("prefill"))],
+            [cluster.new_replica(dec) for _ in range(cluster.ranks("decode"))],
+            cluster.kv_transfer(),
+            getattr(dec, "pickup_wait_ns", None),
+        )
+
+    # ---- what the HTTP layer reads -------------------------------------------------------------------------------
+    @property
+    def perf(self) -> PrefillFrontend:
+        """The API server's prices (a request meets the prefill pool's front end first)."""
+        return PrefillFrontend(self.prefill[0].perf)
+
+    @property
+    def capacity_tokens(self) -> int:
+        """The longest request (prompt + output) a decode rank holds: what the server can accept."""
+        return min(r.capacity_tokens for r in self.decode)
+
+    # ---- the protocol ----------------------------------------------------------------------------------------------
+    def add_request(self, request: EngineRequest) -> None:
+        """Queue ``request`` on the prefill rank with the fewest requests. Raises ValueError when prompt + output can
+        never fit a decode rank's KV cache."""
+        if request.prompt_tokens + request.max_tokens > self.capacity_tokens:
+            raise ValueError(
+                f"request {request.id}: {request.prompt_tokens}+{request.max_tokens} tokens exceed a decode rank's KV "
+                f"cache ({self.capacity_tokens} tokens)"
+            )
+        if request.id in self._requests:
+            raise ValueError(f"request {request.id} is already queued")
+        i = self._least(False)
+        rank = self._ranks[i]
+        rank.replica.add(request.id, request.prompt_tokens, 1, request.arrival_ns, request.block_hashes)
+        self._requests[request.id] = _Request(
+            request.prompt_tokens, request.max_tokens, request.block_hashes, i, request.arrival_ns
+        )
+        rank.outstanding += 1
+        self._woken(rank, request.arrival_ns)
+
+    def abort(self, request_id: int) -> None:
+        """Drop a request wherever it is (a prefill rank, on its way, a decode rank); no-op for unknown ids."""
+        req = self._requests.pop(request_id, None)
+        if req is None:
+            return
+        if req.rank >= 0:
+            rank = self._ranks[req.rank]
+            rank.replica.abort(request_id)
+            rank.outstanding -= 1
+        # a transfer in flight is dropped when it arrives (its id is gone)
+
+    def has_work(self) -> bool:
+        return bool(self._arrivals) or any(r.step is not None or r.replica.has_work() for r in self._ranks)
+
+    def step(self, now_ns: int) -> StepResult | None:
+        """Run every rank until the next moment a decode token is released or a KV transfer arrives (see the module
+        docstring); ``None`` when nothing runs and nothing is on its way."""
+        now = max(now_ns, self._last_now)
+        self._last_now = now
+        self._deliver(now)
+        for rank in self._ranks:
+            if rank.step is None and rank.replica.has_work():
+                start = max(rank.free_at, rank.ready_at if rank.ready_at is not None else now)
+                res = rank.replica.step(start)
+                rank.ready_at = None
+                if res is not None:
+                    rank.step = res
+                    rank.free_at = res.start_ns + res.duration_ns
+        ends = [r.free_at for r in self._ranks if r.step is not None]
+        if self._arrivals:
+            ends.append(self._arrivals[0][0])
+        if not ends:
+            return None
+        end = max(min(ends), now + 1)
+        emitted: list[tuple[int, int]] = []
+        finished: list[int] = []
+        preempted: list[int] = []
+        prefill_tokens = decode_tokens = 0
+        for i, rank in enumerate(self._ranks):
+            res = rank.step
+            if res is None or rank.free_at > end:
+                continue
+            rank.step = None
+            prefill_tokens += res.prefill_tokens
+            decode_tokens += res.decode_tokens
+            if rank.decode:
+                emitted.extend(res.emitted)
+                finished.extend(res.finished)
+                preempted.extend(res.preempted)
+                for rid in res.finished:
+                    self._requests.pop(rid, None)
+                rank.outstanding -= len(res.finished)
+            else:
+                for rid in res.finished:
+                    self._hand_off(i, rid, rank.free_at)
+        return StepResult(
+            start_ns=now,
+            duration_ns=end - now,
+            emitted=tuple(emitted),
+            finished=tuple(finished),
+            preempted=tuple(preempted),
+            prefill_tokens=prefill_tokens,
+            decode_tokens=decode_tokens,
+        )
+
+    def stats(self) -> EngineStats:
+        """The pools' gauges and counters summed (KV usage: of all their blocks)."""
+        parts = [r.replica.stats() for r in self._ranks]
+        total = sum(p.kv_blocks_total for p in parts)
+        extra: dict[str, float] = {}
+        for p in parts:
+            for k, v in p.extra.items():
+                extra[k] = extra.get(k, 0.0) + v
+        extra["kv_transfers"] = float(self.transfers)
+        extra["kv_transfer_s"] = self.transfer_ns / 1e9
+        extra["kv_transfers_in_flight"] = float(len(self._arrivals))
+        return EngineStats(
+            running=sum(p.running for p in parts),
+            waiting=sum(p.waiting for p in parts) + len(self._arrivals),
+            kv_usage=sum(p.kv_usage * p.kv_blocks_total for p in parts) / total if total else 0.0,
+            kv_blocks_total=total,
+            prefix_queries_tokens=sum(p.prefix_queries_tokens for p in parts),
+            prefix_hits_tokens=sum(p.prefix_hits_tokens for p in parts),
+            preemptions=sum(p.preemptions for p in parts),
+            prompt_tokens_total=sum(p.prompt_tokens_total for p in parts[: len(self.prefill)]),
+            generation_tokens_total=sum(p.generation_tokens_total for p in parts[len(self.prefill) :]),
+            extra=extra,
+        )
+
+    # ---- inside -------------------------------------------------------------------------------------------------
+    def _least(self, decode: bool) -> int:
+        """The rank of a pool with the fewest requests (the lowest index among equals)."""
+        best = -1
+        for i, r in enumerate(self._ranks):
+            if r.decode == decode and (best < 0 or r.outstanding < self._ranks[best].outstanding):
+                best = i
+        return best
+
+    def _woken(self, rank: _Rank, at: int) -> None:
+        if rank.step is None and (rank.ready_at is None or at < rank.ready_at):
+            rank.ready_at = at
+
+    def _admitted(self, rid: int, hit_tokens: int = 0) -> None:
+        if self.on_admit is not None:
+            self.on_admit(rid, hit_tokens)
+
+    def _hand_off(self, i: int, rid: int, end: int) -> None:
+        """A prefill rank sampled ``rid``'s token at ``end``: its KV leaves for the decode pool."""
+        self._ranks[i].outstanding -= 1
+        req = self._requests.get(rid)
+        if req is None:
+            return
+        req.rank = -1
+        xfer = self.transfer.ns(req.prompt)
+        least = min(r.outstanding for r in self._ranks if r.decode) + 1
+        wait = self.pickup(least, req.prompt) if self.pickup is not None else 0
+        self.transfers += 1
+        self.transfer_ns += xfer
+        heapq.heappush(self._arrivals, (end + xfer + wait, rid))
+
+    def _deliver(self, now: int) -> None:
+        """KV that has arrived by ``now``: the decode rank with the fewest requests admits it, prompt present."""
+        while self._arrivals and self._arrivals[0][0] <= now:
+            at, rid = heapq.heappop(self._arrivals)
+            req = self._requests.get(rid)
+            if req is None:  # aborted on the way
+                continue
+            i = self._least(True)
+            rank = self._ranks[i]
+            rank.replica.add(rid, req.prompt, req.max_tokens, at, req.hashes, kv_ready=req.prompt)
+            req.rank = i
+            rank.outstanding += 1
+            self._woken(rank, at)
