@@ -11,13 +11,14 @@ duplicate, takes them from the public recipe or they are imputed — ``HeldOutRo
 model before this one (the plain roofline with its built-in efficiencies, fitted on 15 points of one configuration)
 in the same harness; the corpus's own repeat measurements (setups it describes identically, measured more than
 once: :func:`tailscope.measurement_repeatability`) — the floor under any model's MAPE on those rows — next to the
-model's held-out error on the same rows; and, with ``--sim N``, N aggregated rows simulated end to end
+model's held-out error on the same rows; and, with ``--sim N``, N rows simulated end to end (``--sim-mode``: aggregated,
+disaggregated or both)
 (:func:`tailscope.simulate`, the committed coefficients) next to the analytic closed loop for the same rows — an
 internal check of the simulator against the closed form it is fitted through, so that figure comes from
 :mod:`tailscope.testing.closed_loop_check`, not from the public API.
 
     python benchmarks/sim_accuracy.py [CORPUS_CSV] [--jobs 2] [--folds loco|K] [--max-folds N] [--sim 12] [--json OUT]
-        [--sim-only] [--sim-concurrency 64-256] [--sim-desync on|off|both]
+        [--sim-only] [--sim-concurrency 64-256] [--sim-desync on|off|both] [--sim-mode agg|disagg|both]
 """
 
 from __future__ import annotations
@@ -47,13 +48,13 @@ def _fold_line(done: int, total: int, rows: int, secs: float) -> None:
 
 # ---- end to end against the analytic figure -----------------------------------------------------------------------
 def simulate_rows(
-    rows: Sequence[HeldOutRow], n: int, *, lo: int = 1, hi: int = 256, noise: bool = True
+    rows: Sequence[HeldOutRow], n: int, *, lo: int = 1, hi: int = 256, noise: bool = True, mode: str = "agg"
 ) -> list[dict[str, Any]]:
-    """``n`` aggregated rows (spread over the configurations, ``lo`` ≤ concurrency ≤ ``hi``) through the simulator
-    (its closed-loop noise on or off) and the closed loop."""
+    """``n`` rows of ``mode`` (``agg``, ``disagg``; spread over the configurations, ``lo`` ≤ concurrency ≤ ``hi``)
+    through the simulator (its closed-loop noise on or off) and the closed loop."""
     by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
-        if r.simulate_options is not None and lo <= r.concurrency <= hi:
+        if r.simulate_options is not None and r.mode == mode and lo <= r.concurrency <= hi:
             by_key[r.configuration].append(i)
     keys = sorted(by_key)
     picks = [by_key[keys[(j * 7) % len(keys)]][(j * 5) % len(by_key[keys[(j * 7) % len(keys)]])] for j in range(n)]
@@ -248,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", default="loco", help="loco (one configuration per fold) or K (K folds)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--max-folds", type=int, default=None, help="evaluate only the first N folds (a quick look)")
-    ap.add_argument("--sim", type=int, default=0, help="also simulate N aggregated rows end to end")
+    ap.add_argument("--sim", type=int, default=0, help="also simulate N rows end to end (of each --sim-mode)")
+    ap.add_argument("--sim-mode", choices=("agg", "disagg", "both"), default="agg", help="the rows --sim picks")
     ap.add_argument("--sim-concurrency", default="1-256", help="LO-HI: the clients of the rows --sim picks")
     ap.add_argument("--sim-desync", choices=("on", "off", "both"), default="on", help="closed-loop noise in --sim")
     ap.add_argument("--sim-only", action="store_true", help="--sim without the cross-validation (one fold is fitted)")
@@ -284,11 +286,13 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.sim:
         lo, _, hi = args.sim_concurrency.partition("-")
-        for noise in {"on": (True,), "off": (False,), "both": (False, True)}[args.sim_desync]:
-            sims = simulate_rows(rows, args.sim, lo=int(lo), hi=int(hi or lo), noise=noise)
+        modes = ("agg", "disagg") if args.sim_mode == "both" else (args.sim_mode,)
+        for mode, noise in ((m, x) for m in modes for x in {"on": (True,), "off": (False,), "both": (False, True)}[
+                args.sim_desync]):  # fmt: skip
+            sims = simulate_rows(rows, args.sim, lo=int(lo), hi=int(hi or lo), noise=noise, mode=mode)
             print(
-                "\n## end to end (tailscope sim) vs the analytic closed loop, committed coefficients, closed-loop "
-                f"noise {'on' if noise else 'off'}\n"
+                f"\n## end to end (tailscope sim) vs the analytic closed loop, {mode} rows, committed coefficients, "
+                f"closed-loop noise {'on' if noise else 'off'}\n"
             )
             for s in sims:
                 print(
@@ -297,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"sim {s['sim_ttft_ms']:8.1f} / {s['sim_tpot_ms']:6.2f}  ({s['sim_wall_s']:.1f} s)"
                 )
             print_sim_errors(sims)
-            result["sim_vs_analytic" + ("" if noise else "_no_desync")] = sims
+            result["sim_vs_analytic" + ("_disagg" if mode == "disagg" else "") + ("" if noise else "_no_desync")] = sims
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0

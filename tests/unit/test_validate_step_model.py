@@ -44,14 +44,17 @@ def test_every_held_out_row_is_predicted(calibration_dir: Path, tmp_path: Path) 
     for r in v.rows:
         assert (r.predicted_ttft_ms or 0) > 0, r.id
         assert (r.predicted_tpot_ms or 0) > 0, r.id
-        # the roofline baseline and the simulate() keywords exist for aggregated rows only
-        assert (r.baseline_ttft_ms is not None) == (r.mode == "agg") == (r.simulate_options is not None)
+        # the roofline baseline exists for aggregated rows only; the simulate() keywords for every row, a
+        # disaggregated one's pools as `disagg`
+        assert (r.baseline_ttft_ms is not None) == (r.mode == "agg")
+        assert r.simulate_options is not None
+        assert ("disagg" in r.simulate_options) == (r.mode == "disagg")
     ttft, tpot = v.mape()
     assert 0 < ttft < 10
     assert 0 < tpot < 10
     assert not math.isnan(v.mape("baseline", mode="agg")[0])
     assert math.isnan(v.mape("baseline", mode="disagg")[0])
-    agg = next(r for r in v.rows if r.simulate_options is not None and r.concurrency <= 16)
+    agg = next(r for r in v.rows if r.mode == "agg" and r.concurrency <= 16)
     assert agg.simulate_options is not None
     # the KV memory the analysis sizes admission by (and the rows' `sim` flags), not simulate()'s default
     from tailscope.engine.fit import corpus_kv_fraction

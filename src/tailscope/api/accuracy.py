@@ -45,7 +45,7 @@ class HeldOutRow:
             row's configuration); None when the row was in no evaluated fold (``max_folds``).
         baseline_ttft_ms, baseline_tpot_ms: the plain roofline's prediction (aggregated rows, ``baseline=True``).
         simulate_options: the keywords of :func:`tailscope.simulate` that run this row's deployment and workload
-            (aggregated rows; None for disaggregated ones). Add ``requests=``/``warmup=`` to size the run.
+            (a disaggregated row's pools as ``disagg``). Add ``requests=``/``warmup=`` to size the run.
         workers: where the row's worker counts come from: ``recorded`` in the corpus (every aggregated row, and the
             disaggregated rows that record them), ``duplicate`` (copied from a recorded row carrying the same
             measurement), ``recipe`` (the deployment its public recipe states) or ``imputed`` (the recorded rows'
@@ -196,14 +196,17 @@ def _simulate_options(r: CorpusRow) -> dict[str, Any] | None:
     from tailscope.engine.fit import corpus_kv_fraction
 
     p = r.agg
-    if p is None:
-        return None
     spec = {"spec_draft": r.spec_draft, "spec_accept": r.spec_accept()} if r.spec_draft else {}
     spec |= r.launch.simulate_options()  # the launch script's scheduler settings (rule 10)
+    pools: dict[str, Any]
+    if p is None:  # prefill and decode pools, each with its own parallelism (the row's sim flags)
+        flags = r.sim_flags()
+        pools = {"disagg": flags[flags.index("--disagg") + 1]}
+    else:
+        pools = {"tp": p.tp, "replicas": p.workers, "ep": p.ep, "attention_dp": p.attention_dp}
     return {
-        "model": r.model, "gpu": r.system, "engine": r.engine, "tp": p.tp, "replicas": p.workers, "ep": p.ep,
-        "attention_dp": p.attention_dp, "weights_dtype": r.precision, "kv_dtype": r.kv_dtype,
-        "gpu_memory_utilization": corpus_kv_fraction(r.engine),
+        "model": r.model, "gpu": r.system, "engine": r.engine, **pools, "weights_dtype": r.precision,
+        "kv_dtype": r.kv_dtype, "gpu_memory_utilization": corpus_kv_fraction(r.engine),
         "concurrency": r.concurrency, "input_tokens": str(r.isl), "output_tokens": str(r.osl), **spec,
     }  # fmt: skip
 

@@ -92,6 +92,21 @@ def test_simulation_lands_near_the_analytic_closed_loop() -> None:
     assert s["ttft_ms"]["mean"] == pytest.approx(ttft * 1e3, rel=0.35)
 
 
+def test_a_disaggregated_simulation_lands_near_the_analytic_closed_loop() -> None:
+    """`tailscope sim --disagg` with attention-DP and expert-parallel pools runs the pools the fit prices: its mean
+    TTFT/TPOT come close to the closed loop's (``benchmarks/sim_accuracy.py --sim-mode disagg`` on corpus rows)."""
+    from tailscope.api.sim import simulate
+    from tailscope.testing.closed_loop_check import analytic_closed_loop
+
+    options = {"model": "deepseek-ai/DeepSeek-R1", "gpu": "gb200", "engine": "trtllm", "weights_dtype": "fp4",
+               "kv_dtype": "fp8", "disagg": "prefill=1x4:dp4:ep4,decode=1x8:dp8:ep8", "concurrency": 64,
+               "input_tokens": "1024", "output_tokens": "256"}  # fmt: skip
+    ttft, tpot = analytic_closed_loop(options)
+    s = simulate(**options, requests=640, warmup=128).summary  # type: ignore[arg-type]
+    assert s.tpot_ms.mean == pytest.approx(tpot, rel=0.1)
+    assert s.ttft_ms.mean == pytest.approx(ttft, rel=0.35)
+
+
 def test_disaggregated_pools_and_kv_transfer() -> None:
     ds, gb200, b200 = resolve_model("deepseek-r1"), resolve_gpu("gb200"), resolve_gpu("b200")
     pre, dec, xfer = pool_step_models(ds, gb200, Parallelism(4, 1, 4), Parallelism(1, 8, 8), engine="trtllm",
