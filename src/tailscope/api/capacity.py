@@ -150,7 +150,14 @@ def plan_capacity(
     if load_calibration(cal_path).twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
     high = _confidence_bounds(engine, gpu, model) if confidence else None
-    splits = _disagg_candidates(disagg, tps, min(max_replicas, 16)) if disagg is not None else None
+    moe = resolve_model(model).is_moe
+    splits = _disagg_candidates(disagg, tps, min(max_replicas, 16), moe) if disagg is not None else None
+    if splits is not None and moe:  # an MoE model spreads its experts over each worker's GPUs, as aggregated
+        splits = [
+            replace(d, prefill_ep=d.prefill_ep or _experts(d.prefill_tp),
+                    decode_ep=d.decode_ep or _experts(d.decode_tp))
+            for d in splits
+        ]  # fmt: skip
 
     def perf_for_tp(degree: int) -> PerfModel:
         # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
@@ -243,13 +250,7 @@ def plan_capacity(
             ep=degree if resolve_model(model).is_moe and sim_model == model else 1, calibration=cal_path,
         )  # fmt: skip
 
-    moe = resolve_model(model).is_moe
-
     def check_disagg(split: Any) -> SimCheck:
-        # an MoE model spreads its experts over each worker's GPUs, as the aggregated search does
-        if moe:
-            split = replace(split, prefill_ep=split.prefill_ep or split.prefill_tp,
-                            decode_ep=split.decode_ep or split.decode_tp)  # fmt: skip
         # the same window and SLO test as the aggregated checks (the decode workers' unloaded request time)
         group = _confidence_bounds(engine, gpu, model, "disagg")[0] if confidence else None
         window = needed_window(split.decode_tp)
@@ -288,15 +289,42 @@ def plan_capacity(
 _DISAGG_MAX_SIMS = 40
 
 
-def _disagg_candidates(text: str, tps: Sequence[int], max_workers: int) -> list[Any]:
+def _disagg_candidates(text: str, tps: Sequence[int], max_workers: int, moe: bool = False) -> list[Any]:
+    """The splits a search tries, fewest GPUs first: the given ones, or (``auto``) prefill and decode workers of each
+    TP degree — for an MoE model also the same workers as attention-DP ranks (``:dpN:epN``, as wide-EP deployments
+    of DeepSeek-style models run), each after its tensor-parallel twin."""
     from tailscope.engine.disagg import DisaggSpec, parse_disagg
 
     if text.strip() != "auto":
         return sorted(
             (parse_disagg(c, what="--disagg") for c in text.split(";") if c.strip()), key=lambda d: (d.gpus, d.label())
         )
-    out = [DisaggSpec(p, t, n - p, t) for t in tps for n in range(2, max(2, max_workers) + 1) for p in range(1, n)]
-    return sorted(out, key=lambda d: (d.gpus, d.decode_workers, d.label()))
+    shapes = [(t, 0) for t in tps] + ([(t, t) for t in tps if t > 1] if moe else [])
+    out = [
+        DisaggSpec(p, t, n - p, t, dp, dp, dp, dp)
+        for t, dp in shapes
+        for n in range(2, max(2, max_workers) + 1)
+        for p in range(1, n)
+    ]
+    return sorted(out, key=lambda d: (d.gpus, d.decode_workers, d.prefill_dp > 0, d.label()))
+
+
+def _experts(gpus: int) -> int:
+    """An MoE worker's expert parallelism in a search: over all its GPUs (0, none, on one GPU)."""
+    return gpus if gpus > 1 else 0
+
+
+def _widths(d: Any) -> str:
+    """A split's pools without their worker counts: what decides whether a worker holds the model."""
+
+    def pool(name: str, width: int, dp: int, ep: int) -> str:
+        expert = f"EP {ep}" if ep > 1 else ""
+        if dp > 1:
+            return f"{name} {width} GPUs as {dp} attention-DP ranks" + (f" ({expert})" if expert else "")
+        return f"{name} TP{width}" + (f" ({expert})" if expert else "")
+
+    pre = pool("prefill", d.prefill_tp, d.prefill_dp, d.prefill_ep)
+    return f"{pre}, {pool('decode', d.decode_tp, d.decode_dp, d.decode_ep)}"
 
 
 def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[Any], SimCheck]) -> dict[str, Any]:
@@ -310,7 +338,7 @@ def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[
     for d in splits:
         if len(tried) >= _DISAGG_MAX_SIMS:
             break
-        widths = f"prefill TP{d.prefill_tp}, decode TP{d.decode_tp}"
+        widths = _widths(d)
         if widths in unfit:
             continue
         try:
@@ -326,6 +354,7 @@ def _search_disagg(splits: list[Any], gpu_price: float | None, check: Callable[[
             return {
                 "answer": f"{d.prefill_workers} prefill + {d.decode_workers} decode workers",
                 "prefill_workers": d.prefill_workers,
+                "deployment": d.label(),
                 "prefill_tp": d.prefill_tp,
                 "decode_workers": d.decode_workers,
                 "decode_tp": d.decode_tp,

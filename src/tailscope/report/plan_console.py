@@ -188,7 +188,7 @@ def capacity_notes(confidence: dict[str, Any] | None, has_best: bool, disagg: di
             lines.append(f"disaggregated: none of {len(disagg['tried'])} splits simulated met the SLOs")
         else:
             d = disagg
-            lines.append(f"disaggregated: {d['answer']} (prefill TP{d['prefill_tp']}, decode TP{d['decode_tp']}; "
+            lines.append(f"disaggregated: {d['answer']} ({d['deployment']}; "
                          f"{d['gpus']} GPUs; {len(d['tried'])} simulated)")  # fmt: skip
         for widths, why in disagg.get("unfit", {}).items():
             lines.append(f"disaggregated: not simulated with {widths}: {why}")

@@ -403,3 +403,24 @@ def test_attention_dp_balancing_waits_its_timeout_and_none_without_it() -> None:
     assert run(60, concurrency=8)[0] == pytest.approx(run(0, concurrency=8)[0])  # one client per rank: no wait
     with pytest.raises(ConfigError, match="--attention-dp-balance-iters"):
         run(-1)
+
+
+def test_plan_capacity_tries_attention_dp_pools_for_an_moe_model() -> None:
+    """DeepSeek-R1 in FP4 on GB200: the automatic split search tries each width's workers as tensor parallelism and
+    as attention-DP ranks, both with the experts over the worker's GPUs; at 50 req/s one prefill and one decode worker
+    of 4 GPUs meet the SLOs as attention-DP ranks (as wide-EP deployments run) and not as TP 4, whose queues grow."""
+    from tailscope.api.capacity import plan_capacity
+
+    r = plan_capacity(
+        "deepseek-ai/DeepSeek-R1", "gb200", target_rps=50, slo=["ttft_p99=2s", "tpot_p99=50ms"], tp="4",
+        input_tokens="1024", output_tokens="256", engine="sglang", weights_dtype="fp4", disagg="auto",
+        steady_window_s=30,
+    )  # fmt: skip
+    d = r.disagg
+    assert d is not None
+    assert [(t["deployment"], t["passed"]) for t in d["tried"]] == [
+        ("prefill=1x4:ep4,decode=1x4:ep4", False),
+        ("prefill=1x4:dp4:ep4,decode=1x4:dp4:ep4", True),
+    ]
+    assert d["tried"][0]["saturated"]
+    assert (d["answer"], d["gpus"]) == ("1 prefill + 1 decode workers", 8)
