@@ -57,12 +57,16 @@ def arrival_offsets_ns(
         raise ConfigError("an open-loop schedule needs --requests or --duration (runs are always bounded)")
     out: list[int] = []
     t = start_s
-    end = start_s + duration_s if duration_s is not None else None
+    # compared in whole nanoseconds, as the schedule is kept: a sum of fifty 0.1 s gaps is 4.999999999999998 s, which
+    # is 5 s on the schedule, and a constant 10/s for 5 s had sent a 51st request at the end whenever that send beat
+    # the stop at 5 s (the window is [start, start + duration))
+    end_ns = round((start_s + duration_s) * 1e9) if duration_s is not None else None
     while True:
         if count is not None and len(out) >= count:
             break
-        if end is not None and t >= end:
+        at = round(t * 1e9)
+        if end_ns is not None and at >= end_ns:
             break
-        out.append(round(t * 1e9))
+        out.append(at)
         t += gap_s(process, rate, rng, burstiness)
     return out
