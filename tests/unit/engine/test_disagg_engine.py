@@ -78,9 +78,13 @@ def test_a_request_reaching_an_idle_prefill_rank_starts_at_once() -> None:
     both = DisaggregatedEngine.from_cluster(_cluster())
     t_alone = _token_times(_run(alone, {late.arrival_ns: [late]}))[2][0]
     t_both = _token_times(_run(both, {0: [long_decode], late.arrival_ns: [late]}))[2][0]
-    # request 2's prefill ran at once on the idle prefill rank; its decode rank is busy with request 1, so its first
-    # token comes no earlier than alone and at most one decode step later
-    assert t_alone <= t_both < t_alone + 20_000_000
+    # request 2's prefill step on the idle prefill rank ends exactly when it does with nothing else running: it
+    # started at the request's arrival, not at the end of the decode step in flight then
+    assert alone.prefill[0].steps == 1
+    assert both.prefill[0].steps == 2  # request 1's prefill, then request 2's
+    assert both.prefill[0].step_end_ns[-1] == alone.prefill[0].step_end_ns[-1] > late.arrival_ns
+    # its decode rank is busy with request 1, so its first token comes no earlier than alone
+    assert t_alone <= t_both
 
 
 def test_requests_spread_over_the_ranks_of_both_pools() -> None:
