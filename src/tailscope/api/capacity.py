@@ -247,14 +247,15 @@ def plan_capacity(
         return judged(
             window, rate, scope, high[0] if high is not None else None,
             model=sim_model, gpu=sim_gpu, tp=degree, replicas=sim_replicas, backend=engine,
-            ep=degree if resolve_model(model).is_moe and sim_model == model else 1, calibration=cal_path,
+            ep=degree if moe and sim_model == model else 1, calibration=cal_path,
         )  # fmt: skip
+
+    disagg_group = _confidence_bounds(engine, gpu, model, "disagg")[0] if confidence and splits else None
 
     def check_disagg(split: Any) -> SimCheck:
         # the same window and SLO test as the aggregated checks (the decode workers' unloaded request time)
-        group = _confidence_bounds(engine, gpu, model, "disagg")[0] if confidence else None
         window = needed_window(split.decode_tp)
-        return judged(window, load, "fleet", group, model=model, gpu=gpu, backend=engine, disagg=split.label())
+        return judged(window, load, "fleet", disagg_group, model=model, gpu=gpu, backend=engine, disagg=split.label())
 
     t0 = time.perf_counter()
     plan = search_capacity(
