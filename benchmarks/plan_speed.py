@@ -53,7 +53,7 @@ def main() -> None:
             wall = time.perf_counter() - t
             doc = json.loads(out.read_text())
         best = doc["best"]
-        answer = f"{best['replicas']} × TP{best['tp']} = {best['gpus']} GPUs" if best else "none"
+        answer = f"{best['replicas']} × {best['shape']} = {best['gpus']} GPUs" if best else "none"
         sims = sum(o["simulations"] for o in doc["options"])
         print(f"{model:<16} {gpu:<10} {rps:>7} {answer:<24} {sims:>5} {doc['search_seconds']:>9.2f} {wall:>7.2f}")
 

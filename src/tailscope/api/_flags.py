@@ -244,7 +244,10 @@ PLAN_CAPACITY: dict[str, Flag] = {f.name: f for f in (
     Flag("target_rps", float | None, None, "--target-rps", "Requests/s the fleet must serve."),
     Flag("slo", list[str], (), "--slo", "SLO like ttft_p99=1.5s (repeatable)."),
     Flag("headroom", float, 0.2, "--headroom", "Extra load fraction to plan for."),
-    Flag("tp", str, "1,2,4,8", "--tp", "TP degrees to consider, e.g. 1,2,4."),
+    Flag(
+        "tp", str, "1,2,4,8", "--tp",
+        "TP degrees to consider, e.g. 1,2,4 (an MoE model: each also as that many attention-DP ranks, DPn).",
+    ),
     Flag("max_replicas", int, 1024, "--max-replicas", "The most replicas of one configuration."),
     Flag("gpu_price", float | None, None, "--gpu-price", "USD per GPU-hour (ranks by cost)."),
     _E["weights_dtype"], _E["kv_dtype"], _E["calibration"].but(help=_CAL),

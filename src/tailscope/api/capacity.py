@@ -17,7 +17,7 @@ from tailscope.errors import ConfigError, PlanError
 from tailscope.io.calibration import load_calibration
 from tailscope.io.models import resolve_model
 from tailscope.metrics.slo import Slo, parse_slo
-from tailscope.plan.capacity import CapacityPlan, SimCheck, search_capacity
+from tailscope.plan.capacity import CapacityPlan, ReplicaShape, SimCheck, search_capacity
 from tailscope.plan.estimate import estimate_request
 from tailscope.records import RequestRecord
 
@@ -36,7 +36,8 @@ class CapacityResult:
 
     @property
     def best(self) -> Any:
-        """The cheapest configuration that met the SLOs (``tp``, ``replicas``, ``gpus``, ``usd_per_hour``), or None."""
+        """The cheapest configuration that met the SLOs (``tp``, ``attention_dp``, ``replicas``, ``gpus``,
+        ``usd_per_hour``), or None."""
         return self.plan.best
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def plan_capacity(
     confidence: bool = False,
     disagg: str | None = None,
 ) -> CapacityResult:
-    """The cheapest configuration (TP degree × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
+    """The cheapest configuration (replica shape × replicas) that meets the SLOs at ``target_rps × (1 + headroom)``:
     analytic estimates bound the search, and every answer is re-checked by simulation (nothing is stored).
 
     Args:
@@ -114,7 +115,9 @@ def plan_capacity(
         slo: SLOs like ``ttft_p99=1.5s`` (or parsed :class:`~tailscope.Slo`).
         profile: a workload profile (its lengths and mix); else ``input_tokens``/``output_tokens`` length specs.
         headroom: extra load fraction to plan for.
-        tp: TP degrees to consider (``"1,2,4"`` or a list).
+        tp: TP degrees to consider (``"1,2,4"`` or a list). For an MoE model each degree above 1 is also tried as
+            that many attention-DP ranks with the experts over them (shape ``DP4``: four GPUs, four batches), right
+            after its tensor-parallel shape (not with a twin or roofline efficiencies, which price TP only).
         max_replicas: the most replicas of one configuration.
         gpu_price: USD per GPU-hour (ranks the options by cost, else by GPUs).
         calibration: a calibration file (a digital twin's ``twin.yaml``: its fitted costs replace the catalogs).
@@ -147,10 +150,16 @@ def plan_capacity(
     # with a twin the fitted costs and KV facts replace the catalogs; the simulator still wants catalog ids
     sim_model, sim_gpu = model, gpu
     cal_path = optional_path(calibration)
-    if load_calibration(cal_path).twin is not None:
+    cal = load_calibration(cal_path)
+    if cal.twin is not None:
         sim_model, sim_gpu = "llama-3.1-8b", "h100-sxm"
     high = _confidence_bounds(engine, gpu, model) if confidence else None
     moe = resolve_model(model).is_moe
+    # an MoE model's replicas are also tried as attention-DP ranks over the same GPUs (as DeepSeek-style models are
+    # served), each width after its tensor-parallel shape; the trained step model prices them
+    shapes = [ReplicaShape(t) for t in tps]
+    if moe and cal.twin is None and not cal.has_overrides:
+        shapes += [ReplicaShape(1, t) for t in tps if t > 1]
     splits = _disagg_candidates(disagg, tps, min(max_replicas, 16), moe) if disagg is not None else None
     if splits is not None and moe:  # an MoE model spreads its experts over each worker's GPUs, as aggregated
         splits = [
@@ -159,30 +168,31 @@ def plan_capacity(
             for d in splits
         ]  # fmt: skip
 
-    def perf_for_tp(degree: int) -> PerfModel:
-        # an MoE model spreads its experts over the replica's GPUs (expert parallelism = TP degree)
+    def perf_for(shape: ReplicaShape) -> PerfModel:
+        # an MoE model spreads its experts over the replica's GPUs (expert parallelism = its GPUs)
         return perf_model(
             model,
             gpu,
-            tp=degree,
+            tp=shape.tp,
             weights_dtype=weights_dtype,
             kv_dtype=kv_dtype,
             calibration=calibration,
             engine=engine,
-            ep=degree,
+            ep=shape.gpus,
+            attention_dp=shape.attention_dp,
         )
 
-    unloaded_e2e_s: dict[int, float] = {}
+    unloaded_e2e_s: dict[ReplicaShape, float] = {}
 
-    def needed_window(degree: int) -> float:
+    def needed_window(shape: ReplicaShape) -> float:
         """Seconds of arrivals a queue needs to settle: ≥ ``steady_window_s`` and ≥ 20 unloaded request times."""
-        if degree not in unloaded_e2e_s:
+        if shape not in unloaded_e2e_s:
             try:
-                est = estimate_request(perf_for_tp(degree), input_tokens=mean_in, output_tokens=mean_out)
-                unloaded_e2e_s[degree] = est.e2e_ms / 1000
+                est = estimate_request(perf_for(shape), input_tokens=mean_in, output_tokens=mean_out)
+                unloaded_e2e_s[shape] = est.e2e_ms / 1000
             except PlanError:
-                unloaded_e2e_s[degree] = 0.0
-        return max(steady_window_s, 20 * unloaded_e2e_s[degree])
+                unloaded_e2e_s[shape] = 0.0
+        return max(steady_window_s, 20 * unloaded_e2e_s[shape])
 
     def judged(window: float, rate: float, scope: str, group: Any, **deployment: Any) -> SimCheck:
         """Simulate ``deployment`` at ``rate`` over ``window`` seconds of Poisson arrivals and judge the SLOs."""
@@ -239,29 +249,29 @@ def plan_capacity(
             scope=scope,
         )
 
-    def check(degree: int, replicas: int) -> SimCheck:
-        window = needed_window(degree)
+    def check(shape: ReplicaShape, replicas: int) -> SimCheck:
+        window = needed_window(shape)
         scope, sim_replicas, rate = "fleet", replicas, load
         if load * window > max_sim_requests and replicas > 1:
             scope, sim_replicas, rate = "one replica", 1, load / replicas
         return judged(
             window, rate, scope, high[0] if high is not None else None,
-            model=sim_model, gpu=sim_gpu, tp=degree, replicas=sim_replicas, backend=engine,
-            ep=degree if moe and sim_model == model else 1, calibration=cal_path,
+            model=sim_model, gpu=sim_gpu, tp=shape.tp, attention_dp=shape.attention_dp, replicas=sim_replicas,
+            backend=engine, ep=shape.gpus if moe and sim_model == model else 1, calibration=cal_path,
         )  # fmt: skip
 
     disagg_group = _confidence_bounds(engine, gpu, model, "disagg")[0] if confidence and splits else None
 
     def check_disagg(split: Any) -> SimCheck:
         # the same window and SLO test as the aggregated checks (the decode workers' unloaded request time)
-        window = needed_window(split.decode_tp)
+        window = needed_window(ReplicaShape(split.decode_tp))
         return judged(window, load, "fleet", disagg_group, model=model, gpu=gpu, backend=engine, disagg=split.label())
 
     t0 = time.perf_counter()
     plan = search_capacity(
-        perf_for_tp,
+        perf_for,
         check,
-        tp_options=tps,
+        tp_options=shapes,
         target_rps=target_rps,
         slos=slos,
         input_tokens=mean_in,
@@ -278,6 +288,7 @@ def plan_capacity(
             "of requests warm-up), and fails when the over-saturation test finds TTFT growing through the window; "
             f"a fleet needing more than {max_sim_requests:,} requests is checked on one replica at its share of the "
             "load",
+            *([_DP_NOTE] if any(sh.attention_dp > 1 for sh in shapes) else []),
         ),
     )
     split = None
@@ -285,6 +296,12 @@ def plan_capacity(
         split = _search_disagg(splits, gpu_price, check_disagg)
     return CapacityResult(plan, model, gpu, time.perf_counter() - t0, high[1] if high is not None else None, split)
 
+
+#: the assumption a plan that tried attention-DP replicas states
+_DP_NOTE = (
+    "DPn: one replica of n GPUs as n attention-DP ranks, each scheduling its own batch, the experts over all n (the "
+    "step model prices one rank with the others' all-to-all and balancing)"
+)
 
 #: simulations a ``disagg="auto"`` search may run
 _DISAGG_MAX_SIMS = 40

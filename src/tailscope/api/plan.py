@@ -45,24 +45,29 @@ def perf_model(
     calibration: PathLike | None = None,
     engine: str = "vllm",
     ep: int = 1,
+    attention_dp: int = 1,
 ) -> PerfModel:
     """The step-time model plans use: a digital twin's fitted costs, the roofline with a calibration's efficiencies,
-    or the trained step model of ``engine``.
+    or the trained step model of ``engine`` — of one attention-DP rank when ``attention_dp`` > 1 (a worker of
+    ``tp × attention_dp`` GPUs whose ranks each schedule their own batch).
 
     Raises:
-        PlanError: a twin with ``tp`` other than 1. CatalogError: an unknown model or GPU.
+        PlanError: a twin with ``tp`` or ``attention_dp`` other than 1; attention DP with roofline efficiencies.
+        CatalogError: an unknown model or GPU.
     """
     cal = load_calibration(optional_path(calibration))
     if cal.twin is not None:
-        if tp != 1:
+        if tp != 1 or attention_dp != 1:
             raise PlanError("a digital twin describes one deployment as it was measured: plan it with --tp 1")
         return TwinStepModel(cal.twin)  # the twin's fitted costs and KV capacity replace the catalogs
     arch = resolve_model(model)
     spec = resolve_gpu(gpu)
     if cal.has_overrides:  # roofline efficiencies given: the plain roofline with them
+        if attention_dp != 1:
+            raise PlanError("attention DP is priced by the trained step model: plan it without roofline efficiencies")
         eff = cal.efficiency(spec.id, model)
         return StepTimeModel(arch, spec, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
-    par = Parallelism(tp, 1, ep if arch.is_moe else 1)
+    par = Parallelism(tp, attention_dp, ep if arch.is_moe else 1)
     return TrainedStepModel(arch, spec, par, engine=engine, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
 
 

@@ -298,9 +298,10 @@ def build_server(settings: McpSettings | None = None) -> Any:
         engine: str = "vllm",
         sim_requests: int = 1000,
     ) -> dict[str, Any]:
-        """The cheapest configuration (TP × replicas) of a model on a GPU that meets the SLOs (like ttft_p99=1.5s)
-        at target_rps × (1 + headroom), each answer re-checked by simulation. Bounded: max_replicas ≤ 64,
-        sim_requests ≤ 5,000, tp degrees from 1, 2, 4, 8."""
+        """The cheapest configuration (replica shape × replicas: TP degree, or for an MoE model also that many
+        attention-DP ranks, "DP4") of a model on a GPU that meets the SLOs (like ttft_p99=1.5s) at target_rps ×
+        (1 + headroom), each answer re-checked by simulation. Bounded: max_replicas ≤ 64, sim_requests ≤ 5,000,
+        tp degrees from 1, 2, 4, 8."""
         if not 1 <= max_replicas <= 64:
             raise ConfigError(f"max_replicas {max_replicas}: this server allows 1 to 64")
         if not 100 <= sim_requests <= 5_000:

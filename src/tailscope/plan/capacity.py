@@ -1,19 +1,23 @@
-"""SLO-backed capacity search: the cheapest (TP, replicas) that meets the SLOs at the target load (pure driver).
+"""SLO-backed capacity search: the cheapest (replica shape, replicas) that meets the SLOs at the target load (pure
+driver). A replica's shape is its tensor parallelism × attention-DP ranks (:class:`ReplicaShape`: ``TP4``, or for an
+MoE model the same four GPUs as four attention-DP ranks, ``DP4``, each scheduling its own batch).
 
-Method, per tensor-parallel option:
+Method, per shape:
 
 1. **Analytic first cut.** With :func:`~tailscope.plan.estimate.estimate_request`, find the largest steady
    concurrency per replica whose TTFT/TPOT/E2E meet the SLO thresholds; one replica then serves
    ``concurrency / E2E`` requests/s. Replicas = ⌈target × (1 + headroom) / that⌉.
-2. **Simulation.** The caller's ``simulate(tp, replicas)`` runs the discrete-event simulator at the target load
+2. **Simulation.** The caller's ``simulate(shape, replicas)`` runs the discrete-event simulator at the target load
    (queueing, batching, KV limits included) and says whether every SLO holds at its percentile. From the first
    cut the search walks down while the SLO still holds, or doubles up until it holds and bisects back, so the answer
    is the smallest replica count the *simulator* accepts, to 1 % (capped at ``max_replicas``).
 
-The cheapest configuration (GPU count × price) wins; the others are the runner-ups. TP options are tried from
-the smallest; a degree whose single replica already uses as many GPUs as the best answer so far is not simulated
-(it cannot be cheaper), nor one whose replicas would need as many even at :data:`SATURATION_MARGIN` times their
-analytic saturation throughput. The answer is the smallest passing count to 1 % (:data:`RESOLUTION`). The
+The cheapest configuration (GPU count × price) wins; the others are the runner-ups. Shapes are tried from the
+fewest GPUs (a width's tensor-parallel shape before its attention-DP twin); a shape whose single replica already
+uses as many GPUs as the best answer so far is not simulated (it cannot be cheaper), nor one whose replicas would
+need as many even at :data:`SATURATION_MARGIN` times their analytic saturation throughput. An attention-DP replica's
+analytic throughput is its ranks' (the step model prices one rank, with the all-to-all and balancing of the
+others). The answer is the smallest passing count to 1 % (:data:`RESOLUTION`). The
 winner's simulation is the re-check the answer carries. The driver is pure: simulation is injected, so the planner
 needs no IO.
 """
@@ -31,6 +35,35 @@ from tailscope.engine.twin_step import TwinStepModel
 from tailscope.errors import PlanError
 from tailscope.metrics.slo import Slo
 from tailscope.plan.estimate import estimate_request
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ReplicaShape:
+    """How one replica spreads over its GPUs: ``tp``-way tensor parallelism in each of ``attention_dp`` ranks (each
+    rank its own batch; an MoE model's experts over all of them)."""
+
+    tp: int
+    attention_dp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.attention_dp
+
+    def label(self) -> str:
+        """``TP4``, ``DP4`` (four GPUs as attention-DP ranks) or ``TP2×DP4``."""
+        if self.attention_dp == 1:
+            return f"TP{self.tp}"
+        return f"DP{self.attention_dp}" if self.tp == 1 else f"TP{self.tp}×DP{self.attention_dp}"
+
+    def words(self) -> str:
+        """``TP 4``, ``DP 4`` or ``TP 2 × DP 4`` (notes and messages)."""
+        if self.attention_dp == 1:
+            return f"TP {self.tp}"
+        return f"DP {self.attention_dp}" if self.tp == 1 else f"TP {self.tp} × DP {self.attention_dp}"
+
+
+def _shape(option: int | ReplicaShape) -> ReplicaShape:
+    return option if isinstance(option, ReplicaShape) else ReplicaShape(int(option))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +114,8 @@ class SimCheck:
 
 @dataclass(frozen=True, slots=True)
 class ConfigResult:
-    """The smallest replica count the simulator accepted for one TP option (or why there is none)."""
+    """The smallest replica count the simulator accepted for one replica shape (or why there is none): ``tp`` ×
+    ``attention_dp`` GPUs a replica."""
 
     tp: int
     replicas: int | None
@@ -92,10 +126,17 @@ class ConfigResult:
     sims: int
     check: SimCheck | None
     note: str = ""
+    attention_dp: int = 1
+
+    @property
+    def shape(self) -> ReplicaShape:
+        return ReplicaShape(self.tp, self.attention_dp)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tp": self.tp,
+            "attention_dp": self.attention_dp,
+            "shape": self.shape.label(),
             "replicas": self.replicas,
             "gpus": self.gpus,
             "usd_per_hour": self.usd_per_hour,
@@ -179,10 +220,10 @@ def analytic_replica_rps(
 
 
 def search_capacity(
-    perf_for_tp: Callable[[int], StepTimeModel | TrainedStepModel | TwinStepModel],
-    simulate: Callable[[int, int], SimCheck],
+    perf_for: Callable[[ReplicaShape], StepTimeModel | TrainedStepModel | TwinStepModel],
+    simulate: Callable[[ReplicaShape, int], SimCheck],
     *,
-    tp_options: Sequence[int],
+    tp_options: Sequence[int | ReplicaShape],
     target_rps: float,
     slos: Sequence[Slo],
     input_tokens: int,
@@ -192,11 +233,13 @@ def search_capacity(
     max_replicas: int = 64,
     max_num_seqs: int = 256,
 ) -> CapacityPlan:
-    """Search every TP option; see the module doc.
+    """Search every replica shape; see the module doc.
 
     Args:
-        perf_for_tp: the step-time model of one replica at a TP degree (raises PlanError when it does not fit).
-        simulate: ``(tp, replicas) → SimCheck`` at ``target_rps × (1 + headroom)``.
+        perf_for: the step-time model of one replica of a shape — of one attention-DP rank where it has several
+            (raises PlanError when it does not fit).
+        simulate: ``(shape, replicas) → SimCheck`` at ``target_rps × (1 + headroom)``.
+        tp_options: the shapes to try (a TP degree stands for its tensor-parallel shape).
         input_tokens / output_tokens: mean lengths of the workload (for the analytic cut).
     """
     if target_rps <= 0:
@@ -206,44 +249,54 @@ def search_capacity(
     load = target_rps * (1 + headroom)
     results: list[ConfigResult] = []
     best_gpus: int | None = None
-    best = 0  # the TP degree of the best answer so far
-    for tp in sorted(tp_options):
-        if best_gpus is not None and tp >= best_gpus:
-            # even one replica at this degree uses as many GPUs as the best answer so far: it cannot be cheaper
-            note = (
-                f"skipped: one replica at TP {tp} already needs {tp} GPUs, and TP {best} meets the SLO with {best_gpus}"
+    best = ReplicaShape(0)  # the shape of the best answer so far
+    for shape in sorted({_shape(o) for o in tp_options}, key=lambda sh: (sh.gpus, sh.attention_dp, sh.tp)):
+        width, dp = shape.gpus, shape.attention_dp
+
+        def skipped(note: str, shape: ReplicaShape = shape) -> ConfigResult:
+            return ConfigResult(
+                shape.tp, None, None, None, None, None, 0, None, note=note, attention_dp=shape.attention_dp
             )
-            results.append(ConfigResult(tp, None, None, None, None, None, 0, None, note=note))
+
+        if best_gpus is not None and width >= best_gpus:
+            # even one replica of this shape uses as many GPUs as the best answer so far: it cannot be cheaper
+            results.append(skipped(
+                f"skipped: one replica at {shape.words()} already needs {width} GPUs, and {best.words()} meets the "
+                f"SLO with {best_gpus}"
+            ))  # fmt: skip
             continue
         try:
-            perf = perf_for_tp(tp)
+            perf = perf_for(shape)
             perf.kv_capacity_tokens()
         except PlanError as exc:
-            results.append(ConfigResult(tp, None, None, None, None, None, 0, None, note=str(exc)))
+            results.append(skipped(str(exc)))
             continue
-        rps = analytic_replica_rps(
+        rank_rps = analytic_replica_rps(
             perf, input_tokens=input_tokens, output_tokens=output_tokens, slos=slos, max_num_seqs=max_num_seqs
         )
+        rps = None if rank_rps is None else rank_rps * dp  # every attention-DP rank serves its own requests
         if best_gpus is not None:
             sat = analytic_replica_rps(
                 perf, input_tokens=input_tokens, output_tokens=output_tokens, slos=(), max_num_seqs=max_num_seqs
             )
+            sat = None if sat is None else sat * dp
             floor = math.ceil(load / (SATURATION_MARGIN * sat)) if sat else None
-            if floor is not None and floor * tp >= best_gpus:
-                note = (
-                    f"skipped: at TP {tp} even {SATURATION_MARGIN:g} × a replica's analytic saturation throughput "
-                    f"({sat:.1f} req/s) needs {floor} replicas = {floor * tp} GPUs, and TP {best} meets the SLO with "
-                    f"{best_gpus}"
-                )
-                results.append(ConfigResult(tp, None, None, None, None, None, 0, None, note=note))
+            if floor is not None and floor * width >= best_gpus:
+                results.append(skipped(
+                    f"skipped: at {shape.words()} even {SATURATION_MARGIN:g} × a replica's analytic saturation "
+                    f"throughput ({sat:.1f} req/s) needs {floor} replicas = {floor * width} GPUs, and "
+                    f"{best.words()} meets the SLO with {best_gpus}"
+                ))  # fmt: skip
                 continue
         first = max_replicas if rps is None else min(max_replicas, max(1, math.ceil(load / rps)))
-        found = _search_tp(tp, first, rps, simulate, max_replicas, gpu_price_per_hour)
+        found = _search_shape(shape, first, rps, simulate, max_replicas, gpu_price_per_hour)
         results.append(found)
         if found.gpus is not None and (best_gpus is None or found.gpus < best_gpus):
-            best_gpus, best = found.gpus, tp
+            best_gpus, best = found.gpus, shape
     feasible = [r for r in results if r.replicas is not None]
-    feasible.sort(key=lambda r: (r.usd_per_hour if r.usd_per_hour is not None else r.gpus or 0, r.gpus, r.tp))
+    feasible.sort(
+        key=lambda r: (r.usd_per_hour if r.usd_per_hour is not None else r.gpus or 0, r.gpus, r.attention_dp, r.tp)
+    )
     others = [r for r in results if r.replicas is None]
     return CapacityPlan(
         best=feasible[0] if feasible else None,
@@ -260,11 +313,11 @@ def search_capacity(
     )
 
 
-def _search_tp(
-    tp: int,
+def _search_shape(
+    shape: ReplicaShape,
     first: int,
     rps: float | None,
-    simulate: Callable[[int, int], SimCheck],
+    simulate: Callable[[ReplicaShape, int], SimCheck],
     max_replicas: int,
     price: float | None,
 ) -> ConfigResult:
@@ -272,7 +325,7 @@ def _search_tp(
 
     def check(r: int) -> SimCheck:
         if r not in cache:
-            cache[r] = simulate(tp, r)
+            cache[r] = simulate(shape, r)
         return cache[r]
 
     def smallest_passing(lo: int, hi: int) -> int:
@@ -309,7 +362,7 @@ def _search_tp(
             bad = nxt
     if good is None:
         return ConfigResult(
-            tp,
+            shape.tp,
             None,
             None,
             None,
@@ -318,14 +371,16 @@ def _search_tp(
             len(cache),
             cache.get(max_replicas),
             note=f"the SLO is not met even with {max_replicas} replicas",
+            attention_dp=shape.attention_dp,
         )
     return ConfigResult(
-        tp=tp,
+        tp=shape.tp,
         replicas=good,
-        gpus=good * tp,
-        usd_per_hour=good * tp * price if price is not None else None,
+        gpus=good * shape.gpus,
+        usd_per_hour=good * shape.gpus * price if price is not None else None,
         analytic_replicas=first,
         per_replica_rps=rps,
         sims=len(cache),
         check=check(good),
+        attention_dp=shape.attention_dp,
     )

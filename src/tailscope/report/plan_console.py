@@ -76,7 +76,7 @@ def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elaps
         show_edge=False,
         header_style="bold",
     )
-    for c in ("", "TP", "replicas", "GPUs", "$/h", "analytic", "sims", "observed at the answer"):
+    for c in ("", "replica", "replicas", "GPUs", "$/h", "analytic", "sims", "observed at the answer"):
         t.add_column(c)
     for o in plan.options:
         observed = ""
@@ -84,7 +84,7 @@ def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elaps
             observed = ", ".join(f"{k} {v:,.0f} ms" if v is not None else f"{k} —" for k, v in o.check.observed.items())
         t.add_row(
             "★" if plan.best is not None and o is plan.best else "",
-            str(o.tp),
+            o.shape.label(),
             "—" if o.replicas is None else str(o.replicas),
             "—" if o.gpus is None else str(o.gpus),
             "—" if o.usd_per_hour is None else f"{o.usd_per_hour:,.2f}",
@@ -98,7 +98,7 @@ def print_capacity(con: Console, plan: CapacityPlan, model: str, gpu: str, elaps
     else:
         b = plan.best
         con.print(
-            f"[green]answer: {b.replicas} replica(s) × TP{b.tp} = {b.gpus} GPUs[/] — re-checked by simulation "
+            f"[green]answer: {b.replicas} replica(s) × {b.shape.label()} = {b.gpus} GPUs[/] — re-checked by simulation "
             f"({_check_text(b.check)}; search took {elapsed:.1f} s)"
         )
     for s in plan.assumptions:

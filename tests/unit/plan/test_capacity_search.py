@@ -12,17 +12,19 @@ from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import resolve_model
 from tailscope.engine.perf import StepTimeModel
 from tailscope.metrics.slo import parse_slo
-from tailscope.plan.capacity import SimCheck, search_capacity
+from tailscope.plan.capacity import ReplicaShape, SimCheck, search_capacity
 
 SLOS = (parse_slo("ttft_p99=1.5s"), parse_slo("tpot_p99=50ms"))
 
 
-def perf(tp: int) -> StepTimeModel:
+def perf(shape: int | ReplicaShape) -> StepTimeModel:
+    tp = shape if isinstance(shape, int) else shape.tp
     return StepTimeModel(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), tp=tp)
 
 
 def fake_sim(per_gpu_rps: float, load: float, calls: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
-    def simulate(tp: int, replicas: int) -> SimCheck:
+    def simulate(shape: ReplicaShape, replicas: int) -> SimCheck:
+        tp = shape.tp
         calls.append((tp, replicas))
         capacity = replicas * tp * per_gpu_rps * (0.9 if tp > 1 else 1.0)  # TP scales sub-linearly
         return SimCheck(passed=capacity >= load, observed={"ttft_p99": 100.0 if capacity >= load else 9e3})
@@ -77,8 +79,8 @@ def test_infeasible_is_reported() -> None:
 
 
 def test_model_that_does_not_fit_a_tp_degree_is_a_note() -> None:
-    def perf70(tp: int) -> StepTimeModel:
-        return StepTimeModel(resolve_model("llama-3.1-70b"), resolve_gpu("l40s"), tp=tp)
+    def perf70(shape: ReplicaShape) -> StepTimeModel:
+        return StepTimeModel(resolve_model("llama-3.1-70b"), resolve_gpu("l40s"), tp=shape.tp)
 
     calls: list[tuple[int, int]] = []
     plan = search_capacity(
@@ -175,3 +177,44 @@ def test_a_degree_that_cannot_be_cheaper_even_at_saturation_is_not_simulated() -
     generous = _search(0.5, load, (1, 8), 8192, calls)  # a best answer of many GPUs leaves room: TP 8 is searched
     assert generous.best is not None
     assert {tp for tp, _ in calls} == {1, 8}
+
+
+def test_attention_dp_shapes_are_searched_after_their_tensor_parallel_twin() -> None:
+    """A width's attention-DP shape (its GPUs as ranks, each with its own batch) is searched right after its
+    tensor-parallel shape; its analytic throughput is its ranks' (one rank priced × the ranks) and a replica's GPUs
+    are all its ranks'."""
+    from tailscope.plan.capacity import analytic_replica_rps
+
+    calls: list[tuple[str, int]] = []
+    load = 60.0
+
+    def simulate(shape: ReplicaShape, replicas: int) -> SimCheck:
+        calls.append((shape.label(), replicas))
+        capacity = replicas * (25.0 if shape.attention_dp > 1 else 10.0)  # the ranks' own batches serve more here
+        return SimCheck(passed=capacity >= load, observed={"ttft_p99": 100.0 if capacity >= load else 9e3})
+
+    plan = search_capacity(
+        perf,
+        simulate,
+        tp_options=(ReplicaShape(1, 2), 2, ReplicaShape(1, 8)),
+        target_rps=load / 1.2,
+        slos=SLOS,
+        input_tokens=512,
+        output_tokens=256,
+        max_replicas=64,
+    )
+    order = [label for label, _ in calls]
+    assert order == sorted(order, key=lambda label: label != "TP2")  # every TP2 check before the first DP2 check
+    assert set(order) == {"TP2", "DP2"}  # DP8 needs 8 GPUs a replica: it cannot be cheaper than DP2's 6
+    best = plan.best
+    assert best is not None
+    assert (best.shape, best.tp, best.attention_dp, best.replicas, best.gpus) == (ReplicaShape(1, 2), 1, 2, 3, 6)
+    rank = analytic_replica_rps(perf(1), input_tokens=512, output_tokens=256, slos=SLOS)
+    assert rank is not None
+    assert best.per_replica_rps == pytest.approx(2 * rank)
+    assert best.to_dict()["shape"] == "DP2"
+    assert best.to_dict()["attention_dp"] == 2
+    skipped = next(o for o in plan.options if o.attention_dp == 8)
+    assert skipped.note == "skipped: one replica at DP 8 already needs 8 GPUs, and DP 2 meets the SLO with 6"
+    assert ReplicaShape(2, 4).label() == "TP2×DP4"
+    assert ReplicaShape(2, 4).gpus == 8

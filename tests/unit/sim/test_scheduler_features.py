@@ -307,6 +307,7 @@ def test_plan_capacity_sizes_prefill_and_decode_pools() -> None:
     assert not any(t["passed"] for t in d["tried"][:-1])  # the first (fewest GPUs) that passed
     assert [t["gpus"] for t in d["tried"]] == sorted(t["gpus"] for t in d["tried"])
     assert r.to_dict()["disagg"]["gpus"] == d["gpus"]
+    assert [o.shape.label() for o in r.plan.options] == ["TP1"]  # a dense model's replicas: tensor parallelism only
     listed = plan_capacity(
         "llama-3.1-8b", "h100-sxm", target_rps=2, slo=["ttft_p99=5s"], tp="1", sim_requests=200,
         disagg="prefill=2x1,decode=2x1;prefill=1x1,decode=1x1",
@@ -408,7 +409,8 @@ def test_attention_dp_balancing_waits_its_timeout_and_none_without_it() -> None:
 def test_plan_capacity_tries_attention_dp_pools_for_an_moe_model() -> None:
     """DeepSeek-R1 in FP4 on GB200: the automatic split search tries each width's workers as tensor parallelism and
     as attention-DP ranks, both with the experts over the worker's GPUs; at 50 req/s one prefill and one decode worker
-    of 4 GPUs meet the SLOs as attention-DP ranks (as wide-EP deployments run) and not as TP 4, whose queues grow."""
+    of 4 GPUs meet the SLOs as attention-DP ranks (as wide-EP deployments run) and not as TP 4, whose queues grow.
+    The aggregated search does the same with its replicas: 2 × DP4 = 8 GPUs where TP 4 needs 12."""
     from tailscope.api.capacity import plan_capacity
 
     r = plan_capacity(
@@ -424,3 +426,10 @@ def test_plan_capacity_tries_attention_dp_pools_for_an_moe_model() -> None:
     ]
     assert d["tried"][0]["saturated"]
     assert (d["answer"], d["gpus"]) == ("1 prefill + 1 decode workers", 8)
+    # the aggregated search tries the same four GPUs as attention-DP ranks as well (DP4), and they serve more
+    shapes = {o.shape.label(): o for o in r.plan.options}
+    assert set(shapes) == {"TP4", "DP4"}
+    assert r.best is shapes["DP4"]
+    assert r.best.gpus == 4 * r.best.replicas < shapes["TP4"].gpus
+    assert r.to_dict()["best"]["shape"] == "DP4"
+    assert any(a.startswith("DPn: one replica of n GPUs") for a in r.plan.assumptions)
