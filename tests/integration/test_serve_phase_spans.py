@@ -156,3 +156,52 @@ def test_otlp_spans_request_keeps_the_single_span(tmp_path: Path) -> None:
         con.close()
     assert names
     assert set(names) == {"llm_request"}
+
+
+def test_a_disaggregated_servers_phases_show_the_kv_transfer(tmp_path: Path) -> None:
+    """``serve --disagg``: under each ``llm_request`` span the prefill rank's chunks, ``kv transfer``, ``queue
+    (decode rank)`` and the decode rank's one-token chunk, tiling the parent; the join's parts are those of the parent
+    alone (the KV transfer is part of the first token's wait, ``time_in_model_prefill``)."""
+    from tailscope.store.spans import SpanStore
+    from tailscope.trace.join import decompose
+
+    trace_db = tmp_path / "traces.duckdb"
+    budget = ("--max-num-seqs", "16", "--max-num-batched-tokens", str(BUDGET), "--disagg", "prefill=1x1,decode=1x1")
+    with collect_and_serve(trace_db, *budget) as (url, _collect, _, lines):
+        assert any("disaggregated prefill=1x1,decode=1x1" in line for line in lines), lines
+        result = tailscope.bench(
+            url, requests=8, rate=4.0, arrival="constant", input_tokens=PROMPT, output_tokens=8, trace_context="on",
+            metrics_url="off",
+        )  # fmt: skip
+        assert result.summary.requests.completed == 8
+        time.sleep(1.5)  # the server's exporter sends every 0.5 s
+    traces = SpanStore(trace_db).load_traces("live", [r.trace_id or "" for r in result.records])
+    assert len(traces) >= 7, len(traces)
+    seen = 0
+    for r in result.records:
+        spans = traces.get(r.trace_id or "")
+        if not spans:
+            continue
+        seen += 1
+        (parent,) = [s for s in spans if s.name == "llm_request"]
+        top = sorted((s for s in spans if s.parent_id == parent.span_id), key=lambda s: (s.start_ns, s.end_ns))
+        names = [s.name for s in top]
+        k = names.index("kv transfer")
+        assert names[:2] == ["receive", "queue"]
+        assert set(names[2:k]) == {"prefill"}, names
+        assert names[k:] == ["kv transfer", "queue (decode rank)", "prefill", "decode", "stream end"], names
+        assert [s.attributes.get("tailscope.pool") for s in top if s.name == "prefill"] == ["prefill"] * (k - 2) + [
+            "decode"
+        ]
+        for a, b in itertools.pairwise(top):
+            assert a.end_ns <= b.start_ns, (a.name, b.name)
+        assert all(parent.start_ns <= s.start_ns <= s.end_ns <= parent.end_ns for s in top)
+        prefill_attr = float(parent.attributes["gen_ai.latency.time_in_model_prefill"]) * 1e9
+        first_wait = sum(_dur(s) for s in top[2 : k + 3])  # prefill chunks, transfer, decode queue, decode chunk
+        assert first_wait <= prefill_attr + 1e3
+        assert top[k + 2].end_ns == next(s for s in top if s.name == "decode").start_ns  # ends at the first token
+        with_phases, alone = decompose(r, spans), decompose(r, [parent])
+        assert not isinstance(with_phases, str)
+        assert not isinstance(alone, str)
+        assert with_phases.ttft_parts_ns == alone.ttft_parts_ns
+    assert seen >= 7

@@ -90,12 +90,21 @@ class DisaggregatedEngine:
     decode: list[Replica]
     transfer: KvTransfer
     pickup: Callable[[int, int], int] | None = None
-    #: called ``(request id, tokens found in the prefix cache)`` when a prefill rank first schedules a request
-    on_admit: Callable[[int, int], None] | None = None
+    #: called ``(request id, tokens found in the prefix cache, engine ns its step starts)`` when a prefill rank first
+    #: schedules a request (the rank's own step start: an idle rank starts when the request reaches it)
+    on_admit: Callable[[int, int, int], None] | None = None
+    #: with :meth:`watch_phases`: called per prefill chunk with the rank step that runs it, ``(request id, tokens,
+    #: tokens computed before, step start ns, step end ns, the step's prefill tokens, its decoding sequences,
+    #: decode pool?)`` — the decode rank computes a transferred prompt's last token as a one-token chunk
+    on_chunk_at: Callable[[int, int, int, int, int, int, int, bool], None] | None = None
+    #: with :meth:`watch_phases`: called ``(request id, engine ns the KV leaves, ns it is there)`` at each hand-off
+    on_transfer: Callable[[int, int, int], None] | None = None
     _ranks: list[_Rank] = field(default_factory=list)
     _requests: dict[int, _Request] = field(default_factory=dict)
     _arrivals: list[tuple[int, int]] = field(default_factory=list)  # (engine ns the KV is there, request id)
     _last_now: int = 0
+    _step_start: int = 0  # the start of the rank step being run (admissions and chunks are stamped with it)
+    _chunks: list[tuple[int, int, int]] = field(default_factory=list)  # that step's chunks, until its end is known
     transfers: int = 0
     transfer_ns: int = 0
 
@@ -105,6 +114,18 @@ class DisaggregatedEngine:
         self._ranks = [_Rank(r, False) for r in self.prefill] + [_Rank(r, True) for r in self.decode]
         for r in self.prefill:
             r.on_admit = self._admitted
+
+    def watch_phases(
+        self,
+        on_chunk_at: Callable[[int, int, int, int, int, int, int, bool], None],
+        on_transfer: Callable[[int, int, int], None],
+    ) -> None:
+        """Report every rank's prefill chunks with their rank step's times, and every KV transfer (what ``serve``'s
+        per-phase spans need: the ranks run on their own timelines, so the composite step's times are not theirs).
+        Off by default: a check per chunk, nothing more."""
+        self.on_chunk_at, self.on_transfer = on_chunk_at, on_transfer
+        for rank in self._ranks:
+            rank.replica.on_chunk = self._chunk
 
     @classmethod
     def from_cluster(cls, cluster: ClusterSpec) -> DisaggregatedEngine:
@@ -173,11 +194,14 @@ class DisaggregatedEngine:
         for rank in self._ranks:
             if rank.step is None and rank.replica.has_work():
                 start = max(rank.free_at, rank.ready_at if rank.ready_at is not None else now)
+                self._step_start = start
                 res = rank.replica.step(start)
                 rank.ready_at = None
                 if res is not None:
                     rank.step = res
                     rank.free_at = res.start_ns + res.duration_ns
+                if self._chunks:
+                    self._stamp(res, rank.decode)
         ends = [r.free_at for r in self._ranks if r.step is not None]
         if self._arrivals:
             ends.append(self._arrivals[0][0])
@@ -254,7 +278,20 @@ class DisaggregatedEngine:
 
     def _admitted(self, rid: int, hit_tokens: int = 0) -> None:
         if self.on_admit is not None:
-            self.on_admit(rid, hit_tokens)
+            self.on_admit(rid, hit_tokens, self._step_start)
+
+    def _chunk(self, rid: int, tokens: int, computed: int) -> None:
+        self._chunks.append((rid, tokens, computed))
+
+    def _stamp(self, res: StepResult | None, decode: bool) -> None:
+        """Hand the chunks of the rank step just run to ``on_chunk_at`` with that step's times."""
+        if res is not None and self.on_chunk_at is not None:
+            end = res.start_ns + res.duration_ns
+            for rid, tokens, computed in self._chunks:
+                self.on_chunk_at(
+                    rid, tokens, computed, res.start_ns, end, res.prefill_tokens, res.decode_tokens, decode
+                )
+        self._chunks.clear()
 
     def _hand_off(self, i: int, rid: int, end: int) -> None:
         """A prefill rank sampled ``rid``'s token at ``end``: its KV leaves for the decode pool."""
@@ -268,6 +305,8 @@ class DisaggregatedEngine:
         wait = self.pickup(least, req.prompt) if self.pickup is not None else 0
         self.transfers += 1
         self.transfer_ns += xfer
+        if self.on_transfer is not None:
+            self.on_transfer(rid, end, end + xfer)
         heapq.heappush(self._arrivals, (end + xfer + wait, rid))
 
     def _deliver(self, now: int) -> None:

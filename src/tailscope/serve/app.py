@@ -232,7 +232,8 @@ def _trace(
     off = tracer.unix_offset_ns
     done = live.done and live.last_token_ns is not None
     end = live.last_token_ns if done and live.last_token_ns is not None else now
-    chunks = tuple(PrefillChunk(a + off, b + off, n, c, p, d) for a, b, n, c, p, d in live.chunks or ())
+    chunks = tuple(PrefillChunk(a + off, b + off, n, c, p, d, pool) for a, b, n, c, p, d, pool in live.chunks or ())
+    xfer = None if live.kv_transfer is None else (live.kv_transfer[0] + off, live.kv_transfer[1] + off)
     tracer.add(
         RequestTiming(
             trace_id=trace_id,
@@ -250,6 +251,7 @@ def _trace(
             aborted=not done,
             chunks=chunks,
             finish_reason=live.finish_reason if done else None,
+            kv_transfer=xfer,
         )
     )
 

@@ -25,8 +25,9 @@ from tailscope.serve.metrics import ServeMetrics
 _LATE_NS = 5_000_000  # a release more than 5 ms after its scheduled end counts as late
 
 #: one prefill chunk of a request, on the loop's clock: (step start, step due end, chunk tokens, tokens computed
-#: before the chunk, the step's prefill tokens, the step's decoding sequences)
-Chunk = tuple[int, int, int, int, int, int]
+#: before the chunk, the step's prefill tokens, the step's decoding sequences, the pool that ran it: ``""`` on an
+#: aggregated engine, ``prefill`` or ``decode`` on a disaggregated one)
+Chunk = tuple[int, int, int, int, int, int, str]
 
 
 class EngineLoopFailed(RuntimeError):
@@ -61,8 +62,10 @@ class LiveRequest:
         sink: when set, called synchronously by the loop on every release instead of waking the handler (the
             streaming fast path writes to the socket from there); the handler is then woken only at the end.
         chunks: with the loop's ``record_chunks``, one :data:`Chunk` per prefill chunk the engine ran for it (its
-            step's clock start and due end, the chunk's tokens, the tokens computed before it, and the step's prefill
-            tokens and decoding sequences); else None.
+            step's clock start and due end, the chunk's tokens, the tokens computed before it, the step's prefill
+            tokens and decoding sequences, and the pool); else None.
+        kv_transfer: with ``record_chunks`` on a disaggregated engine, the clock times its KV left the prefill rank
+            and reached the decode worker; else None.
     """
 
     id: int
@@ -81,6 +84,7 @@ class LiveRequest:
     aborted: bool = False
     sink: Callable[[LiveRequest], None] | None = None
     chunks: list[Chunk] | None = None
+    kv_transfer: tuple[int, int] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def wait_beyond(self, seen: int) -> None:
@@ -127,7 +131,8 @@ class EngineLoop:
             rather than by a timer, whose wake-up is up to 1 ms late; costs a little CPU while steps run.
         step_log: how many recent :class:`StepRecord` to keep (each holds its step's emitted list: bounded memory).
         record_chunks: keep each request's prefill chunks (:attr:`LiveRequest.chunks`, from the engine's ``on_chunk``
-            hook) for its per-phase spans; off, the engine is not asked.
+            hook, or a disaggregated engine's ``watch_phases``, which also reports the KV transfers) for its per-phase
+            spans; off, the engine is not asked.
     """
 
     def __init__(
@@ -163,7 +168,10 @@ class EngineLoop:
             engine.on_admit = self._admitted
         self._step_chunks: list[tuple[int, int, int]] = []  # (request id, tokens, computed before) of this step
         self.record_chunks = False
-        if record_chunks and hasattr(engine, "on_chunk"):
+        if record_chunks and hasattr(engine, "watch_phases"):  # ranks on their own timelines: they stamp their chunks
+            engine.watch_phases(self._chunk_at, self._transfer)
+            self.record_chunks = True
+        elif record_chunks and hasattr(engine, "on_chunk"):
             engine.on_chunk = self._chunk
             self.record_chunks = True
 
@@ -246,14 +254,41 @@ class EngineLoop:
         self._wake.set()
         return live
 
-    def _admitted(self, rid: int, hit_tokens: int = 0) -> None:
+    def _admitted(self, rid: int, hit_tokens: int = 0, at_ns: int | None = None) -> None:
+        """The engine first scheduled ``rid`` in the step starting at ``at_ns`` (engine ns; default: this step)."""
         live = self._live.get(rid)
         if live is not None and live.scheduled_ns is None:
-            live.scheduled_ns = max(self.to_wall(self._step_start), live.queued_ns)
+            live.scheduled_ns = max(self.to_wall(self._step_start if at_ns is None else at_ns), live.queued_ns)
             live.cached_tokens = hit_tokens
 
     def _chunk(self, rid: int, tokens: int, computed: int) -> None:
         self._step_chunks.append((rid, tokens, computed))
+
+    def _chunk_at(
+        self, rid: int, tokens: int, computed: int, start: int, end: int, prefill: int, decodes: int, decode: bool
+    ) -> None:
+        """A disaggregated engine's chunk, with its rank step's engine times."""
+        live = self._live.get(rid)
+        if live is None:
+            return
+        chunk = (
+            self.to_wall(start),
+            self.to_wall(end),
+            tokens,
+            computed,
+            prefill,
+            decodes,
+            "decode" if decode else "prefill",
+        )
+        if live.chunks is None:
+            live.chunks = [chunk]
+        else:
+            live.chunks.append(chunk)
+
+    def _transfer(self, rid: int, start: int, end: int) -> None:
+        live = self._live.get(rid)
+        if live is not None:
+            live.kv_transfer = (self.to_wall(start), self.to_wall(end))
 
     def _stamp_chunks(self, result: StepResult) -> None:
         """Give this step's prefill chunks their clock times (the step's start and due end, exact engine times)."""
@@ -264,7 +299,7 @@ class EngineLoop:
             live = self._live.get(rid)
             if live is None:
                 continue
-            chunk = (start, due, tokens, computed, result.prefill_tokens, n_dec)
+            chunk = (start, due, tokens, computed, result.prefill_tokens, n_dec, "")
             if live.chunks is None:
                 live.chunks = [chunk]
             else:

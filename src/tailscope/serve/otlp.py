@@ -13,7 +13,12 @@ hand-off: the API server), ``queue`` (hand-off → the start of the step that fi
 prefill chunk (that step's start → its end; the last ends at the first token), ``decode`` (first → last token; the
 chunks of a re-prefill after a preemption are its children) and ``stream end`` (a zero-length marker at the span's
 end). They tile the parent without overlapping, so the parent's figures and any critical path are unchanged; each
-carries ``gen_ai.request.id`` and ``gen_ai.response.model`` (the inference layer).
+carries ``gen_ai.request.id`` and ``gen_ai.response.model`` (the inference layer). On a disaggregated engine
+(``serve --disagg``) the prefill chunks are the prefill rank's, then come ``kv transfer`` (the prompt's KV crossing to
+the decode pool), ``queue (decode rank)`` (the decode worker taking it in) and the decode rank's one-token ``prefill``
+chunk (the prompt's last token, whose step samples the first token); each chunk says its pool
+(``tailscope.pool``), and the parent's ``time_in_model_prefill`` spans all of them, as the first token waits for
+them all.
 
 The handler only appends a tuple of numbers to a list (the hot path); a background task encodes batches with
 ``opentelemetry-proto`` (a core dependency) a few requests at a time between the event loop's other work and POSTs
@@ -71,6 +76,7 @@ class PrefillChunk:
         computed: tokens already in the KV cache before it (prefix-cache hit, earlier chunks).
         step_prefill_tokens / step_decode_seqs: the whole step's prefill tokens and decoding sequences (what the
             chunk shared its step with).
+        pool: ``prefill`` or ``decode`` on a disaggregated engine (the rank that ran it); ``""`` aggregated.
     """
 
     start_ns: int
@@ -79,6 +85,7 @@ class PrefillChunk:
     computed: int
     step_prefill_tokens: int
     step_decode_seqs: int
+    pool: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,7 @@ class RequestTiming:
         end_ns: the span's end (the last token, or when the request was dropped).
         chunks: its prefill chunks in the order the engine ran them (empty when not recorded).
         finish_reason: ``stop`` / ``length`` (None when aborted).
+        kv_transfer: a disaggregated engine's KV transfer (left the prefill rank, reached the decode worker).
     """
 
     trace_id: str
@@ -110,6 +118,7 @@ class RequestTiming:
     aborted: bool = False
     chunks: tuple[PrefillChunk, ...] = ()
     finish_reason: str | None = None
+    kv_transfer: tuple[int, int] | None = None
 
 
 def span_attributes(t: RequestTiming, model: str) -> dict[str, Any]:
@@ -163,7 +172,9 @@ def phase_spans(t: RequestTiming, parent: OtlpSpan, *, model: str, span_ids: ran
     ``time_in_model_prefill`` and ``decode`` ``time_in_model_decode``. Every span lies inside the parent and no two
     siblings overlap (a chunk's times are clamped into order: a step that started before the request reached the
     engine counts from its hand-off). Chunks that run after the first token (a re-prefill after a preemption) are
-    children of ``decode`` (``tailscope.prefill.recompute``). A phase whose stamps are missing is left out.
+    children of ``decode`` (``tailscope.prefill.recompute``). With ``t.kv_transfer`` (a disaggregated engine), ``kv
+    transfer`` and ``queue (decode rank)`` come before the first chunk the decode pool ran. A phase whose stamps are
+    missing is left out.
     """
     lo, hi = parent.start_ns, parent.end_ns
     base = {"gen_ai.request.id": t.request_id, "gen_ai.response.model": model}
@@ -196,7 +207,14 @@ def phase_spans(t: RequestTiming, parent: OtlpSpan, *, model: str, span_ids: ran
         initial = [c for c in t.chunks if first is None or c.start_ns < first]
         later = [c for c in t.chunks if first is not None and c.start_ns >= first]
         cursor = scheduled
+        handed = t.kv_transfer is None
         for k, c in enumerate(initial):
+            if not handed and c.pool == "decode" and t.kv_transfer is not None:
+                handed = True
+                sent, there = t.kv_transfer
+                span = add("kv transfer", max(sent, cursor), there, {"tailscope.kv.prompt_tokens": t.prompt_tokens})
+                span = add("queue (decode rank)", span.end_ns, c.start_ns, {})
+                cursor = span.end_ns
             end = first if k == len(initial) - 1 and first is not None else c.end_ns
             span = add("prefill", max(c.start_ns, cursor), end, _chunk_attributes(k, c))
             cursor = span.end_ns
@@ -214,13 +232,16 @@ def phase_spans(t: RequestTiming, parent: OtlpSpan, *, model: str, span_ids: ran
 
 
 def _chunk_attributes(k: int, c: PrefillChunk) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "tailscope.prefill.chunk": k,
         "tailscope.prefill.chunk_tokens": c.tokens,
         "tailscope.prefill.computed_tokens": c.computed,
         "tailscope.step.prefill_tokens": c.step_prefill_tokens,
         "tailscope.step.decode_seqs": c.step_decode_seqs,
     }
+    if c.pool:
+        out["tailscope.pool"] = c.pool
+    return out
 
 
 def request_spans(

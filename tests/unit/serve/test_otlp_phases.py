@@ -204,21 +204,26 @@ def test_critical_path_counts_the_phases_once_as_inference() -> None:
     assert sum(path.exclusive_ns.values()) == path.total_ns
 
 
-def test_the_loop_records_the_engines_chunks() -> None:
-    """The real engine with a 256-token budget runs a 1000-token prompt in 4 chunks, in back-to-back steps."""
-    engine, _options = build_replica(
-        "llama-3.1-8b", "h100-sxm", max_num_batched_tokens=256, max_num_seqs=16, speed=20.0
-    )
+def _serve_one(engine: object) -> tuple[EngineLoop, LiveRequest]:
+    """A 1000-token prompt with 4 output tokens through the engine loop at 20 × speed, chunks recorded."""
 
     async def main() -> tuple[EngineLoop, LiveRequest]:
-        loop = EngineLoop(engine, ServeMetrics("m", max_model_len=4096), speed=20.0, record_chunks=True)
+        loop = EngineLoop(engine, ServeMetrics("m", max_model_len=4096), speed=20.0, record_chunks=True)  # type: ignore[arg-type]
         loop.start()
         live = loop.submit(prompt_tokens=1000, output_tokens=4)
         await asyncio.wait_for(live.wait_finished(), 30)
         await loop.stop()
         return loop, live
 
-    loop, live = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_the_loop_records_the_engines_chunks() -> None:
+    """The real engine with a 256-token budget runs a 1000-token prompt in 4 chunks, in back-to-back steps."""
+    engine, _options = build_replica(
+        "llama-3.1-8b", "h100-sxm", max_num_batched_tokens=256, max_num_seqs=16, speed=20.0
+    )
+    loop, live = _serve_one(engine)
     assert loop.record_chunks
     assert live.done
     assert live.chunks is not None
@@ -242,3 +247,54 @@ def test_otlp_spans_option_is_validated() -> None:
     with pytest.raises(ConfigError, match="--otlp-spans"):
         ServeOptions(model_name="m", otlp_spans="all").validate()
     ServeOptions(model_name="m", otlp_spans="request").validate()
+
+
+def test_a_disaggregated_request_shows_its_kv_transfer_and_the_decode_ranks_first_step() -> None:
+    """The prefill rank's chunks, then ``kv transfer``, ``queue (decode rank)`` and the decode rank's one-token chunk
+    (whose step samples the first token): tiling the parent's prefill figure, each chunk naming its pool."""
+    chunks = (
+        PrefillChunk(T0 + 5 * MS, T0 + 12 * MS, 256, 0, 256, 0, "prefill"),
+        PrefillChunk(T0 + 12 * MS, T0 + 18 * MS, 256, 256, 256, 0, "prefill"),
+        PrefillChunk(T0 + 24 * MS, T0 + 30 * MS, 1, 599, 1, 5, "decode"),
+    )
+    t = _timing(chunks=chunks, kv_transfer=(T0 + 18 * MS, T0 + 21 * MS), first_token_ns=T0 + 30 * MS)
+    parent, kids = _spans(t)
+    _check_nesting(parent, kids)
+    names = [(k.name, (k.start_ns - T0) // MS, (k.end_ns - T0) // MS) for k in kids]
+    assert names == [
+        ("receive", 0, 2), ("queue", 2, 5), ("prefill", 5, 12), ("prefill", 12, 18), ("kv transfer", 18, 21),
+        ("queue (decode rank)", 21, 24), ("prefill", 24, 30), ("decode", 30, 122), ("stream end", 122, 122),
+    ]  # fmt: skip
+    pools = [k.attributes.get("tailscope.pool") for k in kids if k.name == "prefill"]
+    assert pools == ["prefill", "prefill", "decode"]
+    between = [k for k in kids if k.name not in ("receive", "queue", "decode", "stream end")]
+    prefill_s = parent.attributes["gen_ai.latency.time_in_model_prefill"]
+    assert sum(k.end_ns - k.start_ns for k in between) == round(prefill_s * 1e9)  # they tile the parent's figure
+    assert next(k for k in kids if k.name == "kv transfer").attributes["tailscope.kv.prompt_tokens"] == 600
+    # an aggregated timing is unchanged: no pool attribute, no transfer
+    _, plain = _spans(_timing())
+    assert all("tailscope.pool" not in k.attributes for k in plain)
+    assert "kv transfer" not in {k.name for k in plain}
+
+
+def test_the_loop_records_a_disaggregated_engines_ranks_and_transfer() -> None:
+    """``serve --disagg``: the chunks carry their rank step's times (not the composite step's) and pool, the KV
+    transfer is stamped, and the queue ends when the prefill rank's step starts."""
+    engine, _options = build_replica(
+        "llama-3.1-8b", "h100-sxm", max_num_batched_tokens=256, max_num_seqs=16, speed=20.0,
+        disagg="prefill=1x1,decode=1x1",
+    )  # fmt: skip
+    loop, live = _serve_one(engine)
+    assert loop.record_chunks
+    assert live.done
+    assert live.chunks is not None
+    assert [(c[2], c[3], c[6]) for c in live.chunks] == [
+        (256, 0, "prefill"), (256, 256, "prefill"), (256, 512, "prefill"), (232, 768, "prefill"), (1, 999, "decode"),
+    ]  # fmt: skip
+    assert live.kv_transfer is not None
+    sent, there = live.kv_transfer
+    assert live.chunks[3][1] == sent < there <= live.chunks[4][0]  # the KV leaves when the last prefill chunk ends
+    assert live.scheduled_ns == max(live.chunks[0][0], live.queued_ns)  # the prefill rank's own step start
+    for prev, nxt in itertools.pairwise(live.chunks[:4]):
+        assert prev[0] < prev[1] <= nxt[0]
+    assert live.chunks[4][1] <= (live.first_token_ns or 0)
