@@ -232,7 +232,9 @@ PLAN_ESTIMATE: dict[str, Flag] = {f.name: f for f in (
     _E["model"].but(default=...), _E["gpu"].but(default=...),
     Flag("input_tokens", int, ..., "--input-tokens", None), Flag("output_tokens", int, ..., "--output-tokens", None),
     Flag("concurrency", int, 1, "--concurrency", "Steady requests in flight on the replica."),
-    _E["tp"], _E["weights_dtype"], _E["kv_dtype"], _E["calibration"].but(help=_CAL),
+    _E["tp"], _E["weights_dtype"], _E["kv_dtype"], _E["calibration"].but(help=_CAL), _E["engine"], _E["ep"],
+    Flag("attention_dp", int, 1, "--attention-dp", (
+        "Attention data-parallel ranks of the replica (each with --tp GPUs and its share of --concurrency).")),
 )}
 #: ``tailscope plan capacity``: :func:`tailscope.plan_capacity` (``steady_window`` is its ``steady_window_s``) and,
 #: with ``users``, :func:`tailscope.plan_napkin`

@@ -9,6 +9,8 @@ written.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tailscope.api._support import PathLike, optional_path, public
 from tailscope.engine.gpus import resolve_gpu
 from tailscope.engine.model_catalog import get_model_entry
@@ -16,7 +18,7 @@ from tailscope.engine.perf import StepTimeModel
 from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.step_terms import Parallelism
 from tailscope.engine.twin_step import TwinStepModel
-from tailscope.errors import PlanError
+from tailscope.errors import ConfigError, PlanError
 from tailscope.io.calibration import load_calibration
 from tailscope.io.models import resolve_model
 from tailscope.plan import kv as kv_core
@@ -128,6 +130,9 @@ def plan_estimate(
     weights_dtype: str | None = None,
     kv_dtype: str = "bf16",
     calibration: PathLike | None = None,
+    engine: str = "vllm",
+    ep: int = 1,
+    attention_dp: int = 1,
 ) -> Estimate:
     """Prefill time, TTFT, TPOT and E2E of one request at a steady concurrency, and which roofline regime bounds
     each phase (analytic: no simulation).
@@ -135,15 +140,43 @@ def plan_estimate(
     Args:
         model, gpu: catalog ids (a ``config.json`` path for the model).
         input_tokens, output_tokens: the request's lengths.
-        concurrency: requests in flight on the replica.
+        concurrency: requests in flight on the replica (with ``attention_dp`` ranks: spread evenly over them).
+        tp: tensor-parallel GPUs (of each attention-DP rank).
         calibration: a calibration file (a digital twin's ``twin.yaml``, or roofline efficiencies).
+        engine: ``vllm``, ``sglang`` or ``trtllm``: the trained step model's costs and defaults.
+        ep: expert parallelism of an MoE model (divides ``tp × attention_dp``).
+        attention_dp: attention data-parallel ranks of the replica, each scheduling its own batch of
+            ``concurrency / attention_dp`` requests; the times are a request's on its rank, the throughput every
+            rank's.
 
     Returns:
         ``e.prefill_ms``, ``e.ttft_ms``, ``e.tpot_ms``, ``e.e2e_ms``, ``e.prefill_bound``, ``e.decode_bound``,
         ``e.output_tokens_per_s`` and ``e.to_dict()`` (``tailscope plan estimate --json``).
 
     Raises:
-        PlanError: non-positive lengths, or sequences that do not fit the KV cache.
+        PlanError: non-positive lengths, or sequences that do not fit the KV cache. ConfigError: a bad
+            parallelism (``attention_dp`` < 1, ``ep`` not dividing the GPUs).
     """
-    perf = perf_model(model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration)
-    return estimate_request(perf, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency)
+    if attention_dp < 1:
+        raise ConfigError(f"--attention-dp {attention_dp}: expected a number of ranks ≥ 1")
+    Parallelism(tp, attention_dp, ep).validate()
+    perf = perf_model(
+        model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration, engine=engine,
+        ep=ep, attention_dp=attention_dp,
+    )  # fmt: skip
+    if attention_dp == 1:
+        return estimate_request(perf, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency)
+    per_rank = -(-concurrency // attention_dp)  # the busiest rank's share: the figures a request sees at worst
+    est = estimate_request(perf, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=per_rank)
+    ranks = concurrency / per_rank  # every rank serves its share at its rate
+    return replace(
+        est,
+        concurrency=concurrency,
+        output_tokens_per_s=est.output_tokens_per_s * ranks,
+        requests_per_s=est.requests_per_s * ranks,
+        assumptions=(
+            *est.assumptions,
+            f"{attention_dp} attention-DP ranks of TP {tp}: {per_rank} of the {concurrency} requests on a rank (its "
+            "step carries the others' all-to-all); the throughput is every rank's",
+        ),
+    )

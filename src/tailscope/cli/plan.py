@@ -49,8 +49,8 @@ def estimate(json_out: Path | None = _JSON, **options: Any) -> None:
     from tailscope.report.plan_console import print_estimate
 
     e, o = plan_estimate(**options), options
-    title = f"{o['model']} on {o['tp']} × {o['gpu']}: {o['input_tokens']} in / {o['output_tokens']} out at concurrency "
-    title += str(o["concurrency"])
+    gpus, lengths = o["tp"] * o["attention_dp"], f"{o['input_tokens']} in / {o['output_tokens']} out"
+    title = f"{o['model']} on {gpus} × {o['gpu']}: {lengths} at concurrency {o['concurrency']}"
     emit_answer(e.to_dict(), json_out, lambda con: print_estimate(con, e, title=title, calibration=o["calibration"]))
 
 

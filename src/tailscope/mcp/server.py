@@ -275,12 +275,16 @@ def build_server(settings: McpSettings | None = None) -> Any:
         tp: int = 1,
         weights_dtype: str | None = None,
         kv_dtype: str = "bf16",
+        engine: str = "vllm",
+        ep: int = 1,
+        attention_dp: int = 1,
     ) -> dict[str, Any]:
         """Analytic request times of a model on a GPU at a steady concurrency: prefill, TTFT, TPOT, E2E (ms), the
-        roofline regime bounding each phase, replica throughput, and the assumptions behind them."""
+        roofline regime bounding each phase, replica throughput, and the assumptions behind them. engine: vllm,
+        sglang or trtllm; ep: an MoE model's expert parallelism; attention_dp: attention-DP ranks of tp GPUs each."""
         e = tailscope.plan_estimate(
             model, gpu, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency, tp=tp,
-            weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+            weights_dtype=weights_dtype, kv_dtype=kv_dtype, engine=engine, ep=ep, attention_dp=attention_dp,
         )  # fmt: skip
         return tailscope_clean(e.to_dict())
 

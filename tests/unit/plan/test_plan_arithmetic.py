@@ -253,3 +253,31 @@ def test_budget_judged_on_the_tail_critical_path_not_each_layers_own_p99() -> No
     assert [lb.layer for lb in explicit.layers if lb.holds is False] == ["business"]
     assert explicit.unbudgeted == ("retrieval",)
     assert not explicit.ok
+
+
+def test_an_estimate_of_attention_dp_ranks_is_one_ranks_request_and_every_ranks_throughput() -> None:
+    """``plan_estimate(attention_dp=8)``: the request's times are those of one rank (TP 1, the experts over the eight)
+    holding its share of the concurrency; the replica's throughput is the eight ranks'. The engine is the one asked."""
+    from tailscope.api.plan import perf_model, plan_estimate
+    from tailscope.errors import ConfigError
+
+    args = {"input_tokens": 1024, "output_tokens": 1024}
+    dp = plan_estimate("deepseek-r1", "b200", concurrency=64, tp=1, ep=8, attention_dp=8, engine="sglang", **args)
+    rank = estimate_request(
+        perf_model("deepseek-r1", "b200", tp=1, ep=8, attention_dp=8, engine="sglang"), concurrency=8, **args
+    )
+    assert (dp.ttft_ms, dp.tpot_ms, dp.e2e_ms) == (rank.ttft_ms, rank.tpot_ms, rank.e2e_ms)
+    assert dp.concurrency == 64
+    assert dp.requests_per_s == pytest.approx(8 * rank.requests_per_s)
+    assert dp.output_tokens_per_s == pytest.approx(8 * rank.output_tokens_per_s)
+    assert any("8 attention-DP ranks" in a for a in dp.assumptions)
+    uneven = plan_estimate("deepseek-r1", "b200", concurrency=60, tp=1, ep=8, attention_dp=8, engine="sglang", **args)
+    assert uneven.tpot_ms == rank.tpot_ms  # the busiest rank holds 8 of the 60
+    assert uneven.requests_per_s == pytest.approx(60 / 8 * rank.requests_per_s)
+    vllm = plan_estimate("deepseek-r1", "b200", concurrency=64, tp=8, ep=8, **args)
+    sglang = plan_estimate("deepseek-r1", "b200", concurrency=64, tp=8, ep=8, engine="sglang", **args)
+    assert vllm.ttft_ms != sglang.ttft_ms  # each engine's learned costs
+    with pytest.raises(ConfigError, match="--ep 3"):
+        plan_estimate("deepseek-r1", "b200", tp=1, ep=3, attention_dp=8, **args)
+    with pytest.raises(ConfigError, match="--attention-dp 0"):
+        plan_estimate("llama-3.1-8b", "b200", attention_dp=0, **args)
