@@ -1,5 +1,6 @@
 """How long ``tailscope plan capacity`` takes: a search over 4 TP options (up to 64 replicas; 1,024 for the issue-23
-fleet at 10,000 req/s), each answer re-checked by simulation. Aim (shared/TARGETS.md): < 10 s.
+fleet at 10,000 req/s), each answer re-checked by simulation — for the MoE model of the last row each TP degree also
+as attention-DP ranks (``DPn``). Aim (shared/TARGETS.md): < 10 s.
 
     .venv/bin/python benchmarks/plan_speed.py
 """
@@ -19,7 +20,10 @@ SCENARIOS = [
     ("llama-3.1-70b", "h100-sxm", 30, ["ttft_p99=2s", "tpot_p99=60ms"], 64),
     ("qwen2.5-7b", "l40s", 40, ["ttft_p99=1s", "tpot_p99=40ms"], 64),
     ("llama-3.1-8b", "h100-sxm", 10000, ["ttft_p99=1s"], 1024),
+    ("deepseek-r1", "gb200", 50, ["ttft_p99=2s", "tpot_p99=50ms"], 64),
 ]
+#: the flags a scenario adds (the MoE one: FP4 weights, SGLang's costs, 1,024-token prompts)
+EXTRA = {"deepseek-r1": ["--weights-dtype", "fp4", "--engine", "sglang", "--input-tokens", "1024"]}
 
 
 def main() -> None:
@@ -48,6 +52,7 @@ def main() -> None:
             ]
             for s in slos:
                 args += ["--slo", s]
+            args += EXTRA.get(model, [])
             t = time.perf_counter()
             subprocess.run(args, check=True, capture_output=True)
             wall = time.perf_counter() - t
