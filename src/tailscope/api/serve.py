@@ -93,8 +93,11 @@ async def start_builtin_server(
             disturb the caller's timing) or ``"thread"`` (in this process, on its own event loop).
         **engine_options: engine settings with vLLM's names (``tp``, ``weights_dtype``, ``kv_dtype``,
             ``max_num_seqs``, ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``enable_prefix_caching``,
-            ``max_model_len``, ``calibration``, ``gpu_file``) and ``speed``, ``seed``, ``faults`` (a ``FaultConfig``),
-            ``served_model_name``, ``frontend_latency``.
+            ``max_model_len``, ``calibration``, ``gpu_file``), the engine whose costs it runs (``backend``: ``vllm``,
+            ``sglang``, ``trtllm``), an MoE model's ``ep``, prefill/decode pools (``disagg``:
+            ``"prefill=1x1,decode=1x2:dp2"``, as ``tailscope serve --disagg``), and ``speed``, ``seed``, ``faults``
+            (a ``FaultConfig``), ``served_model_name``, ``frontend_latency`` — every
+            :class:`~tailscope.serve.engine_factory.EngineFlags` field.
 
     Yields:
         The running server: ``base_url`` (``http://127.0.0.1:PORT``) and ``description`` (model and hardware).
