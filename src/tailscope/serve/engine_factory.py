@@ -119,7 +119,7 @@ def build_replica(
     if pools is None:
         replica = spec.new_replica()
         engine, weights, capacity = replica, replica.perf.weights_dtype, replica.capacity_tokens
-        shape = f" ×{flags.tp}" if flags.tp > 1 else ""
+        shape = (f" ×{flags.tp}" if flags.tp > 1 else "") + (f" (EP {flags.ep})" if flags.ep > 1 else "")
     else:  # the pools of `tailscope sim --disagg`, behind one engine
         from tailscope.engine.disagg_engine import DisaggregatedEngine
 
@@ -138,9 +138,12 @@ def build_replica(
             f"(tp={flags.tp}); lower it or raise --gpu-memory-utilization / --tp"
         )
     name = served_model_name or model
+    # the engine whose costs run is named unless it is the default (a built-in run's target is its description:
+    # runs of other engines must not compare as one target, and vLLM runs keep the description they always had)
+    costs = f"{flags.backend} costs, " if flags.backend != "vllm" else ""
     description = (
         f"{arch.name} on {gpu_spec.id}{shape} "
-        f"(weights {weights}, KV {flags.kv_dtype}, {capacity:,} KV tokens, "
+        f"({costs}weights {weights}, KV {flags.kv_dtype}, {capacity:,} KV tokens, "
         f"max_num_seqs {config.max_num_seqs}, speed {speed:g}×)"
     )
     base = options or ServeOptions(model_name=name)

@@ -30,6 +30,20 @@ def test_a_built_in_engine_on_another_gpu_is_a_different_target() -> None:
     assert line.startswith("DIFFERENT TARGETS: b measured llama-3.1-8b at the built-in engine (llama-3.1-8b on a100")
 
 
+def test_a_built_in_engine_with_another_engines_costs_is_a_different_target() -> None:
+    """``serve --engine sglang`` runs other step costs on the same model and GPU: its description says so, so a run
+    of it does not compare as the vLLM-costed one (whose description is what it always was)."""
+    from tailscope.serve.engine_factory import build_replica
+
+    vllm, sglang = (build_replica("llama-3.1-8b", "h100-sxm", backend=b)[1].description for b in ("vllm", "sglang"))
+    assert vllm == H100
+    assert "(sglang costs, weights bf16" in sglang
+    a = _run("a", url="http://127.0.0.1:45383", builtin=True, description=vllm)
+    b = _run("b", url="http://127.0.0.1:45383", builtin=True, description=sglang)
+    (line,) = comparability(a, b)
+    assert line.startswith("DIFFERENT TARGETS")
+
+
 def test_servers_at_other_urls_are_different_targets() -> None:
     a = _run("a", url="http://10.0.0.1:8000")
     b = _run("b", url="http://10.0.0.2:8000")
