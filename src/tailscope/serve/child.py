@@ -32,6 +32,30 @@ from tailscope.serve.faults import FaultConfig
 _READY = re.compile(r"at (http://\S+?)/v1 ")
 
 
+#: ``tailscope serve``'s flag of each :class:`EngineFlags` field it is passed by (``tp``, ``kv_dtype`` and
+#: ``gpu_memory_utilization`` always; ``enable_prefix_caching`` as ``--no-prefix-caching``): a child server runs the
+#: settings the parent validated and describes (tests/unit/serve/test_child_args.py holds every field to a flag)
+_FLAG_OF = {
+    "weights_dtype": "--weights-dtype",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_model_len": "--max-model-len",
+    "calibration": "--calibration",
+    "gpu_file": "--gpu-file",
+    "disagg": "--disagg",
+    "backend": "--engine",
+    "ep": "--ep",
+    "kv_offload_gib": "--kv-offload-gib",
+    "spec_draft": "--spec-draft",
+    "spec_accept": "--spec-accept",
+    "spec_draft_model": "--spec-draft-model",
+    "batch_wait_iters": "--batch-wait-iters",
+    "batch_wait_ratio": "--batch-wait-ratio",
+    "recv_interval": "--scheduler-recv-interval",
+    "dp_balance_iters": "--attention-dp-balance-iters",
+}
+
+
 def serve_cli_args(
     model: str,
     gpu: str,
@@ -49,18 +73,11 @@ def serve_cli_args(
         args += ["--served-model-name", served_model_name]
     args += ["--tp", str(flags.tp), "--kv-dtype", flags.kv_dtype]
     args += ["--gpu-memory-utilization", repr(flags.gpu_memory_utilization)]
-    optional = {
-        "--weights-dtype": flags.weights_dtype,
-        "--max-num-seqs": flags.max_num_seqs,
-        "--max-num-batched-tokens": flags.max_num_batched_tokens,
-        "--max-model-len": flags.max_model_len,
-        "--calibration": flags.calibration,
-        "--gpu-file": flags.gpu_file,
-        "--disagg": flags.disagg,
-    }
-    for flag, value in optional.items():
-        if value is not None:
-            args += [flag, str(value)]
+    defaults = EngineFlags()
+    for name, flag in _FLAG_OF.items():  # every other setting, where it is not the default
+        value = getattr(flags, name)
+        if value is not None and value != getattr(defaults, name):
+            args += [flag, repr(value) if isinstance(value, float) else str(value)]
     if not flags.enable_prefix_caching:
         args.append("--no-prefix-caching")
     if not frontend_latency:
