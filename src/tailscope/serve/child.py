@@ -73,10 +73,10 @@ def serve_cli_args(
         args += ["--served-model-name", served_model_name]
     args += ["--tp", str(flags.tp), "--kv-dtype", flags.kv_dtype]
     args += ["--gpu-memory-utilization", repr(flags.gpu_memory_utilization)]
-    defaults = EngineFlags()
+    unset = EngineFlags()
     for name, flag in _FLAG_OF.items():  # every other setting, where it is not the default
         value = getattr(flags, name)
-        if value is not None and value != getattr(defaults, name):
+        if value is not None and value != getattr(unset, name):
             args += [flag, repr(value) if isinstance(value, float) else str(value)]
     if not flags.enable_prefix_caching:
         args.append("--no-prefix-caching")
