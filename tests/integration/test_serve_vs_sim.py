@@ -67,15 +67,20 @@ def _stats(ttft_ms: list[float], tpot_ms: list[float]) -> tuple[float, float]:
     return sum(ttft_ms) / len(ttft_ms), sum(tpot_ms) / len(tpot_ms)
 
 
-@pytest.mark.parametrize("disagg", [None, "prefill=1x1,decode=1x2:dp2"], ids=["one replica", "disaggregated"])
-def test_serve_latencies_match_sim(judgement: Judgement, disagg: str | None) -> None:
-    """One replica, and (``serve --disagg``) prefill and decode pools: the prefill, the KV transfer, the decode
-    worker's pickup and its first step, on the wall clock as in the simulator."""
+@pytest.mark.parametrize(
+    ("disagg", "dp"),
+    [(None, 1), ("prefill=1x1,decode=1x2:dp2", 1), (None, 2)],
+    ids=["one replica", "disaggregated", "attention-DP ranks"],
+)
+def test_serve_latencies_match_sim(judgement: Judgement, disagg: str | None, dp: int) -> None:
+    """One replica; (``serve --disagg``) prefill and decode pools: the prefill, the KV transfer, the decode worker's
+    pickup and its first step; and (``serve --attention-dp 2``) one replica's two ranks, each with its own batch —
+    on the wall clock as in the simulator."""
     rng = random.Random(7)
     lengths = [rng.randint(200, 1500) for _ in range(N)]
     plan = [(i * GAP_S, [rng.randrange(1000, 100_000) for _ in range(n)], OUT) for i, n in enumerate(lengths)]
 
-    engine, options = build_replica("llama-3.1-8b", "h100-sxm", disagg=disagg)
+    engine, options = build_replica("llama-3.1-8b", "h100-sxm", disagg=disagg, attention_dp=dp)
     with EmbeddedServer(engine, options) as srv:
         proc = subprocess.run(
             [sys.executable, "-c", CLIENT, srv.base_url],
@@ -102,6 +107,8 @@ def test_serve_latencies_match_sim(judgement: Judgement, disagg: str | None) -> 
         gpu=resolve_gpu("h100-sxm"),
         model_id="llama-3.1-8b",
         disagg=parse_disagg(disagg) if disagg else None,
+        attention_dp=dp,
+        replicas=dp,  # as sim runs --attention-dp: one replica per rank
     )
     specs = [
         # random seeds: sim draws each request's API-server jitter from (seed ^ id), serve from its own sequence
@@ -119,7 +126,7 @@ def test_serve_latencies_match_sim(judgement: Judgement, disagg: str | None) -> 
     s_ttft = server_ttft_s / server_count * 1e3
     m_ttft, m_tpot = _stats(sim_ttft, sim_tpot)
     print(
-        f"\n{'disaggregated' if disagg else 'one replica'}: "
+        f"\n{'disaggregated' if disagg else f'{dp} attention-DP ranks' if dp > 1 else 'one replica'}: "
         f"mean TTFT serve {s_ttft:.1f} ms (the client saw {c_ttft:.1f}: +{c_ttft - s_ttft:.1f} ms transport) vs sim "
         f"{m_ttft:.1f} ms; mean TPOT serve {s_tpot:.2f} vs sim {m_tpot:.2f} ms; engine loop late by ≤ "
         f"{loop_lag_s * 1e3:.1f} ms"

@@ -451,6 +451,8 @@ SERVE: dict[str, Flag] = {f.name: f for f in (
 )}
 #: ``tailscope serve``'s deployment shape (:class:`~tailscope.serve.engine_factory.EngineFlags` fields sim has apart)
 SERVE_POOLS: dict[str, Flag] = {f.name: f for f in (
+    Flag("attention_dp", int, 1, "--attention-dp", (
+        "Attention data-parallel ranks of the replica, each with --tp GPUs and its own batch (as sim's).")),
     Flag("disagg", str | None, None, "--disagg", (
         "Serve prefill/decode pools instead of one replica, as sim --disagg takes them: "
         "prefill=WORKERSxGPUS,decode=WORKERSxGPUS, each optionally :dpN:epN.")),

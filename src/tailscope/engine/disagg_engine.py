@@ -14,6 +14,10 @@ the decode ranks' tokens of the steps that end then. A rank that was idle when w
 moment (a request's arrival, its KV's arrival), not at the caller's next step: the caller (the serve loop) only
 calls between steps, so a new request would otherwise wait for another rank's step to end. Clock-free, like every
 engine: the caller owns the time.
+
+:class:`DataParallelEngine` is the same rank machinery for one aggregated replica's attention-DP ranks (``serve
+--attention-dp N``, as ``sim`` runs them: one replica per rank): a request runs whole — prefill and decode — on the
+rank with the fewest requests.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from tailscope.engine.replica import Replica
 if TYPE_CHECKING:
     from tailscope.engine.cluster import ClusterSpec
 
-__all__ = ["DisaggregatedEngine", "PrefillFrontend"]
+__all__ = ["DataParallelEngine", "DisaggregatedEngine", "PrefillFrontend", "RanksFrontend"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,33 @@ class PrefillFrontend:
     def engine_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
         wait = getattr(self.perf, "engine_wait_ns", None)
         return 0 if wait is None else int(wait(in_flight, prompt_tokens, prefill_pool=True))
+
+
+@dataclass(frozen=True, slots=True)
+class RanksFrontend:
+    """The API-server prices of one replica's attention-DP ranks. ``sim`` gives each rank an API server of its own
+    (one replica slot per rank, behind the router), so a request meets the delays of its rank's share of the requests
+    in flight: the in-flight count is divided among the ranks (the router keeps them even)."""
+
+    perf: StepModel
+    ranks: int
+
+    @property
+    def weights_dtype(self) -> str:
+        return self.perf.weights_dtype
+
+    def _share(self, in_flight: int) -> int:
+        return max(1, -(-in_flight // self.ranks))
+
+    def tokenize_ns(self, prompt_tokens: int) -> int:
+        return self.perf.tokenize_ns(prompt_tokens) // self.ranks  # the ranks' servers tokenize side by side
+
+    def frontend_delay_ns(self, in_flight: int, u: float = 0.5) -> int:
+        return self.perf.frontend_delay_ns(self._share(in_flight), u)
+
+    def engine_wait_ns(self, in_flight: int, prompt_tokens: int) -> int:
+        wait = getattr(self.perf, "engine_wait_ns", None)
+        return 0 if wait is None else int(wait(self._share(in_flight), prompt_tokens))
 
 
 @dataclass(slots=True)
@@ -88,15 +119,16 @@ class DisaggregatedEngine:
 
     prefill: list[Replica]
     decode: list[Replica]
-    transfer: KvTransfer
+    transfer: KvTransfer | None = None
     pickup: Callable[[int, int], int] | None = None
     #: called ``(request id, tokens found in the prefix cache, engine ns its step starts)`` when a prefill rank first
     #: schedules a request (the rank's own step start: an idle rank starts when the request reaches it)
     on_admit: Callable[[int, int, int], None] | None = None
     #: with :meth:`watch_phases`: called per prefill chunk with the rank step that runs it, ``(request id, tokens,
     #: tokens computed before, step start ns, step end ns, the step's prefill tokens, its decoding sequences,
-    #: decode pool?)`` — the decode rank computes a transferred prompt's last token as a one-token chunk
-    on_chunk_at: Callable[[int, int, int, int, int, int, int, bool], None] | None = None
+    #: the pool that ran it: ``prefill``, ``decode`` or ``""`` for an aggregated rank)`` — the decode rank computes a
+    #: transferred prompt's last token as a one-token chunk
+    on_chunk_at: Callable[[int, int, int, int, int, int, int, str], None] | None = None
     #: with :meth:`watch_phases`: called ``(request id, engine ns the KV leaves, ns it is there)`` at each hand-off
     on_transfer: Callable[[int, int, int], None] | None = None
     _ranks: list[_Rank] = field(default_factory=list)
@@ -109,15 +141,15 @@ class DisaggregatedEngine:
     transfer_ns: int = 0
 
     def __post_init__(self) -> None:
-        if not self.prefill or not self.decode:
-            raise ValueError("a disaggregated engine needs at least one prefill and one decode rank")
+        if not self.prefill or not self.decode or self.transfer is None:
+            raise ValueError("a disaggregated engine needs at least one prefill and one decode rank, and a KV transfer")
         self._ranks = [_Rank(r, False) for r in self.prefill] + [_Rank(r, True) for r in self.decode]
         for r in self.prefill:
             r.on_admit = self._admitted
 
     def watch_phases(
         self,
-        on_chunk_at: Callable[[int, int, int, int, int, int, int, bool], None],
+        on_chunk_at: Callable[[int, int, int, int, int, int, int, str], None],
         on_transfer: Callable[[int, int, int], None],
     ) -> None:
         """Report every rank's prefill chunks with their rank step's times, and every KV transfer (what ``serve``'s
@@ -155,13 +187,7 @@ class DisaggregatedEngine:
     def add_request(self, request: EngineRequest) -> None:
         """Queue ``request`` on the prefill rank with the fewest requests. Raises ValueError when prompt + output can
         never fit a decode rank's KV cache."""
-        if request.prompt_tokens + request.max_tokens > self.capacity_tokens:
-            raise ValueError(
-                f"request {request.id}: {request.prompt_tokens}+{request.max_tokens} tokens exceed a decode rank's KV "
-                f"cache ({self.capacity_tokens} tokens)"
-            )
-        if request.id in self._requests:
-            raise ValueError(f"request {request.id} is already queued")
+        self._check(request)
         i = self._least(False)
         rank = self._ranks[i]
         rank.replica.add(request.id, request.prompt_tokens, 1, request.arrival_ns, request.block_hashes)
@@ -201,7 +227,7 @@ class DisaggregatedEngine:
                     rank.step = res
                     rank.free_at = res.start_ns + res.duration_ns
                 if self._chunks:
-                    self._stamp(res, rank.decode)
+                    self._stamp(res, self._pool(rank))
         ends = [r.free_at for r in self._ranks if r.step is not None]
         if self._arrivals:
             ends.append(self._arrivals[0][0])
@@ -240,16 +266,19 @@ class DisaggregatedEngine:
         )
 
     def stats(self) -> EngineStats:
-        """The pools' gauges and counters summed (KV usage: of all their blocks)."""
+        """The pools' gauges and counters summed (KV usage: of all their blocks; prompt tokens: the prefill pool's,
+        generation tokens: the decode pool's — an aggregated rank's both)."""
         parts = [r.replica.stats() for r in self._ranks]
         total = sum(p.kv_blocks_total for p in parts)
         extra: dict[str, float] = {}
         for p in parts:
             for k, v in p.extra.items():
                 extra[k] = extra.get(k, 0.0) + v
-        extra["kv_transfers"] = float(self.transfers)
-        extra["kv_transfer_s"] = self.transfer_ns / 1e9
-        extra["kv_transfers_in_flight"] = float(len(self._arrivals))
+        if self.prefill:
+            extra["kv_transfers"] = float(self.transfers)
+            extra["kv_transfer_s"] = self.transfer_ns / 1e9
+            extra["kv_transfers_in_flight"] = float(len(self._arrivals))
+        prompt_parts = parts[: len(self.prefill)] if self.prefill else parts
         return EngineStats(
             running=sum(p.running for p in parts),
             waiting=sum(p.waiting for p in parts) + len(self._arrivals),
@@ -258,12 +287,24 @@ class DisaggregatedEngine:
             prefix_queries_tokens=sum(p.prefix_queries_tokens for p in parts),
             prefix_hits_tokens=sum(p.prefix_hits_tokens for p in parts),
             preemptions=sum(p.preemptions for p in parts),
-            prompt_tokens_total=sum(p.prompt_tokens_total for p in parts[: len(self.prefill)]),
+            prompt_tokens_total=sum(p.prompt_tokens_total for p in prompt_parts),
             generation_tokens_total=sum(p.generation_tokens_total for p in parts[len(self.prefill) :]),
             extra=extra,
         )
 
     # ---- inside -------------------------------------------------------------------------------------------------
+    def _check(self, request: EngineRequest) -> None:
+        if request.prompt_tokens + request.max_tokens > self.capacity_tokens:
+            raise ValueError(
+                f"request {request.id}: {request.prompt_tokens}+{request.max_tokens} tokens exceed a decode rank's KV "
+                f"cache ({self.capacity_tokens} tokens)"
+            )
+        if request.id in self._requests:
+            raise ValueError(f"request {request.id} is already queued")
+
+    def _pool(self, rank: _Rank) -> str:
+        return "decode" if rank.decode else "prefill"
+
     def _least(self, decode: bool) -> int:
         """The rank of a pool with the fewest requests (the lowest index among equals)."""
         best = -1
@@ -283,14 +324,12 @@ class DisaggregatedEngine:
     def _chunk(self, rid: int, tokens: int, computed: int) -> None:
         self._chunks.append((rid, tokens, computed))
 
-    def _stamp(self, res: StepResult | None, decode: bool) -> None:
+    def _stamp(self, res: StepResult | None, pool: str) -> None:
         """Hand the chunks of the rank step just run to ``on_chunk_at`` with that step's times."""
         if res is not None and self.on_chunk_at is not None:
             end = res.start_ns + res.duration_ns
             for rid, tokens, computed in self._chunks:
-                self.on_chunk_at(
-                    rid, tokens, computed, res.start_ns, end, res.prefill_tokens, res.decode_tokens, decode
-                )
+                self.on_chunk_at(rid, tokens, computed, res.start_ns, end, res.prefill_tokens, res.decode_tokens, pool)
         self._chunks.clear()
 
     def _hand_off(self, i: int, rid: int, end: int) -> None:
@@ -300,6 +339,7 @@ class DisaggregatedEngine:
         if req is None:
             return
         req.rank = -1
+        assert self.transfer is not None  # checked at construction: only a disaggregated engine hands off
         xfer = self.transfer.ns(req.prompt)
         least = min(r.outstanding for r in self._ranks if r.decode) + 1
         wait = self.pickup(least, req.prompt) if self.pickup is not None else 0
@@ -322,3 +362,50 @@ class DisaggregatedEngine:
             req.rank = i
             rank.outstanding += 1
             self._woken(rank, at)
+
+
+class DataParallelEngine(DisaggregatedEngine):
+    """One aggregated replica's attention-DP ranks behind one ReplicaEngine (``serve --attention-dp N``): each request
+    runs whole — prefill and decode — on the rank with the fewest requests, every rank on its own timeline, as
+    ``sim`` runs them (one replica per rank). Built with :meth:`from_cluster` (``decode`` holds the ranks; there is no
+    prefill pool and no KV transfer)."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        if self.prefill or not self.decode:
+            raise ValueError("an attention-DP engine has its ranks in decode and no prefill pool")
+        self._ranks = [_Rank(r, True) for r in self.decode]
+        for r in self.decode:
+            r.on_admit = self._admitted
+
+    @classmethod
+    def from_cluster(cls, cluster: ClusterSpec) -> DataParallelEngine:
+        """The ``attention_dp`` ranks of one replica of an aggregated :class:`~tailscope.engine.cluster.ClusterSpec`."""
+        if cluster.disagg is not None:
+            raise ValueError("a disaggregated cluster: use DisaggregatedEngine")
+        perf = cluster.perf()
+        return cls([], [cluster.new_replica(perf) for _ in range(cluster.attention_dp)])
+
+    @property
+    def perf(self) -> RanksFrontend:  # type: ignore[override]
+        """The API server's prices, per rank's share of the requests in flight (as ``sim``'s one server per rank)."""
+        return RanksFrontend(self.decode[0].perf, len(self.decode))
+
+    def add_request(self, request: EngineRequest) -> None:
+        """Queue ``request`` whole on the rank with the fewest requests. Raises ValueError when prompt + output can
+        never fit a rank's KV cache."""
+        self._check(request)
+        i = self._least(True)
+        rank = self._ranks[i]
+        rank.replica.add(
+            request.id, request.prompt_tokens, request.max_tokens, request.arrival_ns, request.block_hashes
+        )
+        self._requests[request.id] = _Request(
+            request.prompt_tokens, request.max_tokens, request.block_hashes, i, request.arrival_ns
+        )
+        rank.outstanding += 1
+        self._woken(rank, request.arrival_ns)
+
+    def _pool(self, rank: _Rank) -> str:
+        return ""

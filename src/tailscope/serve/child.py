@@ -43,6 +43,7 @@ _FLAG_OF = {
     "calibration": "--calibration",
     "gpu_file": "--gpu-file",
     "disagg": "--disagg",
+    "attention_dp": "--attention-dp",
     "backend": "--engine",
     "ep": "--ep",
     "kv_offload_gib": "--kv-offload-gib",

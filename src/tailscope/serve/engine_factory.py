@@ -31,11 +31,14 @@ class EngineFlags(EngineSettings):
         max_model_len: context length; default = the model's, capped by the KV cache capacity.
         disagg: serve a prefill/decode-disaggregated deployment instead of one replica, given as ``tailscope sim
             --disagg`` takes it (``prefill=2x4:dp4:ep4,decode=1x8:dp8:ep8``); None: one replica.
+        attention_dp: the replica's attention data-parallel ranks (each with ``tp`` GPUs and its own batch, as
+            ``tailscope sim --attention-dp``); with ``disagg``, the ranks of a pool given without ``:dpN``.
     """
 
     enable_prefix_caching: bool = True
     max_model_len: int | None = None
     disagg: str | None = None
+    attention_dp: int = 1
 
 
 def _model_max_len(model: str) -> int:
@@ -113,10 +116,18 @@ def build_replica(
         prefix_caching=flags.enable_prefix_caching,
         draft_model=draft,
         disagg=pools,
+        attention_dp=flags.attention_dp,
     )
     config = spec.engine_config()
     engine: ReplicaEngine
-    if pools is None:
+    if pools is None and flags.attention_dp > 1:  # the ranks of `tailscope sim --attention-dp`, behind one engine
+        from tailscope.engine.disagg_engine import DataParallelEngine
+
+        ranks = DataParallelEngine.from_cluster(spec)
+        engine, weights, capacity = ranks, ranks.perf.weights_dtype, ranks.capacity_tokens
+        shape = f" ×{flags.tp * flags.attention_dp} as {flags.attention_dp} attention-DP ranks of TP {flags.tp}"
+        shape += f" (EP {flags.ep})" if flags.ep > 1 else ""
+    elif pools is None:
         replica = spec.new_replica()
         engine, weights, capacity = replica, replica.perf.weights_dtype, replica.capacity_tokens
         shape = (f" ×{flags.tp}" if flags.tp > 1 else "") + (f" (EP {flags.ep})" if flags.ep > 1 else "")

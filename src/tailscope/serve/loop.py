@@ -265,21 +265,13 @@ class EngineLoop:
         self._step_chunks.append((rid, tokens, computed))
 
     def _chunk_at(
-        self, rid: int, tokens: int, computed: int, start: int, end: int, prefill: int, decodes: int, decode: bool
+        self, rid: int, tokens: int, computed: int, start: int, end: int, prefill: int, decodes: int, pool: str
     ) -> None:
-        """A disaggregated engine's chunk, with its rank step's engine times."""
+        """A ranked engine's chunk (disaggregated pools, attention-DP ranks), with its rank step's engine times."""
         live = self._live.get(rid)
         if live is None:
             return
-        chunk = (
-            self.to_wall(start),
-            self.to_wall(end),
-            tokens,
-            computed,
-            prefill,
-            decodes,
-            "decode" if decode else "prefill",
-        )
+        chunk = (self.to_wall(start), self.to_wall(end), tokens, computed, prefill, decodes, pool)
         if live.chunks is None:
             live.chunks = [chunk]
         else:

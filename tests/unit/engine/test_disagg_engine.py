@@ -134,3 +134,44 @@ def test_bad_requests_and_pools_are_refused() -> None:
         engine.add_request(EngineRequest(2, 10, 1))
     with pytest.raises(ValueError, match="no --disagg pools"):
         DisaggregatedEngine.from_cluster(ClusterSpec(model=resolve_model("llama-3.1-8b"), gpu=resolve_gpu("h100-sxm")))
+
+
+# ---- one replica's attention-DP ranks (serve --attention-dp) ---------------------------------------------------
+def test_attention_dp_ranks_run_whole_requests_each_on_its_own_timeline() -> None:
+    """``DataParallelEngine``: the requests spread over the ranks (fewest first), each runs prefill and decode on its
+    rank as that rank's replica alone would run it, and the counters are every rank's."""
+    from tailscope.engine.disagg_engine import DataParallelEngine
+
+    cluster = ClusterSpec(
+        model=resolve_model("llama-3.1-8b"), gpu=resolve_gpu("h100-sxm"), model_id="llama-3.1-8b", attention_dp=2,
+        replicas=2,
+    )  # fmt: skip
+    engine = DataParallelEngine.from_cluster(cluster)
+    assert (len(engine.prefill), len(engine.decode)) == (0, 2)
+    reqs = [EngineRequest(i, 800, 6, arrival_ns=0) for i in range(4)]
+    times = _token_times(_run(engine, {0: reqs}))
+    assert sorted(times) == [0, 1, 2, 3]
+    assert all(len(t) == 6 for t in times.values())
+    # requests 0 and 2 on rank 0, 1 and 3 on rank 1: each rank's tokens are those of its replica alone
+    alone = cluster.new_replica(cluster.perf())
+    for rid in (0, 2):
+        alone.add(rid, 800, 6, 0)
+    ref: dict[int, list[int]] = {}
+    now = 0
+    while alone.has_work():
+        res = alone.step(now)
+        assert res is not None
+        now = res.start_ns + res.duration_ns
+        for rid, n in res.emitted:
+            ref.setdefault(rid, []).extend([now] * n)
+    assert times[0] == ref[0]
+    assert times[2] == ref[2]
+    assert times[1] == ref[0]  # the other rank, the same work
+    stats = engine.stats()
+    assert (stats.prompt_tokens_total, stats.generation_tokens_total) == (4 * 800, 4 * 6)
+    assert "kv_transfers" not in stats.extra
+    # the API server's prices: a rank's share of the requests in flight
+    front = engine.perf
+    assert front.frontend_delay_ns(8) == cluster.perf().frontend_delay_ns(4)
+    with pytest.raises(ValueError, match="no prefill pool"):
+        DataParallelEngine([cluster.new_replica()], [cluster.new_replica()])

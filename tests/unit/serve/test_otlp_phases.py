@@ -298,3 +298,16 @@ def test_the_loop_records_a_disaggregated_engines_ranks_and_transfer() -> None:
     for prev, nxt in itertools.pairwise(live.chunks[:4]):
         assert prev[0] < prev[1] <= nxt[0]
     assert live.chunks[4][1] <= (live.first_token_ns or 0)
+
+
+def test_the_loop_records_attention_dp_ranks_chunks_as_aggregated_ones() -> None:
+    """``serve --attention-dp 2``: the rank's chunks, on its own step times, with no pool and no KV transfer."""
+    engine, _options = build_replica(
+        "llama-3.1-8b", "h100-sxm", max_num_batched_tokens=256, max_num_seqs=16, speed=20.0, attention_dp=2
+    )
+    loop, live = _serve_one(engine)
+    assert loop.record_chunks
+    assert live.chunks is not None
+    assert [(c[2], c[3], c[6]) for c in live.chunks] == [(256, 0, ""), (256, 256, ""), (256, 512, ""), (232, 768, "")]
+    assert live.kv_transfer is None
+    assert live.chunks[-1][1] <= (live.first_token_ns or 0)
