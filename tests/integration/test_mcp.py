@@ -116,6 +116,20 @@ def test_sim_plan_trace_and_gate_tools(tmp_path: Path) -> None:
                         },
                     ),
                     ("gate", {"contract": {"slo": [{"metric": "ttft_ms", "max": 1}]}}),  # no percentile
+                    (
+                        "sim",
+                        {
+                            "requests": 64,
+                            "concurrency": 16,
+                            "model": "deepseek-r1",
+                            "gpu": "b200",
+                            "weights_dtype": "fp8",
+                            "tp": 1,
+                            "attention_dp": 8,
+                            "ep": 8,
+                            "engine": "sglang",
+                        },
+                    ),
                 ],
             ),
             timeout=180,
@@ -135,6 +149,9 @@ def test_sim_plan_trace_and_gate_tools(tmp_path: Path) -> None:
     cap = payload(results[3])
     assert cap["best"]["check"]["passed"] is True
     assert cap["best"]["tp"] == 1
+    moe = payload(results[8])  # an MoE model as it is deployed: eight attention-DP ranks, its experts over them
+    assert moe["summary"]["requests"]["completed"] == 64
+    assert moe["run"]["target"] == "sim://deepseek-r1@b200x8/dp8"  # one replica of eight GPUs, eight ranks
     analysis = payload(results[4])
     assert analysis["traces"]["count"] == 60
     assert analysis["layers"]["tail_bucket"]["composition"]

@@ -245,8 +245,13 @@ def build_server(settings: McpSettings | None = None) -> Any:
         slo: list[str] | None = None,
         seed: int = 0,
         stagger: float | None = None,
+        ep: int = 1,
+        attention_dp: int = 1,
+        disagg: str | None = None,
     ) -> dict[str, Any]:
-        """Simulate a deployment (catalog model and GPU, TP, replicas, engine vllm/sglang/trtllm) under a workload
+        """Simulate a deployment (catalog model and GPU, TP, replicas, engine vllm/sglang/trtllm; for an MoE model ep
+        and attention_dp ranks, e.g. tp=1 attention_dp=8 ep=8; disagg="prefill=1x8:dp8:ep8,decode=1x8:dp8:ep8" for
+        prefill/decode pools) under a workload
         in virtual time, no GPU needed, and return the run id and its summary (the same figures as bench) with the
         simulator's (engine steps, preemptions, GPU-hours). Bounded: requests or duration_s (virtual seconds) is
         required. The run is kept in the store (see runs_show, gate). A closed loop's clients start over one
@@ -257,7 +262,7 @@ def build_server(settings: McpSettings | None = None) -> Any:
             model=model, gpu=gpu, tp=tp, replicas=replicas, engine=engine, concurrency=concurrency, rate=rate,
             arrival=arrival, requests=requests, duration=duration_s, input_tokens=input_tokens,
             output_tokens=output_tokens, weights_dtype=weights_dtype, kv_dtype=kv_dtype, slo=tuple(slo or ()),
-            seed=seed, stagger=stagger, store=store(),
+            seed=seed, stagger=stagger, ep=ep, attention_dp=attention_dp, disagg=disagg, store=store(),
         )  # fmt: skip
         doc = _summary_doc(result)
         figures = result.sim.to_dict()

@@ -187,12 +187,14 @@ def run_sim(
     cluster = build_cluster(a)
     wl = resolve_specs(a)
     desc = cluster.describe()
-    shape = (
-        f"{cluster.replicas} replica(s) × TP{cluster.tp}"
-        if cluster.disagg is None
-        else f"disaggregated {cluster.disagg.label()}"
-    )
-    where = f"x{cluster.tp}" if cluster.disagg is None else f"/{cluster.disagg.label()}"
+    dp = cluster.attention_dp
+    if cluster.disagg is not None:
+        shape, where = f"disaggregated {cluster.disagg.label()}", f"/{cluster.disagg.label()}"
+    elif dp > 1:  # cluster.replicas counts the ranks (one simulated replica each); a replica has tp × dp GPUs
+        shape = f"{cluster.replicas // dp} replica(s) × {dp} attention-DP ranks of TP{cluster.tp}"
+        where = f"x{cluster.tp * dp}/dp{dp}"
+    else:
+        shape, where = f"{cluster.replicas} replica(s) × TP{cluster.tp}", f"x{cluster.tp}"
     target = Target(
         url=f"sim://{desc['model']}@{desc['gpu']}{where}",
         model=str(desc["model"]),
