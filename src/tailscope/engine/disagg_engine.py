@@ -174,7 +174,7 @@ class DisaggregatedEngine:
 
     # ---- what the HTTP layer reads -------------------------------------------------------------------------------
     @property
-    def perf(self) -> PrefillFrontend:
+    def perf(self) -> PrefillFrontend | RanksFrontend:
         """The API server's prices (a request meets the prefill pool's front end first)."""
         return PrefillFrontend(self.prefill[0].perf)
 
@@ -388,7 +388,7 @@ class DataParallelEngine(DisaggregatedEngine):
         return cls([], [cluster.new_replica(perf) for _ in range(cluster.attention_dp)])
 
     @property
-    def perf(self) -> RanksFrontend:  # type: ignore[override]
+    def perf(self) -> RanksFrontend:
         """The API server's prices, per rank's share of the requests in flight (as ``sim``'s one server per rank)."""
         return RanksFrontend(self.decode[0].perf, len(self.decode))
 
