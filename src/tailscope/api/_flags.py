@@ -248,7 +248,8 @@ PLAN_CAPACITY: dict[str, Flag] = {f.name: f for f in (
     Flag("headroom", float, 0.2, "--headroom", "Extra load fraction to plan for."),
     Flag(
         "tp", str, "1,2,4,8", "--tp",
-        "TP degrees to consider, e.g. 1,2,4 (an MoE model: each also as that many attention-DP ranks, DPn).",
+        "TP degrees to consider, e.g. 1,2,4; dpN: N attention-DP ranks (an MoE model tries each degree as dpN too "
+        "unless some dpN is given).",
     ),
     Flag("max_replicas", int, 1024, "--max-replicas", "The most replicas of one configuration."),
     Flag("gpu_price", float | None, None, "--gpu-price", "USD per GPU-hour (ranks by cost)."),

@@ -52,17 +52,26 @@ class CapacityResult:
         return doc
 
 
-def _tp_options(tp: str | Sequence[int]) -> tuple[int, ...]:
-    if isinstance(tp, str):
-        try:
-            tps = tuple(int(x) for x in tp.split(",") if x.strip())
-        except ValueError:
-            raise ConfigError(f"--tp {tp!r}: expected degrees like 1,2,4") from None
-    else:
-        tps = tuple(int(x) for x in tp)
-    if not tps or any(t < 1 for t in tps):
-        raise ConfigError(f"--tp {tp!r}: expected degrees ≥ 1 like 1,2,4")
-    return tps
+def _tp_options(tp: str | Sequence[int | ReplicaShape]) -> tuple[ReplicaShape, ...]:
+    """The replica shapes ``--tp`` names: a degree ``4`` (tensor parallelism), ``dp4`` (four attention-DP ranks of
+    one GPU each) or, from the library, a :class:`~tailscope.plan.capacity.ReplicaShape`."""
+
+    def one(x: int | str | ReplicaShape) -> ReplicaShape:
+        if isinstance(x, ReplicaShape):
+            return x
+        text = str(x).strip().lower()
+        ranks = text.startswith("dp")
+        n = int(text[2:] if ranks else text)
+        return ReplicaShape(1, n) if ranks else ReplicaShape(n)
+
+    items = [x for x in tp.split(",") if x.strip()] if isinstance(tp, str) else list(tp)
+    try:
+        shapes = tuple(one(x) for x in items)
+    except ValueError:
+        raise ConfigError(f"--tp {tp!r}: expected degrees like 1,2,4 (dpN: N attention-DP ranks)") from None
+    if not shapes or any(s.tp < 1 or s.attention_dp < 1 for s in shapes):
+        raise ConfigError(f"--tp {tp!r}: expected degrees ≥ 1 like 1,2,4 (dpN: N attention-DP ranks)")
+    return shapes
 
 
 def _mean_lengths(profile: PathLike | None, input_tokens: str, output_tokens: str) -> tuple[int, int]:
@@ -93,7 +102,7 @@ def plan_capacity(
     input_tokens: str = "512",
     output_tokens: str = "256",
     headroom: float = 0.2,
-    tp: str | Sequence[int] = "1,2,4,8",
+    tp: str | Sequence[int | ReplicaShape] = "1,2,4,8",
     max_replicas: int = 1024,
     gpu_price: float | None = None,
     weights_dtype: str | None = None,
@@ -117,7 +126,9 @@ def plan_capacity(
         headroom: extra load fraction to plan for.
         tp: TP degrees to consider (``"1,2,4"`` or a list). For an MoE model each degree above 1 is also tried as
             that many attention-DP ranks with the experts over them (shape ``DP4``: four GPUs, four batches), right
-            after its tensor-parallel shape (not with a twin or roofline efficiencies, which price TP only).
+            after its tensor-parallel shape (not with a twin or roofline efficiencies, which price TP only) — unless
+            ``tp`` names attention-DP shapes itself (``"4,dp8"``, or :class:`~tailscope.plan.capacity.ReplicaShape`
+            entries): then exactly the shapes named are tried.
         max_replicas: the most replicas of one configuration.
         gpu_price: USD per GPU-hour (ranks the options by cost, else by GPUs).
         calibration: a calibration file (a digital twin's ``twin.yaml``: its fitted costs replace the catalogs).
@@ -142,7 +153,8 @@ def plan_capacity(
         ``result.best`` (None when no configuration meets the SLOs within the limits), ``result.plan.options`` and
         ``result.to_dict()`` (``tailscope plan capacity --json``).
     """
-    tps = _tp_options(tp)
+    given = _tp_options(tp)
+    tps = sorted({s.gpus for s in given})  # the widths (the disaggregated search's worker sizes)
     slos = tuple(s if isinstance(s, Slo) else parse_slo(s) for s in slo)
     slo_texts = tuple(s if isinstance(s, str) else f"{s.key}={s.threshold_ms:g}ms" for s in slo)
     mean_in, mean_out = _mean_lengths(profile, input_tokens, output_tokens)
@@ -157,9 +169,11 @@ def plan_capacity(
     moe = resolve_model(model).is_moe
     # an MoE model's replicas are also tried as attention-DP ranks over the same GPUs (as DeepSeek-style models are
     # served), each width after its tensor-parallel shape; the trained step model prices them
-    shapes = [ReplicaShape(t) for t in tps]
-    if moe and cal.twin is None and not cal.has_overrides:
-        shapes += [ReplicaShape(1, t) for t in tps if t > 1]
+    shapes = list(given)
+    if any(s.attention_dp > 1 for s in given) and (not moe or cal.twin is not None or cal.has_overrides):
+        raise ConfigError(f"--tp {tp!r}: attention-DP replicas (dpN) are for MoE models priced by the trained model")
+    if moe and cal.twin is None and not cal.has_overrides and all(s.attention_dp == 1 for s in given):
+        shapes += [ReplicaShape(1, t) for t in tps if t > 1]  # none named: each width as attention-DP ranks too
     splits = _disagg_candidates(disagg, tps, min(max_replicas, 16), moe) if disagg is not None else None
     if splits is not None and moe:  # an MoE model spreads its experts over each worker's GPUs, as aggregated
         splits = [

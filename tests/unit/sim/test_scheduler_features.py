@@ -433,3 +433,23 @@ def test_plan_capacity_tries_attention_dp_pools_for_an_moe_model() -> None:
     assert r.best.gpus == 4 * r.best.replicas < shapes["TP4"].gpus
     assert r.to_dict()["best"]["shape"] == "DP4"
     assert any(a.startswith("DPn: one replica of n GPUs") for a in r.plan.assumptions)
+
+
+def test_plan_capacity_tries_exactly_the_attention_dp_shapes_named() -> None:
+    """``--tp 4,dp4``-style lists: ``dpN`` names N attention-DP ranks; once one is named, no other is added, and a
+    dense model (or a twin) refuses them in one line."""
+    from tailscope.api.capacity import _tp_options, plan_capacity
+    from tailscope.plan.capacity import ReplicaShape
+
+    assert _tp_options("4, dp8") == (ReplicaShape(4), ReplicaShape(1, 8))
+    assert _tp_options([2, ReplicaShape(1, 4)]) == (ReplicaShape(2), ReplicaShape(1, 4))
+    for bad in ("dp", "dp0", "4x"):
+        with pytest.raises(ConfigError, match="--tp"):
+            _tp_options(bad)
+    r = plan_capacity(
+        "deepseek-r1", "gb200", target_rps=50, slo=["ttft_p99=2s", "tpot_p99=50ms"], tp="dp4", input_tokens="1024",
+        output_tokens="256", engine="sglang", weights_dtype="fp4", steady_window_s=30,
+    )  # fmt: skip
+    assert [o.shape.label() for o in r.plan.options] == ["DP4"]
+    with pytest.raises(ConfigError, match="attention-DP replicas"):
+        plan_capacity("llama-3.1-8b", "h100-sxm", target_rps=2, slo=["ttft_p99=5s"], tp="1,dp2")
