@@ -170,9 +170,13 @@ def plan_capacity(
     # an MoE model's replicas are also tried as attention-DP ranks over the same GPUs (as DeepSeek-style models are
     # served), each width after its tensor-parallel shape; the trained step model prices them
     shapes = list(given)
-    if any(s.attention_dp > 1 for s in given) and (not moe or cal.twin is not None or cal.has_overrides):
-        raise ConfigError(f"--tp {tp!r}: attention-DP replicas (dpN) are for MoE models priced by the trained model")
-    if moe and cal.twin is None and not cal.has_overrides and all(s.attention_dp == 1 for s in given):
+    dp_priced = moe and cal.twin is None and not cal.has_overrides  # twins and roofline efficiencies price TP only
+    if any(s.attention_dp > 1 for s in given):
+        if not dp_priced:
+            raise ConfigError(
+                f"--tp {tp!r}: attention-DP replicas (dpN) are for MoE models priced by the trained model"
+            )
+    elif dp_priced:
         shapes += [ReplicaShape(1, t) for t in tps if t > 1]  # none named: each width as attention-DP ranks too
     splits = _disagg_candidates(disagg, tps, min(max_replicas, 16), moe) if disagg is not None else None
     if splits is not None and moe:  # an MoE model spreads its experts over each worker's GPUs, as aggregated

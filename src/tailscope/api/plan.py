@@ -18,7 +18,7 @@ from tailscope.engine.perf import StepTimeModel
 from tailscope.engine.step_model import TrainedStepModel
 from tailscope.engine.step_terms import Parallelism
 from tailscope.engine.twin_step import TwinStepModel
-from tailscope.errors import ConfigError, PlanError
+from tailscope.errors import PlanError
 from tailscope.io.calibration import load_calibration
 from tailscope.io.models import resolve_model
 from tailscope.plan import kv as kv_core
@@ -157,8 +157,6 @@ def plan_estimate(
         PlanError: non-positive lengths, or sequences that do not fit the KV cache. ConfigError: a bad
             parallelism (``attention_dp`` < 1, ``ep`` not dividing the GPUs).
     """
-    if attention_dp < 1:
-        raise ConfigError(f"--attention-dp {attention_dp}: expected a number of ranks ≥ 1")
     Parallelism(tp, attention_dp, ep).validate()
     perf = perf_model(
         model, gpu, tp=tp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, calibration=calibration, engine=engine,

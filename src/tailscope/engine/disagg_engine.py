@@ -187,15 +187,7 @@ class DisaggregatedEngine:
     def add_request(self, request: EngineRequest) -> None:
         """Queue ``request`` on the prefill rank with the fewest requests. Raises ValueError when prompt + output can
         never fit a decode rank's KV cache."""
-        self._check(request)
-        i = self._least(False)
-        rank = self._ranks[i]
-        rank.replica.add(request.id, request.prompt_tokens, 1, request.arrival_ns, request.block_hashes)
-        self._requests[request.id] = _Request(
-            request.prompt_tokens, request.max_tokens, request.block_hashes, i, request.arrival_ns
-        )
-        rank.outstanding += 1
-        self._woken(rank, request.arrival_ns)
+        self._enqueue(request, whole=False)
 
     def abort(self, request_id: int) -> None:
         """Drop a request wherever it is (a prefill rank, on its way, a decode rank); no-op for unknown ids."""
@@ -278,7 +270,7 @@ class DisaggregatedEngine:
             extra["kv_transfers"] = float(self.transfers)
             extra["kv_transfer_s"] = self.transfer_ns / 1e9
             extra["kv_transfers_in_flight"] = float(len(self._arrivals))
-        prompt_parts = parts[: len(self.prefill)] if self.prefill else parts
+        prompt_parts = parts[: len(self.prefill)] or parts  # an aggregated rank's prompts are its own
         return EngineStats(
             running=sum(p.running for p in parts),
             waiting=sum(p.waiting for p in parts) + len(self._arrivals),
@@ -293,7 +285,9 @@ class DisaggregatedEngine:
         )
 
     # ---- inside -------------------------------------------------------------------------------------------------
-    def _check(self, request: EngineRequest) -> None:
+    def _enqueue(self, request: EngineRequest, *, whole: bool) -> None:
+        """Queue ``request`` on the rank with the fewest requests: a prefill rank runs its prompt and samples one
+        token (``whole=False``); an aggregated rank (the ranks in ``decode``) runs all of it."""
         if request.prompt_tokens + request.max_tokens > self.capacity_tokens:
             raise ValueError(
                 f"request {request.id}: {request.prompt_tokens}+{request.max_tokens} tokens exceed a decode rank's KV "
@@ -301,6 +295,15 @@ class DisaggregatedEngine:
             )
         if request.id in self._requests:
             raise ValueError(f"request {request.id} is already queued")
+        i = self._least(whole)
+        rank = self._ranks[i]
+        out = request.max_tokens if whole else 1
+        rank.replica.add(request.id, request.prompt_tokens, out, request.arrival_ns, request.block_hashes)
+        self._requests[request.id] = _Request(
+            request.prompt_tokens, request.max_tokens, request.block_hashes, i, request.arrival_ns
+        )
+        rank.outstanding += 1
+        self._woken(rank, request.arrival_ns)
 
     def _pool(self, rank: _Rank) -> str:
         return "decode" if rank.decode else "prefill"
@@ -395,17 +398,7 @@ class DataParallelEngine(DisaggregatedEngine):
     def add_request(self, request: EngineRequest) -> None:
         """Queue ``request`` whole on the rank with the fewest requests. Raises ValueError when prompt + output can
         never fit a rank's KV cache."""
-        self._check(request)
-        i = self._least(True)
-        rank = self._ranks[i]
-        rank.replica.add(
-            request.id, request.prompt_tokens, request.max_tokens, request.arrival_ns, request.block_hashes
-        )
-        self._requests[request.id] = _Request(
-            request.prompt_tokens, request.max_tokens, request.block_hashes, i, request.arrival_ns
-        )
-        rank.outstanding += 1
-        self._woken(rank, request.arrival_ns)
+        self._enqueue(request, whole=True)
 
     def _pool(self, rank: _Rank) -> str:
         return ""

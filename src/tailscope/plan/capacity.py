@@ -49,21 +49,25 @@ class ReplicaShape:
     def gpus(self) -> int:
         return self.tp * self.attention_dp
 
-    def label(self) -> str:
-        """``TP4``, ``DP4`` (four GPUs as attention-DP ranks) or ``TP2×DP4``."""
+    def label(self, sep: str = "") -> str:
+        """``TP4``, ``DP4`` (four GPUs as attention-DP ranks) or ``TP2×DP4``; with ``sep=" "`` ``TP 2 × DP 4``."""
+        tp, dp = f"TP{sep}{self.tp}", f"DP{sep}{self.attention_dp}"
         if self.attention_dp == 1:
-            return f"TP{self.tp}"
-        return f"DP{self.attention_dp}" if self.tp == 1 else f"TP{self.tp}×DP{self.attention_dp}"
+            return tp
+        return dp if self.tp == 1 else f"{tp}{sep}×{sep}{dp}"
 
     def words(self) -> str:
         """``TP 4``, ``DP 4`` or ``TP 2 × DP 4`` (notes and messages)."""
-        if self.attention_dp == 1:
-            return f"TP {self.tp}"
-        return f"DP {self.attention_dp}" if self.tp == 1 else f"TP {self.tp} × DP {self.attention_dp}"
+        return self.label(" ")
 
 
 def _shape(option: int | ReplicaShape) -> ReplicaShape:
     return option if isinstance(option, ReplicaShape) else ReplicaShape(int(option))
+
+
+def _skipped(shape: ReplicaShape, note: str) -> ConfigResult:
+    """A shape the search did not simulate, and why."""
+    return ConfigResult(shape.tp, None, None, None, None, None, 0, None, note=note, attention_dp=shape.attention_dp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,15 +256,10 @@ def search_capacity(
     best = ReplicaShape(0)  # the shape of the best answer so far
     for shape in sorted({_shape(o) for o in tp_options}, key=lambda sh: (sh.gpus, sh.attention_dp, sh.tp)):
         width, dp = shape.gpus, shape.attention_dp
-
-        def skipped(note: str, shape: ReplicaShape = shape) -> ConfigResult:
-            return ConfigResult(
-                shape.tp, None, None, None, None, None, 0, None, note=note, attention_dp=shape.attention_dp
-            )
-
         if best_gpus is not None and width >= best_gpus:
             # even one replica of this shape uses as many GPUs as the best answer so far: it cannot be cheaper
-            results.append(skipped(
+            results.append(_skipped(
+                shape,
                 f"skipped: one replica at {shape.words()} already needs {width} GPUs, and {best.words()} meets the "
                 f"SLO with {best_gpus}"
             ))  # fmt: skip
@@ -269,7 +268,7 @@ def search_capacity(
             perf = perf_for(shape)
             perf.kv_capacity_tokens()
         except PlanError as exc:
-            results.append(skipped(str(exc)))
+            results.append(_skipped(shape, str(exc)))
             continue
         rank_rps = analytic_replica_rps(
             perf, input_tokens=input_tokens, output_tokens=output_tokens, slos=slos, max_num_seqs=max_num_seqs
@@ -282,7 +281,8 @@ def search_capacity(
             sat = None if sat is None else sat * dp
             floor = math.ceil(load / (SATURATION_MARGIN * sat)) if sat else None
             if floor is not None and floor * width >= best_gpus:
-                results.append(skipped(
+                results.append(_skipped(
+                    shape,
                     f"skipped: at {shape.words()} even {SATURATION_MARGIN:g} × a replica's analytic saturation "
                     f"throughput ({sat:.1f} req/s) needs {floor} replicas = {floor * width} GPUs, and "
                     f"{best.words()} meets the SLO with {best_gpus}"

@@ -279,5 +279,5 @@ def test_an_estimate_of_attention_dp_ranks_is_one_ranks_request_and_every_ranks_
     assert vllm.ttft_ms != sglang.ttft_ms  # each engine's learned costs
     with pytest.raises(ConfigError, match="--ep 3"):
         plan_estimate("deepseek-r1", "b200", tp=1, ep=3, attention_dp=8, **args)
-    with pytest.raises(ConfigError, match="--attention-dp 0"):
+    with pytest.raises(ConfigError, match="--attention-dp must be ≥ 1"):
         plan_estimate("llama-3.1-8b", "b200", attention_dp=0, **args)
